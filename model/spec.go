@@ -1,0 +1,212 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Spec is a parsed and validated spec file.
+type Spec struct {
+	// File is the path the spec was read from, used in messages.
+	File     string   `json:"-"`
+	Name     string   `json:"name"`
+	Model    Model    `json:"model"`
+	Training Training `json:"training"`
+	Device   Device   `json:"device"`
+	// Notes are things the user should know about how the spec was read,
+	// such as a decimal "80GB" taken as 80×10⁹ bytes.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Model types accepted in a spec's model.type.
+const (
+	GPT2       = "gpt2"
+	Llama      = "llama"
+	BERT       = "bert"
+	ResNet     = "resnet"
+	ViT        = "vit"
+	Sequential = "sequential"
+)
+
+// ModelTypes lists the accepted model types.
+var ModelTypes = []string{GPT2, Llama, BERT, ResNet, ViT, Sequential}
+
+// Model describes the network. Fields apply to the types noted; Lower turns
+// any of them into the layer tree the estimator walks.
+type Model struct {
+	Type string `json:"type"`
+
+	// Transformers (gpt2, llama, bert, vit).
+	NumLayers     int64   `json:"layers,omitempty"`
+	Hidden        int64   `json:"hidden,omitempty"`
+	Heads         int64   `json:"heads,omitempty"`
+	KVHeads       int64   `json:"kv_heads,omitempty"`
+	HeadDim       int64   `json:"head_dim,omitempty"`
+	Intermediate  int64   `json:"intermediate,omitempty"`
+	Vocab         int64   `json:"vocab,omitempty"`
+	Positions     int64   `json:"positions,omitempty"`
+	TypeVocab     int64   `json:"type_vocab,omitempty"`
+	Tied          bool    `json:"tied"`
+	Dropout       float64 `json:"dropout"`
+	AttnDropout   float64 `json:"attention_dropout"`
+	Activation    string  `json:"activation,omitempty"`
+	AttentionBias bool    `json:"attention_bias"`
+	MLPBias       bool    `json:"mlp_bias"`
+
+	// Vision (resnet, vit).
+	Depth    int64   `json:"depth,omitempty"`
+	Blocks   []int64 `json:"blocks,omitempty"`
+	Block    string  `json:"block,omitempty"`
+	Width    int64   `json:"width,omitempty"`
+	Classes  int64   `json:"classes,omitempty"`
+	Channels int64   `json:"channels,omitempty"`
+	Patch    int64   `json:"patch,omitempty"`
+
+	// Sequential: the input per sample and the layers.
+	Input  Input   `json:"input,omitempty"`
+	Layers []Layer `json:"graph,omitempty"`
+}
+
+// Input kinds of the explicit form.
+const (
+	InputFeatures = "features"
+	InputTokens   = "tokens"
+	InputImage    = "image"
+)
+
+// Input is what one sample of the explicit form looks like.
+type Input struct {
+	Kind     string `json:"kind,omitempty"`
+	Features int64  `json:"features,omitempty"`
+	Channels int64  `json:"channels,omitempty"`
+}
+
+// Precisions.
+const (
+	FP32    = "fp32"
+	AMPBF16 = "amp-bf16"
+	AMPFP16 = "amp-fp16"
+	BF16    = "bf16"
+)
+
+// Precisions lists the accepted precision names.
+var Precisions = []string{FP32, AMPBF16, AMPFP16, BF16}
+
+// Optimizer names.
+const (
+	Adam        = "adam"
+	AdamW       = "adamw"
+	SGD         = "sgd"
+	SGDMomentum = "sgd-momentum"
+	Adafactor   = "adafactor"
+	Adam8bit    = "adam8bit"
+)
+
+// Optimizer implementations (torch.optim's foreach, fused, for-loop).
+const (
+	ImplForeach = "foreach"
+	ImplFused   = "fused"
+	ImplForLoop = "for-loop"
+)
+
+// OptimizerNames lists the accepted optimizer names. Adam, AdamW and SGD
+// take an implementation suffix: "adamw-fused", "adam-for-loop".
+var OptimizerNames = []string{Adam, AdamW, SGD, SGDMomentum, Adafactor, Adam8bit}
+
+// Optimizer is the optimizer and its implementation.
+type Optimizer struct {
+	Name string `json:"name"`
+	Impl string `json:"impl"`
+}
+
+func (o Optimizer) String() string {
+	switch o.Name {
+	case Adafactor, Adam8bit:
+		return o.Name
+	}
+	return o.Name + "-" + o.Impl
+}
+
+// Checkpointing modes.
+const (
+	CkptNone   = "none"
+	CkptBlock  = "every-block"
+	CkptSqrt   = "sqrt"
+	CkptEveryK = "every-k"
+)
+
+// Checkpointing says which blocks keep only their input during forward and
+// recompute the rest in backward.
+type Checkpointing struct {
+	Mode string `json:"mode"`
+	// K is the segment length for every-k.
+	K int64 `json:"k,omitempty"`
+}
+
+func (c Checkpointing) String() string {
+	if c.Mode == CkptEveryK {
+		return fmt.Sprintf("every-%d", c.K)
+	}
+	return c.Mode
+}
+
+// Attention implementations.
+const (
+	AttnSDPA  = "sdpa"
+	AttnEager = "eager"
+)
+
+// Zero-grad modes.
+const (
+	ZeroGradNone  = "none"
+	ZeroGradZeros = "zeros"
+)
+
+// Training is the training setup.
+type Training struct {
+	Batch int64 `json:"batch"`
+	// Seq is the sequence length for token models.
+	Seq int64 `json:"seq,omitempty"`
+	// Image is the image side in pixels for vision models.
+	Image         int64         `json:"image,omitempty"`
+	Precision     string        `json:"precision"`
+	Optimizer     Optimizer     `json:"optimizer"`
+	Checkpointing Checkpointing `json:"checkpointing"`
+	Attention     string        `json:"attention"`
+	// ZeroGrad is "none" (zero_grad(set_to_none=True), the default) or
+	// "zeros" (gradients kept allocated and zeroed).
+	ZeroGrad  string `json:"zero_grad"`
+	GradAccum int64  `json:"grad_accum"`
+}
+
+// Mixed reports whether the precision is autocast over fp32 weights.
+func (t Training) Mixed() bool { return t.Precision == AMPBF16 || t.Precision == AMPFP16 }
+
+// TokenInput reports whether the model takes token ids.
+func (m *Model) TokenInput() bool {
+	switch m.Type {
+	case GPT2, Llama, BERT:
+		return true
+	case Sequential:
+		return m.Input.Kind == InputTokens
+	}
+	return false
+}
+
+// ImageInput reports whether the model takes images.
+func (m *Model) ImageInput() bool {
+	switch m.Type {
+	case ResNet, ViT:
+		return true
+	case Sequential:
+		return m.Input.Kind == InputImage
+	}
+	return false
+}
+
+func oneOf(list []string) string {
+	s := append([]string(nil), list...)
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
