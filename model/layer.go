@@ -33,7 +33,9 @@ type Layer struct {
 	RoPE     bool    `json:"rope,omitempty"`
 	Causal   bool    `json:"causal,omitempty"`
 	FusedQKV bool    `json:"fused_qkv,omitempty"`
-	Upcast   bool    `json:"upcast,omitempty"`
+	// Inplace marks a ReLU or a residual add done in place (torchvision).
+	Inplace bool `json:"inplace,omitempty"`
+	Upcast  bool `json:"upcast,omitempty"`
 	// Style selects an implementation whose saved tensors differ:
 	// attention "hf" (transformers) or "torch" (nn.MultiheadAttention).
 	Style string `json:"style,omitempty"`
@@ -93,7 +95,7 @@ var layerKinds = map[string]kindSpec{
 	KBatchNorm:  {[]string{"channels"}, nil, "BatchNorm2d in training mode"},
 	KLayerNorm:  {[]string{"dim"}, []string{"bias"}, "LayerNorm over the last dimension"},
 	KRMSNorm:    {[]string{"dim"}, nil, "RMSNorm as transformers writes it (fp32 compute)"},
-	KReLU:       {nil, nil, "ReLU"},
+	KReLU:       {nil, []string{"inplace"}, "ReLU (inplace: true modifies its input, as torchvision does)"},
 	KGELU:       {nil, nil, "GELU (erf), one kernel"},
 	KGELUNew:    {nil, nil, "tanh-approximated GELU written out in Python, as transformers' gelu_new"},
 	KSiLU:       {nil, nil, "SiLU"},
@@ -113,7 +115,7 @@ var layerKinds = map[string]kindSpec{
 	KLMHead:     {[]string{"vocab", "dim"}, []string{"bias", "tie", "upcast"}, "vocabulary projection; tie names an embedding; upcast casts logits to fp32 before the loss (transformers' causal LM loss)"},
 	KRepeat:     {[]string{"times", "layers"}, nil, "a block repeated; each copy has its own weights and is one checkpointing unit"},
 	KBlock:      {[]string{"layers"}, nil, "a group of layers that is one checkpointing unit"},
-	KResidual:   {[]string{"layers"}, []string{"shortcut"}, "x + f(x), or shortcut(x) + f(x)"},
+	KResidual:   {[]string{"layers"}, []string{"shortcut", "inplace"}, "x + f(x), or shortcut(x) + f(x); inplace adds into f(x)'s output"},
 }
 
 // LayerKinds returns the accepted layer kinds with one line each.
@@ -222,7 +224,7 @@ func InferShape(layers []Layer, in Shape, names map[string]*Layer) (Shape, error
 	for i := range layers {
 		l := &layers[i]
 		var err error
-		if s, err = l.infer(s, names); err != nil {
+		if s, err = l.Infer(s, names); err != nil {
 			return nil, err
 		}
 		if n, err := checkedElems(s); err != nil || n <= 0 {
@@ -246,7 +248,9 @@ func checkedElems(s Shape) (int64, error) {
 	return n, nil
 }
 
-func (l *Layer) infer(s Shape, names map[string]*Layer) (Shape, error) {
+// Infer returns the shape a single layer gives for input shape s. names
+// holds the embeddings seen so far, for ties.
+func (l *Layer) Infer(s Shape, names map[string]*Layer) (Shape, error) {
 	tokens := len(s) == 2
 	needTokens := func() error {
 		if !tokens {

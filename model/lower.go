@@ -144,7 +144,8 @@ func bn(c int64) Layer { return Layer{Kind: KBatchNorm, Channels: c} }
 
 func (m *Model) lowerResNet() []Layer {
 	w := m.Width
-	layers := seq(conv(m.Channels, w, 7, 2, 3), bn(w), Layer{Kind: KReLU},
+	relu := Layer{Kind: KReLU, Inplace: true}
+	layers := seq(conv(m.Channels, w, 7, 2, 3), bn(w), relu,
 		Layer{Kind: KMaxPool, Kernel: 3, Stride: 2, Padding: 1})
 	in := w
 	expansion := int64(1)
@@ -161,18 +162,18 @@ func (m *Model) lowerResNet() []Layer {
 			out := planes * expansion
 			var body []Layer
 			if m.Block == "bottleneck" {
-				body = seq(conv(in, planes, 1, 1, 0), bn(planes), Layer{Kind: KReLU},
-					conv(planes, planes, 3, stride, 1), bn(planes), Layer{Kind: KReLU},
+				body = seq(conv(in, planes, 1, 1, 0), bn(planes), relu,
+					conv(planes, planes, 3, stride, 1), bn(planes), relu,
 					conv(planes, out, 1, 1, 0), bn(out))
 			} else {
-				body = seq(conv(in, planes, 3, stride, 1), bn(planes), Layer{Kind: KReLU},
+				body = seq(conv(in, planes, 3, stride, 1), bn(planes), relu,
 					conv(planes, planes, 3, 1, 1), bn(planes))
 			}
-			res := Layer{Kind: KResidual, Body: body}
+			res := Layer{Kind: KResidual, Body: body, Inplace: true}
 			if stride != 1 || in != out {
 				res.Shortcut = seq(conv(in, out, 1, stride, 0), bn(out))
 			}
-			layers = append(layers, Layer{Kind: KBlock, Body: seq(res, Layer{Kind: KReLU})})
+			layers = append(layers, Layer{Kind: KBlock, Body: seq(res, relu)})
 			in = out
 		}
 	}

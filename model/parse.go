@@ -16,7 +16,7 @@ import (
 // Overrides replace training and device fields of a spec, as the command
 // line's --batch, --seq and friends do. Zero values leave the spec alone.
 type Overrides struct {
-	Batch, Seq, Image, GradAccum                                 int64
+	Batch, Seq, Image, GradAccum                                  int64
 	Precision, Optimizer, Checkpointing, Attention, ZeroGrad, Dev string
 }
 
@@ -360,6 +360,8 @@ func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
 			m.bool(a, &l.RoPE)
 		case "causal":
 			m.bool(a, &l.Causal)
+		case "inplace":
+			m.bool(a, &l.Inplace)
 		case "fused_qkv":
 			m.bool(a, &l.FusedQKV)
 		case "upcast":
@@ -450,7 +452,9 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	set("optimizer", o.Optimizer, func(v string) error { return parseOptimizer(v, &t.Optimizer) })
 	set("checkpointing", o.Checkpointing, func(v string) error { return parseCheckpointing(v, &t.Checkpointing) })
 	set("attention", o.Attention, func(v string) error { return parseChoice(v, &t.Attention, "attention", AttnSDPA, AttnEager) })
-	set("zero_grad", o.ZeroGrad, func(v string) error { return parseChoice(v, &t.ZeroGrad, "zero_grad mode", ZeroGradNone, ZeroGradZeros) })
+	set("zero_grad", o.ZeroGrad, func(v string) error {
+		return parseChoice(v, &t.ZeroGrad, "zero_grad mode", ZeroGradNone, ZeroGradZeros)
+	})
 	tm.finish()
 	for _, ov := range []struct {
 		v    int64
@@ -699,7 +703,7 @@ func actFloat(ls []Layer, s Shape) float64 {
 		case KAttention:
 			n += float64(s[0]) * float64(s[0]) * float64(l.Heads)
 		}
-		out, err := l.infer(s, map[string]*Layer{"": {}})
+		out, err := l.Infer(s, map[string]*Layer{"": {}})
 		if err == nil {
 			s = out
 		}

@@ -1,0 +1,92 @@
+package estimate
+
+import "testing"
+
+const mib = 1 << 20
+
+// TestAllocatorSingle checks single requests against the H100 measurements
+// in PYTORCH-MEMORY.md §1 ("Measured", default column).
+func TestAllocatorSingle(t *testing.T) {
+	tests := []struct {
+		name                string
+		req                 int64
+		allocated, reserved int64
+	}{
+		{"1 B", 1, 512, 2 * mib},
+		{"513 B", 513, 1024, 2 * mib},
+		{"1 MiB", mib, mib, 2 * mib},
+		{"1 MiB+1", mib + 1, mib + 512, 20 * mib},
+		{"5 MiB", 5 * mib, 5 * mib, 20 * mib},
+		{"10 MiB-1", 10*mib - 1, 10 * mib, 10 * mib},
+		{"10 MiB+1", 10*mib + 1, 10*mib + 512, 12 * mib},
+		{"11 MiB+1 (remainder under 1 MiB is not split)", 11*mib + 1, 12 * mib, 12 * mib},
+		{"21 MiB+5", 21*mib + 5, 22 * mib, 22 * mib},
+		{"100 MiB+1", 100*mib + 1, 100*mib + 512, 102 * mib},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var a allocator
+			a.malloc(tt.req)
+			if a.allocated != tt.allocated || a.reserved != tt.reserved {
+				t.Errorf("malloc(%d): allocated %d reserved %d, want %d %d", tt.req, a.allocated, a.reserved, tt.allocated, tt.reserved)
+			}
+		})
+	}
+}
+
+// TestAllocatorSequences checks reuse, splitting and fragmentation against
+// the measured sequences in PYTORCH-MEMORY.md §1.
+func TestAllocatorSequences(t *testing.T) {
+	t.Run("4 x 600 KiB", func(t *testing.T) {
+		var a allocator
+		var got []int64
+		for i := 0; i < 4; i++ {
+			a.malloc(600 << 10)
+			got = append(got, a.reserved/mib)
+		}
+		if want := []int64{2, 2, 2, 4}; !eq(got, want) {
+			t.Errorf("reserved = %v MiB, want %v", got, want)
+		}
+	})
+	t.Run("4 x 6 MiB", func(t *testing.T) {
+		var a allocator
+		var got []int64
+		for i := 0; i < 4; i++ {
+			a.malloc(6 * mib)
+			got = append(got, a.reserved/mib)
+		}
+		if want := []int64{20, 20, 20, 40}; !eq(got, want) {
+			t.Errorf("reserved = %v MiB, want %v", got, want)
+		}
+	})
+	t.Run("100 free, 60 then 50", func(t *testing.T) {
+		var a allocator
+		a.free(a.malloc(100 * mib))
+		a.malloc(60 * mib)
+		a.malloc(50 * mib)
+		if a.reserved != 150*mib {
+			t.Errorf("reserved = %d MiB, want 150", a.reserved/mib)
+		}
+	})
+	t.Run("200 free, 150 free, 190", func(t *testing.T) {
+		var a allocator
+		a.free(a.malloc(200 * mib))
+		a.free(a.malloc(150 * mib))
+		a.malloc(190 * mib)
+		if a.reserved != 200*mib || a.allocated != 190*mib {
+			t.Errorf("reserved %d allocated %d MiB, want 200 190", a.reserved/mib, a.allocated/mib)
+		}
+	})
+}
+
+func eq(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,205 @@
+// Package estimate predicts the GPU memory of a training run from a spec.
+//
+// It simulates two optimizer steps of the run symbolically: every tensor
+// PyTorch allocates (parameters, gradients, optimizer state, the
+// activations autograd saves, temporaries, library workspaces) is allocated
+// in a replay of PyTorch's CUDA caching allocator and freed when its last
+// holder lets go. From the replay come the three totals PyTorch users see:
+// the peak of torch.cuda.max_memory_allocated, of max_memory_reserved, and
+// the device total that includes the CUDA context and loaded kernels. The
+// rules, their sources and the measurements behind them are in
+// docs/formulas.md.
+package estimate
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
+)
+
+// SchemaVersion is the version of the JSON form of Result (docs/json.md).
+const SchemaVersion = 1
+
+// Stages of a training step.
+const (
+	StageForward   = "forward"
+	StageBackward  = "backward"
+	StageOptimizer = "optimizer"
+)
+
+// Phase names a stage of one micro-batch of one optimizer step.
+type Phase struct {
+	// Iteration is the optimizer step, from 0. Adam's state is created
+	// during step 0, so later steps hold more.
+	Iteration int    `json:"iteration"`
+	Micro     int    `json:"micro_batch"`
+	Stage     string `json:"stage"`
+}
+
+func (p Phase) String() string {
+	when := "first step"
+	if p.Iteration > 0 {
+		when = "later steps"
+	}
+	if p.Micro > 0 {
+		when += fmt.Sprintf(", micro-batch %d", p.Micro+1)
+	}
+	return p.Stage + " (" + when + ")"
+}
+
+// PhasePeak is the highest memory seen during one phase.
+type PhasePeak struct {
+	Phase
+	PeakAllocated int64 `json:"peak_allocated_bytes"`
+	PeakReserved  int64 `json:"peak_reserved_bytes"`
+}
+
+// Item is one line of a breakdown.
+type Item struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Result is an estimate. Its JSON form is memplan's stable output
+// (docs/json.md); byte counts are exact integers.
+type Result struct {
+	SchemaVersion int            `json:"schema_version"`
+	Name          string         `json:"name"`
+	ModelType     string         `json:"model_type"`
+	Params        int64          `json:"parameters"`
+	Training      model.Training `json:"training"`
+	Device        model.Device   `json:"device"`
+
+	// Model state in steady state.
+	ParamBytes     int64 `json:"parameter_bytes"`
+	GradBytes      int64 `json:"gradient_bytes"`
+	OptimizerBytes int64 `json:"optimizer_state_bytes"`
+	// ActivationBytes is what autograd holds for backward at the end of a
+	// forward pass (with checkpointing: the segment inputs).
+	ActivationBytes int64 `json:"activation_bytes"`
+
+	// The three totals.
+	PeakAllocated int64 `json:"peak_allocated_bytes"`
+	PeakReserved  int64 `json:"peak_reserved_bytes"`
+	DeviceTotal   int64 `json:"device_total_bytes"`
+	PeakPhase     Phase `json:"peak_phase"`
+
+	// AtPeak splits PeakAllocated by what holds it at that moment.
+	AtPeak []Item `json:"at_peak"`
+	// Overhead is device memory outside PyTorch's allocator.
+	Overhead []Item      `json:"overhead"`
+	Phases   []PhasePeak `json:"phases"`
+
+	// Fill is DeviceTotal over the device's memory; Fits says it is ≤ 1.
+	Fill  float64  `json:"fill"`
+	Fits  bool     `json:"fits"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Overheads outside the caching allocator, measured on an H100 with driver
+// 580, CUDA 13.0 and torch 2.11 (PYTORCH-MEMORY.md §2, docs/formulas.md §D).
+const (
+	cudaContext   = 527 * units.MiB // bare primary context, lazy module loading
+	modulesBase   = 72 * units.MiB  // elementwise, reduction and optimizer kernels
+	modulesHalf   = 66 * units.MiB  // first bf16/fp16 GEMM: cuBLAS handle and kernels
+	modulesF32    = 90 * units.MiB  // first fp32 GEMM: cuBLASLt path kernels
+	modulesConv   = 8 * units.MiB   // cuDNN handle and convolution kernels
+	modulesSDPA   = 2 * units.MiB   // fused attention kernels
+	hopperCublas  = 32 * units.MiB  // cuBLAS workspace on sm90
+	defaultCublas = 8*units.MiB + 128*units.KiB
+)
+
+// Estimate predicts the memory of the training run a spec describes.
+func Estimate(spec *model.Spec) (*Result, error) { return estimateWith(spec, nil) }
+
+func estimateWith(spec *model.Spec, inspect func(*sim)) (*Result, error) {
+	t := spec.Training
+	cfg := &config{
+		amp:             t.Mixed(),
+		compute:         f32,
+		param:           f32,
+		cublasWorkspace: defaultCublas,
+		eager:           t.Attention == model.AttnEager,
+		batch:           t.Batch,
+	}
+	if t.Precision != model.FP32 {
+		cfg.compute = half
+	}
+	if t.Precision == model.BF16 {
+		cfg.param = half
+	}
+	if spec.Device.Hopper() {
+		cfg.cublasWorkspace = hopperCublas
+	}
+	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
+	s.enter(0, 0, "load")
+	layers := spec.Model.Lower()
+	ins := s.build(layers, map[string]*tensor{})
+	s.train(spec, ins)
+	if inspect != nil {
+		inspect(s)
+	}
+
+	r := &Result{
+		SchemaVersion:   SchemaVersion,
+		Name:            spec.Name,
+		ModelType:       spec.Model.Type,
+		Params:          model.Params(layers),
+		Training:        t,
+		Device:          spec.Device,
+		ActivationBytes: s.saved,
+		PeakAllocated:   s.peak.allocated,
+		PeakReserved:    s.peak.reserved,
+		PeakPhase:       s.peak.at,
+		Phases:          s.phases[1:],
+		Notes:           append([]string(nil), spec.Notes...),
+	}
+	for _, p := range s.params {
+		r.ParamBytes += p.bytes()
+	}
+	r.GradBytes = r.ParamBytes
+	r.OptimizerBytes = s.live[catOptState]
+	var sum int64
+	for c := category(0); c < numCats; c++ {
+		if b := s.peak.live[c]; b > 0 {
+			r.AtPeak = append(r.AtPeak, Item{catNames[c], b})
+			sum += b
+		}
+	}
+	if d := r.PeakAllocated - sum; d > 0 {
+		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
+	}
+	r.Overhead = overhead(s.used)
+	r.DeviceTotal = r.PeakReserved
+	for _, o := range r.Overhead {
+		r.DeviceTotal += o.Bytes
+	}
+	if spec.Device.Memory > 0 {
+		r.Fill = float64(r.DeviceTotal) / float64(spec.Device.Memory)
+		r.Fits = r.DeviceTotal <= spec.Device.Memory
+	}
+	if spec.Device.Vendor == model.AMD {
+		r.Notes = append(r.Notes, "the overheads outside the allocator were measured on NVIDIA GPUs; on ROCm they differ")
+	}
+	sort.SliceStable(r.AtPeak, func(i, j int) bool { return r.AtPeak[i].Bytes > r.AtPeak[j].Bytes })
+	return r, nil
+}
+
+func overhead(u usage) []Item {
+	mods := modulesBase
+	if u.gemmHalf {
+		mods += modulesHalf
+	}
+	if u.gemmF32 {
+		mods += modulesF32
+	}
+	if u.conv {
+		mods += modulesConv
+	}
+	if u.sdpa {
+		mods += modulesSDPA
+	}
+	return []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
+}

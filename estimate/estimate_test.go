@@ -1,0 +1,74 @@
+package estimate
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+func load(t *testing.T, file string, o model.Overrides) *model.Spec {
+	t.Helper()
+	s, err := model.Load(filepath.Join("..", "specs", file), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestSpecsInvariants estimates every bundled spec under several setups and
+// checks what must hold whatever the model: totals are ordered, the step
+// leaves nothing behind but model state, and the breakdown adds up.
+func TestSpecsInvariants(t *testing.T) {
+	files, _ := filepath.Glob("../specs/*.yaml")
+	if len(files) < 11 {
+		t.Fatalf("found %d specs, want at least 11", len(files))
+	}
+	setups := []model.Overrides{
+		{},
+		{Precision: "fp32", Checkpointing: "every-block", Batch: 2},
+		{Precision: "bf16", Optimizer: "adamw-for-loop", Checkpointing: "sqrt", Batch: 1},
+		{Optimizer: "adafactor", ZeroGrad: "zeros", GradAccum: 3, Batch: 1},
+		{Optimizer: "adam8bit", Checkpointing: "every-2", Attention: "eager", Batch: 1},
+	}
+	for _, f := range files {
+		for i, o := range setups {
+			name := filepath.Base(f) + "/" + []string{"default", "fp32-ckpt", "bf16-sqrt", "adafactor-accum", "8bit-eager"}[i]
+			t.Run(name, func(t *testing.T) {
+				if o.Seq == 0 && o.Batch > 0 {
+					o.Seq = 256
+				}
+				s, err := model.Load(f, o)
+				if err != nil {
+					t.Skip(err) // e.g. --seq on an image model
+				}
+				sm, r := simulate(s)
+				if r.PeakReserved < r.PeakAllocated || r.DeviceTotal <= r.PeakReserved {
+					t.Errorf("totals out of order: allocated %d reserved %d device %d", r.PeakAllocated, r.PeakReserved, r.DeviceTotal)
+				}
+				if r.PeakAllocated < r.ParamBytes {
+					t.Errorf("peak %d below parameter bytes %d", r.PeakAllocated, r.ParamBytes)
+				}
+				if sm.live[catSaved] != 0 || sm.live[catTemp] != 0 {
+					t.Errorf("after the step: %d B saved and %d B temporaries still alive", sm.live[catSaved], sm.live[catTemp])
+				}
+				var sum int64
+				for _, it := range r.AtPeak {
+					if it.Bytes < 0 {
+						t.Errorf("negative %s: %d", it.Name, it.Bytes)
+					}
+					sum += it.Bytes
+				}
+				if sum != r.PeakAllocated {
+					t.Errorf("breakdown sums to %d, peak is %d", sum, r.PeakAllocated)
+				}
+			})
+		}
+	}
+}
+
+func simulate(s *model.Spec) (*sim, *Result) {
+	var sm *sim
+	r, _ := estimateWith(s, func(x *sim) { sm = x })
+	return sm, r
+}

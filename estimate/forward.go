@@ -1,0 +1,433 @@
+package estimate
+
+import (
+	"math"
+
+	"github.com/memplan/memplan/model"
+)
+
+// inst is a layer instance with its own parameters: a repeat of n blocks
+// becomes n instances.
+type inst struct {
+	l     *model.Layer
+	p     []*tensor // parameters in a kind-specific order (see build)
+	body  []*inst
+	short []*inst
+	unit  bool // one checkpointing unit (a block, or one copy of a repeat)
+}
+
+// param allocates a trainable parameter, as model.to("cuda") does: one
+// allocation per tensor.
+func (s *sim) param(elems int64, name string) *tensor {
+	t := s.alloc(elems, s.cfg.param, catParam, name)
+	t.param, t.req = true, true
+	s.params = append(s.params, t)
+	return t
+}
+
+// matrix allocates a parameter of shape [..., second, last].
+func (s *sim) matrix(second, last, lead int64, name string) *tensor {
+	t := s.param(lead*second*last, name)
+	t.second, t.last = second, last
+	return t
+}
+
+func (s *sim) buffer(elems int64, name string) {
+	s.alloc(elems, f32, catParam, name) // held for the whole run
+}
+
+func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
+	var out []*inst
+	for i := range ls {
+		l := &ls[i]
+		in := &inst{l: l}
+		opt := func(ok bool, n int64, name string) *tensor {
+			if !ok {
+				return nil
+			}
+			return s.param(n, name)
+		}
+		switch l.Kind {
+		case model.KLinear:
+			in.p = []*tensor{s.matrix(l.Out, l.In, 1, "linear.weight"), opt(l.Bias, l.Out, "linear.bias")}
+		case model.KConv2d:
+			in.p = []*tensor{s.matrix(l.Kernel, l.Kernel, l.Out*l.In, "conv.weight"), opt(l.Bias, l.Out, "conv.bias")}
+		case model.KBatchNorm:
+			in.p = []*tensor{s.param(l.Channels, "bn.weight"), s.param(l.Channels, "bn.bias")}
+			s.buffer(l.Channels, "bn.running_mean")
+			s.buffer(l.Channels, "bn.running_var")
+			s.buffer(2, "bn.num_batches_tracked")
+		case model.KLayerNorm:
+			in.p = []*tensor{s.param(l.Dim, "ln.weight"), opt(l.Bias, l.Dim, "ln.bias")}
+		case model.KRMSNorm:
+			in.p = []*tensor{s.param(l.Dim, "rmsnorm.weight")}
+		case model.KEmbedding:
+			in.p = []*tensor{s.matrix(l.Vocab, l.Dim, 1, "embedding.weight")}
+			if l.Name != "" {
+				names[l.Name] = in.p[0]
+			}
+		case model.KPositions, model.KTokenTypes:
+			in.p = []*tensor{s.matrix(l.Max, l.Dim, 1, l.Kind+".weight")}
+		case model.KAttention:
+			q, kv := l.Heads*l.HeadDim, l.KVHeads*l.HeadDim
+			if l.FusedQKV || l.Style == "torch" {
+				in.p = []*tensor{s.matrix(q+2*kv, l.Dim, 1, "qkv.weight"), opt(l.Bias, q+2*kv, "qkv.bias")}
+			} else {
+				in.p = []*tensor{s.matrix(q, l.Dim, 1, "q.weight"), opt(l.Bias, q, "q.bias"),
+					s.matrix(kv, l.Dim, 1, "k.weight"), opt(l.Bias, kv, "k.bias"),
+					s.matrix(kv, l.Dim, 1, "v.weight"), opt(l.Bias, kv, "v.bias")}
+			}
+			in.p = append(in.p, s.matrix(l.Dim, q, 1, "o.weight"), opt(l.OutBias, l.Dim, "o.bias"))
+		case model.KGatedMLP:
+			in.p = []*tensor{s.matrix(l.Hidden, l.Dim, 1, "gate.weight"), opt(l.Bias, l.Hidden, "gate.bias"),
+				s.matrix(l.Hidden, l.Dim, 1, "up.weight"), opt(l.Bias, l.Hidden, "up.bias"),
+				s.matrix(l.Dim, l.Hidden, 1, "down.weight"), opt(l.Bias, l.Dim, "down.bias")}
+		case model.KPatchEmbed:
+			in.p = []*tensor{s.matrix(l.Kernel, l.Kernel, l.Dim*l.Channels, "patch.weight"), s.param(l.Dim, "patch.bias")}
+		case model.KClsToken:
+			in.p = []*tensor{s.param(l.Dim, "class_token")}
+		case model.KLMHead:
+			w := names[l.Tie]
+			if l.Tie == "" || w == nil {
+				w = s.matrix(l.Vocab, l.Dim, 1, "lm_head.weight")
+			}
+			in.p = []*tensor{w, opt(l.Bias, l.Vocab, "lm_head.bias")}
+		case model.KRepeat:
+			for j := int64(0); j < l.Times; j++ {
+				in := &inst{l: &model.Layer{Kind: model.KBlock, Body: l.Body}, unit: true}
+				in.body = s.build(l.Body, names)
+				out = append(out, in)
+			}
+			continue
+		case model.KBlock:
+			in.unit = true
+			in.body = s.build(l.Body, names)
+		case model.KResidual:
+			in.body = s.build(l.Body, names)
+			in.short = s.build(l.Shortcut, names)
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// run executes instances in order. It takes over the caller's hold on x
+// and returns a tensor the caller holds.
+func (s *sim) run(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	for i := 0; i < len(ins); {
+		if !ins[i].unit || s.ckptMode == model.CkptNone {
+			x, sh = s.step1(ins[i], x, sh)
+			i++
+			continue
+		}
+		j := i
+		for j < len(ins) && ins[j].unit {
+			j++
+		}
+		for _, seg := range s.segments(j - i) {
+			units := ins[i+seg.start : i+seg.end]
+			if seg.ckpt {
+				x, sh = s.checkpointed(units, x, sh)
+			} else {
+				x, sh = s.plain(units, x, sh)
+			}
+		}
+		i = j
+	}
+	return x, sh
+}
+
+// plain runs instances one after the other with no checkpointing.
+func (s *sim) plain(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	for _, in := range ins {
+		x, sh = s.step1(in, x, sh)
+	}
+	return x, sh
+}
+
+func (s *sim) step1(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	y, out := s.layer(in, x, sh)
+	s.unref(x)
+	return y, out
+}
+
+type span struct {
+	start, end int
+	ckpt       bool
+}
+
+// segments splits n consecutive units per the checkpointing mode: each unit
+// (every-block), groups of k (every-k), or checkpoint_sequential's
+// round(√n) segments, whose last segment is not checkpointed.
+func (s *sim) segments(n int) []span {
+	var out []span
+	switch s.ckptMode {
+	case model.CkptBlock, model.CkptEveryK:
+		k := int(s.ckptK)
+		if s.ckptMode == model.CkptBlock {
+			k = 1
+		}
+		for a := 0; a < n; a += k {
+			out = append(out, span{a, min(a+k, n), true})
+		}
+	case model.CkptSqrt:
+		segs := max(1, int(math.Round(math.Sqrt(float64(n)))))
+		size := n / segs
+		a := 0
+		for ; a < size*(segs-1); a += size {
+			out = append(out, span{a, a + size, true})
+		}
+		out = append(out, span{a, n, false})
+	}
+	return out
+}
+
+// checkpointed runs units under torch.utils.checkpoint (non-reentrant):
+// nothing inside is saved; the segment keeps its input and recomputes in
+// backward.
+func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	var outSh model.Shape
+	run := func(in *tensor) *tensor {
+		y, o := s.plain(units, s.ref(in), sh)
+		outSh = o
+		return y
+	}
+	start, saving := len(s.tape), s.saving
+	s.saving = false
+	y := run(x)
+	s.saving = saving
+	s.tape = s.tape[:start]
+	y.req = true
+	n := &node{name: "Checkpoint", outs: []*tensor{y}, ckpt: &ckpt{run: run}}
+	if x.req {
+		n.ins = []*tensor{x}
+	}
+	s.save(n, x)
+	s.tape = append(s.tape, n)
+	s.unref(x)
+	return y, outSh
+}
+
+func (s *sim) rows(sh model.Shape) int64 { return s.cfg.batch * sh.Elems() / sh[len(sh)-1] }
+
+// layer runs one instance; x stays held by the caller.
+func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	l, b := in.l, s.cfg.batch
+	out, _ := l.Infer(sh, map[string]*model.Layer{l.Tie: {Vocab: l.Vocab, Dim: l.Dim}})
+	switch l.Kind {
+	case model.KLinear:
+		return s.matmul(x, in.p[0], in.p[1], s.rows(sh), l.Out), out
+	case model.KConv2d:
+		return s.conv2d(x, in.p[0], in.p[1], b*out.Elems()), out
+	case model.KBatchNorm:
+		return s.batchNorm(x, in.p[0], in.p[1], l.Channels), out
+	case model.KLayerNorm:
+		return s.layerNorm(x, in.p[0], in.p[1], s.rows(sh)), out
+	case model.KRMSNorm:
+		return s.rmsNorm(x, in.p[0], s.rows(sh)), out
+	case model.KReLU, model.KGELU, model.KGELUNew, model.KSiLU, model.KTanh:
+		return s.activation(l.Kind, x, l.Inplace), out
+	case model.KDropout:
+		if l.P == 0 {
+			return s.ref(x), out
+		}
+		return s.dropout(x), out
+	case model.KEmbedding:
+		return s.embedding(x, in.p[0], b*sh[0], l.Dim), out
+	case model.KPositions, model.KTokenTypes:
+		// wpe(position_ids) is [1, seq, dim], broadcast over the batch;
+		// token types look up a [batch, seq] index.
+		rows := sh[0]
+		if l.Kind == model.KTokenTypes {
+			rows *= b
+		}
+		ids := &tensor{elems: rows, dt: i64, refs: 1}
+		e := s.embedding(ids, in.p[0], rows, l.Dim)
+		y := s.add(x, e)
+		s.unref(e)
+		return y, out
+	case model.KAttention:
+		return s.attention(in, x, sh), out
+	case model.KGatedMLP:
+		rows := s.rows(sh)
+		g := s.matmul(x, in.p[0], in.p[1], rows, l.Hidden)
+		a := s.activation(l.Activation, g, false)
+		s.unref(g)
+		u := s.matmul(x, in.p[2], in.p[3], rows, l.Hidden)
+		m := s.mul(a, u)
+		s.unref(a)
+		s.unref(u)
+		y := s.matmul(m, in.p[4], in.p[5], rows, l.Dim)
+		s.unref(m)
+		return y, out
+	case model.KMaxPool:
+		return s.maxPool(x, b*out.Elems()), out
+	case model.KAvgPool:
+		y := s.alloc(b*out.Elems(), x.dt, catTemp, "avgpool")
+		s.record("Mean", []*tensor{x}, y)
+		return y, out
+	case model.KFlatten:
+		return s.ref(x), out
+	case model.KPatchEmbed:
+		return s.conv2d(x, in.p[0], in.p[1], b*out.Elems()), out
+	case model.KClsToken:
+		y := s.alloc(b*out.Elems(), promote(x.dt, in.p[0].dt), catTemp, "cat class token")
+		s.record("Cat", []*tensor{in.p[0], x}, y)
+		return y, out
+	case model.KTakeCls:
+		v := s.view(x, b*out.Elems())
+		s.record("Select", []*tensor{x}, v)
+		return v, out
+	case model.KLMHead:
+		return s.lmHead(in, x, sh), Shape1
+	case model.KBlock:
+		return s.run(in.body, s.ref(x), sh)
+	case model.KResidual:
+		br, o := s.run(in.body, s.ref(x), sh)
+		sk := s.ref(x)
+		if len(in.short) > 0 {
+			s.unref(sk)
+			sk, _ = s.run(in.short, s.ref(x), sh)
+		}
+		var y *tensor
+		if l.Inplace && br.elems == sk.elems {
+			y = s.view(br, br.elems)
+			if n := s.record("AddInplace", []*tensor{br, sk}, y); n != nil {
+				n.pass = true
+			}
+		} else {
+			y = s.add(sk, br)
+		}
+		s.unref(br)
+		s.unref(sk)
+		return y, o
+	}
+	panic("estimate: unhandled layer " + l.Kind)
+}
+
+// Shape1 marks a scalar loss.
+var Shape1 = model.Shape{1}
+
+func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
+	l, b := in.l, s.cfg.batch
+	S := sh[0]
+	rows := b * S
+	qd, kvd := l.Heads*l.HeadDim, l.KVHeads*l.HeadDim
+	var q, k, v *tensor
+	po := len(in.p) - 2
+	switch {
+	case l.Style == "torch":
+		// nn.MultiheadAttention: in_proj, then unflatten/transpose/
+		// contiguous makes a copy; q, k, v are views of it.
+		proj := s.matmul(x, in.p[0], in.p[1], rows, qd+2*kvd)
+		c := s.unary("Clone", proj, false, false)
+		s.unref(proj)
+		q, k, v = s.split(c, qd, kvd, rows)
+		s.unref(c)
+	case l.FusedQKV:
+		qkv := s.matmul(x, in.p[0], in.p[1], rows, qd+2*kvd)
+		q, k, v = s.split(qkv, qd, kvd, rows)
+		s.unref(qkv)
+	default:
+		q = s.matmul(x, in.p[0], in.p[1], rows, qd)
+		k = s.matmul(x, in.p[2], in.p[3], rows, kvd)
+		v = s.matmul(x, in.p[4], in.p[5], rows, kvd)
+	}
+	if l.RoPE {
+		cos, sin := s.ropeTables(S, l.HeadDim, x.dt)
+		q2, k2 := s.rope(q, cos, sin), s.rope(k, cos, sin)
+		s.unref(q)
+		s.unref(k)
+		q, k = q2, k2
+	}
+	var y *tensor
+	if s.cfg.eager {
+		var mask *tensor
+		if l.Causal {
+			mask = s.causalMask(S, x.dt)
+		}
+		y = s.eagerAttention(q, k, v, mask, b, l.Heads, l.KVHeads, S, l.HeadDim, l.P)
+	} else {
+		y = s.sdpa(q, k, v, b, l.Heads, S, l.HeadDim)
+	}
+	s.unref(q)
+	s.unref(k)
+	s.unref(v)
+	if l.Style == "torch" {
+		// permute(2, 0, 1, 3).contiguous() before out_proj.
+		c := s.unary("Clone", y, false, false)
+		s.unref(y)
+		y = c
+	}
+	o := s.matmul(y, in.p[po], in.p[po+1], rows, l.Dim)
+	s.unref(y)
+	return o
+}
+
+// split makes q, k, v views of a packed projection; its backward builds
+// one gradient of the packed size.
+func (s *sim) split(c *tensor, qd, kvd, rows int64) (q, k, v *tensor) {
+	q, k, v = s.view(c, rows*qd), s.view(c, rows*kvd), s.view(c, rows*kvd)
+	s.record("Split", []*tensor{c}, q, k, v)
+	return
+}
+
+// ropeTables returns the cos and sin tables ([1, seq, head_dim] in the
+// stream's dtype), made once per forward like transformers'
+// LlamaRotaryEmbedding.
+func (s *sim) ropeTables(seq, hd, dt int64) (cos, sin *tensor) {
+	if s.ropeT[0] == nil {
+		s.ropeT[0] = s.alloc(seq*hd, dt, catTemp, "rope cos")
+		s.ropeT[1] = s.alloc(seq*hd, dt, catTemp, "rope sin")
+	}
+	return s.ropeT[0], s.ropeT[1]
+}
+
+// rope is apply_rotary_pos_emb for one tensor: x·cos + rotate_half(x)·sin.
+// Under autocast x is half and cos fp32, so the result is fp32.
+func (s *sim) rope(x, cos, sin *tensor) *tensor {
+	a := s.mul(x, cos)
+	neg := s.alloc(x.elems/2, x.dt, catTemp, "neg")
+	s.record("Neg", []*tensor{x}, neg)
+	rh := s.alloc(x.elems, x.dt, catTemp, "rotate_half")
+	s.record("Cat", []*tensor{neg, x}, rh)
+	s.unref(neg)
+	bb := s.mul(rh, sin)
+	s.unref(rh)
+	y := s.add(a, bb)
+	s.unref(a)
+	s.unref(bb)
+	return y
+}
+
+// causalMask is the additive [batch, 1, seq, seq] mask transformers builds
+// once per forward for eager attention, in the model's dtype.
+func (s *sim) causalMask(seq, dt int64) *tensor {
+	if s.mask == nil {
+		s.mask = s.alloc(s.cfg.batch*seq*seq, dt, catTemp, "causal mask")
+	}
+	return s.mask
+}
+
+// lmHead computes logits and the loss. With upcast (transformers' causal
+// LM loss) the logits are cast to fp32 first and the labels are shifted
+// with a pad and a contiguous copy.
+func (s *sim) lmHead(in *inst, x *tensor, sh model.Shape) *tensor {
+	l := in.l
+	rows := s.rows(sh)
+	logits := s.matmul(x, in.p[0], in.p[1], rows, l.Vocab)
+	src := s.ref(logits)
+	var labels [2]*tensor
+	if l.Upcast {
+		s.unref(src)
+		src = s.to(logits, f32)
+		labels[0] = s.alloc(rows+s.cfg.batch, i64, catTemp, "padded labels")
+		labels[1] = s.alloc(rows, i64, catTemp, "shift labels")
+	}
+	loss := s.crossEntropy(src, rows)
+	s.unref(src)
+	s.unref(labels[0])
+	s.unref(labels[1])
+	s.unref(logits)
+	return loss
+}

@@ -1,0 +1,376 @@
+package estimate
+
+// Primitive operations. Each follows autocast's dtype policy (ops in the
+// lower-precision list cast fp32 inputs to half; ops in the fp32 list cast
+// half inputs to fp32; the rest run in the promoted input dtype) and saves
+// what its autograd node saves (torch/csrc/autograd/generated/Functions.h).
+// docs/formulas.md §B lists them with their measurements.
+
+// config is what the ops need to know about the run.
+type config struct {
+	amp             bool  // autocast over fp32 weights
+	compute         int64 // dtype of matmul outputs
+	param           int64 // dtype of parameters
+	cublasWorkspace int64
+	eager           bool // eager (math) attention instead of SDPA
+	batch           int64
+}
+
+const cublasLtWorkspace = 1 << 20
+
+func promote(a, b int64) int64 { return max(a, b) }
+
+// castLow is autocast's cast for lower-precision ops: fp32 → half. Casts of
+// parameters are cached for the rest of the autocast region.
+func (s *sim) castLow(x *tensor) *tensor {
+	if !s.cfg.amp || x.dt != f32 {
+		return s.ref(x)
+	}
+	if x.param {
+		if c, ok := s.cache[x]; ok {
+			return s.ref(c)
+		}
+	}
+	c := s.alloc(x.elems, half, catTemp, "half copy of "+x.name)
+	s.record("ToCopy", []*tensor{x}, c)
+	if x.param {
+		s.cache[x] = s.ref(c)
+	}
+	return c
+}
+
+// castF32 is autocast's cast for fp32-list ops: half → fp32.
+func (s *sim) castF32(x *tensor) *tensor {
+	if !s.cfg.amp || x.dt == f32 {
+		return s.ref(x)
+	}
+	return s.to(x, f32)
+}
+
+// to is an explicit dtype conversion (x.float(), x.to(dtype)).
+func (s *sim) to(x *tensor, dt int64) *tensor {
+	if x.dt == dt {
+		return s.ref(x)
+	}
+	c := s.alloc(x.elems, dt, catTemp, "cast of "+x.name)
+	s.record("ToCopy", []*tensor{x}, c)
+	return c
+}
+
+// matmul is x[rows, in] · W[out, in]ᵀ (+ b): addmm/mm. It saves both
+// operands (after autocast's casts); the bias is not saved.
+func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
+	xc, wc := s.castLow(x), s.castLow(w)
+	var bc *tensor
+	if b != nil {
+		bc = s.castLow(b)
+	}
+	dt := promote(xc.dt, wc.dt)
+	s.gemm(dt, b != nil)
+	y := s.alloc(rows*out, dt, catTemp, "matmul out")
+	if n := s.record("Addmm", []*tensor{xc, wc, bc}, y); n != nil {
+		n.gemm = true
+		s.save(n, xc, wc)
+	}
+	s.unref(xc)
+	s.unref(wc)
+	s.unref(bc)
+	return y
+}
+
+// unary is an elementwise op in the input's dtype; saveIn/saveOut say what
+// its node keeps.
+func (s *sim) unary(name string, x *tensor, saveIn, saveOut bool) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, name)
+	if n := s.record(name, []*tensor{x}, y); n != nil {
+		if saveIn {
+			s.save(n, x)
+		}
+		if saveOut {
+			s.save(n, y)
+		}
+	}
+	return y
+}
+
+// scalarOp is x·c or x+c: nothing saved.
+func (s *sim) scalarOp(x *tensor) *tensor { return s.unary("scalar op", x, false, false) }
+
+// add is a + b with broadcasting: nothing saved, the gradient passes
+// through to inputs of the output's size and is reduced for the others.
+func (s *sim) add(a, b *tensor) *tensor {
+	el := max(a.elems, b.elems)
+	y := s.alloc(el, promote(a.dt, b.dt), catTemp, "add")
+	if n := s.record("Add", []*tensor{a, b}, y); n != nil {
+		n.pass = true
+	}
+	return y
+}
+
+// mul is a * b: each operand is saved when the other requires grad.
+func (s *sim) mul(a, b *tensor) *tensor {
+	y := s.alloc(max(a.elems, b.elems), promote(a.dt, b.dt), catTemp, "mul")
+	if n := s.record("Mul", []*tensor{a, b}, y); n != nil {
+		if b.req {
+			s.save(n, a)
+		}
+		if a.req {
+			s.save(n, b)
+		}
+	}
+	return y
+}
+
+// activation applies a named activation function.
+func (s *sim) activation(kind string, x *tensor, inplace bool) *tensor {
+	switch kind {
+	case "relu":
+		if inplace {
+			y := s.ref(x)
+			if n := s.record("Relu", []*tensor{x}, y); n != nil {
+				s.save(n, y)
+			}
+			return y
+		}
+		return s.unary("Relu", x, false, true)
+	case "tanh":
+		return s.unary("Tanh", x, false, true)
+	case "gelu", "silu":
+		return s.unary(kind, x, true, false)
+	case "gelu_new":
+		return s.geluNew(x)
+	}
+	panic("estimate: unknown activation " + kind)
+}
+
+// geluNew is transformers' NewGELUActivation, written out in Python:
+// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). pow is in autocast's fp32
+// list, so under autocast everything after it runs in fp32.
+func (s *sim) geluNew(x *tensor) *tensor {
+	xc := s.castF32(x)
+	p := s.alloc(x.elems, xc.dt, catTemp, "pow")
+	if n := s.record("Pow", []*tensor{xc}, p); n != nil {
+		s.save(n, xc)
+	}
+	s.unref(xc)
+	a := s.scalarOp(p)
+	s.unref(p)
+	b := s.add(x, a)
+	s.unref(a)
+	c := s.scalarOp(b)
+	s.unref(b)
+	t := s.unary("Tanh", c, false, true)
+	s.unref(c)
+	u := s.scalarOp(t)
+	s.unref(t)
+	h := s.scalarOp(x)
+	y := s.mul(h, u)
+	s.unref(h)
+	s.unref(u)
+	return y
+}
+
+// dropout saves a one-byte mask; the output is a new tensor.
+func (s *sim) dropout(x *tensor) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "dropout")
+	mask := s.alloc(x.elems, u8, catTemp, "dropout mask")
+	if n := s.record("Dropout", []*tensor{x}, y); n != nil {
+		s.save(n, mask)
+	}
+	s.unref(mask)
+	return y
+}
+
+// layerNorm is in autocast's fp32 list: half inputs are copied to fp32 and
+// the output is fp32. It saves the (cast) input and fp32 mean and rstd per
+// row.
+func (s *sim) layerNorm(x, w, b *tensor, rows int64) *tensor {
+	xc := s.castF32(x)
+	y := s.alloc(x.elems, xc.dt, catTemp, "layernorm")
+	mean := s.alloc(rows, f32, catTemp, "mean")
+	rstd := s.alloc(rows, f32, catTemp, "rstd")
+	if n := s.record("NativeLayerNorm", []*tensor{xc, w, b}, y); n != nil {
+		s.save(n, xc, mean, rstd)
+	}
+	s.unref(xc)
+	s.unref(mean)
+	s.unref(rstd)
+	return y
+}
+
+// rmsNorm is transformers' LlamaRMSNorm: h = x.float();
+// h·rsqrt(mean(h²)+ε) in fp32, cast back to the input dtype, times weight.
+func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor {
+	h := s.to(x, f32)
+	p := s.alloc(x.elems, f32, catTemp, "pow")
+	if n := s.record("Pow", []*tensor{h}, p); n != nil {
+		s.save(n, h)
+	}
+	v := s.alloc(rows, f32, catTemp, "mean")
+	s.record("Mean", []*tensor{p}, v)
+	s.unref(p)
+	ve := s.scalarOp(v)
+	s.unref(v)
+	r := s.unary("Rsqrt", ve, false, true)
+	s.unref(ve)
+	nrm := s.mul(h, r)
+	s.unref(h)
+	s.unref(r)
+	nc := s.to(nrm, x.dt)
+	s.unref(nrm)
+	y := s.mul(w, nc)
+	s.unref(nc)
+	return y
+}
+
+// embedding looks rows up: it saves only the int64 ids; its backward makes a
+// dense gradient of the whole table.
+func (s *sim) embedding(ids, w *tensor, rows, dim int64) *tensor {
+	y := s.alloc(rows*dim, w.dt, catTemp, "embedding")
+	if n := s.record("Embedding", []*tensor{w}, y); n != nil {
+		s.save(n, ids)
+		// embedding_dense_backward sorts the ids: a few int64 arrays per row.
+		n.bwdTemp = 4 * rows * i64
+	}
+	return y
+}
+
+// sdpa is scaled_dot_product_attention with a fused kernel (cuDNN or
+// flash on Hopper in bf16; memory-efficient in fp32). It saves q, k, v, the
+// output and an fp32 logsumexp per (batch, head, query).
+func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
+	s.used.sdpa = true
+	qc, kc, vc := s.castLow(q), s.castLow(k), s.castLow(v)
+	y := s.alloc(b*sq*heads*hd, qc.dt, catTemp, "attention out")
+	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
+	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
+		s.save(n, qc, kc, vc, y, lse)
+		// The backward keeps an fp32 dq accumulator and fp32 row sums.
+		n.bwdTemp = qc.elems*f32 + b*heads*sq*f32
+	}
+	s.unref(qc)
+	s.unref(kc)
+	s.unref(vc)
+	s.unref(lse)
+	return y
+}
+
+// eagerAttention is transformers' eager_attention_forward: the scores
+// [b, heads, s, s] go through softmax in fp32 and are kept for backward.
+func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64) *tensor {
+	if kvHeads != heads {
+		// repeat_kv expands and reshapes: a copy per tensor.
+		k = s.expandCopy(k, heads/kvHeads)
+		v = s.expandCopy(v, heads/kvHeads)
+	} else {
+		s.ref(k)
+		s.ref(v)
+	}
+	qc, kc := s.castLow(q), s.castLow(k)
+	scores := b * heads * sq * sq
+	sc := s.alloc(scores, qc.dt, catTemp, "scores")
+	if n := s.record("Bmm", []*tensor{qc, kc}, sc); n != nil {
+		n.gemm = true
+		s.save(n, qc, kc)
+	}
+	s.gemm(qc.dt, false)
+	s.unref(qc)
+	s.unref(kc)
+	w := s.scalarOp(sc)
+	s.unref(sc)
+	if mask != nil {
+		m := s.add(w, mask)
+		s.unref(w)
+		w = m
+	}
+	w32 := s.to(w, f32)
+	s.unref(w)
+	sm := s.unary("Softmax", w32, false, true)
+	s.unref(w32)
+	pr := s.to(sm, q.dt)
+	s.unref(sm)
+	if p > 0 {
+		d := s.dropout(pr)
+		s.unref(pr)
+		pr = d
+	}
+	prc, vc := s.castLow(pr), s.castLow(v)
+	y := s.alloc(b*heads*sq*hd, prc.dt, catTemp, "attention out")
+	if n := s.record("Bmm", []*tensor{prc, vc}, y); n != nil {
+		n.gemm = true
+		s.save(n, prc, vc)
+	}
+	s.unref(prc)
+	s.unref(vc)
+	s.unref(pr)
+	s.unref(k)
+	s.unref(v)
+	// transpose(1, 2).contiguous(): a copy.
+	c := s.unary("Clone", y, false, false)
+	s.unref(y)
+	return c
+}
+
+func (s *sim) expandCopy(x *tensor, rep int64) *tensor {
+	y := s.alloc(x.elems*rep, x.dt, catTemp, "repeat_kv")
+	s.record("Expand", []*tensor{x}, y)
+	return y
+}
+
+// conv2d saves its (cast) input and weight; cuDNN's workspace is transient.
+func (s *sim) conv2d(x, w, b *tensor, outElems int64) *tensor {
+	s.used.conv = true
+	xc, wc := s.castLow(x), s.castLow(w)
+	var bc *tensor
+	if b != nil {
+		bc = s.castLow(b)
+	}
+	y := s.alloc(outElems, promote(xc.dt, wc.dt), catTemp, "conv out")
+	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
+		s.save(n, xc, wc)
+	}
+	s.unref(xc)
+	s.unref(wc)
+	s.unref(bc)
+	return y
+}
+
+// batchNorm in training mode is not an autocast op: a half input gives a
+// half output. It saves the input and fp32 per-channel statistics.
+func (s *sim) batchNorm(x, w, b *tensor, ch int64) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "batchnorm")
+	m := s.alloc(ch, f32, catTemp, "save_mean")
+	v := s.alloc(ch, f32, catTemp, "save_invstd")
+	if n := s.record("BatchNorm", []*tensor{x, w, b}, y); n != nil {
+		s.save(n, x, m, v)
+	}
+	s.unref(m)
+	s.unref(v)
+	return y
+}
+
+// maxPool saves the input and int64 indices of the output's size.
+func (s *sim) maxPool(x *tensor, outElems int64) *tensor {
+	y := s.alloc(outElems, x.dt, catTemp, "maxpool")
+	idx := s.alloc(outElems, i64, catTemp, "maxpool indices")
+	if n := s.record("MaxPool2D", []*tensor{x}, y); n != nil {
+		s.save(n, x, idx)
+	}
+	s.unref(idx)
+	return y
+}
+
+// crossEntropy is F.cross_entropy over rows × classes logits: log_softmax
+// then nll_loss. Under autocast nll_loss is an fp32-list op, so half
+// log-probs are copied to fp32 and both are kept (PYTORCH-MEMORY.md §4).
+func (s *sim) crossEntropy(logits *tensor, rows int64) *tensor {
+	lp := s.unary("LogSoftmax", logits, false, true)
+	lpc := s.castF32(lp)
+	loss := s.alloc(1, f32, catTemp, "loss")
+	if n := s.record("NllLoss", []*tensor{lpc}, loss); n != nil {
+		s.save(n, lpc)
+	}
+	s.unref(lpc)
+	s.unref(lp)
+	return loss
+}

@@ -1,0 +1,379 @@
+package estimate
+
+// The simulator runs a training step symbolically: every tensor PyTorch
+// would allocate is allocated here, through the caching-allocator replay,
+// and freed when its last holder lets go. Holders are the Python code that
+// still uses a tensor (one reference per use), autograd nodes that saved it
+// for backward, autocast's weight cache, and the .grad of a parameter.
+// docs/formulas.md describes the rules with their sources.
+
+// Categories of bytes, for the breakdown at the peak.
+type category int
+
+const (
+	catParam category = iota
+	catGrad
+	catOptState
+	catSaved     // saved for backward
+	catTemp      // everything else alive: outputs in flight, grads of activations, temporaries
+	catWorkspace // cuBLAS workspaces
+	catData      // the input batch
+	numCats
+)
+
+var catNames = [numCats]string{"parameters", "gradients", "optimizer state", "activations (saved)", "temporaries", "library workspaces", "input batch"}
+
+// dtype sizes.
+const (
+	f32  = 4
+	half = 2 // bf16 or fp16
+	i64  = 8
+	u8   = 1
+)
+
+type tensor struct {
+	elems int64
+	dt    int64 // bytes per element
+	base  *tensor
+	blk   *block
+	refs  int // holders
+	saves int // how many of the holders are autograd nodes
+	req   bool
+	param bool
+	cat   category // category the bytes are counted in now
+	fixed category // category for tensors that are not activations
+	grad  *tensor  // gradient accumulated during backward
+	pgrad *tensor  // .grad of a parameter
+	// last and second are a parameter's last two dimensions (second is 0
+	// for a vector), for Adafactor's factored state.
+	last, second int64
+	name         string
+}
+
+func (t *tensor) bytes() int64 { return t.elems * t.dt }
+
+// node is an autograd node: what it saved, the inputs it produces gradients
+// for, and the outputs whose gradients it consumes.
+type node struct {
+	name    string
+	saved   []*tensor
+	ins     []*tensor
+	outs    []*tensor
+	pass    bool  // gradient passes through when sizes match (add, views)
+	bwdTemp int64 // transient bytes while the node runs in backward
+	gemm    bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
+	ckpt    *ckpt // a checkpointed segment to recompute
+}
+
+type ckpt struct {
+	run func(x *tensor) *tensor
+}
+
+// sim is the state of one simulated training run.
+type sim struct {
+	al       allocator
+	cfg      *config
+	tape     []*node
+	saving   bool
+	cache    map[*tensor]*tensor // autocast's weight-cast cache
+	live     [numCats]int64
+	req      int64 // requested bytes alive
+	thread   int   // 0 forward (main), 1 backward (autograd's device thread)
+	ws       [2]bool
+	lt       [2]bool
+	used     usage
+	phase    Phase
+	peak     peakState
+	phases   []PhasePeak
+	params   []*tensor
+	ckptMode string
+	ckptK    int64
+	ropeT    [2]*tensor // cos and sin tables of the current forward
+	mask     *tensor    // eager attention's causal mask of the current forward
+	saved    int64      // bytes saved for backward at the end of the last forward
+}
+
+// usage records which library paths the step touches, for the context and
+// module-loading cost outside the allocator.
+type usage struct {
+	gemmHalf, gemmF32, conv, sdpa bool
+}
+
+type peakState struct {
+	allocated, reserved int64
+	at                  Phase
+	live                [numCats]int64
+	req                 int64
+}
+
+func (s *sim) catOf(t *tensor) category {
+	switch {
+	case t.param:
+		return catParam
+	case t.saves > 0:
+		return catSaved
+	}
+	return t.fixed
+}
+
+// recat moves a tensor's bytes to the category it belongs to now.
+func (s *sim) recat(t *tensor) {
+	if t.base != nil || t.blk == nil {
+		return
+	}
+	c := s.catOf(t)
+	if c != t.cat {
+		s.live[t.cat] -= t.bytes()
+		s.live[c] += t.bytes()
+		t.cat = c
+	}
+}
+
+// alloc allocates a tensor held once by the caller.
+func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
+	t := &tensor{elems: elems, dt: dt, refs: 1, fixed: cat, cat: cat, name: name}
+	n := t.bytes()
+	t.blk = s.al.malloc(n)
+	s.live[cat] += n
+	s.req += n
+	s.observe()
+	return t
+}
+
+// view returns a tensor that shares x's storage and keeps it alive.
+func (s *sim) view(x *tensor, elems int64) *tensor {
+	b := x
+	if x.base != nil {
+		b = x.base
+	}
+	b.refs++
+	return &tensor{elems: elems, dt: x.dt, base: b, refs: 1, req: x.req, fixed: catTemp, name: "view"}
+}
+
+func (s *sim) observe() {
+	a := s.al.allocated
+	if a > s.peak.allocated {
+		s.peak.allocated, s.peak.at, s.peak.live, s.peak.req = a, s.phase, s.live, s.req
+	}
+	if s.al.reserved > s.peak.reserved {
+		s.peak.reserved = s.al.reserved
+	}
+	if n := len(s.phases); n > 0 {
+		p := &s.phases[n-1]
+		p.PeakAllocated = max(p.PeakAllocated, a)
+		p.PeakReserved = max(p.PeakReserved, s.al.reserved)
+	}
+}
+
+func (s *sim) enter(iter, micro int, stage string) {
+	s.phase = Phase{Iteration: iter, Micro: micro, Stage: stage}
+	s.phases = append(s.phases, PhasePeak{Phase: s.phase, PeakAllocated: s.al.allocated, PeakReserved: s.al.reserved})
+}
+
+func (s *sim) ref(t *tensor) *tensor { t.refs++; return t }
+
+// unref drops one holder; the last one frees the storage.
+func (s *sim) unref(t *tensor) {
+	if t == nil {
+		return
+	}
+	t.refs--
+	if t.refs > 0 {
+		return
+	}
+	if t.base != nil {
+		s.unref(t.base)
+		return
+	}
+	if t.blk != nil {
+		s.al.free(t.blk)
+		s.live[t.cat] -= t.bytes()
+		s.req -= t.bytes()
+		t.blk = nil
+	}
+}
+
+// save makes node n hold t for backward. Inside a checkpointed segment's
+// first forward nothing is held.
+func (s *sim) save(n *node, ts ...*tensor) {
+	if !s.saving {
+		return
+	}
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		s.ref(t)
+		b := t
+		if t.base != nil {
+			b = t.base
+		}
+		b.saves++
+		s.recat(b)
+		n.saved = append(n.saved, t)
+	}
+}
+
+func (s *sim) release(n *node) {
+	for _, t := range n.saved {
+		b := t
+		if t.base != nil {
+			b = t.base
+		}
+		b.saves--
+		s.recat(b)
+		s.unref(t)
+	}
+	n.saved = nil
+}
+
+// record adds a node to the tape if any input requires grad, and marks the
+// outputs as requiring grad. It returns nil when no graph is built.
+func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
+	var req []*tensor
+	for _, t := range ins {
+		if t != nil && t.req {
+			req = append(req, t)
+		}
+	}
+	if len(req) == 0 {
+		return nil
+	}
+	for _, o := range outs {
+		o.req = true
+	}
+	n := &node{name: name, ins: req, outs: outs}
+	s.tape = append(s.tape, n)
+	return n
+}
+
+// gemm notes a matrix product on the current thread: the first one creates
+// that thread's cuBLAS handle and its workspace, which is never freed.
+func (s *sim) gemm(dt int64, bias bool) {
+	if dt == f32 {
+		s.used.gemmF32 = true
+	} else {
+		s.used.gemmHalf = true
+	}
+	th := s.thread
+	if !s.ws[th] {
+		s.ws[th] = true
+		s.alloc(s.cfg.cublasWorkspace, u8, catWorkspace, "cublas workspace")
+	}
+	if bias && !s.lt[th] {
+		s.lt[th] = true
+		s.alloc(cublasLtWorkspace, u8, catWorkspace, "cublasLt workspace")
+	}
+}
+
+// backward runs the tape in reverse creation order, which is the order
+// autograd's ready queue takes for these graphs.
+func (s *sim) backward(tape []*node) {
+	for i := len(tape) - 1; i >= 0; i-- {
+		s.runNode(tape[i])
+	}
+}
+
+func (s *sim) runNode(n *node) {
+	if n.ckpt != nil {
+		s.recompute(n)
+		return
+	}
+	var g0 *tensor
+	for _, o := range n.outs {
+		if o.grad != nil {
+			g0 = o.grad
+			break
+		}
+	}
+	if g0 == nil {
+		s.release(n)
+		return
+	}
+	var tmp *tensor
+	if n.bwdTemp > 0 {
+		tmp = s.alloc(n.bwdTemp, u8, catTemp, n.name+" backward temp")
+	}
+	if n.gemm {
+		s.gemm(s.cfg.compute, false)
+	}
+	for _, in := range n.ins {
+		var g *tensor
+		if n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt {
+			g = s.ref(g0)
+		} else {
+			g = s.alloc(in.elems, in.dt, catTemp, "grad of "+in.name)
+		}
+		s.accumulate(in, g)
+	}
+	s.unref(tmp)
+	for _, o := range n.outs {
+		if o.grad != nil {
+			s.unref(o.grad)
+			o.grad = nil
+		}
+	}
+	s.release(n)
+}
+
+// accumulate adds g to t's gradient. A parameter whose .grad is None steals
+// the buffer (AccumulateGrad); otherwise the sum is made in place and g is
+// dropped. Views pass their gradient to the base's producer unchanged.
+func (s *sim) accumulate(t, g *tensor) {
+	if t.param {
+		if t.pgrad == nil {
+			t.pgrad = g
+			g.fixed = catGrad
+			s.recat(g)
+			return
+		}
+		s.unref(g)
+		return
+	}
+	if t.grad == nil {
+		t.grad = g
+		return
+	}
+	s.unref(g)
+}
+
+// recompute runs a checkpointed segment's forward again, saving this time,
+// then its backward (torch.utils.checkpoint, use_reentrant=False).
+func (s *sim) recompute(n *node) {
+	x, out := n.saved[0], n.outs[0]
+	if out.grad == nil {
+		s.release(n)
+		return
+	}
+	outer, cache := s.tape, s.cache
+	s.tape, s.cache = nil, map[*tensor]*tensor{}
+	r := s.ckptForward(n.ckpt, x)
+	s.clearCache()
+	sub := s.tape
+	s.tape, s.cache = outer, cache
+	r.grad, out.grad = out.grad, nil
+	s.unref(r)
+	s.backward(sub)
+	if r.grad != nil {
+		s.unref(r.grad)
+		r.grad = nil
+	}
+	s.release(n)
+}
+
+func (s *sim) ckptForward(c *ckpt, x *tensor) *tensor {
+	saving := s.saving
+	s.saving = true
+	out := c.run(x)
+	s.saving = saving
+	return out
+}
+
+// clearCache drops autocast's cached weight casts, as leaving the
+// outermost autocast region does.
+func (s *sim) clearCache() {
+	for _, c := range s.cache {
+		s.unref(c)
+	}
+	s.cache = map[*tensor]*tensor{}
+}

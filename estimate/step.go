@@ -1,0 +1,153 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// train simulates two optimizer steps (Adam's state exists only from the
+// first step on, so the second shows the steady state), each with up to two
+// micro-batches of gradient accumulation (the second runs with gradients
+// already allocated).
+func (s *sim) train(spec *model.Spec, ins []*inst) {
+	t := spec.Training
+	data := s.batchData(spec)
+	micro := int(min(t.GradAccum, 2))
+	for it := 0; it < 2; it++ {
+		for m := 0; m < micro; m++ {
+			s.enter(it, m, StageForward)
+			s.thread = 0
+			s.saving = true
+			x := s.ref(data)
+			loss, _ := s.run(ins, x, spec.InputShape())
+			s.clearCache()
+			s.unref(s.mask)
+			s.mask = nil
+			s.saved = s.live[catSaved]
+
+			s.enter(it, m, StageBackward)
+			s.thread = 1
+			tape := s.tape
+			s.tape = nil
+			loss.grad = s.alloc(1, f32, catTemp, "loss grad")
+			s.backward(tape)
+			s.unref(loss)
+			// Tables a checkpointed segment rebuilt during recompute.
+			for i, r := range s.ropeT {
+				s.unref(r)
+				s.ropeT[i] = nil
+			}
+			s.unref(s.mask)
+			s.mask = nil
+		}
+		s.enter(it, 0, StageOptimizer)
+		s.thread = 0
+		s.optimizerStep(t.Optimizer, it == 0)
+		if t.ZeroGrad == model.ZeroGradNone {
+			for _, p := range s.params {
+				s.unref(p.pgrad)
+				p.pgrad = nil
+			}
+		}
+	}
+}
+
+// batchData allocates the input batch the way a training loop holds it:
+// token ids and labels (int64), or float inputs and int64 labels.
+func (s *sim) batchData(spec *model.Spec) *tensor {
+	b := spec.Training.Batch
+	in := spec.InputShape()
+	if spec.Model.TokenInput() {
+		s.alloc(b*in[0], i64, catData, "labels")
+		return s.alloc(b*in[0], i64, catData, "input ids")
+	}
+	s.alloc(b, i64, catData, "labels")
+	dt := int64(f32)
+	if spec.Training.Precision == model.BF16 {
+		dt = half
+	}
+	return s.alloc(b*in.Elems(), dt, catData, "inputs")
+}
+
+// optimizerStep allocates the optimizer's state on the first step and the
+// temporaries of its update (docs/formulas.md §C).
+func (s *sim) optimizerStep(o model.Optimizer, first bool) {
+	state := func(elems, dt int64) {
+		s.alloc(elems, dt, catOptState, "optimizer state")
+	}
+	switch o.Name {
+	case model.Adam, model.AdamW:
+		if first {
+			for _, p := range s.params {
+				state(p.elems, p.dt) // exp_avg
+				state(p.elems, p.dt) // exp_avg_sq
+				if o.Impl == model.ImplFused {
+					state(1, f32) // step lives on the device when fused
+				}
+			}
+		}
+		switch o.Impl {
+		case model.ImplForeach:
+			// exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one list
+			// the size of all parameters, held at once.
+			var tmp []*tensor
+			for _, p := range s.params {
+				tmp = append(tmp, s.alloc(p.elems, p.dt, catTemp, "foreach sqrt"))
+			}
+			for _, t := range tmp {
+				s.unref(t)
+			}
+		case model.ImplForLoop:
+			// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+			for _, p := range s.params {
+				a := s.alloc(p.elems, p.dt, catTemp, "sqrt")
+				b := s.alloc(p.elems, p.dt, catTemp, "denom")
+				s.unref(a)
+				s.unref(b)
+			}
+		}
+	case model.SGDMomentum:
+		if first {
+			for _, p := range s.params {
+				state(p.elems, p.dt) // momentum_buffer = clone(grad)
+			}
+		}
+	case model.Adafactor:
+		for _, p := range s.params {
+			if first {
+				r, c := factor(p)
+				if c == 0 {
+					state(p.elems, p.dt)
+				} else {
+					state(r, p.dt)
+					state(c, p.dt)
+				}
+			}
+			// var_estimate = row_var @ col_var: one parameter-sized temporary.
+			t := s.alloc(p.elems, p.dt, catTemp, "var_estimate")
+			s.unref(t)
+		}
+	case model.Adam8bit:
+		if first {
+			for _, p := range s.params {
+				if p.elems < 4096 {
+					state(p.elems, f32)
+					state(p.elems, f32)
+					continue
+				}
+				blocks := (p.elems + 255) / 256
+				state(p.elems, u8)
+				state(p.elems, u8)
+				state(blocks, f32)
+				state(blocks, f32)
+			}
+		}
+	}
+}
+
+// factor returns Adafactor's row and column state sizes for a parameter:
+// row_var has the shape of the gradient with the last dimension 1, col_var
+// with the second-to-last 1. Vectors (c = 0) keep a full variance.
+func factor(p *tensor) (r, c int64) {
+	if p.second == 0 {
+		return p.elems, 0
+	}
+	return p.elems / p.last, p.elems / p.second
+}
