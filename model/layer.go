@@ -363,15 +363,12 @@ func (l *Layer) Infer(s Shape, names map[string]*Layer) (Shape, error) {
 		out[len(out)-1] = l.Vocab
 		return out, nil
 	case KRepeat:
-		out := s
-		for i := int64(0); i < l.Times; i++ {
-			var err error
-			if out, err = InferShape(l.Body, out, names); err != nil {
-				return nil, err
-			}
-			if i == 0 && !equal(out, s) && l.Times > 1 {
-				return nil, bad(l, "a repeated block must keep its shape, but %v becomes %v", s, out)
-			}
+		out, err := InferShape(l.Body, s, names)
+		if err != nil {
+			return nil, err
+		}
+		if l.Times > 1 && !equal(out, s) {
+			return nil, bad(l, "a repeated block must keep its shape, but %v becomes %v", s, out)
 		}
 		return out, nil
 	case KBlock:
@@ -393,6 +390,30 @@ func (l *Layer) Infer(s Shape, names map[string]*Layer) (Shape, error) {
 		return body, nil
 	}
 	return nil, bad(l, "unknown layer kind")
+}
+
+// Count is the number of layer instances once repeats are expanded,
+// saturating at max.
+func Count(layers []Layer, limit int64) int64 {
+	var n int64
+	for _, l := range layers {
+		switch l.Kind {
+		case KRepeat:
+			c := Count(l.Body, limit)
+			if c > 0 && l.Times > limit/c {
+				return limit
+			}
+			n += l.Times * c
+		case KBlock, KResidual:
+			n += Count(l.Body, limit) + Count(l.Shortcut, limit) + 1
+		default:
+			n++
+		}
+		if n >= limit {
+			return limit
+		}
+	}
+	return n
 }
 
 func equal(a, b Shape) bool {

@@ -84,6 +84,7 @@ func lineOf(m *mapping, key string) int {
 
 func decodeModel(e *errs, n *yaml.Node, m *Model) {
 	mm := newMapping(e, n, "model")
+	m.lines = mm.keys
 	line, ok := mm.str("type", &m.Type)
 	if !ok {
 		if mm.vals["type"] == nil && n.Kind == yaml.MappingNode {
@@ -146,6 +147,14 @@ func decodeModel(e *errs, n *yaml.Node, m *Model) {
 			m.Blocks, m.Block = st.blocks, st.block
 		} else if n.Kind == yaml.MappingNode {
 			e.add(n.Line, "model: resnet needs \"depth\" (18, 34, 50, 101, 152) or \"blocks\" and \"block\"")
+		}
+		var total int64
+		for _, b := range m.Blocks {
+			total += min(b, MaxLayers)
+		}
+		if total > MaxLayers/16 {
+			e.add(mm.keys["blocks"], "blocks: %d residual blocks is more than memplan simulates (%d)", total, MaxLayers/16)
+			m.Blocks = nil
 		}
 		mm.int("width", &m.Width, false)
 		mm.int("classes", &m.Classes, false)
@@ -620,6 +629,10 @@ func decodeDevice(e *errs, n *yaml.Node, s *Spec, flag string) {
 
 func isCatalog(name string) bool { _, ok := LookupDevice(name); return ok }
 
+// MaxLayers bounds the layer instances of a model once repeats are
+// expanded (the largest published models have a few thousand).
+const MaxLayers = 200_000
+
 // maxBytes bounds every byte count memplan computes: past it, sums of a few
 // of them could wrap around int64.
 const maxBytes = float64(1 << 60)
@@ -627,13 +640,19 @@ const maxBytes = float64(1 << 60)
 // validate checks relations between fields and that byte counts fit.
 func validate(e *errs, s *Spec, modelLine, trainLine int) {
 	m, t := &s.Model, &s.Training
+	at := func(field string) int {
+		if l, ok := m.lines[field]; ok {
+			return l
+		}
+		return modelLine
+	}
 	switch m.Type {
 	case GPT2, Llama, BERT, ViT:
 		if m.Heads > 0 && m.Hidden%m.Heads != 0 && !(m.Type == Llama && m.HeadDim > 0) {
-			e.add(modelLine, "heads (%d) must divide hidden (%d)", m.Heads, m.Hidden)
+			e.add(at("heads"), "heads (%d) must divide hidden (%d)", m.Heads, m.Hidden)
 		}
 		if m.Type == Llama && m.KVHeads > 0 && m.Heads%m.KVHeads != 0 {
-			e.add(modelLine, "kv_heads (%d) must divide heads (%d)", m.KVHeads, m.Heads)
+			e.add(at("kv_heads"), "kv_heads (%d) must divide heads (%d)", m.KVHeads, m.Heads)
 		}
 	}
 	if m.Type == ViT {
@@ -666,6 +685,10 @@ func validate(e *errs, s *Spec, modelLine, trainLine int) {
 		return
 	}
 	_ = out
+	if n := Count(layers, MaxLayers+1); n > MaxLayers {
+		e.add(modelLine, "more than %d layers once repeats are expanded; memplan simulates each one", MaxLayers)
+		return
+	}
 	params := paramsFloat(layers)
 	acts := actFloat(layers, in) * float64(t.Batch)
 	if params*40+acts*64 > maxBytes || math.IsInf(acts, 0) {

@@ -63,6 +63,10 @@ type Model struct {
 	Channels int64   `json:"channels,omitempty"`
 	Patch    int64   `json:"patch,omitempty"`
 
+	// lines maps field names to their spec lines, for errors found after
+	// decoding.
+	lines map[string]int
+
 	// Sequential: the input per sample and the layers.
 	Input  Input   `json:"input,omitempty"`
 	Layers []Layer `json:"graph,omitempty"`

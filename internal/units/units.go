@@ -147,3 +147,6 @@ func MulCheck(fs ...int64) (int64, error) {
 	}
 	return p, nil
 }
+
+// GiB2 prints v in GiB with two decimals, for columns of device sizes.
+func GiB2(v int64) string { return Scale{"GiB", GiB}.In(v) }

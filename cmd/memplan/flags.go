@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/memplan/memplan/model"
+)
+
+// overrideFlags let the command line replace any training or device field
+// of a spec, so a spec can be swept without editing it.
+func overrideFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.Int64Flag{Name: "batch", Usage: "micro-batch size per GPU"},
+		&cli.Int64Flag{Name: "seq", Usage: "sequence length (token models)"},
+		&cli.Int64Flag{Name: "image", Usage: "image side in pixels (vision models)"},
+		&cli.Int64Flag{Name: "grad-accum", Usage: "gradient accumulation steps"},
+		&cli.StringFlag{Name: "precision", Usage: "fp32, amp-bf16, amp-fp16 or bf16"},
+		&cli.StringFlag{Name: "optimizer", Usage: "adamw, adam, sgd, sgd-momentum (each with -foreach, -fused or -for-loop), adafactor, adam8bit"},
+		&cli.StringFlag{Name: "checkpointing", Usage: "none, every-block, sqrt or every-K"},
+		&cli.StringFlag{Name: "attention", Usage: "sdpa or eager"},
+		&cli.StringFlag{Name: "zero-grad", Usage: "none (set_to_none=True) or zeros"},
+		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
+	}
+}
+
+func overrides(c *cli.Context) model.Overrides {
+	return model.Overrides{
+		Batch: c.Int64("batch"), Seq: c.Int64("seq"), Image: c.Int64("image"), GradAccum: c.Int64("grad-accum"),
+		Precision: c.String("precision"), Optimizer: c.String("optimizer"), Checkpointing: c.String("checkpointing"),
+		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
+	}
+}
+
+var formatFlag = &cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"}
+
+func format(c *cli.Context) (string, error) {
+	f := c.String("format")
+	if f != "text" && f != "json" {
+		return "", usageError{fmt.Sprintf("--format: want text or json, got %q", f)}
+	}
+	return f, nil
+}
+
+// loadSpec reads the SPEC argument with the command line's overrides.
+func loadSpec(c *cli.Context) (*model.Spec, error) {
+	path, err := specArg(c)
+	if err != nil {
+		return nil, err
+	}
+	return model.Load(path, overrides(c))
+}

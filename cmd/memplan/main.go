@@ -1,0 +1,133 @@
+// Command memplan predicts the GPU memory of a training run and the largest
+// batch that fits, before the job starts.
+//
+// Exit codes: 0 success, 1 failure at run time, 2 bad usage or invalid
+// input (a spec error names file:line).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/memplan/memplan/model"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// usageError marks bad flags or arguments (exit code 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// run is main without os.Exit, so tests can call it.
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.Run(flagsFirst(app, args))
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ue usageError
+	if model.IsSpecError(err) || errors.As(err, &ue) || isFlagError(err) {
+		code = 2
+	}
+	for i, line := range strings.Split(err.Error(), "\n") {
+		if i == 0 {
+			fmt.Fprintf(stderr, "memplan: error: %s\n", line)
+		} else {
+			fmt.Fprintf(stderr, "memplan: error: %s\n", line)
+		}
+	}
+	return code
+}
+
+// flagsFirst moves a command's flags before its arguments, so that
+// "memplan estimate SPEC --batch 8" works: urfave/cli stops reading flags
+// at the first argument.
+func flagsFirst(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	var cmd *cli.Command
+	for _, c := range app.Commands {
+		if c.Name == args[1] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		return args
+	}
+	bools := map[string]bool{"help": true, "h": true}
+	for _, f := range cmd.Flags {
+		if _, ok := f.(*cli.BoolFlag); ok {
+			for _, n := range f.Names() {
+				bools[n] = true
+			}
+		}
+	}
+	var flags, pos []string
+	rest := args[2:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			pos = append(pos, rest[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if !strings.Contains(name, "=") && !bools[name] && i+1 < len(rest) {
+			flags = append(flags, rest[i+1])
+			i++
+		}
+	}
+	out := append([]string{args[0], args[1]}, flags...)
+	return append(out, pos...)
+}
+
+func isFlagError(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "flag provided but not defined") || strings.HasPrefix(s, "invalid value") ||
+		strings.Contains(s, "Required flag") || strings.HasPrefix(s, "No help topic")
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:      "memplan",
+		Usage:     "predict the GPU memory of a training run before it starts",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		// Errors are printed once, by run, with their exit code.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Description: `memplan reads a spec (a YAML file describing a model and how it is trained)
+and predicts peak allocated and reserved memory as PyTorch reports them, and
+the device total with the CUDA context, for a chosen GPU.
+
+Exit codes: 0 success, 1 failure at run time, 2 bad usage or invalid input.`,
+		Commands: []*cli.Command{estimateCmd(), validateCmd(), devicesCmd()},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{err.Error()}
+		},
+	}
+}
+
+// specArg returns the single SPEC argument of a command.
+func specArg(c *cli.Context) (string, error) {
+	switch c.NArg() {
+	case 1:
+		return c.Args().First(), nil
+	case 0:
+		return "", usageError{fmt.Sprintf("%s: missing SPEC argument (see memplan %s --help)", c.Command.Name, c.Command.Name)}
+	}
+	return "", usageError{fmt.Sprintf("%s: want one SPEC argument, got %d", c.Command.Name, c.NArg())}
+}

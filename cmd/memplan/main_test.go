@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memplan/memplan/estimate"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func memplan(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(append([]string{"memplan"}, args...), &o, &e)
+	return code, o.String(), e.String()
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s:\n--- got\n%s\n--- want\n%s", p, got, want)
+	}
+}
+
+// TestBadSpecs runs validate and estimate on every bad input: each must exit
+// 2 with file:line errors (golden), never panic.
+func TestBadSpecs(t *testing.T) {
+	files, _ := filepath.Glob("../../model/testdata/bad/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no bad specs found")
+	}
+	var all strings.Builder
+	for _, f := range files {
+		for _, cmd := range []string{"validate", "estimate"} {
+			code, out, errOut := memplan(cmd, f)
+			if code != 2 {
+				t.Errorf("memplan %s %s: exit %d, want 2 (stderr %q)", cmd, f, code, errOut)
+			}
+			if out != "" {
+				t.Errorf("memplan %s %s wrote to stdout: %q", cmd, f, out)
+			}
+			if cmd == "validate" {
+				all.WriteString(errOut)
+			}
+		}
+	}
+	golden(t, "bad-specs.golden", all.String())
+}
+
+// TestFlagErrors checks that bad flags and arguments exit 2.
+func TestFlagErrors(t *testing.T) {
+	spec := "../../specs/gpt2-124m.yaml"
+	tests := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no spec", []string{"estimate"}, "missing SPEC"},
+		{"two specs", []string{"estimate", spec, spec}, "want one SPEC"},
+		{"bad precision", []string{"estimate", spec, "--precision", "fp8"}, "--precision: unknown precision"},
+		{"bad device", []string{"estimate", spec, "--device", "b200"}, "--device: unknown device"},
+		{"negative batch", []string{"estimate", spec, "--batch", "-3"}, "--batch: must be positive"},
+		{"bad format", []string{"estimate", spec, "--format", "xml"}, "--format"},
+		{"unknown flag", []string{"estimate", "--bogus", spec}, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := memplan(tt.args...)
+			if code != 2 || !strings.Contains(errOut, tt.msg) {
+				t.Errorf("exit %d stderr %q, want 2 and %q", code, errOut, tt.msg)
+			}
+		})
+	}
+	if code, _, errOut := memplan("estimate", "no-such-file.yaml"); code != 1 || !strings.Contains(errOut, "read spec") {
+		t.Errorf("missing file: exit %d stderr %q, want 1", code, errOut)
+	}
+}
+
+// TestEstimateGolden pins the human output for two specs and checks the
+// JSON form decodes into the documented schema.
+func TestEstimateGolden(t *testing.T) {
+	for _, name := range []string{"gpt2-124m", "resnet-50"} {
+		code, out, errOut := memplan("estimate", "../../specs/"+name+".yaml")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		golden(t, "estimate-"+name+".golden", out)
+	}
+	code, out, _ := memplan("estimate", "../../specs/mlp.yaml", "--format", "json", "--batch", "64")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var r estimate.Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.SchemaVersion != estimate.SchemaVersion || r.Training.Batch != 64 || r.PeakAllocated <= 0 || r.Params != 6_316_042 {
+		t.Errorf("json result = %+v", r)
+	}
+}
+
+// TestOverrides checks that flags replace spec fields.
+func TestOverrides(t *testing.T) {
+	base := "../../specs/llama-3.2-1b.yaml"
+	_, a, _ := memplan("estimate", base, "--format", "json")
+	_, b, _ := memplan("estimate", base, "--format", "json", "--batch", "1", "--seq", "512", "--precision", "bf16",
+		"--optimizer", "adamw-fused", "--checkpointing", "every-block", "--attention", "eager", "--device", "a100-40gb")
+	var ra, rb estimate.Result
+	if err := json.Unmarshal([]byte(a), &ra); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(b), &rb); err != nil {
+		t.Fatal(err)
+	}
+	tr := rb.Training
+	if tr.Batch != 1 || tr.Seq != 512 || tr.Precision != "bf16" || tr.Optimizer.Impl != "fused" ||
+		tr.Checkpointing.Mode != "every-block" || tr.Attention != "eager" || rb.Device.Name != "a100-40gb" {
+		t.Errorf("overrides not applied: %+v on %s", tr, rb.Device.Name)
+	}
+	if rb.PeakAllocated >= ra.PeakAllocated {
+		t.Errorf("smaller setup predicted %d, not below %d", rb.PeakAllocated, ra.PeakAllocated)
+	}
+}
+
+// TestDecimalDeviceNote checks that "80GB" is accepted and explained.
+func TestDecimalDeviceNote(t *testing.T) {
+	code, _, errOut := memplan("estimate", "../../specs/mlp.yaml", "--device", "80GB")
+	if code != 0 || !strings.Contains(errOut, "taken as decimal: 80000000000 bytes") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}

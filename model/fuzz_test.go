@@ -1,0 +1,46 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzParse feeds arbitrary bytes to the spec parser: it must never panic,
+// and a spec it accepts must have positive sizes and a parameter count that
+// did not wrap around. The seed corpus is the bundled specs and the bad
+// inputs in testdata/bad.
+func FuzzParse(f *testing.F) {
+	for _, glob := range []string{"../specs/*.yaml", "testdata/bad/*.yaml"} {
+		files, _ := filepath.Glob(glob)
+		for _, p := range files {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse("fuzz.yaml", data, Overrides{})
+		if err != nil {
+			if !IsSpecError(err) {
+				t.Fatalf("error is not a spec error: %v", err)
+			}
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if s.Training.Batch <= 0 || s.Device.Memory <= 0 {
+			t.Fatalf("accepted non-positive sizes: %+v", s.Training)
+		}
+		if p := s.Params(); p < 0 {
+			t.Fatalf("negative parameter count %d", p)
+		}
+		if s.InputShape().Elems() <= 0 {
+			t.Fatalf("empty input shape %v", s.InputShape())
+		}
+	})
+}
