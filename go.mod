@@ -1,13 +1,14 @@
 module github.com/memplan/memplan
 
-go 1.26.8
+go 1.22
+
+require (
+	github.com/urfave/cli/v2 v2.27.5
+	gopkg.in/yaml.v3 v3.0.1
+)
 
 require (
 	github.com/cpuguy83/go-md2man/v2 v2.0.5 // indirect
-	github.com/ebitengine/purego v0.8.2 // indirect
-	github.com/montanaflynn/stats v0.7.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/urfave/cli/v2 v2.27.5 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# grid.sh OUT.jsonl: runs the measurement grid, one fresh process per
+# configuration, appending JSON lines to OUT.jsonl. Each line of the grid
+# below is: SPEC [measure.py flags]. GRID=FILE reads the grid from FILE.
+set -u
+out=${1:?usage: grid.sh OUT.jsonl}
+here=$(dirname "$0")
+grid=${GRID:-$here/grid.txt}
+while read -r line; do
+  [[ -z $line || $line == \#* ]] && continue
+  # shellcheck disable=SC2086
+  timeout 120 python3 "$here/measure.py" $line --label "$line" >>"$out" 2>>"$out.err" ||
+    echo "{\"label\": \"$line\", \"ok\": false, \"error\": \"exit $?\"}" >>"$out"
+done <"$grid"

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Measure real PyTorch training-memory peaks for a memplan spec.
+
+    python3 bench/torch/measure.py SPEC [--batch N] [--seq N] [--precision P]
+        [--optimizer O] [--checkpointing C] [--attention A] [--steps 3]
+    python3 bench/torch/measure.py --params SPEC...
+
+Builds the model the spec describes (transformers' GPT2LMHeadModel,
+LlamaForCausalLM, BertForMaskedLM; torchvision's resnet and vit; the explicit
+form for Linear/ReLU stacks) with random weights, trains it for a few steps
+the way transformers' Trainer does (loss from the model, outputs dropped
+before backward), and prints one JSON line: the configuration, per step
+max_memory_allocated, max_memory_reserved and the device memory in use from
+the driver, and the GPU, driver, CUDA and torch versions. Run each
+configuration in a fresh process (grid.sh does).
+"""
+import argparse, json, math, os, sys, time
+
+import yaml
+
+
+def load_spec(path, a):
+    with open(path) as f:
+        spec = yaml.safe_load(f)
+    t = spec.setdefault("training", {})
+    for k in ("batch", "seq", "image", "precision", "optimizer", "checkpointing", "attention", "zero_grad", "grad_accum"):
+        v = getattr(a, k, None)
+        if v is not None:
+            t[k] = v
+    t.setdefault("precision", "fp32")
+    t.setdefault("optimizer", "adamw")
+    t.setdefault("checkpointing", "none")
+    t.setdefault("attention", "sdpa")
+    t.setdefault("zero_grad", "none")
+    t.setdefault("grad_accum", 1)
+    return spec
+
+
+def build(spec, torch):
+    m = spec["model"]
+    t = spec["training"]
+    typ = m["type"]
+    attn = "eager" if t["attention"] == "eager" else "sdpa"
+    if typ == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+        cfg = GPT2Config(n_layer=m["layers"], n_embd=m["hidden"], n_head=m["heads"], vocab_size=m["vocab"],
+                         n_positions=m.get("positions", 1024), n_inner=m.get("intermediate"),
+                         tie_word_embeddings=m.get("tied", True), attn_implementation=attn)
+        return GPT2LMHeadModel(cfg), "causal"
+    if typ == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        h = m["hidden"]
+        cfg = LlamaConfig(num_hidden_layers=m["layers"], hidden_size=h, intermediate_size=m["intermediate"],
+                          num_attention_heads=m["heads"], num_key_value_heads=m.get("kv_heads", m["heads"]),
+                          head_dim=m.get("head_dim", h // m["heads"]), vocab_size=m["vocab"],
+                          tie_word_embeddings=m.get("tied", False), attention_bias=m.get("attention_bias", False),
+                          mlp_bias=m.get("mlp_bias", False), max_position_embeddings=max(8192, t.get("seq", 0)),
+                          attn_implementation=attn)
+        if m.get("attention_bias"):
+            # Qwen2 puts biases on q, k, v only.
+            from transformers import Qwen2Config, Qwen2ForCausalLM
+            cfg = Qwen2Config(num_hidden_layers=m["layers"], hidden_size=h, intermediate_size=m["intermediate"],
+                              num_attention_heads=m["heads"], num_key_value_heads=m.get("kv_heads", m["heads"]),
+                              vocab_size=m["vocab"], tie_word_embeddings=m.get("tied", False),
+                              max_position_embeddings=max(8192, t.get("seq", 0)), attn_implementation=attn)
+            return Qwen2ForCausalLM(cfg), "causal"
+        return LlamaForCausalLM(cfg), "causal"
+    if typ == "bert":
+        from transformers import BertConfig, BertForMaskedLM
+        cfg = BertConfig(num_hidden_layers=m["layers"], hidden_size=m["hidden"], num_attention_heads=m["heads"],
+                         intermediate_size=m.get("intermediate", 4 * m["hidden"]), vocab_size=m["vocab"],
+                         max_position_embeddings=m.get("positions", 512), attn_implementation=attn)
+        return BertForMaskedLM(cfg), "mlm"
+    if typ == "resnet":
+        import torchvision
+        return getattr(torchvision.models, "resnet%d" % m["depth"])(num_classes=m.get("classes", 1000)), "image"
+    if typ == "vit":
+        import torchvision
+        from torchvision.models.vision_transformer import VisionTransformer
+        return VisionTransformer(image_size=t.get("image", 224), patch_size=m.get("patch", 16), num_layers=m["layers"],
+                                 num_heads=m["heads"], hidden_dim=m["hidden"], mlp_dim=m.get("intermediate", 4 * m["hidden"]),
+                                 num_classes=m.get("classes", 1000)), "image"
+    if typ == "sequential":
+        return Sequential(m["layers"], torch), "features"
+    raise SystemExit("unsupported model type %s" % typ)
+
+
+def Sequential(layers, torch):
+    nn = torch.nn
+
+    class Residual(nn.Module):
+        def __init__(self, body):
+            super().__init__()
+            self.body = body
+
+        def forward(self, x):
+            return x + self.body(x)
+
+    def make(ls):
+        mods = []
+        for l in ls:
+            kind, args = (l, {}) if isinstance(l, str) else next(iter(l.items()))
+            if kind == "linear":
+                mods.append(nn.Linear(args["in"], args["out"], bias=args.get("bias", True)))
+            elif kind == "relu":
+                mods.append(nn.ReLU())
+            elif kind == "residual":
+                body = args if isinstance(args, list) else args["layers"]
+                mods.append(Residual(make(body)))
+            elif kind == "repeat":
+                for _ in range(args["times"]):
+                    blk = make(args["layers"])
+                    blk.memplan_unit = True
+                    mods.append(blk)
+            else:
+                raise SystemExit("measure.py: layer %s not supported" % kind)
+        return nn.Sequential(*mods)
+
+    return make(layers)
+
+
+def units_of(model, kind):
+    """The checkpointing units: what memplan's checkpointing applies to."""
+    if kind == "image" and hasattr(model, "layer1"):
+        return [(blk_parent, i) for blk_parent in (model.layer1, model.layer2, model.layer3, model.layer4)
+                for i in range(len(blk_parent))]
+    if kind == "image":
+        return [(model.encoder.layers, i) for i in range(len(model.encoder.layers))]
+    return [(model, i) for i, mod in enumerate(model) if getattr(mod, "memplan_unit", False)]
+
+
+def enable_checkpointing(model, kind, mode, torch):
+    from torch.utils.checkpoint import checkpoint
+    if mode == "none":
+        return
+    if kind in ("causal", "mlm"):
+        if mode != "every-block":
+            raise SystemExit("transformers models checkpoint every block only")
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return
+
+    class Ckpt(torch.nn.Module):
+        def __init__(self, mods):
+            super().__init__()
+            self.mods = torch.nn.Sequential(*mods)
+
+        def forward(self, x):
+            return checkpoint(self.mods, x, use_reentrant=False)
+
+    units = units_of(model, kind)
+    n = len(units)
+    if mode == "every-block":
+        groups, last_plain = [[u] for u in units], False
+    elif mode.startswith("every-"):
+        k = int(mode.split("-")[1])
+        groups, last_plain = [units[i:i + k] for i in range(0, n, k)], False
+    elif mode == "sqrt":
+        segs = max(1, round(math.sqrt(n)))
+        size = n // segs
+        groups = [units[i:i + size] for i in range(0, size * (segs - 1), size)]
+        groups.append(units[size * (segs - 1):])
+        last_plain = True
+    for gi, g in enumerate(groups):
+        if last_plain and gi == len(groups) - 1:
+            continue
+        parent, first = g[0]
+        mods = [parent[i] for (_, i) in g]
+        parent[first] = Ckpt(mods)
+        for (_, i) in g[1:]:
+            parent[i] = torch.nn.Identity()
+
+
+def make_optimizer(name, params, torch):
+    impl = "foreach"
+    for suf in ("foreach", "fused", "for-loop"):
+        if name.endswith("-" + suf):
+            impl, name = suf, name[: -len(suf) - 1]
+    kw = {"foreach": impl == "foreach", "fused": impl == "fused"} if impl != "for-loop" else {"foreach": False}
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, **kw)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, **kw)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, **kw)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kw)
+    if name == "adafactor":
+        return torch.optim.Adafactor(params, lr=1e-2)
+    raise SystemExit("optimizer %s cannot be measured here" % name)
+
+
+def versions(torch):
+    v = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name()}
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        v["driver"] = pynvml.nvmlSystemGetDriverVersion()
+    except Exception as e:  # noqa: BLE001
+        v["driver"] = "unknown (%s)" % e
+    try:
+        import transformers
+        v["transformers"] = transformers.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    return v
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("spec", nargs="+")
+    ap.add_argument("--params", action="store_true", help="only count parameters (meta device)")
+    for k in ("batch", "seq", "image", "grad_accum"):
+        ap.add_argument("--" + k.replace("_", "-"), dest=k, type=int)
+    for k in ("precision", "optimizer", "checkpointing", "attention", "zero_grad"):
+        ap.add_argument("--" + k.replace("_", "-"), dest=k)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--label", default="")
+    a = ap.parse_args()
+    import torch
+
+    if a.params:
+        for p in a.spec:
+            spec = load_spec(p, a)
+            with torch.device("meta"):
+                model, _ = build(spec, torch)
+            print(json.dumps({"spec": p, "parameters": sum(x.numel() for x in model.parameters())}), flush=True)
+        return
+
+    spec = load_spec(a.spec[0], a)
+    t = spec["training"]
+    rec = {"spec": a.spec[0], "label": a.label, "training": t, "date": time.strftime("%Y-%m-%d"), **versions(torch)}
+    free0, total = torch.cuda.mem_get_info()
+    rec["device_total_bytes"] = total
+    try:
+        model, kind = build(spec, torch)
+        prec = t["precision"]
+        model = model.cuda()
+        if prec == "bf16":
+            model = model.to(torch.bfloat16)
+        model.train()
+        enable_checkpointing(model, kind, t["checkpointing"], torch)
+        rec["parameters"] = sum(p.numel() for p in model.parameters())
+        opt = make_optimizer(t["optimizer"], model.parameters(), torch)
+        B = t["batch"]
+        dev = "cuda"
+        if kind in ("causal", "mlm"):
+            ids = torch.randint(0, spec["model"]["vocab"], (B, t["seq"]), device=dev)
+            labels = ids.clone()
+            fwd = lambda: model(input_ids=ids, labels=labels).loss
+        else:
+            if kind == "image":
+                x = torch.randn(B, 3, t.get("image", 224), t.get("image", 224), device=dev)
+                classes = spec["model"].get("classes", 1000)
+            else:
+                x = torch.randn(B, spec["model"]["input"]["features"], device=dev)
+                last = spec["model"]["layers"][-1]
+                classes = next(iter(last.values()))["out"]
+            if prec == "bf16":
+                x = x.to(torch.bfloat16)
+            y = torch.randint(0, classes, (B,), device=dev)
+            fwd = lambda: torch.nn.functional.cross_entropy(model(x), y)
+        amp = prec.startswith("amp")
+        adt = torch.float16 if prec == "amp-fp16" else torch.bfloat16
+        scaler = torch.amp.GradScaler("cuda") if prec == "amp-fp16" else None
+        steps = []
+        for step in range(a.steps):
+            torch.cuda.reset_peak_memory_stats()
+            t0 = time.time()
+            for _ in range(t.get("grad_accum", 1)):
+                with torch.autocast("cuda", dtype=adt, enabled=amp):
+                    loss = fwd()
+                (scaler.scale(loss) if scaler else loss).backward()
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad(set_to_none=t.get("zero_grad", "none") == "none")
+            torch.cuda.synchronize()
+            free, _ = torch.cuda.mem_get_info()
+            steps.append({"max_allocated": torch.cuda.max_memory_allocated(),
+                          "max_reserved": torch.cuda.max_memory_reserved(),
+                          "device_used": total - free, "seconds": round(time.time() - t0, 3)})
+        rec["steps"] = steps
+        rec["peak_allocated_bytes"] = max(s["max_allocated"] for s in steps)
+        rec["peak_reserved_bytes"] = max(s["max_reserved"] for s in steps)
+        rec["device_total_used_bytes"] = max(s["device_used"] for s in steps)
+        rec["context_bytes_before_model"] = total - free0
+        rec["ok"] = True
+    except torch.cuda.OutOfMemoryError as e:
+        rec["ok"], rec["error"] = False, "OOM: " + str(e).split("\n")[0]
+    print(json.dumps(rec), flush=True)
+
+
+if __name__ == "__main__":
+    main()
