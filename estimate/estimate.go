@@ -98,16 +98,17 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Overheads outside the caching allocator, measured on an H100 with driver
-// 580, CUDA 13.0 and torch 2.11 (PYTORCH-MEMORY.md §2, docs/formulas.md §D).
+// Overheads outside the caching allocator: the CUDA context and the kernel
+// modules loaded lazily. Measured on an H100 with driver 580.159.04, CUDA
+// 13.0 and torch 2.11 (docs/formulas.md §D): the bare context is 527 MiB;
+// device use minus max_memory_reserved was 751 MiB in every fp32-only run
+// and 767 MiB in every run with half-precision GEMMs, across 38 runs of
+// bench/results/2026-11-22-h100.jsonl.
 const (
-	cudaContext   = 527 * units.MiB // bare primary context, lazy module loading
-	modulesBase   = 72 * units.MiB  // elementwise, reduction and optimizer kernels
-	modulesHalf   = 66 * units.MiB  // first bf16/fp16 GEMM: cuBLAS handle and kernels
-	modulesF32    = 90 * units.MiB  // first fp32 GEMM: cuBLASLt path kernels
-	modulesConv   = 8 * units.MiB   // cuDNN handle and convolution kernels
-	modulesSDPA   = 2 * units.MiB   // fused attention kernels
-	hopperCublas  = 32 * units.MiB  // cuBLAS workspace on sm90
+	cudaContext   = 527 * units.MiB
+	modulesBase   = 224 * units.MiB
+	modulesHalf   = 16 * units.MiB
+	hopperCublas  = 32 * units.MiB // cuBLAS workspace on sm90
 	defaultCublas = 8*units.MiB + 128*units.KiB
 )
 
@@ -191,15 +192,6 @@ func overhead(u usage) []Item {
 	mods := modulesBase
 	if u.gemmHalf {
 		mods += modulesHalf
-	}
-	if u.gemmF32 {
-		mods += modulesF32
-	}
-	if u.conv {
-		mods += modulesConv
-	}
-	if u.sdpa {
-		mods += modulesSDPA
 	}
 	return []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
 }

@@ -341,7 +341,14 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 		q, k = q2, k2
 	}
 	var y *tensor
-	if s.cfg.eager {
+	// In fp32 the fused SDPA choice is the memory-efficient kernel, which
+	// does not take enable_gqa: grouped-query attention falls back to the
+	// math kernel, which keeps the S×S probabilities like eager attention
+	// (measured: Llama-3.2-1B fp32, bench/results).
+	mathSDPA := !s.cfg.eager && s.cfg.compute == f32 && l.KVHeads != l.Heads
+	if mathSDPA {
+		y = s.eagerAttention(q, k, v, nil, b, l.Heads, l.KVHeads, S, l.HeadDim, l.P)
+	} else if s.cfg.eager {
 		var mask *tensor
 		if l.Causal {
 			mask = s.causalMask(S, x.dt)

@@ -137,50 +137,56 @@ func Params(layers []Layer) int64 {
 	return n
 }
 
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
+// params counts a layer's parameters. Spec validation bounds paramsF
+// first, so the int64 arithmetic here cannot overflow.
+func (l *Layer) params() int64 { return int64(l.paramsF()) }
 
-func (l *Layer) params() int64 {
+// paramsF is params in float64, safe on sizes that would overflow int64.
+func (l *Layer) paramsF() float64 {
+	f := func(v int64) float64 { return float64(v) }
+	bias := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
 	switch l.Kind {
 	case KLinear:
-		return l.In*l.Out + b2i(l.Bias)*l.Out
+		return f(l.In)*f(l.Out) + bias(l.Bias)*f(l.Out)
 	case KConv2d:
-		return l.Out*l.In*l.Kernel*l.Kernel + b2i(l.Bias)*l.Out
+		return f(l.Out)*f(l.In)*f(l.Kernel)*f(l.Kernel) + bias(l.Bias)*f(l.Out)
 	case KBatchNorm:
-		return 2 * l.Channels
+		return 2 * f(l.Channels)
 	case KLayerNorm:
-		return l.Dim * (1 + b2i(l.Bias))
+		return f(l.Dim) * (1 + bias(l.Bias))
 	case KRMSNorm:
-		return l.Dim
+		return f(l.Dim)
 	case KEmbedding:
-		return l.Vocab * l.Dim
+		return f(l.Vocab) * f(l.Dim)
 	case KPositions, KTokenTypes:
-		return l.Max * l.Dim
+		return f(l.Max) * f(l.Dim)
 	case KAttention:
-		q, kv := l.Heads*l.HeadDim, l.KVHeads*l.HeadDim
-		return l.Dim*(q+2*kv) + b2i(l.Bias)*(q+2*kv) + q*l.Dim + b2i(l.OutBias)*l.Dim
+		q, kv := f(l.Heads)*f(l.HeadDim), f(l.KVHeads)*f(l.HeadDim)
+		d := f(l.Dim)
+		return d*(q+2*kv) + bias(l.Bias)*(q+2*kv) + q*d + bias(l.OutBias)*d
 	case KGatedMLP:
-		return 3*l.Dim*l.Hidden + b2i(l.Bias)*(2*l.Hidden+l.Dim)
+		return 3*f(l.Dim)*f(l.Hidden) + bias(l.Bias)*(2*f(l.Hidden)+f(l.Dim))
 	case KPatchEmbed:
-		return l.Dim*l.Channels*l.Kernel*l.Kernel + l.Dim
+		return f(l.Dim)*f(l.Channels)*f(l.Kernel)*f(l.Kernel) + f(l.Dim)
 	case KClsToken:
-		return l.Dim
+		return f(l.Dim)
 	case KLMHead:
-		n := b2i(l.Bias) * l.Vocab
+		n := bias(l.Bias) * f(l.Vocab)
 		if l.Tie == "" {
-			n += l.Vocab * l.Dim
+			n += f(l.Vocab) * f(l.Dim)
 		}
 		return n
 	case KRepeat:
-		return l.Times * Params(l.Body)
+		return f(l.Times) * paramsFloat(l.Body)
 	case KBlock:
-		return Params(l.Body)
+		return paramsFloat(l.Body)
 	case KResidual:
-		return Params(l.Body) + Params(l.Shortcut)
+		return paramsFloat(l.Body) + paramsFloat(l.Shortcut)
 	}
 	return 0
 }

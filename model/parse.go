@@ -153,10 +153,14 @@ func decodeModel(e *errs, n *yaml.Node, m *Model) {
 			total += min(b, MaxLayers)
 		}
 		if total > MaxLayers/16 {
-			e.add(mm.keys["blocks"], "blocks: %d residual blocks is more than memplan simulates (%d)", total, MaxLayers/16)
+			e.add(mm.keys["blocks"], "blocks: more residual blocks than memplan simulates (%d)", MaxLayers/16)
 			m.Blocks = nil
 		}
 		mm.int("width", &m.Width, false)
+		if m.Width > 1<<20 {
+			e.add(mm.keys["width"], "width: %d is larger than memplan supports (%d)", m.Width, 1<<20)
+			m.Width = 64
+		}
 		mm.int("classes", &m.Classes, false)
 		mm.int("channels", &m.Channels, false)
 	case ViT:
@@ -633,6 +637,9 @@ func isCatalog(name string) bool { _, ok := LookupDevice(name); return ok }
 // expanded (the largest published models have a few thousand).
 const MaxLayers = 200_000
 
+// maxParams keeps parameter counts exact in float64 as well as int64.
+const maxParams = float64(1 << 50)
+
 // maxBytes bounds every byte count memplan computes: past it, sums of a few
 // of them could wrap around int64.
 const maxBytes = float64(1 << 60)
@@ -691,24 +698,15 @@ func validate(e *errs, s *Spec, modelLine, trainLine int) {
 	}
 	params := paramsFloat(layers)
 	acts := actFloat(layers, in) * float64(t.Batch)
-	if params*40+acts*64 > maxBytes || math.IsInf(acts, 0) {
+	if params > maxParams || params*40+acts*64 > maxBytes || math.IsInf(acts, 0) {
 		e.add(modelLine, "sizes too large: %.3g parameters and %.3g activation elements would overflow 64-bit byte counts", params, acts)
 	}
 }
 
 func paramsFloat(ls []Layer) float64 {
 	var n float64
-	for _, l := range ls {
-		switch l.Kind {
-		case KRepeat:
-			n += float64(l.Times) * paramsFloat(l.Body)
-		case KBlock:
-			n += paramsFloat(l.Body)
-		case KResidual:
-			n += paramsFloat(l.Body) + paramsFloat(l.Shortcut)
-		default:
-			n += float64(l.params())
-		}
+	for i := range ls {
+		n += ls[i].paramsF()
 	}
 	return n
 }
