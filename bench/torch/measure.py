@@ -215,6 +215,9 @@ def main():
         ap.add_argument("--" + k.replace("_", "-"), dest=k)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--label", default="")
+    ap.add_argument("--phases", action="store_true", help="record allocated memory at each phase of each step")
+    ap.add_argument("--trace", help="write the allocator's alloc/free events (JSON) to this file")
+    ap.add_argument("--fraction", type=float, help="torch.cuda.set_per_process_memory_fraction")
     a = ap.parse_args()
     import torch
 
@@ -231,6 +234,10 @@ def main():
     rec = {"spec": a.spec[0], "label": a.label, "training": t, "date": time.strftime("%Y-%m-%d"), **versions(torch)}
     free0, total = torch.cuda.mem_get_info()
     rec["device_total_bytes"] = total
+    if a.fraction:
+        torch.cuda.set_per_process_memory_fraction(a.fraction)
+    if a.trace:
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     try:
         model, kind = build(spec, torch)
         prec = t["precision"]
@@ -263,13 +270,23 @@ def main():
         adt = torch.float16 if prec == "amp-fp16" else torch.bfloat16
         scaler = torch.amp.GradScaler("cuda") if prec == "amp-fp16" else None
         steps = []
+        mark = lambda: (torch.cuda.synchronize(), torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())[1:]
         for step in range(a.steps):
             torch.cuda.reset_peak_memory_stats()
             t0 = time.time()
+            ph = []
             for _ in range(t.get("grad_accum", 1)):
+                if a.phases:
+                    torch.cuda.reset_peak_memory_stats()
                 with torch.autocast("cuda", dtype=adt, enabled=amp):
                     loss = fwd()
+                if a.phases:
+                    ph.append(("forward",) + mark())
+                    torch.cuda.reset_peak_memory_stats()
                 (scaler.scale(loss) if scaler else loss).backward()
+                if a.phases:
+                    ph.append(("backward",) + mark())
+                    torch.cuda.reset_peak_memory_stats()
             if scaler:
                 scaler.step(opt)
                 scaler.update()
@@ -277,16 +294,30 @@ def main():
                 opt.step()
             opt.zero_grad(set_to_none=t.get("zero_grad", "none") == "none")
             torch.cuda.synchronize()
+            if a.phases:
+                ph.append(("optimizer",) + mark())
             free, _ = torch.cuda.mem_get_info()
             steps.append({"max_allocated": torch.cuda.max_memory_allocated(),
                           "max_reserved": torch.cuda.max_memory_reserved(),
                           "device_used": total - free, "seconds": round(time.time() - t0, 3)})
+            if a.phases:
+                steps[-1]["phases"] = [{"stage": p[0], "end_allocated": p[1], "peak_allocated": p[2]} for p in ph]
         rec["steps"] = steps
         rec["peak_allocated_bytes"] = max(s["max_allocated"] for s in steps)
         rec["peak_reserved_bytes"] = max(s["max_reserved"] for s in steps)
         rec["device_total_used_bytes"] = max(s["device_used"] for s in steps)
         rec["context_bytes_before_model"] = total - free0
         rec["ok"] = True
+        if a.trace:
+            snap = torch.cuda.memory._snapshot()
+            ev = []
+            for e in snap["device_traces"][0]:
+                fr = e.get("frames") or []
+                top = next((f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in fr
+                            if "torch/utils" not in f["filename"]), "")
+                ev.append([e["action"], e["addr"], e["size"], top])
+            with open(a.trace, "w") as f:
+                json.dump(ev, f)
     except torch.cuda.OutOfMemoryError as e:
         rec["ok"], rec["error"] = False, "OOM: " + str(e).split("\n")[0]
     print(json.dumps(rec), flush=True)
