@@ -90,3 +90,20 @@ func eq(a, b []int64) bool {
 	}
 	return true
 }
+
+// TestColumnSumScratch checks the ported reduction config against the
+// scratch buffers seen in allocator traces on the H100 (4096 rows).
+func TestColumnSumScratch(t *testing.T) {
+	s := &sim{cfg: &config{sms: 132, threadsSM: 2048}}
+	tests := []struct{ cols, want int64 }{
+		{768, 24*mib + 24}, {2304, 72*mib + 72}, {3072, 96*mib + 96}, {2048, 64*mib + 64},
+	}
+	for _, tt := range tests {
+		if got := s.columnSumScratch(4096, tt.cols, 2); got != tt.want {
+			t.Errorf("columnSumScratch(4096, %d) = %d, want %d", tt.cols, got, tt.want)
+		}
+	}
+	if got := s.columnSumScratch(64, 1000, 2); got != 0 {
+		t.Errorf("small reduction scratch = %d, want 0", got)
+	}
+}

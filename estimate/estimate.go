@@ -113,9 +113,11 @@ const (
 )
 
 // Estimate predicts the memory of the training run a spec describes.
-func Estimate(spec *model.Spec) (*Result, error) { return estimateWith(spec, nil) }
+func Estimate(spec *model.Spec) (*Result, error) { return estimateWith(spec, nil, nil) }
 
-func estimateWith(spec *model.Spec, inspect func(*sim)) (*Result, error) {
+// estimateWith runs Estimate with test hooks: setup runs before the
+// simulation, inspect after it.
+func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
 	t := spec.Training
 	cfg := &config{
 		amp:             t.Mixed(),
@@ -124,6 +126,8 @@ func estimateWith(spec *model.Spec, inspect func(*sim)) (*Result, error) {
 		cublasWorkspace: defaultCublas,
 		eager:           t.Attention == model.AttnEager,
 		batch:           t.Batch,
+		sms:             int64(spec.Device.SMs),
+		threadsSM:       int64(spec.Device.ThreadsPerSM),
 	}
 	if t.Precision != model.FP32 {
 		cfg.compute = half
@@ -135,6 +139,9 @@ func estimateWith(spec *model.Spec, inspect func(*sim)) (*Result, error) {
 		cfg.cublasWorkspace = hopperCublas
 	}
 	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
+	if setup != nil {
+		setup(s)
+	}
 	s.enter(0, 0, "load")
 	layers := spec.Model.Lower()
 	ins := s.build(layers, map[string]*tensor{})

@@ -69,6 +69,6 @@ func TestSpecsInvariants(t *testing.T) {
 
 func simulate(s *model.Spec) (*sim, *Result) {
 	var sm *sim
-	r, _ := estimateWith(s, func(x *sim) { sm = x })
+	r, _ := estimateWith(s, func(x *sim) { sm = x }, nil)
 	return sm, r
 }

@@ -333,6 +333,17 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 		k = s.matmul(x, in.p[2], in.p[3], rows, kvd)
 		v = s.matmul(x, in.p[4], in.p[5], rows, kvd)
 	}
+	if l.KVCache && s.ckptMode == model.CkptNone {
+		// transformers' GPT-2 keeps use_cache=True in training (it turns
+		// it off only under gradient checkpointing): DynamicCache.update
+		// concatenates k and v into the cache, and those copies are what
+		// attention receives and saves (measured: cache_utils.py:146-147
+		// allocations in the allocator trace, docs/formulas.md §B).
+		k2, v2 := s.unary("CacheCat", k, false, false), s.unary("CacheCat", v, false, false)
+		s.unref(k)
+		s.unref(v)
+		k, v = k2, v2
+	}
 	if l.RoPE {
 		cos, sin := s.ropeTables(S, l.HeadDim, x.dt)
 		q2, k2 := s.rope(q, cos, sin), s.rope(k, cos, sin)

@@ -62,7 +62,10 @@ type node struct {
 	pass    bool  // gradient passes through when sizes match (add, views)
 	bwdTemp int64 // transient bytes while the node runs in backward
 	gemm    bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
-	ckpt    *ckpt // a checkpointed segment to recompute
+	// reduceTemp is a reduction's scratch, allocated after the gradients
+	// and freed at once (columnSumScratch).
+	reduceTemp int64
+	ckpt       *ckpt // a checkpointed segment to recompute
 }
 
 type ckpt struct {
@@ -85,6 +88,7 @@ type sim struct {
 	phase    Phase
 	peak     peakState
 	phases   []PhasePeak
+	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
 	params   []*tensor
 	ckptMode string
 	ckptK    int64
@@ -134,6 +138,9 @@ func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
 	t := &tensor{elems: elems, dt: dt, refs: 1, fixed: cat, cat: cat, name: name}
 	n := t.bytes()
 	t.blk = s.al.malloc(n)
+	if s.trace != nil {
+		s.trace(t, true)
+	}
 	s.live[cat] += n
 	s.req += n
 	s.observe()
@@ -186,6 +193,9 @@ func (s *sim) unref(t *tensor) {
 		return
 	}
 	if t.blk != nil {
+		if s.trace != nil {
+			s.trace(t, false)
+		}
 		s.al.free(t.blk)
 		s.live[t.cat] -= t.bytes()
 		s.req -= t.bytes()
@@ -305,6 +315,9 @@ func (s *sim) runNode(n *node) {
 			g = s.alloc(in.elems, in.dt, catTemp, "grad of "+in.name)
 		}
 		s.accumulate(in, g)
+	}
+	if n.reduceTemp > 0 {
+		s.unref(s.alloc(n.reduceTemp, u8, catTemp, n.name+" reduction scratch"))
 	}
 	s.unref(tmp)
 	for _, o := range n.outs {

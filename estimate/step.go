@@ -16,7 +16,14 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.thread = 0
 			s.saving = true
 			x := s.ref(data)
-			loss, _ := s.run(ins, x, spec.InputShape())
+			out, sh := s.run(ins, x, spec.InputShape())
+			loss := out
+			if len(sh) != 1 || sh[0] != 1 {
+				// Models without an lm_head end in logits: the loop applies
+				// F.cross_entropy and keeps only the loss.
+				loss = s.crossEntropy(out, s.rows(sh))
+				s.unref(out)
+			}
 			s.clearCache()
 			s.unref(s.mask)
 			s.mask = nil

@@ -26,6 +26,10 @@ type Device struct {
 	// library workspace sizes.
 	Arch   string `json:"arch,omitempty"`
 	Vendor string `json:"vendor,omitempty"`
+	// SMs and ThreadsPerSM size PyTorch's reduction kernels, whose global
+	// scratch buffers depend on them.
+	SMs          int `json:"sms,omitempty"`
+	ThreadsPerSM int `json:"threads_per_sm,omitempty"`
 	// Measured is true when Memory was read off a real device rather than
 	// derived from the data sheet.
 	Measured bool `json:"measured"`
@@ -47,18 +51,18 @@ func smi(mib int64) int64 { return mib*units.MiB - driverReserve }
 // nvidia-smi total from the data sheet less the measured 480 MiB driver
 // reserve. The probe (memplan probe) reads the real value on a node.
 var catalog = map[string]Device{
-	"a100-40gb":  {Product: "NVIDIA A100 40GB", Memory: smi(40960), Arch: "ampere", Vendor: NVIDIA},
-	"a100-80gb":  {Product: "NVIDIA A100 80GB", Memory: smi(81920), Arch: "ampere", Vendor: NVIDIA},
-	"h100-80gb":  {Product: "NVIDIA H100 80GB HBM3", Memory: 85_017_493_504, Arch: "hopper", Vendor: NVIDIA, Measured: true},
-	"h200-141gb": {Product: "NVIDIA H200 141GB HBM3e", Memory: smi(143771), Arch: "hopper", Vendor: NVIDIA},
-	"l4":         {Product: "NVIDIA L4 24GB", Memory: smi(23034), Arch: "ada", Vendor: NVIDIA},
-	"l40s":       {Product: "NVIDIA L40S 48GB", Memory: smi(46068), Arch: "ada", Vendor: NVIDIA},
-	"a10g":       {Product: "NVIDIA A10G 24GB", Memory: smi(23028), Arch: "ampere", Vendor: NVIDIA},
-	"t4":         {Product: "NVIDIA T4 16GB", Memory: smi(15360), Arch: "turing", Vendor: NVIDIA},
-	"v100-16gb":  {Product: "NVIDIA V100 16GB", Memory: smi(16384), Arch: "volta", Vendor: NVIDIA},
-	"v100-32gb":  {Product: "NVIDIA V100 32GB", Memory: smi(32768), Arch: "volta", Vendor: NVIDIA},
-	"rtx-4090":   {Product: "NVIDIA GeForce RTX 4090 24GB", Memory: smi(24564), Arch: "ada", Vendor: NVIDIA},
-	"mi300x":     {Product: "AMD Instinct MI300X 192GB", Memory: 192 * units.GiB, Arch: "cdna3", Vendor: AMD},
+	"a100-40gb":  {Product: "NVIDIA A100 40GB", Memory: smi(40960), Arch: "ampere", Vendor: NVIDIA, SMs: 108, ThreadsPerSM: 2048},
+	"a100-80gb":  {Product: "NVIDIA A100 80GB", Memory: smi(81920), Arch: "ampere", Vendor: NVIDIA, SMs: 108, ThreadsPerSM: 2048},
+	"h100-80gb":  {Product: "NVIDIA H100 80GB HBM3", Memory: 85_017_493_504, Arch: "hopper", Vendor: NVIDIA, Measured: true, SMs: 132, ThreadsPerSM: 2048},
+	"h200-141gb": {Product: "NVIDIA H200 141GB HBM3e", Memory: smi(143771), Arch: "hopper", Vendor: NVIDIA, SMs: 132, ThreadsPerSM: 2048},
+	"l4":         {Product: "NVIDIA L4 24GB", Memory: smi(23034), Arch: "ada", Vendor: NVIDIA, SMs: 58, ThreadsPerSM: 1536},
+	"l40s":       {Product: "NVIDIA L40S 48GB", Memory: smi(46068), Arch: "ada", Vendor: NVIDIA, SMs: 142, ThreadsPerSM: 1536},
+	"a10g":       {Product: "NVIDIA A10G 24GB", Memory: smi(23028), Arch: "ampere", Vendor: NVIDIA, SMs: 80, ThreadsPerSM: 1536},
+	"t4":         {Product: "NVIDIA T4 16GB", Memory: smi(15360), Arch: "turing", Vendor: NVIDIA, SMs: 40, ThreadsPerSM: 1024},
+	"v100-16gb":  {Product: "NVIDIA V100 16GB", Memory: smi(16384), Arch: "volta", Vendor: NVIDIA, SMs: 80, ThreadsPerSM: 2048},
+	"v100-32gb":  {Product: "NVIDIA V100 32GB", Memory: smi(32768), Arch: "volta", Vendor: NVIDIA, SMs: 80, ThreadsPerSM: 2048},
+	"rtx-4090":   {Product: "NVIDIA GeForce RTX 4090 24GB", Memory: smi(24564), Arch: "ada", Vendor: NVIDIA, SMs: 128, ThreadsPerSM: 1536},
+	"mi300x":     {Product: "AMD Instinct MI300X 192GB", Memory: 192 * units.GiB, Arch: "cdna3", Vendor: AMD, SMs: 304, ThreadsPerSM: 2048},
 }
 
 // aliases map other spellings to catalog keys.

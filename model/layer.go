@@ -33,6 +33,9 @@ type Layer struct {
 	RoPE     bool    `json:"rope,omitempty"`
 	Causal   bool    `json:"causal,omitempty"`
 	FusedQKV bool    `json:"fused_qkv,omitempty"`
+	// KVCache marks attention that fills a key/value cache in training
+	// (transformers' GPT-2 with use_cache=True).
+	KVCache bool `json:"kv_cache,omitempty"`
 	// Inplace marks a ReLU or a residual add done in place (torchvision).
 	Inplace bool `json:"inplace,omitempty"`
 	Upcast  bool `json:"upcast,omitempty"`
@@ -104,7 +107,7 @@ var layerKinds = map[string]kindSpec{
 	KEmbedding:  {[]string{"vocab", "dim"}, []string{"name"}, "token embedding: ids → vectors"},
 	KPositions:  {[]string{"max", "dim"}, nil, "learned absolute positions added to the stream"},
 	KTokenTypes: {[]string{"max", "dim"}, nil, "learned token-type embedding added to the stream"},
-	KAttention:  {[]string{"dim", "heads"}, []string{"kv_heads", "head_dim", "bias", "out_bias", "rope", "causal", "fused_qkv", "p", "style"}, "multi-head self-attention with its projections"},
+	KAttention:  {[]string{"dim", "heads"}, []string{"kv_heads", "head_dim", "bias", "out_bias", "rope", "causal", "fused_qkv", "kv_cache", "p", "style"}, "multi-head self-attention with its projections"},
 	KGatedMLP:   {[]string{"dim", "hidden"}, []string{"activation", "bias"}, "down(act(gate(x)) * up(x)), SwiGLU when activation is silu"},
 	KMaxPool:    {[]string{"kernel"}, []string{"stride", "padding"}, "2-D max pooling"},
 	KAvgPool:    {nil, nil, "global average pooling to 1×1"},

@@ -44,7 +44,7 @@ func (m *Model) lowerGPT2() []Layer {
 		seq(Layer{Kind: KResidual, Body: cat(
 			seq(Layer{Kind: KLayerNorm, Dim: d, Bias: true},
 				Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
-					Bias: true, OutBias: true, Causal: true, FusedQKV: true, P: m.AttnDropout, Style: "hf"}),
+					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: true, P: m.AttnDropout, Style: "hf"}),
 			dropout(m.Dropout))}),
 		seq(Layer{Kind: KResidual, Body: cat(
 			seq(Layer{Kind: KLayerNorm, Dim: d, Bias: true},

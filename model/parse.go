@@ -373,6 +373,8 @@ func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
 			m.bool(a, &l.RoPE)
 		case "causal":
 			m.bool(a, &l.Causal)
+		case "kv_cache":
+			m.bool(a, &l.KVCache)
 		case "inplace":
 			m.bool(a, &l.Inplace)
 		case "fused_qkv":
