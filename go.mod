@@ -3,6 +3,7 @@ module github.com/memplan/memplan
 go 1.22
 
 require (
+	github.com/montanaflynn/stats v0.14.0
 	github.com/urfave/cli/v2 v2.27.5
 	gopkg.in/yaml.v3 v3.0.1
 )

@@ -55,14 +55,25 @@ func flagsFirst(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
-	var cmd *cli.Command
-	for _, c := range app.Commands {
-		if c.Name == args[1] {
-			cmd = c
+	find := func(cs []*cli.Command, name string) *cli.Command {
+		for _, c := range cs {
+			if c.Name == name {
+				return c
+			}
 		}
+		return nil
 	}
+	cmd := find(app.Commands, args[1])
 	if cmd == nil {
 		return args
+	}
+	at := 2
+	for at < len(args) && len(cmd.Subcommands) > 0 {
+		sub := find(cmd.Subcommands, args[at])
+		if sub == nil {
+			break
+		}
+		cmd, at = sub, at+1
 	}
 	bools := map[string]bool{"help": true, "h": true}
 	for _, f := range cmd.Flags {
@@ -73,7 +84,7 @@ func flagsFirst(app *cli.App, args []string) []string {
 		}
 	}
 	var flags, pos []string
-	rest := args[2:]
+	rest := args[at:]
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		if a == "--" {
@@ -91,7 +102,7 @@ func flagsFirst(app *cli.App, args []string) []string {
 			i++
 		}
 	}
-	out := append([]string{args[0], args[1]}, flags...)
+	out := append(append([]string(nil), args[:at]...), flags...)
 	return append(out, pos...)
 }
 
@@ -114,7 +125,7 @@ and predicts peak allocated and reserved memory as PyTorch reports them, and
 the device total with the CUDA context, for a chosen GPU.
 
 Exit codes: 0 success, 1 failure at run time, 2 bad usage or invalid input.`,
-		Commands: []*cli.Command{estimateCmd(), validateCmd(), devicesCmd()},
+		Commands: []*cli.Command{estimateCmd(), validateCmd(), devicesCmd(), benchCmd()},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err.Error()}
 		},

