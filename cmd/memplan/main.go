@@ -35,13 +35,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	code := 1
 	var ue usageError
-	if model.IsSpecError(err) || errors.As(err, &ue) || isFlagError(err) {
+	var ec exitCode
+	switch {
+	case model.IsSpecError(err) || errors.As(err, &ue) || isFlagError(err):
 		code = 2
+	case errors.As(err, &ec):
+		code = ec.code
 	}
-	for i, line := range strings.Split(err.Error(), "\n") {
-		if i == 0 {
-			fmt.Fprintf(stderr, "memplan: error: %s\n", line)
-		} else {
+	if msg := err.Error(); msg != "" {
+		for _, line := range strings.Split(msg, "\n") {
 			fmt.Fprintf(stderr, "memplan: error: %s\n", line)
 		}
 	}
@@ -124,8 +126,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 and predicts peak allocated and reserved memory as PyTorch reports them, and
 the device total with the CUDA context, for a chosen GPU.
 
-Exit codes: 0 success, 1 failure at run time, 2 bad usage or invalid input.`,
-		Commands: []*cli.Command{estimateCmd(), validateCmd(), devicesCmd(), benchCmd()},
+Exit codes: 0 success, 1 failure at run time, 2 bad usage or invalid input;
+memplan check and memplan tune add 3 (fits, above the target band) and 4
+(does not fit).`,
+		Commands: []*cli.Command{estimateCmd(), tuneCmd(), checkCmd(), validateCmd(), devicesCmd(), benchCmd()},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err.Error()}
 		},

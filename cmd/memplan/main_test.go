@@ -144,3 +144,56 @@ func TestDecimalDeviceNote(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestCheckExitCodes checks memplan check's documented exit codes.
+func TestCheckExitCodes(t *testing.T) {
+	spec := "../../specs/gpt2-124m.yaml"
+	tests := []struct {
+		args    []string
+		code    int
+		verdict string
+	}{
+		{[]string{"--batch", "8"}, 0, "fits"},
+		{[]string{"--batch", "47", "--target", "0.80-0.85"}, 3, "above-target"},
+		{[]string{"--batch", "64"}, 4, "does-not-fit"},
+		{[]string{"--batch", "8", "--target", "1.5"}, 2, ""},
+	}
+	for _, tt := range tests {
+		code, out, errOut := memplan(append([]string{"check", spec}, tt.args...)...)
+		if code != tt.code || !strings.HasPrefix(out, tt.verdict) {
+			t.Errorf("check %v: exit %d, stdout %q, stderr %q; want %d %q", tt.args, code, out, errOut, tt.code, tt.verdict)
+		}
+	}
+	_, out, _ := memplan("check", spec, "--batch", "8", "--format", "json")
+	var v Verdict
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Verdict != "fits" || v.DeviceTotal <= 0 {
+		t.Errorf("json verdict %+v, err %v", v, err)
+	}
+}
+
+// TestTuneCLI checks tune's answer, the global-batch split and the no-fit
+// exit code with its fixes.
+func TestTuneCLI(t *testing.T) {
+	code, out, errOut := memplan("tune", "../../specs/gpt2-124m.yaml", "--global-batch", "512", "--dp", "8", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Batch int64
+		Plan  struct {
+			MicroBatch int64 `json:"micro_batch"`
+			Accum      int64 `json:"grad_accum"`
+			Achieved   int64 `json:"achieved_global_batch"`
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Batch < 40 || r.Plan.Achieved != 512 || r.Plan.MicroBatch*r.Plan.Accum*8 != 512 || r.Plan.MicroBatch > r.Batch {
+		t.Errorf("tune = %+v", r)
+	}
+	code, out, _ = memplan("tune", "../../specs/llama-3-8b.yaml", "--checkpointing", "none")
+	if code != 4 || !strings.Contains(out, "does not fit") || !strings.Contains(out, "fits —") {
+		t.Errorf("no-fit tune: exit %d, output %q", code, out)
+	}
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/tuner"
+)
+
+var targetFlag = &cli.StringFlag{Name: "target", Value: "0.85-0.90", Usage: "target fill of device memory, LO-HI"}
+
+func tuneCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "tune",
+		Usage:     "find the largest micro-batch that fits a target fill",
+		ArgsUsage: "SPEC",
+		Description: `Finds the largest micro-batch whose predicted device total stays at or below
+the target band's upper edge (default 85-90% of device memory), and warns when
+the best batch falls below the band. With --global-batch and --dp it splits the
+global batch into micro-batch x gradient accumulation. When batch 1 does not
+fit, it lists the spec changes that would, cheapest first, each with its
+predicted total (exit code 4).
+
+Example:
+   memplan tune specs/gpt2-124m.yaml
+   memplan tune specs/llama-3.2-1b.yaml --device a100-80gb --multiple-of 2 --global-batch 256 --dp 8
+   memplan tune specs/llama-3-8b.yaml --checkpointing none`,
+		Flags: append(overrideFlags(), targetFlag, formatFlag,
+			&cli.Int64Flag{Name: "multiple-of", Usage: "micro-batch must be a multiple of N"},
+			&cli.BoolFlag{Name: "pow2", Usage: "micro-batch must be a power of two"},
+			&cli.Int64Flag{Name: "min", Usage: "smallest micro-batch"},
+			&cli.Int64Flag{Name: "max", Usage: "largest micro-batch"},
+			&cli.StringFlag{Name: "seqs", Usage: "sequence lengths the job sees, comma-separated (tunes at the longest)"},
+			&cli.Int64Flag{Name: "global-batch", Usage: "target global batch"},
+			&cli.Int64Flag{Name: "dp", Value: 1, Usage: "data-parallel size"},
+		),
+		Action: func(c *cli.Context) error {
+			f, err := format(c)
+			if err != nil {
+				return err
+			}
+			band, err := tuner.ParseBand(c.String("target"))
+			if err != nil {
+				return usageError{"--target: " + err.Error()}
+			}
+			cons := tuner.Constraints{MultipleOf: c.Int64("multiple-of"), PowersOfTwo: c.Bool("pow2"), Min: c.Int64("min"), Max: c.Int64("max")}
+			if s := c.String("seqs"); s != "" {
+				for _, p := range strings.Split(s, ",") {
+					n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
+					if err != nil || n <= 0 {
+						return usageError{fmt.Sprintf("--seqs: %q is not a positive length", p)}
+					}
+					cons.Seqs = append(cons.Seqs, n)
+				}
+			}
+			spec, err := loadSpec(c)
+			if err != nil {
+				return err
+			}
+			r, terr := tuner.Tune(spec, band, cons, tuner.Analytic)
+			if terr != nil && !errors.Is(terr, tuner.ErrNoFit) {
+				return terr
+			}
+			if terr == nil && c.Int64("global-batch") > 0 {
+				if r.Plan, err = tuner.Split(c.Int64("global-batch"), c.Int64("dp"), r.Batch); err != nil {
+					return usageError{err.Error()}
+				}
+			}
+			if f == "json" {
+				if err := writeJSON(c.App.Writer, r); err != nil {
+					return err
+				}
+			} else {
+				printTune(c.App.Writer, spec, r)
+			}
+			if terr != nil {
+				return exitCode{4, terr}
+			}
+			return nil
+		},
+	}
+}
+
+func printTune(w io.Writer, spec *model.Spec, r *tuner.Result) {
+	mem := spec.Device.Memory
+	if r.Batch == 0 {
+		fmt.Fprintf(w, "%s: batch 1 does not fit %s: %s predicted, %.1f%% of %s\n", spec.Name, spec.Device.Name,
+			units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem))
+		fmt.Fprintln(w, "\nchanges that would make it fit, cheapest first:")
+		for _, f := range r.Fixes {
+			if f.DeviceTotal == 0 {
+				fmt.Fprintf(w, "  %s (%s)\n", f.Change, f.Why)
+				continue
+			}
+			mark := "fits"
+			if !f.Fits {
+				mark = "still too big"
+			}
+			fmt.Fprintf(w, "  %-70s %9s  %5.1f%%  %s — %s\n", f.Change, units.Format(f.DeviceTotal), 100*f.Fill, mark, f.Why)
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s on %s: micro-batch %d", spec.Name, spec.Device.Name, r.Batch)
+	if r.Seq > 0 {
+		fmt.Fprintf(w, " at seq %d", r.Seq)
+	}
+	fmt.Fprintf(w, "\n  predicted device total %s = %.1f%% of %s (band %.0f-%.0f%%), %s below the upper edge\n",
+		units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem), 100*r.Band.Lo, 100*r.Band.Hi, units.Format(r.Margin))
+	for _, w2 := range r.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", w2)
+	}
+	if p := r.Plan; p != nil {
+		fmt.Fprintf(w, "  global batch %d over %d ranks: micro-batch %d × %d accumulation steps = %d", p.GlobalBatch, p.DP, p.MicroBatch, p.Accum, p.Achieved)
+		if p.Note != "" {
+			fmt.Fprintf(w, " (%s)", p.Note)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// exitCode carries a specific exit status for commands with their own
+// codes (check, tune).
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e exitCode) Error() string { return e.err.Error() }
+func (e exitCode) Unwrap() error { return e.err }

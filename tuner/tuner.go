@@ -1,0 +1,309 @@
+// Package tuner finds the largest micro-batch that fits a target fill of
+// device memory, turns a global batch into micro-batch × accumulation, and
+// says what to change when even batch 1 does not fit.
+//
+// The oracle is anything that predicts a spec's device total: the analytic
+// estimator (Analytic), or a probe of the real device. The search relies
+// on device memory growing with the batch: it evaluates two batches, solves
+// the line through them for the band's upper edge, then walks to the
+// largest valid batch whose prediction is at or below that edge.
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/model"
+)
+
+// Oracle predicts the device total of a spec, in bytes.
+type Oracle func(*model.Spec) (int64, error)
+
+// Analytic is the estimator as an oracle.
+func Analytic(s *model.Spec) (int64, error) {
+	r, err := estimate.Estimate(s)
+	if err != nil {
+		return 0, err
+	}
+	return r.DeviceTotal, nil
+}
+
+// Band is a target fill of device memory, as fractions.
+type Band struct{ Lo, Hi float64 }
+
+// DefaultBand is 85–90% of device memory.
+var DefaultBand = Band{0.85, 0.90}
+
+// ParseBand reads "0.85-0.90", "85%-90%", or a single upper edge ("0.9",
+// taken as a 5-point band below it).
+func ParseBand(s string) (Band, error) {
+	parse := func(v string) (float64, error) {
+		v = strings.TrimSpace(v)
+		if p, ok := strings.CutSuffix(v, "%"); ok {
+			f, err := strconv.ParseFloat(p, 64)
+			return f / 100, err
+		}
+		return strconv.ParseFloat(v, 64)
+	}
+	lo, hi := 0.0, 0.0
+	var err error
+	if a, b, ok := strings.Cut(s, "-"); ok {
+		if lo, err = parse(a); err == nil {
+			hi, err = parse(b)
+		}
+	} else if hi, err = parse(s); err == nil {
+		lo = hi - 0.05
+	}
+	if err != nil {
+		return Band{}, fmt.Errorf("target %q: want LO-HI such as 0.85-0.90 or 85%%-90%%", s)
+	}
+	if !(lo > 0 && lo <= hi && hi <= 1) {
+		return Band{}, fmt.Errorf("target %q: want 0 < LO ≤ HI ≤ 1", s)
+	}
+	return Band{lo, hi}, nil
+}
+
+// Constraints restrict the batches considered.
+type Constraints struct {
+	MultipleOf  int64 // 0 or 1: any
+	PowersOfTwo bool
+	Min, Max    int64 // 0: no bound
+	// Seqs lists the sequence lengths the job sees; tuning uses the
+	// longest (variable-length data must fit its longest batch).
+	Seqs []int64
+}
+
+func (c Constraints) valid(b int64) bool {
+	if b < max(c.Min, 1) || (c.Max > 0 && b > c.Max) {
+		return false
+	}
+	if c.MultipleOf > 1 && b%c.MultipleOf != 0 {
+		return false
+	}
+	return !c.PowersOfTwo || b&(b-1) == 0
+}
+
+// below returns the largest valid batch ≤ b, or 0.
+func (c Constraints) below(b int64) int64 {
+	if c.Max > 0 {
+		b = min(b, c.Max)
+	}
+	if c.MultipleOf > 1 {
+		b -= b % c.MultipleOf
+	}
+	for ; b >= 1; b-- {
+		if c.valid(b) {
+			return b
+		}
+		if c.PowersOfTwo {
+			for p := int64(1) << 62; p >= 1; p >>= 1 {
+				if p <= b && c.valid(p) {
+					return p
+				}
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// Trial is one evaluation of the oracle.
+type Trial struct {
+	Batch       int64   `json:"batch"`
+	DeviceTotal int64   `json:"device_total_bytes"`
+	Fill        float64 `json:"fill"`
+}
+
+// Result is the outcome of Tune.
+type Result struct {
+	Batch       int64   `json:"batch"`
+	Seq         int64   `json:"seq,omitempty"`
+	DeviceTotal int64   `json:"device_total_bytes"`
+	Fill        float64 `json:"fill"`
+	Band        Band    `json:"band"`
+	// Margin is the bytes left below the band's upper edge.
+	Margin int64 `json:"margin_bytes"`
+	// BelowBand is set when the best batch fills less than the band's
+	// lower edge (the constraints or the next batch's size prevent more).
+	BelowBand bool    `json:"below_band"`
+	Trials    []Trial `json:"trials"`
+	// Plan splits a global batch, when one was asked for.
+	Plan *Plan `json:"plan,omitempty"`
+	// Fixes are set when batch 1 does not fit.
+	Fixes    []Fix    `json:"fixes,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ErrNoFit is returned (wrapped) when even the smallest valid batch
+// exceeds the band; the Result's Fixes say what would make it fit.
+var ErrNoFit = errors.New("no batch fits the target")
+
+// Tune finds the largest valid micro-batch whose predicted device total is
+// at or below band.Hi of the device's memory.
+func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, error) {
+	s := *spec
+	for i, q := range c.Seqs {
+		if i == 0 || q > s.Training.Seq {
+			s.Training.Seq = q
+		}
+	}
+	mem := s.Device.Memory
+	limit := int64(band.Hi * float64(mem))
+	r := &Result{Band: band, Seq: s.Training.Seq}
+	cache := map[int64]int64{}
+	eval := func(b int64) (int64, error) {
+		if v, ok := cache[b]; ok {
+			return v, nil
+		}
+		t := s
+		t.Training.Batch = b
+		v, err := oracle(&t)
+		if err != nil {
+			return 0, err
+		}
+		cache[b] = v
+		r.Trials = append(r.Trials, Trial{b, v, float64(v) / float64(mem)})
+		return v, nil
+	}
+	b0 := c.below(1 << 40)
+	lo := int64(1)
+	for !c.valid(lo) && lo < 1<<40 {
+		lo++
+	}
+	if b0 == 0 || !c.valid(lo) {
+		return nil, fmt.Errorf("no batch satisfies the constraints")
+	}
+	f0, err := eval(lo)
+	if err != nil {
+		return nil, err
+	}
+	if f0 > limit {
+		r.Batch, r.DeviceTotal, r.Fill = 0, f0, float64(f0)/float64(mem)
+		r.Fixes = Fixes(&s, band, oracle)
+		return r, fmt.Errorf("%w: batch %d needs %.1f%% of %s", ErrNoFit, lo, 100*r.Fill, s.Device.Name)
+	}
+	// Solve the line through two batches for the limit, then walk.
+	b1 := lo * 2
+	f1, err := eval(b1)
+	if err != nil {
+		return nil, err
+	}
+	guess := lo
+	if per := float64(f1-f0) / float64(b1-lo); per > 0 {
+		guess = lo + int64(math.Floor(float64(limit-f0)/per))
+	} else {
+		guess = b1
+	}
+	if c.Max > 0 {
+		guess = min(guess, c.Max)
+	}
+	best := c.below(guess)
+	if best < lo {
+		best = lo
+	}
+	// Walk down while over the limit, then up while the next valid batch fits.
+	for best > lo {
+		v, err := eval(best)
+		if err != nil {
+			return nil, err
+		}
+		if v <= limit {
+			break
+		}
+		best = c.below(best - 1)
+	}
+	for {
+		next := nextValid(c, best)
+		if next == 0 {
+			break
+		}
+		v, err := eval(next)
+		if err != nil {
+			return nil, err
+		}
+		if v > limit {
+			break
+		}
+		best = next
+	}
+	v, _ := eval(best)
+	r.Batch, r.DeviceTotal, r.Fill, r.Margin = best, v, float64(v)/float64(mem), limit-v
+	if r.Fill < band.Lo {
+		r.BelowBand = true
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the best batch fills %.1f%%, below the band's %.0f%%: the next valid batch would exceed %.0f%%",
+			100*r.Fill, 100*band.Lo, 100*band.Hi))
+	}
+	return r, nil
+}
+
+func nextValid(c Constraints, b int64) int64 {
+	if c.PowersOfTwo {
+		n := b * 2
+		if c.valid(n) {
+			return n
+		}
+		return 0
+	}
+	for n := b + 1; n <= b+max(c.MultipleOf, 1); n++ {
+		if c.valid(n) {
+			return n
+		}
+	}
+	return 0
+}
+
+// Plan is a global batch split into micro-batches.
+type Plan struct {
+	GlobalBatch int64 `json:"global_batch"`
+	DP          int64 `json:"data_parallel"`
+	MicroBatch  int64 `json:"micro_batch"`
+	Accum       int64 `json:"grad_accum"`
+	// Achieved is micro × accum × dp; Exact says it equals GlobalBatch.
+	Achieved int64  `json:"achieved_global_batch"`
+	Exact    bool   `json:"exact"`
+	Note     string `json:"note,omitempty"`
+}
+
+// Split turns a global batch over dp data-parallel ranks into micro-batch ×
+// accumulation steps with micro-batch ≤ maxMicro and as few steps as
+// possible: exactly when a split with at most twice the minimal number of
+// steps exists, otherwise the nearest achievable global batch, stated.
+func Split(global, dp, maxMicro int64) (*Plan, error) {
+	if global <= 0 || dp <= 0 || maxMicro <= 0 {
+		return nil, fmt.Errorf("global batch, data-parallel size and micro-batch must be positive")
+	}
+	p := &Plan{GlobalBatch: global, DP: dp}
+	per := max(global/dp, 1)
+	minAccum := (per + maxMicro - 1) / maxMicro
+	for accum := minAccum; accum <= 2*minAccum; accum++ {
+		if per%accum == 0 && per/accum <= maxMicro {
+			p.MicroBatch, p.Accum = per/accum, accum
+			break
+		}
+	}
+	if p.MicroBatch == 0 {
+		lo, hi := per/minAccum, min((per+minAccum-1)/minAccum, maxMicro)
+		p.MicroBatch, p.Accum = hi, minAccum
+		if lo >= 1 && per-lo*minAccum <= hi*minAccum-per {
+			p.MicroBatch = lo
+		}
+	}
+	p.Achieved = p.MicroBatch * p.Accum * dp
+	p.Exact = p.Achieved == global
+	if !p.Exact {
+		p.Note = fmt.Sprintf("no split of %d over %d ranks with at most %d accumulation steps is exact; nearest is %d",
+			global, dp, 2*minAccum, p.Achieved)
+	}
+	return p, nil
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
