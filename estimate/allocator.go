@@ -39,6 +39,30 @@ type allocator struct {
 	segs      int
 	allocated int64 // sum of handed-out block sizes (memory_allocated)
 	reserved  int64 // sum of segment sizes (memory_reserved)
+
+	// limit caps reserved memory as torch.cuda.set_per_process_memory_fraction
+	// does (0: no cap). A new segment that would cross it first releases
+	// every cached segment that is entirely free (release_cached_blocks)
+	// and retries; if it still does not fit, oom is set.
+	limit   int64
+	retries int
+	oom     bool
+}
+
+// releaseCached frees every cached block that spans a whole segment, in
+// both pools, as the allocator's out-of-memory path does before retrying.
+func (a *allocator) releaseCached() {
+	for i := range a.pools {
+		kept := a.pools[i][:0]
+		for _, b := range a.pools[i] {
+			if b.prev == nil && b.next == nil {
+				a.reserved -= b.size
+				continue
+			}
+			kept = append(kept, b)
+		}
+		a.pools[i] = kept
+	}
 }
 
 func roundSize(n int64) int64 {
@@ -104,6 +128,13 @@ func (a *allocator) malloc(n int64) *block {
 		a.remove(b)
 	} else {
 		as := allocationSize(size)
+		if a.limit > 0 && a.reserved+as > a.limit {
+			a.releaseCached()
+			a.retries++
+			if a.reserved+as > a.limit {
+				a.oom = true
+			}
+		}
 		a.segs++
 		b = &block{seg: &segment{id: a.segs, size: as, small: small}, size: as}
 		a.reserved += as

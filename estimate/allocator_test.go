@@ -107,3 +107,21 @@ func TestColumnSumScratch(t *testing.T) {
 		t.Errorf("small reduction scratch = %d, want 0", got)
 	}
 }
+
+// TestAllocatorCap checks the fraction cap: the measured sequence of
+// PYTORCH-MEMORY.md §1 (fraction 0.1 of 79.18 GiB: two 3 GiB blocks freed,
+// then 5 GiB succeeds after one retry).
+func TestAllocatorCap(t *testing.T) {
+	a := allocator{limit: 85_017_493_504 / 10}
+	x, y := a.malloc(3<<30), a.malloc(3<<30)
+	a.free(x)
+	a.free(y)
+	a.malloc(5 << 30)
+	if a.oom || a.retries != 1 || a.reserved != 5<<30 {
+		t.Errorf("oom %v retries %d reserved %d, want false 1 %d", a.oom, a.retries, a.reserved, 5<<30)
+	}
+	a.malloc(4 << 30)
+	if !a.oom {
+		t.Error("9 GiB under a 7.9 GiB cap did not fail")
+	}
+}

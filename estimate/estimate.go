@@ -92,6 +92,11 @@ type Result struct {
 	Overhead []Item      `json:"overhead"`
 	Phases   []PhasePeak `json:"phases"`
 
+	// OOM is set when a reserved-memory cap (Options) cannot be kept even
+	// after freeing cached blocks; AllocRetries counts those frees.
+	OOM          bool `json:"oom,omitempty"`
+	AllocRetries int  `json:"alloc_retries,omitempty"`
+
 	// Fill is DeviceTotal over the device's memory; Fits says it is ≤ 1.
 	Fill  float64  `json:"fill"`
 	Fits  bool     `json:"fits"`
@@ -114,6 +119,19 @@ const (
 
 // Estimate predicts the memory of the training run a spec describes.
 func Estimate(spec *model.Spec) (*Result, error) { return estimateWith(spec, nil, nil) }
+
+// Options change how a run is simulated.
+type Options struct {
+	// ReservedLimit caps the caching allocator's reserved memory, as
+	// torch.cuda.set_per_process_memory_fraction(ReservedLimit / total)
+	// does; the result's OOM says whether the run would fail under it.
+	ReservedLimit int64
+}
+
+// EstimateOptions is Estimate with options.
+func EstimateOptions(spec *model.Spec, o Options) (*Result, error) {
+	return estimateWith(spec, nil, func(s *sim) { s.al.limit = o.ReservedLimit })
+}
 
 // estimateWith runs Estimate with test hooks: setup runs before the
 // simulation, inspect after it.
@@ -163,6 +181,8 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		PeakPhase:       s.peak.at,
 		Phases:          s.phases[1:],
 		Notes:           append([]string(nil), spec.Notes...),
+		OOM:             s.al.oom,
+		AllocRetries:    s.al.retries,
 	}
 	for _, p := range s.params {
 		r.ParamBytes += p.bytes()

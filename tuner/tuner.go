@@ -12,7 +12,6 @@ package tuner
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -30,6 +29,26 @@ func Analytic(s *model.Spec) (int64, error) {
 		return 0, err
 	}
 	return r.DeviceTotal, nil
+}
+
+// Capped is an oracle for a job run under
+// torch.cuda.set_per_process_memory_fraction(fraction): the caching
+// allocator may not reserve more than fraction of the device, and frees its
+// cache and retries before failing. It reports the peak reserved memory, or
+// more than the cap when the run would fail. Tune with a band whose upper
+// edge is fraction.
+func Capped(fraction float64) Oracle {
+	return func(s *model.Spec) (int64, error) {
+		limit := int64(fraction * float64(s.Device.Memory))
+		r, err := estimate.EstimateOptions(s, estimate.Options{ReservedLimit: limit})
+		if err != nil {
+			return 0, err
+		}
+		if r.OOM {
+			return max(r.PeakReserved, limit+1), nil
+		}
+		return r.PeakReserved, nil
+	}
 }
 
 // Band is a target fill of device memory, as fractions.
@@ -186,50 +205,88 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 		r.Fixes = Fixes(&s, band, oracle)
 		return r, fmt.Errorf("%w: batch %d needs %.1f%% of %s", ErrNoFit, lo, 100*r.Fill, s.Device.Name)
 	}
-	// Solve the line through two batches for the limit, then walk.
-	b1 := lo * 2
-	f1, err := eval(b1)
-	if err != nil {
-		return nil, err
-	}
-	guess := lo
-	if per := float64(f1-f0) / float64(b1-lo); per > 0 {
-		guess = lo + int64(math.Floor(float64(limit-f0)/per))
-	} else {
-		guess = b1
-	}
-	if c.Max > 0 {
-		guess = min(guess, c.Max)
-	}
-	best := c.below(guess)
-	if best < lo {
-		best = lo
-	}
-	// Walk down while over the limit, then up while the next valid batch fits.
-	for best > lo {
-		v, err := eval(best)
-		if err != nil {
-			return nil, err
-		}
-		if v <= limit {
-			break
-		}
-		best = c.below(best - 1)
-	}
-	for {
-		next := nextValid(c, best)
-		if next == 0 {
-			break
-		}
+	// Bracket the limit: a batch known to fit (fit) and one known not to
+	// (fail), starting from the line through two predictions, then narrow
+	// by interpolation (memory is nearly linear in the batch), falling back
+	// to bisection when interpolation stalls. Candidates are the valid
+	// batches only.
+	fit, fv := lo, f0
+	fail := int64(0)
+	var fw int64
+	next := nextValid(c, lo)
+	for next != 0 && fail == 0 {
 		v, err := eval(next)
 		if err != nil {
 			return nil, err
 		}
 		if v > limit {
+			fail, fw = next, v
 			break
 		}
-		best = next
+		// Extrapolate from the two fitting points, at least doubling.
+		g := next * 2
+		if per := float64(v-fv) / float64(next-fit); per > 0 {
+			g = max(g, next+int64(float64(limit-v)/per)+1)
+		}
+		fit, fv = next, v
+		if c.Max > 0 && g > c.Max {
+			g = c.Max
+		}
+		n := c.below(g)
+		if n <= fit {
+			n = nextValid(c, fit)
+		}
+		if n == 0 || (c.Max > 0 && fit >= c.Max) {
+			break
+		}
+		next = n
 	}
+	for fail != 0 {
+		cand := c.below(fail - 1)
+		if cand <= fit {
+			break
+		}
+		// Interpolate between the bracket's ends.
+		g := fit + int64(float64(limit-fv)*float64(fail-fit)/float64(fw-fv))
+		g = max(fit+1, min(g, fail-1))
+		if m := c.below(g); m > fit {
+			cand = m
+		}
+		v, err := eval(cand)
+		if err != nil {
+			return nil, err
+		}
+		if v <= limit {
+			fit, fv = cand, v
+			// Probe just above: the interpolation usually lands close.
+			if up := nextValid(c, fit); up != 0 && up < fail {
+				u, err := eval(up)
+				if err != nil {
+					return nil, err
+				}
+				if u > limit {
+					fail, fw = up, u
+				} else {
+					fit, fv = up, u
+				}
+			}
+		} else {
+			fail, fw = cand, v
+			// Bisect when interpolation keeps undershooting from above.
+			if mid := c.below(fit + (fail-fit)/2); mid > fit {
+				u, err := eval(mid)
+				if err != nil {
+					return nil, err
+				}
+				if u > limit {
+					fail, fw = mid, u
+				} else {
+					fit, fv = mid, u
+				}
+			}
+		}
+	}
+	best := fit
 	v, _ := eval(best)
 	r.Batch, r.DeviceTotal, r.Fill, r.Margin = best, v, float64(v)/float64(mem), limit-v
 	if r.Fill < band.Lo {

@@ -31,6 +31,7 @@ predicted total (exit code 4).
 Example:
    memplan tune specs/gpt2-124m.yaml
    memplan tune specs/llama-3.2-1b.yaml --device a100-80gb --multiple-of 2 --global-batch 256 --dp 8
+   memplan tune specs/bert-base.yaml --device h100-80gb --cap --target 0.85-0.90
    memplan tune specs/llama-3-8b.yaml --checkpointing none`,
 		Flags: append(overrideFlags(), targetFlag, formatFlag,
 			&cli.Int64Flag{Name: "multiple-of", Usage: "micro-batch must be a multiple of N"},
@@ -40,6 +41,7 @@ Example:
 			&cli.StringFlag{Name: "seqs", Usage: "sequence lengths the job sees, comma-separated (tunes at the longest)"},
 			&cli.Int64Flag{Name: "global-batch", Usage: "target global batch"},
 			&cli.Int64Flag{Name: "dp", Value: 1, Usage: "data-parallel size"},
+			&cli.BoolFlag{Name: "cap", Usage: "apply the target's upper edge as torch.cuda.set_per_process_memory_fraction does: a cap on the caching allocator, which frees its cache and retries before failing"},
 		),
 		Action: func(c *cli.Context) error {
 			f, err := format(c)
@@ -64,7 +66,11 @@ Example:
 			if err != nil {
 				return err
 			}
-			r, terr := tuner.Tune(spec, band, cons, tuner.Analytic)
+			oracle := tuner.Analytic
+			if c.Bool("cap") {
+				oracle = tuner.Capped(band.Hi)
+			}
+			r, terr := tuner.Tune(spec, band, cons, oracle)
 			if terr != nil && !errors.Is(terr, tuner.ErrNoFit) {
 				return terr
 			}
