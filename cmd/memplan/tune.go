@@ -84,7 +84,7 @@ Example:
 					return err
 				}
 			} else {
-				printTune(c.App.Writer, spec, r)
+				printTune(c.App.Writer, spec, r, c.Bool("cap"))
 			}
 			if terr != nil {
 				return exitCode{4, terr}
@@ -94,7 +94,7 @@ Example:
 	}
 }
 
-func printTune(w io.Writer, spec *model.Spec, r *tuner.Result) {
+func printTune(w io.Writer, spec *model.Spec, r *tuner.Result, capped bool) {
 	mem := spec.Device.Memory
 	if r.Batch == 0 {
 		fmt.Fprintf(w, "%s: batch 1 does not fit %s: %s predicted, %.1f%% of %s\n", spec.Name, spec.Device.Name,
@@ -117,8 +117,12 @@ func printTune(w io.Writer, spec *model.Spec, r *tuner.Result) {
 	if r.Seq > 0 {
 		fmt.Fprintf(w, " at seq %d", r.Seq)
 	}
-	fmt.Fprintf(w, "\n  predicted device total %s = %.1f%% of %s (band %.0f-%.0f%%), %s below the upper edge\n",
-		units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem), 100*r.Band.Lo, 100*r.Band.Hi, units.Format(r.Margin))
+	what := "predicted device total"
+	if capped {
+		what = "predicted peak reserved under the allocator cap"
+	}
+	fmt.Fprintf(w, "\n  %s %s = %.1f%% of %s (band %.0f-%.0f%%), %s below the upper edge\n",
+		what, units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem), 100*r.Band.Lo, 100*r.Band.Hi, units.Format(r.Margin))
 	for _, w2 := range r.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", w2)
 	}
