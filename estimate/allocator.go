@@ -24,9 +24,10 @@ type block struct {
 }
 
 type segment struct {
-	id    int
-	size  int64
-	small bool
+	id       int
+	size     int64
+	small    bool
+	released bool
 }
 
 // allocator replays PyTorch's caching allocator on one stream: best-fit
@@ -47,6 +48,20 @@ type allocator struct {
 	limit   int64
 	retries int
 	oom     bool
+
+	segList []*segment
+}
+
+// Segments lists the sizes of the segments the allocator holds from the
+// driver (its cudaMalloc calls still alive), in the order they were made.
+func (a *allocator) Segments() []int64 {
+	var out []int64
+	for _, g := range a.segList {
+		if !g.released {
+			out = append(out, g.size)
+		}
+	}
+	return out
 }
 
 // releaseCached frees every cached block that spans a whole segment, in
@@ -57,6 +72,7 @@ func (a *allocator) releaseCached() {
 		for _, b := range a.pools[i] {
 			if b.prev == nil && b.next == nil {
 				a.reserved -= b.size
+				b.seg.released = true
 				continue
 			}
 			kept = append(kept, b)
@@ -137,6 +153,7 @@ func (a *allocator) malloc(n int64) *block {
 		}
 		a.segs++
 		b = &block{seg: &segment{id: a.segs, size: as, small: small}, size: as}
+		a.segList = append(a.segList, b.seg)
 		a.reserved += as
 	}
 	rem := b.size - size

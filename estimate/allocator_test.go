@@ -125,3 +125,18 @@ func TestAllocatorCap(t *testing.T) {
 		t.Error("9 GiB under a 7.9 GiB cap did not fail")
 	}
 }
+
+func TestSegmentsSumToReserved(t *testing.T) {
+	var a allocator
+	for _, n := range []int64{600 << 10, 6 * mib, 30 * mib, 1} {
+		a.free(a.malloc(n))
+		a.malloc(n)
+	}
+	var sum int64
+	for _, s := range a.Segments() {
+		sum += s
+	}
+	if sum != a.reserved {
+		t.Errorf("segments sum to %d, reserved %d", sum, a.reserved)
+	}
+}

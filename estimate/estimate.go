@@ -97,6 +97,11 @@ type Result struct {
 	OOM          bool `json:"oom,omitempty"`
 	AllocRetries int  `json:"alloc_retries,omitempty"`
 
+	// Segments are the allocator's segments at the end of the run, which
+	// is when it holds the most (nothing is returned to the driver): the
+	// cudaMalloc sizes the probe replays on a real device.
+	Segments []int64 `json:"-"`
+
 	// Fill is DeviceTotal over the device's memory; Fits says it is ≤ 1.
 	Fill  float64  `json:"fill"`
 	Fits  bool     `json:"fits"`
@@ -182,6 +187,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		Phases:          s.phases[1:],
 		Notes:           append([]string(nil), spec.Notes...),
 		OOM:             s.al.oom,
+		Segments:        s.al.Segments(),
 		AllocRetries:    s.al.retries,
 	}
 	for _, p := range s.params {

@@ -47,6 +47,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "memplan: error: %s\n", line)
 		}
 	}
+	var h interface{ Hint() string }
+	if errors.As(err, &h) {
+		fmt.Fprintf(stderr, "memplan: hint: %s\n", h.Hint())
+	}
 	return code
 }
 
@@ -129,7 +133,7 @@ the device total with the CUDA context, for a chosen GPU.
 Exit codes: 0 success, 1 failure at run time, 2 bad usage or invalid input;
 memplan check and memplan tune add 3 (fits, above the target band) and 4
 (does not fit).`,
-		Commands: []*cli.Command{estimateCmd(), tuneCmd(), checkCmd(), validateCmd(), devicesCmd(), benchCmd()},
+		Commands: []*cli.Command{estimateCmd(), tuneCmd(), checkCmd(), probeCmd(), validateCmd(), devicesCmd(), benchCmd()},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err.Error()}
 		},

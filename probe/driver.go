@@ -1,0 +1,59 @@
+// Package probe asks a real GPU what it will give a training job: it
+// replays the caching allocator's segments that the estimator plans for a
+// batch with raw driver allocations, grows the batch until the device sits
+// inside a target fill, and reports what the device actually allowed.
+//
+// The driver is an interface with three implementations: the CUDA driver
+// loaded at run time with no cgo (Open, the default build), the same
+// through gorgonia.org/cu (build tag cu), and a fake device for tests.
+package probe
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Driver is the part of the CUDA driver API the probe uses. Calls that
+// take a context must run on the goroutine that created it, locked to its
+// OS thread (Run does this).
+type Driver interface {
+	// Version is the driver's CUDA version, e.g. 13000.
+	Version() (int, error)
+	DeviceCount() (int, error)
+	DeviceName(index int) (string, error)
+	// OpenContext makes the device's primary context current, as PyTorch
+	// does.
+	OpenContext(index int) (Context, error)
+}
+
+// Context is a device context that is current on the calling thread.
+type Context interface {
+	// MemInfo is cuMemGetInfo: free and total bytes of the device.
+	MemInfo() (free, total int64, err error)
+	Alloc(bytes int64) (uintptr, error)
+	Free(ptr uintptr) error
+	Close() error
+}
+
+// DriverError says the CUDA driver could not be used. Lib is the library,
+// Msg what the loader or driver said.
+type DriverError struct {
+	Lib string
+	Msg string
+}
+
+func (e *DriverError) Error() string {
+	return fmt.Sprintf("cannot use the CUDA driver (%s): %s", e.Lib, e.Msg)
+}
+
+// Hint is the advice printed under the error.
+func (e *DriverError) Hint() string {
+	return "the probe needs an NVIDIA GPU and its driver; memplan estimate and memplan tune need no GPU"
+}
+
+// ErrOutOfMemory is returned (wrapped) by Alloc when the device is full.
+var ErrOutOfMemory = errors.New("out of device memory")
+
+// MinDriverVersion is the oldest driver API version the probe supports
+// (cuMemGetInfo_v2 and cuDevicePrimaryCtxRelease_v2 exist from 11.0).
+const MinDriverVersion = 11000
