@@ -20,7 +20,7 @@ type Options struct {
 	Lo, Hi float64
 	// Progress, if set, is called after each step.
 	Progress func(Step)
-	// MaxSteps bounds the search (default 12).
+	// MaxSteps bounds the search (default 24).
 	MaxSteps int
 }
 
@@ -102,7 +102,7 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if o.MaxSteps == 0 {
-		o.MaxSteps = 12
+		o.MaxSteps = 24
 	}
 	n, err := d.DeviceCount()
 	if err != nil {
