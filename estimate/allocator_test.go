@@ -1,6 +1,9 @@
 package estimate
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 const mib = 1 << 20
 
@@ -44,7 +47,7 @@ func TestAllocatorSequences(t *testing.T) {
 			a.malloc(600 << 10)
 			got = append(got, a.reserved/mib)
 		}
-		if want := []int64{2, 2, 2, 4}; !eq(got, want) {
+		if want := []int64{2, 2, 2, 4}; !slices.Equal(got, want) {
 			t.Errorf("reserved = %v MiB, want %v", got, want)
 		}
 	})
@@ -55,7 +58,7 @@ func TestAllocatorSequences(t *testing.T) {
 			a.malloc(6 * mib)
 			got = append(got, a.reserved/mib)
 		}
-		if want := []int64{20, 20, 20, 40}; !eq(got, want) {
+		if want := []int64{20, 20, 20, 40}; !slices.Equal(got, want) {
 			t.Errorf("reserved = %v MiB, want %v", got, want)
 		}
 	})
@@ -77,18 +80,6 @@ func TestAllocatorSequences(t *testing.T) {
 			t.Errorf("reserved %d allocated %d MiB, want 200 190", a.reserved/mib, a.allocated/mib)
 		}
 	})
-}
-
-func eq(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestColumnSumScratch checks the ported reduction config against the

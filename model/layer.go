@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Layer is one node of the explicit layer tree. Shorthand models are lowered
@@ -376,7 +377,7 @@ func (l *Layer) Infer(s Shape, names map[string]*Layer) (Shape, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.Times > 1 && !equal(out, s) {
+		if l.Times > 1 && !slices.Equal(out, s) {
 			return nil, bad(l, "a repeated block must keep its shape, but %v becomes %v", s, out)
 		}
 		return out, nil
@@ -393,7 +394,7 @@ func (l *Layer) Infer(s Shape, names map[string]*Layer) (Shape, error) {
 				return nil, err
 			}
 		}
-		if !equal(body, short) {
+		if !slices.Equal(body, short) {
 			return nil, bad(l, "the branch gives %v but the skip path gives %v", body, short)
 		}
 		return body, nil
@@ -423,16 +424,4 @@ func Count(layers []Layer, limit int64) int64 {
 		}
 	}
 	return n
-}
-
-func equal(a, b Shape) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

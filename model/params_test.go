@@ -6,8 +6,9 @@ import (
 )
 
 // TestSpecParams checks each bundled spec's parameter count against what
-// PyTorch reports for the same model (transformers' model classes and
-// torchvision's builders; see docs/params.md for how each was verified).
+// PyTorch reports for the same model: transformers' model classes and
+// torchvision's builders on the meta device, run on the GPU machine by
+// bench/torch/measure.py --params (bench/results/2026-11-22-h100-params.jsonl).
 func TestSpecParams(t *testing.T) {
 	tests := []struct {
 		file string
@@ -24,6 +25,8 @@ func TestSpecParams(t *testing.T) {
 		{"vit-b-16.yaml", 86_567_656},
 		{"mlp.yaml", 6_316_042},
 		{"residual-mlp.yaml", 5_258_250},
+		{"tinyllama-1.1b.yaml", 1_100_048_384},
+		{"resnet-101.yaml", 44_549_160},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

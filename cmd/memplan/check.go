@@ -49,15 +49,7 @@ Example:
    memplan check specs/llama-3.2-1b.yaml --batch 8 --target 0.80-0.90 --format json`,
 		Flags: append(overrideFlags(), targetFlag, formatFlag),
 		Action: func(c *cli.Context) error {
-			f, err := format(c)
-			if err != nil {
-				return err
-			}
-			band, err := tuner.ParseBand(c.String("target"))
-			if err != nil {
-				return usageError{"--target: " + err.Error()}
-			}
-			spec, err := loadSpec(c)
+			f, band, spec, err := targetArgs(c)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/tuner"
 )
 
 // overrideFlags let the command line replace any training or device field
@@ -41,6 +42,20 @@ func format(c *cli.Context) (string, error) {
 		return "", usageError{fmt.Sprintf("--format: want text or json, got %q", f)}
 	}
 	return f, nil
+}
+
+// targetArgs reads --format, --target and the SPEC argument, the preamble
+// of tune, check and probe.
+func targetArgs(c *cli.Context) (f string, band tuner.Band, spec *model.Spec, err error) {
+	if f, err = format(c); err != nil {
+		return
+	}
+	if band, err = tuner.ParseBand(c.String("target")); err != nil {
+		err = usageError{"--target: " + err.Error()}
+		return
+	}
+	spec, err = loadSpec(c)
+	return
 }
 
 // loadSpec reads the SPEC argument with the command line's overrides.

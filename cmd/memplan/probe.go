@@ -13,7 +13,6 @@ import (
 
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/probe"
-	"github.com/memplan/memplan/tuner"
 )
 
 func probeCmd() *cli.Command {
@@ -37,15 +36,7 @@ Example:
 		Flags: append(overrideFlags(), targetFlag, formatFlag,
 			&cli.IntFlag{Name: "device-index", Usage: "CUDA device ordinal"}),
 		Action: func(c *cli.Context) error {
-			f, err := format(c)
-			if err != nil {
-				return err
-			}
-			band, err := tuner.ParseBand(c.String("target"))
-			if err != nil {
-				return usageError{"--target: " + err.Error()}
-			}
-			spec, err := loadSpec(c)
+			f, band, spec, err := targetArgs(c)
 			if err != nil {
 				return err
 			}

@@ -44,13 +44,9 @@ Example:
 			&cli.BoolFlag{Name: "cap", Usage: "apply the target's upper edge as torch.cuda.set_per_process_memory_fraction does: a cap on the caching allocator, which frees its cache and retries before failing"},
 		),
 		Action: func(c *cli.Context) error {
-			f, err := format(c)
+			f, band, spec, err := targetArgs(c)
 			if err != nil {
 				return err
-			}
-			band, err := tuner.ParseBand(c.String("target"))
-			if err != nil {
-				return usageError{"--target: " + err.Error()}
 			}
 			cons := tuner.Constraints{MultipleOf: c.Int64("multiple-of"), PowersOfTwo: c.Bool("pow2"), Min: c.Int64("min"), Max: c.Int64("max")}
 			if s := c.String("seqs"); s != "" {
@@ -61,10 +57,6 @@ Example:
 					}
 					cons.Seqs = append(cons.Seqs, n)
 				}
-			}
-			spec, err := loadSpec(c)
-			if err != nil {
-				return err
 			}
 			oracle := tuner.Analytic
 			if c.Bool("cap") {
