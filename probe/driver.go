@@ -51,6 +51,18 @@ func (e *DriverError) Hint() string {
 	return "the probe needs an NVIDIA GPU and its driver; memplan estimate and memplan tune need no GPU"
 }
 
+// IndexError is a device index the machine does not have.
+type IndexError struct{ Index, Count int }
+
+func (e *IndexError) Error() string {
+	return fmt.Sprintf("device index %d: this machine has %d CUDA device(s)", e.Index, e.Count)
+}
+
+// Hint is the advice printed under the error.
+func (e *IndexError) Hint() string {
+	return fmt.Sprintf("--device-index takes 0 to %d; nvidia-smi -L lists the devices", max(e.Count-1, 0))
+}
+
 // ErrOutOfMemory is returned (wrapped) by Alloc when the device is full.
 var ErrOutOfMemory = errors.New("out of device memory")
 

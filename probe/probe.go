@@ -94,16 +94,34 @@ func planFor(spec *model.Spec, b int64) (plan, error) {
 	return p, nil
 }
 
-// Run probes the device for the spec. It locks the calling goroutine to
-// its OS thread, frees everything it allocated before returning (also when
-// ctx is cancelled, as on Ctrl-C), and never allocates past Hi of the
-// device.
-func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Result, err error) {
+// Session is an open context on one device, for measuring plans.
+type Session struct {
+	ctx     context.Context
+	c       Context
+	live    map[uintptr]bool
+	name    string
+	ver     int
+	total   int64
+	free0   int64
+	used0   int64
+	gran    int64
+	limit   int64 // never allocate past this much device use
+	measure bool
+}
+
+// NewSession checks the device index, makes the device's primary context
+// current (locking the goroutine to its OS thread until Close) and reads
+// its memory. hi is the fill the session never allocates past.
+func NewSession(ctx context.Context, d Driver, index int, hi float64) (*Session, error) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if o.MaxSteps == 0 {
-		o.MaxSteps = 24
+	s, err := newSession(ctx, d, index, hi)
+	if err != nil {
+		runtime.UnlockOSThread()
 	}
+	return s, err
+}
+
+func newSession(ctx context.Context, d Driver, index int, hi float64) (*Session, error) {
 	n, err := d.DeviceCount()
 	if err != nil {
 		return nil, err
@@ -111,143 +129,190 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 	if n == 0 {
 		return nil, &DriverError{Lib: libName(d), Msg: "no CUDA device found"}
 	}
-	if o.DeviceIndex < 0 || o.DeviceIndex >= n {
-		return nil, fmt.Errorf("device index %d: there are %d devices (0-%d)", o.DeviceIndex, n, n-1)
+	if index < 0 || index >= n {
+		return nil, &IndexError{Index: index, Count: n}
 	}
-	name, err := d.DeviceName(o.DeviceIndex)
+	name, err := d.DeviceName(index)
 	if err != nil {
 		return nil, err
 	}
 	ver, _ := d.Version()
-	c, err := d.OpenContext(o.DeviceIndex)
+	c, err := d.OpenContext(index)
 	if err != nil {
 		return nil, err
 	}
-	live := map[uintptr]bool{}
-	freeAll := func() error {
-		var first error
-		for p := range live {
-			if err := c.Free(p); err != nil && first == nil {
-				first = err
-			}
-			delete(live, p)
+	free0, total, err := c.MemInfo()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	// Until measured, assume the 2 MiB granularity of current NVIDIA
+	// drivers (PYTORCH-MEMORY.md §5).
+	return &Session{ctx: ctx, c: c, live: map[uintptr]bool{}, name: name, ver: ver, total: total, free0: free0,
+		used0: total - free0, gran: 2 << 20, limit: int64(hi * float64(total))}, nil
+}
+
+// Total is the device's memory as the driver reports it.
+func (s *Session) Total() int64 { return s.total }
+
+func (s *Session) freeAll() error {
+	var first error
+	for p := range s.live {
+		if err := s.c.Free(p); err != nil && first == nil {
+			first = err
 		}
-		return first
+		delete(s.live, p)
+	}
+	return first
+}
+
+// Close frees everything and releases the context.
+func (s *Session) Close() error {
+	defer runtime.UnlockOSThread()
+	err := s.freeAll()
+	if e := s.c.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+func (s *Session) round(n int64) int64 {
+	g := max(s.gran, 1)
+	return (n + g - 1) / g * g
+}
+
+// measureGranularity reads how much free memory a request just over 2 MiB
+// takes.
+func (s *Session) measureGranularity() error {
+	if s.measure {
+		return nil
+	}
+	s.measure = true
+	p, err := s.c.Alloc(2<<20 + 1)
+	if err != nil {
+		return nil // keep the assumption
+	}
+	s.live[p] = true
+	if f, _, err := s.c.MemInfo(); err == nil && s.free0-f > 2<<20 {
+		s.gran = s.free0 - f - (2 << 20)
+	}
+	return s.freeAll()
+}
+
+// need is the device memory a plan would add, rounded to the granularity.
+func (s *Session) need(p plan) int64 {
+	var n int64
+	for _, x := range p.segs {
+		n += s.round(x)
+	}
+	return n
+}
+
+// step allocates the plan for batch b, reads the device, and frees it. A
+// plan that would take device use past the session's limit is not
+// allocated; its step reports the projected use.
+func (s *Session) step(spec *model.Spec, b int64) (Step, error) {
+	p, err := planFor(spec, b)
+	if err != nil {
+		return Step{}, err
+	}
+	st := Step{Batch: b, Allocations: len(p.segs), Requested: s.need(p)}
+	project := func(note string) Step {
+		st.Note, st.DeviceUsed = note, s.used0+st.Requested
+		st.Fill = float64(st.DeviceUsed) / float64(s.total)
+		return st
+	}
+	if s.used0+st.Requested > s.limit {
+		return project(fmt.Sprintf("plan needs %s: over %.0f%% of the device, not allocated",
+			units.Format(st.Requested), 100*float64(s.limit)/float64(s.total))), nil
+	}
+	for _, n := range p.segs {
+		if err := s.ctx.Err(); err != nil {
+			return st, err
+		}
+		ptr, err := s.c.Alloc(n)
+		if err != nil {
+			if errors.Is(err, ErrOutOfMemory) {
+				return project(err.Error()), s.freeAll()
+			}
+			return st, err
+		}
+		s.live[ptr] = true
+	}
+	f, _, err := s.c.MemInfo()
+	if err != nil {
+		return st, err
+	}
+	st.Allocated, st.DeviceUsed = true, s.total-f
+	st.Fill = float64(st.DeviceUsed) / float64(s.total)
+	return st, s.freeAll()
+}
+
+// Measure allocates the plan for spec's batch and returns the device use
+// it reached (or, for a plan past the session's limit, the projected use,
+// which is above the limit).
+func (s *Session) Measure(spec *model.Spec) (int64, error) {
+	if err := s.measureGranularity(); err != nil {
+		return 0, err
+	}
+	st, err := s.step(spec, spec.Training.Batch)
+	return st.DeviceUsed, err
+}
+
+// Run probes the device for the spec. It locks the calling goroutine to
+// its OS thread, frees everything it allocated before returning (also when
+// ctx is cancelled, as on Ctrl-C), and never allocates past Hi of the
+// device.
+func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Result, err error) {
+	if o.MaxSteps == 0 {
+		o.MaxSteps = 24
+	}
+	s, err := NewSession(ctx, d, o.DeviceIndex, o.Hi)
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
-		if e := freeAll(); e != nil && err == nil {
-			err = e
-		}
-		if e := c.Close(); e != nil && err == nil {
+		if e := s.Close(); e != nil && err == nil {
 			err = e
 		}
 	}()
-	free0, total, err := c.MemInfo()
-	if err != nil {
-		return nil, err
-	}
-	r := &Result{Device: name, Index: o.DeviceIndex, Driver: ver, Total: total, UsedAtStart: total - free0, Lo: o.Lo, Hi: o.Hi}
+	r := &Result{Device: s.name, Index: o.DeviceIndex, Driver: s.ver, Total: s.total, UsedAtStart: s.used0,
+		Lo: o.Lo, Hi: o.Hi, Granularity: s.gran}
 	r.OthersBytes = max(0, r.UsedAtStart-contextBytes)
-	limit := int64(o.Hi * float64(total))
-
-	// Until measured, assume the 2 MiB granularity of current NVIDIA
-	// drivers (PYTORCH-MEMORY.md §5).
-	r.Granularity = 2 << 20
-	round := func(n int64) int64 {
-		g := max(r.Granularity, 1)
-		return (n + g - 1) / g * g
-	}
-	measureGranularity := func() error {
-		p, err := c.Alloc(2<<20 + 1)
-		if err != nil {
-			return nil // keep the assumption
-		}
-		live[p] = true
-		if f, _, err := c.MemInfo(); err == nil && free0-f > 2<<20 {
-			r.Granularity = free0 - f - (2 << 20)
-		}
-		return freeAll()
-	}
-
-	try := func(b int64) (Step, error) {
-		p, err := planFor(spec, b)
-		if err != nil {
-			return Step{}, err
-		}
-		st := Step{Batch: b, Allocations: len(p.segs)}
-		for _, n := range p.segs {
-			st.Requested += round(n)
-		}
-		if r.UsedAtStart+st.Requested > limit {
-			st.Note = fmt.Sprintf("plan needs %s: over %.0f%% of the device, not allocated", units.Format(st.Requested), 100*o.Hi)
-			st.DeviceUsed = r.UsedAtStart + st.Requested
-			st.Fill = float64(st.DeviceUsed) / float64(total)
-			return st, nil
-		}
-		for _, n := range p.segs {
-			if err := ctx.Err(); err != nil {
-				return st, err
-			}
-			ptr, err := c.Alloc(n)
-			if err != nil {
-				st.Note = err.Error()
-				if errors.Is(err, ErrOutOfMemory) {
-					st.DeviceUsed = r.UsedAtStart + st.Requested
-					st.Fill = float64(st.DeviceUsed) / float64(total)
-					return st, freeAll()
-				}
-				return st, err
-			}
-			live[ptr] = true
-		}
-		f, _, err := c.MemInfo()
-		if err != nil {
-			return st, err
-		}
-		st.Allocated, st.DeviceUsed = true, total-f
-		st.Fill = float64(st.DeviceUsed) / float64(total)
-		return st, freeAll()
-	}
 	record := func(st Step) {
 		r.Steps = append(r.Steps, st)
 		if o.Progress != nil {
 			o.Progress(st)
 		}
 	}
-
 	// Batch 1 is checked against the plan before anything is allocated.
-	if p, err := planFor(spec, 1); err != nil {
-		return r, err
-	} else {
-		var need int64
-		for _, n := range p.segs {
-			need += round(n)
-		}
-		if r.UsedAtStart+need > limit {
-			st := Step{Batch: 1, Requested: need, Allocations: len(p.segs), DeviceUsed: r.UsedAtStart + need,
-				Fill: float64(r.UsedAtStart+need) / float64(total), Note: "not allocated"}
-			record(st)
-			return r, fmt.Errorf("%w on %s: the plan needs %s, %s is free and the band allows %s more (%s missing)",
-				ErrNoFit, name, units.Format(need), units.Format(free0), units.Format(max(0, limit-r.UsedAtStart)),
-				units.Format(r.UsedAtStart+need-limit))
-		}
-	}
-	if err := measureGranularity(); err != nil {
+	p1, err := planFor(spec, 1)
+	if err != nil {
 		return r, err
 	}
-	st, err := try(1)
+	if need := s.need(p1); r.UsedAtStart+need > s.limit {
+		record(Step{Batch: 1, Requested: need, Allocations: len(p1.segs), DeviceUsed: r.UsedAtStart + need,
+			Fill: float64(r.UsedAtStart+need) / float64(s.total), Note: "not allocated"})
+		return r, fmt.Errorf("%w on %s: the plan needs %s, %s is free and the band allows %s more (%s missing)",
+			ErrNoFit, s.name, units.Format(need), units.Format(s.free0), units.Format(max(0, s.limit-r.UsedAtStart)),
+			units.Format(r.UsedAtStart+need-s.limit))
+	}
+	if err := s.measureGranularity(); err != nil {
+		return r, err
+	}
+	r.Granularity = s.gran
+	st, err := s.step(spec, 1)
 	if err != nil {
 		return r, err
 	}
 	record(st)
 	if !st.Allocated {
-		return r, fmt.Errorf("%w on %s: the plan needs %s, %s is free and the band allows %s more",
-			ErrNoFit, name, units.Format(st.Requested), units.Format(free0), units.Format(max(0, limit-r.UsedAtStart)))
+		return r, fmt.Errorf("%w on %s: %s", ErrNoFit, s.name, st.Note)
 	}
 	good, bad := int64(1), int64(0)
 	fits := func(s Step) bool { return s.Allocated && s.Fill <= o.Hi }
 	for b := int64(2); bad == 0 && len(r.Steps) < o.MaxSteps; b *= 2 {
-		st, err := try(b)
+		st, err := s.step(spec, b)
 		if err != nil {
 			return r, err
 		}
@@ -263,7 +328,7 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 	}
 	for bad > good+1 && len(r.Steps) < o.MaxSteps {
 		mid := good + (bad-good)/2
-		st, err := try(mid)
+		st, err := s.step(spec, mid)
 		if err != nil {
 			return r, err
 		}
@@ -276,12 +341,12 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 	}
 	r.Batch = good
 	var pts stats.Series
-	for _, s := range r.Steps {
-		if s.Batch == good && s.Allocated {
-			r.InBand = s.Fill >= o.Lo && s.Fill <= o.Hi
+	for _, st := range r.Steps {
+		if st.Batch == good && st.Allocated {
+			r.InBand = st.Fill >= o.Lo && st.Fill <= o.Hi
 		}
-		if s.Allocated {
-			pts = append(pts, stats.Coordinate{X: float64(s.Batch), Y: float64(s.DeviceUsed)})
+		if st.Allocated {
+			pts = append(pts, stats.Coordinate{X: float64(st.Batch), Y: float64(st.DeviceUsed)})
 		}
 	}
 	if len(pts) >= 2 {

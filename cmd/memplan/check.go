@@ -42,27 +42,46 @@ Exit codes:
    3  fits the device, but above the band's upper edge
    4  does not fit the device
    2  bad input (spec or flags)
-   1  could not run
+   1  could not run (with --probe: no driver, no device, wrong index)
 
 Example:
    memplan check specs/gpt2-124m.yaml --batch 32 --device a100-40gb
-   memplan check specs/llama-3.2-1b.yaml --batch 8 --target 0.80-0.90 --format json`,
-		Flags: append(overrideFlags(), targetFlag, formatFlag),
+   memplan check specs/llama-3.2-1b.yaml --batch 8 --target 0.80-0.90 --format json
+   memplan check specs/llama-3.2-1b.yaml --batch 8 --probe`,
+		Flags: append(append(overrideFlags(), probeFlags()...), targetFlag, formatFlag),
 		Action: func(c *cli.Context) error {
 			f, band, spec, err := targetArgs(c)
 			if err != nil {
 				return err
 			}
-			r, err := estimate.Estimate(spec)
-			if err != nil {
-				return err
+			var used int64
+			var est any
+			if c.Bool("probe") {
+				s, err := probeSession(c, spec, 1)
+				if err != nil {
+					return err
+				}
+				used, err = s.Measure(spec)
+				if cerr := s.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return err
+				}
+				est = "measured on the device by --probe"
+			} else {
+				r, err := estimate.Estimate(spec)
+				if err != nil {
+					return err
+				}
+				used, est = r.DeviceTotal, r
 			}
-			v := Verdict{Batch: spec.Training.Batch, DeviceTotal: r.DeviceTotal, Memory: spec.Device.Memory,
-				Fill: r.Fill, Band: band, Device: spec.Device.Name, Estimate: r}
+			v := Verdict{Batch: spec.Training.Batch, DeviceTotal: used, Memory: spec.Device.Memory,
+				Fill: float64(used) / float64(spec.Device.Memory), Band: band, Device: spec.Device.Name, Estimate: est}
 			switch {
-			case r.DeviceTotal > spec.Device.Memory:
+			case used > spec.Device.Memory:
 				v.Verdict, v.ExitCode = "does-not-fit", checkNoFit
-			case r.Fill > band.Hi:
+			case v.Fill > band.Hi:
 				v.Verdict, v.ExitCode = "above-target", checkAboveTop
 			default:
 				v.Verdict, v.ExitCode = "fits", checkFits

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/probe"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -195,5 +196,35 @@ func TestTuneCLI(t *testing.T) {
 	code, out, _ = memplan("tune", "../../specs/llama-3-8b.yaml", "--checkpointing", "none")
 	if code != 4 || !strings.Contains(out, "does not fit") || !strings.Contains(out, "fits —") {
 		t.Errorf("no-fit tune: exit %d, output %q", code, out)
+	}
+}
+
+// TestProbeFlags runs tune --probe and check --probe on the fake device,
+// and checks that a missing driver exits 1 with a hint.
+func TestProbeFlags(t *testing.T) {
+	spec := "../../specs/gpt2-124m.yaml"
+	if _, err := probe.Open(); err == nil {
+		t.Skip("a CUDA driver is present: the no-driver path cannot be checked here")
+	}
+	code, _, errOut := memplan("check", spec, "--batch", "8", "--probe")
+	if code != 1 || !strings.Contains(errOut, "memplan: hint:") {
+		t.Errorf("check --probe without a driver: exit %d, stderr %q", code, errOut)
+	}
+	fake := &probe.Fake{Name: "Fake H100", Total: 85_017_493_504, ContextBytes: 527 << 20, Granularity: 2 << 20}
+	openDriver = func() (probe.Driver, error) { return fake, nil }
+	defer func() { openDriver = probe.Open }()
+	code, out, errOut := memplan("tune", spec, "--probe", "--format", "json")
+	var r struct{ Batch int64 }
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Batch < 40 || r.Batch > 50 {
+		t.Errorf("tune --probe: exit %d, batch %d, stderr %q", code, r.Batch, errOut)
+	}
+	if code, out, _ := memplan("check", spec, "--batch", "8", "--probe"); code != 0 || !strings.HasPrefix(out, "fits") {
+		t.Errorf("check --probe: exit %d, %q", code, out)
+	}
+	if code, _, errOut := memplan("check", spec, "--batch", "8", "--probe", "--device-index", "2"); code != 1 || !strings.Contains(errOut, "--device-index takes 0 to 0") {
+		t.Errorf("check --probe --device-index 2: exit %d, %q", code, errOut)
+	}
+	if fake.Live() != 0 || fake.ContextOpen() {
+		t.Errorf("fake device left %d allocations, context open %v", fake.Live(), fake.ContextOpen())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/probe"
 )
 
@@ -42,7 +43,7 @@ Example:
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			d, err := probe.Open()
+			d, err := openDriver()
 			if err != nil {
 				return err
 			}
@@ -73,6 +74,33 @@ Example:
 			return nil
 		},
 	}
+}
+
+// openDriver opens the CUDA driver; tests replace it with a fake device.
+var openDriver = probe.Open
+
+// probeFlags are the flags of commands that can ask the real device.
+func probeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "probe", Usage: "measure on the real GPU (needs the NVIDIA driver) instead of predicting"},
+		&cli.IntFlag{Name: "device-index", Usage: "CUDA device ordinal for --probe"},
+	}
+}
+
+// probeSession opens the driver and a session on --device-index that never
+// allocates past hi of the device, and points the spec at the real device's
+// memory. Probe failures exit 1.
+func probeSession(c *cli.Context, spec *model.Spec, hi float64) (*probe.Session, error) {
+	d, err := openDriver()
+	if err != nil {
+		return nil, err
+	}
+	s, err := probe.NewSession(c.Context, d, c.Int("device-index"), hi)
+	if err != nil {
+		return nil, err
+	}
+	spec.Device.Memory = s.Total()
+	return s, nil
 }
 
 func isTerminal(f *os.File) bool {

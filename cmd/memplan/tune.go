@@ -32,8 +32,9 @@ Example:
    memplan tune specs/gpt2-124m.yaml
    memplan tune specs/llama-3.2-1b.yaml --device a100-80gb --multiple-of 2 --global-batch 256 --dp 8
    memplan tune specs/bert-base.yaml --device h100-80gb --cap --target 0.85-0.90
+   memplan tune specs/gpt2-124m.yaml --probe --device-index 0
    memplan tune specs/llama-3-8b.yaml --checkpointing none`,
-		Flags: append(overrideFlags(), targetFlag, formatFlag,
+		Flags: append(append(overrideFlags(), probeFlags()...), targetFlag, formatFlag,
 			&cli.Int64Flag{Name: "multiple-of", Usage: "micro-batch must be a multiple of N"},
 			&cli.BoolFlag{Name: "pow2", Usage: "micro-batch must be a power of two"},
 			&cli.Int64Flag{Name: "min", Usage: "smallest micro-batch"},
@@ -61,6 +62,14 @@ Example:
 			oracle := tuner.Analytic
 			if c.Bool("cap") {
 				oracle = tuner.Capped(band.Hi)
+			}
+			if c.Bool("probe") {
+				s, err := probeSession(c, spec, band.Hi)
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				oracle = s.Measure
 			}
 			r, terr := tuner.Tune(spec, band, cons, oracle)
 			if terr != nil && !errors.Is(terr, tuner.ErrNoFit) {
