@@ -11,6 +11,7 @@ import (
 type inst struct {
 	l     *model.Layer
 	p     []*tensor // parameters in a kind-specific order (see build)
+	norm  []*tensor // per-head q and k norm weights (attention with QKNorm)
 	body  []*inst
 	short []*inst
 	unit  bool // one checkpointing unit (a block, or one copy of a repeat)
@@ -78,6 +79,9 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 					s.matrix(kv, l.Dim, 1, "v.weight"), opt(l.Bias, kv, "v.bias")}
 			}
 			in.p = append(in.p, s.matrix(l.Dim, q, 1, "o.weight"), opt(l.OutBias, l.Dim, "o.bias"))
+			if l.QKNorm {
+				in.norm = []*tensor{s.param(l.HeadDim, "q_norm.weight"), s.param(l.HeadDim, "k_norm.weight")}
+			}
 		case model.KGatedMLP:
 			in.p = []*tensor{s.matrix(l.Hidden, l.Dim, 1, "gate.weight"), opt(l.Bias, l.Hidden, "gate.bias"),
 				s.matrix(l.Hidden, l.Dim, 1, "up.weight"), opt(l.Bias, l.Hidden, "up.bias"),
@@ -332,6 +336,14 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 		q = s.matmul(x, in.p[0], in.p[1], rows, qd)
 		k = s.matmul(x, in.p[2], in.p[3], rows, kvd)
 		v = s.matmul(x, in.p[4], in.p[5], rows, kvd)
+	}
+	if l.QKNorm {
+		// Qwen3: RMSNorm over head_dim on every query and key head.
+		q2 := s.rmsNorm(q, in.norm[0], rows*l.Heads)
+		k2 := s.rmsNorm(k, in.norm[1], rows*l.KVHeads)
+		s.unref(q)
+		s.unref(k)
+		q, k = q2, k2
 	}
 	if l.KVCache && s.ckptMode == model.CkptNone {
 		// transformers' GPT-2 keeps use_cache=True in training (it turns

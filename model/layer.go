@@ -34,6 +34,8 @@ type Layer struct {
 	RoPE     bool    `json:"rope,omitempty"`
 	Causal   bool    `json:"causal,omitempty"`
 	FusedQKV bool    `json:"fused_qkv,omitempty"`
+	// QKNorm applies RMSNorm over head_dim to queries and keys.
+	QKNorm bool `json:"qk_norm,omitempty"`
 	// KVCache marks attention that fills a key/value cache in training
 	// (transformers' GPT-2 with use_cache=True).
 	KVCache bool `json:"kv_cache,omitempty"`
@@ -108,7 +110,7 @@ var layerKinds = map[string]kindSpec{
 	KEmbedding:  {[]string{"vocab", "dim"}, []string{"name"}, "token embedding: ids → vectors"},
 	KPositions:  {[]string{"max", "dim"}, nil, "learned absolute positions added to the stream"},
 	KTokenTypes: {[]string{"max", "dim"}, nil, "learned token-type embedding added to the stream"},
-	KAttention:  {[]string{"dim", "heads"}, []string{"kv_heads", "head_dim", "bias", "out_bias", "rope", "causal", "fused_qkv", "kv_cache", "p", "style"}, "multi-head self-attention with its projections"},
+	KAttention:  {[]string{"dim", "heads"}, []string{"kv_heads", "head_dim", "bias", "out_bias", "rope", "causal", "fused_qkv", "qk_norm", "kv_cache", "p", "style"}, "multi-head self-attention with its projections"},
 	KGatedMLP:   {[]string{"dim", "hidden"}, []string{"activation", "bias"}, "down(act(gate(x)) * up(x)), SwiGLU when activation is silu"},
 	KMaxPool:    {[]string{"kernel"}, []string{"stride", "padding"}, "2-D max pooling"},
 	KAvgPool:    {nil, nil, "global average pooling to 1×1"},
@@ -172,7 +174,11 @@ func (l *Layer) paramsF() float64 {
 	case KAttention:
 		q, kv := f(l.Heads)*f(l.HeadDim), f(l.KVHeads)*f(l.HeadDim)
 		d := f(l.Dim)
-		return d*(q+2*kv) + bias(l.Bias)*(q+2*kv) + q*d + bias(l.OutBias)*d
+		n := d*(q+2*kv) + bias(l.Bias)*(q+2*kv) + q*d + bias(l.OutBias)*d
+		if l.QKNorm {
+			n += 2 * f(l.HeadDim)
+		}
+		return n
 	case KGatedMLP:
 		return 3*f(l.Dim)*f(l.Hidden) + bias(l.Bias)*(2*f(l.Hidden)+f(l.Dim))
 	case KPatchEmbed:

@@ -73,7 +73,8 @@ func (m *Model) lowerLlama() []Layer {
 		Layer{Kind: KResidual, Body: seq(
 			Layer{Kind: KRMSNorm, Dim: d},
 			Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
-				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf"})},
+				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
+				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV})},
 		Layer{Kind: KResidual, Body: seq(
 			Layer{Kind: KRMSNorm, Dim: d},
 			Layer{Kind: KGatedMLP, Dim: d, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias})},

@@ -127,6 +127,8 @@ func decodeModel(e *errs, n *yaml.Node, m *Model) {
 			mm.int("head_dim", &m.HeadDim, false)
 			mm.bool("attention_bias", &m.AttentionBias)
 			mm.bool("mlp_bias", &m.MLPBias)
+			mm.bool("qk_norm", &m.QKNorm)
+			mm.bool("fused_qkv", &m.FusedQKV)
 		}
 		decodeActivation(e, mm, m)
 	case ResNet:
@@ -373,6 +375,8 @@ func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
 			m.bool(a, &l.RoPE)
 		case "causal":
 			m.bool(a, &l.Causal)
+		case "qk_norm":
+			m.bool(a, &l.QKNorm)
 		case "kv_cache":
 			m.bool(a, &l.KVCache)
 		case "inplace":

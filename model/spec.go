@@ -53,6 +53,10 @@ type Model struct {
 	Activation    string  `json:"activation,omitempty"`
 	AttentionBias bool    `json:"attention_bias"`
 	MLPBias       bool    `json:"mlp_bias"`
+	// QKNorm applies RMSNorm to each head's queries and keys (Qwen3);
+	// FusedQKV projects q, k and v with one matrix (Phi-3).
+	QKNorm   bool `json:"qk_norm,omitempty"`
+	FusedQKV bool `json:"fused_qkv,omitempty"`
 
 	// Vision (resnet, vit).
 	Depth    int64   `json:"depth,omitempty"`

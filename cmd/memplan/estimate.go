@@ -26,7 +26,8 @@ that holds the peak, and how full the device would be.
 Example:
    memplan estimate specs/gpt2-124m.yaml
    memplan estimate specs/llama-3.2-1b.yaml --batch 8 --checkpointing every-block --device a100-80gb
-   memplan estimate specs/resnet-50.yaml --format json`,
+   memplan estimate specs/resnet-50.yaml --format json
+   memplan estimate --hf config.json --batch 8 --seq 4096 --precision bf16`,
 		Flags: append(overrideFlags(), formatFlag),
 		Action: func(c *cli.Context) error {
 			f, err := format(c)

@@ -23,6 +23,7 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "attention", Usage: "sdpa or eager"},
 		&cli.StringFlag{Name: "zero-grad", Usage: "none (set_to_none=True) or zeros"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
+		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --batch and --seq are required)"},
 	}
 }
 
@@ -58,8 +59,18 @@ func targetArgs(c *cli.Context) (f string, band tuner.Band, spec *model.Spec, er
 	return
 }
 
-// loadSpec reads the SPEC argument with the command line's overrides.
+// loadSpec reads the SPEC argument, or the --hf config, with the command
+// line's overrides.
 func loadSpec(c *cli.Context) (*model.Spec, error) {
+	if hf := c.String("hf"); hf != "" {
+		if c.NArg() > 0 {
+			return nil, usageError{fmt.Sprintf("%s: give either SPEC or --hf, not both", c.Command.Name)}
+		}
+		if c.Int64("batch") == 0 || c.Int64("seq") == 0 {
+			return nil, usageError{fmt.Sprintf("%s --hf: --batch and --seq are required", c.Command.Name)}
+		}
+		return model.LoadHF(hf, overrides(c))
+	}
 	path, err := specArg(c)
 	if err != nil {
 		return nil, err

@@ -228,3 +228,25 @@ func TestProbeFlags(t *testing.T) {
 		t.Errorf("fake device left %d allocations, context open %v", fake.Live(), fake.ContextOpen())
 	}
 }
+
+// TestHFImport checks import and --hf: the written spec estimates like the
+// config it came from.
+func TestHFImport(t *testing.T) {
+	cfg := "../../model/testdata/hf/qwen2.5-0.5b.json"
+	out := filepath.Join(t.TempDir(), "q.yaml")
+	if code, _, errOut := memplan("import", cfg, "--seq", "1024", "-o", out); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, errOut)
+	}
+	_, a, _ := memplan("estimate", out, "--batch", "4", "--format", "json")
+	_, b, _ := memplan("estimate", "--hf", cfg, "--batch", "4", "--seq", "1024", "--format", "json")
+	var ra, rb estimate.Result
+	if json.Unmarshal([]byte(a), &ra) != nil || json.Unmarshal([]byte(b), &rb) != nil {
+		t.Fatalf("bad json:\n%s\n%s", a, b)
+	}
+	if ra.Params != 494_032_768 || ra.PeakAllocated != rb.PeakAllocated {
+		t.Errorf("imported spec: %d params, %d B; --hf: %d B", ra.Params, ra.PeakAllocated, rb.PeakAllocated)
+	}
+	if code, _, errOut := memplan("estimate", "--hf", "../../model/testdata/hf/mixtral-8x7b.json", "--batch", "1", "--seq", "8"); code != 2 || !strings.Contains(errOut, "mixture-of-experts") {
+		t.Errorf("mixtral: exit %d, %q", code, errOut)
+	}
+}

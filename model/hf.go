@@ -1,0 +1,207 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// HFTypes are the transformers model_types LoadHF reads, with the shorthand
+// each maps to.
+var HFTypes = map[string]string{
+	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
+	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT,
+}
+
+// hfPending are model types that need layers memplan does not have yet.
+var hfPending = map[string]string{
+	"mixtral": "mixture-of-experts layers", "qwen2_moe": "mixture-of-experts layers", "qwen3_moe": "mixture-of-experts layers",
+	"gemma2": "alternating sliding-window layers and logit soft-capping", "gpt_neox": "parallel residual blocks",
+	"falcon": "parallel residual blocks",
+}
+
+// LoadHF reads a transformers config.json and returns the equivalent spec;
+// the training setup comes from the overrides (batch and seq are required).
+func LoadHF(path string, o Overrides) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return ParseHF(path, data, o)
+}
+
+// hfConfig reads typed fields of a config, collecting errors that name them.
+type hfConfig struct {
+	file string
+	raw  map[string]any
+	errs ErrorList
+}
+
+func (c *hfConfig) fail(format string, args ...any) {
+	c.errs = append(c.errs, &Error{File: c.file, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *hfConfig) int(key string, def int64, required bool) int64 {
+	v, ok := c.raw[key]
+	if !ok || v == nil {
+		if required {
+			c.fail("missing field %q", key)
+		}
+		return def
+	}
+	f, ok := v.(float64)
+	if !ok || f != float64(int64(f)) || f <= 0 {
+		c.fail("field %q: want a positive whole number, got %v", key, v)
+		return def
+	}
+	return int64(f)
+}
+
+func (c *hfConfig) float(key string, def float64) float64 {
+	if f, ok := c.raw[key].(float64); ok {
+		return f
+	}
+	return def
+}
+
+func (c *hfConfig) bool(key string, def bool) bool {
+	if b, ok := c.raw[key].(bool); ok {
+		return b
+	}
+	return def
+}
+
+func (c *hfConfig) str(key, def string) string {
+	if s, ok := c.raw[key].(string); ok {
+		return s
+	}
+	return def
+}
+
+// ParseHF is LoadHF on bytes already read.
+func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
+	c := &hfConfig{file: file}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&c.raw); err != nil {
+		line := 0
+		if se, ok := err.(*json.SyntaxError); ok {
+			line = 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
+		}
+		return nil, &Error{File: file, Line: line, Msg: "JSON: " + err.Error()}
+	}
+	mt := c.str("model_type", "")
+	kind, ok := HFTypes[mt]
+	if !ok {
+		var names []string
+		for k := range HFTypes {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		if why, pending := hfPending[mt]; pending {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("model_type %q needs %s, which memplan does not model yet (supported: %s)", mt, why, strings.Join(names, ", "))}
+		}
+		return nil, &Error{File: file, Msg: fmt.Sprintf("unknown model_type %q (supported: %s)", mt, strings.Join(names, ", "))}
+	}
+	m := Model{Type: kind}
+	switch mt {
+	case "gpt2":
+		m.NumLayers, m.Hidden, m.Heads = c.int("n_layer", 0, true), c.int("n_embd", 0, true), c.int("n_head", 0, true)
+		m.Vocab, m.Positions = c.int("vocab_size", 0, true), c.int("n_positions", 1024, false)
+		m.Intermediate = c.int("n_inner", 4*m.Hidden, false)
+		m.Dropout, m.AttnDropout = c.float("resid_pdrop", 0.1), c.float("attn_pdrop", 0.1)
+		m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("activation_function", "gelu_new")
+	case "bert", "roberta":
+		m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
+		m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
+		m.Positions, m.TypeVocab = c.int("max_position_embeddings", 512, false), c.int("type_vocab_size", 2, false)
+		m.Dropout, m.AttnDropout = c.float("hidden_dropout_prob", 0.1), c.float("attention_probs_dropout_prob", 0.1)
+		m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("hidden_act", "gelu")
+	default: // Llama-style decoders
+		m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
+		m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
+		m.KVHeads = c.int("num_key_value_heads", m.Heads, false)
+		hd := int64(0)
+		if m.Heads > 0 {
+			hd = m.Hidden / m.Heads
+		}
+		m.HeadDim = c.int("head_dim", hd, false)
+		m.Tied = c.bool("tie_word_embeddings", mt == "gemma")
+		m.AttentionBias = c.bool("attention_bias", mt == "qwen2")
+		m.MLPBias = c.bool("mlp_bias", false)
+		m.AttnDropout = c.float("attention_dropout", 0)
+		m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
+		m.QKNorm = mt == "qwen3"
+		m.FusedQKV = mt == "phi3"
+	}
+	act := map[string]string{"gelu": KGELU, "gelu_new": KGELUNew, "gelu_pytorch_tanh": KGELU, "gelu_fast": KGELUNew,
+		"relu": KReLU, "silu": KSiLU, "swish": KSiLU, "tanh": KTanh}
+	if a, ok := act[m.Activation]; ok {
+		m.Activation = a
+	} else {
+		c.fail("hidden_act %q is not supported (supported: gelu, gelu_new, gelu_pytorch_tanh, relu, silu, tanh)", m.Activation)
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	// Render the spec as YAML and parse it, so an imported config is
+	// validated exactly like a hand-written spec (heads dividing hidden,
+	// overflow, the overrides).
+	name := c.str("_name_or_path", strings.TrimSuffix(baseName(file), ".json"))
+	seq := min(max(m.Positions, 2048), 2048)
+	if m.Type == BERT {
+		seq = min(m.Positions, 512)
+	}
+	y, err := m.SpecYAML(name, mt, map[string]any{"batch": 1, "seq": seq, "precision": AMPBF16, "optimizer": AdamW})
+	if err != nil {
+		return nil, err
+	}
+	s, err := Parse(file+" (as a spec)", y, o)
+	if err != nil {
+		return nil, err
+	}
+	s.File = file
+	return s, nil
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndex(p, "/"); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// SpecYAML writes a model as a spec with the given training section.
+func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, error) {
+	f := map[string]any{"type": m.Type, "layers": m.NumLayers, "hidden": m.Hidden, "heads": m.Heads, "vocab": m.Vocab}
+	switch m.Type {
+	case GPT2:
+		f["positions"], f["intermediate"], f["dropout"], f["attention_dropout"] = m.Positions, m.Intermediate, m.Dropout, m.AttnDropout
+		f["tied"], f["activation"] = m.Tied, m.Activation
+	case BERT:
+		f["positions"], f["type_vocab"], f["intermediate"] = m.Positions, m.TypeVocab, m.Intermediate
+		f["dropout"], f["attention_dropout"], f["tied"], f["activation"] = m.Dropout, m.AttnDropout, m.Tied, m.Activation
+	case Llama:
+		f["intermediate"], f["kv_heads"], f["head_dim"], f["tied"] = m.Intermediate, m.KVHeads, m.HeadDim, m.Tied
+		f["attention_bias"], f["mlp_bias"], f["activation"], f["attention_dropout"] = m.AttentionBias, m.MLPBias, m.Activation, m.AttnDropout
+		if m.QKNorm {
+			f["qk_norm"] = true
+		}
+		if m.FusedQKV {
+			f["fused_qkv"] = true
+		}
+	}
+	doc := map[string]any{"name": name, "model": f, "training": training}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Imported from a transformers config (model_type %s) by memplan import.\n", from)
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
