@@ -49,11 +49,11 @@ var MetricNames = [NumMetrics]string{"peak allocated", "peak reserved", "device 
 // Row is one configuration: measured and predicted totals and the relative
 // error (predicted/measured − 1; negative is an under-prediction).
 type Row struct {
-	Label     string            `json:"label"`
-	HeldOut   bool              `json:"held_out"`
-	Measured  [NumMetrics]int64 `json:"measured_bytes"`
-	Predicted [NumMetrics]int64 `json:"predicted_bytes"`
-	Err       [NumMetrics]float64
+	Label     string              `json:"label"`
+	HeldOut   bool                `json:"held_out"`
+	Measured  [NumMetrics]int64   `json:"measured_bytes"`
+	Predicted [NumMetrics]int64   `json:"predicted_bytes"`
+	Err       [NumMetrics]float64 `json:"relative_error"`
 }
 
 // Summary aggregates rows.

@@ -44,3 +44,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseHF feeds arbitrary bytes to the transformers config importer:
+// never a panic, and an accepted config has a positive parameter count.
+func FuzzParseHF(f *testing.F) {
+	files, _ := filepath.Glob("testdata/hf/*.json")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseHF("fuzz.json", data, Overrides{Batch: 1, Seq: 8})
+		if err != nil {
+			if !IsSpecError(err) {
+				t.Fatalf("error is not a spec error: %v", err)
+			}
+			return
+		}
+		if p := s.Params(); p <= 0 {
+			t.Fatalf("accepted a config with %d parameters", p)
+		}
+	})
+}

@@ -32,10 +32,11 @@ type cuda struct {
 
 // Open loads the CUDA driver and initialises it. A missing library or a
 // failing cuInit is a *DriverError carrying the loader's or driver's text.
-// The caller must stay on one OS thread (runtime.LockOSThread) while it uses
-// the driver.
+// The OS thread is locked while the library is loaded and initialised;
+// contexts are bound to a thread by NewSession.
 func Open() (Driver, error) {
-	runtime.LockOSThread() // dlopen and cuInit on the thread that will use them
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	h, err := purego.Dlopen(libcuda, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		return nil, &DriverError{Lib: libcuda, Msg: err.Error()}

@@ -52,7 +52,10 @@ func Capped(fraction float64) Oracle {
 }
 
 // Band is a target fill of device memory, as fractions.
-type Band struct{ Lo, Hi float64 }
+type Band struct {
+	Lo float64 `json:"lo"`
+	Hi float64 `json:"hi"`
+}
 
 // DefaultBand is 85–90% of device memory.
 var DefaultBand = Band{0.85, 0.90}
