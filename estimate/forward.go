@@ -86,6 +86,20 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 			in.p = []*tensor{s.matrix(l.Hidden, l.Dim, 1, "gate.weight"), opt(l.Bias, l.Hidden, "gate.bias"),
 				s.matrix(l.Hidden, l.Dim, 1, "up.weight"), opt(l.Bias, l.Hidden, "up.bias"),
 				s.matrix(l.Dim, l.Hidden, 1, "down.weight"), opt(l.Bias, l.Dim, "down.bias")}
+		case model.KMoE:
+			in.p = []*tensor{s.matrix(l.Experts, l.Dim, 1, "router.weight")}
+			for e := int64(0); e < l.Experts; e++ {
+				in.p = append(in.p, s.matrix(l.Hidden, l.Dim, 1, "expert.gate"), opt(l.Bias, l.Hidden, "expert.gate.bias"),
+					s.matrix(l.Hidden, l.Dim, 1, "expert.up"), opt(l.Bias, l.Hidden, "expert.up.bias"),
+					s.matrix(l.Dim, l.Hidden, 1, "expert.down"), opt(l.Bias, l.Dim, "expert.down.bias"))
+			}
+			if l.Shared > 0 {
+				in.norm = []*tensor{s.matrix(l.Shared, l.Dim, 1, "shared.gate"), nil, s.matrix(l.Shared, l.Dim, 1, "shared.up"), nil,
+					s.matrix(l.Dim, l.Shared, 1, "shared.down"), nil}
+				if l.SharedGate {
+					in.norm = append(in.norm, s.matrix(1, l.Dim, 1, "shared_expert_gate"))
+				}
+			}
 		case model.KPatchEmbed:
 			in.p = []*tensor{s.matrix(l.Kernel, l.Kernel, l.Dim*l.Channels, "patch.weight"), s.param(l.Dim, "patch.bias")}
 		case model.KClsToken:
@@ -253,17 +267,9 @@ func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 	case model.KAttention:
 		return s.attention(in, x, sh), out
 	case model.KGatedMLP:
-		rows := s.rows(sh)
-		g := s.matmul(x, in.p[0], in.p[1], rows, l.Hidden)
-		a := s.activation(l.Activation, g, false)
-		s.unref(g)
-		u := s.matmul(x, in.p[2], in.p[3], rows, l.Hidden)
-		m := s.mul(a, u)
-		s.unref(a)
-		s.unref(u)
-		y := s.matmul(m, in.p[4], in.p[5], rows, l.Dim)
-		s.unref(m)
-		return y, out
+		return s.gatedMLP(x, in.p, s.rows(sh), l.Hidden, l.Dim, l.Activation), out
+	case model.KMoE:
+		return s.moe(in, x, s.rows(sh)), out
 	case model.KMaxPool:
 		return s.maxPool(x, b*out.Elems()), out
 	case model.KAvgPool:
@@ -460,4 +466,91 @@ func (s *sim) lmHead(in *inst, x *tensor, sh model.Shape) *tensor {
 	s.unref(labels[1])
 	s.unref(logits)
 	return loss
+}
+
+// gatedMLP is down(act(gate(x)) * up(x)) over rows; p holds gate, up and
+// down weights, each followed by its bias (or nil).
+func (s *sim) gatedMLP(x *tensor, p []*tensor, rows, hidden, dim int64, act string) *tensor {
+	g := s.matmul(x, p[0], p[1], rows, hidden)
+	a := s.activation(act, g, false)
+	s.unref(g)
+	u := s.matmul(x, p[2], p[3], rows, hidden)
+	m := s.mul(a, u)
+	s.unref(a)
+	s.unref(u)
+	y := s.matmul(m, p[4], p[5], rows, dim)
+	s.unref(m)
+	return y
+}
+
+// moe is a mixture-of-experts MLP as transformers' eager loop runs it
+// (MixtralSparseMoeBlock and its Qwen variants): a router, an fp32
+// softmax, top-k, a one-hot int64 mask, then for each expert the rows
+// routed to it are gathered, pass its gated MLP, are scaled by their
+// routing weight and index_add_-ed into the output. Routing is taken as
+// balanced: each expert gets rows·top_k/experts rows. Not yet measured
+// (docs/formulas.md §B).
+func (s *sim) moe(in *inst, x *tensor, rows int64) *tensor {
+	l := in.l
+	logits := s.matmul(x, in.p[0], nil, rows, l.Experts)
+	l32 := s.to(logits, f32)
+	s.unref(logits)
+	probs := s.unary("Softmax", l32, false, true)
+	s.unref(l32)
+	w := s.alloc(rows*l.TopK, f32, catTemp, "topk weights")
+	idx := s.alloc(rows*l.TopK, i64, catTemp, "topk indices")
+	if n := s.record("Topk", []*tensor{probs}, w); n != nil {
+		s.save(n, idx)
+	}
+	s.unref(probs)
+	wc := s.to(w, x.dt)
+	s.unref(w)
+	mask := s.alloc(l.Experts*l.TopK*rows, i64, catTemp, "expert mask")
+	y := s.alloc(rows*l.Dim, x.dt, catTemp, "moe out")
+	per := (rows*l.TopK + l.Experts - 1) / l.Experts
+	for e := int64(0); e < l.Experts; e++ {
+		cur := s.alloc(per*l.Dim, x.dt, catTemp, "routed rows")
+		if n := s.record("Index", []*tensor{x}, cur); n != nil {
+			n.bwdTemp = per * i64
+		}
+		o := s.gatedMLP(cur, in.p[1+6*e:7+6*e], per, l.Hidden, l.Dim, l.Activation)
+		s.unref(cur)
+		rw := s.alloc(per, wc.dt, catTemp, "routing weight")
+		s.record("Index", []*tensor{wc}, rw)
+		scaled := s.mul(o, rw)
+		s.unref(o)
+		s.unref(rw)
+		sc := s.to(scaled, x.dt)
+		s.unref(scaled)
+		// index_add_ is in place: each call is a new version of y whose
+		// gradient passes to the previous version and is gathered for sc.
+		next := s.view(y, y.elems)
+		if n := s.record("IndexAdd", []*tensor{y, sc}, next); n != nil {
+			n.pass = true
+			s.save(n, idx)
+		}
+		s.unref(y)
+		s.unref(sc)
+		y = next
+	}
+	s.unref(mask)
+	s.unref(wc)
+	s.unref(idx)
+	if l.Shared > 0 {
+		sh := s.gatedMLP(x, in.norm[:6], rows, l.Shared, l.Dim, l.Activation)
+		if l.SharedGate {
+			g := s.matmul(x, in.norm[6], nil, rows, 1)
+			sg := s.unary("Sigmoid", g, false, true)
+			s.unref(g)
+			m := s.mul(sg, sh)
+			s.unref(sg)
+			s.unref(sh)
+			sh = m
+		}
+		z := s.add(y, sh)
+		s.unref(y)
+		s.unref(sh)
+		y = z
+	}
+	return y
 }

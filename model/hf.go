@@ -16,11 +16,11 @@ import (
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT,
+	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 }
 
 // hfPending are model types that need layers memplan does not have yet.
 var hfPending = map[string]string{
-	"mixtral": "mixture-of-experts layers", "qwen2_moe": "mixture-of-experts layers", "qwen3_moe": "mixture-of-experts layers",
 	"gemma2": "alternating sliding-window layers and logit soft-capping", "gpt_neox": "parallel residual blocks",
 	"falcon": "parallel residual blocks",
 }
@@ -131,12 +131,28 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 		}
 		m.HeadDim = c.int("head_dim", hd, false)
 		m.Tied = c.bool("tie_word_embeddings", mt == "gemma")
-		m.AttentionBias = c.bool("attention_bias", mt == "qwen2")
+		m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
 		m.MLPBias = c.bool("mlp_bias", false)
 		m.AttnDropout = c.float("attention_dropout", 0)
 		m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
-		m.QKNorm = mt == "qwen3"
+		m.QKNorm = mt == "qwen3" || mt == "qwen3_moe"
 		m.FusedQKV = mt == "phi3"
+		switch mt {
+		case "mixtral":
+			m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+		case "qwen2_moe", "qwen3_moe":
+			m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+			m.Intermediate = c.int("moe_intermediate_size", 0, true)
+			if mt == "qwen2_moe" {
+				m.SharedExpert, m.SharedGate = c.int("shared_expert_intermediate_size", 0, true), true
+			}
+			if v, ok := c.raw["mlp_only_layers"].([]any); ok && len(v) > 0 {
+				c.fail("mlp_only_layers: dense layers inside a mixture-of-experts model are not modelled yet")
+			}
+			if step := c.int("decoder_sparse_step", 1, false); step != 1 {
+				c.fail("decoder_sparse_step %d: only every layer sparse (1) is modelled", step)
+			}
+		}
 	}
 	act := map[string]string{"gelu": KGELU, "gelu_new": KGELUNew, "gelu_pytorch_tanh": KGELU, "gelu_fast": KGELUNew,
 		"relu": KReLU, "silu": KSiLU, "swish": KSiLU, "tanh": KTanh}
@@ -193,6 +209,12 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		}
 		if m.FusedQKV {
 			f["fused_qkv"] = true
+		}
+		if m.Experts > 0 {
+			f["experts"], f["top_k"] = m.Experts, m.TopK
+			if m.SharedExpert > 0 {
+				f["shared_expert"], f["shared_expert_gate"] = m.SharedExpert, m.SharedGate
+			}
 		}
 	}
 	doc := map[string]any{"name": name, "model": f, "training": training}

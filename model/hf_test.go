@@ -25,6 +25,9 @@ func TestHFParams(t *testing.T) {
 		{"phi-3-mini-4k.json", 3_821_079_552},
 		{"bert-base-uncased.json", 109_514_298},
 		{"roberta-base.json", 124_697_433},
+		{"mixtral-8x7b.json", 46_702_792_704},
+		{"qwen1.5-moe-a2.7b.json", 14_315_784_192},
+		{"qwen3-30b-a3b.json", 30_532_122_624},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -44,7 +47,8 @@ func TestHFParams(t *testing.T) {
 
 func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
-		{"unknown type", `{"model_type": "t5"}`, `unknown model_type "t5" (supported: bert, gemma, gpt2, llama, mistral, phi3, qwen2, qwen3, roberta)`},
+		{"unknown type", `{"model_type": "t5"}`, `unknown model_type "t5" (supported: bert, gemma, gpt2, llama, mistral, mixtral, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
+		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
 		{"inconsistent", `{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 128}`, `kv_heads (3) must divide heads (8)`},
@@ -58,8 +62,8 @@ func TestHFErrors(t *testing.T) {
 			}
 		})
 	}
-	_, err := LoadHF("testdata/hf/mixtral-8x7b.json", Overrides{Batch: 1, Seq: 16})
-	if err == nil || !strings.Contains(err.Error(), "mixture-of-experts") {
-		t.Errorf("mixtral: err = %v", err)
+	_, err := ParseHF("c.json", []byte(`{"model_type": "gpt_neox"}`), Overrides{Batch: 1, Seq: 16})
+	if err == nil || !strings.Contains(err.Error(), "parallel residual") {
+		t.Errorf("gpt_neox: err = %v", err)
 	}
 }

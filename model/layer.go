@@ -14,26 +14,33 @@ type Layer struct {
 	// Line is the spec line the layer came from; 0 for lowered shorthands.
 	Line int `json:"-"`
 
-	In       int64   `json:"in,omitempty"`
-	Out      int64   `json:"out,omitempty"`
-	Dim      int64   `json:"dim,omitempty"`
-	Hidden   int64   `json:"hidden,omitempty"`
-	Vocab    int64   `json:"vocab,omitempty"`
-	Heads    int64   `json:"heads,omitempty"`
-	KVHeads  int64   `json:"kv_heads,omitempty"`
-	HeadDim  int64   `json:"head_dim,omitempty"`
-	Kernel   int64   `json:"kernel,omitempty"`
-	Stride   int64   `json:"stride,omitempty"`
-	Padding  int64   `json:"padding,omitempty"`
-	Channels int64   `json:"channels,omitempty"`
-	Max      int64   `json:"max,omitempty"`
-	Times    int64   `json:"times,omitempty"`
-	P        float64 `json:"p,omitempty"`
-	Bias     bool    `json:"bias,omitempty"`
-	OutBias  bool    `json:"out_bias,omitempty"`
-	RoPE     bool    `json:"rope,omitempty"`
-	Causal   bool    `json:"causal,omitempty"`
-	FusedQKV bool    `json:"fused_qkv,omitempty"`
+	In       int64 `json:"in,omitempty"`
+	Out      int64 `json:"out,omitempty"`
+	Dim      int64 `json:"dim,omitempty"`
+	Hidden   int64 `json:"hidden,omitempty"`
+	Vocab    int64 `json:"vocab,omitempty"`
+	Heads    int64 `json:"heads,omitempty"`
+	KVHeads  int64 `json:"kv_heads,omitempty"`
+	HeadDim  int64 `json:"head_dim,omitempty"`
+	Kernel   int64 `json:"kernel,omitempty"`
+	Stride   int64 `json:"stride,omitempty"`
+	Padding  int64 `json:"padding,omitempty"`
+	Channels int64 `json:"channels,omitempty"`
+	Max      int64 `json:"max,omitempty"`
+	Times    int64 `json:"times,omitempty"`
+	// Experts and TopK size a mixture-of-experts layer; Shared is the
+	// intermediate size of its always-on shared expert (0: none), with a
+	// sigmoid gate when SharedGate is set.
+	Experts    int64   `json:"experts,omitempty"`
+	TopK       int64   `json:"top_k,omitempty"`
+	Shared     int64   `json:"shared,omitempty"`
+	SharedGate bool    `json:"shared_gate,omitempty"`
+	P          float64 `json:"p,omitempty"`
+	Bias       bool    `json:"bias,omitempty"`
+	OutBias    bool    `json:"out_bias,omitempty"`
+	RoPE       bool    `json:"rope,omitempty"`
+	Causal     bool    `json:"causal,omitempty"`
+	FusedQKV   bool    `json:"fused_qkv,omitempty"`
 	// QKNorm applies RMSNorm over head_dim to queries and keys.
 	QKNorm bool `json:"qk_norm,omitempty"`
 	// KVCache marks attention that fills a key/value cache in training
@@ -75,6 +82,7 @@ const (
 	KTokenTypes = "token_types"
 	KAttention  = "attention"
 	KGatedMLP   = "gated_mlp"
+	KMoE        = "moe"
 	KMaxPool    = "maxpool2d"
 	KAvgPool    = "avgpool"
 	KFlatten    = "flatten"
@@ -112,6 +120,7 @@ var layerKinds = map[string]kindSpec{
 	KTokenTypes: {[]string{"max", "dim"}, nil, "learned token-type embedding added to the stream"},
 	KAttention:  {[]string{"dim", "heads"}, []string{"kv_heads", "head_dim", "bias", "out_bias", "rope", "causal", "fused_qkv", "qk_norm", "kv_cache", "p", "style"}, "multi-head self-attention with its projections"},
 	KGatedMLP:   {[]string{"dim", "hidden"}, []string{"activation", "bias"}, "down(act(gate(x)) * up(x)), SwiGLU when activation is silu"},
+	KMoE:        {[]string{"dim", "hidden", "experts", "top_k"}, []string{"shared", "shared_gate", "activation", "bias"}, "mixture of gated-MLP experts with a top-k router (transformers' eager expert loop); shared: an always-on shared expert's size"},
 	KMaxPool:    {[]string{"kernel"}, []string{"stride", "padding"}, "2-D max pooling"},
 	KAvgPool:    {nil, nil, "global average pooling to 1×1"},
 	KFlatten:    {nil, nil, "flatten to one dimension per sample"},
@@ -181,6 +190,16 @@ func (l *Layer) paramsF() float64 {
 		return n
 	case KGatedMLP:
 		return 3*f(l.Dim)*f(l.Hidden) + bias(l.Bias)*(2*f(l.Hidden)+f(l.Dim))
+	case KMoE:
+		d := f(l.Dim)
+		n := d*f(l.Experts) + f(l.Experts)*3*d*f(l.Hidden)
+		if l.Shared > 0 {
+			n += 3 * d * f(l.Shared)
+			if l.SharedGate {
+				n += d
+			}
+		}
+		return n
 	case KPatchEmbed:
 		return f(l.Dim)*f(l.Channels)*f(l.Kernel)*f(l.Kernel) + f(l.Dim)
 	case KClsToken:
@@ -344,6 +363,11 @@ func (l *Layer) Infer(s Shape, names map[string]*Layer) (Shape, error) {
 		}
 		return s, needWidth(l.Dim, "dim")
 	case KGatedMLP:
+		return s, needWidth(l.Dim, "dim")
+	case KMoE:
+		if l.TopK > l.Experts {
+			return nil, bad(l, "top_k (%d) exceeds experts (%d)", l.TopK, l.Experts)
+		}
 		return s, needWidth(l.Dim, "dim")
 	case KAvgPool:
 		if len(s) != 3 {

@@ -77,7 +77,7 @@ func (m *Model) lowerLlama() []Layer {
 				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV})},
 		Layer{Kind: KResidual, Body: seq(
 			Layer{Kind: KRMSNorm, Dim: d},
-			Layer{Kind: KGatedMLP, Dim: d, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias})},
+			m.mlp())},
 	)
 	head := Layer{Kind: KLMHead, Vocab: m.Vocab, Dim: d, Upcast: true}
 	if m.Tied {
@@ -89,6 +89,15 @@ func (m *Model) lowerLlama() []Layer {
 		Layer{Kind: KRMSNorm, Dim: d},
 		head,
 	)
+}
+
+// mlp is a Llama-style block's MLP: gated, or a mixture of gated experts.
+func (m *Model) mlp() Layer {
+	if m.Experts > 0 {
+		return Layer{Kind: KMoE, Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
+			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias}
+	}
+	return Layer{Kind: KGatedMLP, Dim: m.Hidden, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias}
 }
 
 func (m *Model) lowerBERT() []Layer {

@@ -128,6 +128,10 @@ func decodeModel(e *errs, n *yaml.Node, m *Model) {
 			mm.bool("attention_bias", &m.AttentionBias)
 			mm.bool("mlp_bias", &m.MLPBias)
 			mm.bool("qk_norm", &m.QKNorm)
+			mm.int("experts", &m.Experts, false)
+			mm.int("top_k", &m.TopK, m.Experts > 0)
+			mm.int("shared_expert", &m.SharedExpert, false)
+			mm.bool("shared_expert_gate", &m.SharedGate)
 			mm.bool("fused_qkv", &m.FusedQKV)
 		}
 		decodeActivation(e, mm, m)
@@ -375,6 +379,14 @@ func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
 			m.bool(a, &l.RoPE)
 		case "causal":
 			m.bool(a, &l.Causal)
+		case "experts":
+			m.int(a, &l.Experts, r)
+		case "top_k":
+			m.int(a, &l.TopK, r)
+		case "shared":
+			m.int(a, &l.Shared, r)
+		case "shared_gate":
+			m.bool(a, &l.SharedGate)
 		case "qk_norm":
 			m.bool(a, &l.QKNorm)
 		case "kv_cache":
@@ -432,7 +444,7 @@ func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
 			e.add(n.Line, "attention: kv_heads (%d) must divide heads (%d)", l.KVHeads, l.Heads)
 		}
 	}
-	if l.Kind == KGatedMLP && l.Activation == "" {
+	if (l.Kind == KGatedMLP || l.Kind == KMoE) && l.Activation == "" {
 		l.Activation = KSiLU
 	}
 	if (l.Kind == KConv2d || l.Kind == KMaxPool) && l.Stride == 0 {

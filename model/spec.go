@@ -55,8 +55,15 @@ type Model struct {
 	MLPBias       bool    `json:"mlp_bias"`
 	// QKNorm applies RMSNorm to each head's queries and keys (Qwen3);
 	// FusedQKV projects q, k and v with one matrix (Phi-3).
-	QKNorm   bool `json:"qk_norm,omitempty"`
-	FusedQKV bool `json:"fused_qkv,omitempty"`
+	QKNorm bool `json:"qk_norm,omitempty"`
+	// Experts > 0 makes every MLP a mixture of Experts experts (each of size
+	// Intermediate), TopK of them per token, plus a shared expert of size
+	// SharedExpert when it is set.
+	Experts      int64 `json:"experts,omitempty"`
+	TopK         int64 `json:"top_k,omitempty"`
+	SharedExpert int64 `json:"shared_expert,omitempty"`
+	SharedGate   bool  `json:"shared_expert_gate,omitempty"`
+	FusedQKV     bool  `json:"fused_qkv,omitempty"`
 
 	// Vision (resnet, vit).
 	Depth    int64   `json:"depth,omitempty"`
