@@ -23,7 +23,7 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "attention", Usage: "sdpa or eager"},
 		&cli.StringFlag{Name: "zero-grad", Usage: "none (set_to_none=True) or zeros"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
-		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --batch and --seq are required)"},
+		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --seq is required; --batch defaults to 1)"},
 	}
 }
 
@@ -66,10 +66,14 @@ func loadSpec(c *cli.Context) (*model.Spec, error) {
 		if c.NArg() > 0 {
 			return nil, usageError{fmt.Sprintf("%s: give either SPEC or --hf, not both", c.Command.Name)}
 		}
-		if c.Int64("batch") == 0 || c.Int64("seq") == 0 {
-			return nil, usageError{fmt.Sprintf("%s --hf: --batch and --seq are required", c.Command.Name)}
+		if c.Int64("seq") == 0 {
+			return nil, usageError{fmt.Sprintf("%s --hf: --seq is required (a config has no sequence length)", c.Command.Name)}
 		}
-		return model.LoadHF(hf, overrides(c))
+		o := overrides(c)
+		if o.Batch == 0 {
+			o.Batch = 1
+		}
+		return model.LoadHF(hf, o)
 	}
 	path, err := specArg(c)
 	if err != nil {
