@@ -72,3 +72,29 @@ func simulate(s *model.Spec) (*sim, *Result) {
 	r, _ := estimateWith(s, func(x *sim) { sm = x }, nil)
 	return sm, r
 }
+
+// TestImportedInvariants runs the invariants over imported transformers
+// configs, which exercise layers no bundled spec uses (mixture of experts,
+// parallel residual forks, q/k norms, fused qkv).
+func TestImportedInvariants(t *testing.T) {
+	files, _ := filepath.Glob("../model/testdata/hf/*.json")
+	for _, f := range files {
+		for _, o := range []model.Overrides{
+			{Batch: 1, Seq: 64},
+			{Batch: 2, Seq: 64, Precision: "fp32", Checkpointing: "every-block"},
+			{Batch: 1, Seq: 64, Precision: "bf16", Attention: "eager", GradAccum: 2},
+		} {
+			s, err := model.LoadHF(f, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sm, r := simulate(s)
+			if sm.live[catSaved] != 0 || sm.live[catTemp] != 0 {
+				t.Errorf("%s %+v: %d B saved and %d B temporaries left after the step", filepath.Base(f), o, sm.live[catSaved], sm.live[catTemp])
+			}
+			if r.PeakReserved < r.PeakAllocated || r.PeakAllocated < r.ParamBytes {
+				t.Errorf("%s: totals out of order", filepath.Base(f))
+			}
+		}
+	}
+}

@@ -12,6 +12,7 @@ type inst struct {
 	l     *model.Layer
 	p     []*tensor // parameters in a kind-specific order (see build)
 	norm  []*tensor // per-head q and k norm weights (attention with QKNorm)
+	fork  [][]*inst // a fork's branches
 	body  []*inst
 	short []*inst
 	unit  bool // one checkpointing unit (a block, or one copy of a repeat)
@@ -123,6 +124,10 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 		case model.KResidual:
 			in.body = s.build(l.Body, names)
 			in.short = s.build(l.Shortcut, names)
+		case model.KFork:
+			for _, b := range l.Branches {
+				in.fork = append(in.fork, s.build(b, names))
+			}
 		}
 		out = append(out, in)
 	}
@@ -292,6 +297,22 @@ func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 		return s.lmHead(in, x, sh), Shape1
 	case model.KBlock:
 		return s.run(in.body, s.ref(x), sh)
+	case model.KFork:
+		var sum *tensor
+		var o model.Shape
+		for _, b := range in.fork {
+			y, so := s.run(b, s.ref(x), sh)
+			o = so
+			if sum == nil {
+				sum = y
+				continue
+			}
+			z := s.add(sum, y)
+			s.unref(sum)
+			s.unref(y)
+			sum = z
+		}
+		return sum, o
 	case model.KResidual:
 		br, o := s.run(in.body, s.ref(x), sh)
 		sk := s.ref(x)

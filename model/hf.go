@@ -17,12 +17,12 @@ var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
+	"gpt_neox": NeoX, "falcon": NeoX,
 }
 
 // hfPending are model types that need layers memplan does not have yet.
 var hfPending = map[string]string{
-	"gemma2": "alternating sliding-window layers and logit soft-capping", "gpt_neox": "parallel residual blocks",
-	"falcon": "parallel residual blocks",
+	"gemma2": "alternating sliding-window layers and logit soft-capping",
 }
 
 // LoadHF reads a transformers config.json and returns the equivalent spec;
@@ -121,6 +121,40 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 		m.Positions, m.TypeVocab = c.int("max_position_embeddings", 512, false), c.int("type_vocab_size", 2, false)
 		m.Dropout, m.AttnDropout = c.float("hidden_dropout_prob", 0.1), c.float("attention_probs_dropout_prob", 0.1)
 		m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("hidden_act", "gelu")
+	case "gpt_neox":
+		m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
+		m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
+		m.KVHeads, m.Tied = m.Heads, c.bool("tie_word_embeddings", false)
+		m.AttentionBias = c.bool("attention_bias", true)
+		m.MLPBias, m.Activation = m.AttentionBias, c.str("hidden_act", "gelu")
+		if !c.bool("use_parallel_residual", true) {
+			c.fail("use_parallel_residual false (sequential GPT-NeoX blocks) is not modelled yet")
+		}
+	case "falcon":
+		m.NumLayers = c.int("num_hidden_layers", c.int("n_layer", 0, false), false)
+		m.Heads = c.int("num_attention_heads", c.int("n_head", 0, false), false)
+		if m.NumLayers == 0 || m.Heads == 0 {
+			c.fail("missing field \"num_hidden_layers\" or \"num_attention_heads\"")
+		}
+		m.Hidden, m.Vocab = c.int("hidden_size", 0, true), c.int("vocab_size", 0, true)
+		m.Intermediate = c.int("ffn_hidden_size", 4*m.Hidden, false)
+		m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("activation", "gelu")
+		m.AttentionBias = c.bool("bias", false)
+		m.MLPBias = m.AttentionBias
+		if !c.bool("parallel_attn", true) {
+			c.fail("parallel_attn false (sequential Falcon blocks) is not modelled yet")
+		}
+		switch {
+		case c.bool("new_decoder_architecture", false):
+			m.KVHeads = c.int("num_kv_heads", m.Heads, false)
+			if c.int("num_ln_in_parallel_attn", 2, false) == 1 {
+				m.SharedNorm = true
+			}
+		case c.bool("multi_query", true):
+			m.KVHeads, m.SharedNorm = 1, true
+		default:
+			m.KVHeads, m.SharedNorm = m.Heads, true
+		}
 	default: // Llama-style decoders
 		m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
 		m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
@@ -198,6 +232,11 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 	case GPT2:
 		f["positions"], f["intermediate"], f["dropout"], f["attention_dropout"] = m.Positions, m.Intermediate, m.Dropout, m.AttnDropout
 		f["tied"], f["activation"] = m.Tied, m.Activation
+	case NeoX:
+		f["intermediate"], f["kv_heads"], f["tied"], f["bias"], f["activation"] = m.Intermediate, m.KVHeads, m.Tied, m.AttentionBias, m.Activation
+		if m.SharedNorm {
+			f["shared_norm"] = true
+		}
 	case BERT:
 		f["positions"], f["type_vocab"], f["intermediate"] = m.Positions, m.TypeVocab, m.Intermediate
 		f["dropout"], f["attention_dropout"], f["tied"], f["activation"] = m.Dropout, m.AttnDropout, m.Tied, m.Activation

@@ -28,6 +28,8 @@ func TestHFParams(t *testing.T) {
 		{"mixtral-8x7b.json", 46_702_792_704},
 		{"qwen1.5-moe-a2.7b.json", 14_315_784_192},
 		{"qwen3-30b-a3b.json", 30_532_122_624},
+		{"pythia-160m.json", 162_322_944},
+		{"falcon-7b.json", 6_921_720_704},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -47,7 +49,7 @@ func TestHFParams(t *testing.T) {
 
 func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
-		{"unknown type", `{"model_type": "t5"}`, `unknown model_type "t5" (supported: bert, gemma, gpt2, llama, mistral, mixtral, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
+		{"unknown type", `{"model_type": "t5"}`, `unknown model_type "t5" (supported: bert, falcon, gemma, gpt2, gpt_neox, llama, mistral, mixtral, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -62,8 +64,25 @@ func TestHFErrors(t *testing.T) {
 			}
 		})
 	}
-	_, err := ParseHF("c.json", []byte(`{"model_type": "gpt_neox"}`), Overrides{Batch: 1, Seq: 16})
-	if err == nil || !strings.Contains(err.Error(), "parallel residual") {
-		t.Errorf("gpt_neox: err = %v", err)
+	_, err := ParseHF("c.json", []byte(`{"model_type": "gemma2"}`), Overrides{Batch: 1, Seq: 16})
+	if err == nil || !strings.Contains(err.Error(), "soft-capping") {
+		t.Errorf("gemma2: err = %v", err)
+	}
+}
+
+// TestForkSpec parses the explicit form of a parallel residual block.
+func TestForkSpec(t *testing.T) {
+	s, err := Load("testdata/fork.yaml", Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// emb 64000 (tied head) + 2·(ln 128 + attn 64·(64+32) + 64·64 (no
+	// biases: attention defaults to none) + mlp 64·256+256 + 256·64+64) + ln 128
+	want := int64(64000 + 2*(128+64*96+64*64+64*256+256+256*64+64) + 128)
+	if got := s.Params(); got != want {
+		t.Errorf("Params() = %d, want %d", got, want)
+	}
+	if _, err := Parse("f.yaml", []byte("model: {type: sequential, input: tokens, layers: [{fork: []}]}\ntraining: {batch: 1, seq: 4}\n"), Overrides{}); err == nil || !strings.Contains(err.Error(), "fork: want a list of branches") {
+		t.Errorf("empty fork: err = %v", err)
 	}
 }

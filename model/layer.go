@@ -62,6 +62,8 @@ type Layer struct {
 	// projection on a residual's skip path (empty: identity).
 	Body     []Layer `json:"layers,omitempty"`
 	Shortcut []Layer `json:"shortcut,omitempty"`
+	// Branches are a fork's parallel paths; their outputs are summed.
+	Branches [][]Layer `json:"branches,omitempty"`
 }
 
 // Layer kinds.
@@ -93,6 +95,7 @@ const (
 	KRepeat     = "repeat"
 	KBlock      = "block"
 	KResidual   = "residual"
+	KFork       = "fork"
 )
 
 // kindSpec lists, per kind, its arguments: required ones and optional ones
@@ -130,6 +133,7 @@ var layerKinds = map[string]kindSpec{
 	KLMHead:     {[]string{"vocab", "dim"}, []string{"bias", "tie", "upcast"}, "vocabulary projection; tie names an embedding; upcast casts logits to fp32 before the loss (transformers' causal LM loss)"},
 	KRepeat:     {[]string{"times", "layers"}, nil, "a block repeated; each copy has its own weights and is one checkpointing unit"},
 	KBlock:      {[]string{"layers"}, nil, "a group of layers that is one checkpointing unit"},
+	KFork:       {[]string{"branches"}, nil, "parallel branches on the same input, summed (GPT-NeoX and Falcon blocks); written - fork: [[...], [...]]"},
 	KResidual:   {[]string{"layers"}, []string{"shortcut", "inplace"}, "x + f(x), or shortcut(x) + f(x); inplace adds into f(x)'s output"},
 }
 
@@ -216,6 +220,12 @@ func (l *Layer) paramsF() float64 {
 		return paramsFloat(l.Body)
 	case KResidual:
 		return paramsFloat(l.Body) + paramsFloat(l.Shortcut)
+	case KFork:
+		var n float64
+		for _, b := range l.Branches {
+			n += paramsFloat(b)
+		}
+		return n
 	}
 	return 0
 }
@@ -413,6 +423,22 @@ func (l *Layer) Infer(s Shape, names map[string]*Layer) (Shape, error) {
 		return out, nil
 	case KBlock:
 		return InferShape(l.Body, s, names)
+	case KFork:
+		var out Shape
+		for i, b := range l.Branches {
+			o, err := InferShape(b, s, names)
+			if err != nil {
+				return nil, err
+			}
+			if i > 0 && !slices.Equal(o, out) {
+				return nil, bad(l, "branch %d gives %v but branch 1 gives %v", i+1, o, out)
+			}
+			out = o
+		}
+		if len(l.Branches) == 0 {
+			return nil, bad(l, "needs at least one branch")
+		}
+		return out, nil
 	case KResidual:
 		body, err := InferShape(l.Body, s, names)
 		if err != nil {
@@ -446,6 +472,11 @@ func Count(layers []Layer, limit int64) int64 {
 			n += l.Times * c
 		case KBlock, KResidual:
 			n += Count(l.Body, limit) + Count(l.Shortcut, limit) + 1
+		case KFork:
+			for _, b := range l.Branches {
+				n += Count(b, limit)
+			}
+			n++
 		default:
 			n++
 		}

@@ -17,6 +17,8 @@ func (m *Model) Lower() []Layer {
 		return m.lowerResNet()
 	case ViT:
 		return m.lowerViT()
+	case NeoX:
+		return m.lowerNeoX()
 	}
 	return m.Layers
 }
@@ -216,5 +218,35 @@ func (m *Model) lowerViT() []Layer {
 			Layer{Kind: KLayerNorm, Dim: d, Bias: true},
 			Layer{Kind: KTakeCls},
 			Layer{Kind: KLinear, In: d, Out: m.Classes, Bias: true}),
+	)
+}
+
+// lowerNeoX is a decoder with parallel residual blocks,
+// x + attn(ln(x)) + mlp(ln(x)): transformers' GPTNeoXForCausalLM (a
+// LayerNorm per branch) and FalconForCausalLM (one shared LayerNorm, with
+// multi-query attention).
+func (m *Model) lowerNeoX() []Layer {
+	d := m.Hidden
+	attn := Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: d / m.Heads,
+		Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Causal: true, FusedQKV: true, Style: "hf"}
+	mlp := seq(Layer{Kind: KLinear, In: d, Out: m.Intermediate, Bias: m.MLPBias},
+		Layer{Kind: m.Activation},
+		Layer{Kind: KLinear, In: m.Intermediate, Out: d, Bias: m.MLPBias})
+	ln := Layer{Kind: KLayerNorm, Dim: d, Bias: true}
+	var body []Layer
+	if m.SharedNorm {
+		body = seq(ln, Layer{Kind: KFork, Branches: [][]Layer{seq(attn), mlp}})
+	} else {
+		body = seq(Layer{Kind: KFork, Branches: [][]Layer{seq(ln, attn), cat(seq(ln), mlp)}})
+	}
+	head := Layer{Kind: KLMHead, Vocab: m.Vocab, Dim: d, Upcast: true}
+	if m.Tied {
+		head.Tie = "embed_in"
+	}
+	return seq(
+		Layer{Kind: KEmbedding, Vocab: m.Vocab, Dim: d, Name: "embed_in"},
+		Layer{Kind: KRepeat, Times: m.NumLayers, Body: seq(Layer{Kind: KResidual, Body: body})},
+		Layer{Kind: KLayerNorm, Dim: d, Bias: true},
+		head,
 	)
 }

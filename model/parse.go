@@ -135,6 +135,19 @@ func decodeModel(e *errs, n *yaml.Node, m *Model) {
 			mm.bool("fused_qkv", &m.FusedQKV)
 		}
 		decodeActivation(e, mm, m)
+	case NeoX:
+		mm.int("layers", &m.NumLayers, true)
+		mm.int("hidden", &m.Hidden, true)
+		mm.int("heads", &m.Heads, true)
+		mm.int("vocab", &m.Vocab, true)
+		m.Intermediate, m.KVHeads, m.Activation, m.AttentionBias = 4*m.Hidden, m.Heads, KGELU, true
+		mm.int("intermediate", &m.Intermediate, false)
+		mm.int("kv_heads", &m.KVHeads, false)
+		mm.bool("tied", &m.Tied)
+		mm.bool("bias", &m.AttentionBias)
+		m.MLPBias = m.AttentionBias
+		mm.bool("shared_norm", &m.SharedNorm)
+		decodeActivation(e, mm, m)
 	case ResNet:
 		m.Width, m.Classes, m.Channels = 64, 1000, 3
 		mm.int("depth", &m.Depth, false)
@@ -306,6 +319,16 @@ func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
 	}
 	if args != nil && args.Tag == "!!null" {
 		args = nil
+	}
+	if l.Kind == KFork {
+		if args == nil || args.Kind != yaml.SequenceNode || len(args.Content) == 0 {
+			e.add(n.Line, "fork: want a list of branches, each a list of layers: - fork: [[...], [...]]")
+			return l, false
+		}
+		for _, b := range args.Content {
+			l.Branches = append(l.Branches, decodeLayers(e, b, "fork branch"))
+		}
+		return l, true
 	}
 	// Lists are shorthand for the layers of block and residual.
 	if args != nil && args.Kind == yaml.SequenceNode && (l.Kind == KBlock || l.Kind == KResidual) {
@@ -672,11 +695,11 @@ func validate(e *errs, s *Spec, modelLine, trainLine int) {
 		return modelLine
 	}
 	switch m.Type {
-	case GPT2, Llama, BERT, ViT:
+	case GPT2, Llama, BERT, ViT, NeoX:
 		if m.Heads > 0 && m.Hidden%m.Heads != 0 && !(m.Type == Llama && m.HeadDim > 0) {
 			e.add(at("heads"), "heads (%d) must divide hidden (%d)", m.Heads, m.Hidden)
 		}
-		if m.Type == Llama && m.KVHeads > 0 && m.Heads%m.KVHeads != 0 {
+		if (m.Type == Llama || m.Type == NeoX) && m.KVHeads > 0 && m.Heads%m.KVHeads != 0 {
 			e.add(at("kv_heads"), "kv_heads (%d) must divide heads (%d)", m.KVHeads, m.Heads)
 		}
 	}
@@ -739,6 +762,10 @@ func actFloat(ls []Layer, s Shape) float64 {
 			n += float64(l.Times) * actFloat(l.Body, s)
 		case KBlock, KResidual:
 			n += actFloat(l.Body, s) + actFloat(l.Shortcut, s)
+		case KFork:
+			for _, b := range l.Branches {
+				n += actFloat(b, s)
+			}
 		case KAttention:
 			n += float64(s[0]) * float64(s[0]) * float64(l.Heads)
 		}

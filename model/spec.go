@@ -26,11 +26,12 @@ const (
 	BERT       = "bert"
 	ResNet     = "resnet"
 	ViT        = "vit"
+	NeoX       = "neox"
 	Sequential = "sequential"
 )
 
 // ModelTypes lists the accepted model types.
-var ModelTypes = []string{GPT2, Llama, BERT, ResNet, ViT, Sequential}
+var ModelTypes = []string{GPT2, Llama, BERT, NeoX, ResNet, ViT, Sequential}
 
 // Model describes the network. Fields apply to the types noted; Lower turns
 // any of them into the layer tree the estimator walks.
@@ -63,7 +64,10 @@ type Model struct {
 	TopK         int64 `json:"top_k,omitempty"`
 	SharedExpert int64 `json:"shared_expert,omitempty"`
 	SharedGate   bool  `json:"shared_expert_gate,omitempty"`
-	FusedQKV     bool  `json:"fused_qkv,omitempty"`
+	// SharedNorm makes a neox block's attention and MLP read one LayerNorm
+	// (Falcon-7B) instead of one each (GPT-NeoX).
+	SharedNorm bool `json:"shared_norm,omitempty"`
+	FusedQKV   bool `json:"fused_qkv,omitempty"`
 
 	// Vision (resnet, vit).
 	Depth    int64   `json:"depth,omitempty"`
@@ -201,7 +205,7 @@ func (t Training) Mixed() bool { return t.Precision == AMPBF16 || t.Precision ==
 // TokenInput reports whether the model takes token ids.
 func (m *Model) TokenInput() bool {
 	switch m.Type {
-	case GPT2, Llama, BERT:
+	case GPT2, Llama, BERT, NeoX:
 		return true
 	case Sequential:
 		return m.Input.Kind == InputTokens
