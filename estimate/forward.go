@@ -473,6 +473,15 @@ func (s *sim) lmHead(in *inst, x *tensor, sh model.Shape) *tensor {
 	l := in.l
 	rows := s.rows(sh)
 	logits := s.matmul(x, in.p[0], in.p[1], rows, l.Vocab)
+	if l.Softcap > 0 {
+		// logits / cap; tanh (saves its output); · cap.
+		a := s.scalarOp(logits)
+		s.unref(logits)
+		t := s.unary("Tanh", a, false, true)
+		s.unref(a)
+		logits = s.scalarOp(t)
+		s.unref(t)
+	}
 	src := s.ref(logits)
 	var labels [2]*tensor
 	if l.Upcast {

@@ -17,13 +17,11 @@ var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
-	"gpt_neox": NeoX, "falcon": NeoX,
+	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama,
 }
 
 // hfPending are model types that need layers memplan does not have yet.
-var hfPending = map[string]string{
-	"gemma2": "alternating sliding-window layers and logit soft-capping",
-}
+var hfPending = map[string]string{}
 
 // LoadHF reads a transformers config.json and returns the equivalent spec;
 // the training setup comes from the overrides (batch and seq are required).
@@ -164,7 +162,11 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 			hd = m.Hidden / m.Heads
 		}
 		m.HeadDim = c.int("head_dim", hd, false)
-		m.Tied = c.bool("tie_word_embeddings", mt == "gemma")
+		m.Tied = c.bool("tie_word_embeddings", mt == "gemma" || mt == "gemma2")
+		if mt == "gemma2" {
+			m.SandwichNorm = true
+			m.LogitSoftcap = c.float("final_logit_softcapping", 30)
+		}
 		m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
 		m.MLPBias = c.bool("mlp_bias", false)
 		m.AttnDropout = c.float("attention_dropout", 0)
@@ -248,6 +250,12 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		}
 		if m.FusedQKV {
 			f["fused_qkv"] = true
+		}
+		if m.SandwichNorm {
+			f["sandwich_norm"] = true
+		}
+		if m.LogitSoftcap > 0 {
+			f["logit_softcap"] = m.LogitSoftcap
 		}
 		if m.Experts > 0 {
 			f["experts"], f["top_k"] = m.Experts, m.TopK

@@ -49,6 +49,8 @@ type Layer struct {
 	// Inplace marks a ReLU or a residual add done in place (torchvision).
 	Inplace bool `json:"inplace,omitempty"`
 	Upcast  bool `json:"upcast,omitempty"`
+	// Softcap caps an lm_head's logits: softcap·tanh(logits/softcap).
+	Softcap float64 `json:"softcap,omitempty"`
 	// Style selects an implementation whose saved tensors differ:
 	// attention "hf" (transformers) or "torch" (nn.MultiheadAttention).
 	Style string `json:"style,omitempty"`
@@ -130,7 +132,7 @@ var layerKinds = map[string]kindSpec{
 	KPatchEmbed: {[]string{"channels", "dim", "kernel"}, nil, "ViT patch embedding: a conv with stride = kernel, then tokens"},
 	KClsToken:   {[]string{"dim"}, nil, "prepend a learned class token"},
 	KTakeCls:    {nil, nil, "keep the first token only"},
-	KLMHead:     {[]string{"vocab", "dim"}, []string{"bias", "tie", "upcast"}, "vocabulary projection; tie names an embedding; upcast casts logits to fp32 before the loss (transformers' causal LM loss)"},
+	KLMHead:     {[]string{"vocab", "dim"}, []string{"bias", "tie", "upcast", "softcap"}, "vocabulary projection; tie names an embedding; upcast casts logits to fp32 before the loss (transformers' causal LM loss)"},
 	KRepeat:     {[]string{"times", "layers"}, nil, "a block repeated; each copy has its own weights and is one checkpointing unit"},
 	KBlock:      {[]string{"layers"}, nil, "a group of layers that is one checkpointing unit"},
 	KFork:       {[]string{"branches"}, nil, "parallel branches on the same input, summed (GPT-NeoX and Falcon blocks); written - fork: [[...], [...]]"},

@@ -71,17 +71,23 @@ func (m *Model) lowerGPT2() []Layer {
 
 func (m *Model) lowerLlama() []Layer {
 	d := m.Hidden
+	post := func() []Layer {
+		if m.SandwichNorm {
+			return seq(Layer{Kind: KRMSNorm, Dim: d})
+		}
+		return nil
+	}
 	block := seq(
-		Layer{Kind: KResidual, Body: seq(
+		Layer{Kind: KResidual, Body: cat(seq(
 			Layer{Kind: KRMSNorm, Dim: d},
 			Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
-				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV})},
-		Layer{Kind: KResidual, Body: seq(
+				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV}), post())},
+		Layer{Kind: KResidual, Body: cat(seq(
 			Layer{Kind: KRMSNorm, Dim: d},
-			m.mlp())},
+			m.mlp()), post())},
 	)
-	head := Layer{Kind: KLMHead, Vocab: m.Vocab, Dim: d, Upcast: true}
+	head := Layer{Kind: KLMHead, Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap}
 	if m.Tied {
 		head.Tie = "embed_tokens"
 	}

@@ -128,6 +128,8 @@ func decodeModel(e *errs, n *yaml.Node, m *Model) {
 			mm.bool("attention_bias", &m.AttentionBias)
 			mm.bool("mlp_bias", &m.MLPBias)
 			mm.bool("qk_norm", &m.QKNorm)
+			mm.bool("sandwich_norm", &m.SandwichNorm)
+			mm.float("logit_softcap", &m.LogitSoftcap, 0, 1e6)
 			mm.int("experts", &m.Experts, false)
 			mm.int("top_k", &m.TopK, m.Experts > 0)
 			mm.int("shared_expert", &m.SharedExpert, false)
@@ -420,6 +422,8 @@ func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
 			m.bool(a, &l.FusedQKV)
 		case "upcast":
 			m.bool(a, &l.Upcast)
+		case "softcap":
+			m.float(a, &l.Softcap, 0, 1e6)
 		case "style":
 			if line, ok := m.str(a, &l.Style); ok && l.Style != "hf" && l.Style != "torch" {
 				e.add(line, "style: unknown attention style %q (valid: hf, torch)", l.Style)

@@ -67,7 +67,12 @@ type Model struct {
 	// SharedNorm makes a neox block's attention and MLP read one LayerNorm
 	// (Falcon-7B) instead of one each (GPT-NeoX).
 	SharedNorm bool `json:"shared_norm,omitempty"`
-	FusedQKV   bool `json:"fused_qkv,omitempty"`
+	// SandwichNorm adds an RMSNorm on each branch's output before the
+	// residual add (Gemma 2); LogitSoftcap caps the logits with
+	// cap·tanh(logits/cap) (Gemma 2's final_logit_softcapping).
+	SandwichNorm bool    `json:"sandwich_norm,omitempty"`
+	LogitSoftcap float64 `json:"logit_softcap,omitempty"`
+	FusedQKV     bool    `json:"fused_qkv,omitempty"`
 
 	// Vision (resnet, vit).
 	Depth    int64   `json:"depth,omitempty"`
