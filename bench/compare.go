@@ -19,7 +19,9 @@ import (
 
 // Record is one line written by measure.py.
 type Record struct {
-	Spec          string         `json:"spec"`
+	Spec string `json:"spec"`
+	// HF marks a record whose Spec is a transformers config.json.
+	HF            bool           `json:"hf"`
 	Label         string         `json:"label"`
 	Training      map[string]any `json:"training"`
 	GPU           string         `json:"gpu"`
@@ -152,7 +154,11 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 					rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %s", r.Label, r.Error))
 					continue
 				}
-				spec, err := model.Load(filepath.Join(root, r.Spec), r.Overrides())
+				load := model.Load
+				if r.HF {
+					load = model.LoadHF
+				}
+				spec, err := load(filepath.Join(root, r.Spec), r.Overrides())
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", r.Label, err)
 				}

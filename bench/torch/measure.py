@@ -36,8 +36,42 @@ def load_spec(path, a):
     return spec
 
 
+def build_hf(path, attn):
+    """A transformers model from a config.json, with random weights."""
+    import transformers
+    with open(path) as f:
+        cfg = json.load(f)
+    mt = cfg.pop("model_type")
+    for k in ("architectures", "torch_dtype", "_name_or_path", "transformers_version"):
+        cfg.pop(k, None)
+    config = transformers.AutoConfig.for_model(mt, **cfg)
+    config._attn_implementation = attn
+    if mt in ("bert", "roberta"):
+        return transformers.AutoModelForMaskedLM.from_config(config), "mlm"
+    return transformers.AutoModelForCausalLM.from_config(config), "causal"
+
+
+def load_hf(path, a):
+    """A pseudo-spec for a transformers config: the model comes from the
+    config, the training setup from the flags (as memplan estimate --hf)."""
+    with open(path) as f:
+        cfg = json.load(f)
+    spec = {"hf": path, "model": {"vocab": cfg.get("vocab_size")}, "training": {}}
+    t = spec["training"]
+    for k in ("batch", "seq", "precision", "optimizer", "checkpointing", "attention", "zero_grad", "grad_accum"):
+        v = getattr(a, k, None)
+        if v is not None:
+            t[k] = v
+    for k, v in (("batch", 1), ("precision", "amp-bf16"), ("optimizer", "adamw"), ("checkpointing", "none"),
+                 ("attention", "sdpa"), ("zero_grad", "none"), ("grad_accum", 1)):
+        t.setdefault(k, v)
+    return spec
+
+
 def build(spec, torch):
     m = spec["model"]
+    if "hf" in spec:
+        return build_hf(spec["hf"], "eager" if spec["training"]["attention"] == "eager" else "sdpa")
     t = spec["training"]
     typ = m["type"]
     attn = "eager" if t["attention"] == "eager" else "sdpa"
@@ -209,6 +243,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("spec", nargs="+")
     ap.add_argument("--params", action="store_true", help="only count parameters (meta device)")
+    ap.add_argument("--hf", action="store_true", help="the arguments are transformers config.json files, not specs")
     for k in ("batch", "seq", "image", "grad_accum"):
         ap.add_argument("--" + k.replace("_", "-"), dest=k, type=int)
     for k in ("precision", "optimizer", "checkpointing", "attention", "zero_grad"):
@@ -223,15 +258,17 @@ def main():
 
     if a.params:
         for p in a.spec:
-            spec = load_spec(p, a)
+            spec = load_hf(p, a) if a.hf else load_spec(p, a)
             with torch.device("meta"):
                 model, _ = build(spec, torch)
-            print(json.dumps({"spec": p, "parameters": sum(x.numel() for x in model.parameters())}), flush=True)
+            print(json.dumps({"spec": p, "hf": bool(a.hf), "parameters": sum(x.numel() for x in model.parameters())}),
+                  flush=True)
         return
 
-    spec = load_spec(a.spec[0], a)
+    spec = load_hf(a.spec[0], a) if a.hf else load_spec(a.spec[0], a)
     t = spec["training"]
-    rec = {"spec": a.spec[0], "label": a.label, "training": t, "date": time.strftime("%Y-%m-%d"), **versions(torch)}
+    rec = {"spec": a.spec[0], "hf": bool(a.hf), "label": a.label, "training": t, "date": time.strftime("%Y-%m-%d"),
+           **versions(torch)}
     free0, total = torch.cuda.mem_get_info()
     rec["device_total_bytes"] = total
     if a.fraction:
