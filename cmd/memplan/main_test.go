@@ -250,3 +250,23 @@ func TestHFImport(t *testing.T) {
 		t.Errorf("mixtral: exit %d, %q %q", code, out, errOut)
 	}
 }
+
+// TestReport checks the capacity report across devices.
+func TestReport(t *testing.T) {
+	code, out, errOut := memplan("report", "../../specs/llama-3.2-1b.yaml", "../../specs/llama-3-8b.yaml",
+		"--devices", "a100-40gb,h100-80gb", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []ReportRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 4 {
+		t.Fatalf("rows %+v, err %v", rows, err)
+	}
+	small, big := rows[1], rows[3] // Llama-3.2-1B and Llama-3-8B on the H100
+	if !small.Fits || small.MaxBatch < small.Batch || big.Fits || big.MaxBatch != 0 || big.Fix == "" {
+		t.Errorf("report rows: %+v / %+v", small, big)
+	}
+	if rows[0].MaxBatch >= small.MaxBatch {
+		t.Errorf("40 GB A100 allows batch %d, not below the H100's %d", rows[0].MaxBatch, small.MaxBatch)
+	}
+}
