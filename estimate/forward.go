@@ -294,7 +294,7 @@ func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 		s.record("Select", []*tensor{x}, v)
 		return v, out
 	case model.KLMHead:
-		return s.lmHead(in, x, sh), Shape1
+		return s.lmHead(in, x, sh), scalarShape
 	case model.KBlock:
 		return s.run(in.body, s.ref(x), sh)
 	case model.KFork:
@@ -336,8 +336,8 @@ func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 	panic("estimate: unhandled layer " + l.Kind)
 }
 
-// Shape1 marks a scalar loss.
-var Shape1 = model.Shape{1}
+// scalarShape marks a scalar loss.
+var scalarShape = model.Shape{1}
 
 func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 	l, b := in.l, s.cfg.batch

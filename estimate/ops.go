@@ -243,7 +243,6 @@ func (s *sim) embedding(ids, w *tensor, rows, dim int64) *tensor {
 // flash on Hopper in bf16; memory-efficient in fp32). It saves q, k, v, the
 // output and an fp32 logsumexp per (batch, head, query).
 func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
-	s.used.sdpa = true
 	qc, kc, vc := s.castLow(q), s.castLow(k), s.castLow(v)
 	y := s.alloc(b*sq*heads*hd, qc.dt, catTemp, "attention out")
 	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
@@ -323,7 +322,6 @@ func (s *sim) expandCopy(x *tensor, rep int64) *tensor {
 
 // conv2d saves its (cast) input and weight; cuDNN's workspace is transient.
 func (s *sim) conv2d(x, w, b *tensor, outElems int64) *tensor {
-	s.used.conv = true
 	xc, wc := s.castLow(x), s.castLow(w)
 	var bc *tensor
 	if b != nil {

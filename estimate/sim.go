@@ -80,8 +80,7 @@ type sim struct {
 	saving   bool
 	cache    map[*tensor]*tensor // autocast's weight-cast cache
 	live     [numCats]int64
-	req      int64 // requested bytes alive
-	thread   int   // 0 forward (main), 1 backward (autograd's device thread)
+	thread   int // 0 forward (main), 1 backward (autograd's device thread)
 	ws       [2]bool
 	lt       [2]bool
 	used     usage
@@ -97,17 +96,16 @@ type sim struct {
 	saved    int64      // bytes saved for backward at the end of the last forward
 }
 
-// usage records which library paths the step touches, for the context and
-// module-loading cost outside the allocator.
+// usage records which library paths the step touches: half-precision
+// GEMMs load more kernel modules outside the allocator (docs/formulas.md §D).
 type usage struct {
-	gemmHalf, gemmF32, conv, sdpa bool
+	gemmHalf bool
 }
 
 type peakState struct {
 	allocated, reserved int64
 	at                  Phase
 	live                [numCats]int64
-	req                 int64
 }
 
 func (s *sim) catOf(t *tensor) category {
@@ -142,7 +140,6 @@ func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
 		s.trace(t, true)
 	}
 	s.live[cat] += n
-	s.req += n
 	s.observe()
 	return t
 }
@@ -160,7 +157,7 @@ func (s *sim) view(x *tensor, elems int64) *tensor {
 func (s *sim) observe() {
 	a := s.al.allocated
 	if a > s.peak.allocated {
-		s.peak.allocated, s.peak.at, s.peak.live, s.peak.req = a, s.phase, s.live, s.req
+		s.peak.allocated, s.peak.at, s.peak.live = a, s.phase, s.live
 	}
 	if s.al.reserved > s.peak.reserved {
 		s.peak.reserved = s.al.reserved
@@ -198,7 +195,6 @@ func (s *sim) unref(t *tensor) {
 		}
 		s.al.free(t.blk)
 		s.live[t.cat] -= t.bytes()
-		s.req -= t.bytes()
 		t.blk = nil
 	}
 }
@@ -260,9 +256,7 @@ func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
 // gemm notes a matrix product on the current thread: the first one creates
 // that thread's cuBLAS handle and its workspace, which is never freed.
 func (s *sim) gemm(dt int64, bias bool) {
-	if dt == f32 {
-		s.used.gemmF32 = true
-	} else {
+	if dt != f32 {
 		s.used.gemmHalf = true
 	}
 	th := s.thread

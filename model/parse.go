@@ -246,7 +246,7 @@ func decodeIntList(e *errs, n *yaml.Node, dst *[]int64) {
 func decodeInput(e *errs, mm *mapping, in *Input) {
 	v := mm.get("input")
 	if v == nil {
-		e.add(mm.line, "model: missing required field \"input\" (features: N, tokens: VOCAB? no: tokens, or image: {channels: C})")
+		e.add(mm.line, "model: missing required field \"input\" (one of: {features: N}, tokens, {image: {channels: C}})")
 		return
 	}
 	if v.Kind == yaml.ScalarNode && v.Value == InputTokens {
@@ -589,9 +589,6 @@ func parseOptimizer(v string, dst *Optimizer) error {
 		}
 	default:
 		return fmt.Errorf("unknown optimizer %q (valid: %s; adam, adamw and sgd take -foreach, -fused or -for-loop)", v, strings.Join(OptimizerNames, ", "))
-	}
-	if impl == ImplFused && (s == SGD || s == SGDMomentum) {
-		// torch.optim.SGD has fused=True since 2.3.
 	}
 	*dst = Optimizer{Name: s, Impl: impl}
 	return nil
