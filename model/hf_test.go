@@ -1,16 +1,18 @@
 package model
 
 import (
+	"bufio"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // TestHFParams imports published transformers configs (testdata/hf) and
-// checks the parameter counts transformers reports for them. Not yet
-// re-counted by transformers on the GPU machine: the counts are the
-// published ones (model cards and the accuracy issue), derived again in
-// docs/hf.md.
+// checks the parameter counts published for them (model cards and the HF
+// import issue). TestHFParamsMeasured checks the same configs against what
+// transformers itself counts.
 func TestHFParams(t *testing.T) {
 	tests := []struct {
 		file string
@@ -45,6 +47,43 @@ func TestHFParams(t *testing.T) {
 				t.Errorf("overrides not applied: %+v", s.Training)
 			}
 		})
+	}
+}
+
+// TestHFParamsMeasured checks every config that transformers built on the
+// GPU machine (bench/torch/measure.py --params --hf, on the meta device)
+// against memplan's count for the same file.
+func TestHFParamsMeasured(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "bench", "results", "2026-11-22-h100-params-hf.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec struct {
+			Spec       string `json:"spec"`
+			Parameters int64  `json:"parameters"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		s, err := LoadHF(filepath.Join("..", filepath.FromSlash(rec.Spec)), Overrides{Seq: 128})
+		if err != nil {
+			t.Errorf("%s: %v", rec.Spec, err)
+			continue
+		}
+		if got := s.Params(); got != rec.Parameters {
+			t.Errorf("%s: Params() = %d, transformers counted %d", rec.Spec, got, rec.Parameters)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n < 16 {
+		t.Errorf("only %d measured configs; want every fixture in testdata/hf", n)
 	}
 }
 
