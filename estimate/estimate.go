@@ -161,6 +161,11 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if spec.Device.Hopper() {
 		cfg.cublasWorkspace = hopperCublas
 	}
+	ws, err := loadCudnn()
+	if err != nil {
+		return nil, fmt.Errorf("cuDNN workspace table: %w", err)
+	}
+	cfg.cudnn = ws
 	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
 	if setup != nil {
 		setup(s)

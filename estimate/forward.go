@@ -34,8 +34,9 @@ func (s *sim) matrix(second, last, lead int64, name string) *tensor {
 	return t
 }
 
+// buffer allocates a module buffer held for the whole run.
 func (s *sim) buffer(elems int64, name string) {
-	s.alloc(elems, f32, catParam, name) // held for the whole run
+	s.alloc(elems, f32, catParam, name)
 }
 
 func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
@@ -241,7 +242,8 @@ func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 	case model.KLinear:
 		return s.matmul(x, in.p[0], in.p[1], s.rows(sh), l.Out), out
 	case model.KConv2d:
-		return s.conv2d(x, in.p[0], in.p[1], b*out.Elems()), out
+		g := convGeom{in: l.In, out: l.Out, kernel: l.Kernel, stride: l.Stride, padding: l.Padding, h: sh[1], w: sh[2]}
+		return s.conv2d(x, in.p[0], in.p[1], b*out.Elems(), g), out
 	case model.KBatchNorm:
 		return s.batchNorm(x, in.p[0], in.p[1], l.Channels), out
 	case model.KLayerNorm:
@@ -284,7 +286,8 @@ func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 	case model.KFlatten:
 		return s.ref(x), out
 	case model.KPatchEmbed:
-		return s.conv2d(x, in.p[0], in.p[1], b*out.Elems()), out
+		g := convGeom{in: l.Channels, out: l.Dim, kernel: l.Kernel, stride: l.Kernel, h: sh[1], w: sh[2]}
+		return s.conv2d(x, in.p[0], in.p[1], b*out.Elems(), g), out
 	case model.KClsToken:
 		y := s.alloc(b*out.Elems(), promote(x.dt, in.p[0].dt), catTemp, "cat class token")
 		s.record("Cat", []*tensor{in.p[0], x}, y)
@@ -348,9 +351,22 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 	po := len(in.p) - 2
 	switch {
 	case l.Style == "torch":
-		// nn.MultiheadAttention: in_proj, then unflatten/transpose/
-		// contiguous makes a copy; q, k, v are views of it.
-		proj := s.matmul(x, in.p[0], in.p[1], rows, qd+2*kvd)
+		// nn.MultiheadAttention(batch_first=True) transposes its input to
+		// [seq, batch, dim]; F.linear on that view copies it to a
+		// contiguous matrix, which the in_proj saves instead of x (the
+		// copy's backward is a view: the gradient passes). Then
+		// unflatten/transpose/contiguous copies the projection; q, k, v
+		// are views of it.
+		// Under autocast the cast to half comes first and keeps the
+		// transposed layout; the copy is of the half tensor.
+		xh := s.castLow(x)
+		xc := s.unary("Clone", xh, false, false)
+		if n := s.tape; len(n) > 0 && n[len(n)-1].outs[0] == xc {
+			n[len(n)-1].pass = true
+		}
+		s.unref(xh)
+		proj := s.matmul(xc, in.p[0], in.p[1], rows, qd+2*kvd)
+		s.unref(xc)
 		c := s.unary("Clone", proj, false, false)
 		s.unref(proj)
 		q, k, v = s.split(c, qd, kvd, rows)
@@ -410,14 +426,21 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 	s.unref(q)
 	s.unref(k)
 	s.unref(v)
-	if l.Style == "torch" {
-		// permute(2, 0, 1, 3).contiguous() before out_proj.
+	if l.Style == "torch" && (s.cfg.eager || mathSDPA || s.cfg.compute == f32) {
+		// permute(2, 0, 1, 3).contiguous() before out_proj copies, except
+		// after half-precision fused SDPA: the cuDNN kernel writes its
+		// output in the query's layout, which the permute makes contiguous
+		// again, so .contiguous() returns it as is (measured: ViT-B/16
+		// AMP, docs/accuracy.md).
 		c := s.unary("Clone", y, false, false)
 		s.unref(y)
 		y = c
 	}
 	o := s.matmul(y, in.p[po], in.p[po+1], rows, l.Dim)
 	s.unref(y)
+	// nn.MultiheadAttention(batch_first=True) returns the out_proj result
+	// transposed back to [batch, seq, dim]: a view, not row-major.
+	o.perm = l.Style == "torch"
 	return o
 }
 

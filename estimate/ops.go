@@ -14,7 +14,8 @@ type config struct {
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64
-	sms, threadsSM  int64 // the GPU's SM count and threads per SM
+	sms, threadsSM  int64    // the GPU's SM count and threads per SM
+	cudnn           *wsTable // cuDNN's convolution workspaces (nil: none)
 }
 
 const cublasLtWorkspace = 1 << 20
@@ -33,6 +34,7 @@ func (s *sim) castLow(x *tensor) *tensor {
 		}
 	}
 	c := s.alloc(x.elems, half, catTemp, "half copy of "+x.name)
+	c.perm = x.perm // .to() preserves strides
 	s.record("ToCopy", []*tensor{x}, c)
 	if x.param {
 		s.cache[x] = s.ref(c)
@@ -54,6 +56,7 @@ func (s *sim) to(x *tensor, dt int64) *tensor {
 		return s.ref(x)
 	}
 	c := s.alloc(x.elems, dt, catTemp, "cast of "+x.name)
+	c.perm = x.perm
 	s.record("ToCopy", []*tensor{x}, c)
 	return c
 }
@@ -105,6 +108,8 @@ func (s *sim) scalarOp(x *tensor) *tensor { return s.unary("scalar op", x, false
 func (s *sim) add(a, b *tensor) *tensor {
 	el := max(a.elems, b.elems)
 	y := s.alloc(el, promote(a.dt, b.dt), catTemp, "add")
+	// TensorIterator gives the result the operands' memory layout.
+	y.perm = (a.perm && a.elems == el) || (b.perm && b.elems == el)
 	if n := s.record("Add", []*tensor{a, b}, y); n != nil {
 		n.pass = true
 	}
@@ -130,7 +135,9 @@ func (s *sim) activation(kind string, x *tensor, inplace bool) *tensor {
 	switch kind {
 	case "relu":
 		if inplace {
-			y := s.ref(x)
+			// relu_ rebases x's history: the result is a new version of
+			// the same storage whose gradient flows back into x's.
+			y := s.view(x, x.elems)
 			if n := s.record("Relu", []*tensor{x}, y); n != nil {
 				s.save(n, y)
 			}
@@ -188,13 +195,25 @@ func (s *sim) dropout(x *tensor) *tensor {
 // layerNorm is in autocast's fp32 list: half inputs are copied to fp32 and
 // the output is fp32. It saves the (cast) input and fp32 mean and rstd per
 // row.
+//
+// A non-contiguous input is copied to a contiguous one first, in forward
+// and again in backward (input.expect_contiguous() in layer_norm_cuda and
+// layer_norm_backward_cuda); the copies are transient.
 func (s *sim) layerNorm(x, w, b *tensor, rows int64) *tensor {
 	xc := s.castF32(x)
+	var tmp *tensor
+	if xc.perm {
+		tmp = s.alloc(xc.elems, xc.dt, catTemp, "layernorm contiguous input")
+	}
 	y := s.alloc(x.elems, xc.dt, catTemp, "layernorm")
 	mean := s.alloc(rows, f32, catTemp, "mean")
 	rstd := s.alloc(rows, f32, catTemp, "rstd")
+	s.unref(tmp)
 	if n := s.record("NativeLayerNorm", []*tensor{xc, w, b}, y); n != nil {
 		s.save(n, xc, mean, rstd)
+		if xc.perm {
+			n.bwdTemp = xc.bytes()
+		}
 	}
 	s.unref(xc)
 	s.unref(mean)
@@ -320,21 +339,37 @@ func (s *sim) expandCopy(x *tensor, rep int64) *tensor {
 	return y
 }
 
-// conv2d saves its (cast) input and weight; cuDNN's workspace is transient.
-func (s *sim) conv2d(x, w, b *tensor, outElems int64) *tensor {
+// conv2d saves its (cast) input and weight. cuDNN takes a transient
+// workspace for the forward, and in backward one after allocating the
+// input's gradient and one after the weight's (cudnn.go).
+func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
 	xc, wc := s.castLow(x), s.castLow(w)
 	var bc *tensor
 	if b != nil {
 		bc = s.castLow(b)
 	}
 	y := s.alloc(outElems, promote(xc.dt, wc.dt), catTemp, "conv out")
+	g.half = y.dt != f32
+	ws := s.convWorkspace(g, xc.bytes(), y.bytes())
+	if ws.fwd > 0 {
+		s.unref(s.alloc(ws.fwd, u8, catWorkspace, "cudnn forward workspace"))
+	}
 	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
 		s.save(n, xc, wc)
+		n.gradWS = map[*tensor]int64{xc: ws.data, wc: ws.weight}
 	}
 	s.unref(xc)
 	s.unref(wc)
 	s.unref(bc)
 	return y
+}
+
+// convWorkspace looks the geometry up in the measured table.
+func (s *sim) convWorkspace(g convGeom, inBytes, outBytes int64) convWS {
+	if s.cfg.cudnn == nil {
+		return convWS{}
+	}
+	return s.cfg.cudnn.lookup(g, s.cfg.batch, inBytes, outBytes)
 }
 
 // batchNorm in training mode is not an autocast op: a half input gives a

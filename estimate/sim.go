@@ -40,6 +40,10 @@ type tensor struct {
 	saves int // how many of the holders are autograd nodes
 	req   bool
 	param bool
+	// perm marks a tensor whose memory is not in row-major order (a
+	// transposed view, or an elementwise result that took such a layout):
+	// kernels that need contiguous input copy it first.
+	perm bool
 	cat   category // category the bytes are counted in now
 	fixed category // category for tensors that are not activations
 	grad  *tensor  // gradient accumulated during backward
@@ -65,7 +69,10 @@ type node struct {
 	// reduceTemp is a reduction's scratch, allocated after the gradients
 	// and freed at once (columnSumScratch).
 	reduceTemp int64
-	ckpt       *ckpt // a checkpointed segment to recompute
+	// gradWS is a library workspace taken and freed right after the
+	// gradient of an input is allocated (cuDNN's convolution backward).
+	gradWS map[*tensor]int64
+	ckpt   *ckpt // a checkpointed segment to recompute
 }
 
 type ckpt struct {
@@ -301,17 +308,24 @@ func (s *sim) runNode(n *node) {
 	if n.gemm {
 		s.gemm(s.cfg.compute, false)
 	}
-	for _, in := range n.ins {
-		var g *tensor
+	grads := make([]*tensor, len(n.ins))
+	for i, in := range n.ins {
 		if n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt {
-			g = s.ref(g0)
+			grads[i] = s.ref(g0)
 		} else {
-			g = s.alloc(in.elems, in.dt, catTemp, "grad of "+in.name)
+			grads[i] = s.alloc(in.elems, in.dt, catTemp, "grad of "+in.name)
 		}
-		s.accumulate(in, g)
+		if ws := n.gradWS[in]; ws > 0 {
+			s.unref(s.alloc(ws, u8, catWorkspace, n.name+" backward workspace"))
+		}
 	}
 	if n.reduceTemp > 0 {
 		s.unref(s.alloc(n.reduceTemp, u8, catTemp, n.name+" reduction scratch"))
+	}
+	// The engine adds the outputs into the next nodes' input buffers
+	// after the whole function has returned.
+	for i, in := range n.ins {
+		s.accumulate(in, grads[i])
 	}
 	s.unref(tmp)
 	for _, o := range n.outs {
