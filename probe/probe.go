@@ -11,6 +11,7 @@ import (
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/tuner"
 )
 
 // Options configure a probe.
@@ -20,8 +21,13 @@ type Options struct {
 	Lo, Hi float64
 	// Progress, if set, is called after each step.
 	Progress func(Step)
-	// MaxSteps bounds the search (default 24).
+	// MaxSteps bounds the search (default 40); the largest batch that fit
+	// so far is reported when it is reached.
 	MaxSteps int
+	// Hint is where the search starts looking, such as the analytic
+	// answer; 0 grows from batch 1. It changes the number of steps, not
+	// the answer.
+	Hint int64
 }
 
 // Step is one batch tried on the device.
@@ -256,6 +262,11 @@ func (s *Session) Measure(spec *model.Spec) (int64, error) {
 		return 0, err
 	}
 	st, err := s.step(spec, spec.Training.Batch)
+	if err == nil && !st.Allocated {
+		// Not allocated (past the limit) or refused by the driver: either
+		// way it does not fit.
+		return max(st.DeviceUsed, s.limit+1), nil
+	}
 	return st.DeviceUsed, err
 }
 
@@ -265,7 +276,7 @@ func (s *Session) Measure(spec *model.Spec) (int64, error) {
 // device.
 func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Result, err error) {
 	if o.MaxSteps == 0 {
-		o.MaxSteps = 24
+		o.MaxSteps = 40
 	}
 	s, err := NewSession(ctx, d, o.DeviceIndex, o.Hi)
 	if err != nil {
@@ -309,35 +320,34 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 	if !st.Allocated {
 		return r, fmt.Errorf("%w on %s: %s", ErrNoFit, s.name, st.Note)
 	}
-	good, bad := int64(1), int64(0)
-	fits := func(s Step) bool { return s.Allocated && s.Fill <= o.Hi }
-	for b := int64(2); bad == 0 && len(r.Steps) < o.MaxSteps; b *= 2 {
+	// The search is the tuner's: growing from batch 1 at least by
+	// doubling (faster along the line through the last two steps), then
+	// narrowing the bracket by secant and bisection steps to the largest
+	// batch at or below the band's upper edge.
+	good := int64(1)
+	errSteps := errors.New("step limit")
+	eval := func(b int64) (int64, error) {
+		if b == 1 {
+			return st.DeviceUsed, nil
+		}
+		if len(r.Steps) >= o.MaxSteps {
+			return 0, errSteps
+		}
 		st, err := s.step(spec, b)
 		if err != nil {
-			return r, err
+			return 0, err
 		}
 		record(st)
-		if fits(st) {
-			good = b
-			if st.Fill >= o.Lo {
-				break
-			}
-		} else {
-			bad = b
+		if !st.Allocated {
+			return max(st.DeviceUsed, s.limit+1), nil
 		}
+		if st.Fill <= o.Hi {
+			good = max(good, b)
+		}
+		return st.DeviceUsed, nil
 	}
-	for bad > good+1 && len(r.Steps) < o.MaxSteps {
-		mid := good + (bad-good)/2
-		st, err := s.step(spec, mid)
-		if err != nil {
-			return r, err
-		}
-		record(st)
-		if fits(st) {
-			good = mid
-		} else {
-			bad = mid
-		}
+	if _, err := tuner.Largest(tuner.Constraints{Hint: o.Hint}, 1, s.limit, eval); err != nil && !errors.Is(err, errSteps) {
+		return r, err
 	}
 	r.Batch = good
 	var pts stats.Series

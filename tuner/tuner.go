@@ -12,6 +12,7 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -97,6 +98,11 @@ type Constraints struct {
 	// Seqs lists the sequence lengths the job sees; tuning uses the
 	// longest (variable-length data must fit its longest batch).
 	Seqs []int64
+	// Hint, when set, is where the search starts looking (the analytic
+	// answer, when the oracle is the probe and each evaluation allocates
+	// device memory). It changes how many evaluations the search takes,
+	// not its answer.
+	Hint int64
 }
 
 func (c Constraints) valid(b int64) bool {
@@ -208,25 +214,77 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 		r.Fixes = Fixes(&s, band, oracle)
 		return r, fmt.Errorf("%w: batch %d needs %.1f%% of %s", ErrNoFit, lo, 100*r.Fill, s.Device.Name)
 	}
-	// Bracket the limit: a batch known to fit (fit) and one known not to
-	// (fail), starting from the line through two predictions, then narrow
-	// by interpolation (memory is nearly linear in the batch), falling back
-	// to bisection when interpolation stalls. Candidates are the valid
-	// batches only.
-	fit, fv := lo, f0
+	best, err := Largest(c, lo, limit, eval)
+	if err != nil {
+		return nil, err
+	}
+	v, _ := eval(best)
+	r.Batch, r.DeviceTotal, r.Fill, r.Margin = best, v, float64(v)/float64(mem), limit-v
+	if r.Fill < band.Lo {
+		r.BelowBand = true
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the best batch fills %.1f%%, below the band's %.0f%%: the next valid batch would exceed %.0f%%",
+			100*r.Fill, 100*band.Lo, 100*band.Hi))
+	}
+	return r, nil
+}
+
+// Largest returns the largest batch satisfying c whose eval is at or below
+// limit, given that lo satisfies c and fits. eval must be monotone in the
+// batch (memory is), and is called once per batch at most if it caches.
+//
+// It brackets the limit with a batch known to fit and one known not to,
+// extrapolating from the line through the last two fitting points (at
+// least doubling each time), then narrows the bracket by interpolation
+// (memory is nearly linear in the batch), probing just above each fitting
+// candidate because interpolation usually lands close. Where the
+// allocator's rounding makes memory flat over a range, interpolation can
+// creep; any round that fails to halve the bracket is followed by a
+// bisection step, so the search takes O(log range) evaluations.
+func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (int64, error) {
+	// pts are the evaluations so far: the secant through the two closest
+	// to the limit predicts where the limit is crossed better than the
+	// bracket's ends, one of which may be far away.
+	type pt struct{ b, v int64 }
+	var pts []pt
+	ev := func(b int64) (int64, error) {
+		v, err := eval(b)
+		if err == nil {
+			pts = append(pts, pt{b, v})
+		}
+		return v, err
+	}
+	fv, err := ev(lo)
+	if err != nil {
+		return 0, err
+	}
+	if fv > limit {
+		return 0, fmt.Errorf("batch %d does not fit", lo)
+	}
+	fit := lo
 	fail := int64(0)
 	var fw int64
 	next := nextValid(c, lo)
-	for next != 0 && fail == 0 {
-		v, err := eval(next)
+	if h := c.below(c.Hint); h > lo {
+		v, err := ev(h)
 		if err != nil {
-			return nil, err
+			return 0, err
+		}
+		if v <= limit {
+			fit, fv = h, v
+			next = nextValid(c, h)
+		} else {
+			fail, fw = h, v
+		}
+	}
+	for next != 0 && fail == 0 {
+		v, err := ev(next)
+		if err != nil {
+			return 0, err
 		}
 		if v > limit {
 			fail, fw = next, v
 			break
 		}
-		// Extrapolate from the two fitting points, at least doubling.
 		g := next * 2
 		if per := float64(v-fv) / float64(next-fit); per > 0 {
 			g = max(g, next+int64(float64(limit-v)/per)+1)
@@ -244,60 +302,69 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 		}
 		next = n
 	}
-	for fail != 0 {
-		cand := c.below(fail - 1)
-		if cand <= fit {
-			break
-		}
-		// Interpolate between the bracket's ends.
-		g := fit + int64(float64(limit-fv)*float64(fail-fit)/float64(fw-fv))
-		g = max(fit+1, min(g, fail-1))
-		if m := c.below(g); m > fit {
-			cand = m
-		}
-		v, err := eval(cand)
+	// A step that lands on the value its side of the bracket already had
+	// has found a flat stretch (the allocator rounds): the secant says
+	// nothing there, so the next step bisects.
+	flat := false
+	try := func(b int64) error {
+		v, err := ev(b)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if v <= limit {
-			fit, fv = cand, v
-			// Probe just above: the interpolation usually lands close.
-			if up := nextValid(c, fit); up != 0 && up < fail {
-				u, err := eval(up)
-				if err != nil {
-					return nil, err
-				}
-				if u > limit {
-					fail, fw = up, u
-				} else {
-					fit, fv = up, u
-				}
-			}
+			flat = v == fv
+			fit, fv = b, v
 		} else {
-			fail, fw = cand, v
-			// Bisect when interpolation keeps undershooting from above.
-			if mid := c.below(fit + (fail-fit)/2); mid > fit {
-				u, err := eval(mid)
-				if err != nil {
-					return nil, err
-				}
-				if u > limit {
-					fail, fw = mid, u
-				} else {
-					fit, fv = mid, u
+			flat = v == fw
+			fail, fw = b, v
+		}
+		return nil
+	}
+	secant := func() int64 {
+		p := append([]pt{{fit, fv}, {fail, fw}}, pts...)
+		sort.Slice(p, func(i, j int) bool { return abs(p[i].v-limit) < abs(p[j].v-limit) })
+		for j := 1; j < len(p); j++ {
+			if p[j].v != p[0].v && p[j].b != p[0].b {
+				per := float64(p[j].v-p[0].v) / float64(p[j].b-p[0].b)
+				if per > 0 {
+					return p[0].b + int64(float64(limit-p[0].v)/per)
 				}
 			}
 		}
+		return fit + (fail-fit)/2
 	}
-	best := fit
-	v, _ := eval(best)
-	r.Batch, r.DeviceTotal, r.Fill, r.Margin = best, v, float64(v)/float64(mem), limit-v
-	if r.Fill < band.Lo {
-		r.BelowBand = true
-		r.Warnings = append(r.Warnings, fmt.Sprintf("the best batch fills %.1f%%, below the band's %.0f%%: the next valid batch would exceed %.0f%%",
-			100*r.Fill, 100*band.Lo, 100*band.Hi))
+	var widths []int64
+	for fail != 0 {
+		if c.below(fail-1) <= fit {
+			break
+		}
+		width := fail - fit
+		widths = append(widths, width)
+		n := len(widths)
+		stalled := n >= 3 && widths[n-1] > widths[n-3]/2
+		g, sec := fit+width/2, false
+		if !flat && !stalled {
+			g, sec = secant(), true
+		}
+		g = max(fit+1, min(g, fail-1))
+		cand := c.below(g)
+		if cand <= fit {
+			cand = c.below(fail - 1)
+		}
+		if err := try(cand); err != nil {
+			return 0, err
+		}
+		if sec && fit == cand {
+			// The secant usually lands close: check just above.
+			if up := nextValid(c, fit); up != 0 && up < fail {
+				if err := try(up); err != nil {
+					return 0, err
+				}
+				flat = false
+			}
+		}
 	}
-	return r, nil
+	return fit, nil
 }
 
 func nextValid(c Constraints, b int64) int64 {

@@ -70,6 +70,12 @@ Example:
 				}
 				defer s.Close()
 				oracle = s.Measure
+				// Each probe evaluation allocates on the device: start
+				// where the estimator, sized to this device, says the
+				// answer is, and let the probe correct it.
+				if a, err := tuner.Tune(spec, band, cons, tuner.Analytic); err == nil {
+					cons.Hint = a.Batch
+				}
 			}
 			r, terr := tuner.Tune(spec, band, cons, oracle)
 			if terr != nil && !errors.Is(terr, tuner.ErrNoFit) {
