@@ -278,9 +278,12 @@ def main():
     try:
         model, kind = build(spec, torch)
         prec = t["precision"]
-        model = model.cuda()
         if prec == "bf16":
+            # Cast on the host, as loading a checkpoint in bf16 does:
+            # model.cuda().bfloat16() would leave the fp32 copies' blocks
+            # cached in the allocator.
             model = model.to(torch.bfloat16)
+        model = model.cuda()
         model.train()
         enable_checkpointing(model, kind, t["checkpointing"], torch)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
@@ -345,6 +348,9 @@ def main():
         rec["device_total_used_bytes"] = max(s["device_used"] for s in steps)
         rec["context_bytes_before_model"] = total - free0
         rec["ok"] = True
+    except torch.cuda.OutOfMemoryError as e:
+        rec["ok"], rec["error"] = False, "OOM: " + str(e).split("\n")[0]
+    finally:
         if a.trace:
             snap = torch.cuda.memory._snapshot()
             ev = []
@@ -352,11 +358,9 @@ def main():
                 fr = e.get("frames") or []
                 top = next((f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in fr
                             if "torch/utils" not in f["filename"]), "")
-                ev.append([e["action"], e["addr"], e["size"], top])
+                ev.append([e["action"], e.get("addr", 0), e.get("size", 0), top])
             with open(a.trace, "w") as f:
                 json.dump(ev, f)
-    except torch.cuda.OutOfMemoryError as e:
-        rec["ok"], rec["error"] = False, "OOM: " + str(e).split("\n")[0]
     print(json.dumps(rec), flush=True)
 
 
