@@ -374,7 +374,10 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 	case l.FusedQKV:
 		qkv := s.matmul(x, in.p[0], in.p[1], rows, qd+2*kvd)
 		q, k, v = s.split(qkv, qd, kvd, rows)
-		s.unref(qkv)
+		// transformers keeps the packed projection in a local variable
+		// until the attention module returns (measured: GPT-NeoX frees it
+		// at module return, after the output projection).
+		defer s.unref(qkv)
 	default:
 		q = s.matmul(x, in.p[0], in.p[1], rows, qd)
 		k = s.matmul(x, in.p[2], in.p[3], rows, kvd)
@@ -388,23 +391,36 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 		s.unref(k)
 		q, k = q2, k2
 	}
-	if l.KVCache && s.ckptMode == model.CkptNone {
-		// transformers' GPT-2 keeps use_cache=True in training (it turns
-		// it off only under gradient checkpointing): DynamicCache.update
-		// concatenates k and v into the cache, and those copies are what
-		// attention receives and saves (measured: cache_utils.py:146-147
-		// allocations in the allocator trace, docs/formulas.md §B).
-		k2, v2 := s.unary("CacheCat", k, false, false), s.unary("CacheCat", v, false, false)
-		s.unref(k)
-		s.unref(v)
-		k, v = k2, v2
-	}
 	if l.RoPE {
-		cos, sin := s.ropeTables(S, l.HeadDim, x.dt)
-		q2, k2 := s.rope(q, cos, sin), s.rope(k, cos, sin)
+		frac := 1.0
+		if l.Rotary > 0 {
+			frac = l.Rotary
+		}
+		cos, sin := s.ropeTables(S, int64(frac*float64(l.HeadDim)), x.dt)
+		q2, k2 := s.rope(q, cos, sin, frac), s.rope(k, cos, sin, frac)
 		s.unref(q)
 		s.unref(k)
 		q, k = q2, k2
+		if l.Style == "hf" {
+			// query_states stays referenced until the module returns.
+			defer s.unref(s.ref(q))
+		}
+	}
+	if l.KVCache && s.ckptMode == model.CkptNone {
+		// transformers' GPT-2 keeps use_cache=True in training (it turns
+		// it off only under gradient checkpointing): DynamicCache.update
+		// concatenates k and v (after rotary embeddings) into the cache, and those copies are what
+		// attention receives and saves (measured: cache_utils.py:146-147
+		// allocations in the allocator trace, docs/formulas.md §B).
+		// The cache's empty tensors take the key's dtype, so under
+		// autocast with rotary embeddings (fp32 keys) the value copy is
+		// promoted to fp32 as well (measured: Pythia, cache_utils.py:147).
+		k2 := s.unary("CacheCat", k, false, false)
+		v2 := s.alloc(v.elems, promote(v.dt, k.dt), catTemp, "CacheCat")
+		s.record("CacheCat", []*tensor{v}, v2)
+		s.unref(k)
+		s.unref(v)
+		k, v = k2, v2
 	}
 	var y *tensor
 	// In fp32 the fused SDPA choice is the memory-efficient kernel, which
@@ -422,6 +438,20 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 		y = s.eagerAttention(q, k, v, mask, b, l.Heads, l.KVHeads, S, l.HeadDim, l.P)
 	} else {
 		y = s.sdpa(q, k, v, b, l.Heads, S, l.HeadDim)
+		if l.RoPE && l.Rotary > 0 && l.Rotary < 1 && l.Style == "hf" {
+			// Partial rotary concatenates q back into a head-major
+			// tensor, so the fused kernel's output is head-major too and
+			// transformers' transpose(1, 2).contiguous() copies it; the
+			// copy is what the output projection saves (measured: Pythia,
+			// sdpa_attention.py:168). With whole-head rotary q keeps the
+			// projection's layout and the copy is a no-op.
+			c := s.unary("Clone", y, false, false)
+			if n := s.tape; len(n) > 0 && n[len(n)-1].outs[0] == c {
+				n[len(n)-1].pass = true
+			}
+			s.unref(y)
+			y = c
+		}
 	}
 	s.unref(q)
 	s.unref(k)
@@ -464,20 +494,38 @@ func (s *sim) ropeTables(seq, hd, dt int64) (cos, sin *tensor) {
 }
 
 // rope is apply_rotary_pos_emb for one tensor: x·cos + rotate_half(x)·sin.
-// Under autocast x is half and cos fp32, so the result is fp32.
-func (s *sim) rope(x, cos, sin *tensor) *tensor {
-	a := s.mul(x, cos)
-	neg := s.alloc(x.elems/2, x.dt, catTemp, "neg")
-	s.record("Neg", []*tensor{x}, neg)
-	rh := s.alloc(x.elems, x.dt, catTemp, "rotate_half")
-	s.record("Cat", []*tensor{neg, x}, rh)
+// Under autocast x is half and cos fp32, so the result is fp32. With a
+// fraction below 1 (GPT-NeoX's rotary_pct) only the first part of each
+// head is rotated and the result is concatenated back with the rest.
+func (s *sim) rope(x, cos, sin *tensor, frac float64) *tensor {
+	xr := x
+	partial := frac < 1
+	if partial {
+		xr = s.view(x, int64(frac*float64(x.elems)))
+		s.record("Slice", []*tensor{x}, xr)
+	}
+	a := s.mul(xr, cos)
+	neg := s.alloc(xr.elems/2, x.dt, catTemp, "neg")
+	s.record("Neg", []*tensor{xr}, neg)
+	rh := s.alloc(xr.elems, x.dt, catTemp, "rotate_half")
+	s.record("Cat", []*tensor{neg, xr}, rh)
 	s.unref(neg)
 	bb := s.mul(rh, sin)
 	s.unref(rh)
 	y := s.add(a, bb)
 	s.unref(a)
 	s.unref(bb)
-	return y
+	if !partial {
+		return y
+	}
+	pass := s.view(x, x.elems-xr.elems)
+	s.record("Slice", []*tensor{x}, pass)
+	full := s.alloc(x.elems, promote(y.dt, x.dt), catTemp, "rope cat")
+	s.record("Cat", []*tensor{y, pass}, full)
+	s.unref(y)
+	s.unref(pass)
+	s.unref(xr)
+	return full
 }
 
 // causalMask is the additive [batch, 1, seq, seq] mask transformers builds

@@ -125,6 +125,10 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 		m.KVHeads, m.Tied = m.Heads, c.bool("tie_word_embeddings", false)
 		m.AttentionBias = c.bool("attention_bias", true)
 		m.MLPBias, m.Activation = m.AttentionBias, c.str("hidden_act", "gelu")
+		m.Rotary = c.float("rotary_pct", 0.25)
+		if m.Rotary <= 0 || m.Rotary > 1 {
+			c.fail("field \"rotary_pct\": want a fraction in (0, 1], got %g", m.Rotary)
+		}
 		if !c.bool("use_parallel_residual", true) {
 			c.fail("use_parallel_residual false (sequential GPT-NeoX blocks) is not modelled yet")
 		}
@@ -238,6 +242,9 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		f["intermediate"], f["kv_heads"], f["tied"], f["bias"], f["activation"] = m.Intermediate, m.KVHeads, m.Tied, m.AttentionBias, m.Activation
 		if m.SharedNorm {
 			f["shared_norm"] = true
+		}
+		if m.Rotary > 0 && m.Rotary < 1 {
+			f["rotary"] = m.Rotary
 		}
 	case BERT:
 		f["positions"], f["type_vocab"], f["intermediate"] = m.Positions, m.TypeVocab, m.Intermediate

@@ -39,8 +39,10 @@ type Layer struct {
 	Bias       bool    `json:"bias,omitempty"`
 	OutBias    bool    `json:"out_bias,omitempty"`
 	RoPE       bool    `json:"rope,omitempty"`
-	Causal     bool    `json:"causal,omitempty"`
-	FusedQKV   bool    `json:"fused_qkv,omitempty"`
+	// Rotary is the fraction of head_dim that RoPE rotates (0: all).
+	Rotary   float64 `json:"rotary,omitempty"`
+	Causal   bool    `json:"causal,omitempty"`
+	FusedQKV bool    `json:"fused_qkv,omitempty"`
 	// QKNorm applies RMSNorm over head_dim to queries and keys.
 	QKNorm bool `json:"qk_norm,omitempty"`
 	// KVCache marks attention that fills a key/value cache in training

@@ -234,7 +234,8 @@ func (m *Model) lowerViT() []Layer {
 func (m *Model) lowerNeoX() []Layer {
 	d := m.Hidden
 	attn := Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: d / m.Heads,
-		Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Causal: true, FusedQKV: true, Style: "hf"}
+		Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Rotary: m.Rotary, Causal: true, FusedQKV: true,
+		KVCache: true, Style: "hf"}
 	mlp := seq(Layer{Kind: KLinear, In: d, Out: m.Intermediate, Bias: m.MLPBias},
 		Layer{Kind: m.Activation},
 		Layer{Kind: KLinear, In: m.Intermediate, Out: d, Bias: m.MLPBias})

@@ -149,6 +149,7 @@ func decodeModel(e *errs, n *yaml.Node, m *Model) {
 		mm.bool("bias", &m.AttentionBias)
 		m.MLPBias = m.AttentionBias
 		mm.bool("shared_norm", &m.SharedNorm)
+		mm.float("rotary", &m.Rotary, 0, 1)
 		decodeActivation(e, mm, m)
 	case ResNet:
 		m.Width, m.Classes, m.Channels = 64, 1000, 3

@@ -67,6 +67,10 @@ type Model struct {
 	// SharedNorm makes a neox block's attention and MLP read one LayerNorm
 	// (Falcon-7B) instead of one each (GPT-NeoX).
 	SharedNorm bool `json:"shared_norm,omitempty"`
+	// Rotary is the fraction of each head's dimensions that rotary
+	// embeddings rotate in a neox model (GPT-NeoX's rotary_pct); 0 or 1
+	// rotates whole heads.
+	Rotary float64 `json:"rotary,omitempty"`
 	// SandwichNorm adds an RMSNorm on each branch's output before the
 	// residual add (Gemma 2); LogitSoftcap caps the logits with
 	// cap·tanh(logits/cap) (Gemma 2's final_logit_softcapping).
