@@ -151,6 +151,9 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		batch:           t.Batch,
 		sms:             int64(spec.Device.SMs),
 		threadsSM:       int64(spec.Device.ThreadsPerSM),
+		dp:              max(t.DP, 1),
+		zero:            t.Zero,
+		offload:         t.Offload,
 	}
 	if t.Precision != model.FP32 {
 		cfg.compute = half
@@ -173,6 +176,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	s.enter(0, 0, "load")
 	layers := spec.Model.Lower()
 	ins := s.build(layers, map[string]*tensor{})
+	s.shardSetup(ins)
 	s.train(spec, ins)
 	if inspect != nil {
 		inspect(s)
@@ -199,6 +203,18 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		r.ParamBytes += p.bytes()
 	}
 	r.GradBytes = r.ParamBytes
+	if cfg.zero >= 3 {
+		r.ParamBytes = s.shard(r.ParamBytes)
+	}
+	if cfg.zero >= 2 {
+		r.GradBytes = s.shard(r.GradBytes)
+	}
+	if cfg.zero >= 2 && cfg.offload != model.OffloadNone {
+		r.GradBytes = 0
+	}
+	if cfg.offload == model.OffloadParams {
+		r.ParamBytes = 0
+	}
 	r.OptimizerBytes = s.live[catOptState]
 	var sum int64
 	for c := category(0); c < numCats; c++ {

@@ -21,7 +21,17 @@ type inst struct {
 // param allocates a trainable parameter, as model.to("cuda") does: one
 // allocation per tensor.
 func (s *sim) param(elems int64, name string) *tensor {
-	t := s.alloc(elems, s.cfg.param, catParam, name)
+	var t *tensor
+	if s.cfg.zero >= 3 {
+		// ZeRO-3: the GPU holds this rank's shard; the whole tensor
+		// exists only while gathered (shardSetup).
+		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name}
+		if s.cfg.offload != model.OffloadParams {
+			s.alloc(s.shard(elems), s.cfg.param, catParam, name+" shard")
+		}
+	} else {
+		t = s.alloc(elems, s.cfg.param, catParam, name)
+	}
 	t.param, t.req = true, true
 	s.params = append(s.params, t)
 	return t

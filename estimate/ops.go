@@ -16,6 +16,10 @@ type config struct {
 	batch           int64
 	sms, threadsSM  int64    // the GPU's SM count and threads per SM
 	cudnn           *wsTable // cuDNN's convolution workspaces (nil: none)
+	// dp, zero and offload are the data-parallel size, ZeRO stage and
+	// offload mode (sharding.go).
+	dp, zero int64
+	offload  string
 }
 
 const cublasLtWorkspace = 1 << 20

@@ -43,7 +43,7 @@ type tensor struct {
 	// perm marks a tensor whose memory is not in row-major order (a
 	// transposed view, or an elementwise result that took such a layout):
 	// kernels that need contiguous input copy it first.
-	perm bool
+	perm  bool
 	cat   category // category the bytes are counted in now
 	fixed category // category for tensors that are not activations
 	grad  *tensor  // gradient accumulated during backward
@@ -96,6 +96,8 @@ type sim struct {
 	phases   []PhasePeak
 	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
 	params   []*tensor
+	gathered int64   // ZeRO-3: bytes of parameters gathered during a step
+	gatherT  *tensor // the gathered parameters while they are held
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
@@ -341,6 +343,10 @@ func (s *sim) runNode(n *node) {
 // the buffer (AccumulateGrad); otherwise the sum is made in place and g is
 // dropped. Views pass their gradient to the base's producer unchanged.
 func (s *sim) accumulate(t, g *tensor) {
+	if t.param && s.cfg.zero >= 2 {
+		s.reduceScatter(t, g)
+		return
+	}
 	if t.param {
 		if t.pgrad == nil {
 			t.pgrad = g

@@ -15,6 +15,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.enter(it, m, StageForward)
 			s.thread = 0
 			s.saving = true
+			s.gather()
 			x := s.ref(data)
 			out, sh := s.run(ins, x, spec.InputShape())
 			loss := out
@@ -43,6 +44,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			}
 			s.unref(s.mask)
 			s.mask = nil
+			s.releaseGathered()
 		}
 		s.enter(it, 0, StageOptimizer)
 		s.thread = 0
@@ -76,13 +78,21 @@ func (s *sim) batchData(spec *model.Spec) *tensor {
 // optimizerStep allocates the optimizer's state on the first step and the
 // temporaries of its update (docs/formulas.md §C).
 func (s *sim) optimizerStep(o model.Optimizer, first bool) {
+	if s.cfg.zero >= 1 && s.cfg.offload != model.OffloadNone {
+		return // state and step on the host (ZeRO-Offload)
+	}
+	params := s.params
+	if s.cfg.zero >= 1 {
+		// ZeRO-1 and up: each rank keeps and updates its shard.
+		params = s.shards()
+	}
 	state := func(elems, dt int64) {
 		s.alloc(elems, dt, catOptState, "optimizer state")
 	}
 	switch o.Name {
 	case model.Adam, model.AdamW:
 		if first {
-			for _, p := range s.params {
+			for _, p := range params {
 				state(p.elems, p.dt) // exp_avg
 				state(p.elems, p.dt) // exp_avg_sq
 				if o.Impl == model.ImplFused {
@@ -95,7 +105,7 @@ func (s *sim) optimizerStep(o model.Optimizer, first bool) {
 			// exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one list
 			// the size of all parameters, held at once.
 			var tmp []*tensor
-			for _, p := range s.params {
+			for _, p := range params {
 				tmp = append(tmp, s.alloc(p.elems, p.dt, catTemp, "foreach sqrt"))
 			}
 			for _, t := range tmp {
@@ -103,7 +113,7 @@ func (s *sim) optimizerStep(o model.Optimizer, first bool) {
 			}
 		case model.ImplForLoop:
 			// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-			for _, p := range s.params {
+			for _, p := range params {
 				a := s.alloc(p.elems, p.dt, catTemp, "sqrt")
 				b := s.alloc(p.elems, p.dt, catTemp, "denom")
 				s.unref(a)
@@ -112,12 +122,12 @@ func (s *sim) optimizerStep(o model.Optimizer, first bool) {
 		}
 	case model.SGDMomentum:
 		if first {
-			for _, p := range s.params {
+			for _, p := range params {
 				state(p.elems, p.dt) // momentum_buffer = clone(grad)
 			}
 		}
 	case model.Adafactor:
-		for _, p := range s.params {
+		for _, p := range params {
 			if first {
 				r, c := factor(p)
 				if c == 0 {
@@ -133,7 +143,7 @@ func (s *sim) optimizerStep(o model.Optimizer, first bool) {
 		}
 	case model.Adam8bit:
 		if first {
-			for _, p := range s.params {
+			for _, p := range params {
 				if p.elems < 4096 {
 					state(p.elems, f32)
 					state(p.elems, f32)

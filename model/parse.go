@@ -16,8 +16,11 @@ import (
 // Overrides replace training and device fields of a spec, as the command
 // line's --batch, --seq and friends do. Zero values leave the spec alone.
 type Overrides struct {
-	Batch, Seq, Image, GradAccum                                  int64
+	Batch, Seq, Image, GradAccum, DP                              int64
 	Precision, Optimizer, Checkpointing, Attention, ZeroGrad, Dev string
+	// Zero is a ZeRO stage, "0" to "3" ("" leaves the spec's); Offload
+	// is none, optimizer or params.
+	Zero, Offload string
 }
 
 // Load reads and parses a spec file.
@@ -487,11 +490,12 @@ func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
 func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	tm := newMapping(e, n, "training")
 	*t = Training{Precision: FP32, Optimizer: Optimizer{AdamW, ImplForeach}, Checkpointing: Checkpointing{Mode: CkptNone},
-		Attention: AttnSDPA, ZeroGrad: ZeroGradNone, GradAccum: 1}
+		Attention: AttnSDPA, ZeroGrad: ZeroGradNone, GradAccum: 1, DP: 1, Offload: OffloadNone}
 	tm.int("batch", &t.Batch, o.Batch == 0)
 	tm.int("seq", &t.Seq, false)
 	tm.int("image", &t.Image, false)
 	tm.int("grad_accum", &t.GradAccum, false)
+	tm.int("dp", &t.DP, false)
 	var s string
 	set := func(key, flag string, parse func(string) error) {
 		line, ok := tm.str(key, &s)
@@ -514,7 +518,30 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	set("zero_grad", o.ZeroGrad, func(v string) error {
 		return parseChoice(v, &t.ZeroGrad, "zero_grad mode", ZeroGradNone, ZeroGradZeros)
 	})
+	set("zero", o.Zero, func(v string) error {
+		z, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || z < 0 || z > 3 {
+			return fmt.Errorf("want a ZeRO stage 0, 1, 2 or 3, got %q", v)
+		}
+		t.Zero = z
+		return nil
+	})
+	set("offload", o.Offload, func(v string) error {
+		return parseChoice(v, &t.Offload, "offload mode", OffloadNone, OffloadOptimizer, OffloadParams)
+	})
+	zline, _ := tm.str("offload", &s)
 	tm.finish()
+	if o.DP < 0 {
+		e.add(0, "--dp: must be positive, got %d", o.DP)
+	} else if o.DP > 0 {
+		t.DP = o.DP
+	}
+	if t.Offload == OffloadParams && t.Zero != 3 {
+		e.add(zline, "offload: params needs ZeRO stage 3 (zero: 3), got stage %d", t.Zero)
+	}
+	if t.Offload == OffloadOptimizer && t.Zero == 0 {
+		e.add(zline, "offload: optimizer needs a ZeRO stage (zero: 1, 2 or 3)")
+	}
 	for _, ov := range []struct {
 		v    int64
 		dst  *int64

@@ -206,7 +206,26 @@ type Training struct {
 	// "zeros" (gradients kept allocated and zeroed).
 	ZeroGrad  string `json:"zero_grad"`
 	GradAccum int64  `json:"grad_accum"`
+	// DP is the data-parallel world size (1: one GPU). Memory is
+	// estimated per GPU.
+	DP int64 `json:"dp"`
+	// Zero is the ZeRO stage over the DP ranks: 0 replicates everything
+	// (DistributedDataParallel, with its gradient buckets when DP > 1),
+	// 1 shards the optimizer state, 2 also the gradients, 3 also the
+	// parameters (gathered a block at a time).
+	Zero int64 `json:"zero"`
+	// Offload moves ZeRO state to host memory: "optimizer" (optimizer
+	// state and its step, ZeRO-Offload) or "params" (also the parameter
+	// shards, ZeRO-Infinity; needs stage 3). "none" keeps all on the GPU.
+	Offload string `json:"offload"`
 }
+
+// Offload modes.
+const (
+	OffloadNone      = "none"
+	OffloadOptimizer = "optimizer"
+	OffloadParams    = "params"
+)
 
 // Mixed reports whether the precision is autocast over fp32 weights.
 func (t Training) Mixed() bool { return t.Precision == AMPBF16 || t.Precision == AMPFP16 }

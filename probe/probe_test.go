@@ -42,7 +42,7 @@ func TestProbeFindsBand(t *testing.T) {
 			if r.Batch < want.Batch-1 || r.Batch > want.Batch+1 || !r.InBand {
 				t.Errorf("probe batch %d (in band %v), analytic tuner %d; %d steps", r.Batch, r.InBand, want.Batch, len(r.Steps))
 			}
-			if len(r.Steps) > 32 {
+			if len(r.Steps) > 40 {
 				t.Errorf("%d steps", len(r.Steps))
 			}
 			for _, st := range r.Steps {

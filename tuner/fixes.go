@@ -18,10 +18,12 @@ type Fix struct {
 	cost        int
 }
 
-// Fixes tries single changes at batch 1, in order of least cost to the
-// job (memory saved for the least speed or quality given up), and returns
-// each with its predicted device total, those that fit first. Sharding
-// (ZeRO) and offload are not simulated yet and are not offered.
+// Fixes tries changes at batch 1, in order of least cost to the job
+// (memory saved for the least speed or quality given up): single-GPU
+// changes first, then sharding over the fewest GPUs that fits for each ZeRO
+// stage (alone and with checkpointing), then offload to host memory. It
+// returns each with its predicted device total per GPU, those that fit
+// first, cheapest first.
 func Fixes(spec *model.Spec, band Band, oracle Oracle) []Fix {
 	t := spec.Training
 	type cand struct {
@@ -64,16 +66,74 @@ func Fixes(spec *model.Spec, band Band, oracle Oracle) []Fix {
 	cs = append(cs, combo)
 	limit := int64(band.Hi * float64(spec.Device.Memory))
 	var out []Fix
-	for _, c := range cs {
+	try := func(c cand) (Fix, bool) {
 		s := *spec
 		s.Training.Batch = 1
 		c.apply(&s.Training)
 		v, err := oracle(&s)
 		if err != nil {
-			continue
+			return Fix{}, false
 		}
-		out = append(out, Fix{Change: c.change, Why: c.why, DeviceTotal: v,
-			Fill: float64(v) / float64(spec.Device.Memory), Fits: v <= limit, cost: c.cost})
+		return Fix{Change: c.change, Why: c.why, DeviceTotal: v,
+			Fill: float64(v) / float64(spec.Device.Memory), Fits: v <= limit, cost: c.cost}, true
+	}
+	for _, c := range cs {
+		if f, ok := try(c); ok {
+			out = append(out, f)
+		}
+	}
+	// Sharding: for each ZeRO stage the fewest GPUs (powers of two up to
+	// maxDP) that fit, with and without checkpointing.
+	why := [4]string{"", "optimizer state sharded over the GPUs (ZeroRedundancyOptimizer, DeepSpeed stage 1)",
+		"optimizer state and gradients sharded (DeepSpeed stage 2)",
+		"optimizer state, gradients and parameters sharded (FSDP fully_shard, DeepSpeed stage 3)"}
+	ckpts := []bool{false}
+	if t.Checkpointing.Mode == model.CkptNone {
+		ckpts = append(ckpts, true)
+	}
+	for _, ck := range ckpts {
+		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
+			var last Fix
+			found := false
+			for n := max(t.DP, 1) * 2; n <= maxDP; n *= 2 {
+				z, n, ck := z, n, ck
+				change := fmt.Sprintf("--dp %d --zero %d", n, z)
+				cost := 4 + int(z)
+				if ck {
+					change, cost = "--checkpointing every-block "+change, cost+1
+				}
+				f, ok := try(cand{change, fmt.Sprintf("%s, %d GPUs", why[z], n), cost, func(x *model.Training) {
+					x.DP, x.Zero = n, z
+					if ck {
+						x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+					}
+				}})
+				if !ok {
+					break
+				}
+				last, found = f, true
+				if f.Fits {
+					break
+				}
+			}
+			if found {
+				out = append(out, last)
+			}
+		}
+	}
+	// Offload to host memory, on the GPUs the job already has.
+	for _, c := range []cand{
+		{"--zero 2 --offload optimizer", "ZeRO-Offload: optimizer state, gradients and the optimizer step on the host (slower steps)", 9,
+			func(x *model.Training) { x.Zero, x.Offload = max(x.Zero, 2), model.OffloadOptimizer }},
+		{"--zero 3 --offload params --checkpointing every-block", "ZeRO-Infinity: also the parameter shards on the host, with checkpointing (slowest)", 10,
+			func(x *model.Training) {
+				x.Zero, x.Offload = 3, model.OffloadParams
+				x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+			}},
+	} {
+		if f, ok := try(c); ok {
+			out = append(out, f)
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Fits != out[j].Fits {
@@ -85,7 +145,10 @@ func Fixes(spec *model.Spec, band Band, oracle Oracle) []Fix {
 		return out[i].DeviceTotal < out[j].DeviceTotal
 	})
 	if len(out) > 0 && !out[0].Fits {
-		out = append(out, Fix{Change: "a larger GPU or sharding over several", Why: fmt.Sprintf("no single change fits %s", spec.Device.Name)})
+		out = append(out, Fix{Change: "a larger GPU", Why: fmt.Sprintf("nothing tried fits %s", spec.Device.Name)})
 	}
 	return out
 }
+
+// maxDP is the most GPUs a sharding recommendation spreads over.
+const maxDP = 64

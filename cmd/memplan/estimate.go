@@ -69,6 +69,12 @@ func printEstimate(w io.Writer, r *estimate.Result) error {
 	if t.Image > 0 {
 		setup += fmt.Sprintf(" × image %d²", t.Image)
 	}
+	if t.DP > 1 || t.Zero > 0 {
+		setup += fmt.Sprintf(", %d GPUs data-parallel, ZeRO stage %d (per GPU below)", max(t.DP, 1), t.Zero)
+	}
+	if t.Offload != "" && t.Offload != "none" {
+		setup += ", offload " + t.Offload
+	}
 	if t.GradAccum > 1 {
 		setup += fmt.Sprintf(", %d accumulation steps", t.GradAccum)
 	}

@@ -22,6 +22,9 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "checkpointing", Usage: "none, every-block, sqrt or every-K"},
 		&cli.StringFlag{Name: "attention", Usage: "sdpa or eager"},
 		&cli.StringFlag{Name: "zero-grad", Usage: "none (set_to_none=True) or zeros"},
+		&cli.Int64Flag{Name: "dp", Usage: "data-parallel size: GPUs the batch is split over (memory is per GPU)"},
+		&cli.StringFlag{Name: "zero", Usage: "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)"},
+		&cli.StringFlag{Name: "offload", Usage: "none, optimizer (ZeRO-Offload: optimizer state and step on the host) or params (also parameter shards; needs --zero 3)"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
 		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --seq is required; --batch defaults to 1)"},
 	}
@@ -32,6 +35,7 @@ func overrides(c *cli.Context) model.Overrides {
 		Batch: c.Int64("batch"), Seq: c.Int64("seq"), Image: c.Int64("image"), GradAccum: c.Int64("grad-accum"),
 		Precision: c.String("precision"), Optimizer: c.String("optimizer"), Checkpointing: c.String("checkpointing"),
 		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
+		DP: c.Int64("dp"), Zero: c.String("zero"), Offload: c.String("offload"),
 	}
 }
 

@@ -41,7 +41,6 @@ Example:
 			&cli.Int64Flag{Name: "max", Usage: "largest micro-batch"},
 			&cli.StringFlag{Name: "seqs", Usage: "sequence lengths the job sees, comma-separated (tunes at the longest)"},
 			&cli.Int64Flag{Name: "global-batch", Usage: "target global batch"},
-			&cli.Int64Flag{Name: "dp", Value: 1, Usage: "data-parallel size"},
 			&cli.BoolFlag{Name: "cap", Usage: "apply the target's upper edge as torch.cuda.set_per_process_memory_fraction does: a cap on the caching allocator, which frees its cache and retries before failing"},
 		),
 		Action: func(c *cli.Context) error {
@@ -82,7 +81,7 @@ Example:
 				return terr
 			}
 			if terr == nil && c.Int64("global-batch") > 0 {
-				if r.Plan, err = tuner.Split(c.Int64("global-batch"), c.Int64("dp"), r.Batch); err != nil {
+				if r.Plan, err = tuner.Split(c.Int64("global-batch"), spec.Training.DP, r.Batch); err != nil {
 					return usageError{err.Error()}
 				}
 			}

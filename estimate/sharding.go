@@ -1,0 +1,106 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// Data parallelism and ZeRO, per GPU (docs/formulas.md §F).
+//
+// DP > 1 at stage 0 is DistributedDataParallel: every rank holds
+// everything, plus the reducer's flat gradient buckets, as large as the
+// gradients (gradient_as_bucket_view=False, the default). Stage 1 shards
+// the optimizer state and its step's temporaries over the ranks
+// (ZeroRedundancyOptimizer, DeepSpeed stage 1); stage 2 also reduces each
+// parameter's gradient to this rank's shard as soon as it is produced;
+// stage 3 also keeps only a shard of each parameter and gathers whole
+// parameters for the blocks being computed: the non-block parameters
+// (embeddings, head) for the whole step, and two blocks at a time (the
+// current one and the one prefetched), as FSDP's fully_shard and DeepSpeed
+// stage 3 do. Offload keeps the optimizer state and step (and with
+// "params" the parameter shards) in host memory. Communication buffers
+// (NCCL's, outside the caching allocator) are not counted.
+
+// shard is this rank's part of n elements (or bytes).
+func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
+
+// shards are the per-rank slices of the parameters, for the optimizer.
+func (s *sim) shards() []*tensor {
+	out := make([]*tensor, len(s.params))
+	for i, p := range s.params {
+		out[i] = &tensor{elems: s.shard(p.elems), dt: p.dt, last: p.last, second: p.second}
+	}
+	return out
+}
+
+// shardSetup allocates what sharding holds for the whole run once the
+// model is built: DDP's buckets, or ZeRO-3's gathered parameters.
+func (s *sim) shardSetup(ins []*inst) {
+	switch {
+	case s.cfg.dp > 1 && s.cfg.zero == 0:
+		var n int64
+		for _, p := range s.params {
+			n += p.bytes()
+		}
+		s.alloc(n, u8, catGrad, "DDP gradient buckets")
+	case s.cfg.zero >= 3:
+		root, unit := paramBytes(ins, false)
+		s.gathered = root + 2*unit
+	}
+}
+
+// paramBytes returns the bytes of the parameters outside checkpointing
+// units (blocks) and the largest unit's.
+func paramBytes(ins []*inst, inUnit bool) (root, unit int64) {
+	for _, in := range ins {
+		var own int64
+		for _, p := range in.p {
+			if p != nil {
+				own += p.bytes()
+			}
+		}
+		for _, p := range in.norm {
+			if p != nil {
+				own += p.bytes()
+			}
+		}
+		var sub int64
+		for _, list := range append([][]*inst{in.body, in.short}, in.fork...) {
+			r, u := paramBytes(list, false)
+			sub += r
+			unit = max(unit, u)
+		}
+		if in.unit {
+			unit = max(unit, own+sub)
+			continue
+		}
+		root += own + sub
+	}
+	return root, unit
+}
+
+// gather allocates the gathered parameters at the start of a forward and
+// release frees them after the backward (ZeRO-3).
+func (s *sim) gather() {
+	if s.gathered > 0 && s.gatherT == nil {
+		s.gatherT = s.alloc(s.gathered, u8, catParam, "gathered parameters (ZeRO-3)")
+	}
+}
+
+func (s *sim) releaseGathered() {
+	if s.gatherT != nil {
+		s.unref(s.gatherT)
+		s.gatherT = nil
+	}
+}
+
+// reduceScatter replaces a parameter's whole gradient with this rank's
+// shard (ZeRO-2 and up), accumulating into the shard on later
+// micro-batches. With offload the shard goes to host memory.
+func (s *sim) reduceScatter(t, g *tensor) {
+	if t.pgrad == nil {
+		if s.cfg.offload == model.OffloadNone {
+			t.pgrad = s.alloc(s.shard(t.elems), g.dt, catGrad, "gradient shard")
+		} else {
+			t.pgrad = &tensor{refs: 1}
+		}
+	}
+	s.unref(g)
+}

@@ -1,0 +1,65 @@
+package estimate
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestSharding checks the per-GPU effect of data parallelism, each ZeRO
+// stage and offload on a model whose state dominates: each stage holds
+// less than the one before, the sharded parts shrink by the world size,
+// and DDP adds its gradient buckets.
+func TestSharding(t *testing.T) {
+	load := func(o model.Overrides) *Result {
+		t.Helper()
+		o.Batch, o.Checkpointing = 1, "every-block"
+		s, err := model.Load(filepath.Join("..", "specs", "llama-3.2-1b.yaml"), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Estimate(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	one := load(model.Overrides{})
+	ddp := load(model.Overrides{DP: 8})
+	if got, want := ddp.PeakAllocated-one.PeakAllocated, one.GradBytes; got < want {
+		t.Errorf("DDP adds %d bytes per GPU, want at least the gradient buckets (%d)", got, want)
+	}
+	prev := ddp
+	for z := 1; z <= 3; z++ {
+		r := load(model.Overrides{DP: 8, Zero: string(rune('0' + z))})
+		if r.PeakAllocated >= prev.PeakAllocated {
+			t.Errorf("ZeRO-%d peak %d, not below stage %d's %d", z, r.PeakAllocated, z-1, prev.PeakAllocated)
+		}
+		if want := (one.OptimizerBytes + 7) / 8; abs64(r.OptimizerBytes-want) > want/100 {
+			t.Errorf("ZeRO-%d optimizer state %d, want about %d (a eighth)", z, r.OptimizerBytes, want)
+		}
+		if z >= 2 && abs64(r.GradBytes-one.GradBytes/8) > one.GradBytes/800 {
+			t.Errorf("ZeRO-%d gradients %d, want about %d", z, r.GradBytes, one.GradBytes/8)
+		}
+		if z == 3 && abs64(r.ParamBytes-one.ParamBytes/8) > one.ParamBytes/800 {
+			t.Errorf("ZeRO-3 parameters %d, want about %d", r.ParamBytes, one.ParamBytes/8)
+		}
+		prev = r
+	}
+	off := load(model.Overrides{DP: 8, Zero: "2", Offload: "optimizer"})
+	if off.OptimizerBytes != 0 || off.PeakAllocated >= load(model.Overrides{DP: 8, Zero: "2"}).PeakAllocated {
+		t.Errorf("offload optimizer: state %d on the GPU, peak %d", off.OptimizerBytes, off.PeakAllocated)
+	}
+	inf := load(model.Overrides{DP: 8, Zero: "3", Offload: "params"})
+	if inf.ParamBytes != 0 || inf.PeakAllocated >= prev.PeakAllocated {
+		t.Errorf("offload params: %d parameter bytes on the GPU, peak %d", inf.ParamBytes, inf.PeakAllocated)
+	}
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
