@@ -124,7 +124,10 @@ func (r Record) Overrides() model.Overrides {
 	}
 	o := model.Overrides{Batch: i("batch"), Seq: i("seq"), Image: i("image"), GradAccum: i("grad_accum"),
 		Precision: s("precision"), Optimizer: s("optimizer"), Checkpointing: s("checkpointing"),
-		Attention: s("attention"), ZeroGrad: s("zero_grad")}
+		Attention: s("attention"), ZeroGrad: s("zero_grad"), DP: i("dp")}
+	if z := i("zero"); z > 0 {
+		o.Zero = fmt.Sprint(z)
+	}
 	for _, d := range model.Devices() {
 		if d.Product == r.GPU {
 			o.Dev = d.Name

@@ -23,7 +23,8 @@ def load_spec(path, a):
     with open(path) as f:
         spec = yaml.safe_load(f)
     t = spec.setdefault("training", {})
-    for k in ("batch", "seq", "image", "precision", "optimizer", "checkpointing", "attention", "zero_grad", "grad_accum"):
+    for k in ("batch", "seq", "image", "precision", "optimizer", "checkpointing", "attention", "zero_grad", "grad_accum",
+              "dp", "zero"):
         v = getattr(a, k, None)
         if v is not None:
             t[k] = v
@@ -58,7 +59,8 @@ def load_hf(path, a):
         cfg = json.load(f)
     spec = {"hf": path, "model": {"vocab": cfg.get("vocab_size")}, "training": {}}
     t = spec["training"]
-    for k in ("batch", "seq", "precision", "optimizer", "checkpointing", "attention", "zero_grad", "grad_accum"):
+    for k in ("batch", "seq", "precision", "optimizer", "checkpointing", "attention", "zero_grad", "grad_accum",
+              "dp", "zero"):
         v = getattr(a, k, None)
         if v is not None:
             t[k] = v
@@ -204,6 +206,39 @@ def enable_checkpointing(model, kind, mode, torch):
             parent[i] = torch.nn.Identity()
 
 
+def shard(model, kind, dp, zero, optimizer, torch):
+    """One rank of a data-parallel job on this GPU: a fake process group of
+    dp ranks (collectives do nothing, but every buffer the wrappers
+    allocate is real). ZeRO 0 is DistributedDataParallel, 1
+    ZeroRedundancyOptimizer over DDP, 2 and 3 FSDP2's fully_shard on every
+    block and the root, keeping or freeing the gathered parameters after
+    forward."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=dp)
+    if zero <= 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model, device_ids=[0])
+        if zero == 0:
+            return model, make_optimizer(optimizer, model.parameters(), torch)
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        proto = make_optimizer(optimizer, [torch.nn.Parameter(torch.zeros(1, device="cuda"))], torch)
+        kw = {k: v for k, v in proto.defaults.items() if k in ("lr", "foreach", "fused", "momentum", "weight_decay")}
+        return model, ZeroRedundancyOptimizer(model.parameters(), optimizer_class=type(proto), **kw)
+    from torch.distributed.fsdp import fully_shard
+    blocks = None
+    for _, mod in model.named_modules():
+        if isinstance(mod, torch.nn.ModuleList) and len(mod) > 1:
+            blocks = list(mod)
+            break
+    if blocks is None and kind == "image" and hasattr(model, "layer1"):
+        blocks = [b for l in (model.layer1, model.layer2, model.layer3, model.layer4) for b in l]
+    for b in blocks or []:
+        fully_shard(b, reshard_after_forward=zero == 3)
+    fully_shard(model, reshard_after_forward=zero == 3)
+    return model, make_optimizer(optimizer, model.parameters(), torch)
+
+
 def make_optimizer(name, params, torch):
     impl = "foreach"
     for suf in ("foreach", "fused", "for-loop"):
@@ -244,7 +279,7 @@ def main():
     ap.add_argument("spec", nargs="+")
     ap.add_argument("--params", action="store_true", help="only count parameters (meta device)")
     ap.add_argument("--hf", action="store_true", help="the arguments are transformers config.json files, not specs")
-    for k in ("batch", "seq", "image", "grad_accum"):
+    for k in ("batch", "seq", "image", "grad_accum", "dp", "zero"):
         ap.add_argument("--" + k.replace("_", "-"), dest=k, type=int)
     for k in ("precision", "optimizer", "checkpointing", "attention", "zero_grad"):
         ap.add_argument("--" + k.replace("_", "-"), dest=k)
@@ -287,7 +322,11 @@ def main():
         model.train()
         enable_checkpointing(model, kind, t["checkpointing"], torch)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
-        opt = make_optimizer(t["optimizer"], model.parameters(), torch)
+        dp, zero = t.get("dp") or 1, t.get("zero") or 0
+        if dp > 1 or zero > 0:
+            model, opt = shard(model, kind, dp, zero, t["optimizer"], torch)
+        else:
+            opt = make_optimizer(t["optimizer"], model.parameters(), torch)
         B = t["batch"]
         dev = "cuda"
         if kind in ("causal", "mlm"):
