@@ -1,14 +1,19 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"sort"
+
+	"github.com/memplan/memplan/model"
+)
 
 // Data parallelism and ZeRO, per GPU (docs/formulas.md §F).
 //
 // DP > 1 at stage 0 is DistributedDataParallel: every rank holds
 // everything, plus the reducer's flat gradient buckets, as large as the
-// gradients (gradient_as_bucket_view=False, the default). Stage 1 shards
-// the optimizer state and its step's temporaries over the ranks
-// (ZeroRedundancyOptimizer, DeepSpeed stage 1); stage 2 also reduces each
+// gradients (gradient_as_bucket_view=False, the default). Stage 1 is
+// ZeroRedundancyOptimizer over DDP: the buckets stay, and the optimizer
+// state and its step's temporaries are held for this rank's parameters
+// only (shards); stage 2 also reduces each
 // parameter's gradient to this rank's shard as soon as it is produced;
 // stage 3 also keeps only a shard of each parameter and gathers whole
 // parameters for the blocks being computed: the non-block parameters
@@ -21,8 +26,35 @@ import "github.com/memplan/memplan/model"
 // shard is this rank's part of n elements (or bytes).
 func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
 
-// shards are the per-rank slices of the parameters, for the optimizer.
+// shards are the parameters (or slices of them) whose optimizer state this
+// GPU holds. Stage 1 is ZeroRedundancyOptimizer, which assigns whole
+// parameters to ranks, largest first, each to the rank with the fewest
+// elements so far; the estimate is for the rank that ends up with the
+// most. Stages 2 and 3 shard every parameter evenly (FSDP, DeepSpeed).
 func (s *sim) shards() []*tensor {
+	if s.cfg.zero == 1 {
+		order := append([]*tensor(nil), s.params...)
+		sort.SliceStable(order, func(i, j int) bool { return order[i].elems > order[j].elems })
+		ranks := make([][]*tensor, s.cfg.dp)
+		load := make([]int64, s.cfg.dp)
+		for _, p := range order {
+			r := 0
+			for i := range load {
+				if load[i] < load[r] {
+					r = i
+				}
+			}
+			ranks[r] = append(ranks[r], p)
+			load[r] += p.elems
+		}
+		heavy := 0
+		for i := range load {
+			if load[i] > load[heavy] {
+				heavy = i
+			}
+		}
+		return ranks[heavy]
+	}
 	out := make([]*tensor, len(s.params))
 	for i, p := range s.params {
 		out[i] = &tensor{elems: s.shard(p.elems), dt: p.dt, last: p.last, second: p.second}
@@ -34,7 +66,7 @@ func (s *sim) shards() []*tensor {
 // model is built: DDP's buckets, or ZeRO-3's gathered parameters.
 func (s *sim) shardSetup(ins []*inst) {
 	switch {
-	case s.cfg.dp > 1 && s.cfg.zero == 0:
+	case s.cfg.dp > 1 && s.cfg.zero <= 1:
 		var n int64
 		for _, p := range s.params {
 			n += p.bytes()

@@ -10,7 +10,7 @@ import (
 // TestSharding checks the per-GPU effect of data parallelism, each ZeRO
 // stage and offload on a model whose state dominates: each stage holds
 // less than the one before, the sharded parts shrink by the world size,
-// and DDP adds its gradient buckets.
+// DDP (and ZeroRedundancyOptimizer over it) adds its gradient buckets.
 func TestSharding(t *testing.T) {
 	load := func(o model.Overrides) *Result {
 		t.Helper()
@@ -36,8 +36,14 @@ func TestSharding(t *testing.T) {
 		if r.PeakAllocated >= prev.PeakAllocated {
 			t.Errorf("ZeRO-%d peak %d, not below stage %d's %d", z, r.PeakAllocated, z-1, prev.PeakAllocated)
 		}
-		if want := (one.OptimizerBytes + 7) / 8; abs64(r.OptimizerBytes-want) > want/100 {
-			t.Errorf("ZeRO-%d optimizer state %d, want about %d (a eighth)", z, r.OptimizerBytes, want)
+		// Stage 1 assigns whole parameters to ranks: the busiest rank
+		// holds the 262M-parameter embedding's state, more than an eighth.
+		want := (one.OptimizerBytes + 7) / 8
+		if z == 1 {
+			want = 2 * 4 * 128256 * 2048 // fp32 exp_avg and exp_avg_sq of the embedding
+		}
+		if abs64(r.OptimizerBytes-want) > want/100 {
+			t.Errorf("ZeRO-%d optimizer state %d, want about %d", z, r.OptimizerBytes, want)
 		}
 		if z >= 2 && abs64(r.GradBytes-one.GradBytes/8) > one.GradBytes/800 {
 			t.Errorf("ZeRO-%d gradients %d, want about %d", z, r.GradBytes, one.GradBytes/8)

@@ -219,6 +219,15 @@ def shard(model, kind, dp, zero, optimizer, torch):
     if zero <= 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model, device_ids=[0])
+
+        # The fake group's all-reduce completes with no result, which DDP's
+        # reducer rejects: hand the bucket back as if reduced.
+        def hook(state, bucket):
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+
+        model.register_comm_hook(None, hook)
         if zero == 0:
             return model, make_optimizer(optimizer, model.parameters(), torch)
         from torch.distributed.optim import ZeroRedundancyOptimizer
