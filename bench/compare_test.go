@@ -14,9 +14,8 @@ var knownGaps = []struct {
 	metrics []int
 	why     string
 }{
-	{"specs/resnet-", []int{Reserved, Device}, "cuDNN convolution workspaces (tens to hundreds of MiB per call, sized by cuDNN's heuristics) fragment the allocator; not modelled"},
-	{"specs/resnet-50.yaml --batch 128 --checkpointing every-block", []int{Allocated}, "9% under in the recompute of checkpointed torchvision blocks; cause not found yet"},
-	{"specs/residual-mlp.yaml", []int{Allocated, Reserved}, "checkpointed residual MLP: √n 4% under in allocated, every-2 4.7% under in reserved (held out); cause not found yet"},
+	{"model/testdata/hf/pythia-160m.json", []int{Reserved, Device}, "5% under in reserved with peak allocated exact: block placement differs in the allocator (trace diffed; cause not isolated)"},
+	{"model/testdata/hf/qwen3-0.6b.json", []int{Reserved, Device}, "3% under in reserved with peak allocated exact; not traced yet"},
 }
 
 func gap(label string, m int) bool {
@@ -35,7 +34,8 @@ func gap(label string, m int) bool {
 // TestAccuracyTargets predicts every configuration measured on the H100 and
 // checks the accuracy targets (Targets, UnderLimit).
 func TestAccuracyTargets(t *testing.T) {
-	rep, err := Compare("..", []string{"results/2026-11-22-h100.jsonl"}, []string{"results/2026-11-22-h100-heldout.jsonl"})
+	rep, err := Compare("..", []string{"results/2026-11-22-h100.jsonl", "results/2026-11-22-h100-hf.jsonl"},
+		[]string{"results/2026-11-22-h100-heldout.jsonl"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,4 +71,29 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// TestShardingAccuracy holds the data-parallel and ZeRO predictions to what
+// they reach on one rank measured with a fake process group
+// (results/2026-11-22-h100-zero.jsonl): peak allocated within 12%, and
+// nothing more than 10% under in any total. The tighter targets of
+// TestAccuracyTargets are not met yet for FSDP (docs/accuracy.md).
+func TestShardingAccuracy(t *testing.T) {
+	rep, err := Compare("..", []string{"results/2026-11-22-h100-zero.jsonl"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.All.N < 8 {
+		t.Fatalf("%d configurations, want 8", rep.All.N)
+	}
+	for _, r := range rep.Rows {
+		if abs(r.Err[Allocated]) > 0.12 {
+			t.Errorf("%s: peak allocated %+.1f%%", r.Label, 100*r.Err[Allocated])
+		}
+		for m := 0; m < NumMetrics; m++ {
+			if r.Err[m] < -0.10 {
+				t.Errorf("%s: %s %+.1f%%", r.Label, MetricNames[m], 100*r.Err[m])
+			}
+		}
+	}
 }
