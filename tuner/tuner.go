@@ -341,7 +341,7 @@ func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (i
 		width := fail - fit
 		widths = append(widths, width)
 		n := len(widths)
-		stalled := n >= 3 && widths[n-1] > widths[n-3]/2
+		stalled := n >= 2 && widths[n-1] > widths[n-2]/2
 		g, sec := fit+width/2, false
 		if !flat && !stalled {
 			g, sec = secant(), true

@@ -114,7 +114,7 @@ var tuneGaps = map[string]struct {
 }{
 	"specs/vit-b-16.yaml": {1069, "under the 0.9 cap the real run OOMs at batch 1064 in step 2's backward " +
 		"because one 322 MB gradient lands in a cached 644 MB block and pins that segment; the simulated " +
-		"allocator places it elsewhere and releases the segment (allocator trace bench/results/traces, " +
+		"allocator places it elsewhere and releases the segment (allocator trace bench/results/traces/2026-11-22-h100-vit-b-16-b1064-fraction0.9.json.gz, " +
 		"replayed: the allocator model reproduces the OOM on the real event order)"},
 }
 
