@@ -12,7 +12,7 @@ import (
 	"github.com/memplan/memplan/model"
 )
 
-func spec(t *testing.T, file string) *model.Spec {
+func spec(t testing.TB, file string) *model.Spec {
 	t.Helper()
 	s, err := model.Load(filepath.Join("..", "specs", file), model.Overrides{})
 	if err != nil {
@@ -194,4 +194,27 @@ func abs64(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// BenchmarkTune times a whole analytic search (go test -bench Tune ./tuner);
+// docs/tuner.md records the figures.
+func BenchmarkTune(b *testing.B) {
+	for _, file := range []string{"gpt2-124m.yaml", "llama-3.2-1b.yaml", "bert-base.yaml", "vit-b-16.yaml", "resnet-50.yaml"} {
+		for _, capped := range []bool{false, true} {
+			name := file
+			o := Analytic
+			if capped {
+				name, o = file+"/cap", Capped(0.9)
+			}
+			b.Run(name, func(b *testing.B) {
+				s := spec(b, file)
+				s.Device, _ = model.LookupDevice("h100-80gb")
+				for i := 0; i < b.N; i++ {
+					if _, err := Tune(s, DefaultBand, Constraints{}, o); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }
