@@ -346,7 +346,7 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 		}
 		return st.DeviceUsed, nil
 	}
-	if _, err := tuner.Largest(tuner.Constraints{Hint: o.Hint}, 1, s.limit, eval); err != nil && !errors.Is(err, errSteps) {
+	if _, err := tuner.Largest(tuner.Constraints{Hint: o.Hint, Tolerance: 0.001}, 1, s.limit, eval); err != nil && !errors.Is(err, errSteps) {
 		return r, err
 	}
 	r.Batch = good

@@ -103,6 +103,12 @@ type Constraints struct {
 	// device memory). It changes how many evaluations the search takes,
 	// not its answer.
 	Hint int64
+	// Tolerance, when set, ends the search once the bracket is narrower
+	// than that fraction of the batch (the probe uses 0.1%: a model that
+	// fits millions of samples needs no single-sample answer, and each
+	// probe step allocates). The answer still fits; it may be up to that
+	// fraction below the largest that does.
+	Tolerance float64
 }
 
 func (c Constraints) valid(b int64) bool {
@@ -335,7 +341,7 @@ func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (i
 	}
 	var widths []int64
 	for fail != 0 {
-		if c.below(fail-1) <= fit {
+		if c.below(fail-1) <= fit || float64(fail-fit) <= c.Tolerance*float64(fit) {
 			break
 		}
 		width := fail - fit
