@@ -431,6 +431,9 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 		s.unref(k)
 		s.unref(v)
 		k, v = k2, v2
+		// The cache holds its copies until the model's outputs are
+		// dropped, after the loss (Qwen3's trace frees them there).
+		s.kvHold = append(s.kvHold, s.ref(k), s.ref(v))
 	}
 	var y *tensor
 	// In fp32 the fused SDPA choice is the memory-efficient kernel, which

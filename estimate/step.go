@@ -28,6 +28,10 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.clearCache()
 			s.unref(s.mask)
 			s.mask = nil
+			for _, t := range s.kvHold {
+				s.unref(t)
+			}
+			s.kvHold = nil
 			s.saved = s.live[catSaved]
 
 			s.enter(it, m, StageBackward)

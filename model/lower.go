@@ -82,7 +82,7 @@ func (m *Model) lowerLlama() []Layer {
 			Layer{Kind: KRMSNorm, Dim: d},
 			Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
-				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV}), post())},
+				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true}), post())},
 		Layer{Kind: KResidual, Body: cat(seq(
 			Layer{Kind: KRMSNorm, Dim: d},
 			m.mlp()), post())},
