@@ -58,6 +58,14 @@ type Band struct {
 	Hi float64 `json:"hi"`
 }
 
+// DefaultMargin is the safety margin the tuner keeps below the band's
+// upper edge when the oracle is the estimator: the largest amount by which
+// memplan's peak reserved fell short of the measurement on the held-out
+// configurations (1.6%, ResNet-50 in fp32; docs/accuracy.md). With it the
+// tuner's answers stayed at or below every measured largest batch
+// (docs/tuner.md). The probe measures the device and needs none.
+const DefaultMargin = 0.016
+
 // DefaultBand is 85–90% of device memory.
 var DefaultBand = Band{0.85, 0.90}
 
@@ -103,6 +111,9 @@ type Constraints struct {
 	// device memory). It changes how many evaluations the search takes,
 	// not its answer.
 	Hint int64
+	// Margin is kept below the band's upper edge for the estimator's own
+	// error, as a fraction of that edge (DefaultMargin; 0 for none).
+	Margin float64
 	// Tolerance, when set, ends the search once the bracket is narrower
 	// than that fraction of the batch (the probe uses 0.1%: a model that
 	// fits millions of samples needs no single-sample answer, and each
@@ -161,6 +172,9 @@ type Result struct {
 	Band        Band    `json:"band"`
 	// Margin is the bytes left below the band's upper edge.
 	Margin int64 `json:"margin_bytes"`
+	// SafetyMargin is the fraction of the upper edge the search kept free
+	// for the estimator's error (Constraints.Margin).
+	SafetyMargin float64 `json:"safety_margin"`
 	// BelowBand is set when the best batch fills less than the band's
 	// lower edge (the constraints or the next batch's size prevent more).
 	BelowBand bool    `json:"below_band"`
@@ -186,7 +200,7 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 		}
 	}
 	mem := s.Device.Memory
-	limit := int64(band.Hi * float64(mem))
+	limit := int64(band.Hi * (1 - c.Margin) * float64(mem))
 	r := &Result{Band: band, Seq: s.Training.Seq}
 	cache := map[int64]int64{}
 	eval := func(b int64) (int64, error) {
@@ -225,11 +239,16 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 		return nil, err
 	}
 	v, _ := eval(best)
-	r.Batch, r.DeviceTotal, r.Fill, r.Margin = best, v, float64(v)/float64(mem), limit-v
+	r.Batch, r.DeviceTotal, r.Fill = best, v, float64(v)/float64(mem)
+	r.Margin, r.SafetyMargin = int64(band.Hi*float64(mem))-v, c.Margin
 	if r.Fill < band.Lo {
 		r.BelowBand = true
-		r.Warnings = append(r.Warnings, fmt.Sprintf("the best batch fills %.1f%%, below the band's %.0f%%: the next valid batch would exceed %.0f%%",
-			100*r.Fill, 100*band.Lo, 100*band.Hi))
+		edge := fmt.Sprintf("%.0f%%", 100*band.Hi)
+		if c.Margin > 0 {
+			edge += fmt.Sprintf(" less the %.1f%% safety margin", 100*c.Margin)
+		}
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the best batch fills %.1f%%, below the band's %.0f%%: the next valid batch would exceed %s",
+			100*r.Fill, 100*band.Lo, edge))
 	}
 	return r, nil
 }

@@ -75,7 +75,7 @@ Example:
 					}
 					row := ReportRow{Spec: spec.Name, Device: spec.Device.Name, Batch: spec.Training.Batch,
 						DeviceTotal: r.DeviceTotal, Fill: r.Fill, Fits: r.Fill <= band.Hi}
-					t, err := tuner.Tune(spec, band, tuner.Constraints{}, tuner.Analytic)
+					t, err := tuner.Tune(spec, band, tuner.Constraints{Margin: tuner.DefaultMargin}, tuner.Analytic)
 					switch {
 					case err == nil:
 						row.MaxBatch = t.Batch

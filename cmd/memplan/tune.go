@@ -41,6 +41,7 @@ Example:
 			&cli.Int64Flag{Name: "max", Usage: "largest micro-batch"},
 			&cli.StringFlag{Name: "seqs", Usage: "sequence lengths the job sees, comma-separated (tunes at the longest)"},
 			&cli.Int64Flag{Name: "global-batch", Usage: "target global batch"},
+			&cli.Float64Flag{Name: "margin", Value: tuner.DefaultMargin, Usage: "safety margin below the band's upper edge for the estimator's error, as a fraction of it (0 for none; ignored with --probe)"},
 			&cli.BoolFlag{Name: "cap", Usage: "apply the target's upper edge as torch.cuda.set_per_process_memory_fraction does: a cap on the caching allocator, which frees its cache and retries before failing"},
 		),
 		Action: func(c *cli.Context) error {
@@ -48,7 +49,11 @@ Example:
 			if err != nil {
 				return err
 			}
-			cons := tuner.Constraints{MultipleOf: c.Int64("multiple-of"), PowersOfTwo: c.Bool("pow2"), Min: c.Int64("min"), Max: c.Int64("max")}
+			cons := tuner.Constraints{MultipleOf: c.Int64("multiple-of"), PowersOfTwo: c.Bool("pow2"), Min: c.Int64("min"), Max: c.Int64("max"),
+				Margin: c.Float64("margin")}
+			if cons.Margin < 0 || cons.Margin >= 0.5 {
+				return usageError{fmt.Sprintf("--margin: want a fraction from 0 to 0.5, got %g", cons.Margin)}
+			}
 			if s := c.String("seqs"); s != "" {
 				for _, p := range strings.Split(s, ",") {
 					n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
@@ -60,7 +65,7 @@ Example:
 			}
 			oracle := tuner.Analytic
 			if c.Bool("cap") {
-				oracle = tuner.Capped(band.Hi)
+				oracle = tuner.Capped(band.Hi * (1 - cons.Margin))
 			}
 			if c.Bool("probe") {
 				s, err := probeSession(c, spec, band.Hi)
@@ -69,6 +74,7 @@ Example:
 				}
 				defer s.Close()
 				oracle = s.Measure
+				cons.Margin = 0 // the probe measures the device
 				// Each probe evaluation allocates on the device: start
 				// where the estimator, sized to this device, says the
 				// answer is, and let the probe correct it.
@@ -127,8 +133,12 @@ func printTune(w io.Writer, spec *model.Spec, r *tuner.Result, capped bool) {
 	if capped {
 		what = "predicted peak reserved under the allocator cap"
 	}
-	fmt.Fprintf(w, "\n  %s %s = %.1f%% of %s (band %.0f-%.0f%%), %s below the upper edge\n",
+	fmt.Fprintf(w, "\n  %s %s = %.1f%% of %s (band %.0f-%.0f%%), %s below the upper edge",
 		what, units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem), 100*r.Band.Lo, 100*r.Band.Hi, units.Format(r.Margin))
+	if r.SafetyMargin > 0 {
+		fmt.Fprintf(w, " (%.1f%% of it kept as a safety margin for the estimate's error; --margin 0 to use it)", 100*r.SafetyMargin)
+	}
+	fmt.Fprintln(w)
 	for _, w2 := range r.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", w2)
 	}
