@@ -203,7 +203,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		r.ParamBytes += p.bytes()
 	}
 	r.GradBytes = r.ParamBytes
-	if cfg.zero >= 3 {
+	if cfg.zero >= 2 {
 		r.ParamBytes = s.shard(r.ParamBytes)
 	}
 	if cfg.zero >= 2 {

@@ -22,9 +22,9 @@ type inst struct {
 // allocation per tensor.
 func (s *sim) param(elems int64, name string) *tensor {
 	var t *tensor
-	if s.cfg.zero >= 3 {
-		// ZeRO-3: the GPU holds this rank's shard; the whole tensor
-		// exists only while gathered (shardSetup).
+	if s.cfg.zero >= 2 {
+		// ZeRO-2 and 3 (FSDP): the GPU keeps this rank's shard; whole
+		// tensors exist only while gathered (shardSetup).
 		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name}
 		if s.cfg.offload != model.OffloadParams {
 			s.alloc(s.shard(elems), s.cfg.param, catParam, name+" shard")

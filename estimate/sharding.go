@@ -13,13 +13,15 @@ import (
 // gradients (gradient_as_bucket_view=False, the default). Stage 1 is
 // ZeroRedundancyOptimizer over DDP: the buckets stay, and the optimizer
 // state and its step's temporaries are held for this rank's parameters
-// only (shards); stage 2 also reduces each
-// parameter's gradient to this rank's shard as soon as it is produced;
-// stage 3 also keeps only a shard of each parameter and gathers whole
-// parameters for the blocks being computed: the non-block parameters
-// (embeddings, head) for the whole step, and two blocks at a time (the
-// current one and the one prefetched), as FSDP's fully_shard and DeepSpeed
-// stage 3 do. Offload keeps the optimizer state and step (and with
+// only (shards). Stages 2 and 3 are FSDP's fully_shard: each rank keeps a
+// shard of every parameter, reduces each gradient to its shard as soon as
+// it is produced, and gathers whole parameters for the forward and
+// backward; stage 2 (reshard_after_forward=False) holds all of them from
+// the first forward to the end of the backward, stage 3 only the non-block
+// parameters (embeddings, head) and two blocks at a time (the current one
+// and the one prefetched). Measured on one rank: at Llama-3.2-1B's peak,
+// FSDP2 held the shards, the root's whole parameters and one block's
+// all-gather buffer (stage 3), or every whole parameter (stage 2). Offload keeps the optimizer state and step (and with
 // "params" the parameter shards) in host memory. Communication buffers
 // (NCCL's, outside the caching allocator) are not counted.
 
@@ -72,30 +74,33 @@ func (s *sim) shardSetup(ins []*inst) {
 			n += p.bytes()
 		}
 		s.alloc(n, u8, catGrad, "DDP gradient buckets")
+	case s.cfg.zero == 2:
+		var all int64
+		for _, p := range s.params {
+			all += p.bytes()
+		}
+		s.gathered = all
 	case s.cfg.zero >= 3:
-		root, unit := paramBytes(ins, false)
+		root, unit := paramBytes(ins, map[*tensor]bool{})
 		s.gathered = root + 2*unit
 	}
 }
 
 // paramBytes returns the bytes of the parameters outside checkpointing
-// units (blocks) and the largest unit's.
-func paramBytes(ins []*inst, inUnit bool) (root, unit int64) {
+// units (blocks) and the largest unit's, counting a shared (tied)
+// parameter once.
+func paramBytes(ins []*inst, seen map[*tensor]bool) (root, unit int64) {
 	for _, in := range ins {
 		var own int64
-		for _, p := range in.p {
-			if p != nil {
-				own += p.bytes()
-			}
-		}
-		for _, p := range in.norm {
-			if p != nil {
+		for _, p := range append(append([]*tensor(nil), in.p...), in.norm...) {
+			if p != nil && !seen[p] {
+				seen[p] = true
 				own += p.bytes()
 			}
 		}
 		var sub int64
 		for _, list := range append([][]*inst{in.body, in.short}, in.fork...) {
-			r, u := paramBytes(list, false)
+			r, u := paramBytes(list, seen)
 			sub += r
 			unit = max(unit, u)
 		}

@@ -85,7 +85,7 @@ func Fixes(spec *model.Spec, band Band, oracle Oracle) []Fix {
 	// Sharding: for each ZeRO stage the fewest GPUs (powers of two up to
 	// maxDP) that fit, with and without checkpointing.
 	why := [4]string{"", "optimizer state sharded over the GPUs (ZeroRedundancyOptimizer, DeepSpeed stage 1)",
-		"optimizer state and gradients sharded (DeepSpeed stage 2)",
+		"optimizer state and gradients sharded, whole parameters only during forward and backward (FSDP without resharding, DeepSpeed stage 2)",
 		"optimizer state, gradients and parameters sharded (FSDP fully_shard, DeepSpeed stage 3)"}
 	ckpts := []bool{false}
 	if t.Checkpointing.Mode == model.CkptNone {
