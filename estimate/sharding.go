@@ -6,7 +6,7 @@ import (
 	"github.com/memplan/memplan/model"
 )
 
-// Data parallelism and ZeRO, per GPU (docs/formulas.md §F).
+// Data parallelism and ZeRO, per GPU (docs/formulas.md §G).
 //
 // DP > 1 at stage 0 is DistributedDataParallel: every rank holds
 // everything, plus the reducer's flat gradient buckets, as large as the
@@ -21,9 +21,11 @@ import (
 // parameters (embeddings, head) and two blocks at a time (the current one
 // and the one prefetched). Measured on one rank: at Llama-3.2-1B's peak,
 // FSDP2 held the shards, the root's whole parameters and one block's
-// all-gather buffer (stage 3), or every whole parameter (stage 2). Offload keeps the optimizer state and step (and with
-// "params" the parameter shards) in host memory. Communication buffers
-// (NCCL's, outside the caching allocator) are not counted.
+// all-gather buffer (stage 3), or every whole parameter (stage 2).
+//
+// Offload keeps the optimizer state and step (and with "params" the
+// parameter shards) in host memory. Communication buffers (NCCL's, outside
+// the caching allocator) are not counted.
 
 // shard is this rank's part of n elements (or bytes).
 func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
@@ -65,7 +67,7 @@ func (s *sim) shards() []*tensor {
 }
 
 // shardSetup allocates what sharding holds for the whole run once the
-// model is built: DDP's buckets, or ZeRO-3's gathered parameters.
+// model is built: DDP's buckets, or the size of what FSDP gathers.
 func (s *sim) shardSetup(ins []*inst) {
 	switch {
 	case s.cfg.dp > 1 && s.cfg.zero <= 1:
@@ -114,10 +116,10 @@ func paramBytes(ins []*inst, seen map[*tensor]bool) (root, unit int64) {
 }
 
 // gather allocates the gathered parameters at the start of a forward and
-// release frees them after the backward (ZeRO-3).
+// releaseGathered frees them after the backward (ZeRO-2 and 3).
 func (s *sim) gather() {
 	if s.gathered > 0 && s.gatherT == nil {
-		s.gatherT = s.alloc(s.gathered, u8, catParam, "gathered parameters (ZeRO-3)")
+		s.gatherT = s.alloc(s.gathered, u8, catParam, "gathered parameters (FSDP)")
 	}
 }
 
