@@ -15,6 +15,7 @@ var knownGaps = []struct {
 	why     string
 }{
 	{"specs/llama-3.2-1b.yaml --batch 1 --seq 1024 --attention eager", []int{Reserved, Device}, "6% under in reserved with peak allocated exact since the KV cache's copies are held to the end of forward (which fixed Qwen3 and Pythia); the same tensors are allocated, placement in the allocator differs (trace bench/results/traces/2026-11-22-h100-llama-3.2-1b-eager.json.gz; cause not isolated)"},
+	{"specs/gpt2-xl.yaml --batch 6 --precision bf16 --checkpointing every-block", []int{Reserved, Device}, "second held-out set, measured after this session's changes: 3.6% under in reserved with peak allocated exact; not traced"},
 }
 
 func gap(label string, m int) bool {
@@ -34,7 +35,7 @@ func gap(label string, m int) bool {
 // checks the accuracy targets (Targets, UnderLimit).
 func TestAccuracyTargets(t *testing.T) {
 	rep, err := Compare("..", []string{"results/2026-11-22-h100.jsonl", "results/2026-11-22-h100-hf.jsonl"},
-		[]string{"results/2026-11-22-h100-heldout.jsonl"})
+		[]string{"results/2026-11-22-h100-heldout.jsonl", "results/2026-11-22-h100-heldout2.jsonl"})
 	if err != nil {
 		t.Fatal(err)
 	}
