@@ -199,9 +199,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		Segments:        s.al.Segments(),
 		AllocRetries:    s.al.retries,
 	}
-	for _, p := range s.params {
-		r.ParamBytes += p.bytes()
-	}
+	r.ParamBytes = s.paramTotal()
 	r.GradBytes = r.ParamBytes
 	if cfg.zero >= 2 {
 		r.ParamBytes = s.shard(r.ParamBytes)

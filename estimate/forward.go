@@ -370,10 +370,7 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 		// Under autocast the cast to half comes first and keeps the
 		// transposed layout; the copy is of the half tensor.
 		xh := s.castLow(x)
-		xc := s.unary("Clone", xh, false, false)
-		if n := s.tape; len(n) > 0 && n[len(n)-1].outs[0] == xc {
-			n[len(n)-1].pass = true
-		}
+		xc := s.contiguous(xh)
 		s.unref(xh)
 		proj := s.matmul(xc, in.p[0], in.p[1], rows, qd+2*kvd)
 		s.unref(xc)
@@ -458,10 +455,7 @@ func (s *sim) attention(in *inst, x *tensor, sh model.Shape) *tensor {
 			// copy is what the output projection saves (measured: Pythia,
 			// sdpa_attention.py:168). With whole-head rotary q keeps the
 			// projection's layout and the copy is a no-op.
-			c := s.unary("Clone", y, false, false)
-			if n := s.tape; len(n) > 0 && n[len(n)-1].outs[0] == c {
-				n[len(n)-1].pass = true
-			}
+			c := s.contiguous(y)
 			s.unref(y)
 			y = c
 		}

@@ -104,6 +104,17 @@ func (s *sim) unary(name string, x *tensor, saveIn, saveOut bool) *tensor {
 	return y
 }
 
+// contiguous is a copy to row-major order (x.contiguous(), or a reshape
+// of a transposed view) whose backward is a view: nothing is saved and the
+// gradient passes through.
+func (s *sim) contiguous(x *tensor) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "contiguous copy")
+	if n := s.record("Contiguous", []*tensor{x}, y); n != nil {
+		n.pass = true
+	}
+	return y
+}
+
 // scalarOp is x·c or x+c: nothing saved.
 func (s *sim) scalarOp(x *tensor) *tensor { return s.unary("scalar op", x, false, false) }
 

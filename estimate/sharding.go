@@ -27,6 +27,15 @@ import (
 // parameter shards) in host memory. Communication buffers (NCCL's, outside
 // the caching allocator) are not counted.
 
+// paramTotal is the bytes of all parameters, whole.
+func (s *sim) paramTotal() int64 {
+	var n int64
+	for _, p := range s.params {
+		n += p.bytes()
+	}
+	return n
+}
+
 // shard is this rank's part of n elements (or bytes).
 func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
 
@@ -71,17 +80,9 @@ func (s *sim) shards() []*tensor {
 func (s *sim) shardSetup(ins []*inst) {
 	switch {
 	case s.cfg.dp > 1 && s.cfg.zero <= 1:
-		var n int64
-		for _, p := range s.params {
-			n += p.bytes()
-		}
-		s.alloc(n, u8, catGrad, "DDP gradient buckets")
+		s.alloc(s.paramTotal(), u8, catGrad, "DDP gradient buckets")
 	case s.cfg.zero == 2:
-		var all int64
-		for _, p := range s.params {
-			all += p.bytes()
-		}
-		s.gathered = all
+		s.gathered = s.paramTotal()
 	case s.cfg.zero >= 3:
 		root, unit := paramBytes(ins, map[*tensor]bool{})
 		s.gathered = root + 2*unit

@@ -12,16 +12,7 @@ import (
 // did not wrap around. The seed corpus is the bundled specs and the bad
 // inputs in testdata/bad.
 func FuzzParse(f *testing.F) {
-	for _, glob := range []string{"../specs/*.yaml", "testdata/bad/*.yaml"} {
-		files, _ := filepath.Glob(glob)
-		for _, p := range files {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(b)
-		}
-	}
+	seed(f, "../specs/*.yaml", "testdata/bad/*.yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data, Overrides{})
 		if err != nil {
@@ -48,14 +39,7 @@ func FuzzParse(f *testing.F) {
 // FuzzParseHF feeds arbitrary bytes to the transformers config importer:
 // never a panic, and an accepted config has a positive parameter count.
 func FuzzParseHF(f *testing.F) {
-	files, _ := filepath.Glob("testdata/hf/*.json")
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	seed(f, "testdata/hf/*.json")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseHF("fuzz.json", data, Overrides{Batch: 1, Seq: 8})
 		if err != nil {
@@ -68,4 +52,18 @@ func FuzzParseHF(f *testing.F) {
 			t.Fatalf("accepted a config with %d parameters", p)
 		}
 	})
+}
+
+// seed adds every file the globs match to the fuzz corpus.
+func seed(f *testing.F, globs ...string) {
+	for _, glob := range globs {
+		files, _ := filepath.Glob(glob)
+		for _, p := range files {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
 }

@@ -259,12 +259,14 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 //
 // It brackets the limit with a batch known to fit and one known not to,
 // extrapolating from the line through the last two fitting points (at
-// least doubling each time), then narrows the bracket by interpolation
-// (memory is nearly linear in the batch), probing just above each fitting
-// candidate because interpolation usually lands close. Where the
-// allocator's rounding makes memory flat over a range, interpolation can
-// creep; any round that fails to halve the bracket is followed by a
-// bisection step, so the search takes O(log range) evaluations.
+// least doubling each time), then narrows the bracket with the secant
+// through the two evaluations closest to the limit (memory is nearly
+// linear in the batch), checking the batch just above each fitting secant
+// step because the secant usually lands close. Where the allocator's
+// rounding makes memory flat, or under a cap where it is not quite
+// monotone, the secant can creep: a step that lands on a flat stretch or a
+// round that does not halve the bracket is followed by a bisection, so the
+// search takes O(log range) evaluations.
 func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (int64, error) {
 	// pts are the evaluations so far: the secant through the two closest
 	// to the limit predicts where the limit is crossed better than the
@@ -346,7 +348,7 @@ func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (i
 		return nil
 	}
 	secant := func() int64 {
-		p := append([]pt{{fit, fv}, {fail, fw}}, pts...)
+		p := append([]pt(nil), pts...) // fit and fail are among them
 		sort.Slice(p, func(i, j int) bool { return abs(p[i].v-limit) < abs(p[j].v-limit) })
 		for j := 1; j < len(p); j++ {
 			if p[j].v != p[0].v && p[j].b != p[0].b {
@@ -358,15 +360,14 @@ func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (i
 		}
 		return fit + (fail-fit)/2
 	}
-	var widths []int64
+	var prev int64 // the bracket's width a round ago
 	for fail != 0 {
 		if c.below(fail-1) <= fit || float64(fail-fit) <= c.Tolerance*float64(fit) {
 			break
 		}
 		width := fail - fit
-		widths = append(widths, width)
-		n := len(widths)
-		stalled := n >= 2 && widths[n-1] > widths[n-2]/2
+		stalled := prev > 0 && width > prev/2
+		prev = width
 		g, sec := fit+width/2, false
 		if !flat && !stalled {
 			g, sec = secant(), true
