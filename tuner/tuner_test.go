@@ -184,16 +184,18 @@ func abs64(x float64) float64 {
 func BenchmarkTune(b *testing.B) {
 	for _, file := range []string{"gpt2-124m.yaml", "llama-3.2-1b.yaml", "bert-base.yaml", "vit-b-16.yaml", "resnet-50.yaml"} {
 		for _, capped := range []bool{false, true} {
+			// As memplan tune runs it: the default margin, and under --cap
+			// a cap that much tighter.
 			name := file
 			o := Analytic
 			if capped {
-				name, o = file+"/cap", Capped(0.9)
+				name, o = file+"/cap", Capped(0.9*(1-DefaultMargin))
 			}
 			b.Run(name, func(b *testing.B) {
 				s := spec(b, file)
 				s.Device, _ = model.LookupDevice("h100-80gb")
 				for i := 0; i < b.N; i++ {
-					if _, err := Tune(s, DefaultBand, Constraints{}, o); err != nil {
+					if _, err := Tune(s, DefaultBand, Constraints{Margin: DefaultMargin}, o); err != nil {
 						b.Fatal(err)
 					}
 				}
