@@ -66,6 +66,11 @@ type Band struct {
 // (docs/tuner.md). The probe measures the device and needs none.
 const DefaultMargin = 0.016
 
+// Limit is the fraction of device memory the search stays at or below: the
+// band's upper edge less the safety margin. Under a memory fraction pass it
+// to Capped, so the simulated cap is the edge the search uses.
+func Limit(band Band, c Constraints) float64 { return band.Hi * (1 - c.Margin) }
+
 // DefaultBand is 85–90% of device memory.
 var DefaultBand = Band{0.85, 0.90}
 
@@ -200,7 +205,7 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 		}
 	}
 	mem := s.Device.Memory
-	limit := int64(band.Hi * (1 - c.Margin) * float64(mem))
+	limit := int64(Limit(band, c) * float64(mem))
 	r := &Result{Band: band, Seq: s.Training.Seq}
 	cache := map[int64]int64{}
 	eval := func(b int64) (int64, error) {

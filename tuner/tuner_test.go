@@ -130,7 +130,8 @@ func TestTuneAgainstMeasured(t *testing.T) {
 		s := spec(t, filepath.Base(m.Spec))
 		s.Device, _ = model.LookupDevice("h100-80gb")
 		start := time.Now()
-		r, err := Tune(s, Band{m.Fraction - 0.05, m.Fraction}, Constraints{Margin: DefaultMargin}, Capped(m.Fraction*(1-DefaultMargin)))
+		band, c := Band{m.Fraction - 0.05, m.Fraction}, Constraints{Margin: DefaultMargin}
+		r, err := Tune(s, band, c, Capped(Limit(band, c)))
 		el := time.Since(start)
 		if err != nil {
 			t.Fatal(err)
@@ -189,7 +190,7 @@ func BenchmarkTune(b *testing.B) {
 			name := file
 			o := Analytic
 			if capped {
-				name, o = file+"/cap", Capped(0.9*(1-DefaultMargin))
+				name, o = file+"/cap", Capped(Limit(DefaultBand, Constraints{Margin: DefaultMargin}))
 			}
 			b.Run(name, func(b *testing.B) {
 				s := spec(b, file)

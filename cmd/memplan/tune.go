@@ -65,7 +65,7 @@ Example:
 			}
 			oracle := tuner.Analytic
 			if c.Bool("cap") {
-				oracle = tuner.Capped(band.Hi * (1 - cons.Margin))
+				oracle = tuner.Capped(tuner.Limit(band, cons))
 			}
 			if c.Bool("probe") {
 				s, err := probeSession(c, spec, band.Hi)
