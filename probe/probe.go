@@ -324,7 +324,6 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 	// doubling (faster along the line through the last two steps), then
 	// narrowing the bracket by secant and bisection steps to the largest
 	// batch at or below the band's upper edge.
-	good := int64(1)
 	errSteps := errors.New("step limit")
 	eval := func(b int64) (int64, error) {
 		if b == 1 {
@@ -341,12 +340,11 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 		if !st.Allocated {
 			return max(st.DeviceUsed, s.limit+1), nil
 		}
-		if st.Fill <= o.Hi {
-			good = max(good, b)
-		}
 		return st.DeviceUsed, nil
 	}
-	if _, err := tuner.Largest(tuner.Constraints{Hint: o.Hint, Tolerance: 0.001}, 1, s.limit, eval); err != nil && !errors.Is(err, errSteps) {
+	// At the step limit the answer is the largest batch that fit so far.
+	good, err := tuner.Largest(tuner.Constraints{Hint: o.Hint, Tolerance: 0.001}, 1, s.limit, eval)
+	if err != nil && !errors.Is(err, errSteps) {
 		return r, err
 	}
 	r.Batch = good

@@ -259,7 +259,9 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 }
 
 // Largest returns the largest batch satisfying c whose eval is at or below
-// limit, given that lo satisfies c and fits. eval must be monotone in the
+// limit, given that lo satisfies c and fits. If eval fails once lo has been
+// evaluated, it returns the error with the largest fitting batch found so
+// far. eval must be monotone in the
 // batch (memory is), and is called once per batch at most if it caches.
 //
 // It brackets the limit with a batch known to fit and one known not to,
@@ -299,7 +301,7 @@ func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (i
 	if h := c.below(c.Hint); h > lo {
 		v, err := ev(h)
 		if err != nil {
-			return 0, err
+			return fit, err
 		}
 		if v <= limit {
 			fit, fv = h, v
@@ -311,7 +313,7 @@ func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (i
 	for next != 0 && fail == 0 {
 		v, err := ev(next)
 		if err != nil {
-			return 0, err
+			return fit, err
 		}
 		if v > limit {
 			fail, fw = next, v
@@ -383,13 +385,13 @@ func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (i
 			cand = c.below(fail - 1)
 		}
 		if err := try(cand); err != nil {
-			return 0, err
+			return fit, err
 		}
 		if sec && fit == cand {
 			// The secant usually lands close: check just above.
 			if up := nextValid(c, fit); up != 0 && up < fail {
 				if err := try(up); err != nil {
-					return 0, err
+					return fit, err
 				}
 				flat = false
 			}
