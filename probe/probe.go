@@ -398,5 +398,5 @@ func libName(d Driver) string {
 	if _, ok := d.(*Fake); ok {
 		return "fake"
 	}
-	return "libcuda.so.1"
+	return libcuda
 }
