@@ -9,6 +9,7 @@ import (
 	"github.com/montanaflynn/stats"
 
 	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/tuner"
@@ -72,7 +73,7 @@ type Result struct {
 var ErrNoFit = errors.New("batch 1 does not fit")
 
 // contextBytes is the context cost the estimator assumes (docs/formulas.md §D).
-const contextBytes = 527 * units.MiB
+var contextBytes = measured.CUDAContext.Bytes
 
 type plan struct {
 	segs  []int64
@@ -153,9 +154,9 @@ func newSession(ctx context.Context, d Driver, index int, hi float64) (*Session,
 		return nil, err
 	}
 	// Until measured, assume the 2 MiB granularity of current NVIDIA
-	// drivers (PYTORCH-MEMORY.md §5).
+	// drivers (docs/pytorch-memory.md §5).
 	return &Session{ctx: ctx, c: c, live: map[uintptr]bool{}, name: name, ver: ver, total: total, free0: free0,
-		used0: total - free0, gran: 2 << 20, limit: int64(hi * float64(total))}, nil
+		used0: total - free0, gran: measured.AllocGranularity.Bytes, limit: int64(hi * float64(total))}, nil
 }
 
 // Total is the device's memory as the driver reports it.
