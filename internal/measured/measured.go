@@ -99,7 +99,7 @@ var AllocGranularity = Bytes{2 * units.MiB, "cuMemGetInfo free before - after on
 var (
 	H100Memory = Bytes{85_017_493_504, "cuMemGetInfo total", H100.with("docs/pytorch-memory.md §2")}
 	// H200Memory is 139.80 GiB; the data sheet less DriverReserve would
-	// say 139.93 GiB (the H200's driver keeps 615.5 MiB, not 480).
+	// have said 139.93 GiB (the H200's driver seems to keep about 615 MiB).
 	H200Memory = Bytes{150_109_880_320, "cuMemGetInfo total", H200}
 )
 
