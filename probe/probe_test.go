@@ -12,7 +12,7 @@ import (
 
 func spec(t *testing.T, file string) *model.Spec {
 	t.Helper()
-	s, err := model.Load(filepath.Join("..", "specs", file), model.Overrides{Dev: "h100-80gb"})
+	s, err := model.Load(filepath.Join("testdata", file), model.Overrides{Dev: "h100-80gb"})
 	if err != nil {
 		t.Fatal(err)
 	}
