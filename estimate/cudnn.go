@@ -3,13 +3,16 @@ package estimate
 import (
 	"bufio"
 	"bytes"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
 
 	"github.com/montanaflynn/stats"
+
+	"github.com/memplan/memplan/internal/measured"
+	"github.com/memplan/memplan/model"
 )
 
 // cuDNN's convolution workspaces. A convolution takes a transient buffer
@@ -18,14 +21,94 @@ import (
 // cuDNN's heuristics pick for the geometry, which no formula gives, so the
 // sizes are measured (bench/torch/convws.py: every distinct convolution of
 // torchvision's ResNets and ViT's patch embedding, in TF32 and bfloat16, at
-// batch 16, 64, 128 and 256, on the H100 with cuDNN 9.19) and looked up.
-// They grow in proportion to the batch, so other batches interpolate
-// between the measured ones and scale beyond them. A geometry that was not
-// measured takes the median ratio of its class (1x1 or larger kernel,
-// stride 1 or more) to the tensors the pass reads. docs/formulas.md §E.
+// batch 16 to 1024) and looked up. They grow in proportion to the batch,
+// so other batches interpolate between the measured ones and scale beyond
+// them. A geometry that was not measured takes the median ratio of its
+// class (1x1 or larger kernel, stride 1 or more) to the tensors the pass
+// reads. docs/formulas.md §F.
 //
-//go:embed data/cudnn-ws-h100.jsonl
-var cudnnTable []byte
+// cuDNN's choice depends on the GPU architecture, so there is a table per
+// architecture where one was measured (only sm90, on the H100, so far); a
+// device of another architecture borrows the fallback's table, and the
+// estimate says so in its notes when the model has a convolution.
+//
+//go:embed data/cudnn-ws-*.jsonl
+var cudnnData embed.FS
+
+// cudnnSource is one measured table, parsed on first use: a model without
+// a convolution never reads it.
+type cudnnSource struct {
+	arch string
+	file string
+	on   measured.Provenance
+	once sync.Once
+	data *wsData
+}
+
+// cudnnTables are the measured tables by architecture (model.Device.Arch).
+var cudnnTables = map[string]*cudnnSource{
+	"hopper": {arch: "hopper", file: "data/cudnn-ws-h100.jsonl", on: measured.CudnnHopper},
+}
+
+// cudnnFallback is the architecture whose table devices without their own
+// borrow.
+const cudnnFallback = "hopper"
+
+// load parses the table. The tables are embedded in the binary and every
+// one is parsed by the package's tests, so a table that does not parse is
+// a build defect: load panics then, as template.Must does.
+func (c *cudnnSource) load() *wsData {
+	c.once.Do(func() {
+		b, err := cudnnData.ReadFile(c.file)
+		if err == nil {
+			c.data, err = parseWSTable(b)
+		}
+		if err != nil {
+			panic(fmt.Sprintf("estimate: embedded cuDNN table %s: %v", c.file, err))
+		}
+	})
+	return c.data
+}
+
+// wsTable is the cuDNN table one estimate uses: its device's own, or the
+// fallback's. It records whether a convolution looked it up, to say so
+// when the table was borrowed.
+type wsTable struct {
+	src    *cudnnSource
+	device model.Device
+	used   bool
+}
+
+// cudnnFor picks the table for a device.
+func cudnnFor(d model.Device) *wsTable {
+	src, ok := cudnnTables[d.Arch]
+	if !ok {
+		src = cudnnTables[cudnnFallback]
+	}
+	return &wsTable{src: src, device: d}
+}
+
+// lookup gives the workspaces of a convolution at a batch; inBytes and
+// outBytes are the whole input and output in the compute dtype.
+func (t *wsTable) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
+	t.used = true
+	return t.src.load().lookup(g, batch, inBytes, outBytes)
+}
+
+// notes says when the estimate's convolutions used another architecture's
+// table.
+func (t *wsTable) notes() []string {
+	if t == nil || !t.used || t.src.arch == t.device.Arch {
+		return nil
+	}
+	arch := t.device.Arch
+	if arch == "" {
+		arch = "an unknown architecture"
+	}
+	on := t.src.on
+	return []string{fmt.Sprintf("cuDNN convolution workspaces were measured on %s only (%s, cuDNN %s, %s); %s (%s) borrows that table, and its cuDNN may pick other algorithms with other workspaces",
+		t.src.arch, on.Device, on.CuDNN, on.Date, t.device.Name, arch)}
+}
 
 // convGeom is what cuDNN's choice depends on, for the convolutions memplan
 // builds (no groups, no dilation).
@@ -48,28 +131,18 @@ type convClass struct {
 	pointwise, unitStride, half bool
 }
 
-type wsTable struct {
+// wsData is a parsed table.
+type wsData struct {
 	points map[convGeom][]wsPoint // by batch, ascending
 	// ratios are the class medians: forward workspace per output byte,
 	// input-gradient and weight-gradient workspaces per input byte.
 	ratios map[convClass][3]float64
 }
 
-var (
-	cudnnOnce sync.Once
-	cudnnWS   *wsTable
-	cudnnErr  error
-)
-
-func loadCudnn() (*wsTable, error) {
-	cudnnOnce.Do(func() { cudnnWS, cudnnErr = parseWSTable(cudnnTable) })
-	return cudnnWS, cudnnErr
-}
-
 // parseWSTable reads convws.py's JSON lines (the first line describes the
 // machine).
-func parseWSTable(data []byte) (*wsTable, error) {
-	t := &wsTable{points: map[convGeom][]wsPoint{}, ratios: map[convClass][3]float64{}}
+func parseWSTable(data []byte) (*wsData, error) {
+	t := &wsData{points: map[convGeom][]wsPoint{}, ratios: map[convClass][3]float64{}}
 	samples := map[convClass][3][]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
@@ -128,7 +201,7 @@ func classOf(g convGeom) convClass {
 
 // lookup gives the workspaces of a convolution at a batch; inBytes and
 // outBytes are the whole input and output in the compute dtype.
-func (t *wsTable) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
+func (t *wsData) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 	p, ok := t.points[g]
 	if !ok {
 		r, ok := t.ratios[classOf(g)]

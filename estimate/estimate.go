@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/model"
 )
 
@@ -108,18 +108,15 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Overheads outside the caching allocator: the CUDA context and the kernel
-// modules loaded lazily. Measured on an H100 with driver 580.159.04, CUDA
-// 13.0 and torch 2.11 (docs/formulas.md §D): the bare context is 527 MiB;
-// device use minus max_memory_reserved was 751 MiB in every fp32-only run
-// and 767 MiB in every run with half-precision GEMMs, across 38 runs of
-// bench/results/2026-11-22-h100.jsonl.
-const (
-	cudaContext   = 527 * units.MiB
-	modulesBase   = 224 * units.MiB
-	modulesHalf   = 16 * units.MiB
-	hopperCublas  = 32 * units.MiB // cuBLAS workspace on sm90
-	defaultCublas = 8*units.MiB + 128*units.KiB
+// Overheads outside the caching allocator (the CUDA context and the
+// kernel modules loaded lazily) and the cuBLAS workspaces, as measured
+// (internal/measured has where and how; docs/formulas.md §D).
+var (
+	cudaContext   = measured.CUDAContext.Bytes
+	modulesBase   = measured.ModulesBase.Bytes
+	modulesHalf   = measured.ModulesHalf.Bytes
+	hopperCublas  = measured.HopperCublas.Bytes // cuBLAS workspace on sm90
+	defaultCublas = measured.DefaultCublas.Bytes
 )
 
 // Estimate predicts the memory of the training run a spec describes.
@@ -164,11 +161,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if spec.Device.Hopper() {
 		cfg.cublasWorkspace = hopperCublas
 	}
-	ws, err := loadCudnn()
-	if err != nil {
-		return nil, fmt.Errorf("cuDNN workspace table: %w", err)
-	}
-	cfg.cudnn = ws
+	cfg.cudnn = cudnnFor(spec.Device)
 	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
 	if setup != nil {
 		setup(s)
@@ -225,6 +218,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
 	r.Overhead = overhead(s.used)
+	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceTotal = r.PeakReserved
 	for _, o := range r.Overhead {
 		r.DeviceTotal += o.Bytes

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/internal/units"
 )
 
@@ -31,8 +32,11 @@ type Device struct {
 	SMs          int `json:"sms,omitempty"`
 	ThreadsPerSM int `json:"threads_per_sm,omitempty"`
 	// Measured is true when Memory was read off a real device rather than
-	// derived from the data sheet.
-	Measured bool `json:"measured"`
+	// derived from the data sheet; MeasuredOn then says where. (MeasuredOn
+	// is left out of the JSON of an estimate, whose schema it would change:
+	// memplan devices prints it.)
+	Measured   bool                 `json:"measured"`
+	MeasuredOn *measured.Provenance `json:"-"`
 }
 
 // Hopper reports whether the device is an sm90 part (H100, H200), where
@@ -41,20 +45,29 @@ func (d Device) Hopper() bool { return d.Arch == "hopper" }
 
 // driverReserve is what the NVIDIA driver keeps out of cuMemGetInfo's total
 // on a data-center part: 81559 MiB (nvidia-smi) vs 81079 MiB (cuMemGetInfo)
-// on the H100 measured in PYTORCH-MEMORY.md §2.
-const driverReserve = 480 * units.MiB
+// on the H100 (internal/measured, docs/pytorch-memory.md §2).
+var driverReserve = measured.DriverReserve.Bytes
 
+// smi is a data sheet's total (nvidia-smi's MiB) less the driver reserve.
 func smi(mib int64) int64 { return mib*units.MiB - driverReserve }
 
+// measuredDevice is d with the memory read off a real device.
+func measuredDevice(d Device, m measured.Bytes) Device {
+	on := m.On
+	d.Memory, d.Measured, d.MeasuredOn = m.Bytes, true, &on
+	return d
+}
+
 // catalog is keyed by the lower-case name users type. Memory is the
-// cuMemGetInfo total: measured where Measured is set, otherwise the
-// nvidia-smi total from the data sheet less the measured 480 MiB driver
-// reserve. The probe (memplan probe) reads the real value on a node.
+// cuMemGetInfo total: measured where Measured is set (H100, H200),
+// otherwise the nvidia-smi total from the data sheet less the 480 MiB
+// driver reserve measured on the H100. The probe (memplan probe) reads the
+// real value on a node.
 var catalog = map[string]Device{
 	"a100-40gb":  {Product: "NVIDIA A100 40GB", Memory: smi(40960), Arch: "ampere", Vendor: NVIDIA, SMs: 108, ThreadsPerSM: 2048},
 	"a100-80gb":  {Product: "NVIDIA A100 80GB", Memory: smi(81920), Arch: "ampere", Vendor: NVIDIA, SMs: 108, ThreadsPerSM: 2048},
-	"h100-80gb":  {Product: "NVIDIA H100 80GB HBM3", Memory: 85_017_493_504, Arch: "hopper", Vendor: NVIDIA, Measured: true, SMs: 132, ThreadsPerSM: 2048},
-	"h200-141gb": {Product: "NVIDIA H200 141GB HBM3e", Memory: smi(143771), Arch: "hopper", Vendor: NVIDIA, SMs: 132, ThreadsPerSM: 2048},
+	"h100-80gb":  measuredDevice(Device{Product: "NVIDIA H100 80GB HBM3", Arch: "hopper", Vendor: NVIDIA, SMs: 132, ThreadsPerSM: 2048}, measured.H100Memory),
+	"h200-141gb": measuredDevice(Device{Product: "NVIDIA H200 141GB HBM3e", Arch: "hopper", Vendor: NVIDIA, SMs: 132, ThreadsPerSM: 2048}, measured.H200Memory),
 	"l4":         {Product: "NVIDIA L4 24GB", Memory: smi(23034), Arch: "ada", Vendor: NVIDIA, SMs: 58, ThreadsPerSM: 1536},
 	"l40s":       {Product: "NVIDIA L40S 48GB", Memory: smi(46068), Arch: "ada", Vendor: NVIDIA, SMs: 142, ThreadsPerSM: 1536},
 	"a10g":       {Product: "NVIDIA A10G 24GB", Memory: smi(23028), Arch: "ampere", Vendor: NVIDIA, SMs: 80, ThreadsPerSM: 1536},

@@ -1,4 +1,4 @@
-//go:build !cu
+//go:build !cu && (linux || windows)
 
 package probe
 
@@ -10,12 +10,12 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// libcuda is the driver library, loaded at run time so that one static
-// binary runs everywhere and reports a missing driver as an error.
-const libcuda = "libcuda.so.1"
-
+// cuda is the CUDA driver API, loaded at run time with no cgo, so that one
+// static binary runs everywhere and reports a missing driver as an error.
+// The library is libcuda.so.1 on Linux (cuda_linux.go) and nvcuda.dll on
+// Windows (cuda_windows.go); purego calls it with the platform's C
+// calling convention.
 type cuda struct {
-	h                  uintptr
 	cuInit             func(uint32) int32
 	cuDriverGetVersion func(*int32) int32
 	cuDeviceGetCount   func(*int32) int32
@@ -37,11 +37,11 @@ type cuda struct {
 func Open() (Driver, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	h, err := purego.Dlopen(libcuda, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	sym, err := openLib()
 	if err != nil {
 		return nil, &DriverError{Lib: libcuda, Msg: err.Error()}
 	}
-	c := &cuda{h: h}
+	c := &cuda{}
 	syms := []struct {
 		fn   any
 		name string
@@ -53,12 +53,12 @@ func Open() (Driver, error) {
 		{&c.cuMemAlloc, "cuMemAlloc_v2"}, {&c.cuMemFree, "cuMemFree_v2"}, {&c.cuGetErrorString, "cuGetErrorString"},
 	}
 	for _, s := range syms {
-		// Check each symbol first: an old driver lacks the _v2 names, and
-		// RegisterLibFunc would panic.
-		if _, err := purego.Dlsym(h, s.name); err != nil {
+		// Look each symbol up first: an old driver lacks the _v2 names.
+		addr, err := sym(s.name)
+		if err != nil || addr == 0 {
 			return nil, &DriverError{Lib: libcuda, Msg: fmt.Sprintf("symbol %s missing (driver too old? need CUDA %d.%d or later)", s.name, MinDriverVersion/1000, MinDriverVersion%1000/10)}
 		}
-		purego.RegisterLibFunc(s.fn, h, s.name)
+		purego.RegisterFunc(s.fn, addr)
 	}
 	if r := c.cuInit(0); r != 0 {
 		return nil, &DriverError{Lib: libcuda, Msg: "cuInit: " + c.errString(r)}

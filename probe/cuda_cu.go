@@ -2,9 +2,10 @@
 
 package probe
 
-// This backend links the CUDA driver through gorgonia.org/cu (cgo). Build
-// it with `go build -tags cu` against cuda.h and libcuda (see
-// ../shared/tools/cuda-headers.sh). gorgonia.org/cu calls cuInit in its
+// This backend links the CUDA driver through gorgonia.org/cu (cgo), on
+// Linux. Build it with `go build -tags cu` against cuda.h and libcuda:
+// .ci/cuda-headers.sh fetches both and prints the cgo variables
+// (docs/probe.md, "Drivers"). gorgonia.org/cu calls cuInit in its
 // package init and exits the process if that fails, so a binary built this
 // way cannot start on a machine without the driver: the default build loads
 // the driver at run time instead (cuda.go).
@@ -16,6 +17,9 @@ import (
 	"gorgonia.org/cu"
 )
 
+// libcuda names the driver in errors.
+const libcuda = "gorgonia.org/cu"
+
 type cuDriver struct{}
 
 // Open returns the gorgonia.org/cu driver. The driver was initialised by
@@ -23,10 +27,10 @@ type cuDriver struct{}
 func Open() (Driver, error) {
 	v := cu.Version()
 	if v < 0 {
-		return nil, &DriverError{Lib: "gorgonia.org/cu", Msg: "cuDriverGetVersion failed"}
+		return nil, &DriverError{Lib: libcuda, Msg: "cuDriverGetVersion failed"}
 	}
 	if v < MinDriverVersion {
-		return nil, &DriverError{Lib: "gorgonia.org/cu", Msg: fmt.Sprintf("driver supports CUDA %d.%d; the probe needs %d.%d or later",
+		return nil, &DriverError{Lib: libcuda, Msg: fmt.Sprintf("driver supports CUDA %d.%d; the probe needs %d.%d or later",
 			v/1000, v%1000/10, MinDriverVersion/1000, MinDriverVersion%1000/10)}
 	}
 	return cuDriver{}, nil

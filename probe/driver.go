@@ -4,8 +4,10 @@
 // inside a target fill, and reports what the device actually allowed.
 //
 // The driver is an interface with three implementations: the CUDA driver
-// loaded at run time with no cgo (Open, the default build), the same
-// through gorgonia.org/cu (build tag cu), and a fake device for tests.
+// loaded at run time with no cgo (Open, the default build: libcuda.so.1 on
+// Linux, nvcuda.dll on Windows, and on macOS, which has no CUDA, an error
+// that says so), the same through gorgonia.org/cu (build tag cu, Linux),
+// and a fake device for tests.
 package probe
 
 import (
@@ -48,7 +50,39 @@ func (e *DriverError) Error() string {
 
 // Hint is the advice printed under the error.
 func (e *DriverError) Hint() string {
-	return "the probe needs an NVIDIA GPU and its driver; memplan estimate and memplan tune need no GPU"
+	return noGPUHint
+}
+
+// noGPUHint is the advice under every error that says the probe cannot
+// reach a GPU.
+const noGPUHint = "the probe needs an NVIDIA GPU and its driver; memplan estimate, tune and check need no GPU"
+
+// NoCUDAError is returned by Open on an operating system that has no CUDA
+// driver at all (macOS): the probe cannot run there, but everything that
+// predicts can.
+type NoCUDAError struct {
+	// OS is the operating system as people name it ("macOS").
+	OS string
+}
+
+func (e *NoCUDAError) Error() string {
+	return fmt.Sprintf("no CUDA on %s: NVIDIA ships no CUDA driver for it, so the probe cannot run here", e.OS)
+}
+
+// Hint is the advice printed under the error.
+func (e *NoCUDAError) Hint() string {
+	return "memplan estimate, tune and check need no GPU; run memplan probe (or --probe) on a Linux or Windows machine with an NVIDIA GPU"
+}
+
+// osName is the name people use for a GOOS value.
+func osName(goos string) string {
+	switch goos {
+	case "darwin":
+		return "macOS"
+	case "ios":
+		return "iOS"
+	}
+	return goos
 }
 
 // IndexError is a device index the machine does not have.

@@ -9,6 +9,7 @@ import (
 	"github.com/montanaflynn/stats"
 
 	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/tuner"
@@ -72,7 +73,7 @@ type Result struct {
 var ErrNoFit = errors.New("batch 1 does not fit")
 
 // contextBytes is the context cost the estimator assumes (docs/formulas.md §D).
-const contextBytes = 527 * units.MiB
+var contextBytes = measured.CUDAContext.Bytes
 
 type plan struct {
 	segs  []int64
@@ -153,9 +154,9 @@ func newSession(ctx context.Context, d Driver, index int, hi float64) (*Session,
 		return nil, err
 	}
 	// Until measured, assume the 2 MiB granularity of current NVIDIA
-	// drivers (PYTORCH-MEMORY.md §5).
+	// drivers (docs/pytorch-memory.md §5).
 	return &Session{ctx: ctx, c: c, live: map[uintptr]bool{}, name: name, ver: ver, total: total, free0: free0,
-		used0: total - free0, gran: 2 << 20, limit: int64(hi * float64(total))}, nil
+		used0: total - free0, gran: measured.AllocGranularity.Bytes, limit: int64(hi * float64(total))}, nil
 }
 
 // Total is the device's memory as the driver reports it.
@@ -296,38 +297,62 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 			o.Progress(st)
 		}
 	}
-	// Batch 1 is checked against the plan before anything is allocated.
-	p1, err := planFor(spec, 1)
+	first, err := s.firstStep(spec, r, record)
 	if err != nil {
 		return r, err
+	}
+	good, err := s.search(spec, o, r, first, record)
+	if err != nil {
+		return r, err
+	}
+	r.Batch = good
+	fit(r, o)
+	if p, err := planFor(spec, good); err == nil {
+		r.AnalyticUsed = p.est.DeviceTotal
+		r.Differences = differences(r, p)
+	}
+	return r, nil
+}
+
+// firstStep allocates batch 1, after checking its plan against the free
+// memory so that a plan that cannot fit allocates nothing (ErrNoFit).
+func (s *Session) firstStep(spec *model.Spec, r *Result, record func(Step)) (Step, error) {
+	p1, err := planFor(spec, 1)
+	if err != nil {
+		return Step{}, err
 	}
 	if need := s.need(p1); r.UsedAtStart+need > s.limit {
 		record(Step{Batch: 1, Requested: need, Allocations: len(p1.segs), DeviceUsed: r.UsedAtStart + need,
 			Fill: float64(r.UsedAtStart+need) / float64(s.total), Note: "not allocated"})
-		return r, fmt.Errorf("%w on %s: the plan needs %s, %s is free and the band allows %s more (%s missing)",
+		return Step{}, fmt.Errorf("%w on %s: the plan needs %s, %s is free and the band allows %s more (%s missing)",
 			ErrNoFit, s.name, units.Format(need), units.Format(s.free0), units.Format(max(0, s.limit-r.UsedAtStart)),
 			units.Format(r.UsedAtStart+need-s.limit))
 	}
 	if err := s.measureGranularity(); err != nil {
-		return r, err
+		return Step{}, err
 	}
 	r.Granularity = s.gran
 	st, err := s.step(spec, 1)
 	if err != nil {
-		return r, err
+		return st, err
 	}
 	record(st)
 	if !st.Allocated {
-		return r, fmt.Errorf("%w on %s: %s", ErrNoFit, s.name, st.Note)
+		return st, fmt.Errorf("%w on %s: %s", ErrNoFit, s.name, st.Note)
 	}
-	// The search is the tuner's: growing from batch 1 at least by
-	// doubling (faster along the line through the last two steps), then
-	// narrowing the bracket by secant and bisection steps to the largest
-	// batch at or below the band's upper edge.
+	return st, nil
+}
+
+// search is the tuner's: growing from batch 1 at least by doubling
+// (faster along the line through the last two steps), then narrowing the
+// bracket by secant and bisection steps to the largest batch at or below
+// the band's upper edge. At the step limit the answer is the largest
+// batch that fit so far.
+func (s *Session) search(spec *model.Spec, o Options, r *Result, first Step, record func(Step)) (int64, error) {
 	errSteps := errors.New("step limit")
 	eval := func(b int64) (int64, error) {
 		if b == 1 {
-			return st.DeviceUsed, nil
+			return first.DeviceUsed, nil
 		}
 		if len(r.Steps) >= o.MaxSteps {
 			return 0, errSteps
@@ -342,35 +367,37 @@ func Run(ctx context.Context, d Driver, spec *model.Spec, o Options) (res *Resul
 		}
 		return st.DeviceUsed, nil
 	}
-	// At the step limit the answer is the largest batch that fit so far.
 	good, err := tuner.Largest(tuner.Constraints{Hint: o.Hint, Tolerance: 0.001}, 1, s.limit, eval)
 	if err != nil && !errors.Is(err, errSteps) {
-		return r, err
+		return good, err
 	}
-	r.Batch = good
+	return good, nil
+}
+
+// fit sets whether the answer is inside the band, and the line through
+// the allocated steps (device use = fixed + per sample × batch).
+func fit(r *Result, o Options) {
 	var pts stats.Series
 	for _, st := range r.Steps {
-		if st.Batch == good && st.Allocated {
+		if st.Batch == r.Batch && st.Allocated {
 			r.InBand = st.Fill >= o.Lo && st.Fill <= o.Hi
 		}
 		if st.Allocated {
 			pts = append(pts, stats.Coordinate{X: float64(st.Batch), Y: float64(st.DeviceUsed)})
 		}
 	}
-	if len(pts) >= 2 {
-		if line, err := stats.LinearRegression(pts); err == nil && len(line) >= 2 {
-			x0, x1 := line[0], line[len(line)-1]
-			if x1.X != x0.X {
-				per := (x1.Y - x0.Y) / (x1.X - x0.X)
-				r.PerSample, r.FixedBytes = int64(per), int64(x0.Y-per*x0.X)
-			}
-		}
+	if len(pts) < 2 {
+		return
 	}
-	if p, err := planFor(spec, good); err == nil {
-		r.AnalyticUsed = p.est.DeviceTotal
-		r.Differences = differences(r, p)
+	line, err := stats.LinearRegression(pts)
+	if err != nil || len(line) < 2 {
+		return
 	}
-	return r, nil
+	x0, x1 := line[0], line[len(line)-1]
+	if x1.X != x0.X {
+		per := (x1.Y - x0.Y) / (x1.X - x0.X)
+		r.PerSample, r.FixedBytes = int64(per), int64(x0.Y-per*x0.X)
+	}
 }
 
 func differences(r *Result, p plan) []string {
@@ -398,5 +425,5 @@ func libName(d Driver) string {
 	if _, ok := d.(*Fake); ok {
 		return "fake"
 	}
-	return "libcuda.so.1"
+	return libcuda
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
 )
@@ -15,8 +16,9 @@ func devicesCmd() *cli.Command {
 		Name:  "devices",
 		Usage: "list the built-in GPU catalog",
 		Description: `Lists the GPUs a spec's device or --device may name. Memory is what a process
-can use (cuMemGetInfo's total): measured where marked, otherwise the data
-sheet's total less the 480 MiB the driver keeps.
+can use (cuMemGetInfo's total): measured where marked (with the date and
+driver; the JSON form has measured_on), otherwise the data sheet's total
+less the 480 MiB the driver keeps.
 
 Example:
    memplan devices
@@ -29,13 +31,19 @@ Example:
 			}
 			ds := model.Devices()
 			if f == "json" {
-				return writeJSON(c.App.Writer, ds)
+				rows := make([]deviceRow, len(ds))
+				for i, d := range ds {
+					rows[i] = deviceRow{d, d.MeasuredOn}
+				}
+				return writeJSON(c.App.Writer, rows)
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tPRODUCT\tMEMORY\tARCH\tSOURCE")
 			for _, d := range ds {
 				src := "data sheet"
-				if d.Measured {
+				if on := d.MeasuredOn; on != nil {
+					src = fmt.Sprintf("measured %s, driver %s", on.Date, on.Driver)
+				} else if d.Measured {
 					src = "measured"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, d.Product, units.GiB2(d.Memory), d.Arch, src)
@@ -43,4 +51,11 @@ Example:
 			return tw.Flush()
 		},
 	}
+}
+
+// deviceRow is a catalog entry as memplan devices --format json prints it:
+// the device, and where its memory was measured.
+type deviceRow struct {
+	model.Device
+	MeasuredOn *measured.Provenance `json:"measured_on,omitempty"`
 }

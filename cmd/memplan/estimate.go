@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -51,12 +49,6 @@ Example:
 			return printEstimate(c.App.Writer, r)
 		},
 	}
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func printEstimate(w io.Writer, r *estimate.Result) error {
@@ -116,17 +108,4 @@ func printEstimate(w io.Writer, r *estimate.Result) error {
 	}
 	fmt.Fprintf(w, "\n%s: %.1f%% of %s — %s\n", r.Device.Name, 100*r.Fill, units.Format(r.Device.Memory), verdict)
 	return nil
-}
-
-// commas prints 124439808 as 124,439,808.
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

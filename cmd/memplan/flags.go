@@ -39,6 +39,14 @@ func overrides(c *cli.Context) model.Overrides {
 	}
 }
 
+// probeFlags are the flags of commands that can ask the real device.
+func probeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "probe", Usage: "measure on the real GPU (needs the NVIDIA driver) instead of predicting"},
+		&cli.IntFlag{Name: "device-index", Usage: "CUDA device ordinal for --probe"},
+	}
+}
+
 var formatFlag = &cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"}
 
 func format(c *cli.Context) (string, error) {
@@ -84,4 +92,15 @@ func loadSpec(c *cli.Context) (*model.Spec, error) {
 		return nil, err
 	}
 	return model.Load(path, overrides(c))
+}
+
+// specArg returns the single SPEC argument of a command.
+func specArg(c *cli.Context) (string, error) {
+	switch c.NArg() {
+	case 1:
+		return c.Args().First(), nil
+	case 0:
+		return "", usageError{fmt.Sprintf("%s: missing SPEC argument (see memplan %s --help)", c.Command.Name, c.Command.Name)}
+	}
+	return "", usageError{fmt.Sprintf("%s: want one SPEC argument, got %d", c.Command.Name, c.NArg())}
 }

@@ -139,14 +139,3 @@ memplan check and memplan tune add 3 (fits, above the target band) and 4
 		},
 	}
 }
-
-// specArg returns the single SPEC argument of a command.
-func specArg(c *cli.Context) (string, error) {
-	switch c.NArg() {
-	case 1:
-		return c.Args().First(), nil
-	case 0:
-		return "", usageError{fmt.Sprintf("%s: missing SPEC argument (see memplan %s --help)", c.Command.Name, c.Command.Name)}
-	}
-	return "", usageError{fmt.Sprintf("%s: want one SPEC argument, got %d", c.Command.Name, c.NArg())}
-}

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,98 +11,18 @@ import (
 	"github.com/memplan/memplan/probe"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
 func memplan(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
 	code = run(append([]string{"memplan"}, args...), &o, &e)
 	return code, o.String(), e.String()
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s:\n--- got\n%s\n--- want\n%s", p, got, want)
-	}
-}
-
-// TestBadSpecs runs validate and estimate on every bad input: each must exit
-// 2 with file:line errors (golden), never panic.
-func TestBadSpecs(t *testing.T) {
-	files, _ := filepath.Glob("../../model/testdata/bad/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no bad specs found")
-	}
-	var all strings.Builder
-	for _, f := range files {
-		for _, cmd := range []string{"validate", "estimate"} {
-			code, out, errOut := memplan(cmd, f)
-			if code != 2 {
-				t.Errorf("memplan %s %s: exit %d, want 2 (stderr %q)", cmd, f, code, errOut)
-			}
-			if out != "" {
-				t.Errorf("memplan %s %s wrote to stdout: %q", cmd, f, out)
-			}
-			if cmd == "validate" {
-				all.WriteString(errOut)
-			}
-		}
-	}
-	golden(t, "bad-specs.golden", all.String())
-}
-
-// TestFlagErrors checks that bad flags and arguments exit 2.
-func TestFlagErrors(t *testing.T) {
-	spec := "../../specs/gpt2-124m.yaml"
-	tests := []struct {
-		name string
-		args []string
-		msg  string
-	}{
-		{"no spec", []string{"estimate"}, "missing SPEC"},
-		{"two specs", []string{"estimate", spec, spec}, "want one SPEC"},
-		{"bad precision", []string{"estimate", spec, "--precision", "fp8"}, "--precision: unknown precision"},
-		{"bad device", []string{"estimate", spec, "--device", "b200"}, "--device: unknown device"},
-		{"negative batch", []string{"estimate", spec, "--batch", "-3"}, "--batch: must be positive"},
-		{"bad format", []string{"estimate", spec, "--format", "xml"}, "--format"},
-		{"unknown flag", []string{"estimate", "--bogus", spec}, "flag provided but not defined"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, _, errOut := memplan(tt.args...)
-			if code != 2 || !strings.Contains(errOut, tt.msg) {
-				t.Errorf("exit %d stderr %q, want 2 and %q", code, errOut, tt.msg)
-			}
-		})
-	}
-	if code, _, errOut := memplan("estimate", "no-such-file.yaml"); code != 1 || !strings.Contains(errOut, "read spec") {
-		t.Errorf("missing file: exit %d stderr %q, want 1", code, errOut)
-	}
-}
-
-// TestEstimateGolden pins the human output for two specs and checks the
-// JSON form decodes into the documented schema.
-func TestEstimateGolden(t *testing.T) {
-	for _, name := range []string{"gpt2-124m", "resnet-50"} {
-		code, out, errOut := memplan("estimate", "../../specs/"+name+".yaml")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut)
-		}
-		golden(t, "estimate-"+name+".golden", out)
-	}
-	code, out, _ := memplan("estimate", "../../specs/mlp.yaml", "--format", "json", "--batch", "64")
+// TestEstimateJSON checks that the JSON form decodes into the documented
+// schema (the golden scripts pin its bytes).
+func TestEstimateJSON(t *testing.T) {
+	code, out, errOut := memplan("estimate", "testdata/fixtures/specs/mlp.yaml", "--format", "json", "--batch", "64")
 	if code != 0 {
-		t.Fatalf("exit %d", code)
+		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var r estimate.Result
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
@@ -117,7 +35,7 @@ func TestEstimateGolden(t *testing.T) {
 
 // TestOverrides checks that flags replace spec fields.
 func TestOverrides(t *testing.T) {
-	base := "../../specs/llama-3.2-1b.yaml"
+	base := "testdata/fixtures/specs/llama-3.2-1b.yaml"
 	_, a, _ := memplan("estimate", base, "--format", "json")
 	_, b, _ := memplan("estimate", base, "--format", "json", "--batch", "1", "--seq", "512", "--precision", "bf16",
 		"--optimizer", "adamw-fused", "--checkpointing", "every-block", "--attention", "eager", "--device", "a100-40gb")
@@ -138,17 +56,9 @@ func TestOverrides(t *testing.T) {
 	}
 }
 
-// TestDecimalDeviceNote checks that "80GB" is accepted and explained.
-func TestDecimalDeviceNote(t *testing.T) {
-	code, _, errOut := memplan("estimate", "../../specs/mlp.yaml", "--device", "80GB")
-	if code != 0 || !strings.Contains(errOut, "taken as decimal: 80000000000 bytes") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
-	}
-}
-
 // TestCheckExitCodes checks memplan check's documented exit codes.
 func TestCheckExitCodes(t *testing.T) {
-	spec := "../../specs/gpt2-124m.yaml"
+	spec := "testdata/fixtures/specs/gpt2-124m.yaml"
 	tests := []struct {
 		args    []string
 		code    int
@@ -175,7 +85,7 @@ func TestCheckExitCodes(t *testing.T) {
 // TestTuneCLI checks tune's answer, the global-batch split and the no-fit
 // exit code with its fixes.
 func TestTuneCLI(t *testing.T) {
-	code, out, errOut := memplan("tune", "../../specs/gpt2-124m.yaml", "--global-batch", "512", "--dp", "8", "--format", "json")
+	code, out, errOut := memplan("tune", "testdata/fixtures/specs/gpt2-124m.yaml", "--global-batch", "512", "--dp", "8", "--format", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -193,7 +103,7 @@ func TestTuneCLI(t *testing.T) {
 	if r.Batch < 40 || r.Plan.Achieved != 512 || r.Plan.MicroBatch*r.Plan.Accum*8 != 512 || r.Plan.MicroBatch > r.Batch {
 		t.Errorf("tune = %+v", r)
 	}
-	code, out, _ = memplan("tune", "../../specs/llama-3-8b.yaml", "--checkpointing", "none")
+	code, out, _ = memplan("tune", "testdata/fixtures/specs/llama-3-8b.yaml", "--checkpointing", "none")
 	if code != 4 || !strings.Contains(out, "does not fit") || !strings.Contains(out, "fits —") {
 		t.Errorf("no-fit tune: exit %d, output %q", code, out)
 	}
@@ -202,7 +112,7 @@ func TestTuneCLI(t *testing.T) {
 // TestProbeFlags runs tune --probe and check --probe on the fake device,
 // and checks that a missing driver exits 1 with a hint.
 func TestProbeFlags(t *testing.T) {
-	spec := "../../specs/gpt2-124m.yaml"
+	spec := "testdata/fixtures/specs/gpt2-124m.yaml"
 	if _, err := probe.Open(); err == nil {
 		t.Skip("a CUDA driver is present: the no-driver path cannot be checked here")
 	}
@@ -232,7 +142,7 @@ func TestProbeFlags(t *testing.T) {
 // TestHFImport checks import and --hf: the written spec estimates like the
 // config it came from.
 func TestHFImport(t *testing.T) {
-	cfg := "../../model/testdata/hf/qwen2.5-0.5b.json"
+	cfg := "testdata/fixtures/hf/qwen2.5-0.5b.json"
 	out := filepath.Join(t.TempDir(), "q.yaml")
 	if code, _, errOut := memplan("import", cfg, "--seq", "1024", "-o", out); code != 0 {
 		t.Fatalf("import: exit %d: %s", code, errOut)
@@ -246,14 +156,14 @@ func TestHFImport(t *testing.T) {
 	if ra.Params != 494_032_768 || ra.PeakAllocated != rb.PeakAllocated {
 		t.Errorf("imported spec: %d params, %d B; --hf: %d B", ra.Params, ra.PeakAllocated, rb.PeakAllocated)
 	}
-	if code, out, errOut := memplan("estimate", "--hf", "../../model/testdata/hf/mixtral-8x7b.json", "--batch", "1", "--seq", "512"); code != 0 || !strings.Contains(out, "46,702,792,704 parameters") {
+	if code, out, errOut := memplan("estimate", "--hf", "testdata/fixtures/hf/mixtral-8x7b.json", "--batch", "1", "--seq", "512"); code != 0 || !strings.Contains(out, "46,702,792,704 parameters") {
 		t.Errorf("mixtral: exit %d, %q %q", code, out, errOut)
 	}
 }
 
 // TestReport checks the capacity report across devices.
 func TestReport(t *testing.T) {
-	code, out, errOut := memplan("report", "../../specs/llama-3.2-1b.yaml", "../../specs/llama-3-8b.yaml",
+	code, out, errOut := memplan("report", "testdata/fixtures/specs/llama-3.2-1b.yaml", "testdata/fixtures/specs/llama-3-8b.yaml",
 		"--devices", "a100-40gb,h100-80gb", "--format", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

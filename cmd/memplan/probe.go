@@ -79,14 +79,6 @@ Example:
 // openDriver opens the CUDA driver; tests replace it with a fake device.
 var openDriver = probe.Open
 
-// probeFlags are the flags of commands that can ask the real device.
-func probeFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.BoolFlag{Name: "probe", Usage: "measure on the real GPU (needs the NVIDIA driver) instead of predicting"},
-		&cli.IntFlag{Name: "device-index", Usage: "CUDA device ordinal for --probe"},
-	}
-}
-
 // probeSession opens the driver and a session on --device-index that never
 // allocates past hi of the device, and points the spec at the real device's
 // memory. Probe failures exit 1.
@@ -101,11 +93,6 @@ func probeSession(c *cli.Context, spec *model.Spec, hi float64) (*probe.Session,
 	}
 	spec.Device.Memory = s.Total()
 	return s, nil
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func printProbe(w io.Writer, r *probe.Result) {
