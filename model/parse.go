@@ -280,213 +280,6 @@ func decodeInput(e *errs, mm *mapping, in *Input) {
 	im.finish()
 }
 
-// decodeLayers reads the explicit form's list of layers.
-func decodeLayers(e *errs, n *yaml.Node, what string) []Layer {
-	if n.Kind != yaml.SequenceNode {
-		e.add(n.Line, "%s: want a list of layers, got %s", what, describe(n))
-		return nil
-	}
-	if len(n.Content) == 0 {
-		e.add(n.Line, "%s: the list of layers is empty", what)
-	}
-	var out []Layer
-	for _, c := range n.Content {
-		if l, ok := decodeLayer(e, c); ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func decodeLayer(e *errs, n *yaml.Node) (Layer, bool) {
-	l := Layer{Line: n.Line}
-	var args *yaml.Node
-	switch {
-	case n.Kind == yaml.ScalarNode:
-		l.Kind = n.Value
-	case n.Kind == yaml.MappingNode && len(n.Content) == 2:
-		l.Kind, args = n.Content[0].Value, n.Content[1]
-	default:
-		e.add(n.Line, "layer: want \"- kind\" or \"- kind: {arguments}\", got %s", describe(n))
-		return l, false
-	}
-	ks, ok := layerKinds[l.Kind]
-	if !ok {
-		var names []string
-		for k := range layerKinds {
-			names = append(names, k)
-		}
-		msg := fmt.Sprintf("unknown layer %q", l.Kind)
-		if s := suggest(l.Kind, names); s != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", s)
-		}
-		e.add(n.Line, "%s (valid: %s)", msg, oneOf(names))
-		return l, false
-	}
-	if args != nil && args.Tag == "!!null" {
-		args = nil
-	}
-	if l.Kind == KFork {
-		if args == nil || args.Kind != yaml.SequenceNode || len(args.Content) == 0 {
-			e.add(n.Line, "fork: want a list of branches, each a list of layers: - fork: [[...], [...]]")
-			return l, false
-		}
-		for _, b := range args.Content {
-			l.Branches = append(l.Branches, decodeLayers(e, b, "fork branch"))
-		}
-		return l, true
-	}
-	// Lists are shorthand for the layers of block and residual.
-	if args != nil && args.Kind == yaml.SequenceNode && (l.Kind == KBlock || l.Kind == KResidual) {
-		l.Body = decodeLayers(e, args, l.Kind)
-		return l, true
-	}
-	if args == nil {
-		if len(ks.required) > 0 {
-			e.add(n.Line, "%s: missing required field %q", l.Kind, ks.required[0])
-			return l, false
-		}
-		return l, true
-	}
-	m := newMapping(e, args, l.Kind)
-	if args.Kind != yaml.MappingNode {
-		return l, false
-	}
-	l.Bias = l.Kind == KLinear || l.Kind == KConv2d || l.Kind == KLayerNorm
-	req := map[string]bool{}
-	for _, r := range ks.required {
-		req[r] = true
-	}
-	for _, a := range append(append([]string{}, ks.required...), ks.optional...) {
-		r := req[a]
-		switch a {
-		case "in":
-			m.int(a, &l.In, r)
-		case "out":
-			m.int(a, &l.Out, r)
-		case "dim":
-			m.int(a, &l.Dim, r)
-		case "hidden":
-			m.int(a, &l.Hidden, r)
-		case "vocab":
-			m.int(a, &l.Vocab, r)
-		case "heads":
-			m.int(a, &l.Heads, r)
-		case "kv_heads":
-			m.int(a, &l.KVHeads, r)
-		case "head_dim":
-			m.int(a, &l.HeadDim, r)
-		case "kernel":
-			m.int(a, &l.Kernel, r)
-		case "stride":
-			m.int(a, &l.Stride, r)
-		case "padding":
-			v := m.get(a)
-			if v != nil {
-				p, err := strconv.ParseInt(v.Value, 10, 64)
-				if err != nil || p < 0 {
-					e.add(v.Line, "padding: want a whole number ≥ 0, got %s", describe(v))
-				}
-				l.Padding = p
-			}
-		case "channels":
-			m.int(a, &l.Channels, r)
-		case "max":
-			m.int(a, &l.Max, r)
-		case "times":
-			m.int(a, &l.Times, r)
-		case "p":
-			if r && !m.has(a) {
-				e.add(args.Line, "%s: missing required field \"p\"", l.Kind)
-			}
-			m.float(a, &l.P, 0, 1)
-		case "bias":
-			m.bool(a, &l.Bias)
-		case "out_bias":
-			m.bool(a, &l.OutBias)
-		case "rope":
-			m.bool(a, &l.RoPE)
-		case "causal":
-			m.bool(a, &l.Causal)
-		case "experts":
-			m.int(a, &l.Experts, r)
-		case "top_k":
-			m.int(a, &l.TopK, r)
-		case "shared":
-			m.int(a, &l.Shared, r)
-		case "shared_gate":
-			m.bool(a, &l.SharedGate)
-		case "qk_norm":
-			m.bool(a, &l.QKNorm)
-		case "kv_cache":
-			m.bool(a, &l.KVCache)
-		case "inplace":
-			m.bool(a, &l.Inplace)
-		case "fused_qkv":
-			m.bool(a, &l.FusedQKV)
-		case "upcast":
-			m.bool(a, &l.Upcast)
-		case "softcap":
-			m.float(a, &l.Softcap, 0, 1e6)
-		case "style":
-			if line, ok := m.str(a, &l.Style); ok && l.Style != "hf" && l.Style != "torch" {
-				e.add(line, "style: unknown attention style %q (valid: hf, torch)", l.Style)
-			}
-		case "activation":
-			l.Activation = KSiLU
-			if line, ok := m.str(a, &l.Activation); ok {
-				switch l.Activation {
-				case KSiLU, KGELU, KGELUNew, KReLU, KTanh:
-				default:
-					e.add(line, "activation: unknown activation %q (valid: gelu, gelu_new, relu, silu, tanh)", l.Activation)
-				}
-			}
-		case "name":
-			m.str(a, &l.Name)
-		case "tie":
-			m.str(a, &l.Tie)
-		case "layers":
-			if v := m.get(a); v != nil {
-				l.Body = decodeLayers(e, v, l.Kind+".layers")
-			} else {
-				e.add(args.Line, "%s: missing required field \"layers\"", l.Kind)
-			}
-		case "shortcut":
-			if v := m.get(a); v != nil {
-				l.Shortcut = decodeLayers(e, v, "residual.shortcut")
-			}
-		}
-	}
-	m.finish()
-	if l.Kind == KAttention {
-		if l.KVHeads == 0 {
-			l.KVHeads = l.Heads
-		}
-		if l.Style == "" {
-			l.Style = "hf"
-		}
-		if l.HeadDim == 0 && l.Heads > 0 {
-			if l.Dim%l.Heads != 0 {
-				e.add(n.Line, "attention: heads (%d) must divide dim (%d), or give head_dim", l.Heads, l.Dim)
-			}
-			l.HeadDim = l.Dim / l.Heads
-		}
-		if l.Heads > 0 && l.KVHeads > 0 && l.Heads%l.KVHeads != 0 {
-			e.add(n.Line, "attention: kv_heads (%d) must divide heads (%d)", l.KVHeads, l.Heads)
-		}
-	}
-	if (l.Kind == KGatedMLP || l.Kind == KMoE) && l.Activation == "" {
-		l.Activation = KSiLU
-	}
-	if (l.Kind == KConv2d || l.Kind == KMaxPool) && l.Stride == 0 {
-		l.Stride = 1
-		if l.Kind == KMaxPool {
-			l.Stride = l.Kernel
-		}
-	}
-	return l, true
-}
-
 func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	tm := newMapping(e, n, "training")
 	*t = Training{Precision: FP32, Optimizer: Optimizer{AdamW, ImplForeach}, Checkpointing: Checkpointing{Mode: CkptNone},
@@ -773,30 +566,23 @@ func validate(e *errs, s *Spec, modelLine, trainLine int) {
 	}
 }
 
-func paramsFloat(ls []Layer) float64 {
-	var n float64
-	for i := range ls {
-		n += ls[i].paramsF()
-	}
-	return n
-}
-
 // actFloat sums per-sample activation elements, with the attention score
 // matrix, as a float64 upper bound.
 func actFloat(ls []Layer, s Shape) float64 {
 	var n float64
-	for _, l := range ls {
-		switch l.Kind {
-		case KRepeat:
-			n += float64(l.Times) * actFloat(l.Body, s)
-		case KBlock, KResidual:
+	for i := range ls {
+		l := &ls[i]
+		switch k := l.Spec.(type) {
+		case *Repeat:
+			n += float64(k.Times) * actFloat(l.Body, s)
+		case *Block, *Residual:
 			n += actFloat(l.Body, s) + actFloat(l.Shortcut, s)
-		case KFork:
+		case *Fork:
 			for _, b := range l.Branches {
 				n += actFloat(b, s)
 			}
-		case KAttention:
-			n += float64(s[0]) * float64(s[0]) * float64(l.Heads)
+		case *Attention:
+			n += float64(s[0]) * float64(s[0]) * float64(k.Heads)
 		}
 		out, err := l.Infer(s, map[string]*Layer{"": {}})
 		if err == nil {
