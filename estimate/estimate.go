@@ -142,6 +142,28 @@ func EstimateOptions(spec *model.Spec, o Options) (*Result, error) {
 // simulation, inspect after it.
 func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
 	t := spec.Training
+	cfg, err := newConfig(spec)
+	if err != nil {
+		return nil, err
+	}
+	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
+	if setup != nil {
+		setup(s)
+	}
+	s.enter(0, 0, "load")
+	layers := spec.Model.Lower()
+	ins := s.build(layers, map[string]*tensor{})
+	s.shardSetup(ins)
+	s.train(spec, ins)
+	if inspect != nil {
+		inspect(s)
+	}
+	return s.result(spec, layers), nil
+}
+
+// newConfig is what the simulated ops need to know about a spec's run.
+func newConfig(spec *model.Spec) (*config, error) {
+	t := spec.Training
 	cfg := &config{
 		amp:             t.Mixed(),
 		compute:         f32,
@@ -169,25 +191,18 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		return nil, fmt.Errorf("cuDNN workspace table: %w", err)
 	}
 	cfg.cudnn = ws
-	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
-	if setup != nil {
-		setup(s)
-	}
-	s.enter(0, 0, "load")
-	layers := spec.Model.Lower()
-	ins := s.build(layers, map[string]*tensor{})
-	s.shardSetup(ins)
-	s.train(spec, ins)
-	if inspect != nil {
-		inspect(s)
-	}
+	return cfg, nil
+}
 
+// result assembles the Result of a finished simulation.
+func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
+	cfg := s.cfg
 	r := &Result{
 		SchemaVersion:   SchemaVersion,
 		Name:            spec.Name,
 		ModelType:       spec.Model.Type,
 		Params:          model.Params(layers),
-		Training:        t,
+		Training:        spec.Training,
 		Device:          spec.Device,
 		ActivationBytes: s.saved,
 		PeakAllocated:   s.peak.allocated,
@@ -237,7 +252,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		r.Notes = append(r.Notes, "the overheads outside the allocator were measured on NVIDIA GPUs; on ROCm they differ")
 	}
 	sort.SliceStable(r.AtPeak, func(i, j int) bool { return r.AtPeak[i].Bytes > r.AtPeak[j].Bytes })
-	return r, nil
+	return r
 }
 
 func overhead(u usage) []Item {

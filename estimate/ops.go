@@ -414,7 +414,7 @@ func (s *sim) maxPool(x *tensor, outElems int64) *tensor {
 
 // crossEntropy is F.cross_entropy over rows × classes logits: log_softmax
 // then nll_loss. Under autocast nll_loss is an fp32-list op, so half
-// log-probs are copied to fp32 and both are kept (PYTORCH-MEMORY.md §4).
+// log-probs are copied to fp32 and both are kept (docs/pytorch-memory.md §4).
 func (s *sim) crossEntropy(logits *tensor, rows int64) *tensor {
 	lp := s.unary("LogSoftmax", logits, false, true)
 	lpc := s.castF32(lp)
