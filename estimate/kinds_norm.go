@@ -42,3 +42,40 @@ type rmsNormOp struct{ w *tensor }
 func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	return s.rmsNorm(x, o.w, s.rows(sh))
 }
+
+func init() {
+	register(model.KGroupNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
+		k := l.Spec.(*model.GroupNorm)
+		o := &groupNormOp{k: k}
+		if k.Affine {
+			o.w, o.b = s.param(k.Channels, "gn.weight"), s.param(k.Channels, "gn.bias")
+		}
+		return o
+	})
+}
+
+type groupNormOp struct {
+	k    *model.GroupNorm
+	w, b *tensor
+}
+
+// forward is F.group_norm, in autocast's fp32 list: a half input is copied
+// to fp32 and the output is fp32. native_group_norm saves the (cast) input,
+// the weight and the per-(sample, group) mean and rstd
+// (tools/autograd/derivatives.yaml); its CUDA backward takes two
+// per-(sample, channel) fp32 sums (ds, db).
+func (o *groupNormOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
+	xc := s.castF32(x)
+	y := s.alloc(x.elems, xc.dt, catTemp, "groupnorm")
+	stats := s.cfg.batch * o.k.Groups
+	mean := s.alloc(stats, xc.dt, catTemp, "mean")
+	rstd := s.alloc(stats, xc.dt, catTemp, "rstd")
+	if n := s.record("NativeGroupNorm", []*tensor{xc, o.w, o.b}, y); n != nil {
+		s.save(n, xc, o.w, mean, rstd)
+		n.bwdTemp = 2 * s.cfg.batch * o.k.Channels * f32
+	}
+	s.unref(xc)
+	s.unref(mean)
+	s.unref(rstd)
+	return y
+}

@@ -104,6 +104,17 @@ type sim struct {
 	ropeT    [2]*tensor // cos and sin tables of the current forward
 	mask     *tensor    // eager attention's causal mask of the current forward
 	saved    int64      // bytes saved for backward at the end of the last forward
+	notes    []string   // things the result should say about how it was simulated
+}
+
+// note adds a line to the result's notes, once.
+func (s *sim) note(msg string) {
+	for _, n := range s.notes {
+		if n == msg {
+			return
+		}
+	}
+	s.notes = append(s.notes, msg)
 }
 
 // usage records which library paths the step touches: half-precision

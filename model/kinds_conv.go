@@ -133,3 +133,66 @@ func (k *PatchEmbed) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error
 func (k *PatchEmbed) params(*Layer) float64 {
 	return f64(k.Dim)*f64(k.Channels)*f64(k.Kernel)*f64(k.Kernel) + f64(k.Dim)
 }
+
+// Kinds over [channels, length] (audio features, NCL).
+const (
+	KConv1d    = "conv1d"
+	KTranspose = "transpose"
+)
+
+func init() {
+	register(KConv1d, "1-D convolution over [channels, length], NCL", func() KindSpec { return &Conv1d{Bias: true} })
+	register(KTranspose, "[channels, length] to [length, channels] tokens: a view, as x.transpose(1, 2)", func() KindSpec { return &Transpose{} })
+}
+
+// Conv1d is nn.Conv1d over [channels, length].
+type Conv1d struct {
+	In, Out, Kernel, Stride, Padding int64
+	Bias                             bool
+}
+
+func (*Conv1d) Kind() string { return KConv1d }
+
+func (k *Conv1d) decode(a *args, _ *Layer) {
+	a.int("in", &k.In, true)
+	a.int("out", &k.Out, true)
+	a.int("kernel", &k.Kernel, true)
+	a.int("stride", &k.Stride, false)
+	a.count("padding", &k.Padding)
+	a.bool("bias", &k.Bias)
+	if k.Stride == 0 && a.m != nil {
+		k.Stride = 1
+	}
+}
+
+func (k *Conv1d) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if len(s) != 2 {
+		return nil, bad(l, "needs a [channels, length] input, got %v", s)
+	}
+	if k.In != s[0] {
+		return nil, bad(l, "in (%d) does not match the input channels (%d)", k.In, s[0])
+	}
+	n := convOut(s[1], k.Kernel, k.Stride, k.Padding)
+	if n <= 0 {
+		return nil, bad(l, "kernel %d is longer than the input (%d)", k.Kernel, s[1])
+	}
+	return Shape{k.Out, n}, nil
+}
+
+func (k *Conv1d) params(*Layer) float64 {
+	return f64(k.Out)*f64(k.In)*f64(k.Kernel) + b64(k.Bias)*f64(k.Out)
+}
+
+// Transpose swaps the two dimensions of a [channels, length] sample, giving
+// [length, channels] tokens; the result is a view.
+type Transpose struct{}
+
+func (*Transpose) Kind() string         { return KTranspose }
+func (*Transpose) decode(*args, *Layer) {}
+func (*Transpose) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if len(s) != 2 {
+		return nil, bad(l, "needs a [channels, length] input, got %v", s)
+	}
+	return Shape{s[1], s[0]}, nil
+}
+func (*Transpose) params(*Layer) float64 { return 0 }

@@ -62,3 +62,40 @@ func (k *RMSNorm) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 }
 
 func (k *RMSNorm) params(*Layer) float64 { return f64(k.Dim) }
+
+// KGroupNorm is nn.GroupNorm's kind.
+const KGroupNorm = "groupnorm"
+
+func init() {
+	register(KGroupNorm, "GroupNorm over [channels, ...] in groups (affine defaults to true)", func() KindSpec { return &GroupNorm{Affine: true} })
+}
+
+// GroupNorm is nn.GroupNorm(Groups, Channels, affine=Affine) over an input
+// of [channels, length] or [channels, height, width].
+type GroupNorm struct {
+	Groups, Channels int64
+	Affine           bool
+}
+
+func (*GroupNorm) Kind() string { return KGroupNorm }
+
+func (k *GroupNorm) decode(a *args, _ *Layer) {
+	a.int("groups", &k.Groups, true)
+	a.int("channels", &k.Channels, true)
+	a.bool("affine", &k.Affine)
+}
+
+func (k *GroupNorm) validate(e *errs, line int) {
+	if k.Groups > 0 && k.Channels%k.Groups != 0 {
+		e.add(line, "groupnorm: groups (%d) must divide channels (%d)", k.Groups, k.Channels)
+	}
+}
+
+func (k *GroupNorm) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if len(s) < 2 || s[0] != k.Channels {
+		return nil, bad(l, "channels (%d) does not match the input %v (want [channels, ...])", k.Channels, s)
+	}
+	return s, nil
+}
+
+func (k *GroupNorm) params(*Layer) float64 { return 2 * b64(k.Affine) * f64(k.Channels) }

@@ -150,7 +150,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 			*ov.dst = ov.v
 		}
 	}
-	if m.TokenInput() && t.Seq == 0 && m.Type != "" {
+	if m.SeqInput() && t.Seq == 0 && m.Type != "" {
 		e.add(n.Line, "training: missing required field \"seq\" (the sequence length)")
 	}
 	if m.ImageInput() && t.Image == 0 {

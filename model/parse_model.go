@@ -192,7 +192,7 @@ func decodeIntList(e *errs, n *yaml.Node, dst *[]int64) {
 func decodeInput(e *errs, mm *mapping, in *Input) {
 	v := mm.get("input")
 	if v == nil {
-		e.add(mm.line, "model: missing required field \"input\" (one of: {features: N}, tokens, {image: {channels: C}})")
+		e.add(mm.line, "model: missing required field \"input\" (one of: {features: N}, tokens, {image: {channels: C}}, {signal: {channels: C}})")
 		return
 	}
 	if v.Kind == yaml.ScalarNode && v.Value == InputTokens {
@@ -210,13 +210,18 @@ func decodeInput(e *errs, mm *mapping, in *Input) {
 		in.Channels = 3
 		sub.int("channels", &in.Channels, false)
 		sub.finish()
+	case im.has(InputSignal):
+		in.Kind = InputSignal
+		sub := newMapping(e, im.get(InputSignal), "input.signal")
+		sub.int("channels", &in.Channels, true)
+		sub.finish()
 	case im.has(InputTokens):
 		in.Kind = InputTokens
 		var b bool
 		im.bool(InputTokens, &b)
 	default:
 		if v.Kind == yaml.MappingNode {
-			e.add(v.Line, "input: want one of \"features: N\", \"image: {channels: C}\" or \"tokens\"")
+			e.add(v.Line, "input: want one of \"features: N\", \"image: {channels: C}\", \"signal: {channels: C}\" or \"tokens\"")
 		}
 	}
 	im.finish()

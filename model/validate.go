@@ -111,6 +111,8 @@ func (s *Spec) InputShape() Shape {
 	switch {
 	case m.TokenInput():
 		return Shape{t.Seq}
+	case m.Type == Sequential && m.Input.Kind == InputSignal:
+		return Shape{m.Input.Channels, t.Seq}
 	case m.ImageInput():
 		c := m.Channels
 		if m.Type == Sequential {
