@@ -7,17 +7,17 @@ import "github.com/memplan/memplan/model"
 func init() {
 	register(model.KGatedMLP, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.GatedMLP)
-		return &gatedMLPOp{k, s.mlpParams(k.Dim, k.Hidden, k.Bias, "")}
+		return &gatedMLPOp{k, s.mlpParams(k.Dim, k.Hidden, k.Bias, &mlpNames)}
 	})
 	register(model.KMoE, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.MoE)
 		o := &moeOp{k: k, router: s.matrix(k.Experts, k.Dim, 1, "router.weight")}
 		o.experts = make([]mlpParams, k.Experts)
 		for e := range o.experts {
-			o.experts[e] = s.mlpParams(k.Dim, k.Hidden, k.Bias, "expert.")
+			o.experts[e] = s.mlpParams(k.Dim, k.Hidden, k.Bias, &expertNames)
 		}
 		if k.Shared > 0 {
-			o.shared = s.mlpParams(k.Dim, k.Shared, false, "shared.")
+			o.shared = s.mlpParams(k.Dim, k.Shared, false, &sharedNames)
 			if k.SharedGate {
 				o.sharedGate = s.matrix(1, k.Dim, 1, "shared_expert_gate")
 			}
@@ -31,23 +31,21 @@ type mlpParams struct {
 	gate, gateB, up, upB, down, downB *tensor
 }
 
-// mlpParams allocates them in the order the module registers them. prefix
-// names an expert's ("expert.", whose names differ: expert.gate and
-// expert.gate.bias) or a plain MLP's ("").
-func (s *sim) mlpParams(dim, hidden int64, bias bool, prefix string) mlpParams {
-	wn := func(n string) string {
-		if prefix == "" {
-			return n + ".weight"
-		}
-		return prefix + n
-	}
-	bn := func(n string) string { return prefix + n + ".bias" }
+// mlpParams allocates them in the order the module registers them. names
+// are the six tensors' names (mlpNames, expertNames, sharedNames).
+func (s *sim) mlpParams(dim, hidden int64, bias bool, names *[6]string) mlpParams {
 	var p mlpParams
-	p.gate, p.gateB = s.matrix(hidden, dim, 1, wn("gate")), s.optParam(bias, hidden, bn("gate"))
-	p.up, p.upB = s.matrix(hidden, dim, 1, wn("up")), s.optParam(bias, hidden, bn("up"))
-	p.down, p.downB = s.matrix(dim, hidden, 1, wn("down")), s.optParam(bias, dim, bn("down"))
+	p.gate, p.gateB = s.matrix(hidden, dim, 1, names[0]), s.optParam(bias, hidden, names[1])
+	p.up, p.upB = s.matrix(hidden, dim, 1, names[2]), s.optParam(bias, hidden, names[3])
+	p.down, p.downB = s.matrix(dim, hidden, 1, names[4]), s.optParam(bias, dim, names[5])
 	return p
 }
+
+var (
+	mlpNames    = [6]string{"gate.weight", "gate.bias", "up.weight", "up.bias", "down.weight", "down.bias"}
+	expertNames = [6]string{"expert.gate", "expert.gate.bias", "expert.up", "expert.up.bias", "expert.down", "expert.down.bias"}
+	sharedNames = [6]string{"shared.gate", "", "shared.up", "", "shared.down", ""}
+)
 
 type gatedMLPOp struct {
 	k *model.GatedMLP

@@ -37,7 +37,8 @@ func (s *sim) castLow(x *tensor) *tensor {
 			return s.ref(c)
 		}
 	}
-	c := s.alloc(x.elems, half, catTemp, "half copy of "+x.name)
+	c := s.alloc(x.elems, half, catTemp, x.name)
+	c.prefix = "half copy of "
 	c.perm = x.perm // .to() preserves strides
 	s.record("ToCopy", []*tensor{x}, c)
 	if x.param {
@@ -59,7 +60,8 @@ func (s *sim) to(x *tensor, dt int64) *tensor {
 	if x.dt == dt {
 		return s.ref(x)
 	}
-	c := s.alloc(x.elems, dt, catTemp, "cast of "+x.name)
+	c := s.alloc(x.elems, dt, catTemp, x.name)
+	c.prefix = "cast of "
 	c.perm = x.perm
 	s.record("ToCopy", []*tensor{x}, c)
 	return c
@@ -371,7 +373,7 @@ func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
 	}
 	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
 		s.save(n, xc, wc)
-		n.gradWS = map[*tensor]int64{xc: ws.data, wc: ws.weight}
+		n.gradWS = [2]inputWS{{xc, ws.data}, {wc, ws.weight}}
 	}
 	s.unref(xc)
 	s.unref(wc)
