@@ -155,6 +155,9 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	ins := s.build(layers, map[string]*tensor{})
 	s.shardSetup(ins)
 	s.train(spec, ins)
+	if s.err != nil {
+		return nil, s.err
+	}
 	if inspect != nil {
 		inspect(s)
 	}
@@ -186,11 +189,6 @@ func newConfig(spec *model.Spec) (*config, error) {
 	if spec.Device.Hopper() {
 		cfg.cublasWorkspace = hopperCublas
 	}
-	ws, err := loadCudnn()
-	if err != nil {
-		return nil, fmt.Errorf("cuDNN workspace table: %w", err)
-	}
-	cfg.cudnn = ws
 	return cfg, nil
 }
 

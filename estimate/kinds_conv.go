@@ -73,10 +73,10 @@ type conv1dOp struct {
 func (o *conv1dOp) forward(s *sim, x *tensor, sh, out model.Shape) *tensor {
 	k := o.k
 	g := convGeom{in: k.In, out: k.Out, kernel: k.Kernel, stride: k.Stride, padding: k.Padding, h: 1, w: sh[1]}
-	if s.cfg.cudnn != nil {
+	if t := s.cudnn(); t != nil {
 		hg := g
 		hg.half = s.cfg.compute != f32
-		if _, measured := s.cfg.cudnn.points[hg]; !measured {
+		if _, measured := t.points[hg]; !measured {
 			s.note("conv1d: cuDNN's workspace for this geometry is unmeasured; it is estimated from the measured 2-D convolutions' median ratios")
 		}
 	}

@@ -1,5 +1,7 @@
 package estimate
 
+import "fmt"
+
 // Primitive operations. Each follows autocast's dtype policy (ops in the
 // lower-precision list cast fp32 inputs to half; ops in the fp32 list cast
 // half inputs to fp32; the rest run in the promoted input dtype) and saves
@@ -14,8 +16,11 @@ type config struct {
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64
-	sms, threadsSM  int64    // the GPU's SM count and threads per SM
-	cudnn           *wsTable // cuDNN's convolution workspaces (nil: none)
+	sms, threadsSM  int64 // the GPU's SM count and threads per SM
+	// cudnn is cuDNN's table of convolution workspaces, read by the
+	// first convolution (sim.cudnn).
+	cudnn       *wsTable
+	cudnnLoaded bool
 	// dp, zero and offload are the data-parallel size, ZeRO stage and
 	// offload mode (sharding.go).
 	dp, zero int64
@@ -383,10 +388,26 @@ func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
 
 // convWorkspace looks the geometry up in the measured table.
 func (s *sim) convWorkspace(g convGeom, inBytes, outBytes int64) convWS {
-	if s.cfg.cudnn == nil {
+	t := s.cudnn()
+	if t == nil {
 		return convWS{}
 	}
-	return s.cfg.cudnn.lookup(g, s.cfg.batch, inBytes, outBytes)
+	return t.lookup(g, s.cfg.batch, inBytes, outBytes)
+}
+
+// cudnn returns the workspace table, reading it on first use so that
+// models without convolutions never parse it; a failure is the
+// simulation's error.
+func (s *sim) cudnn() *wsTable {
+	if !s.cfg.cudnnLoaded {
+		s.cfg.cudnnLoaded = true
+		ws, err := loadCudnn()
+		if err != nil && s.err == nil {
+			s.err = fmt.Errorf("cuDNN workspace table: %w", err)
+		}
+		s.cfg.cudnn = ws
+	}
+	return s.cfg.cudnn
 }
 
 // batchNorm in training mode is not an autocast op: a half input gives a

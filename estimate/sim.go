@@ -128,6 +128,7 @@ type sim struct {
 	notes    []string   // things the result should say about how it was simulated
 	scratch  []*tensor  // runNode's gradients, reused
 	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
+	err      error      // a failure to read a measured table
 }
 
 // note adds a line to the result's notes, once.
