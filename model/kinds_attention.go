@@ -29,6 +29,7 @@ type Attention struct {
 	Style string
 }
 
+// Kind is the name specs use for the kind.
 func (*Attention) Kind() string { return KAttention }
 
 func (k *Attention) decode(a *args, _ *Layer) {

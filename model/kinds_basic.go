@@ -33,6 +33,7 @@ type Linear struct {
 	Name string
 }
 
+// Kind is the name specs use for the kind.
 func (*Linear) Kind() string { return KLinear }
 
 func (k *Linear) decode(a *args, _ *Layer) {
@@ -64,6 +65,7 @@ type Activation struct {
 // Act is the layer of a named activation kind.
 func Act(name string) Layer { return L(&Activation{Name: name}) }
 
+// Kind is the name specs use for the kind.
 func (k *Activation) Kind() string { return k.Name }
 
 func (k *Activation) decode(a *args, _ *Layer) {
@@ -78,6 +80,7 @@ func (k *Activation) params(*Layer) float64                                     
 // Dropout is nn.Dropout with probability P.
 type Dropout struct{ P float64 }
 
+// Kind is the name specs use for the kind.
 func (*Dropout) Kind() string { return KDropout }
 
 func (k *Dropout) decode(a *args, _ *Layer) { a.float("p", &k.P, 0, 1, true) }
@@ -88,6 +91,7 @@ func (k *Dropout) params(*Layer) float64                                       {
 // Flatten flattens each sample to one dimension.
 type Flatten struct{}
 
+// Kind is the name specs use for the kind.
 func (*Flatten) Kind() string         { return KFlatten }
 func (*Flatten) decode(*args, *Layer) {}
 func (*Flatten) infer(_ *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

@@ -27,6 +27,7 @@ func init() {
 // Repeat is its body repeated Times times, each copy with its own weights.
 type Repeat struct{ Times int64 }
 
+// Kind is the name specs use for the kind.
 func (*Repeat) Kind() string { return KRepeat }
 
 func (k *Repeat) decode(a *args, l *Layer) {
@@ -50,6 +51,7 @@ func (k *Repeat) params(l *Layer) float64 { return f64(k.Times) * paramsFloat(l.
 // Block is a group of layers that is one checkpointing unit.
 type Block struct{}
 
+// Kind is the name specs use for the kind.
 func (*Block) Kind() string { return KBlock }
 
 func (*Block) decode(a *args, l *Layer) { a.layers("layers", KBlock+".layers", &l.Body, true) }
@@ -77,6 +79,7 @@ func (*Block) params(l *Layer) float64 { return paramsFloat(l.Body) }
 // into f(x)'s output (torchvision's out += identity).
 type Residual struct{ Inplace bool }
 
+// Kind is the name specs use for the kind.
 func (*Residual) Kind() string { return KResidual }
 
 func (k *Residual) decode(a *args, l *Layer) {
@@ -112,6 +115,7 @@ func (*Residual) params(l *Layer) float64 { return paramsFloat(l.Body) + paramsF
 // Fork runs its branches on the same input and sums their outputs.
 type Fork struct{}
 
+// Kind is the name specs use for the kind.
 func (*Fork) Kind() string { return KFork }
 
 func (*Fork) decode(*args, *Layer) {}

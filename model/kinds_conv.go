@@ -41,6 +41,7 @@ type Conv2d struct {
 	Bias                             bool
 }
 
+// Kind is the name specs use for the kind.
 func (*Conv2d) Kind() string { return KConv2d }
 
 func (k *Conv2d) decode(a *args, _ *Layer) {
@@ -72,6 +73,7 @@ func (k *Conv2d) params(*Layer) float64 {
 // MaxPool is nn.MaxPool2d with a square window (stride defaults to it).
 type MaxPool struct{ Kernel, Stride, Padding int64 }
 
+// Kind is the name specs use for the kind.
 func (*MaxPool) Kind() string { return KMaxPool }
 
 func (k *MaxPool) decode(a *args, _ *Layer) {
@@ -95,6 +97,7 @@ func (k *MaxPool) params(*Layer) float64 { return 0 }
 // AvgPool is global average pooling to 1×1.
 type AvgPool struct{}
 
+// Kind is the name specs use for the kind.
 func (*AvgPool) Kind() string         { return KAvgPool }
 func (*AvgPool) decode(*args, *Layer) {}
 func (*AvgPool) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
@@ -109,6 +112,7 @@ func (*AvgPool) params(*Layer) float64 { return 0 }
 // whose output becomes tokens.
 type PatchEmbed struct{ Channels, Dim, Kernel int64 }
 
+// Kind is the name specs use for the kind.
 func (*PatchEmbed) Kind() string { return KPatchEmbed }
 
 func (k *PatchEmbed) decode(a *args, _ *Layer) {
@@ -151,6 +155,7 @@ type Conv1d struct {
 	Bias                             bool
 }
 
+// Kind is the name specs use for the kind.
 func (*Conv1d) Kind() string { return KConv1d }
 
 func (k *Conv1d) decode(a *args, _ *Layer) {
@@ -187,6 +192,7 @@ func (k *Conv1d) params(*Layer) float64 {
 // [length, channels] tokens; the result is a view.
 type Transpose struct{}
 
+// Kind is the name specs use for the kind.
 func (*Transpose) Kind() string         { return KTranspose }
 func (*Transpose) decode(*args, *Layer) {}
 func (*Transpose) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

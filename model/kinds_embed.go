@@ -28,6 +28,7 @@ type Embedding struct {
 	Name       string
 }
 
+// Kind is the name specs use for the kind.
 func (*Embedding) Kind() string { return KEmbedding }
 
 func (k *Embedding) decode(a *args, _ *Layer) {
@@ -51,6 +52,7 @@ func (k *Embedding) params(*Layer) float64 { return f64(k.Vocab) * f64(k.Dim) }
 // Positions are learned absolute position embeddings added to the stream.
 type Positions struct{ Max, Dim int64 }
 
+// Kind is the name specs use for the kind.
 func (*Positions) Kind() string { return KPositions }
 
 func (k *Positions) decode(a *args, _ *Layer) {
@@ -73,6 +75,7 @@ func (k *Positions) params(*Layer) float64 { return f64(k.Max) * f64(k.Dim) }
 // TokenTypes is a learned token-type embedding added to the stream (BERT).
 type TokenTypes struct{ Max, Dim int64 }
 
+// Kind is the name specs use for the kind.
 func (*TokenTypes) Kind() string { return KTokenTypes }
 
 func (k *TokenTypes) decode(a *args, _ *Layer) {
@@ -92,6 +95,7 @@ func (k *TokenTypes) params(*Layer) float64 { return f64(k.Max) * f64(k.Dim) }
 // ClsToken prepends a learned class token.
 type ClsToken struct{ Dim int64 }
 
+// Kind is the name specs use for the kind.
 func (*ClsToken) Kind() string { return KClsToken }
 
 func (k *ClsToken) decode(a *args, _ *Layer) { a.int("dim", &k.Dim, true) }
@@ -108,6 +112,7 @@ func (k *ClsToken) params(*Layer) float64 { return f64(k.Dim) }
 // TakeCls keeps the first token only.
 type TakeCls struct{}
 
+// Kind is the name specs use for the kind.
 func (*TakeCls) Kind() string         { return KTakeCls }
 func (*TakeCls) decode(*args, *Layer) {}
 func (*TakeCls) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
@@ -130,6 +135,7 @@ type LMHead struct {
 	Softcap    float64
 }
 
+// Kind is the name specs use for the kind.
 func (*LMHead) Kind() string { return KLMHead }
 
 func (k *LMHead) decode(a *args, _ *Layer) {

@@ -20,6 +20,7 @@ type GatedMLP struct {
 	Bias        bool
 }
 
+// Kind is the name specs use for the kind.
 func (*GatedMLP) Kind() string { return KGatedMLP }
 
 func (k *GatedMLP) decode(a *args, _ *Layer) {
@@ -48,6 +49,7 @@ type MoE struct {
 	Bias                       bool
 }
 
+// Kind is the name specs use for the kind.
 func (*MoE) Kind() string { return KMoE }
 
 func (k *MoE) decode(a *args, _ *Layer) {

@@ -18,6 +18,7 @@ func init() {
 // BatchNorm is nn.BatchNorm2d in training mode over [channels, h, w].
 type BatchNorm struct{ Channels int64 }
 
+// Kind is the name specs use for the kind.
 func (*BatchNorm) Kind() string { return KBatchNorm }
 
 func (k *BatchNorm) decode(a *args, _ *Layer) { a.int("channels", &k.Channels, true) }
@@ -37,6 +38,7 @@ type LayerNorm struct {
 	Bias bool
 }
 
+// Kind is the name specs use for the kind.
 func (*LayerNorm) Kind() string { return KLayerNorm }
 
 func (k *LayerNorm) decode(a *args, _ *Layer) {
@@ -53,6 +55,7 @@ func (k *LayerNorm) params(*Layer) float64 { return f64(k.Dim) * (1 + b64(k.Bias
 // RMSNorm is transformers' RMSNorm over the last dimension.
 type RMSNorm struct{ Dim int64 }
 
+// Kind is the name specs use for the kind.
 func (*RMSNorm) Kind() string { return KRMSNorm }
 
 func (k *RMSNorm) decode(a *args, _ *Layer) { a.int("dim", &k.Dim, true) }
@@ -77,6 +80,7 @@ type GroupNorm struct {
 	Affine           bool
 }
 
+// Kind is the name specs use for the kind.
 func (*GroupNorm) Kind() string { return KGroupNorm }
 
 func (k *GroupNorm) decode(a *args, _ *Layer) {
