@@ -66,3 +66,27 @@ training: {batch: 1, seq: 2048, precision: amp-bf16}
 		})
 	}
 }
+
+// BenchmarkExperts times an 8-layer mixture of experts (hidden 1024, top 8)
+// at 16 to 256 experts: the cost per expert should stay flat.
+func BenchmarkExperts(b *testing.B) {
+	for _, e := range []int{16, 64, 256} {
+		y := fmt.Sprintf(`name: experts
+model: {type: llama, layers: 8, hidden: 1024, heads: 16, intermediate: 512, vocab: 32000, experts: %d, top_k: 8}
+training: {batch: 1, seq: 1024, precision: amp-bf16}
+`, e)
+		spec, err := model.Parse(filepath.Join("bench", "experts.yaml"), []byte(y), model.Overrides{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("experts=%d", e), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := Estimate(spec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(8*e)/1e3, "µs/expert")
+		})
+	}
+}
