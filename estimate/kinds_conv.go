@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/model"
+)
 
 // Convolutions and pooling.
 
@@ -94,4 +98,64 @@ func (transposeOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 		n.pass = true
 	}
 	return v
+}
+
+// conv2d saves its (cast) input and weight. cuDNN takes a transient
+// workspace for the forward, and in backward one after allocating the
+// input's gradient and one after the weight's (cudnn.go).
+func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
+	xc, wc := s.castLow(x), s.castLow(w)
+	var bc *tensor
+	if b != nil {
+		bc = s.castLow(b)
+	}
+	y := s.alloc(outElems, promote(xc.dt, wc.dt), catTemp, "conv out")
+	g.half = y.dt != f32
+	ws := s.convWorkspace(g, xc.bytes(), y.bytes())
+	if ws.fwd > 0 {
+		s.unref(s.alloc(ws.fwd, u8, catWorkspace, "cudnn forward workspace"))
+	}
+	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
+		s.save(n, xc, wc)
+		n.gradWS = [2]inputWS{{xc, ws.data}, {wc, ws.weight}}
+	}
+	s.unref(xc)
+	s.unref(wc)
+	s.unref(bc)
+	return y
+}
+
+// convWorkspace looks the geometry up in the measured table.
+func (s *sim) convWorkspace(g convGeom, inBytes, outBytes int64) convWS {
+	t := s.cudnn()
+	if t == nil {
+		return convWS{}
+	}
+	return t.lookup(g, s.cfg.batch, inBytes, outBytes)
+}
+
+// cudnn returns the workspace table, reading it on first use so that
+// models without convolutions never parse it; a failure is the
+// simulation's error.
+func (s *sim) cudnn() *wsTable {
+	if !s.cfg.cudnnLoaded {
+		s.cfg.cudnnLoaded = true
+		ws, err := loadCudnn()
+		if err != nil && s.err == nil {
+			s.err = fmt.Errorf("cuDNN workspace table: %w", err)
+		}
+		s.cfg.cudnn = ws
+	}
+	return s.cfg.cudnn
+}
+
+// maxPool saves the input and int64 indices of the output's size.
+func (s *sim) maxPool(x *tensor, outElems int64) *tensor {
+	y := s.alloc(outElems, x.dt, catTemp, "maxpool")
+	idx := s.alloc(outElems, i64, catTemp, "maxpool indices")
+	if n := s.record("MaxPool2D", []*tensor{x}, y); n != nil {
+		s.save(n, x, idx)
+	}
+	s.unref(idx)
+	return y
 }

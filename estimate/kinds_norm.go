@@ -79,3 +79,17 @@ func (o *groupNormOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 	s.unref(rstd)
 	return y
 }
+
+// batchNorm in training mode is not an autocast op: a half input gives a
+// half output. It saves the input and fp32 per-channel statistics.
+func (s *sim) batchNorm(x, w, b *tensor, ch int64) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "batchnorm")
+	m := s.alloc(ch, f32, catTemp, "save_mean")
+	v := s.alloc(ch, f32, catTemp, "save_invstd")
+	if n := s.record("BatchNorm", []*tensor{x, w, b}, y); n != nil {
+		s.save(n, x, m, v)
+	}
+	s.unref(m)
+	s.unref(v)
+	return y
+}

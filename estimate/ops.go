@@ -1,7 +1,5 @@
 package estimate
 
-import "fmt"
-
 // Primitive operations. Each follows autocast's dtype policy (ops in the
 // lower-precision list cast fp32 inputs to half; ops in the fp32 list cast
 // half inputs to fp32; the rest run in the promoted input dtype) and saves
@@ -358,80 +356,6 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 func (s *sim) expandCopy(x *tensor, rep int64) *tensor {
 	y := s.alloc(x.elems*rep, x.dt, catTemp, "repeat_kv")
 	s.record("Expand", []*tensor{x}, y)
-	return y
-}
-
-// conv2d saves its (cast) input and weight. cuDNN takes a transient
-// workspace for the forward, and in backward one after allocating the
-// input's gradient and one after the weight's (cudnn.go).
-func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
-	xc, wc := s.castLow(x), s.castLow(w)
-	var bc *tensor
-	if b != nil {
-		bc = s.castLow(b)
-	}
-	y := s.alloc(outElems, promote(xc.dt, wc.dt), catTemp, "conv out")
-	g.half = y.dt != f32
-	ws := s.convWorkspace(g, xc.bytes(), y.bytes())
-	if ws.fwd > 0 {
-		s.unref(s.alloc(ws.fwd, u8, catWorkspace, "cudnn forward workspace"))
-	}
-	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
-		s.save(n, xc, wc)
-		n.gradWS = [2]inputWS{{xc, ws.data}, {wc, ws.weight}}
-	}
-	s.unref(xc)
-	s.unref(wc)
-	s.unref(bc)
-	return y
-}
-
-// convWorkspace looks the geometry up in the measured table.
-func (s *sim) convWorkspace(g convGeom, inBytes, outBytes int64) convWS {
-	t := s.cudnn()
-	if t == nil {
-		return convWS{}
-	}
-	return t.lookup(g, s.cfg.batch, inBytes, outBytes)
-}
-
-// cudnn returns the workspace table, reading it on first use so that
-// models without convolutions never parse it; a failure is the
-// simulation's error.
-func (s *sim) cudnn() *wsTable {
-	if !s.cfg.cudnnLoaded {
-		s.cfg.cudnnLoaded = true
-		ws, err := loadCudnn()
-		if err != nil && s.err == nil {
-			s.err = fmt.Errorf("cuDNN workspace table: %w", err)
-		}
-		s.cfg.cudnn = ws
-	}
-	return s.cfg.cudnn
-}
-
-// batchNorm in training mode is not an autocast op: a half input gives a
-// half output. It saves the input and fp32 per-channel statistics.
-func (s *sim) batchNorm(x, w, b *tensor, ch int64) *tensor {
-	y := s.alloc(x.elems, x.dt, catTemp, "batchnorm")
-	m := s.alloc(ch, f32, catTemp, "save_mean")
-	v := s.alloc(ch, f32, catTemp, "save_invstd")
-	if n := s.record("BatchNorm", []*tensor{x, w, b}, y); n != nil {
-		s.save(n, x, m, v)
-	}
-	s.unref(m)
-	s.unref(v)
-	return y
-}
-
-// maxPool saves the input and int64 indices of the output's size.
-func (s *sim) maxPool(x *tensor, outElems int64) *tensor {
-	y := s.alloc(outElems, x.dt, catTemp, "maxpool")
-	idx := s.alloc(outElems, i64, catTemp, "maxpool indices")
-	if n := s.record("MaxPool2D", []*tensor{x}, y); n != nil {
-		s.save(n, x, idx)
-	}
-	s.unref(idx)
 	return y
 }
 
