@@ -161,7 +161,9 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if inspect != nil {
 		inspect(s)
 	}
-	return s.result(spec, layers), nil
+	r := s.result(spec, layers)
+	s.slab.release()
+	return r, nil
 }
 
 // newConfig is what the simulated ops need to know about a spec's run.
