@@ -95,6 +95,13 @@ func (t *wsTable) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 	return t.src.load().lookup(g, batch, inBytes, outBytes)
 }
 
+// measured says whether the table has this exact geometry (otherwise a
+// lookup estimates it from the class medians).
+func (t *wsTable) measured(g convGeom) bool {
+	_, ok := t.src.load().points[g]
+	return ok
+}
+
 // notes says when the estimate's convolutions used another architecture's
 // table.
 func (t *wsTable) notes() []string {

@@ -139,6 +139,33 @@ func EstimateOptions(spec *model.Spec, o Options) (*Result, error) {
 // simulation, inspect after it.
 func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
 	t := spec.Training
+	cfg, err := newConfig(spec)
+	if err != nil {
+		return nil, err
+	}
+	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
+	if setup != nil {
+		setup(s)
+	}
+	s.enter(0, 0, "load")
+	layers := spec.Model.Lower()
+	ins := s.build(layers, map[string]*tensor{})
+	s.shardSetup(ins)
+	s.train(spec, ins)
+	if s.err != nil {
+		return nil, s.err
+	}
+	if inspect != nil {
+		inspect(s)
+	}
+	r := s.result(spec, layers)
+	s.slab.release()
+	return r, nil
+}
+
+// newConfig is what the simulated ops need to know about a spec's run.
+func newConfig(spec *model.Spec) (*config, error) {
+	t := spec.Training
 	cfg := &config{
 		amp:             t.Mixed(),
 		compute:         f32,
@@ -162,25 +189,18 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		cfg.cublasWorkspace = hopperCublas
 	}
 	cfg.cudnn = cudnnFor(spec.Device)
-	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
-	if setup != nil {
-		setup(s)
-	}
-	s.enter(0, 0, "load")
-	layers := spec.Model.Lower()
-	ins := s.build(layers, map[string]*tensor{})
-	s.shardSetup(ins)
-	s.train(spec, ins)
-	if inspect != nil {
-		inspect(s)
-	}
+	return cfg, nil
+}
 
+// result assembles the Result of a finished simulation.
+func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
+	cfg := s.cfg
 	r := &Result{
 		SchemaVersion:   SchemaVersion,
 		Name:            spec.Name,
 		ModelType:       spec.Model.Type,
 		Params:          model.Params(layers),
-		Training:        t,
+		Training:        spec.Training,
 		Device:          spec.Device,
 		ActivationBytes: s.saved,
 		PeakAllocated:   s.peak.allocated,
@@ -227,11 +247,12 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		r.Fill = float64(r.DeviceTotal) / float64(spec.Device.Memory)
 		r.Fits = r.DeviceTotal <= spec.Device.Memory
 	}
+	r.Notes = append(r.Notes, s.notes...)
 	if spec.Device.Vendor == model.AMD {
 		r.Notes = append(r.Notes, "the overheads outside the allocator were measured on NVIDIA GPUs; on ROCm they differ")
 	}
 	sort.SliceStable(r.AtPeak, func(i, j int) bool { return r.AtPeak[i].Bytes > r.AtPeak[j].Bytes })
-	return r, nil
+	return r
 }
 
 func overhead(u usage) []Item {

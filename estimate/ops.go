@@ -14,8 +14,10 @@ type config struct {
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64
-	sms, threadsSM  int64    // the GPU's SM count and threads per SM
-	cudnn           *wsTable // cuDNN's convolution workspaces (nil: none)
+	sms, threadsSM  int64 // the GPU's SM count and threads per SM
+	// cudnn is cuDNN's table of convolution workspaces for the device,
+	// parsed by the first convolution (cudnn.go).
+	cudnn *wsTable
 	// dp, zero and offload are the data-parallel size, ZeRO stage and
 	// offload mode (sharding.go).
 	dp, zero int64
@@ -37,7 +39,8 @@ func (s *sim) castLow(x *tensor) *tensor {
 			return s.ref(c)
 		}
 	}
-	c := s.alloc(x.elems, half, catTemp, "half copy of "+x.name)
+	c := s.alloc(x.elems, half, catTemp, x.name)
+	c.prefix = "half copy of "
 	c.perm = x.perm // .to() preserves strides
 	s.record("ToCopy", []*tensor{x}, c)
 	if x.param {
@@ -59,7 +62,8 @@ func (s *sim) to(x *tensor, dt int64) *tensor {
 	if x.dt == dt {
 		return s.ref(x)
 	}
-	c := s.alloc(x.elems, dt, catTemp, "cast of "+x.name)
+	c := s.alloc(x.elems, dt, catTemp, x.name)
+	c.prefix = "cast of "
 	c.perm = x.perm
 	s.record("ToCopy", []*tensor{x}, c)
 	return c
@@ -354,67 +358,9 @@ func (s *sim) expandCopy(x *tensor, rep int64) *tensor {
 	return y
 }
 
-// conv2d saves its (cast) input and weight. cuDNN takes a transient
-// workspace for the forward, and in backward one after allocating the
-// input's gradient and one after the weight's (cudnn.go).
-func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
-	xc, wc := s.castLow(x), s.castLow(w)
-	var bc *tensor
-	if b != nil {
-		bc = s.castLow(b)
-	}
-	y := s.alloc(outElems, promote(xc.dt, wc.dt), catTemp, "conv out")
-	g.half = y.dt != f32
-	ws := s.convWorkspace(g, xc.bytes(), y.bytes())
-	if ws.fwd > 0 {
-		s.unref(s.alloc(ws.fwd, u8, catWorkspace, "cudnn forward workspace"))
-	}
-	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
-		s.save(n, xc, wc)
-		n.gradWS = map[*tensor]int64{xc: ws.data, wc: ws.weight}
-	}
-	s.unref(xc)
-	s.unref(wc)
-	s.unref(bc)
-	return y
-}
-
-// convWorkspace looks the geometry up in the measured table.
-func (s *sim) convWorkspace(g convGeom, inBytes, outBytes int64) convWS {
-	if s.cfg.cudnn == nil {
-		return convWS{}
-	}
-	return s.cfg.cudnn.lookup(g, s.cfg.batch, inBytes, outBytes)
-}
-
-// batchNorm in training mode is not an autocast op: a half input gives a
-// half output. It saves the input and fp32 per-channel statistics.
-func (s *sim) batchNorm(x, w, b *tensor, ch int64) *tensor {
-	y := s.alloc(x.elems, x.dt, catTemp, "batchnorm")
-	m := s.alloc(ch, f32, catTemp, "save_mean")
-	v := s.alloc(ch, f32, catTemp, "save_invstd")
-	if n := s.record("BatchNorm", []*tensor{x, w, b}, y); n != nil {
-		s.save(n, x, m, v)
-	}
-	s.unref(m)
-	s.unref(v)
-	return y
-}
-
-// maxPool saves the input and int64 indices of the output's size.
-func (s *sim) maxPool(x *tensor, outElems int64) *tensor {
-	y := s.alloc(outElems, x.dt, catTemp, "maxpool")
-	idx := s.alloc(outElems, i64, catTemp, "maxpool indices")
-	if n := s.record("MaxPool2D", []*tensor{x}, y); n != nil {
-		s.save(n, x, idx)
-	}
-	s.unref(idx)
-	return y
-}
-
 // crossEntropy is F.cross_entropy over rows × classes logits: log_softmax
 // then nll_loss. Under autocast nll_loss is an fp32-list op, so half
-// log-probs are copied to fp32 and both are kept (PYTORCH-MEMORY.md §4).
+// log-probs are copied to fp32 and both are kept (docs/pytorch-memory.md §4).
 func (s *sim) crossEntropy(logits *tensor, rows int64) *tensor {
 	lp := s.unary("LogSoftmax", logits, false, true)
 	lpc := s.castF32(lp)

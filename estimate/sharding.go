@@ -95,7 +95,7 @@ func (s *sim) shardSetup(ins []*inst) {
 func paramBytes(ins []*inst, seen map[*tensor]bool) (root, unit int64) {
 	for _, in := range ins {
 		var own int64
-		for _, p := range append(append([]*tensor(nil), in.p...), in.norm...) {
+		for _, p := range in.p {
 			if p != nil && !seen[p] {
 				seen[p] = true
 				own += p.bytes()

@@ -51,10 +51,15 @@ type tensor struct {
 	// last and second are a parameter's last two dimensions (second is 0
 	// for a vector), for Adafactor's factored state.
 	last, second int64
-	name         string
+	// prefix and name label the tensor in traces (label); kept apart so
+	// that the simulation builds no strings.
+	prefix, name string
 }
 
 func (t *tensor) bytes() int64 { return t.elems * t.dt }
+
+// label is the tensor's name in traces.
+func (t *tensor) label() string { return t.prefix + t.name }
 
 // node is an autograd node: what it saved, the inputs it produces gradients
 // for, and the outputs whose gradients it consumes.
@@ -69,10 +74,26 @@ type node struct {
 	// reduceTemp is a reduction's scratch, allocated after the gradients
 	// and freed at once (columnSumScratch).
 	reduceTemp int64
-	// gradWS is a library workspace taken and freed right after the
+	// gradWS are library workspaces taken and freed right after the
 	// gradient of an input is allocated (cuDNN's convolution backward).
-	gradWS map[*tensor]int64
+	gradWS [2]inputWS
 	ckpt   *ckpt // a checkpointed segment to recompute
+}
+
+// inputWS is the workspace taken after the gradient of input t.
+type inputWS struct {
+	t     *tensor
+	bytes int64
+}
+
+// wsFor is the workspace taken after the gradient of input t, or 0.
+func (n *node) wsFor(t *tensor) int64 {
+	for _, w := range n.gradWS {
+		if w.t == t {
+			return w.bytes
+		}
+	}
+	return 0
 }
 
 type ckpt struct {
@@ -104,6 +125,20 @@ type sim struct {
 	ropeT    [2]*tensor // cos and sin tables of the current forward
 	mask     *tensor    // eager attention's causal mask of the current forward
 	saved    int64      // bytes saved for backward at the end of the last forward
+	notes    []string   // things the result should say about how it was simulated
+	scratch  []*tensor  // runNode's gradients, reused
+	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
+	err      error      // a failure to read a measured table
+}
+
+// note adds a line to the result's notes, once.
+func (s *sim) note(msg string) {
+	for _, n := range s.notes {
+		if n == msg {
+			return
+		}
+	}
+	s.notes = append(s.notes, msg)
 }
 
 // usage records which library paths the step touches: half-precision
@@ -143,7 +178,8 @@ func (s *sim) recat(t *tensor) {
 
 // alloc allocates a tensor held once by the caller.
 func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
-	t := &tensor{elems: elems, dt: dt, refs: 1, fixed: cat, cat: cat, name: name}
+	t := s.slab.tensor()
+	*t = tensor{elems: elems, dt: dt, refs: 1, fixed: cat, cat: cat, name: name}
 	n := t.bytes()
 	t.blk = s.al.malloc(n)
 	if s.trace != nil {
@@ -161,7 +197,9 @@ func (s *sim) view(x *tensor, elems int64) *tensor {
 		b = x.base
 	}
 	b.refs++
-	return &tensor{elems: elems, dt: x.dt, base: b, refs: 1, req: x.req, fixed: catTemp, name: "view"}
+	t := s.slab.tensor()
+	*t = tensor{elems: elems, dt: x.dt, base: b, refs: 1, req: x.req, fixed: catTemp, name: "view"}
+	return t
 }
 
 func (s *sim) observe() {
@@ -246,19 +284,27 @@ func (s *sim) release(n *node) {
 // record adds a node to the tape if any input requires grad, and marks the
 // outputs as requiring grad. It returns nil when no graph is built.
 func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
-	var req []*tensor
+	nreq := 0
+	for _, t := range ins {
+		if t != nil && t.req {
+			nreq++
+		}
+	}
+	if nreq == 0 {
+		return nil
+	}
+	req := s.slab.ptrs(nreq)
 	for _, t := range ins {
 		if t != nil && t.req {
 			req = append(req, t)
 		}
 	}
-	if len(req) == 0 {
-		return nil
-	}
 	for _, o := range outs {
 		o.req = true
 	}
-	n := &node{name: name, ins: req, outs: outs}
+	n := s.slab.node()
+	*n = node{name: name, ins: req, outs: append(s.slab.ptrs(len(outs)), outs...)}
+	n.saved = s.slab.ptrs(2)
 	s.tape = append(s.tape, n)
 	return n
 }
@@ -306,30 +352,40 @@ func (s *sim) runNode(n *node) {
 	}
 	var tmp *tensor
 	if n.bwdTemp > 0 {
-		tmp = s.alloc(n.bwdTemp, u8, catTemp, n.name+" backward temp")
+		tmp = s.alloc(n.bwdTemp, u8, catTemp, " backward temp")
+		tmp.prefix = n.name
 	}
 	if n.gemm {
 		s.gemm(s.cfg.compute, false)
 	}
-	grads := make([]*tensor, len(n.ins))
+	grads := s.scratch[:0]
+	for range n.ins {
+		grads = append(grads, nil)
+	}
 	for i, in := range n.ins {
 		if n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt {
 			grads[i] = s.ref(g0)
 		} else {
-			grads[i] = s.alloc(in.elems, in.dt, catTemp, "grad of "+in.name)
+			grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
+			grads[i].prefix = "grad of "
 		}
-		if ws := n.gradWS[in]; ws > 0 {
-			s.unref(s.alloc(ws, u8, catWorkspace, n.name+" backward workspace"))
+		if ws := n.wsFor(in); ws > 0 {
+			w := s.alloc(ws, u8, catWorkspace, " backward workspace")
+			w.prefix = n.name
+			s.unref(w)
 		}
 	}
 	if n.reduceTemp > 0 {
-		s.unref(s.alloc(n.reduceTemp, u8, catTemp, n.name+" reduction scratch"))
+		r := s.alloc(n.reduceTemp, u8, catTemp, " reduction scratch")
+		r.prefix = n.name
+		s.unref(r)
 	}
 	// The engine adds the outputs into the next nodes' input buffers
 	// after the whole function has returned.
 	for i, in := range n.ins {
 		s.accumulate(in, grads[i])
 	}
+	s.scratch = grads[:0]
 	s.unref(tmp)
 	for _, o := range n.outs {
 		if o.grad != nil {

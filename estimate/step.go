@@ -95,35 +95,7 @@ func (s *sim) optimizerStep(o model.Optimizer, first bool) {
 	}
 	switch o.Name {
 	case model.Adam, model.AdamW:
-		if first {
-			for _, p := range params {
-				state(p.elems, p.dt) // exp_avg
-				state(p.elems, p.dt) // exp_avg_sq
-				if o.Impl == model.ImplFused {
-					state(1, f32) // step lives on the device when fused
-				}
-			}
-		}
-		switch o.Impl {
-		case model.ImplForeach:
-			// exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one list
-			// the size of all parameters, held at once.
-			var tmp []*tensor
-			for _, p := range params {
-				tmp = append(tmp, s.alloc(p.elems, p.dt, catTemp, "foreach sqrt"))
-			}
-			for _, t := range tmp {
-				s.unref(t)
-			}
-		case model.ImplForLoop:
-			// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-			for _, p := range params {
-				a := s.alloc(p.elems, p.dt, catTemp, "sqrt")
-				b := s.alloc(p.elems, p.dt, catTemp, "denom")
-				s.unref(a)
-				s.unref(b)
-			}
-		}
+		s.adamStep(o, params, first)
 	case model.SGDMomentum:
 		if first {
 			for _, p := range params {
@@ -159,6 +131,40 @@ func (s *sim) optimizerStep(o model.Optimizer, first bool) {
 				state(blocks, f32)
 				state(blocks, f32)
 			}
+		}
+	}
+}
+
+// adamStep is Adam and AdamW: two moments per parameter, created on the
+// first step, and the temporaries of the implementation's update.
+func (s *sim) adamStep(o model.Optimizer, params []*tensor, first bool) {
+	if first {
+		for _, p := range params {
+			s.alloc(p.elems, p.dt, catOptState, "optimizer state") // exp_avg
+			s.alloc(p.elems, p.dt, catOptState, "optimizer state") // exp_avg_sq
+			if o.Impl == model.ImplFused {
+				s.alloc(1, f32, catOptState, "optimizer state") // step lives on the device when fused
+			}
+		}
+	}
+	switch o.Impl {
+	case model.ImplForeach:
+		// exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one list
+		// the size of all parameters, held at once.
+		var tmp []*tensor
+		for _, p := range params {
+			tmp = append(tmp, s.alloc(p.elems, p.dt, catTemp, "foreach sqrt"))
+		}
+		for _, t := range tmp {
+			s.unref(t)
+		}
+	case model.ImplForLoop:
+		// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+		for _, p := range params {
+			a := s.alloc(p.elems, p.dt, catTemp, "sqrt")
+			b := s.alloc(p.elems, p.dt, catTemp, "denom")
+			s.unref(a)
+			s.unref(b)
 		}
 	}
 }

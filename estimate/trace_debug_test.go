@@ -24,7 +24,7 @@ func TestTraceDebug(t *testing.T) {
 			if alloc {
 				a = "alloc"
 			}
-			fmt.Printf("%s %d live %8.1f  %s  [%s]\n", a, x.bytes(), float64(sm.al.allocated)/(1<<20), x.name, sm.phase.Stage)
+			fmt.Printf("%s %d live %8.1f  %s  [%s]\n", a, x.bytes(), float64(sm.al.allocated)/(1<<20), x.label(), sm.phase.Stage)
 		}
 	})
 }

@@ -10,5 +10,9 @@
 // gradient accumulation. The device is a name from the built-in catalog
 // (see Devices) or an explicit memory size.
 //
-// The file format is documented in docs/spec.md.
+// Each layer kind is declared once, in a kinds_*.go file: a struct with its
+// arguments that implements KindSpec (decoding, shape inference, parameter
+// count), registered by name; the estimate package simulates the same
+// struct. The file format is documented in docs/spec.md, the code's map in
+// docs/architecture.md.
 package model

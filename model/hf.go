@@ -108,91 +108,15 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 	m := Model{Type: kind}
 	switch mt {
 	case "gpt2":
-		m.NumLayers, m.Hidden, m.Heads = c.int("n_layer", 0, true), c.int("n_embd", 0, true), c.int("n_head", 0, true)
-		m.Vocab, m.Positions = c.int("vocab_size", 0, true), c.int("n_positions", 1024, false)
-		m.Intermediate = c.int("n_inner", 4*m.Hidden, false)
-		m.Dropout, m.AttnDropout = c.float("resid_pdrop", 0.1), c.float("attn_pdrop", 0.1)
-		m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("activation_function", "gelu_new")
+		c.gpt2(&m)
 	case "bert", "roberta":
-		m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
-		m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
-		m.Positions, m.TypeVocab = c.int("max_position_embeddings", 512, false), c.int("type_vocab_size", 2, false)
-		m.Dropout, m.AttnDropout = c.float("hidden_dropout_prob", 0.1), c.float("attention_probs_dropout_prob", 0.1)
-		m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("hidden_act", "gelu")
+		c.bert(&m)
 	case "gpt_neox":
-		m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
-		m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
-		m.KVHeads, m.Tied = m.Heads, c.bool("tie_word_embeddings", false)
-		m.AttentionBias = c.bool("attention_bias", true)
-		m.MLPBias, m.Activation = m.AttentionBias, c.str("hidden_act", "gelu")
-		m.Rotary = c.float("rotary_pct", 0.25)
-		if m.Rotary <= 0 || m.Rotary > 1 {
-			c.fail("field \"rotary_pct\": want a fraction in (0, 1], got %g", m.Rotary)
-		}
-		if !c.bool("use_parallel_residual", true) {
-			c.fail("use_parallel_residual false (sequential GPT-NeoX blocks) is not modelled yet")
-		}
+		c.neox(&m)
 	case "falcon":
-		m.NumLayers = c.int("num_hidden_layers", c.int("n_layer", 0, false), false)
-		m.Heads = c.int("num_attention_heads", c.int("n_head", 0, false), false)
-		if m.NumLayers == 0 || m.Heads == 0 {
-			c.fail("missing field \"num_hidden_layers\" or \"num_attention_heads\"")
-		}
-		m.Hidden, m.Vocab = c.int("hidden_size", 0, true), c.int("vocab_size", 0, true)
-		m.Intermediate = c.int("ffn_hidden_size", 4*m.Hidden, false)
-		m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("activation", "gelu")
-		m.AttentionBias = c.bool("bias", false)
-		m.MLPBias = m.AttentionBias
-		if !c.bool("parallel_attn", true) {
-			c.fail("parallel_attn false (sequential Falcon blocks) is not modelled yet")
-		}
-		switch {
-		case c.bool("new_decoder_architecture", false):
-			m.KVHeads = c.int("num_kv_heads", m.Heads, false)
-			if c.int("num_ln_in_parallel_attn", 2, false) == 1 {
-				m.SharedNorm = true
-			}
-		case c.bool("multi_query", true):
-			m.KVHeads, m.SharedNorm = 1, true
-		default:
-			m.KVHeads, m.SharedNorm = m.Heads, true
-		}
+		c.falcon(&m)
 	default: // Llama-style decoders
-		m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
-		m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
-		m.KVHeads = c.int("num_key_value_heads", m.Heads, false)
-		hd := int64(0)
-		if m.Heads > 0 {
-			hd = m.Hidden / m.Heads
-		}
-		m.HeadDim = c.int("head_dim", hd, false)
-		m.Tied = c.bool("tie_word_embeddings", mt == "gemma" || mt == "gemma2")
-		if mt == "gemma2" {
-			m.SandwichNorm = true
-			m.LogitSoftcap = c.float("final_logit_softcapping", 30)
-		}
-		m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
-		m.MLPBias = c.bool("mlp_bias", false)
-		m.AttnDropout = c.float("attention_dropout", 0)
-		m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
-		m.QKNorm = mt == "qwen3" || mt == "qwen3_moe"
-		m.FusedQKV = mt == "phi3"
-		switch mt {
-		case "mixtral":
-			m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
-		case "qwen2_moe", "qwen3_moe":
-			m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
-			m.Intermediate = c.int("moe_intermediate_size", 0, true)
-			if mt == "qwen2_moe" {
-				m.SharedExpert, m.SharedGate = c.int("shared_expert_intermediate_size", 0, true), true
-			}
-			if v, ok := c.raw["mlp_only_layers"].([]any); ok && len(v) > 0 {
-				c.fail("mlp_only_layers: dense layers inside a mixture-of-experts model are not modelled yet")
-			}
-			if step := c.int("decoder_sparse_step", 1, false); step != 1 {
-				c.fail("decoder_sparse_step %d: only every layer sparse (1) is modelled", step)
-			}
-		}
+		c.llama(&m, mt)
 	}
 	act := map[string]string{"gelu": KGELU, "gelu_new": KGELUNew, "gelu_pytorch_tanh": KGELU, "gelu_fast": KGELUNew,
 		"relu": KReLU, "silu": KSiLU, "swish": KSiLU, "tanh": KTanh}
@@ -222,6 +146,107 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 	}
 	s.File = file
 	return s, nil
+}
+
+// gpt2 reads transformers' GPT2Config.
+func (c *hfConfig) gpt2(m *Model) {
+	m.NumLayers, m.Hidden, m.Heads = c.int("n_layer", 0, true), c.int("n_embd", 0, true), c.int("n_head", 0, true)
+	m.Vocab, m.Positions = c.int("vocab_size", 0, true), c.int("n_positions", 1024, false)
+	m.Intermediate = c.int("n_inner", 4*m.Hidden, false)
+	m.Dropout, m.AttnDropout = c.float("resid_pdrop", 0.1), c.float("attn_pdrop", 0.1)
+	m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("activation_function", "gelu_new")
+}
+
+// bert reads BertConfig and RobertaConfig.
+func (c *hfConfig) bert(m *Model) {
+	m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
+	m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
+	m.Positions, m.TypeVocab = c.int("max_position_embeddings", 512, false), c.int("type_vocab_size", 2, false)
+	m.Dropout, m.AttnDropout = c.float("hidden_dropout_prob", 0.1), c.float("attention_probs_dropout_prob", 0.1)
+	m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("hidden_act", "gelu")
+}
+
+// neox reads GPTNeoXConfig.
+func (c *hfConfig) neox(m *Model) {
+	m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
+	m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
+	m.KVHeads, m.Tied = m.Heads, c.bool("tie_word_embeddings", false)
+	m.AttentionBias = c.bool("attention_bias", true)
+	m.MLPBias, m.Activation = m.AttentionBias, c.str("hidden_act", "gelu")
+	m.Rotary = c.float("rotary_pct", 0.25)
+	if m.Rotary <= 0 || m.Rotary > 1 {
+		c.fail("field \"rotary_pct\": want a fraction in (0, 1], got %g", m.Rotary)
+	}
+	if !c.bool("use_parallel_residual", true) {
+		c.fail("use_parallel_residual false (sequential GPT-NeoX blocks) is not modelled yet")
+	}
+}
+
+// falcon reads FalconConfig.
+func (c *hfConfig) falcon(m *Model) {
+	m.NumLayers = c.int("num_hidden_layers", c.int("n_layer", 0, false), false)
+	m.Heads = c.int("num_attention_heads", c.int("n_head", 0, false), false)
+	if m.NumLayers == 0 || m.Heads == 0 {
+		c.fail("missing field \"num_hidden_layers\" or \"num_attention_heads\"")
+	}
+	m.Hidden, m.Vocab = c.int("hidden_size", 0, true), c.int("vocab_size", 0, true)
+	m.Intermediate = c.int("ffn_hidden_size", 4*m.Hidden, false)
+	m.Tied, m.Activation = c.bool("tie_word_embeddings", true), c.str("activation", "gelu")
+	m.AttentionBias = c.bool("bias", false)
+	m.MLPBias = m.AttentionBias
+	if !c.bool("parallel_attn", true) {
+		c.fail("parallel_attn false (sequential Falcon blocks) is not modelled yet")
+	}
+	switch {
+	case c.bool("new_decoder_architecture", false):
+		m.KVHeads = c.int("num_kv_heads", m.Heads, false)
+		if c.int("num_ln_in_parallel_attn", 2, false) == 1 {
+			m.SharedNorm = true
+		}
+	case c.bool("multi_query", true):
+		m.KVHeads, m.SharedNorm = 1, true
+	default:
+		m.KVHeads, m.SharedNorm = m.Heads, true
+	}
+}
+
+// llama reads Llama-style decoders (Llama, Mistral, Qwen, Gemma, Phi-3, Mixtral).
+func (c *hfConfig) llama(m *Model, mt string) {
+	m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
+	m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
+	m.KVHeads = c.int("num_key_value_heads", m.Heads, false)
+	hd := int64(0)
+	if m.Heads > 0 {
+		hd = m.Hidden / m.Heads
+	}
+	m.HeadDim = c.int("head_dim", hd, false)
+	m.Tied = c.bool("tie_word_embeddings", mt == "gemma" || mt == "gemma2")
+	if mt == "gemma2" {
+		m.SandwichNorm = true
+		m.LogitSoftcap = c.float("final_logit_softcapping", 30)
+	}
+	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
+	m.MLPBias = c.bool("mlp_bias", false)
+	m.AttnDropout = c.float("attention_dropout", 0)
+	m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
+	m.QKNorm = mt == "qwen3" || mt == "qwen3_moe"
+	m.FusedQKV = mt == "phi3"
+	switch mt {
+	case "mixtral":
+		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+	case "qwen2_moe", "qwen3_moe":
+		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+		m.Intermediate = c.int("moe_intermediate_size", 0, true)
+		if mt == "qwen2_moe" {
+			m.SharedExpert, m.SharedGate = c.int("shared_expert_intermediate_size", 0, true), true
+		}
+		if v, ok := c.raw["mlp_only_layers"].([]any); ok && len(v) > 0 {
+			c.fail("mlp_only_layers: dense layers inside a mixture-of-experts model are not modelled yet")
+		}
+		if step := c.int("decoder_sparse_step", 1, false); step != 1 {
+			c.fail("decoder_sparse_step %d: only every layer sparse (1) is modelled", step)
+		}
+	}
 }
 
 func baseName(p string) string {

@@ -29,7 +29,7 @@ func dropout(p float64) []Layer {
 	if p <= 0 {
 		return nil
 	}
-	return []Layer{{Kind: KDropout, P: p}}
+	return []Layer{L(&Dropout{P: p})}
 }
 
 func cat(parts ...[]Layer) []Layer {
@@ -43,29 +43,29 @@ func cat(parts ...[]Layer) []Layer {
 func (m *Model) lowerGPT2() []Layer {
 	d, inter := m.Hidden, m.Intermediate
 	block := cat(
-		seq(Layer{Kind: KResidual, Body: cat(
-			seq(Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-				Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
-					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: true, P: m.AttnDropout, Style: "hf"}),
-			dropout(m.Dropout))}),
-		seq(Layer{Kind: KResidual, Body: cat(
-			seq(Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-				Layer{Kind: KLinear, In: d, Out: inter, Bias: true},
-				Layer{Kind: m.Activation},
-				Layer{Kind: KLinear, In: inter, Out: d, Bias: true}),
-			dropout(m.Dropout))}),
+		seq(L(&Residual{}, cat(
+			seq(ln(d),
+				L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
+					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: true, P: m.AttnDropout, Style: "hf"})),
+			dropout(m.Dropout))...)),
+		seq(L(&Residual{}, cat(
+			seq(ln(d),
+				linear(d, inter, true),
+				Act(m.Activation),
+				linear(inter, d, true)),
+			dropout(m.Dropout))...)),
 	)
-	head := Layer{Kind: KLMHead, Vocab: m.Vocab, Dim: d, Upcast: true}
+	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true}
 	if m.Tied {
 		head.Tie = "wte"
 	}
 	return cat(
-		seq(Layer{Kind: KEmbedding, Vocab: m.Vocab, Dim: d, Name: "wte"},
-			Layer{Kind: KPositions, Max: m.Positions, Dim: d}),
+		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "wte"}),
+			L(&Positions{Max: m.Positions, Dim: d})),
 		dropout(m.Dropout),
-		seq(Layer{Kind: KRepeat, Times: m.NumLayers, Body: block},
-			Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-			head),
+		seq(L(&Repeat{Times: m.NumLayers}, block...),
+			ln(d),
+			L(head)),
 	)
 }
 
@@ -73,72 +73,72 @@ func (m *Model) lowerLlama() []Layer {
 	d := m.Hidden
 	post := func() []Layer {
 		if m.SandwichNorm {
-			return seq(Layer{Kind: KRMSNorm, Dim: d})
+			return seq(L(&RMSNorm{Dim: d}))
 		}
 		return nil
 	}
 	block := seq(
-		Layer{Kind: KResidual, Body: cat(seq(
-			Layer{Kind: KRMSNorm, Dim: d},
-			Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
+		L(&Residual{}, cat(seq(
+			L(&RMSNorm{Dim: d}),
+			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
-				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true}), post())},
-		Layer{Kind: KResidual, Body: cat(seq(
-			Layer{Kind: KRMSNorm, Dim: d},
-			m.mlp()), post())},
+				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true})), post())...),
+		L(&Residual{}, cat(seq(
+			L(&RMSNorm{Dim: d}),
+			m.mlp()), post())...),
 	)
-	head := Layer{Kind: KLMHead, Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap}
+	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap}
 	if m.Tied {
 		head.Tie = "embed_tokens"
 	}
 	return seq(
-		Layer{Kind: KEmbedding, Vocab: m.Vocab, Dim: d, Name: "embed_tokens"},
-		Layer{Kind: KRepeat, Times: m.NumLayers, Body: block},
-		Layer{Kind: KRMSNorm, Dim: d},
-		head,
+		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens"}),
+		L(&Repeat{Times: m.NumLayers}, block...),
+		L(&RMSNorm{Dim: d}),
+		L(head),
 	)
 }
 
 // mlp is a Llama-style block's MLP: gated, or a mixture of gated experts.
 func (m *Model) mlp() Layer {
 	if m.Experts > 0 {
-		return Layer{Kind: KMoE, Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
-			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias}
+		return L(&MoE{Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
+			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias})
 	}
-	return Layer{Kind: KGatedMLP, Dim: m.Hidden, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias}
+	return L(&GatedMLP{Dim: m.Hidden, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias})
 }
 
 func (m *Model) lowerBERT() []Layer {
 	d := m.Hidden
 	block := seq(
-		Layer{Kind: KResidual, Body: cat(
-			seq(Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
-				Bias: true, OutBias: true, P: m.AttnDropout, Style: "hf"}),
-			dropout(m.Dropout))},
-		Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-		Layer{Kind: KResidual, Body: cat(
-			seq(Layer{Kind: KLinear, In: d, Out: m.Intermediate, Bias: true},
-				Layer{Kind: m.Activation},
-				Layer{Kind: KLinear, In: m.Intermediate, Out: d, Bias: true}),
-			dropout(m.Dropout))},
-		Layer{Kind: KLayerNorm, Dim: d, Bias: true},
+		L(&Residual{}, cat(
+			seq(L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
+				Bias: true, OutBias: true, P: m.AttnDropout, Style: "hf"})),
+			dropout(m.Dropout))...),
+		ln(d),
+		L(&Residual{}, cat(
+			seq(linear(d, m.Intermediate, true),
+				Act(m.Activation),
+				linear(m.Intermediate, d, true)),
+			dropout(m.Dropout))...),
+		ln(d),
 	)
-	head := Layer{Kind: KLMHead, Vocab: m.Vocab, Dim: d, Bias: true}
+	head := &LMHead{Vocab: m.Vocab, Dim: d, Bias: true}
 	if m.Tied {
 		head.Tie = "word_embeddings"
 	}
 	return cat(
-		seq(Layer{Kind: KEmbedding, Vocab: m.Vocab, Dim: d, Name: "word_embeddings"},
-			Layer{Kind: KTokenTypes, Max: m.TypeVocab, Dim: d},
-			Layer{Kind: KPositions, Max: m.Positions, Dim: d},
-			Layer{Kind: KLayerNorm, Dim: d, Bias: true}),
+		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "word_embeddings"}),
+			L(&TokenTypes{Max: m.TypeVocab, Dim: d}),
+			L(&Positions{Max: m.Positions, Dim: d}),
+			ln(d)),
 		dropout(m.Dropout),
-		seq(Layer{Kind: KRepeat, Times: m.NumLayers, Body: block},
+		seq(L(&Repeat{Times: m.NumLayers}, block...),
 			// BertLMPredictionHead: transform (dense, act, LayerNorm), decoder.
-			Layer{Kind: KLinear, In: d, Out: d, Bias: true},
-			Layer{Kind: m.Activation},
-			Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-			head),
+			linear(d, d, true),
+			Act(m.Activation),
+			ln(d),
+			L(head)),
 	)
 }
 
@@ -155,16 +155,20 @@ var resnetStages = map[int64]struct {
 }
 
 func conv(in, out, k, stride, pad int64) Layer {
-	return Layer{Kind: KConv2d, In: in, Out: out, Kernel: k, Stride: stride, Padding: pad}
+	return L(&Conv2d{In: in, Out: out, Kernel: k, Stride: stride, Padding: pad})
 }
 
-func bn(c int64) Layer { return Layer{Kind: KBatchNorm, Channels: c} }
+func bn(c int64) Layer { return L(&BatchNorm{Channels: c}) }
+
+func ln(d int64) Layer { return L(&LayerNorm{Dim: d, Bias: true}) }
+
+func linear(in, out int64, bias bool) Layer { return L(&Linear{In: in, Out: out, Bias: bias}) }
 
 func (m *Model) lowerResNet() []Layer {
 	w := m.Width
-	relu := Layer{Kind: KReLU, Inplace: true}
-	layers := seq(conv(m.Channels, w, 7, 2, 3), bn(w), relu,
-		Layer{Kind: KMaxPool, Kernel: 3, Stride: 2, Padding: 1})
+	relu := func() Layer { return L(&Activation{Name: KReLU, Inplace: true}) }
+	layers := seq(conv(m.Channels, w, 7, 2, 3), bn(w), relu(),
+		L(&MaxPool{Kernel: 3, Stride: 2, Padding: 1}))
 	in := w
 	expansion := int64(1)
 	if m.Block == "bottleneck" {
@@ -180,50 +184,49 @@ func (m *Model) lowerResNet() []Layer {
 			out := planes * expansion
 			var body []Layer
 			if m.Block == "bottleneck" {
-				body = seq(conv(in, planes, 1, 1, 0), bn(planes), relu,
-					conv(planes, planes, 3, stride, 1), bn(planes), relu,
+				body = seq(conv(in, planes, 1, 1, 0), bn(planes), relu(),
+					conv(planes, planes, 3, stride, 1), bn(planes), relu(),
 					conv(planes, out, 1, 1, 0), bn(out))
 			} else {
-				body = seq(conv(in, planes, 3, stride, 1), bn(planes), relu,
+				body = seq(conv(in, planes, 3, stride, 1), bn(planes), relu(),
 					conv(planes, planes, 3, 1, 1), bn(planes))
 			}
-			res := Layer{Kind: KResidual, Body: body, Inplace: true}
+			res := L(&Residual{Inplace: true}, body...)
 			if stride != 1 || in != out {
 				res.Shortcut = seq(conv(in, out, 1, stride, 0), bn(out))
 			}
-			layers = append(layers, Layer{Kind: KBlock, Body: seq(res, relu)})
+			layers = append(layers, L(&Block{}, res, relu()))
 			in = out
 		}
 	}
-	return append(layers, Layer{Kind: KAvgPool}, Layer{Kind: KFlatten},
-		Layer{Kind: KLinear, In: in, Out: m.Classes, Bias: true})
+	return append(layers, L(&AvgPool{}), L(&Flatten{}), linear(in, m.Classes, true))
 }
 
 func (m *Model) lowerViT() []Layer {
 	d := m.Hidden
 	block := seq(
-		Layer{Kind: KResidual, Body: cat(
-			seq(Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-				Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
-					Bias: true, OutBias: true, FusedQKV: true, P: m.AttnDropout, Style: "torch"}),
-			dropout(m.Dropout))},
-		Layer{Kind: KResidual, Body: cat(
-			seq(Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-				Layer{Kind: KLinear, In: d, Out: m.Intermediate, Bias: true},
-				Layer{Kind: m.Activation}),
+		L(&Residual{}, cat(
+			seq(ln(d),
+				L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
+					Bias: true, OutBias: true, FusedQKV: true, P: m.AttnDropout, Style: "torch"})),
+			dropout(m.Dropout))...),
+		L(&Residual{}, cat(
+			seq(ln(d),
+				linear(d, m.Intermediate, true),
+				Act(m.Activation)),
 			dropout(m.Dropout),
-			seq(Layer{Kind: KLinear, In: m.Intermediate, Out: d, Bias: true}),
-			dropout(m.Dropout))},
+			seq(linear(m.Intermediate, d, true)),
+			dropout(m.Dropout))...),
 	)
 	return cat(
-		seq(Layer{Kind: KPatchEmbed, Channels: m.Channels, Dim: d, Kernel: m.Patch},
-			Layer{Kind: KClsToken, Dim: d},
-			Layer{Kind: KPositions, Max: m.Positions, Dim: d}),
+		seq(L(&PatchEmbed{Channels: m.Channels, Dim: d, Kernel: m.Patch}),
+			L(&ClsToken{Dim: d}),
+			L(&Positions{Max: m.Positions, Dim: d})),
 		dropout(m.Dropout),
-		seq(Layer{Kind: KRepeat, Times: m.NumLayers, Body: block},
-			Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-			Layer{Kind: KTakeCls},
-			Layer{Kind: KLinear, In: d, Out: m.Classes, Bias: true}),
+		seq(L(&Repeat{Times: m.NumLayers}, block...),
+			ln(d),
+			L(&TakeCls{}),
+			linear(d, m.Classes, true)),
 	)
 }
 
@@ -233,27 +236,29 @@ func (m *Model) lowerViT() []Layer {
 // multi-query attention).
 func (m *Model) lowerNeoX() []Layer {
 	d := m.Hidden
-	attn := Layer{Kind: KAttention, Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: d / m.Heads,
-		Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Rotary: m.Rotary, Causal: true, FusedQKV: true,
-		KVCache: true, Style: "hf"}
-	mlp := seq(Layer{Kind: KLinear, In: d, Out: m.Intermediate, Bias: m.MLPBias},
-		Layer{Kind: m.Activation},
-		Layer{Kind: KLinear, In: m.Intermediate, Out: d, Bias: m.MLPBias})
-	ln := Layer{Kind: KLayerNorm, Dim: d, Bias: true}
+	attn := func() Layer {
+		return L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: d / m.Heads,
+			Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Rotary: m.Rotary, Causal: true, FusedQKV: true,
+			KVCache: true, Style: "hf"})
+	}
+	mlp := func() []Layer {
+		return seq(linear(d, m.Intermediate, m.MLPBias), Act(m.Activation), linear(m.Intermediate, d, m.MLPBias))
+	}
+	fork := func(branches ...[]Layer) Layer { l := L(&Fork{}); l.Branches = branches; return l }
 	var body []Layer
 	if m.SharedNorm {
-		body = seq(ln, Layer{Kind: KFork, Branches: [][]Layer{seq(attn), mlp}})
+		body = seq(ln(d), fork(seq(attn()), mlp()))
 	} else {
-		body = seq(Layer{Kind: KFork, Branches: [][]Layer{seq(ln, attn), cat(seq(ln), mlp)}})
+		body = seq(fork(seq(ln(d), attn()), cat(seq(ln(d)), mlp())))
 	}
-	head := Layer{Kind: KLMHead, Vocab: m.Vocab, Dim: d, Upcast: true}
+	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true}
 	if m.Tied {
 		head.Tie = "embed_in"
 	}
 	return seq(
-		Layer{Kind: KEmbedding, Vocab: m.Vocab, Dim: d, Name: "embed_in"},
-		Layer{Kind: KRepeat, Times: m.NumLayers, Body: seq(Layer{Kind: KResidual, Body: body})},
-		Layer{Kind: KLayerNorm, Dim: d, Bias: true},
-		head,
+		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_in"}),
+		L(&Repeat{Times: m.NumLayers}, L(&Residual{}, body...)),
+		ln(d),
+		L(head),
 	)
 }

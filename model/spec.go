@@ -101,6 +101,9 @@ const (
 	InputFeatures = "features"
 	InputTokens   = "tokens"
 	InputImage    = "image"
+	// InputSignal is [channels, length] per sample (audio features such
+	// as a log-mel spectrogram), the length being training.seq.
+	InputSignal = "signal"
 )
 
 // Input is what one sample of the explicit form looks like.
@@ -239,6 +242,12 @@ func (m *Model) TokenInput() bool {
 		return m.Input.Kind == InputTokens
 	}
 	return false
+}
+
+// SeqInput reports whether the model's input has a length that
+// training.seq gives: token ids, or a signal.
+func (m *Model) SeqInput() bool {
+	return m.TokenInput() || (m.Type == Sequential && m.Input.Kind == InputSignal)
 }
 
 // ImageInput reports whether the model takes images.

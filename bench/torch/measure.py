@@ -7,7 +7,7 @@
 
 Builds the model the spec describes (transformers' GPT2LMHeadModel,
 LlamaForCausalLM, BertForMaskedLM; torchvision's resnet and vit; the explicit
-form for Linear/ReLU stacks) with random weights, trains it for a few steps
+form's layers as torch.nn modules) with random weights, trains it for a few steps
 the way transformers' Trainer does (loss from the model, outputs dropped
 before backward), and prints one JSON line: the configuration, per step
 max_memory_allocated, max_memory_reserved and the device memory in use from
@@ -122,34 +122,117 @@ def build(spec, torch):
 
 
 def Sequential(layers, torch):
+    """The explicit form's layers as torch.nn modules (docs/spec.md)."""
     nn = torch.nn
 
     class Residual(nn.Module):
-        def __init__(self, body):
+        def __init__(self, body, shortcut=None, inplace=False):
             super().__init__()
-            self.body = body
+            self.body, self.shortcut, self.inplace = body, shortcut, inplace
 
         def forward(self, x):
-            return x + self.body(x)
+            skip = self.shortcut(x) if self.shortcut is not None else x
+            y = self.body(x)
+            if self.inplace:
+                y += skip
+                return y
+            return skip + y
+
+    class Transpose(nn.Module):
+        def forward(self, x):
+            return x.transpose(1, 2)
+
+    class Positions(nn.Module):
+        def __init__(self, max_, dim):
+            super().__init__()
+            self.emb = nn.Embedding(max_, dim)
+
+        def forward(self, x):
+            return x + self.emb(torch.arange(x.shape[1], device=x.device))
+
+    class TakeCls(nn.Module):
+        def forward(self, x):
+            return x[:, 0]
+
+    class Attention(nn.Module):
+        # style torch: nn.MultiheadAttention, as torchvision's ViT uses it.
+        def __init__(self, a):
+            super().__init__()
+            if a.get("style") != "torch" or a.get("kv_heads", a["heads"]) != a["heads"] or a.get("rope"):
+                raise SystemExit("measure.py: the explicit form's attention is built with style: torch only")
+            self.causal = a.get("causal", False)
+            self.mha = nn.MultiheadAttention(a["dim"], a["heads"], dropout=a.get("p", 0.0), bias=a.get("bias", False),
+                                             batch_first=True)
+
+        def forward(self, x):
+            mask = None
+            if self.causal:
+                n = x.shape[1]
+                mask = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+            return self.mha(x, x, x, need_weights=False, attn_mask=mask, is_causal=self.causal)[0]
+
+    def simple(kind, a):
+        if kind == "linear":
+            return nn.Linear(a["in"], a["out"], bias=a.get("bias", True))
+        if kind == "relu":
+            return nn.ReLU(inplace=a.get("inplace", False))
+        if kind == "gelu":
+            return nn.GELU()
+        if kind == "silu":
+            return nn.SiLU()
+        if kind == "tanh":
+            return nn.Tanh()
+        if kind == "dropout":
+            return nn.Dropout(a["p"])
+        if kind == "flatten":
+            return nn.Flatten()
+        if kind == "conv2d":
+            return nn.Conv2d(a["in"], a["out"], a["kernel"], stride=a.get("stride", 1), padding=a.get("padding", 0),
+                             bias=a.get("bias", True))
+        if kind == "conv1d":
+            return nn.Conv1d(a["in"], a["out"], a["kernel"], stride=a.get("stride", 1), padding=a.get("padding", 0),
+                             bias=a.get("bias", True))
+        if kind == "batchnorm2d":
+            return nn.BatchNorm2d(a["channels"])
+        if kind == "groupnorm":
+            return nn.GroupNorm(a["groups"], a["channels"], affine=a.get("affine", True))
+        if kind == "layernorm":
+            return nn.LayerNorm(a["dim"], bias=a.get("bias", True))
+        if kind == "maxpool2d":
+            return nn.MaxPool2d(a["kernel"], stride=a.get("stride", a["kernel"]), padding=a.get("padding", 0))
+        if kind == "avgpool":
+            return nn.AdaptiveAvgPool2d(1)
+        if kind == "transpose":
+            return Transpose()
+        if kind == "positions":
+            return Positions(a["max"], a["dim"])
+        if kind == "take_cls":
+            return TakeCls()
+        if kind == "attention":
+            return Attention(a)
+        raise SystemExit("measure.py: layer %s not supported" % kind)
 
     def make(ls):
         mods = []
         for l in ls:
             kind, args = (l, {}) if isinstance(l, str) else next(iter(l.items()))
-            if kind == "linear":
-                mods.append(nn.Linear(args["in"], args["out"], bias=args.get("bias", True)))
-            elif kind == "relu":
-                mods.append(nn.ReLU())
-            elif kind == "residual":
+            args = args or {}
+            if kind == "residual":
                 body = args if isinstance(args, list) else args["layers"]
-                mods.append(Residual(make(body)))
+                short = None if isinstance(args, list) or "shortcut" not in args else make(args["shortcut"])
+                inplace = False if isinstance(args, list) else args.get("inplace", False)
+                mods.append(Residual(make(body), short, inplace))
+            elif kind == "block":
+                blk = make(args if isinstance(args, list) else args["layers"])
+                blk.memplan_unit = True
+                mods.append(blk)
             elif kind == "repeat":
                 for _ in range(args["times"]):
                     blk = make(args["layers"])
                     blk.memplan_unit = True
                     mods.append(blk)
             else:
-                raise SystemExit("measure.py: layer %s not supported" % kind)
+                mods.append(simple(kind, args))
         return nn.Sequential(*mods)
 
     return make(layers)
@@ -347,7 +430,14 @@ def main():
                 x = torch.randn(B, 3, t.get("image", 224), t.get("image", 224), device=dev)
                 classes = spec["model"].get("classes", 1000)
             else:
-                x = torch.randn(B, spec["model"]["input"]["features"], device=dev)
+                inp = spec["model"]["input"]
+                if "signal" in inp:
+                    x = torch.randn(B, inp["signal"]["channels"], t["seq"], device=dev)
+                elif "image" in inp:
+                    c = (inp["image"] or {}).get("channels", 3)
+                    x = torch.randn(B, c, t.get("image", 224), t.get("image", 224), device=dev)
+                else:
+                    x = torch.randn(B, inp["features"], device=dev)
                 last = spec["model"]["layers"][-1]
                 classes = next(iter(last.values()))["out"]
             if prec == "bf16":

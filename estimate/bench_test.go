@@ -1,0 +1,92 @@
+package estimate
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// BenchmarkEstimate times one in-process estimate of models of growing
+// size: GPT-2 (12 layers), a 32-layer 7B decoder (Mistral-7B), GPT-2 XL
+// (48 layers) and a 128-expert mixture of experts (Qwen3-30B-A3B, 48
+// layers, at seq 4096). Run with -benchmem to see allocations.
+func BenchmarkEstimate(b *testing.B) {
+	cases := []struct {
+		name, file string
+		hf         bool
+		o          model.Overrides
+	}{
+		{"gpt2", "../specs/gpt2-124m.yaml", false, model.Overrides{}},
+		{"7b-32layer", "../specs/mistral-7b.yaml", false, model.Overrides{}},
+		{"gpt2-xl", "../specs/gpt2-xl.yaml", false, model.Overrides{}},
+		{"moe-128-experts", "../model/testdata/hf/qwen3-30b-a3b.json", true, model.Overrides{Seq: 4096}},
+	}
+	for _, c := range cases {
+		load := model.Load
+		if c.hf {
+			load = model.LoadHF
+		}
+		spec, err := load(c.file, c.o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := Estimate(spec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLayers times a Llama-style decoder (hidden 2048) at 12 to 384
+// layers: the cost per layer should stay flat.
+func BenchmarkLayers(b *testing.B) {
+	for _, n := range []int{12, 48, 96, 192, 384} {
+		y := fmt.Sprintf(`name: layers
+model: {type: llama, layers: %d, hidden: 2048, heads: 32, kv_heads: 8, intermediate: 8192, vocab: 128256}
+training: {batch: 1, seq: 2048, precision: amp-bf16}
+`, n)
+		spec, err := model.Parse(filepath.Join("bench", "layers.yaml"), []byte(y), model.Overrides{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("layers=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := Estimate(spec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n)/1e3, "µs/layer")
+		})
+	}
+}
+
+// BenchmarkExperts times an 8-layer mixture of experts (hidden 1024, top 8)
+// at 16 to 256 experts: the cost per expert should stay flat.
+func BenchmarkExperts(b *testing.B) {
+	for _, e := range []int{16, 64, 256} {
+		y := fmt.Sprintf(`name: experts
+model: {type: llama, layers: 8, hidden: 1024, heads: 16, intermediate: 512, vocab: 32000, experts: %d, top_k: 8}
+training: {batch: 1, seq: 1024, precision: amp-bf16}
+`, e)
+		spec, err := model.Parse(filepath.Join("bench", "experts.yaml"), []byte(y), model.Overrides{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("experts=%d", e), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := Estimate(spec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(8*e)/1e3, "µs/expert")
+		})
+	}
+}

@@ -1,0 +1,291 @@
+package estimate
+
+import (
+	"math"
+	"slices"
+
+	"github.com/memplan/memplan/model"
+)
+
+// The generic driver: it builds an instance per layer (allocating its
+// parameters through the kind's builder, registered in the kind's file),
+// runs instances in order with checkpointing segments, and runs the
+// container kinds (repeat, block, residual, fork).
+
+// op is one layer kind's simulation: its parameters (in the kind's own
+// struct) and its forward pass. The backward is what the forward's
+// autograd nodes record.
+type op interface {
+	// forward runs the layer on x of per-sample shape sh, whose output
+	// shape is out; x stays held by the caller.
+	forward(s *sim, x *tensor, sh, out model.Shape) *tensor
+}
+
+// builder allocates a layer's parameters, as the module's constructor and
+// model.to("cuda") do, and returns its op. names maps embedding names to
+// their weights, for ties.
+type builder func(s *sim, l *model.Layer, names map[string]*tensor) op
+
+var builders = map[string]builder{}
+
+// register adds the simulation of a layer kind; each kind's file calls it
+// from init.
+func register(kind string, b builder) {
+	if _, dup := builders[kind]; dup {
+		panic("estimate: layer kind registered twice: " + kind)
+	}
+	builders[kind] = b
+}
+
+// inst is a layer instance with its own parameters: a repeat of n blocks
+// becomes n instances.
+type inst struct {
+	l     *model.Layer
+	op    op        // nil for containers
+	p     []*tensor // the parameters its builder allocated
+	fork  [][]*inst // a fork's branches
+	body  []*inst
+	short []*inst
+	unit  bool // one checkpointing unit (a block, or one copy of a repeat)
+	// inSh and outSh cache the layer's shapes: every pass sees the same.
+	inSh, outSh model.Shape
+}
+
+// param allocates a trainable parameter, as model.to("cuda") does: one
+// allocation per tensor.
+func (s *sim) param(elems int64, name string) *tensor {
+	var t *tensor
+	if s.cfg.zero >= 2 {
+		// ZeRO-2 and 3 (FSDP): the GPU keeps this rank's shard; whole
+		// tensors exist only while gathered (shardSetup).
+		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name}
+		if s.cfg.offload != model.OffloadParams {
+			s.alloc(s.shard(elems), s.cfg.param, catParam, name).prefix = "shard of "
+		}
+	} else {
+		t = s.alloc(elems, s.cfg.param, catParam, name)
+	}
+	t.param, t.req = true, true
+	s.params = append(s.params, t)
+	return t
+}
+
+// optParam allocates a parameter when ok (an optional bias), else nil.
+func (s *sim) optParam(ok bool, elems int64, name string) *tensor {
+	if !ok {
+		return nil
+	}
+	return s.param(elems, name)
+}
+
+// matrix allocates a parameter of shape [..., second, last].
+func (s *sim) matrix(second, last, lead int64, name string) *tensor {
+	t := s.param(lead*second*last, name)
+	t.second, t.last = second, last
+	return t
+}
+
+// buffer allocates a module buffer held for the whole run.
+func (s *sim) buffer(elems int64, name string) {
+	s.alloc(elems, f32, catParam, name)
+}
+
+func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
+	var out []*inst
+	for i := range ls {
+		l := &ls[i]
+		in := &inst{l: l}
+		switch k := l.Spec.(type) {
+		case *model.Repeat:
+			for j := int64(0); j < k.Times; j++ {
+				out = append(out, &inst{l: l, unit: true, body: s.build(l.Body, names)})
+			}
+			continue
+		case *model.Block:
+			in.unit = true
+			in.body = s.build(l.Body, names)
+		case *model.Residual:
+			in.body = s.build(l.Body, names)
+			in.short = s.build(l.Shortcut, names)
+		case *model.Fork:
+			for _, b := range l.Branches {
+				in.fork = append(in.fork, s.build(b, names))
+			}
+		default:
+			b := builders[l.Kind]
+			if b == nil {
+				panic("estimate: unhandled layer " + l.Kind)
+			}
+			start := len(s.params)
+			in.op = b(s, l, names)
+			in.p = s.params[start:len(s.params):len(s.params)]
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// run executes instances in order. It takes over the caller's hold on x
+// and returns a tensor the caller holds.
+func (s *sim) run(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	for i := 0; i < len(ins); {
+		if !ins[i].unit || s.ckptMode == model.CkptNone {
+			x, sh = s.step1(ins[i], x, sh)
+			i++
+			continue
+		}
+		j := i
+		for j < len(ins) && ins[j].unit {
+			j++
+		}
+		for _, seg := range s.segments(j - i) {
+			units := ins[i+seg.start : i+seg.end]
+			if seg.ckpt {
+				x, sh = s.checkpointed(units, x, sh)
+			} else {
+				x, sh = s.plain(units, x, sh)
+			}
+		}
+		i = j
+	}
+	return x, sh
+}
+
+// plain runs instances one after the other with no checkpointing.
+func (s *sim) plain(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	for _, in := range ins {
+		x, sh = s.step1(in, x, sh)
+	}
+	return x, sh
+}
+
+func (s *sim) step1(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	y, out := s.layer(in, x, sh)
+	s.unref(x)
+	return y, out
+}
+
+type span struct {
+	start, end int
+	ckpt       bool
+}
+
+// segments splits n consecutive units per the checkpointing mode: each unit
+// (every-block), groups of k (every-k), or checkpoint_sequential's
+// round(√n) segments, whose last segment is not checkpointed.
+func (s *sim) segments(n int) []span {
+	var out []span
+	switch s.ckptMode {
+	case model.CkptBlock, model.CkptEveryK:
+		k := int(s.ckptK)
+		if s.ckptMode == model.CkptBlock {
+			k = 1
+		}
+		for a := 0; a < n; a += k {
+			out = append(out, span{a, min(a+k, n), true})
+		}
+	case model.CkptSqrt:
+		segs := max(1, int(math.Round(math.Sqrt(float64(n)))))
+		size := n / segs
+		a := 0
+		for ; a < size*(segs-1); a += size {
+			out = append(out, span{a, a + size, true})
+		}
+		out = append(out, span{a, n, false})
+	}
+	return out
+}
+
+// checkpointed runs units under torch.utils.checkpoint (non-reentrant):
+// nothing inside is saved; the segment keeps its input and recomputes in
+// backward.
+func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	var outSh model.Shape
+	run := func(in *tensor) *tensor {
+		y, o := s.plain(units, s.ref(in), sh)
+		outSh = o
+		return y
+	}
+	start, saving := len(s.tape), s.saving
+	s.saving = false
+	y := run(x)
+	s.saving = saving
+	s.tape = s.tape[:start]
+	y.req = true
+	n := &node{name: "Checkpoint", outs: []*tensor{y}, ckpt: &ckpt{run: run}}
+	if x.req {
+		n.ins = []*tensor{x}
+	}
+	s.save(n, x)
+	s.tape = append(s.tape, n)
+	s.unref(x)
+	return y, outSh
+}
+
+func (s *sim) rows(sh model.Shape) int64 { return s.cfg.batch * sh.Elems() / sh[len(sh)-1] }
+
+// layer runs one instance; x stays held by the caller.
+func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	switch in.l.Spec.(type) {
+	case *model.Repeat, *model.Block:
+		return s.run(in.body, s.ref(x), sh) // a block, or one copy of a repeat
+	case *model.Fork:
+		return s.fork(in, x, sh)
+	case *model.Residual:
+		return s.residual(in, x, sh)
+	}
+	if in.outSh == nil || !slices.Equal(in.inSh, sh) {
+		in.inSh = sh
+		in.outSh, _ = in.l.Infer(sh, nil)
+	}
+	out := in.outSh
+	if in.l.Kind == model.KLMHead {
+		out = scalarShape
+	}
+	return in.op.forward(s, x, sh, in.outSh), out
+}
+
+// scalarShape marks a scalar loss.
+var scalarShape = model.Shape{1}
+
+// fork runs the branches on x and sums their outputs.
+func (s *sim) fork(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	var sum *tensor
+	var o model.Shape
+	for _, b := range in.fork {
+		y, so := s.run(b, s.ref(x), sh)
+		o = so
+		if sum == nil {
+			sum = y
+			continue
+		}
+		z := s.add(sum, y)
+		s.unref(sum)
+		s.unref(y)
+		sum = z
+	}
+	return sum, o
+}
+
+// residual is shortcut(x) + body(x), in place into body's output when the
+// kind says so.
+func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	br, o := s.run(in.body, s.ref(x), sh)
+	sk := s.ref(x)
+	if len(in.short) > 0 {
+		s.unref(sk)
+		sk, _ = s.run(in.short, s.ref(x), sh)
+	}
+	var y *tensor
+	if in.l.Spec.(*model.Residual).Inplace && br.elems == sk.elems {
+		y = s.view(br, br.elems)
+		if n := s.record("AddInplace", []*tensor{br, sk}, y); n != nil {
+			n.pass = true
+		}
+	} else {
+		y = s.add(sk, br)
+	}
+	s.unref(br)
+	s.unref(sk)
+	return y, o
+}

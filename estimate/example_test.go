@@ -1,0 +1,53 @@
+package estimate_test
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
+)
+
+// Estimate predicts the three totals PyTorch users see, and whether the
+// run fits its device.
+func ExampleEstimate() {
+	s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{Batch: 8, Dev: "a100-40gb"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := estimate.Estimate(s)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("parameters:", r.Params)
+	fmt.Println("peak allocated:", units.Format(r.PeakAllocated))
+	fmt.Println("peak reserved:", units.Format(r.PeakReserved))
+	fmt.Println("device total:", units.Format(r.DeviceTotal), "fits:", r.Fits)
+	fmt.Println("peak during:", r.PeakPhase)
+	// Output:
+	// parameters: 124439808
+	// peak allocated: 12.63 GiB
+	// peak reserved: 14.14 GiB
+	// device total: 14.89 GiB fits: true
+	// peak during: backward (later steps)
+}
+
+// EstimateOptions replays the run under a cap on reserved memory, as
+// torch.cuda.set_per_process_memory_fraction does; OOM says it would fail.
+func ExampleEstimateOptions() {
+	s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{Batch: 8})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, limit := range []int64{4 * units.GiB, 64 * units.GiB} {
+		r, err := estimate.EstimateOptions(s, estimate.Options{ReservedLimit: limit})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(units.Format(limit), "OOM:", r.OOM)
+	}
+	// Output:
+	// 4.00 GiB OOM: true
+	// 64.00 GiB OOM: false
+}

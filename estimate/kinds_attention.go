@@ -1,0 +1,263 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// Self-attention: projections, query/key norms, rotary embeddings, the
+// KV cache, the attention kernel and the output projection.
+
+func init() {
+	register(model.KAttention, buildAttention)
+}
+
+// attnOp holds an attention layer's parameters: a packed qkv projection
+// (fused, or nn.MultiheadAttention's in_proj) or separate q, k and v, the
+// output projection, and the per-head query and key norm weights.
+type attnOp struct {
+	k                    *model.Attention
+	qkv, qkvB            *tensor
+	q, qB, kw, kB, v, vB *tensor
+	o, oB                *tensor
+	qNorm, kNorm         *tensor
+}
+
+func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
+	k := l.Spec.(*model.Attention)
+	a := &attnOp{k: k}
+	q, kv := k.Heads*k.HeadDim, k.KVHeads*k.HeadDim
+	if k.FusedQKV || k.Style == "torch" {
+		a.qkv, a.qkvB = s.matrix(q+2*kv, k.Dim, 1, "qkv.weight"), s.optParam(k.Bias, q+2*kv, "qkv.bias")
+	} else {
+		a.q, a.qB = s.matrix(q, k.Dim, 1, "q.weight"), s.optParam(k.Bias, q, "q.bias")
+		a.kw, a.kB = s.matrix(kv, k.Dim, 1, "k.weight"), s.optParam(k.Bias, kv, "k.bias")
+		a.v, a.vB = s.matrix(kv, k.Dim, 1, "v.weight"), s.optParam(k.Bias, kv, "v.bias")
+	}
+	a.o, a.oB = s.matrix(k.Dim, q, 1, "o.weight"), s.optParam(k.OutBias, k.Dim, "o.bias")
+	if k.QKNorm {
+		a.qNorm, a.kNorm = s.param(k.HeadDim, "q_norm.weight"), s.param(k.HeadDim, "k_norm.weight")
+	}
+	return a
+}
+
+// attnState is one forward's tensors; held are references kept until the
+// module returns, dropped last-first.
+type attnState struct {
+	b, seq, rows int64
+	q, k, v      *tensor
+	held         []*tensor
+}
+
+func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	k := a.k
+	st := &attnState{b: s.cfg.batch, seq: sh[0]}
+	st.rows = st.b * st.seq
+	a.project(s, x, st)
+	if k.QKNorm {
+		// Qwen3: RMSNorm over head_dim on every query and key head.
+		q2 := s.rmsNorm(st.q, a.qNorm, st.rows*k.Heads)
+		k2 := s.rmsNorm(st.k, a.kNorm, st.rows*k.KVHeads)
+		s.unref(st.q)
+		s.unref(st.k)
+		st.q, st.k = q2, k2
+	}
+	if k.RoPE {
+		a.rotary(s, x, st)
+	}
+	if k.KVCache && s.ckptMode == model.CkptNone {
+		a.kvCache(s, st)
+	}
+	y, mathSDPA := a.kernel(s, x, st)
+	s.unref(st.q)
+	s.unref(st.k)
+	s.unref(st.v)
+	if k.Style == "torch" && (s.cfg.eager || mathSDPA || s.cfg.compute == f32) {
+		// permute(2, 0, 1, 3).contiguous() before out_proj copies, except
+		// after half-precision fused SDPA: the cuDNN kernel writes its
+		// output in the query's layout, which the permute makes contiguous
+		// again, so .contiguous() returns it as is (measured: ViT-B/16
+		// AMP, docs/accuracy.md).
+		c := s.unary("Clone", y, false, false)
+		s.unref(y)
+		y = c
+	}
+	o := s.matmul(y, a.o, a.oB, st.rows, k.Dim)
+	s.unref(y)
+	// nn.MultiheadAttention(batch_first=True) returns the out_proj result
+	// transposed back to [batch, seq, dim]: a view, not row-major.
+	o.perm = k.Style == "torch"
+	for i := len(st.held) - 1; i >= 0; i-- {
+		s.unref(st.held[i])
+	}
+	return o
+}
+
+// project computes q, k and v.
+func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
+	k := a.k
+	qd, kvd := k.Heads*k.HeadDim, k.KVHeads*k.HeadDim
+	switch {
+	case k.Style == "torch":
+		// nn.MultiheadAttention(batch_first=True) transposes its input to
+		// [seq, batch, dim]; F.linear on that view copies it to a
+		// contiguous matrix, which the in_proj saves instead of x (the
+		// copy's backward is a view: the gradient passes). Then
+		// unflatten/transpose/contiguous copies the projection; q, k, v
+		// are views of it.
+		// Under autocast the cast to half comes first and keeps the
+		// transposed layout; the copy is of the half tensor.
+		xh := s.castLow(x)
+		xc := s.contiguous(xh)
+		s.unref(xh)
+		proj := s.matmul(xc, a.qkv, a.qkvB, st.rows, qd+2*kvd)
+		s.unref(xc)
+		c := s.unary("Clone", proj, false, false)
+		s.unref(proj)
+		st.q, st.k, st.v = s.split(c, qd, kvd, st.rows)
+		s.unref(c)
+	case k.FusedQKV:
+		qkv := s.matmul(x, a.qkv, a.qkvB, st.rows, qd+2*kvd)
+		st.q, st.k, st.v = s.split(qkv, qd, kvd, st.rows)
+		// transformers keeps the packed projection in a local variable
+		// until the attention module returns (measured: GPT-NeoX frees it
+		// at module return, after the output projection).
+		st.held = append(st.held, qkv)
+	default:
+		st.q = s.matmul(x, a.q, a.qB, st.rows, qd)
+		st.k = s.matmul(x, a.kw, a.kB, st.rows, kvd)
+		st.v = s.matmul(x, a.v, a.vB, st.rows, kvd)
+	}
+}
+
+// rotary applies rotary embeddings to q and k.
+func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
+	k := a.k
+	frac := 1.0
+	if k.Rotary > 0 {
+		frac = k.Rotary
+	}
+	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), x.dt)
+	q2, k2 := s.rope(st.q, cos, sin, frac), s.rope(st.k, cos, sin, frac)
+	s.unref(st.q)
+	s.unref(st.k)
+	st.q, st.k = q2, k2
+	if k.Style == "hf" {
+		// query_states stays referenced until the module returns.
+		st.held = append(st.held, s.ref(st.q))
+	}
+}
+
+// kvCache models transformers' GPT-2 keeping use_cache=True in training
+// (it turns it off only under gradient checkpointing): DynamicCache.update
+// concatenates k and v (after rotary embeddings) into the cache, and those
+// copies are what attention receives and saves (measured:
+// cache_utils.py:146-147 allocations in the allocator trace,
+// docs/formulas.md §B). The cache's empty tensors take the key's dtype, so
+// under autocast with rotary embeddings (fp32 keys) the value copy is
+// promoted to fp32 as well (measured: Pythia, cache_utils.py:147).
+func (a *attnOp) kvCache(s *sim, st *attnState) {
+	k2 := s.unary("CacheCat", st.k, false, false)
+	v2 := s.alloc(st.v.elems, promote(st.v.dt, st.k.dt), catTemp, "CacheCat")
+	s.record("CacheCat", []*tensor{st.v}, v2)
+	s.unref(st.k)
+	s.unref(st.v)
+	st.k, st.v = k2, v2
+	// The cache holds its copies until the model's outputs are dropped,
+	// after the loss (Qwen3's trace frees them there).
+	s.kvHold = append(s.kvHold, s.ref(st.k), s.ref(st.v))
+}
+
+// kernel runs the attention itself. In fp32 the fused SDPA choice is the
+// memory-efficient kernel, which does not take enable_gqa: grouped-query
+// attention falls back to the math kernel, which keeps the S×S
+// probabilities like eager attention (measured: Llama-3.2-1B fp32,
+// bench/results); mathSDPA reports that case.
+func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA bool) {
+	k := a.k
+	mathSDPA = !s.cfg.eager && s.cfg.compute == f32 && k.KVHeads != k.Heads
+	switch {
+	case mathSDPA:
+		y = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P)
+	case s.cfg.eager:
+		var mask *tensor
+		if k.Causal {
+			mask = s.causalMask(st.seq, x.dt)
+		}
+		y = s.eagerAttention(st.q, st.k, st.v, mask, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P)
+	default:
+		y = s.sdpa(st.q, st.k, st.v, st.b, k.Heads, st.seq, k.HeadDim)
+		if k.RoPE && k.Rotary > 0 && k.Rotary < 1 && k.Style == "hf" {
+			// Partial rotary concatenates q back into a head-major
+			// tensor, so the fused kernel's output is head-major too and
+			// transformers' transpose(1, 2).contiguous() copies it; the
+			// copy is what the output projection saves (measured: Pythia,
+			// sdpa_attention.py:168). With whole-head rotary q keeps the
+			// projection's layout and the copy is a no-op.
+			c := s.contiguous(y)
+			s.unref(y)
+			y = c
+		}
+	}
+	return y, mathSDPA
+}
+
+// split makes q, k, v views of a packed projection; its backward builds
+// one gradient of the packed size.
+func (s *sim) split(c *tensor, qd, kvd, rows int64) (q, k, v *tensor) {
+	q, k, v = s.view(c, rows*qd), s.view(c, rows*kvd), s.view(c, rows*kvd)
+	s.record("Split", []*tensor{c}, q, k, v)
+	return
+}
+
+// ropeTables returns the cos and sin tables ([1, seq, head_dim] in the
+// stream's dtype), made once per forward like transformers'
+// LlamaRotaryEmbedding.
+func (s *sim) ropeTables(seq, hd, dt int64) (cos, sin *tensor) {
+	if s.ropeT[0] == nil {
+		s.ropeT[0] = s.alloc(seq*hd, dt, catTemp, "rope cos")
+		s.ropeT[1] = s.alloc(seq*hd, dt, catTemp, "rope sin")
+	}
+	return s.ropeT[0], s.ropeT[1]
+}
+
+// rope is apply_rotary_pos_emb for one tensor: x·cos + rotate_half(x)·sin.
+// Under autocast x is half and cos fp32, so the result is fp32. With a
+// fraction below 1 (GPT-NeoX's rotary_pct) only the first part of each
+// head is rotated and the result is concatenated back with the rest.
+func (s *sim) rope(x, cos, sin *tensor, frac float64) *tensor {
+	xr := x
+	partial := frac < 1
+	if partial {
+		xr = s.view(x, int64(frac*float64(x.elems)))
+		s.record("Slice", []*tensor{x}, xr)
+	}
+	a := s.mul(xr, cos)
+	neg := s.alloc(xr.elems/2, x.dt, catTemp, "neg")
+	s.record("Neg", []*tensor{xr}, neg)
+	rh := s.alloc(xr.elems, x.dt, catTemp, "rotate_half")
+	s.record("Cat", []*tensor{neg, xr}, rh)
+	s.unref(neg)
+	bb := s.mul(rh, sin)
+	s.unref(rh)
+	y := s.add(a, bb)
+	s.unref(a)
+	s.unref(bb)
+	if !partial {
+		return y
+	}
+	pass := s.view(x, x.elems-xr.elems)
+	s.record("Slice", []*tensor{x}, pass)
+	full := s.alloc(x.elems, promote(y.dt, x.dt), catTemp, "rope cat")
+	s.record("Cat", []*tensor{y, pass}, full)
+	s.unref(y)
+	s.unref(pass)
+	s.unref(xr)
+	return full
+}
+
+// causalMask is the additive [batch, 1, seq, seq] mask transformers builds
+// once per forward for eager attention, in the model's dtype.
+func (s *sim) causalMask(seq, dt int64) *tensor {
+	if s.mask == nil {
+		s.mask = s.alloc(s.cfg.batch*seq*seq, dt, catTemp, "causal mask")
+	}
+	return s.mask
+}

@@ -1,0 +1,119 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// Embeddings, class tokens and the language-model head with its loss.
+
+func init() {
+	register(model.KEmbedding, func(s *sim, l *model.Layer, names map[string]*tensor) op {
+		k := l.Spec.(*model.Embedding)
+		o := &embeddingOp{k, s.matrix(k.Vocab, k.Dim, 1, "embedding.weight")}
+		if k.Name != "" {
+			names[k.Name] = o.w
+		}
+		return o
+	})
+	register(model.KPositions, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
+		k := l.Spec.(*model.Positions)
+		return &addedEmbeddingOp{k.Dim, false, s.matrix(k.Max, k.Dim, 1, model.KPositions+".weight")}
+	})
+	register(model.KTokenTypes, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
+		k := l.Spec.(*model.TokenTypes)
+		return &addedEmbeddingOp{k.Dim, true, s.matrix(k.Max, k.Dim, 1, model.KTokenTypes+".weight")}
+	})
+	register(model.KClsToken, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
+		return &clsTokenOp{s.param(l.Spec.(*model.ClsToken).Dim, "class_token")}
+	})
+	register(model.KTakeCls, func(*sim, *model.Layer, map[string]*tensor) op { return takeClsOp{} })
+	register(model.KLMHead, func(s *sim, l *model.Layer, names map[string]*tensor) op {
+		k := l.Spec.(*model.LMHead)
+		w := names[k.Tie]
+		if k.Tie == "" || w == nil {
+			w = s.matrix(k.Vocab, k.Dim, 1, "lm_head.weight")
+		}
+		return &lmHeadOp{k, w, s.optParam(k.Bias, k.Vocab, "lm_head.bias")}
+	})
+}
+
+type embeddingOp struct {
+	k *model.Embedding
+	w *tensor
+}
+
+func (o *embeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	return s.embedding(x, o.w, s.cfg.batch*sh[0], o.k.Dim)
+}
+
+// addedEmbeddingOp is a learned embedding added to the stream: positions
+// (wpe(position_ids) is [1, seq, dim], broadcast over the batch) or token
+// types (a [batch, seq] index).
+type addedEmbeddingOp struct {
+	dim      int64
+	perBatch bool
+	w        *tensor
+}
+
+func (o *addedEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	rows := sh[0]
+	if o.perBatch {
+		rows *= s.cfg.batch
+	}
+	ids := &tensor{elems: rows, dt: i64, refs: 1}
+	e := s.embedding(ids, o.w, rows, o.dim)
+	y := s.add(x, e)
+	s.unref(e)
+	return y
+}
+
+type clsTokenOp struct{ w *tensor }
+
+func (o *clsTokenOp) forward(s *sim, x *tensor, _, out model.Shape) *tensor {
+	y := s.alloc(s.cfg.batch*out.Elems(), promote(x.dt, o.w.dt), catTemp, "cat class token")
+	s.record("Cat", []*tensor{o.w, x}, y)
+	return y
+}
+
+type takeClsOp struct{}
+
+func (takeClsOp) forward(s *sim, x *tensor, _, out model.Shape) *tensor {
+	v := s.view(x, s.cfg.batch*out.Elems())
+	s.record("Select", []*tensor{x}, v)
+	return v
+}
+
+type lmHeadOp struct {
+	k    *model.LMHead
+	w, b *tensor
+}
+
+// forward computes logits and the loss. With upcast (transformers' causal
+// LM loss) the logits are cast to fp32 first and the labels are shifted
+// with a pad and a contiguous copy.
+func (o *lmHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	k := o.k
+	rows := s.rows(sh)
+	logits := s.matmul(x, o.w, o.b, rows, k.Vocab)
+	if k.Softcap > 0 {
+		// logits / cap; tanh (saves its output); · cap.
+		a := s.scalarOp(logits)
+		s.unref(logits)
+		t := s.unary("Tanh", a, false, true)
+		s.unref(a)
+		logits = s.scalarOp(t)
+		s.unref(t)
+	}
+	src := s.ref(logits)
+	var labels [2]*tensor
+	if k.Upcast {
+		s.unref(src)
+		src = s.to(logits, f32)
+		labels[0] = s.alloc(rows+s.cfg.batch, i64, catTemp, "padded labels")
+		labels[1] = s.alloc(rows, i64, catTemp, "shift labels")
+	}
+	loss := s.crossEntropy(src, rows)
+	s.unref(src)
+	s.unref(labels[0])
+	s.unref(labels[1])
+	s.unref(logits)
+	return loss
+}

@@ -1,0 +1,79 @@
+package estimate
+
+import "sync"
+
+// slabs hand out tensors, nodes and short pointer lists from chunks, so
+// that a simulation makes a few dozen heap objects instead of one per
+// tensor, node and list (the garbage collector's work grows with the
+// number of objects). Chunks return to pools when the simulation ends
+// (release), so the estimates of one search reuse them.
+type slabs struct {
+	tensors []*[slabChunk]tensor
+	nodes   []*[slabChunk]node
+	lists   []*[listChunk]*tensor
+	// nt, nn and nl are how much of the last chunk of each is used.
+	nt, nn, nl int
+}
+
+const (
+	slabChunk = 1024
+	listChunk = 4 * slabChunk
+)
+
+var (
+	tensorPool = sync.Pool{New: func() any { return new([slabChunk]tensor) }}
+	nodePool   = sync.Pool{New: func() any { return new([slabChunk]node) }}
+	listPool   = sync.Pool{New: func() any { return new([listChunk]*tensor) }}
+)
+
+func (s *slabs) tensor() *tensor {
+	if len(s.tensors) == 0 || s.nt == slabChunk {
+		s.tensors = append(s.tensors, tensorPool.Get().(*[slabChunk]tensor))
+		s.nt = 0
+	}
+	s.nt++
+	return &s.tensors[len(s.tensors)-1][s.nt-1]
+}
+
+func (s *slabs) node() *node {
+	if len(s.nodes) == 0 || s.nn == slabChunk {
+		s.nodes = append(s.nodes, nodePool.Get().(*[slabChunk]node))
+		s.nn = 0
+	}
+	s.nn++
+	return &s.nodes[len(s.nodes)-1][s.nn-1]
+}
+
+// ptrs returns an empty list with room for n pointers; appending past n
+// moves it to the heap without touching its neighbours.
+func (s *slabs) ptrs(n int) []*tensor {
+	if n > listChunk {
+		return make([]*tensor, 0, n)
+	}
+	if len(s.lists) == 0 || s.nl+n > listChunk {
+		s.lists = append(s.lists, listPool.Get().(*[listChunk]*tensor))
+		s.nl = 0
+	}
+	c := s.lists[len(s.lists)-1]
+	p := c[s.nl : s.nl : s.nl+n]
+	s.nl += n
+	return p
+}
+
+// release zeroes the chunks and returns them to the pools. Nothing of the
+// simulation may be used afterwards.
+func (s *slabs) release() {
+	for _, c := range s.tensors {
+		*c = [slabChunk]tensor{}
+		tensorPool.Put(c)
+	}
+	for _, c := range s.nodes {
+		*c = [slabChunk]node{}
+		nodePool.Put(c)
+	}
+	for _, c := range s.lists {
+		*c = [listChunk]*tensor{}
+		listPool.Put(c)
+	}
+	*s = slabs{}
+}

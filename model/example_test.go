@@ -1,0 +1,93 @@
+package model_test
+
+import (
+	"fmt"
+	"log"
+	"strings"
+
+	"github.com/memplan/memplan/model"
+)
+
+// A spec in the explicit form: each layer written out.
+func ExampleParse() {
+	spec := []byte(`name: MLP
+model:
+  type: sequential
+  input: {features: 1024}
+  layers:
+    - linear: {in: 1024, out: 4096}
+    - gelu
+    - linear: {in: 4096, out: 10}
+training: {batch: 256, precision: amp-bf16}
+device: a100-80gb
+`)
+	s, err := model.Parse("mlp.yaml", spec, model.Overrides{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Name, s.Params(), s.InputShape(), s.Training.Precision, s.Device.Name)
+	// Output: MLP 4239370 [1024] amp-bf16 a100-80gb
+}
+
+// Errors about a spec carry its file and line, like a compiler's.
+func ExampleParse_error() {
+	spec := []byte(`name: bad
+model:
+  type: sequential
+  input: {features: 8}
+  layers:
+    - linear: {in: 16, out: 4}
+training: {batch: 1}
+`)
+	_, err := model.Parse("bad.yaml", spec, model.Overrides{})
+	fmt.Println(err)
+	// Output: bad.yaml:6: linear: in (16) does not match the input width (8)
+}
+
+// Overrides replace a spec's training setup, as the command line's flags do.
+func ExampleLoad() {
+	s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{Batch: 16, Precision: "bf16"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Model.Type, s.Params(), s.Training.Batch, s.Training.Precision)
+	// Output: gpt2 124439808 16 bf16
+}
+
+// A transformers config.json becomes a spec with default training settings.
+func ExampleParseHF() {
+	cfg := []byte(`{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256,
+  "num_attention_heads": 4, "intermediate_size": 688, "vocab_size": 1000}`)
+	s, err := model.ParseHF("config.json", cfg, model.Overrides{Seq: 128})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Model.Type, s.Params(), s.Training.Seq)
+	// Output: llama 2094336 128
+}
+
+// Lower turns a shorthand into the layer tree the estimator simulates; L
+// builds a layer of any kind by hand.
+func ExampleModel_Lower() {
+	m := model.Model{Type: model.Llama, NumLayers: 2, Hidden: 64, Heads: 4, KVHeads: 4, HeadDim: 16,
+		Intermediate: 128, Vocab: 100, Activation: model.KSiLU}
+	layers := m.Lower()
+	var kinds []string
+	for _, l := range layers {
+		kinds = append(kinds, l.Kind)
+	}
+	fmt.Println(strings.Join(kinds, " "))
+	fmt.Println(model.Params(layers), model.Count(layers, 1000))
+	head := model.L(&model.Linear{In: 64, Out: 10, Bias: true})
+	fmt.Println(model.Params([]model.Layer{head}))
+	// Output:
+	// embedding repeat rmsnorm lm_head
+	// 95040 15
+	// 650
+}
+
+// Every layer kind has one line of documentation.
+func ExampleLayerKinds() {
+	fmt.Println(model.LayerKinds()["groupnorm"])
+	// Output: GroupNorm over [channels, ...] in groups (affine defaults to true)
+}

@@ -1,0 +1,87 @@
+package model
+
+// KAttention is the self-attention layer kind.
+const KAttention = "attention"
+
+func init() {
+	register(KAttention, "multi-head self-attention with its projections", func() KindSpec { return &Attention{} })
+}
+
+// Attention is multi-head self-attention with its projections.
+type Attention struct {
+	Dim, Heads, KVHeads, HeadDim int64
+	// Bias is on the q, k and v projections, OutBias on the output's.
+	Bias, OutBias bool
+	RoPE          bool
+	// Rotary is the fraction of head_dim that RoPE rotates (0: all).
+	Rotary   float64
+	Causal   bool
+	FusedQKV bool
+	// QKNorm applies RMSNorm over head_dim to queries and keys.
+	QKNorm bool
+	// KVCache marks attention that fills a key/value cache in training
+	// (transformers' GPT-2 with use_cache=True).
+	KVCache bool
+	// P is the dropout on the attention probabilities.
+	P float64
+	// Style selects an implementation whose saved tensors differ: "hf"
+	// (transformers) or "torch" (nn.MultiheadAttention).
+	Style string
+}
+
+// Kind is the name specs use for the kind.
+func (*Attention) Kind() string { return KAttention }
+
+func (k *Attention) decode(a *args, _ *Layer) {
+	a.int("dim", &k.Dim, true)
+	a.int("heads", &k.Heads, true)
+	a.int("kv_heads", &k.KVHeads, false)
+	a.int("head_dim", &k.HeadDim, false)
+	a.bool("bias", &k.Bias)
+	a.bool("out_bias", &k.OutBias)
+	a.bool("rope", &k.RoPE)
+	a.bool("causal", &k.Causal)
+	a.bool("fused_qkv", &k.FusedQKV)
+	a.bool("qk_norm", &k.QKNorm)
+	a.bool("kv_cache", &k.KVCache)
+	a.float("p", &k.P, 0, 1, false)
+	if line, ok := a.str("style", &k.Style); ok && k.Style != "hf" && k.Style != "torch" {
+		a.e.add(line, "style: unknown attention style %q (valid: hf, torch)", k.Style)
+	}
+}
+
+// validate applies the defaults that depend on other fields.
+func (k *Attention) validate(e *errs, line int) {
+	if k.KVHeads == 0 {
+		k.KVHeads = k.Heads
+	}
+	if k.Style == "" {
+		k.Style = "hf"
+	}
+	if k.HeadDim == 0 && k.Heads > 0 {
+		if k.Dim%k.Heads != 0 {
+			e.add(line, "attention: heads (%d) must divide dim (%d), or give head_dim", k.Heads, k.Dim)
+		}
+		k.HeadDim = k.Dim / k.Heads
+	}
+	if k.Heads > 0 && k.KVHeads > 0 && k.Heads%k.KVHeads != 0 {
+		e.add(line, "attention: kv_heads (%d) must divide heads (%d)", k.KVHeads, k.Heads)
+	}
+}
+
+func (k *Attention) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if err := needTokens(l, s); err != nil {
+		return nil, err
+	}
+	return s, needWidth(l, s, k.Dim, "dim")
+}
+
+func (k *Attention) params(*Layer) float64 {
+	q, kv := f64(k.Heads)*f64(k.HeadDim), f64(k.KVHeads)*f64(k.HeadDim)
+	d := f64(k.Dim)
+	n := d*(q+2*kv) + b64(k.Bias)*(q+2*kv) + q*d + b64(k.OutBias)*d
+	if k.QKNorm {
+		n += 2 * f64(k.HeadDim)
+	}
+	return n
+}

@@ -1,0 +1,178 @@
+package model
+
+// Embeddings, class tokens and the language-model head.
+
+// Layer kinds of this file.
+const (
+	KEmbedding  = "embedding"
+	KPositions  = "positions"
+	KTokenTypes = "token_types"
+	KClsToken   = "cls_token"
+	KTakeCls    = "take_cls"
+	KLMHead     = "lm_head"
+)
+
+func init() {
+	register(KEmbedding, "token embedding: ids → vectors", func() KindSpec { return &Embedding{} })
+	register(KPositions, "learned absolute positions added to the stream", func() KindSpec { return &Positions{} })
+	register(KTokenTypes, "learned token-type embedding added to the stream", func() KindSpec { return &TokenTypes{} })
+	register(KClsToken, "prepend a learned class token", func() KindSpec { return &ClsToken{} })
+	register(KTakeCls, "keep the first token only", func() KindSpec { return &TakeCls{} })
+	register(KLMHead, "vocabulary projection; tie names an embedding; upcast casts logits to fp32 before the loss (transformers' causal LM loss)", func() KindSpec { return &LMHead{} })
+}
+
+// Embedding is nn.Embedding over token ids. Name labels it for an
+// lm_head's tie.
+type Embedding struct {
+	Vocab, Dim int64
+	Name       string
+}
+
+// Kind is the name specs use for the kind.
+func (*Embedding) Kind() string { return KEmbedding }
+
+func (k *Embedding) decode(a *args, _ *Layer) {
+	a.int("vocab", &k.Vocab, true)
+	a.int("dim", &k.Dim, true)
+	a.str("name", &k.Name)
+}
+
+func (k *Embedding) infer(l *Layer, s Shape, names map[string]*Layer) (Shape, error) {
+	if len(s) != 1 {
+		return nil, bad(l, "needs token ids as input")
+	}
+	if k.Name != "" && names != nil {
+		names[k.Name] = l
+	}
+	return Shape{s[0], k.Dim}, nil
+}
+
+func (k *Embedding) params(*Layer) float64 { return f64(k.Vocab) * f64(k.Dim) }
+
+// Positions are learned absolute position embeddings added to the stream.
+type Positions struct{ Max, Dim int64 }
+
+// Kind is the name specs use for the kind.
+func (*Positions) Kind() string { return KPositions }
+
+func (k *Positions) decode(a *args, _ *Layer) {
+	a.int("max", &k.Max, true)
+	a.int("dim", &k.Dim, true)
+}
+
+func (k *Positions) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if err := needTokens(l, s); err != nil {
+		return nil, err
+	}
+	if s[0] > k.Max {
+		return nil, bad(l, "sequence length %d exceeds max positions %d", s[0], k.Max)
+	}
+	return s, needWidth(l, s, k.Dim, "dim")
+}
+
+func (k *Positions) params(*Layer) float64 { return f64(k.Max) * f64(k.Dim) }
+
+// TokenTypes is a learned token-type embedding added to the stream (BERT).
+type TokenTypes struct{ Max, Dim int64 }
+
+// Kind is the name specs use for the kind.
+func (*TokenTypes) Kind() string { return KTokenTypes }
+
+func (k *TokenTypes) decode(a *args, _ *Layer) {
+	a.int("max", &k.Max, true)
+	a.int("dim", &k.Dim, true)
+}
+
+func (k *TokenTypes) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if err := needTokens(l, s); err != nil {
+		return nil, err
+	}
+	return s, needWidth(l, s, k.Dim, "dim")
+}
+
+func (k *TokenTypes) params(*Layer) float64 { return f64(k.Max) * f64(k.Dim) }
+
+// ClsToken prepends a learned class token.
+type ClsToken struct{ Dim int64 }
+
+// Kind is the name specs use for the kind.
+func (*ClsToken) Kind() string { return KClsToken }
+
+func (k *ClsToken) decode(a *args, _ *Layer) { a.int("dim", &k.Dim, true) }
+
+func (k *ClsToken) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if err := needTokens(l, s); err != nil {
+		return nil, err
+	}
+	return Shape{s[0] + 1, s[1]}, needWidth(l, s, k.Dim, "dim")
+}
+
+func (k *ClsToken) params(*Layer) float64 { return f64(k.Dim) }
+
+// TakeCls keeps the first token only.
+type TakeCls struct{}
+
+// Kind is the name specs use for the kind.
+func (*TakeCls) Kind() string         { return KTakeCls }
+func (*TakeCls) decode(*args, *Layer) {}
+func (*TakeCls) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if err := needTokens(l, s); err != nil {
+		return nil, err
+	}
+	return Shape{s[1]}, nil
+}
+func (*TakeCls) params(*Layer) float64 { return 0 }
+
+// LMHead is the vocabulary projection and the loss. Tie names the
+// embedding whose weight it shares; Upcast casts the logits to fp32 before
+// the loss (transformers' causal LM loss); Softcap caps the logits with
+// softcap·tanh(logits/softcap).
+type LMHead struct {
+	Vocab, Dim int64
+	Bias       bool
+	Tie        string
+	Upcast     bool
+	Softcap    float64
+}
+
+// Kind is the name specs use for the kind.
+func (*LMHead) Kind() string { return KLMHead }
+
+func (k *LMHead) decode(a *args, _ *Layer) {
+	a.int("vocab", &k.Vocab, true)
+	a.int("dim", &k.Dim, true)
+	a.bool("bias", &k.Bias)
+	a.str("tie", &k.Tie)
+	a.bool("upcast", &k.Upcast)
+	a.float("softcap", &k.Softcap, 0, 1e6, false)
+}
+
+func (k *LMHead) infer(l *Layer, s Shape, names map[string]*Layer) (Shape, error) {
+	if err := needWidth(l, s, k.Dim, "dim"); err != nil {
+		return nil, err
+	}
+	if k.Tie != "" && names != nil {
+		e, ok := names[k.Tie]
+		if !ok {
+			return nil, bad(l, "tie %q names no earlier embedding", k.Tie)
+		}
+		if em, _ := e.Spec.(*Embedding); em == nil || em.Vocab != k.Vocab || em.Dim != k.Dim {
+			var v, d int64
+			if em != nil {
+				v, d = em.Vocab, em.Dim
+			}
+			return nil, bad(l, "tied to %q of %d×%d, but the head is %d×%d", k.Tie, v, d, k.Vocab, k.Dim)
+		}
+	}
+	out := append(Shape(nil), s...)
+	out[len(out)-1] = k.Vocab
+	return out, nil
+}
+
+func (k *LMHead) params(*Layer) float64 {
+	n := b64(k.Bias) * f64(k.Vocab)
+	if k.Tie == "" {
+		n += f64(k.Vocab) * f64(k.Dim)
+	}
+	return n
+}

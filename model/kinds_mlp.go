@@ -1,0 +1,83 @@
+package model
+
+// Gated MLPs and mixtures of experts.
+
+// Layer kinds of this file.
+const (
+	KGatedMLP = "gated_mlp"
+	KMoE      = "moe"
+)
+
+func init() {
+	register(KGatedMLP, "down(act(gate(x)) * up(x)), SwiGLU when activation is silu", func() KindSpec { return &GatedMLP{} })
+	register(KMoE, "mixture of gated-MLP experts with a top-k router (transformers' eager expert loop); shared: an always-on shared expert's size", func() KindSpec { return &MoE{} })
+}
+
+// GatedMLP is down(act(gate(x)) * up(x)).
+type GatedMLP struct {
+	Dim, Hidden int64
+	Activation  string
+	Bias        bool
+}
+
+// Kind is the name specs use for the kind.
+func (*GatedMLP) Kind() string { return KGatedMLP }
+
+func (k *GatedMLP) decode(a *args, _ *Layer) {
+	a.int("dim", &k.Dim, true)
+	a.int("hidden", &k.Hidden, true)
+	a.activationArg(&k.Activation)
+	a.bool("bias", &k.Bias)
+}
+
+func (k *GatedMLP) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	return s, needWidth(l, s, k.Dim, "dim")
+}
+
+func (k *GatedMLP) params(*Layer) float64 {
+	return 3*f64(k.Dim)*f64(k.Hidden) + b64(k.Bias)*(2*f64(k.Hidden)+f64(k.Dim))
+}
+
+// MoE is a mixture of Experts gated MLPs of size Hidden, TopK per token,
+// with a router; Shared is the intermediate size of an always-on shared
+// expert (0: none), with a sigmoid gate when SharedGate is set.
+type MoE struct {
+	Dim, Hidden, Experts, TopK int64
+	Shared                     int64
+	SharedGate                 bool
+	Activation                 string
+	Bias                       bool
+}
+
+// Kind is the name specs use for the kind.
+func (*MoE) Kind() string { return KMoE }
+
+func (k *MoE) decode(a *args, _ *Layer) {
+	a.int("dim", &k.Dim, true)
+	a.int("hidden", &k.Hidden, true)
+	a.int("experts", &k.Experts, true)
+	a.int("top_k", &k.TopK, true)
+	a.int("shared", &k.Shared, false)
+	a.bool("shared_gate", &k.SharedGate)
+	a.activationArg(&k.Activation)
+	a.bool("bias", &k.Bias)
+}
+
+func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if k.TopK > k.Experts {
+		return nil, bad(l, "top_k (%d) exceeds experts (%d)", k.TopK, k.Experts)
+	}
+	return s, needWidth(l, s, k.Dim, "dim")
+}
+
+func (k *MoE) params(*Layer) float64 {
+	d := f64(k.Dim)
+	n := d*f64(k.Experts) + f64(k.Experts)*3*d*f64(k.Hidden)
+	if k.Shared > 0 {
+		n += 3 * d * f64(k.Shared)
+		if k.SharedGate {
+			n += d
+		}
+	}
+	return n
+}

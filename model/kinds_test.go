@@ -1,0 +1,114 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNewKindParams checks the parameter counts of the specs that use
+// conv1d and groupnorm against nn.Conv1d, nn.GroupNorm and friends, counted
+// by hand: Whisper-style encoder 80·512·3+512 + 512·512·3+512 + 1500·512 +
+// 6·(2·512 + 4·512·512+4·512 + 2·512 + 512·2048+2048 + 2048·512+512) +
+// 2·512 + 512·10+10; the CNN's convolutions have no bias and each GroupNorm
+// two vectors.
+func TestNewKindParams(t *testing.T) {
+	tests := []struct {
+		file string
+		want int64
+	}{
+		{"whisper-base-encoder.yaml", 20_598_794},
+		{"cnn-groupnorm.yaml", 4_701_604},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			s, err := Load(filepath.Join("..", "specs", tt.file), Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Params(); got != tt.want {
+				t.Errorf("Params() = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewKindErrors(t *testing.T) {
+	const head = "name: x\nmodel:\n  type: sequential\n"
+	tests := []struct {
+		name, spec, want string
+	}{
+		{"groups divide channels", head + "  input: {image: {channels: 3}}\n  layers:\n    - conv2d: {in: 3, out: 48, kernel: 3}\n    - groupnorm: {groups: 32, channels: 48}\ntraining: {batch: 1}\n",
+			"x.yaml:7: groupnorm: groups (32) must divide channels (48)"},
+		{"groupnorm channels", head + "  input: {image: {channels: 3}}\n  layers:\n    - groupnorm: {groups: 1, channels: 4}\ntraining: {batch: 1}\n",
+			"x.yaml:6: groupnorm: channels (4) does not match the input [3 224 224]"},
+		{"conv1d needs a signal", head + "  input: {features: 8}\n  layers:\n    - conv1d: {in: 8, out: 8, kernel: 3}\ntraining: {batch: 1}\n",
+			"x.yaml:6: conv1d: needs a [channels, length] input, got [8]"},
+		{"conv1d channels", head + "  input: {signal: {channels: 80}}\n  layers:\n    - conv1d: {in: 8, out: 8, kernel: 3}\ntraining: {batch: 1, seq: 10}\n",
+			"x.yaml:6: conv1d: in (8) does not match the input channels (80)"},
+		{"conv1d kernel", head + "  input: {signal: {channels: 8}}\n  layers:\n    - conv1d: {in: 8, out: 8, kernel: 30}\ntraining: {batch: 1, seq: 10}\n",
+			"x.yaml:6: conv1d: kernel 30 is longer than the input (10)"},
+		{"signal needs seq", head + "  input: {signal: {channels: 8}}\n  layers:\n    - conv1d: {in: 8, out: 8, kernel: 3}\ntraining: {batch: 1}\n",
+			"x.yaml:7: training: missing required field \"seq\" (the sequence length)"},
+		{"groupnorm missing", head + "  input: {image: {channels: 3}}\n  layers:\n    - groupnorm\ntraining: {batch: 1}\n",
+			"x.yaml:6: groupnorm: missing required field \"groups\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(tt.spec), Overrides{})
+			if err == nil {
+				t.Fatalf("Parse() = nil error, want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse() error = %q, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConv1dShape(t *testing.T) {
+	l := L(&Conv1d{In: 80, Out: 512, Kernel: 3, Stride: 2, Padding: 1})
+	got, err := l.Infer(Shape{80, 3000}, nil)
+	if err != nil || got.String() != "[512 1500]" {
+		t.Errorf("Infer([80 3000]) = %v, %v, want [512 1500]", got, err)
+	}
+	tr := L(&Transpose{})
+	if got, _ := tr.Infer(Shape{512, 1500}, nil); got.String() != "[1500 512]" {
+		t.Errorf("transpose Infer([512 1500]) = %v, want [1500 512]", got)
+	}
+}
+
+// TestSpecDocListsKinds checks that docs/spec.md documents every
+// registered layer kind, and no kind that is not registered.
+func TestSpecDocListsKinds(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docs", "spec.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	start := strings.Index(doc, "### The explicit form")
+	end := strings.Index(doc, "## training")
+	if start < 0 || end < start {
+		t.Fatal("docs/spec.md: no explicit-form section")
+	}
+	documented := map[string]bool{}
+	for _, line := range strings.Split(doc[start:end], "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.Split(line, "|")[1]
+		for _, f := range strings.Split(first, ",") {
+			documented[strings.Trim(strings.TrimSpace(f), "`")] = true
+		}
+	}
+	for k := range LayerKinds() {
+		if !documented[k] {
+			t.Errorf("docs/spec.md does not document layer kind %q", k)
+		}
+		delete(documented, k)
+	}
+	for k := range documented {
+		t.Errorf("docs/spec.md documents %q, which is not a layer kind", k)
+	}
+}

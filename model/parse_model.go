@@ -1,0 +1,228 @@
+package model
+
+import (
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+func decodeModel(e *errs, n *yaml.Node, m *Model) {
+	mm := newMapping(e, n, "model")
+	m.lines = mm.keys
+	line, ok := mm.str("type", &m.Type)
+	if !ok {
+		if mm.vals["type"] == nil && n.Kind == yaml.MappingNode {
+			e.add(n.Line, "model: missing required field \"type\" (one of %s)", oneOf(ModelTypes))
+		}
+		return
+	}
+	m.Type = strings.ToLower(m.Type)
+	switch m.Type {
+	case GPT2, Llama, BERT:
+		decodeTransformer(e, mm, m)
+	case NeoX:
+		decodeNeoX(e, mm, m)
+	case ResNet:
+		decodeResNet(e, mm, n, m)
+	case ViT:
+		decodeViT(mm, m)
+	case Sequential:
+		decodeInput(e, mm, &m.Input)
+		if v := mm.get("layers"); v != nil {
+			m.Layers = decodeLayers(e, v, "layers")
+		} else {
+			e.add(n.Line, "model: missing required field \"layers\"")
+		}
+	default:
+		e.add(line, "type: unknown model type %q (valid: %s)", m.Type, oneOf(ModelTypes))
+		return
+	}
+	mm.finish()
+}
+
+// decodeTransformer reads gpt2, llama and bert models.
+func decodeTransformer(e *errs, mm *mapping, m *Model) {
+	mm.int("layers", &m.NumLayers, true)
+	mm.int("hidden", &m.Hidden, true)
+	mm.int("heads", &m.Heads, true)
+	mm.int("vocab", &m.Vocab, true)
+	m.Intermediate = 4 * m.Hidden
+	m.Tied = m.Type != Llama
+	switch m.Type {
+	case GPT2:
+		m.Positions, m.Dropout, m.AttnDropout, m.Activation = 1024, 0.1, 0.1, KGELUNew
+	case BERT:
+		m.Positions, m.TypeVocab, m.Dropout, m.AttnDropout, m.Activation = 512, 2, 0.1, 0.1, KGELU
+	case Llama:
+		m.Activation, m.KVHeads = KSiLU, m.Heads
+		if m.Heads > 0 {
+			m.HeadDim = m.Hidden / m.Heads
+		}
+	}
+	mm.int("intermediate", &m.Intermediate, m.Type == Llama)
+	mm.bool("tied", &m.Tied)
+	if m.Type != Llama {
+		mm.int("positions", &m.Positions, false)
+		mm.float("dropout", &m.Dropout, 0, 1)
+	}
+	mm.float("attention_dropout", &m.AttnDropout, 0, 1)
+	if m.Type == BERT {
+		mm.int("type_vocab", &m.TypeVocab, false)
+	}
+	if m.Type == Llama {
+		mm.int("kv_heads", &m.KVHeads, false)
+		mm.int("head_dim", &m.HeadDim, false)
+		mm.bool("attention_bias", &m.AttentionBias)
+		mm.bool("mlp_bias", &m.MLPBias)
+		mm.bool("qk_norm", &m.QKNorm)
+		mm.bool("sandwich_norm", &m.SandwichNorm)
+		mm.float("logit_softcap", &m.LogitSoftcap, 0, 1e6)
+		mm.int("experts", &m.Experts, false)
+		mm.int("top_k", &m.TopK, m.Experts > 0)
+		mm.int("shared_expert", &m.SharedExpert, false)
+		mm.bool("shared_expert_gate", &m.SharedGate)
+		mm.bool("fused_qkv", &m.FusedQKV)
+	}
+	decodeActivation(e, mm, m)
+}
+
+// decodeNeoX reads a neox model.
+func decodeNeoX(e *errs, mm *mapping, m *Model) {
+	mm.int("layers", &m.NumLayers, true)
+	mm.int("hidden", &m.Hidden, true)
+	mm.int("heads", &m.Heads, true)
+	mm.int("vocab", &m.Vocab, true)
+	m.Intermediate, m.KVHeads, m.Activation, m.AttentionBias = 4*m.Hidden, m.Heads, KGELU, true
+	mm.int("intermediate", &m.Intermediate, false)
+	mm.int("kv_heads", &m.KVHeads, false)
+	mm.bool("tied", &m.Tied)
+	mm.bool("bias", &m.AttentionBias)
+	m.MLPBias = m.AttentionBias
+	mm.bool("shared_norm", &m.SharedNorm)
+	mm.float("rotary", &m.Rotary, 0, 1)
+	decodeActivation(e, mm, m)
+}
+
+// decodeResNet reads a resnet model.
+func decodeResNet(e *errs, mm *mapping, n *yaml.Node, m *Model) {
+	m.Width, m.Classes, m.Channels = 64, 1000, 3
+	mm.int("depth", &m.Depth, false)
+	if mm.has("blocks") {
+		decodeIntList(e, mm.get("blocks"), &m.Blocks)
+		if _, ok := mm.str("block", &m.Block); !ok {
+			e.add(mm.line, "model: \"blocks\" needs \"block\" (basic or bottleneck)")
+		} else if m.Block != "basic" && m.Block != "bottleneck" {
+			e.add(mm.keys["block"], "block: unknown block %q (valid: basic, bottleneck)", m.Block)
+		}
+	} else if m.Depth > 0 {
+		st, ok := resnetStages[m.Depth]
+		if !ok {
+			e.add(mm.keys["depth"], "depth: %d is not a torchvision ResNet (valid: 18, 34, 50, 101, 152; or give blocks and block)", m.Depth)
+		}
+		m.Blocks, m.Block = st.blocks, st.block
+	} else if n.Kind == yaml.MappingNode {
+		e.add(n.Line, "model: resnet needs \"depth\" (18, 34, 50, 101, 152) or \"blocks\" and \"block\"")
+	}
+	var total int64
+	for _, b := range m.Blocks {
+		total += min(b, MaxLayers)
+	}
+	if total > MaxLayers/16 {
+		e.add(mm.keys["blocks"], "blocks: more residual blocks than memplan simulates (%d)", MaxLayers/16)
+		m.Blocks = nil
+	}
+	mm.int("width", &m.Width, false)
+	if m.Width > 1<<20 {
+		e.add(mm.keys["width"], "width: %d is larger than memplan supports (%d)", m.Width, 1<<20)
+		m.Width = 64
+	}
+	mm.int("classes", &m.Classes, false)
+	mm.int("channels", &m.Channels, false)
+}
+
+// decodeViT reads a vit model.
+func decodeViT(mm *mapping, m *Model) {
+	m.Patch, m.Classes, m.Channels, m.Activation = 16, 1000, 3, KGELU
+	mm.int("layers", &m.NumLayers, true)
+	mm.int("hidden", &m.Hidden, true)
+	mm.int("heads", &m.Heads, true)
+	m.Intermediate = 4 * m.Hidden
+	mm.int("intermediate", &m.Intermediate, false)
+	mm.int("patch", &m.Patch, false)
+	mm.int("classes", &m.Classes, false)
+	mm.int("channels", &m.Channels, false)
+	mm.float("dropout", &m.Dropout, 0, 1)
+	mm.float("attention_dropout", &m.AttnDropout, 0, 1)
+}
+
+func decodeActivation(e *errs, mm *mapping, m *Model) {
+	line, ok := mm.str("activation", &m.Activation)
+	if !ok {
+		return
+	}
+	valid := map[string]string{"gelu": KGELU, "gelu_new": KGELUNew, "gelu_pytorch_tanh": KGELU, "relu": KReLU, "silu": KSiLU, "swish": KSiLU, "tanh": KTanh}
+	k, found := valid[strings.ToLower(m.Activation)]
+	if !found {
+		var names []string
+		for n := range valid {
+			names = append(names, n)
+		}
+		e.add(line, "activation: unknown activation %q (valid: %s)", m.Activation, oneOf(names))
+		return
+	}
+	m.Activation = k
+}
+
+func decodeIntList(e *errs, n *yaml.Node, dst *[]int64) {
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		e.add(n.Line, "blocks: want a list of block counts such as [3, 4, 6, 3], got %s", describe(n))
+		return
+	}
+	for _, c := range n.Content {
+		v, err := strconv.ParseInt(c.Value, 10, 64)
+		if err != nil || v <= 0 || c.Kind != yaml.ScalarNode {
+			e.add(c.Line, "blocks: want positive whole numbers, got %s", describe(c))
+			return
+		}
+		*dst = append(*dst, v)
+	}
+}
+
+func decodeInput(e *errs, mm *mapping, in *Input) {
+	v := mm.get("input")
+	if v == nil {
+		e.add(mm.line, "model: missing required field \"input\" (one of: {features: N}, tokens, {image: {channels: C}}, {signal: {channels: C}})")
+		return
+	}
+	if v.Kind == yaml.ScalarNode && v.Value == InputTokens {
+		in.Kind = InputTokens
+		return
+	}
+	im := newMapping(e, v, "input")
+	switch {
+	case im.has(InputFeatures):
+		in.Kind = InputFeatures
+		im.int(InputFeatures, &in.Features, true)
+	case im.has(InputImage):
+		in.Kind = InputImage
+		sub := newMapping(e, im.get(InputImage), "input.image")
+		in.Channels = 3
+		sub.int("channels", &in.Channels, false)
+		sub.finish()
+	case im.has(InputSignal):
+		in.Kind = InputSignal
+		sub := newMapping(e, im.get(InputSignal), "input.signal")
+		sub.int("channels", &in.Channels, true)
+		sub.finish()
+	case im.has(InputTokens):
+		in.Kind = InputTokens
+		var b bool
+		im.bool(InputTokens, &b)
+	default:
+		if v.Kind == yaml.MappingNode {
+			e.add(v.Line, "input: want one of \"features: N\", \"image: {channels: C}\", \"signal: {channels: C}\" or \"tokens\"")
+		}
+	}
+	im.finish()
+}
