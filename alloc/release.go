@@ -71,7 +71,8 @@ func (a *Allocator) releaseOversize(size int64, small bool, s Stream) bool {
 // collect is garbage_collect_cached_blocks: when reserved memory is above
 // garbage_collection_threshold of the limit, free whole cached blocks of
 // the large pool, oldest first (age: pool searches since the block was
-// cached), until it is back under.
+// cached): each pass frees every whole block at least as old as the mean,
+// until enough is freed or nothing is.
 func (a *Allocator) collect() {
 	threshold := int64(a.conf.GCThreshold * float64(a.limit))
 	if a.reserved <= threshold {
@@ -96,7 +97,7 @@ func (a *Allocator) collect() {
 		freed = false
 		kept := a.scratch[:0]
 		for _, b := range a.scratch {
-			if float64(a.age(b)) >= mean && got < target {
+			if float64(a.age(b)) >= mean {
 				freed = true
 				got += a.blocks[b].size
 				total -= a.age(b)
