@@ -95,6 +95,9 @@ func (e *ConfigError) Error() string {
 	if e.Key == "" {
 		return e.Msg
 	}
+	if e.Msg == "unknown key" {
+		return fmt.Sprintf("unknown key %q", e.Key)
+	}
 	return fmt.Sprintf("%s: %s", e.Key, e.Msg)
 }
 

@@ -4,16 +4,17 @@ package alloc
 // its peak (docs/allocator.md §5).
 type Fragmentation struct {
 	// Reserved and Allocated are memory_reserved and memory_allocated then.
-	Reserved, Allocated int64
+	Reserved  int64 `json:"reserved_bytes"`
+	Allocated int64 `json:"allocated_bytes"`
 	// Unallocated is Reserved - Allocated: what PyTorch's out-of-memory
 	// message calls "reserved but unallocated".
-	Unallocated int64
+	Unallocated int64 `json:"unallocated_bytes"`
 	// LargestFree is the largest cached block.
-	LargestFree int64
+	LargestFree int64 `json:"largest_free_block_bytes"`
 	// InactiveSplit is the bytes of cached blocks in segments that are
 	// partly in use (memory_stats' inactive_split_bytes): memory that can
 	// serve only requests that fit in the holes.
-	InactiveSplit int64
+	InactiveSplit int64 `json:"inactive_split_bytes"`
 }
 
 // Fragmentation returns the state of the cache at the peak of reserved

@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/memplan/memplan/alloc"
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/alloc"
+)
 
 // block is a block handed out by the caching-allocator simulation.
 type block = alloc.Block
@@ -34,3 +38,29 @@ func (a *allocator) free(b block) {
 // Segments lists the segments held from the driver, in the order they
 // were made.
 func (a *allocator) Segments() []int64 { return a.a.Segments() }
+
+// configure sets the allocator's PYTORCH_ALLOC_CONF settings; notes say
+// what the simulation does not model.
+func (a *allocator) configure(conf string) (notes []string, err error) {
+	if conf == "" {
+		return nil, nil
+	}
+	c, err := alloc.Parse(conf)
+	if err != nil {
+		return nil, fmt.Errorf("alloc_conf: %w", err)
+	}
+	a.a.Reset(c)
+	if c.Backend == "cudaMallocAsync" {
+		notes = append(notes, "backend:cudaMallocAsync is simulated as the native caching allocator (docs/allocator.md §2)")
+	}
+	if c.GCThreshold > 0 && a.limit == 0 {
+		notes = append(notes, "garbage_collection_threshold acts only under a memory fraction (--cap); without one it changes nothing")
+	}
+	return notes, nil
+}
+
+// fragmentation is the cache at the peak of reserved memory.
+func (a *allocator) fragmentation() *alloc.Fragmentation {
+	f := a.a.Fragmentation()
+	return &f
+}
