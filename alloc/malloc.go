@@ -84,6 +84,15 @@ func (a *Allocator) freeBlock(p int, s Stream, size int64) int32 {
 	if b == 0 || a.blocks[b].stream != s {
 		return 0
 	}
+	if a.conf.ExpandableSegments && a.isTail(b) {
+		// get_free_block ranks a block of an expandable segment by the
+		// size it can grow to: the free block at the segment's end
+		// borders the unmapped rest of the reservation, so any other
+		// fitting block of the stream comes first.
+		if n := a.successor(a.roots[p], b); n != 0 && a.blocks[n].stream == s {
+			b = n
+		}
+	}
 	if p == 1 {
 		ms, bs := a.conf.maxSplit(), a.blocks[b].size
 		if size < ms && bs >= ms {

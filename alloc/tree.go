@@ -107,7 +107,7 @@ func (a *Allocator) walk(t int32, f func(int32) bool) bool {
 	return a.walk(a.blocks[t].left, f) && f(t) && a.walk(a.blocks[t].right, f)
 }
 
-// maxBelow returns the last block of the tree on stream s (the largest),
+// lastOn returns the last block of the tree on stream s (the largest),
 // or 0.
 func (a *Allocator) lastOn(t int32, s Stream) int32 {
 	var best int32
@@ -123,4 +123,23 @@ func (a *Allocator) lastOn(t int32, s Stream) int32 {
 		}
 	}
 	return best
+}
+
+// successor returns the block that follows b in the tree's order, or 0.
+func (a *Allocator) successor(t, b int32) int32 {
+	var best int32
+	for t != 0 {
+		if a.less(b, t) {
+			best, t = t, a.blocks[t].left
+		} else {
+			t = a.blocks[t].right
+		}
+	}
+	return best
+}
+
+// isTail reports whether free block b ends an expandable segment.
+func (a *Allocator) isTail(b int32) bool {
+	x := &a.blocks[b]
+	return x.next == 0 && a.segs[x.seg].expandable
 }
