@@ -54,6 +54,10 @@ type Allocator struct {
 	pending  []int32 // frees waiting for ProcessEvents
 	scratch  []int32
 
+	// addr, when set, gives the order key (device address) of the n-th
+	// segment instead of n: the replay tests use real addresses.
+	addr func(n int) int64
+
 	allocated, reserved int64
 	retries, ooms       int
 	oom                 bool
