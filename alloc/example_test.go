@@ -40,3 +40,19 @@ func ExampleAllocator_expandable() {
 	fmt.Println(a.Allocated()>>20, a.Reserved()>>20)
 	// Output: 110 120
 }
+
+func ExampleAllocator_RecordStream() {
+	const compute, allGather = alloc.Stream(0), alloc.Stream(1)
+	a := alloc.New(alloc.Default())
+	buf := a.Malloc(256<<20, allGather) // unsharded parameters, gathered on their own stream
+	a.RecordStream(buf, compute)        // ... and used by the compute stream
+	a.Free(buf)                         // allocated drops now; reuse waits for the compute stream
+	a.Malloc(256<<20, allGather)        // the next block's gather cannot reuse it yet
+	fmt.Println(a.Allocated()>>20, a.Reserved()>>20, a.Pending()>>20)
+	a.ProcessEvents() // the compute stream caught up
+	a.Malloc(256<<20, allGather)
+	fmt.Println(a.Allocated()>>20, a.Reserved()>>20)
+	// Output:
+	// 256 512 256
+	// 512 512
+}

@@ -22,13 +22,7 @@ type allocator struct {
 	oom     bool
 }
 
-func (a *allocator) malloc(n int64) block {
-	a.a.SetLimit(a.limit)
-	b := a.a.Malloc(n, 0)
-	a.allocated, a.reserved = a.a.Allocated(), a.a.Reserved()
-	a.retries, a.oom = a.a.Retries(), a.a.OOM()
-	return b
-}
+func (a *allocator) malloc(n int64) block { return a.mallocOn(n, 0) }
 
 func (a *allocator) free(b block) {
 	a.a.Free(b)
@@ -64,3 +58,22 @@ func (a *allocator) fragmentation() *alloc.Fragmentation {
 	f := a.a.Fragmentation()
 	return &f
 }
+
+// mallocOn allocates on a side stream (an FSDP2 all-gather or
+// reduce-scatter stream, docs/allocator.md §7): cached blocks serve only
+// their own stream.
+func (a *allocator) mallocOn(n int64, s alloc.Stream) block {
+	a.a.SetLimit(a.limit)
+	b := a.a.Malloc(n, s)
+	a.allocated, a.reserved = a.a.Allocated(), a.a.Reserved()
+	a.retries, a.oom = a.a.Retries(), a.a.OOM()
+	return b
+}
+
+// recordStream marks b as used on stream s (Tensor.record_stream): once
+// freed it is reused only after processEvents.
+func (a *allocator) recordStream(b block, s alloc.Stream) { a.a.RecordStream(b, s) }
+
+// processEvents is where the simulated program waits for the other
+// streams: blocks freed while in use there become reusable.
+func (a *allocator) processEvents() { a.a.ProcessEvents() }

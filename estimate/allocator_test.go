@@ -175,3 +175,24 @@ func TestAllocConfSpecError(t *testing.T) {
 		t.Errorf("Parse = %v, want t.yaml:9: alloc_conf: unknown key \"x\"", err)
 	}
 }
+
+// TestAllocatorStreams checks the adapter's stream calls: an all-gather
+// buffer freed on its stream while the compute stream used it is reused
+// only after processEvents.
+func TestAllocatorStreams(t *testing.T) {
+	var a allocator
+	const ag = 1 // the all-gather stream
+	b := a.mallocOn(64*mib, ag)
+	a.recordStream(b, 0)
+	a.free(b)
+	a.mallocOn(64*mib, ag)
+	if a.reserved != 128*mib {
+		t.Errorf("reserved %d MiB, want 128 (the buffer was reused before its use on stream 0 ended)", a.reserved/mib)
+	}
+	a.processEvents()
+	a.mallocOn(64*mib, ag)
+	a.malloc(64 * mib)
+	if a.reserved != 192*mib {
+		t.Errorf("reserved %d MiB, want 192", a.reserved/mib)
+	}
+}
