@@ -19,6 +19,7 @@ type blockRec struct {
 	prio        uint32
 	stream      Stream
 	gcBase      int64 // the pool's search count when the block was cached
+	order       int64 // the segment's order key, copied while the block is cached
 	free        bool
 	recorded    bool // used on another stream (record_stream): free waits for ProcessEvents
 	counted     bool // counted in inactiveSplit while free
@@ -72,12 +73,11 @@ func New(c Config) *Allocator {
 	return a
 }
 
-// Reset empties the allocator and sets its configuration, keeping its
-// memory for the next simulation.
+// Reset empties the allocator (no limit) and sets its configuration,
+// keeping its memory for the next simulation.
 func (a *Allocator) Reset(c Config) {
 	*a = Allocator{
 		conf:    c,
-		limit:   a.limit,
 		blocks:  a.blocks[:0],
 		spare:   a.spare[:0],
 		segs:    a.segs[:0],
@@ -164,6 +164,7 @@ func (a *Allocator) cache(b int32) {
 	x := &a.blocks[b]
 	x.free = true
 	x.gcBase = a.searches[poolOf(a.segs[x.seg].small)]
+	x.order = a.segs[x.seg].order
 	x.counted = x.prev != 0 || x.next != 0
 	if x.counted {
 		a.inactiveSplit += x.size

@@ -16,8 +16,8 @@ func (a *Allocator) less(i, j int32) bool {
 	if x.size != y.size {
 		return x.size < y.size
 	}
-	if kx, ky := a.segs[x.seg].order, a.segs[y.seg].order; kx != ky {
-		return kx < ky
+	if x.order != y.order {
+		return x.order < y.order
 	}
 	return x.off < y.off
 }

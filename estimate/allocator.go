@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/memplan/memplan/alloc"
 )
@@ -12,7 +13,7 @@ type block = alloc.Block
 // allocator adapts alloc.Allocator (the caching allocator, docs/allocator.md)
 // to the simulator, which reads its counters as fields.
 type allocator struct {
-	a                   alloc.Allocator
+	a                   *alloc.Allocator // from slabs, at the first use
 	allocated, reserved int64 // memory_allocated, memory_reserved
 	// limit caps reserved memory as torch.cuda.set_per_process_memory_fraction
 	// does (0: no cap); oom says an allocation failed under it even after
@@ -20,6 +21,28 @@ type allocator struct {
 	limit   int64
 	retries int
 	oom     bool
+}
+
+// slabs keeps allocators between simulations: a search runs thousands of
+// them, and an allocator's slab grows to every block the run holds.
+var slabs = sync.Pool{New: func() any { return new(alloc.Allocator) }}
+
+// use returns the allocator, taking one from slabs with configuration c if
+// there is none yet.
+func (a *allocator) use(c alloc.Config) *alloc.Allocator {
+	if a.a == nil {
+		a.a = slabs.Get().(*alloc.Allocator)
+		a.a.Reset(c)
+	}
+	return a.a
+}
+
+// release gives the allocator back to slabs; the simulation is over.
+func (a *allocator) release() {
+	if a.a != nil {
+		slabs.Put(a.a)
+		a.a = nil
+	}
 }
 
 func (a *allocator) malloc(n int64) block { return a.mallocOn(n, 0) }
@@ -31,7 +54,7 @@ func (a *allocator) free(b block) {
 
 // Segments lists the segments held from the driver, in the order they
 // were made.
-func (a *allocator) Segments() []int64 { return a.a.Segments() }
+func (a *allocator) Segments() []int64 { return a.use(alloc.Default()).Segments() }
 
 // configure sets the allocator's PYTORCH_ALLOC_CONF settings; notes say
 // what the simulation does not model.
@@ -43,7 +66,8 @@ func (a *allocator) configure(conf string) (notes []string, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("alloc_conf: %w", err)
 	}
-	a.a.Reset(c)
+	a.release()
+	a.use(c)
 	if c.Backend == "cudaMallocAsync" {
 		notes = append(notes, "backend:cudaMallocAsync is simulated as the native caching allocator (docs/allocator.md §2)")
 	}
@@ -55,7 +79,7 @@ func (a *allocator) configure(conf string) (notes []string, err error) {
 
 // fragmentation is the cache at the peak of reserved memory.
 func (a *allocator) fragmentation() *alloc.Fragmentation {
-	f := a.a.Fragmentation()
+	f := a.use(alloc.Default()).Fragmentation()
 	return &f
 }
 
@@ -63,7 +87,7 @@ func (a *allocator) fragmentation() *alloc.Fragmentation {
 // reduce-scatter stream, docs/allocator.md §7): cached blocks serve only
 // their own stream.
 func (a *allocator) mallocOn(n int64, s alloc.Stream) block {
-	a.a.SetLimit(a.limit)
+	a.use(alloc.Default()).SetLimit(a.limit)
 	b := a.a.Malloc(n, s)
 	a.allocated, a.reserved = a.a.Allocated(), a.a.Reserved()
 	a.retries, a.oom = a.a.Retries(), a.a.OOM()

@@ -178,6 +178,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if setup != nil {
 		setup(s)
 	}
+	defer s.al.release()
 	confNotes, err := s.al.configure(t.AllocConf)
 	if err != nil {
 		return nil, err
