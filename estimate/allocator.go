@@ -14,7 +14,7 @@ type block = alloc.Block
 // to the simulator, which reads its counters as fields.
 type allocator struct {
 	a                   *alloc.Allocator // from slabs, at the first use
-	allocated, reserved int64 // memory_allocated, memory_reserved
+	allocated, reserved int64            // memory_allocated, memory_reserved
 	// limit caps reserved memory as torch.cuda.set_per_process_memory_fraction
 	// does (0: no cap); oom says an allocation failed under it even after
 	// the cache was flushed and the allocation retried (retries).
