@@ -219,3 +219,19 @@ func TestSegmentsSumToReserved(t *testing.T) {
 		}
 	}
 }
+
+// TestOversize checks the oversize counters of memory_stats under
+// max_split_size_mb:100.
+func TestOversize(t *testing.T) {
+	a := New(mustParse(t, "max_split_size_mb:100"))
+	x := a.Malloc(150*mib, 0)
+	a.Malloc(50*mib, 0)
+	if al, sg := a.Oversize(); al != 1 || sg != 1 {
+		t.Errorf("Oversize() = %d, %d, want 1, 1", al, sg)
+	}
+	a.Free(x)
+	a.ReleaseCached()
+	if al, sg := a.Oversize(); al != 0 || sg != 0 {
+		t.Errorf("after free and empty_cache: Oversize() = %d, %d, want 0, 0", al, sg)
+	}
+}

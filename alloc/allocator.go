@@ -63,6 +63,8 @@ type Allocator struct {
 	retries, ooms       int
 	oom                 bool
 	inactiveSplit       int64
+	oversizeAllocs      int // blocks ≥ max_split_size_mb handed out
+	oversizeSegs        int // segments ≥ max_split_size_mb held
 	frag                Fragmentation
 }
 
@@ -117,6 +119,13 @@ func (a *Allocator) Retries() int { return a.retries }
 // (the simulation goes on past the limit, so that the caller sees by how
 // much it was crossed).
 func (a *Allocator) OOM() bool { return a.oom }
+
+// Oversize returns memory_stats' oversize_allocations and
+// oversize_segments (current values): blocks handed out, and segments held,
+// of max_split_size_mb or more. Both are 0 without max_split_size_mb.
+func (a *Allocator) Oversize() (allocations, segments int) {
+	return a.oversizeAllocs, a.oversizeSegs
+}
 
 // Size returns the bytes of block b (its rounded size, as memory_allocated
 // counts it).

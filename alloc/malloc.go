@@ -71,6 +71,9 @@ func (a *Allocator) Malloc(n int64, s Stream) Block {
 	}
 	a.splitBlock(b, size, small)
 	a.allocated += a.blocks[b].size
+	if a.blocks[b].size >= a.conf.maxSplit() {
+		a.oversizeAllocs++
+	}
 	if a.reserved > a.frag.Reserved {
 		a.snapshot()
 	}
@@ -151,6 +154,9 @@ func (a *Allocator) grow(size int64, small bool, s Stream, force bool) int32 {
 	a.blocks[b] = blockRec{seg: g, size: as, stream: s}
 	a.segs[g].last = b
 	a.reserved += as
+	if as >= a.conf.maxSplit() {
+		a.oversizeSegs++
+	}
 	return b
 }
 
@@ -186,6 +192,9 @@ func (a *Allocator) splitBlock(b int32, size int64, small bool) {
 func (a *Allocator) Free(b Block) {
 	x := &a.blocks[b]
 	a.allocated -= x.size
+	if x.size >= a.conf.maxSplit() {
+		a.oversizeAllocs--
+	}
 	if x.recorded {
 		a.pending = append(a.pending, int32(b))
 		return

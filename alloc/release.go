@@ -8,6 +8,9 @@ func (a *Allocator) freeSegment(b int32) {
 	g := &a.segs[x.seg]
 	a.reserved -= g.size
 	g.released = true
+	if g.size >= a.conf.maxSplit() {
+		a.oversizeSegs--
+	}
 	a.dropBlock(b)
 }
 
