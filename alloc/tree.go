@@ -61,27 +61,34 @@ func (a *Allocator) rand() uint32 {
 	return x
 }
 
+// treeInsert adds b: down the tree while the nodes have a higher
+// priority, then b takes that place with the rest split under it.
 func (a *Allocator) treeInsert(root *int32, b int32) {
 	bl := &a.blocks[b]
-	bl.left, bl.right, bl.prio = 0, 0, a.rand()
-	l, r := a.split(*root, b)
-	*root = a.merge(a.merge(l, b), r)
+	bl.prio = a.rand()
+	link := root
+	for *link != 0 && a.blocks[*link].prio > bl.prio {
+		if a.less(b, *link) {
+			link = &a.blocks[*link].left
+		} else {
+			link = &a.blocks[*link].right
+		}
+	}
+	bl.left, bl.right = a.split(*link, b)
+	*link = b
 }
 
+// treeRemove takes b out: its children merge in its place.
 func (a *Allocator) treeRemove(root *int32, b int32) {
-	*root = a.removeFrom(*root, b)
-}
-
-func (a *Allocator) removeFrom(t, b int32) int32 {
-	if t == b {
-		return a.merge(a.blocks[t].left, a.blocks[t].right)
+	link := root
+	for *link != b {
+		if a.less(b, *link) {
+			link = &a.blocks[*link].left
+		} else {
+			link = &a.blocks[*link].right
+		}
 	}
-	if a.less(b, t) {
-		a.blocks[t].left = a.removeFrom(a.blocks[t].left, b)
-	} else {
-		a.blocks[t].right = a.removeFrom(a.blocks[t].right, b)
-	}
-	return t
+	*link = a.merge(a.blocks[b].left, a.blocks[b].right)
 }
 
 // lowerBound returns the first free block of the tree on stream s of at
