@@ -235,3 +235,34 @@ func TestOversize(t *testing.T) {
 		t.Errorf("after free and empty_cache: Oversize() = %d, %d, want 0, 0", al, sg)
 	}
 }
+
+// TestExpandableTailLast checks get_free_block's ranking for expandable
+// segments: the free block at a segment's end could grow into the
+// unmapped rest, so another fitting block of the stream is taken first.
+func TestExpandableTailLast(t *testing.T) {
+	a := New(mustParse(t, "expandable_segments:True"))
+	x := a.Malloc(8*mib, 0)  // maps 20: x 8 | free 12
+	y := a.Malloc(12*mib, 0) // takes the 12
+	a.Malloc(10*mib, 0)      // maps 20 more: x 8 | y 12 | z 10 | free 10
+	a.Free(x)
+	a.Free(y) // free 20 | z 10 | free 10 (the tail)
+	a.Malloc(6*mib, 0)
+	if a.Reserved() != 40*mib {
+		t.Fatalf("reserved %d MiB, want 40", a.Reserved()/mib)
+	}
+	// By size alone the 6 MiB would have split the 10 MiB tail, leaving
+	// the 20 MiB block for this one; ranked last, the tail had to grow.
+	a.Malloc(15*mib, 0)
+	if a.Reserved() != 60*mib {
+		t.Errorf("reserved %d MiB, want 60", a.Reserved()/mib)
+	}
+}
+
+func TestIsDefault(t *testing.T) {
+	for in, want := range map[string]bool{"": true, "release_lock_on_cudamalloc:True,pinned_use_background_threads:True": true,
+		"expandable_segments:True": false, "max_split_size_mb:100": false, "roundup_power2_divisions:[>:1]": true, "roundup_power2_divisions:[1:1,>:2]": false, "expandable_segments:False": true} {
+		if got := mustParse(t, in).IsDefault(); got != want {
+			t.Errorf("Parse(%q).IsDefault() = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -60,8 +60,13 @@ func Default() Config { return Config{Backend: "native"} }
 
 // IsDefault reports whether c simulates exactly like the default settings.
 func (c Config) IsDefault() bool {
-	return c.MaxSplitSize == 0 && c.nonSplit() == LargeBuffer && c.RoundupDivisions == [roundupIntervals]int64{} &&
-		c.GCThreshold == 0 && !c.ExpandableSegments && c.largeSegment() == LargeBuffer
+	for _, d := range c.RoundupDivisions {
+		if d > 1 {
+			return false
+		}
+	}
+	return c.MaxSplitSize == 0 && c.nonSplit() == LargeBuffer && c.GCThreshold == 0 &&
+		!c.ExpandableSegments && c.largeSegment() == LargeBuffer
 }
 
 func (c Config) maxSplit() int64 {
