@@ -174,7 +174,9 @@ func (a *Allocator) cache(b int32) {
 	x.free = true
 	x.gcBase = a.searches[poolOf(a.segs[x.seg].small)]
 	x.order = a.segs[x.seg].order
-	x.counted = x.prev != 0 || x.next != 0
+	// inactive_split leaves out expandable segments, whose free pages can
+	// always be unmapped (free_block).
+	x.counted = (x.prev != 0 || x.next != 0) && !a.segs[x.seg].expandable
 	if x.counted {
 		a.inactiveSplit += x.size
 	}

@@ -13,7 +13,8 @@ type Fragmentation struct {
 	LargestFree int64 `json:"largest_free_block_bytes"`
 	// InactiveSplit is the bytes of cached blocks in segments that are
 	// partly in use (memory_stats' inactive_split_bytes): memory that can
-	// serve only requests that fit in the holes.
+	// serve only requests that fit in the holes. Like PyTorch, it leaves out
+	// expandable segments.
 	InactiveSplit int64 `json:"inactive_split_bytes"`
 }
 
