@@ -124,7 +124,7 @@ func (r Record) Overrides() model.Overrides {
 	}
 	o := model.Overrides{Batch: i("batch"), Seq: i("seq"), Image: i("image"), GradAccum: i("grad_accum"),
 		Precision: s("precision"), Optimizer: s("optimizer"), Checkpointing: s("checkpointing"),
-		Attention: s("attention"), ZeroGrad: s("zero_grad"), DP: i("dp")}
+		Attention: s("attention"), ZeroGrad: s("zero_grad"), DP: i("dp"), AllocConf: s("alloc_conf")}
 	if z := i("zero"); z > 0 {
 		o.Zero = fmt.Sprint(z)
 	}

@@ -2,7 +2,10 @@ package estimate
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/memplan/memplan/model"
 )
 
 const mib = 1 << 20
@@ -129,5 +132,67 @@ func TestSegmentsSumToReserved(t *testing.T) {
 	}
 	if sum != a.reserved {
 		t.Errorf("segments sum to %d, reserved %d", sum, a.reserved)
+	}
+}
+
+// TestAllocConf checks that a spec's allocator settings reach the
+// simulation: expandable segments lower reserved memory, power-of-two
+// rounding raises allocated memory (docs/allocator.md §2).
+func TestAllocConf(t *testing.T) {
+	est := func(conf string) *Result {
+		t.Helper()
+		s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{AllocConf: conf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Estimate(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	def := est("")
+	if exp := est("expandable_segments:True"); exp.PeakReserved >= def.PeakReserved {
+		t.Errorf("expandable segments: reserved %d, default %d: want lower", exp.PeakReserved, def.PeakReserved)
+	}
+	if r := est("roundup_power2_divisions:4"); r.PeakAllocated <= def.PeakAllocated {
+		t.Errorf("roundup_power2_divisions:4: allocated %d, default %d: want higher", r.PeakAllocated, def.PeakAllocated)
+	}
+	if f := def.Fragmentation; f == nil || f.Reserved != def.PeakReserved || f.Unallocated != f.Reserved-f.Allocated {
+		t.Errorf("fragmentation %+v at peak reserved %d", f, def.PeakReserved)
+	}
+	if _, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{AllocConf: "x:1"}); err == nil || !strings.Contains(err.Error(), `alloc-conf: unknown key "x"`) {
+		t.Errorf("bad alloc conf: error %v", err)
+	}
+}
+
+// TestAllocConfSpecError checks that a bad alloc_conf in a spec names the
+// file, the line and the key.
+func TestAllocConfSpecError(t *testing.T) {
+	src := "name: t\nmodel:\n  type: sequential\n  input: {features: 8}\n  layers:\n    - linear: {out: 8}\ntraining:\n  batch: 2\n  alloc_conf: \"expandable_segments:True,x:1\"\n"
+	_, err := model.Parse("t.yaml", []byte(src), model.Overrides{})
+	if err == nil || !strings.Contains(err.Error(), `t.yaml:9: alloc_conf: unknown key "x"`) {
+		t.Errorf("Parse = %v, want t.yaml:9: alloc_conf: unknown key \"x\"", err)
+	}
+}
+
+// TestAllocatorStreams checks the adapter's stream calls: an all-gather
+// buffer freed on its stream while the compute stream used it is reused
+// only after processEvents.
+func TestAllocatorStreams(t *testing.T) {
+	var a allocator
+	const ag = 1 // the all-gather stream
+	b := a.mallocOn(64*mib, ag)
+	a.recordStream(b, 0)
+	a.free(b)
+	a.mallocOn(64*mib, ag)
+	if a.reserved != 128*mib {
+		t.Errorf("reserved %d MiB, want 128 (the buffer was reused before its use on stream 0 ended)", a.reserved/mib)
+	}
+	a.processEvents()
+	a.mallocOn(64*mib, ag)
+	a.malloc(64 * mib)
+	if a.reserved != 192*mib {
+		t.Errorf("reserved %d MiB, want 192", a.reserved/mib)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/model"
 )
@@ -103,6 +104,10 @@ type Result struct {
 	Segments []int64 `json:"-"`
 
 	// Fill is DeviceTotal over the device's memory; Fits says it is ≤ 1.
+	// Fragmentation is the caching allocator's cache when reserved memory
+	// first reached its peak (docs/allocator.md §5, docs/json.md).
+	Fragmentation *alloc.Fragmentation `json:"fragmentation,omitempty"`
+
 	Fill  float64  `json:"fill"`
 	Fits  bool     `json:"fits"`
 	Notes []string `json:"notes,omitempty"`
@@ -147,6 +152,11 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if setup != nil {
 		setup(s)
 	}
+	defer s.al.release()
+	confNotes, err := s.al.configure(t.AllocConf)
+	if err != nil {
+		return nil, err
+	}
 	s.enter(0, 0, "load")
 	layers := spec.Model.Lower()
 	ins := s.build(layers, map[string]*tensor{})
@@ -159,6 +169,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		inspect(s)
 	}
 	r := s.result(spec, layers)
+	r.Notes = append(r.Notes, confNotes...)
 	s.slab.release()
 	return r, nil
 }
@@ -211,6 +222,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 		OOM:             s.al.oom,
 		Segments:        s.al.Segments(),
 		AllocRetries:    s.al.retries,
+		Fragmentation:   s.al.fragmentation(),
 	}
 	r.ParamBytes = s.paramTotal()
 	r.GradBytes = r.ParamBytes

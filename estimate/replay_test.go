@@ -37,7 +37,7 @@ func TestReplayRealTraces(t *testing.T) {
 				t.Fatal(err)
 			}
 			var a allocator
-			live := map[float64]*block{}
+			live := map[float64]block{}
 			var segs, peak int64
 			for _, e := range ev {
 				addr, size := e[1].(float64), int64(e[2].(float64))

@@ -35,7 +35,7 @@ type tensor struct {
 	elems int64
 	dt    int64 // bytes per element
 	base  *tensor
-	blk   *block
+	blk   block
 	refs  int // holders
 	saves int // how many of the holders are autograd nodes
 	req   bool
@@ -165,7 +165,7 @@ func (s *sim) catOf(t *tensor) category {
 
 // recat moves a tensor's bytes to the category it belongs to now.
 func (s *sim) recat(t *tensor) {
-	if t.base != nil || t.blk == nil {
+	if t.base != nil || !t.blk.Valid() {
 		return
 	}
 	c := s.catOf(t)
@@ -237,13 +237,13 @@ func (s *sim) unref(t *tensor) {
 		s.unref(t.base)
 		return
 	}
-	if t.blk != nil {
+	if t.blk.Valid() {
 		if s.trace != nil {
 			s.trace(t, false)
 		}
 		s.al.free(t.blk)
 		s.live[t.cat] -= t.bytes()
-		t.blk = nil
+		t.blk = 0
 	}
 }
 

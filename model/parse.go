@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/internal/units"
 )
 
@@ -20,6 +21,8 @@ type Overrides struct {
 	// Zero is a ZeRO stage, "0" to "3" ("" leaves the spec's); Offload
 	// is none, optimizer or params.
 	Zero, Offload string
+	// AllocConf replaces the spec's alloc_conf (PYTORCH_ALLOC_CONF syntax).
+	AllocConf string
 }
 
 // Load reads and parses a spec file.
@@ -125,6 +128,13 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	})
 	set("offload", o.Offload, func(v string) error {
 		return parseChoice(v, &t.Offload, "offload mode", OffloadNone, OffloadOptimizer, OffloadParams)
+	})
+	set("alloc_conf", o.AllocConf, func(v string) error {
+		if _, err := alloc.Parse(v); err != nil {
+			return err
+		}
+		t.AllocConf = v
+		return nil
 	})
 	zline, _ := tm.str("offload", &s)
 	tm.finish()

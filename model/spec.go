@@ -221,6 +221,9 @@ type Training struct {
 	// state and its step, ZeRO-Offload) or "params" (also the parameter
 	// shards, ZeRO-Infinity; needs stage 3). "none" keeps all on the GPU.
 	Offload string `json:"offload"`
+	// AllocConf is the PYTORCH_ALLOC_CONF the job runs with (alloc.Parse
+	// syntax, docs/allocator.md); "" is PyTorch's default.
+	AllocConf string `json:"alloc_conf,omitempty"`
 }
 
 // Offload modes.

@@ -2,7 +2,7 @@
 # grid.sh OUT.jsonl: runs the measurement grid, one fresh process per
 # configuration, appending JSON lines to OUT.jsonl. Each line of the grid
 # below is: SPEC [measure.py flags]. GRID=FILE reads the grid from FILE.
-set -u
+set -uf # -f: no globbing, so a list value such as [256:1,>:8] passes as it is
 out=${1:?usage: grid.sh OUT.jsonl}
 here=$(dirname "$0")
 grid=${GRID:-$here/grid.txt}

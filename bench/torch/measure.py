@@ -380,7 +380,16 @@ def main():
     ap.add_argument("--phases", action="store_true", help="record allocated memory at each phase of each step")
     ap.add_argument("--trace", help="write the allocator's alloc/free events (JSON) to this file")
     ap.add_argument("--fraction", type=float, help="torch.cuda.set_per_process_memory_fraction")
+    ap.add_argument("--alloc-conf", dest="alloc_conf",
+                    help="PYTORCH_ALLOC_CONF for this run, set before torch initialises CUDA")
     a = ap.parse_args()
+    if a.alloc_conf is not None:
+        # PYTORCH_ALLOC_CONF wins over PYTORCH_CUDA_ALLOC_CONF
+        # (c10/core/AllocatorConfig.cpp); drop the older one so that the
+        # record says what ran.
+        os.environ["PYTORCH_ALLOC_CONF"] = a.alloc_conf
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    conf = os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
     import torch
 
     if a.params:
@@ -394,6 +403,8 @@ def main():
 
     spec = load_hf(a.spec[0], a) if a.hf else load_spec(a.spec[0], a)
     t = spec["training"]
+    if conf:
+        t["alloc_conf"] = conf
     rec = {"spec": a.spec[0], "hf": bool(a.hf), "label": a.label, "training": t, "date": time.strftime("%Y-%m-%d"),
            **versions(torch)}
     free0, total = torch.cuda.mem_get_info()

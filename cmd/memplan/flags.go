@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,6 +27,7 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "zero", Usage: "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)"},
 		&cli.StringFlag{Name: "offload", Usage: "none, optimizer (ZeRO-Offload: optimizer state and step on the host) or params (also parameter shards; needs --zero 3)"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
+		&cli.StringFlag{Name: "alloc-conf", Usage: "PYTORCH_ALLOC_CONF of the job, e.g. expandable_segments:True (default: $PYTORCH_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF)"},
 		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --seq is required; --batch defaults to 1)"},
 	}
 }
@@ -36,6 +38,38 @@ func overrides(c *cli.Context) model.Overrides {
 		Precision: c.String("precision"), Optimizer: c.String("optimizer"), Checkpointing: c.String("checkpointing"),
 		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
 		DP: c.Int64("dp"), Zero: c.String("zero"), Offload: c.String("offload"),
+		AllocConf: allocConf(c),
+	}
+}
+
+// allocConf is --alloc-conf, or else the allocator settings in the
+// environment, read in PyTorch's order (c10/core/AllocatorConfig.cpp):
+// PYTORCH_ALLOC_CONF, then the older PYTORCH_CUDA_ALLOC_CONF.
+func allocConf(c *cli.Context) string {
+	if c.IsSet("alloc-conf") {
+		return c.String("alloc-conf")
+	}
+	v, _ := allocConfEnv()
+	return v
+}
+
+func allocConfEnv() (value, name string) {
+	for _, name := range []string{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"} {
+		if v, ok := os.LookupEnv(name); ok {
+			return v, name
+		}
+	}
+	return "", ""
+}
+
+// allocConfNote says where the allocator settings came from when they came
+// from the environment.
+func allocConfNote(c *cli.Context, spec *model.Spec) {
+	if c.IsSet("alloc-conf") {
+		return
+	}
+	if v, name := allocConfEnv(); name != "" {
+		spec.Notes = append(spec.Notes, fmt.Sprintf("allocator settings from %s: %q", name, v))
 	}
 }
 
@@ -85,13 +119,21 @@ func loadSpec(c *cli.Context) (*model.Spec, error) {
 		if o.Batch == 0 {
 			o.Batch = 1
 		}
-		return model.LoadHF(hf, o)
+		spec, err := model.LoadHF(hf, o)
+		if err == nil {
+			allocConfNote(c, spec)
+		}
+		return spec, err
 	}
 	path, err := specArg(c)
 	if err != nil {
 		return nil, err
 	}
-	return model.Load(path, overrides(c))
+	spec, err := model.Load(path, overrides(c))
+	if err == nil {
+		allocConfNote(c, spec)
+	}
+	return spec, err
 }
 
 // specArg returns the single SPEC argument of a command.

@@ -1,0 +1,195 @@
+package alloc
+
+// Block is a handle to a block handed out by Malloc; the zero Block is no
+// block. A handle is valid until the block is freed.
+type Block int32
+
+// Valid reports whether b refers to a block.
+func (b Block) Valid() bool { return b != 0 }
+
+// Stream identifies a CUDA stream; 0 is the default stream. Cached blocks
+// serve only requests on the stream that allocated them.
+type Stream int32
+
+type blockRec struct {
+	off, size   int64
+	seg         int32
+	prev, next  int32 // neighbours in the segment (0: none)
+	left, right int32 // treap children while free
+	prio        uint32
+	stream      Stream
+	gcBase      int64 // the pool's search count when the block was cached
+	order       int64 // the segment's order key, copied while the block is cached
+	free        bool
+	recorded    bool // used on another stream (record_stream): free waits for ProcessEvents
+	counted     bool // counted in inactiveSplit while free
+}
+
+type segRec struct {
+	order      int64 // allocation order: the stand-in for the device address
+	size       int64 // bytes reserved (mapped, for an expandable segment)
+	last       int32 // the block at the segment's end
+	small      bool
+	expandable bool
+	released   bool
+	stream     Stream
+}
+
+// Allocator simulates PyTorch's CUDA caching allocator on one device
+// (DeviceCachingAllocator in c10/cuda/CUDACachingAllocator.cpp): rounding,
+// per-stream best-fit reuse from a small and a large pool, splitting and
+// merging, segments from cudaMalloc (or pages of expandable segments), and
+// the out-of-memory path under a limit. docs/allocator.md describes it.
+// The zero Allocator is ready to use with the default settings.
+type Allocator struct {
+	conf  Config
+	limit int64
+
+	blocks   []blockRec // slab; index 0 is unused
+	spare    []int32    // recycled block slots
+	segs     []segRec
+	roots    [2]int32 // free-block treaps: 0 small pool, 1 large pool
+	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
+	seed     uint32
+	streams  int32   // highest stream used, +1
+	pending  []int32 // frees waiting for ProcessEvents
+	scratch  []int32
+
+	// addr, when set, gives the order key (device address) of the n-th
+	// segment instead of n: the replay tests use real addresses.
+	addr func(n int) int64
+
+	allocated, reserved int64
+	retries, ooms       int
+	oom                 bool
+	inactiveSplit       int64
+	oversizeAllocs      int // blocks ≥ max_split_size_mb handed out
+	oversizeSegs        int // segments ≥ max_split_size_mb held
+	frag                Fragmentation
+}
+
+// New returns an allocator with configuration c.
+func New(c Config) *Allocator {
+	a := &Allocator{}
+	a.Reset(c)
+	return a
+}
+
+// Reset empties the allocator (no limit) and sets its configuration,
+// keeping its memory for the next simulation.
+func (a *Allocator) Reset(c Config) {
+	*a = Allocator{
+		conf:    c,
+		blocks:  a.blocks[:0],
+		spare:   a.spare[:0],
+		segs:    a.segs[:0],
+		pending: a.pending[:0],
+		scratch: a.scratch[:0],
+	}
+	a.init()
+}
+
+func (a *Allocator) init() {
+	if len(a.blocks) == 0 {
+		a.blocks = append(a.blocks, blockRec{})
+	}
+	if a.seed == 0 {
+		a.seed = 2463534242
+	}
+}
+
+// Config returns the allocator's settings.
+func (a *Allocator) Config() Config { return a.conf }
+
+// SetLimit caps reserved memory, as torch.cuda.set_per_process_memory_fraction
+// does (0: no cap).
+func (a *Allocator) SetLimit(n int64) { a.limit = n }
+
+// Allocated is memory_allocated(): the bytes of the blocks handed out.
+func (a *Allocator) Allocated() int64 { return a.allocated }
+
+// Reserved is memory_reserved(): the bytes held from the driver.
+func (a *Allocator) Reserved() int64 { return a.reserved }
+
+// Retries is num_alloc_retries: how often the cache was flushed to retry
+// a cudaMalloc.
+func (a *Allocator) Retries() int { return a.retries }
+
+// OOM reports whether an allocation failed even after flushing the cache
+// (the simulation goes on past the limit, so that the caller sees by how
+// much it was crossed).
+func (a *Allocator) OOM() bool { return a.oom }
+
+// Oversize returns memory_stats' oversize_allocations and
+// oversize_segments (current values): blocks handed out, and segments held,
+// of max_split_size_mb or more. Both are 0 without max_split_size_mb.
+func (a *Allocator) Oversize() (allocations, segments int) {
+	return a.oversizeAllocs, a.oversizeSegs
+}
+
+// Size returns the bytes of block b (its rounded size, as memory_allocated
+// counts it).
+func (a *Allocator) Size(b Block) int64 { return a.blocks[b].size }
+
+// Segments lists the bytes of each segment still held from the driver, in
+// the order they were made.
+func (a *Allocator) Segments() []int64 {
+	var out []int64
+	for i := range a.segs {
+		if g := &a.segs[i]; !g.released && g.size > 0 {
+			out = append(out, g.size)
+		}
+	}
+	return out
+}
+
+func (a *Allocator) newBlock() int32 {
+	if n := len(a.spare); n > 0 {
+		b := a.spare[n-1]
+		a.spare = a.spare[:n-1]
+		a.blocks[b] = blockRec{}
+		return b
+	}
+	a.init()
+	a.blocks = append(a.blocks, blockRec{})
+	return int32(len(a.blocks) - 1)
+}
+
+func (a *Allocator) dropBlock(b int32) { a.spare = append(a.spare, b) }
+
+func poolOf(small bool) int {
+	if small {
+		return 0
+	}
+	return 1
+}
+
+func (a *Allocator) root(b int32) *int32 {
+	return &a.roots[poolOf(a.segs[a.blocks[b].seg].small)]
+}
+
+// cache puts free block b into its pool.
+func (a *Allocator) cache(b int32) {
+	x := &a.blocks[b]
+	x.free = true
+	x.gcBase = a.searches[poolOf(a.segs[x.seg].small)]
+	x.order = a.segs[x.seg].order
+	// inactive_split leaves out expandable segments, whose free pages can
+	// always be unmapped (free_block).
+	x.counted = (x.prev != 0 || x.next != 0) && !a.segs[x.seg].expandable
+	if x.counted {
+		a.inactiveSplit += x.size
+	}
+	a.treeInsert(a.root(b), b)
+}
+
+// uncache takes block b out of its pool.
+func (a *Allocator) uncache(b int32) {
+	a.treeRemove(a.root(b), b)
+	x := &a.blocks[b]
+	if x.counted {
+		a.inactiveSplit -= x.size
+		x.counted = false
+	}
+	x.free = false
+}
