@@ -57,7 +57,8 @@ func RecvBufferBytes(buffSize int64) int64 {
 //
 //   - 168 MiB when the process creates its first communicator and 186 MiB
 //     at its first collective (once per process);
-//   - per communicator at init: 6 MiB + 6 MiB x max(Channels, P2PChannels);
+//   - per communicator at init: 6 MiB + 6 MiB x max(Channels, P2PChannels)
+//     (three tiny allocations per channel, each rounded up to 2 MiB);
 //   - per communicator at its first collective: Channels x (receive buffer
 //   - 2 MiB send), the ring connection to the one peer;
 //   - at the first send/recv: 58 MiB, plus P2PChannels x 2 MiB on a sender
