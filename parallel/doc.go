@@ -5,6 +5,8 @@
 //   - ZeroPartition: how torch's ZeroRedundancyOptimizer (ZeRO-1) assigns
 //     whole parameters to ranks, so the busiest rank's optimizer state;
 //   - DDPBuckets: DistributedDataParallel's gradient buckets;
+//   - FSDPStreamPools: the reserved bytes of FSDP2's all-gather and
+//     reduce-scatter streams' allocator pools (SegmentsFor, PaddedNumel);
 //   - NCCLBytes: the device memory NCCL's communicators take outside the
 //     caching allocator.
 //

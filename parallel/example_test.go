@@ -25,3 +25,12 @@ func ExampleNCCLBytes() {
 	fmt.Println(n >> 20)
 	// Output: 840
 }
+
+func ExampleFSDPStreamPools() {
+	// A root of 10 M elements and two blocks of 2 M, fp32 master weights
+	// gathered in bf16, over 2 GPUs.
+	ag, rs, _ := parallel.FSDPStreamPools(parallel.FSDPPools{Units: []int64{10e6, 2e6, 2e6}, World: 2,
+		GatherBytes: 2, ShardBytes: 4, GradBytes: 4})
+	fmt.Println(ag>>20, rs>>20)
+	// Output: 40 40
+}
