@@ -23,9 +23,10 @@ and Conv1D except the output embedding); anything else is a comma-separated
 list passed to peft as is (suffix match).
 
 With --checkpointing every-block it calls gradient_checkpointing_enable
-(use_reentrant=False); --input-grads auto then also calls
+(use_reentrant=False) after wrapping; --input-grads auto then also calls
 enable_input_require_grads() (the hook that makes the embedding output
-require grad), as prepare_model_for_kbit_training and the usual recipes do.
+require grad), as get_peft_model does by itself when checkpointing was
+enabled before it, and as prepare_model_for_kbit_training does.
 
 Trains a few steps the way transformers' Trainer does (AdamW over the
 trainable parameters only, loss from the model, outputs dropped before
@@ -117,17 +118,22 @@ def build_lora(spec, a, torch):
     if kind not in ("causal", "mlm"):
         raise SystemExit("lora.py measures transformers models only")
     model.train()
-    if t["checkpointing"] == "every-block":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    elif t["checkpointing"] != "none":
+    if t["checkpointing"] not in ("none", "every-block"):
         raise SystemExit("transformers models checkpoint every block only")
-    input_grads = a.input_grads == "on" or (a.input_grads == "auto" and t["checkpointing"] != "none")
-    if input_grads:
-        model.enable_input_require_grads()
     targets = resolve_targets(a.targets, spec, model)
     cfg = peft.LoraConfig(r=a.rank, lora_alpha=a.alpha if a.alpha is not None else a.rank,
                           lora_dropout=a.dropout, target_modules=targets, bias="none")
+    # Wrap first: PeftModel.__init__ calls enable_input_require_grads()
+    # itself when the model already checkpoints (peft_model.py,
+    # _prepare_model_for_gradient_checkpointing), which would make
+    # --input-grads off impossible. The hook is added below per the flag.
     model = peft.get_peft_model(model, cfg, autocast_adapter_dtype=a.adapter_dtype == "fp32")
+    base = model.get_base_model()
+    if t["checkpointing"] == "every-block":
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    input_grads = a.input_grads == "on" or (a.input_grads == "auto" and t["checkpointing"] != "none")
+    if input_grads:
+        base.enable_input_require_grads()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     lora_modules = sorted(n for n, m in model.named_modules() if hasattr(m, "lora_A") and len(m.lora_A) > 0)
