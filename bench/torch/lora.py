@@ -121,8 +121,9 @@ def build_lora(spec, a, torch):
     if t["checkpointing"] not in ("none", "every-block"):
         raise SystemExit("transformers models checkpoint every block only")
     targets = resolve_targets(a.targets, spec, model)
-    cfg = peft.LoraConfig(r=a.rank, lora_alpha=a.alpha if a.alpha is not None else a.rank,
-                          lora_dropout=a.dropout, target_modules=targets, bias="none")
+    alpha = a.alpha if a.alpha is not None else a.rank
+    alpha = int(alpha) if float(alpha).is_integer() else alpha
+    cfg = peft.LoraConfig(r=a.rank, lora_alpha=alpha, lora_dropout=a.dropout, target_modules=targets, bias="none")
     # Wrap first: PeftModel.__init__ calls enable_input_require_grads()
     # itself when the model already checkpoints (peft_model.py,
     # _prepare_model_for_gradient_checkpointing), which would make
