@@ -115,6 +115,10 @@ def build_lora(spec, a, torch):
             model, kind = measure.build(spec, torch)
     finally:
         torch.set_default_dtype(old)
+    if any(p.dtype != base_dt for p in model.parameters()):
+        # A transformers version that picks the dtype itself: cast, and let
+        # empty_cache below drop the originals' blocks.
+        model.to(base_dt)
     if kind not in ("causal", "mlm"):
         raise SystemExit("lora.py measures transformers models only")
     model.train()
