@@ -34,11 +34,11 @@ var segments = []segment{
 }
 
 const (
-	chartW, barH, labelW = 460, 18, 110
+	chartW, barH, labelW = 420, 18, 100
 )
 
 func svgOpen(b *strings.Builder, class, title string, rows int) float64 {
-	h := float64(rows*(barH+6) + 34)
+	h := float64(rows*(barH+6) + 40)
 	fmt.Fprintf(b, `<svg class="chart %s" role="img" aria-label="%s" width="%d" height="%.0f" viewBox="0 0 %d %.0f" xmlns="http://www.w3.org/2000/svg">`,
 		class, template.HTMLEscapeString(title), chartW, h, chartW, h)
 	fmt.Fprintf(b, `<text x="0" y="14" class="ct">%s</text>`, template.HTMLEscapeString(title))
@@ -66,9 +66,15 @@ func fillChart(r *Report, row Row) template.HTML {
 			labelW, y(i), span*f/scale, barH, color, template.HTMLEscapeString(c.Device), 100*c.Fill)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="v">%.0f%%</text>`, float64(labelW)+span*f/scale+4, y(i)+13, 100*c.Fill)
 	}
-	for _, edge := range []float64{1, r.Band.Hi} {
-		x := float64(labelW) + span*edge/scale
+	for _, edge := range []struct {
+		at    float64
+		label string
+		dx    float64
+		align string
+	}{{1, "100%", 2, "start"}, {r.Band.Hi, "target", -2, "end"}} {
+		x := float64(labelW) + span*edge.at/scale
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="20" y2="%.0f" class="edge"/>`, x, x, h-4)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" class="el" text-anchor="%s">%s</text>`, x+edge.dx, h-1, edge.align, edge.label)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())

@@ -9,13 +9,13 @@ const pageHTML = `<!DOCTYPE html>
 <style>
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px 32px;color:#1f2933;background:#fafbfc}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d8dee4;padding-bottom:4px}
-.meta{color:#52606d;margin-bottom:12px}.charts{display:flex;flex-wrap:wrap;gap:18px}
+.meta{color:#52606d;margin-bottom:12px}.charts{display:flex;flex-wrap:wrap;gap:14px}
 .chart{background:#fff;border:1px solid #e4e7eb;border-radius:6px;padding:6px}
 .ct{font-weight:600;font-size:13px}.lb{font-size:12px;text-anchor:end}.v{font-size:11px;fill:#3e4c59}
-.err{font-size:12px;fill:#c81e1e}.edge{stroke:#52606d;stroke-dasharray:3 3}
+.err{font-size:12px;fill:#c81e1e}.el{font-size:10px;fill:#52606d}.edge{stroke:#52606d;stroke-dasharray:3 3}
 .legend span{display:inline-block;margin-right:12px;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
 table{border-collapse:collapse;background:#fff;margin-top:8px;font-size:13px}th,td{border:1px solid #e4e7eb;padding:4px 8px}
-th{background:#f0f4f8;cursor:pointer;user-select:none;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f0f4f8;cursor:pointer;user-select:none;text-align:left}td:nth-child(2){white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.fail td{color:#c81e1e}.rowerr{color:#c81e1e;font-weight:600}
 </style></head><body>
 <h1>memplan capacity report</h1>
