@@ -121,6 +121,7 @@ func Build(paths, devices []string, load Loader, o Options) (*Report, error) {
 	}
 	r := &Report{Version: o.Version, Generated: o.Now, Band: o.Band, Margin: o.Margin, Devices: devices,
 		Rows: make([]Row, len(paths))}
+	memo := &cache{m: map[cacheKey]int64{}}
 	type job struct{ i, j int }
 	jobs := make(chan job)
 	var wg sync.WaitGroup
@@ -134,7 +135,7 @@ func Build(paths, devices []string, load Loader, o Options) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			for jb := range jobs {
-				name, c := cell(paths[jb.i], devices[jb.j], load, o)
+				name, c := cell(paths[jb.i], devices[jb.j], load, memo.oracle(paths[jb.i]), o)
 				mu.Lock()
 				r.Rows[jb.i].Cells[jb.j] = c
 				if name != "" {
@@ -177,7 +178,7 @@ func allSame(cs []Cell) bool {
 }
 
 // cell computes one spec on one device; the error, if any, is in the cell.
-func cell(path, dev string, load Loader, o Options) (string, Cell) {
+func cell(path, dev string, load Loader, oracle tuner.Oracle, o Options) (string, Cell) {
 	c := Cell{Device: dev}
 	spec, err := load(path, dev)
 	if err != nil {
@@ -185,13 +186,13 @@ func cell(path, dev string, load Loader, o Options) (string, Cell) {
 		return "", c
 	}
 	c.Device, c.Memory, c.Batch = spec.Device.Name, spec.Device.Memory, spec.Training.Batch
-	if err := fill(&c, spec, o); err != nil {
+	if err := fill(&c, spec, oracle, o); err != nil {
 		c.Error = err.Error()
 	}
 	return spec.Name, c
 }
 
-func fill(c *Cell, spec *model.Spec, o Options) error {
+func fill(c *Cell, spec *model.Spec, oracle tuner.Oracle, o Options) error {
 	est, err := estimate.Estimate(spec)
 	if err != nil {
 		return fmt.Errorf("estimate: %w", err)
@@ -200,7 +201,7 @@ func fill(c *Cell, spec *model.Spec, o Options) error {
 	c.Verdict = tuner.Fits(est.DeviceTotal, spec.Device.Memory, o.Band, o.Margin).String()
 	c.Breakdown = breakdown(est)
 	dp := int64(max(spec.Training.DP, 1))
-	t, err := tuner.Tune(spec, o.Band, tuner.Constraints{Margin: o.Margin}, tuner.Analytic)
+	t, err := tuner.Tune(spec, o.Band, tuner.Constraints{Margin: o.Margin}, oracle)
 	switch {
 	case err == nil:
 		c.MaxBatch, c.GPUs, c.Layout = t.Batch, dp, layout(spec.Training)
