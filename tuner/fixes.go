@@ -15,16 +15,22 @@ type Fix struct {
 	DeviceTotal int64   `json:"device_total_bytes"`
 	Fill        float64 `json:"fill"`
 	Fits        bool    `json:"fits"`
-	cost        int
+	// GPUs is how many GPUs the changed job runs on.
+	GPUs int64 `json:"gpus"`
+	// Cost ranks the throughput given up (docs/tuner.md, "Fixes"): lower
+	// is cheaper.
+	Cost int `json:"cost_rank"`
 }
 
 // Fixes tries changes at batch 1, in order of least cost to the job
 // (memory saved for the least speed or quality given up): single-GPU
 // changes first, then sharding over the fewest GPUs that fits for each ZeRO
 // stage (alone and with checkpointing), then offload to host memory. It
-// returns each with its predicted device total per GPU, those that fit
-// first, cheapest first.
-func Fixes(spec *model.Spec, band Band, oracle Oracle) []Fix {
+// re-estimates each and returns only those that fit the target under the
+// one rule (Fits, with margin), ordered by the GPUs they need, then by their
+// throughput cost; when none fits it returns the closest miss followed by
+// "a larger GPU", so the caller can say by how much.
+func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 	t := spec.Training
 	type cand struct {
 		change, why string
@@ -64,7 +70,6 @@ func Fixes(spec *model.Spec, band Band, oracle Oracle) []Fix {
 			}
 		}}
 	cs = append(cs, combo)
-	limit := int64(band.Hi * float64(spec.Device.Memory))
 	var out []Fix
 	try := func(c cand) (Fix, bool) {
 		s := *spec
@@ -74,8 +79,9 @@ func Fixes(spec *model.Spec, band Band, oracle Oracle) []Fix {
 		if err != nil {
 			return Fix{}, false
 		}
-		return Fix{Change: c.change, Why: c.why, DeviceTotal: v,
-			Fill: float64(v) / float64(spec.Device.Memory), Fits: v <= limit, cost: c.cost}, true
+		return Fix{Change: c.change, Why: c.why, DeviceTotal: v, GPUs: int64(max(s.Training.DP, 1)),
+			Fill: float64(v) / float64(spec.Device.Memory),
+			Fits: Fits(v, spec.Device.Memory, band, margin) == FitsTarget, Cost: c.cost}, true
 	}
 	for _, c := range cs {
 		if f, ok := try(c); ok {
@@ -135,19 +141,32 @@ func Fixes(spec *model.Spec, band Band, oracle Oracle) []Fix {
 			out = append(out, f)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Fits != out[j].Fits {
-			return out[i].Fits
-		}
+	return rank(out, spec.Device.Name)
+}
+
+// rank keeps the fixes that fit, fewest GPUs first, then cheapest. When
+// none fits it keeps the closest miss, marked as not fitting, and "a larger
+// GPU".
+func rank(out []Fix, device string) []Fix {
+	var fit []Fix
+	var closest *Fix
+	for i := range out {
 		if out[i].Fits {
-			return out[i].cost < out[j].cost
+			fit = append(fit, out[i])
+		} else if closest == nil || out[i].DeviceTotal < closest.DeviceTotal {
+			closest = &out[i]
 		}
-		return out[i].DeviceTotal < out[j].DeviceTotal
-	})
-	if len(out) > 0 && !out[0].Fits {
-		out = append(out, Fix{Change: "a larger GPU", Why: fmt.Sprintf("nothing tried fits %s", spec.Device.Name)})
 	}
-	return out
+	sort.SliceStable(fit, func(i, j int) bool {
+		if fit[i].GPUs != fit[j].GPUs {
+			return fit[i].GPUs < fit[j].GPUs
+		}
+		return fit[i].Cost < fit[j].Cost
+	})
+	if len(fit) > 0 || closest == nil {
+		return fit
+	}
+	return []Fix{*closest, {Change: "a larger GPU", Why: fmt.Sprintf("nothing tried fits %s", device)}}
 }
 
 // maxDP is the most GPUs a sharding recommendation spreads over.

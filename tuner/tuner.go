@@ -205,7 +205,7 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 		}
 	}
 	mem := s.Device.Memory
-	limit := int64(Limit(band, c) * float64(mem))
+	limit := limitBytes(band, c.Margin, mem)
 	r := &Result{Band: band, Seq: s.Training.Seq}
 	cache := map[int64]int64{}
 	eval := func(b int64) (int64, error) {
@@ -236,7 +236,7 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 	}
 	if f0 > limit {
 		r.Batch, r.DeviceTotal, r.Fill = 0, f0, float64(f0)/float64(mem)
-		r.Fixes = Fixes(&s, band, oracle)
+		r.Fixes = Fixes(&s, band, c.Margin, oracle)
 		return r, fmt.Errorf("%w: batch %d needs %.1f%% of %s", ErrNoFit, lo, 100*r.Fill, s.Device.Name)
 	}
 	best, err := Largest(c, lo, limit, eval)

@@ -74,7 +74,7 @@ func TestTuneNoFit(t *testing.T) {
 		t.Fatalf("fixes = %+v, want a first fix that fits", r.Fixes)
 	}
 	for i := 1; i < len(r.Fixes); i++ {
-		if r.Fixes[i].Fits && r.Fixes[i].cost < r.Fixes[i-1].cost {
+		if r.Fixes[i].Fits && r.Fixes[i].GPUs == r.Fixes[i-1].GPUs && r.Fixes[i].Cost < r.Fixes[i-1].Cost {
 			t.Errorf("fixes not in order of cost: %+v", r.Fixes)
 		}
 	}

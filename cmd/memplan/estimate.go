@@ -9,6 +9,7 @@ import (
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/tuner"
 )
 
 func estimateCmd() *cli.Command {
@@ -103,7 +104,8 @@ func printEstimate(w io.Writer, r *estimate.Result) error {
 		return err
 	}
 	verdict := "fits"
-	if !r.Fits {
+	// The device's whole memory, no margin: the one rule (tuner.Fits).
+	if tuner.Fits(r.DeviceTotal, r.Device.Memory, tuner.Band{Lo: 1, Hi: 1}, 0) == tuner.NoFit {
 		verdict = fmt.Sprintf("does NOT fit: %s over", units.Format(r.DeviceTotal-r.Device.Memory))
 	}
 	fmt.Fprintf(w, "\n%s: %.1f%% of %s — %s\n", r.Device.Name, 100*r.Fill, units.Format(r.Device.Memory), verdict)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/memplan/memplan/report"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -168,15 +169,34 @@ func TestReport(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rows []ReportRow
-	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 4 {
-		t.Fatalf("rows %+v, err %v", rows, err)
+	var r report.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Rows) != 2 || len(r.Rows[0].Cells) != 2 {
+		t.Fatalf("report %+v, err %v", r, err)
 	}
-	small, big := rows[1], rows[3] // Llama-3.2-1B and Llama-3-8B on the H100
-	if !small.Fits || small.MaxBatch < small.Batch || big.Fits || big.MaxBatch != 0 || big.Fix == "" {
-		t.Errorf("report rows: %+v / %+v", small, big)
+	small, big := r.Rows[0].Cells[1], r.Rows[1].Cells[1] // Llama-3.2-1B and Llama-3-8B on the H100
+	if small.Verdict != "fits" || small.MaxBatch < small.Batch || big.MaxBatch != 0 || big.Fix == nil || !big.Fix.Fits || big.GPUs < 1 {
+		t.Errorf("report cells: %+v / %+v", small, big)
 	}
-	if rows[0].MaxBatch >= small.MaxBatch {
-		t.Errorf("40 GB A100 allows batch %d, not below the H100's %d", rows[0].MaxBatch, small.MaxBatch)
+	if r.Rows[0].Cells[0].MaxBatch >= small.MaxBatch {
+		t.Errorf("40 GB A100 allows batch %d, not below the H100's %d", r.Rows[0].Cells[0].MaxBatch, small.MaxBatch)
+	}
+}
+
+// TestReportPartialFailure: a bad spec is reported in its row, the others
+// complete, and the exit code says so.
+func TestReportPartialFailure(t *testing.T) {
+	code, out, _ := memplan("report", "../../specs/gpt2-124m.yaml", "no-such-spec.yaml", "--devices", "l4,h100-80gb", "--format", "json")
+	if code != reportFailed {
+		t.Errorf("exit %d, want %d", code, reportFailed)
+	}
+	var r report.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Rows) != 2 {
+		t.Fatalf("report %q: %v", out, err)
+	}
+	if r.Rows[0].Error != "" || r.Rows[0].Cells[1].MaxBatch == 0 {
+		t.Errorf("good row = %+v, want complete", r.Rows[0])
+	}
+	if r.Rows[1].Error == "" {
+		t.Errorf("bad row = %+v, want its error", r.Rows[1])
 	}
 }

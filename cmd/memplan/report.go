@@ -1,118 +1,177 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/memplan/memplan/estimate"
-	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/report"
 	"github.com/memplan/memplan/tuner"
 )
 
-// ReportRow is one spec on one device.
-type ReportRow struct {
-	Spec   string `json:"spec"`
-	Device string `json:"device"`
-	Batch  int64  `json:"batch"`
-	// DeviceTotal and Fill are predicted at the spec's batch.
-	DeviceTotal int64   `json:"device_total_bytes"`
-	Fill        float64 `json:"fill"`
-	Fits        bool    `json:"fits"`
-	// MaxBatch is the largest micro-batch inside the target band (0: even
-	// batch 1 does not fit); Fix is the cheapest change that would fit then.
-	MaxBatch int64  `json:"max_batch"`
-	Fix      string `json:"fix,omitempty"`
-}
+// reportFailed is report's exit code when some rows or cells failed; the
+// report is still written, with their errors in it.
+const reportFailed = 3
 
 func reportCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
 		Usage:     "capacity planning: which GPUs run these jobs, and at what batch",
 		ArgsUsage: "SPEC...",
-		Description: `For every SPEC on every device (--devices, default the whole catalog):
-the predicted device total at the spec's batch, whether it fits, the largest
-micro-batch inside the target band, and when nothing fits, the cheapest
-change that would. Training flags apply to every spec.
+		Description: `For every SPEC on every device (--devices, default the whole catalog): the
+predicted fill at the spec's batch, the largest batch inside the target, and,
+when even batch 1 misses, the fewest GPUs of that type and the data-parallel
+ZeRO/FSDP layout that fit, each re-estimated (docs/report.md). Training flags
+apply to every spec.
+
+Formats: text (one block per spec, devices as columns), json (docs/json.md),
+csv, markdown, html (one self-contained page with SVG charts). -o FILE writes
+any format to a file. --prices FILE adds a cost per hour (docs/report.md).
+
+Exit codes:
+   0  every row complete
+   2  bad usage
+   3  some specs or cells failed: the report is written, their errors in it
 
 Example:
    memplan report specs/llama-3.2-1b.yaml specs/gpt2-xl.yaml --devices a100-40gb,a100-80gb,h100-80gb,l40s
-   memplan report specs/*.yaml --format json`,
-		Flags: append(overrideFlags(), targetFlag, formatFlag,
+   memplan report specs/*.yaml --format html -o report.html`,
+		Flags: append(overrideFlags(), targetFlag, marginFlag,
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json, csv, markdown or html"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the report to `FILE` instead of standard output"},
+			&cli.StringFlag{Name: "prices", Usage: "`FILE` of device names and prices per GPU-hour, one pair a line"},
 			&cli.StringFlag{Name: "devices", Usage: "comma-separated catalog names (default: all)"}),
-		Action: func(c *cli.Context) error {
-			f, err := format(c)
-			if err != nil {
-				return err
-			}
-			band, err := tuner.ParseBand(c.String("target"))
-			if err != nil {
-				return usageError{"--target: " + err.Error()}
-			}
-			if c.NArg() == 0 {
-				return usageError{"report: missing SPEC arguments"}
-			}
-			devs := model.DeviceNames()
-			if d := c.String("devices"); d != "" {
-				devs = strings.Split(d, ",")
-			}
-			var rows []ReportRow
-			for _, path := range c.Args().Slice() {
-				for _, dev := range devs {
-					o := overrides(c)
-					o.Dev = strings.TrimSpace(dev)
-					spec, err := model.Load(path, o)
-					if err != nil {
-						return err
-					}
-					r, err := estimate.Estimate(spec)
-					if err != nil {
-						return err
-					}
-					row := ReportRow{Spec: spec.Name, Device: spec.Device.Name, Batch: spec.Training.Batch,
-						DeviceTotal: r.DeviceTotal, Fill: r.Fill, Fits: r.Fill <= band.Hi}
-					t, err := tuner.Tune(spec, band, tuner.Constraints{Margin: tuner.DefaultMargin}, tuner.Analytic)
-					switch {
-					case err == nil:
-						row.MaxBatch = t.Batch
-					case errors.Is(err, tuner.ErrNoFit):
-						for _, fx := range t.Fixes {
-							if fx.Fits {
-								row.Fix = fx.Change
-								break
-							}
-						}
-						if row.Fix == "" {
-							row.Fix = "none on one GPU"
-						}
-					default:
-						return err
-					}
-					rows = append(rows, row)
-				}
-			}
-			if f == "json" {
-				return writeJSON(c.App.Writer, rows)
-			}
-			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "SPEC\tDEVICE\tBATCH\tPREDICTED\tFILL\tFITS %.0f%%\tMAX BATCH\tOR CHANGE\n", 100*band.Hi)
-			for _, r := range rows {
-				yes := "no"
-				if r.Fits {
-					yes = "yes"
-				}
-				max := fmt.Sprint(r.MaxBatch)
-				if r.MaxBatch == 0 {
-					max = "-"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f%%\t%s\t%s\t%s\n", r.Spec, r.Device, r.Batch,
-					units.GiB2(r.DeviceTotal), 100*r.Fill, yes, max, r.Fix)
-			}
-			return tw.Flush()
-		},
+		Action: runReport,
 	}
+}
+
+func runReport(c *cli.Context) error {
+	f := c.String("format")
+	if !slices.Contains(report.Formats, f) {
+		return usageError{fmt.Sprintf("--format: want one of %s, got %q", strings.Join(report.Formats, ", "), f)}
+	}
+	band, err := tuner.ParseBand(c.String("target"))
+	if err != nil {
+		return usageError{"--target: " + err.Error()}
+	}
+	if c.NArg() == 0 {
+		return usageError{"report: missing SPEC arguments"}
+	}
+	o := report.Options{Band: band, Margin: c.Float64("margin"), Version: version(), Now: reportTime()}
+	if p := c.String("prices"); p != "" {
+		if o.Prices, err = readPrices(p); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	devs := model.DeviceNames()
+	if d := c.String("devices"); d != "" {
+		devs = strings.Split(d, ",")
+		for i := range devs {
+			devs[i] = strings.TrimSpace(devs[i])
+		}
+	}
+	o.Progress = progressBar(c.App.ErrWriter)
+	load := func(path, dev string) (*model.Spec, error) {
+		ov := overrides(c)
+		ov.Dev = dev
+		return model.Load(path, ov)
+	}
+	r, berr := report.Build(c.Args().Slice(), devs, load, o)
+	w := c.App.Writer
+	if out := c.String("output"); out != "" {
+		file, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		w = file
+	}
+	if err := report.Write(w, r, f); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if errors.Is(berr, report.ErrSomeFailed) {
+		return exitCode{reportFailed, berr}
+	}
+	return berr
+}
+
+// readPrices reads "DEVICE PRICE" lines (price per GPU-hour); blank lines
+// and lines starting with # are skipped.
+func readPrices(path string) (map[string]float64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) != 2 {
+			return nil, fmt.Errorf("%s:%d: want DEVICE PRICE, got %q", path, n, line)
+		}
+		p, err := strconv.ParseFloat(strings.TrimPrefix(fs[1], "$"), 64)
+		if err != nil || p < 0 {
+			return nil, fmt.Errorf("%s:%d: price %q: want a non-negative number", path, n, fs[1])
+		}
+		m[fs[0]] = p
+	}
+	return m, nil
+}
+
+// progressBar draws on w when w is a terminal and the report has taken
+// more than a second.
+func progressBar(w io.Writer) func(done, total int) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	start := time.Now()
+	return func(done, total int) {
+		if time.Since(start) < time.Second {
+			return
+		}
+		const width = 30
+		k := width * done / total
+		fmt.Fprintf(w, "\r[%s%s] %d/%d cells", strings.Repeat("#", k), strings.Repeat(".", width-k), done, total)
+		if done == total {
+			fmt.Fprint(w, "\r\033[K")
+		}
+	}
+}
+
+// version is the module version memplan was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// reportTime is the report's date: SOURCE_DATE_EPOCH (seconds since 1970,
+// the reproducible-builds convention) when set, so that a report can be
+// regenerated byte for byte; otherwise now.
+func reportTime() time.Time {
+	if v := os.Getenv("SOURCE_DATE_EPOCH"); v != "" {
+		if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return time.Unix(sec, 0).UTC()
+		}
+	}
+	return time.Time{}
 }

@@ -65,6 +65,7 @@ func TestScript(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
+			env.Setenv("SOURCE_DATE_EPOCH", "1795392000") // 2026-11-23: reports carry a fixed date
 			return os.CopyFS(env.WorkDir, os.DirFS(fixtures))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -14,6 +14,10 @@ import (
 	"github.com/memplan/memplan/tuner"
 )
 
+// marginFlag is the safety margin tune, check and report share, so they
+// apply one rule for "fits" (tuner.Fits).
+var marginFlag = &cli.Float64Flag{Name: "margin", Value: tuner.DefaultMargin, Usage: "safety margin below the band's upper edge for the estimator's error, as a fraction of it (0 for none; ignored with --probe)"}
+
 var targetFlag = &cli.StringFlag{Name: "target", Value: "0.85-0.90", Usage: "target fill of device memory, LO-HI"}
 
 func tuneCmd() *cli.Command {
@@ -41,7 +45,7 @@ Example:
 			&cli.Int64Flag{Name: "max", Usage: "largest micro-batch"},
 			&cli.StringFlag{Name: "seqs", Usage: "sequence lengths the job sees, comma-separated (tunes at the longest)"},
 			&cli.Int64Flag{Name: "global-batch", Usage: "target global batch"},
-			&cli.Float64Flag{Name: "margin", Value: tuner.DefaultMargin, Usage: "safety margin below the band's upper edge for the estimator's error, as a fraction of it (0 for none; ignored with --probe)"},
+			marginFlag,
 			&cli.BoolFlag{Name: "cap", Usage: "apply the target's upper edge as torch.cuda.set_per_process_memory_fraction does: a cap on the caching allocator, which frees its cache and retries before failing"},
 		),
 		Action: func(c *cli.Context) error {
@@ -111,7 +115,7 @@ func printTune(w io.Writer, spec *model.Spec, r *tuner.Result, capped bool) {
 	if r.Batch == 0 {
 		fmt.Fprintf(w, "%s: batch 1 does not fit %s: %s predicted, %.1f%% of %s\n", spec.Name, spec.Device.Name,
 			units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem))
-		fmt.Fprintln(w, "\nchanges that would make it fit, cheapest first:")
+		fmt.Fprintln(w, "\nchanges that would make it fit, fewest GPUs first, then cheapest (each re-estimated):")
 		for _, f := range r.Fixes {
 			if f.DeviceTotal == 0 {
 				fmt.Fprintf(w, "  %s (%s)\n", f.Change, f.Why)
@@ -119,7 +123,7 @@ func printTune(w io.Writer, spec *model.Spec, r *tuner.Result, capped bool) {
 			}
 			mark := "fits"
 			if !f.Fits {
-				mark = "still too big"
+				mark = "still too big (closest tried)"
 			}
 			fmt.Fprintf(w, "  %-70s %9s  %5.1f%%  %s — %s\n", f.Change, units.Format(f.DeviceTotal), 100*f.Fill, mark, f.Why)
 		}
