@@ -11,8 +11,8 @@ import (
 
 // growth finds allocated memory that rises from step to step in a trace.
 // The live bytes rise in each forward pass and fall in backward; the low
-// points between steps (valleys, found with a hysteresis of 5% of the
-// curve's range) are where a step's temporaries are gone. When the last
+// points between steps (valleys, found with a hysteresis of a quarter,
+// an eighth or a sixteenth of the curve's range, coarsest first) are where a step's temporaries are gone. When the last
 // three or more valleys each stand higher than the one before, what was
 // allocated after the first of them and never freed is the leak.
 func growth(evs []event) *Growth {
@@ -31,8 +31,16 @@ func growth(evs []event) *Growth {
 		curve[i] = l
 		lo, hi = min(lo, l), max(hi, l)
 	}
-	vs := valleys(curve, max((hi-lo)/20, 16<<20))
-	n := rising(vs, curve)
+	// Try coarse hysteresis first: bumps inside a backward pass must not
+	// count as steps.
+	var vs []int
+	n := 0
+	for _, div := range []int64{4, 8, 16} {
+		vs = valleys(curve, max((hi-lo)/div, 16<<20))
+		if n = rising(vs, curve); n >= 3 {
+			break
+		}
+	}
 	if n < 3 {
 		return nil
 	}
