@@ -34,9 +34,10 @@ var fixtures = []struct {
 	{name: "ranks-rank1", job: &job{"gpt2", 40, 1024, 0.2}, stats: Pressure, sum: Pressure, snap: Pressure},
 	{name: "leak-outputs-gpt2", job: &job{"gpt2", 4, 512, 0.12}, log: Leak, stats: Leak, sum: Leak, snap: Leak},
 	{name: "leak-val-loss", job: &job{"gpt2", 4, 512, 0.12}, log: Leak, stats: Leak, sum: Leak, snap: Leak},
-	{name: "leak-cache", job: &job{"gpt2", 4, 512, 0.12}, log: Leak, stats: Leak, sum: Leak},
+	{name: "leak-cache", job: &job{"gpt2", 4, 512, 0.12}, log: Leak, stats: Leak, sum: Leak, snap: Leak},
 	// Six steps to the cap: at the error allocated is only 1.2× the
-	// predicted peak, so the message and summary alone cannot tell.
+	// predicted peak, so the message and summary alone cannot tell; the
+	// snapshot's 20000 trace entries hold only 1.2 steps.
 	{name: "leak-outputs-qwen3", job: &job{"qwen3-0.6b", 2, 1024, 0.25}, stats: Leak},
 	{name: "other-gpt2", job: &job{"gpt2", 16, 1024, 0}, log: OtherProcess, stats: OtherProcess, sum: OtherProcess},
 	{name: "other-qwen2.5", job: &job{"qwen2.5-0.5b", 8, 2048, 0}, log: OtherProcess, stats: OtherProcess, sum: OtherProcess},

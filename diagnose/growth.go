@@ -13,8 +13,10 @@ import (
 // The live bytes rise in each forward pass and fall in backward; the low
 // points between steps (valleys, found with a hysteresis of a quarter,
 // an eighth or a sixteenth of the curve's range, coarsest first) are where a step's temporaries are gone. When the last
-// three or more valleys each stand higher than the one before, what was
-// allocated after the first of them and never freed is the leak.
+// three or more valleys each stand higher than the one before (by a tenth
+// of the range in all, or a twentieth over four or more), what was
+// allocated between the first and the last of them and never freed is the
+// leak: it outlived the step that made it.
 func growth(evs []event) *Growth {
 	live := map[int64]int{} // addr → index of its alloc event
 	curve := make([]int64, len(evs))
@@ -46,11 +48,11 @@ func growth(evs []event) *Growth {
 	}
 	first := vs[len(vs)-n]
 	rise := curve[vs[len(vs)-1]] - curve[first]
-	if rise < (hi-lo)/10 {
+	if rise < (hi-lo)/10 && (n < 4 || rise < (hi-lo)/20) {
 		return nil
 	}
 	g := &Growth{PerStep: rise / int64(n-1), Steps: n - 1}
-	g.Sites = sites(evs, live, first)
+	g.Sites = sites(evs, live, first, vs[len(vs)-1])
 	return g
 }
 
@@ -96,12 +98,12 @@ func rising(vs []int, c []int64) int {
 	return n
 }
 
-// sites groups what is still live and was allocated after event from by
-// the first frame in the user's code.
-func sites(evs []event, live map[int64]int, from int) []Site {
+// sites groups what is still live and was allocated between events from
+// and to by the first frame in the user's code.
+func sites(evs []event, live map[int64]int, from, to int) []Site {
 	by := map[string]*Site{}
 	for _, i := range live {
-		if i <= from {
+		if i <= from || i > to {
 			continue
 		}
 		f := userFrame(evs[i].frames)
