@@ -71,9 +71,11 @@ func fixes(v Verdict) []string {
 				out = append(out, fmt.Sprintf("--batch %d: the largest batch memplan predicts fits (the job asked for %d)", p.LargestBatch, p.Batch))
 			}
 			for _, c := range p.Changes {
-				if c.Fits {
-					out = append(out, fmt.Sprintf("%s: predicted %s at batch %d", c.Change, gib(c.DeviceTotal), p.Batch))
+				verdict := "fits"
+				if !c.Fits {
+					verdict = "still does not fit alone"
 				}
+				out = append(out, fmt.Sprintf("%s: predicted %s at batch %d, %s", c.Change, gib(c.DeviceTotal), p.Batch, verdict))
 			}
 		}
 		if len(out) == 0 {

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -59,8 +60,14 @@ type event struct {
 
 // ReadSnapshot unpickles a memory snapshot and digests it.
 func ReadSnapshot(r io.Reader) (*Snapshot, error) {
-	u := pickle.NewUnpickler(r)
-	v, err := u.Load()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := prescan(data); err != nil {
+		return nil, err
+	}
+	v, err := unpickle(bytes.NewReader(data))
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, errors.New("snapshot pickle cut short")
@@ -98,6 +105,19 @@ func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 	}
 	s.Growth = growth(evs)
 	return s, nil
+}
+
+// unpickle loads a pickle. gopickle v0.2.0 panics on some malformed input
+// (a FRAME opcode with an impossible length, found by FuzzReadSnapshot):
+// that is a bad file, not a bug to crash on.
+func unpickle(r io.Reader) (v any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = nil, fmt.Errorf("malformed pickle (%v)", p)
+		}
+	}()
+	u := pickle.NewUnpickler(r)
+	return u.Load()
 }
 
 func (s *Snapshot) addSegment(sv any) error {
