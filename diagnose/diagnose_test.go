@@ -21,10 +21,12 @@ type job struct {
 // the verdict expected from each file alone ("" where that file alone
 // cannot tell; see docs/diagnose.md).
 var fixtures = []struct {
-	name                    string
-	job                     *job
-	log, stats, sum, snap   Cause
-	statsJob, sumJob, noJob bool
+	name                  string
+	job                   *job
+	log, stats, sum, snap Cause
+	// snapDevice: the snapshot is read with the device's size (--device),
+	// which a snapshot does not record.
+	snapDevice bool
 }{
 	{name: "pressure-gpt2-b160", job: &job{"gpt2", 160, 1024, 0}, log: Pressure, stats: Pressure, sum: Pressure, snap: Pressure},
 	{name: "pressure-gpt2-b160+expandable", job: &job{"gpt2", 160, 1024, 0}, log: Pressure, stats: Pressure, sum: Pressure, snap: Pressure},
@@ -39,8 +41,8 @@ var fixtures = []struct {
 	// predicted peak, so the message and summary alone cannot tell; the
 	// snapshot's 20000 trace entries hold only 1.2 steps.
 	{name: "leak-outputs-qwen3", job: &job{"qwen3-0.6b", 2, 1024, 0.25}, stats: Leak},
-	{name: "other-gpt2", job: &job{"gpt2", 16, 1024, 0}, log: OtherProcess, stats: OtherProcess, sum: OtherProcess},
-	{name: "other-qwen2.5", job: &job{"qwen2.5-0.5b", 8, 2048, 0}, log: OtherProcess, stats: OtherProcess, sum: OtherProcess},
+	{name: "other-gpt2", job: &job{"gpt2", 16, 1024, 0}, log: OtherProcess, stats: OtherProcess, sum: OtherProcess, snap: OtherProcess, snapDevice: true},
+	{name: "other-qwen2.5", job: &job{"qwen2.5-0.5b", 8, 2048, 0}, log: OtherProcess, stats: OtherProcess, sum: OtherProcess, snap: OtherProcess, snapDevice: true},
 	{name: "frag-carve", log: Fragmentation, stats: Fragmentation, sum: Fragmentation, snap: Fragmentation},
 	{name: "frag-mixed", log: Fragmentation, stats: Fragmentation, sum: Fragmentation, snap: Fragmentation},
 	{name: "frag-mixed+expandable", log: Fragmentation, stats: Fragmentation, sum: Fragmentation, snap: Fragmentation},
@@ -93,6 +95,9 @@ func TestFixtures(t *testing.T) {
 				var j Job
 				if k.job {
 					j = predictionFor(t, fx.job)
+				} else if fx.snapDevice {
+					dev, _ := model.LookupDevice("h100-80gb")
+					j.DeviceMemory = dev.Memory
 				}
 				r := Diagnose([]*Evidence{e}, j)
 				if r.Cause != k.want {

@@ -30,6 +30,11 @@ const (
 	leakSlack  = 256 << 20
 )
 
+// contextBytes is a process's device memory outside the caching allocator
+// (CUDA context and lazily loaded modules), for a snapshot that does not
+// say: 751–767 MiB measured on an H100 with torch 2.11 (docs/formulas.md §D).
+const contextBytes = 767 << 20
+
 // Figures are the evidence in numbers; 0 means not known. Bytes are exact
 // integers as the files gave them.
 type Figures struct {
@@ -154,6 +159,12 @@ func figures(o OOM, evs []*Evidence, job Job) Figures {
 	}
 	if f.Allowed == 0 && job.Fraction > 0 && f.DeviceTotal > 0 {
 		f.Allowed = int64(job.Fraction * float64(f.DeviceTotal))
+	}
+	if o.Format == "" && f.OtherProcesses == 0 && f.DeviceTotal > 0 && f.DeviceFree > 0 {
+		// A snapshot and a device size: what is neither free nor this
+		// allocator's, less the process's own context and modules.
+		f.NonPyTorch = contextBytes
+		f.OtherProcesses = max(f.DeviceTotal-f.DeviceFree-f.Reserved-contextBytes, 0)
 	}
 	f.Stranded = max(f.Reserved-f.Allocated, 0)
 	f.Limit = limit(f, job)
