@@ -13,6 +13,9 @@ func decide(f Figures, evs []*Evidence, job Job) Verdict {
 	case f.GrowthPerStep > 0:
 		v.Cause = Leak
 		v.Reason = fmt.Sprintf("allocated memory grew by %s a step over %d steps", gib(f.GrowthPerStep), f.GrowthSteps)
+		if f.StepsRun > 0 {
+			v.Reason += fmt.Sprintf("; it ran out after %d steps", f.StepsRun)
+		}
 		v.Sites = leakSites(evs)
 	case p != nil && f.Allocated > int64(leakFactor*float64(p.PeakAllocated))+leakSlack && (f.Limit == 0 || p.PeakReserved <= f.Limit):
 		v.Cause = Leak

@@ -54,7 +54,10 @@ type Figures struct {
 	OOMs           int64 `json:"ooms,omitempty"`
 	GrowthPerStep  int64 `json:"growth_per_step_bytes,omitempty"`
 	GrowthSteps    int   `json:"growth_steps,omitempty"`
-	Expandable     bool  `json:"expandable_segments,omitempty"`
+	// StepsRun is the number of steps a stats series logged before the
+	// error: so the job ran out in the next.
+	StepsRun   int  `json:"steps_run,omitempty"`
+	Expandable bool `json:"expandable_segments,omitempty"`
 }
 
 // Verdict is the cause, its figures and what fixes it.
@@ -141,6 +144,9 @@ func figures(o OOM, evs []*Evidence, job Job) Figures {
 				f.Allocated, f.Reserved = s.Allocated, s.Reserved
 			}
 		}
+		if e.Kind == KindStats && len(e.Stats) > 1 {
+			f.StepsRun = stepsRun(e.Stats)
+		}
 		if g := seriesGrowth(e.Stats); g != nil && f.GrowthPerStep == 0 {
 			f.GrowthPerStep, f.GrowthSteps = g.PerStep, g.Steps
 		}
@@ -193,6 +199,16 @@ func limit(f Figures, job Job) int64 {
 		return f.DeviceTotal - (job.Predicted.DeviceTotal - job.Predicted.PeakReserved)
 	}
 	return f.DeviceTotal
+}
+
+func stepsRun(ss []Stats) int {
+	n := 0
+	for _, s := range ss {
+		if s.OOMs == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // seriesGrowth is growth in a memory_stats series taken before the error
