@@ -55,7 +55,7 @@ type Figures struct {
 	GrowthPerStep  int64 `json:"growth_per_step_bytes,omitempty"`
 	GrowthSteps    int   `json:"growth_steps,omitempty"`
 	// StepsRun is the number of steps a stats series logged before the
-	// error: so the job ran out in the next.
+	// error; the job ran out in the step after them.
 	StepsRun   int  `json:"steps_run,omitempty"`
 	Expandable bool `json:"expandable_segments,omitempty"`
 }
