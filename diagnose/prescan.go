@@ -7,14 +7,27 @@ import (
 	"fmt"
 )
 
-// Argument sizes of pickle opcodes (Python's pickletools): a fixed size,
-// or the size of a length prefix, or a line (-1) or two lines (-2).
-var (
-	fixedArg = map[byte]int{'J': 4, 'K': 1, 'M': 2, 'G': 8, 'h': 1, 'j': 4, 'q': 1, 'r': 4, 0x80: 1, 0x82: 1, 0x83: 2, 0x84: 4}
-	lenArg   = map[byte]int{0x8a: 1, 0x8b: 4, 'T': 4, 'U': 1, 'B': 4, 'C': 1, 'X': 4, 0x8c: 1, 0x8d: 8, 0x8e: 8, 0x96: 8}
-	lineArg  = map[byte]int{'I': 1, 'L': 1, 'F': 1, 'S': 1, 'V': 1, 'P': 1, 'g': 1, 'p': 1, 'c': 2, 'i': 2}
-	noArg    = []byte("(.012NRabdelostu)]}Q\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93\x94\x97\x98")
-)
+// Argument sizes of pickle opcodes (Python's pickletools), indexed by
+// opcode: a fixed size, the size of a length prefix, or a count of lines.
+var fixedArg, lenArg, lineArg [256]int
+
+// noArg[op] is set for opcodes without an argument.
+var noArg [256]bool
+
+func init() {
+	for op, n := range map[byte]int{'J': 4, 'K': 1, 'M': 2, 'G': 8, 'h': 1, 'j': 4, 'q': 1, 'r': 4, 0x80: 1, 0x82: 1, 0x83: 2, 0x84: 4} {
+		fixedArg[op] = n
+	}
+	for op, n := range map[byte]int{0x8a: 1, 0x8b: 4, 'T': 4, 'U': 1, 'B': 4, 'C': 1, 'X': 4, 0x8c: 1, 0x8d: 8, 0x8e: 8, 0x96: 8} {
+		lenArg[op] = n
+	}
+	for op, n := range map[byte]int{'I': 1, 'L': 1, 'F': 1, 'S': 1, 'V': 1, 'P': 1, 'g': 1, 'p': 1, 'c': 2, 'i': 2} {
+		lineArg[op] = n
+	}
+	for _, op := range []byte("(.012NRabdelostu)]}Q\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93\x94\x97\x98") {
+		noArg[op] = true
+	}
+}
 
 // prescan walks a pickle's opcodes and rejects one whose lengths point
 // past the end of the data, before gopickle (v0.2.0) allocates what a
@@ -55,7 +68,7 @@ func prescan(data []byte) error {
 				}
 				i += j + 1
 			}
-		case bytes.IndexByte(noArg, op) >= 0:
+		case noArg[op]:
 		default:
 			return fmt.Errorf("snapshot pickle: unknown opcode 0x%02x at byte %d", op, i-1)
 		}
