@@ -78,7 +78,8 @@ func fixes(v Verdict) []string {
 				if !c.Fits {
 					verdict = "still does not fit alone"
 				}
-				out = append(out, fmt.Sprintf("%s: predicted %s at batch %d, %s", c.Change, gib(c.DeviceTotal), p.Batch, verdict))
+				out = append(out, fmt.Sprintf("%s: predicted %s at batch %d (as asked: %s), %s",
+					c.Change, gib(c.Bytes), p.Batch, gib(p.Asked), verdict))
 			}
 		}
 		if len(out) == 0 {

@@ -15,15 +15,19 @@ type Prediction struct {
 	DeviceMemory  int64 `json:"device_memory_bytes"`
 	// LargestBatch is the tuner's largest batch that fits, 0 if none.
 	LargestBatch int64 `json:"largest_batch,omitempty"`
-	// Changes are single changes re-estimated at the job's batch.
+	// Changes are single changes re-estimated at the job's batch; Asked
+	// is the same measure for the job as described (the device total, or
+	// peak reserved under a memory fraction).
 	Changes []Change `json:"changes,omitempty"`
+	Asked   int64    `json:"asked_bytes,omitempty"`
 }
 
-// Change is a change to the job and its predicted device total.
+// Change is a change to the job and its prediction: the device total, or
+// peak reserved under a memory fraction (the measure the cap applies to).
 type Change struct {
-	Change      string `json:"change"`
-	DeviceTotal int64  `json:"device_total_bytes"`
-	Fits        bool   `json:"fits"`
+	Change string `json:"change"`
+	Bytes  int64  `json:"bytes"`
+	Fits   bool   `json:"fits"`
 }
 
 // Predict estimates the described job, the largest batch that fits
@@ -44,6 +48,9 @@ func Predict(spec *model.Spec, fraction float64) (*Prediction, error) {
 	if t, err := tuner.Tune(spec, band, tuner.Constraints{Margin: tuner.DefaultMargin}, oracle); err == nil {
 		p.LargestBatch = t.Batch
 	}
+	if v, err := oracle(spec); err == nil {
+		p.Asked = v
+	}
 	limit := int64(tuner.Limit(band, tuner.Constraints{Margin: tuner.DefaultMargin}) * float64(spec.Device.Memory))
 	for _, c := range changes(spec.Training) {
 		s := *spec
@@ -52,7 +59,7 @@ func Predict(spec *model.Spec, fraction float64) (*Prediction, error) {
 		if err != nil {
 			continue
 		}
-		p.Changes = append(p.Changes, Change{Change: c.name, DeviceTotal: v, Fits: v <= limit})
+		p.Changes = append(p.Changes, Change{Change: c.name, Bytes: v, Fits: v <= limit})
 	}
 	return p, nil
 }
