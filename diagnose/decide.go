@@ -1,0 +1,111 @@
+package diagnose
+
+import "fmt"
+
+// decide applies the rules in order (docs/diagnose.md, "Rules"): a leak
+// explains the rest, other processes come before the job's own use, and
+// fragmentation before pressure.
+func decide(f Figures, evs []*Evidence, job Job) Verdict {
+	v := Verdict{Figures: f, Predicted: job.Predicted}
+	p := job.Predicted
+	capped := f.Allowed > 0
+	switch {
+	case f.GrowthPerStep > 0:
+		v.Cause = Leak
+		v.Reason = fmt.Sprintf("allocated memory grew by %s a step over %d steps", gib(f.GrowthPerStep), f.GrowthSteps)
+		if f.StepsRun > 0 {
+			v.Reason += fmt.Sprintf("; it ran out after %d steps", f.StepsRun)
+		}
+		v.Sites = leakSites(evs)
+	case p != nil && f.Allocated > int64(leakFactor*float64(p.PeakAllocated))+leakSlack && (f.Limit == 0 || p.PeakReserved <= f.Limit):
+		v.Cause = Leak
+		v.Reason = fmt.Sprintf("%s allocated at the error, %.1f× the %s memplan predicts at the peak of this job", gib(f.Allocated),
+			float64(f.Allocated)/float64(p.PeakAllocated), gib(p.PeakAllocated))
+		v.Sites = leakSites(evs)
+	case !capped && f.DeviceTotal > 0 && f.OtherProcesses >= int64(othersShare*float64(f.DeviceTotal)) &&
+		f.Reserved+f.Request+f.NonPyTorch <= f.DeviceTotal:
+		v.Cause = OtherProcess
+		v.Reason = fmt.Sprintf("other processes held %s of the device's %s; without them the request fits", gib(f.OtherProcesses), gib(f.DeviceTotal))
+	case f.Reserved > 0 && float64(f.Stranded) >= strandedShare*float64(f.Reserved) && (f.Request == 0 || f.Stranded >= f.Missing || f.Limit == f.Reserved):
+		v.Cause = Fragmentation
+		v.Reason = fmt.Sprintf("%s of the %s reserved was free but in pieces", gib(f.Stranded), gib(f.Reserved))
+		if f.Request > 0 {
+			v.Reason += fmt.Sprintf("; the %s request needed %s more than the limit allowed", gib(f.Request), gib(f.Missing))
+		}
+	case p != nil && f.Limit > 0 && p.PeakReserved > f.Limit:
+		v.Cause = Pressure
+		v.Reason = fmt.Sprintf("memplan predicts %s reserved at the peak; the process could use %s", gib(p.PeakReserved), gib(f.Limit))
+	case !capped && p != nil && f.DeviceTotal > 0 && f.Request == 0 && f.OOMs > 0 && float64(f.Reserved) < 0.8*float64(f.Limit):
+		v.Cause = OtherProcess
+		v.Reason = fmt.Sprintf("the job failed holding %s of a %s device that fits its predicted %s: something else held the rest",
+			gib(f.Reserved), gib(f.DeviceTotal), gib(p.PeakReserved))
+	case f.Request > 0 && f.Missing > 0, f.Request > 0 && f.DeviceFree > 0 && f.DeviceFree < f.Request,
+		f.Request > 0 && f.Limit == f.Reserved, p != nil && f.OOMs > 0:
+		v.Cause = Pressure
+		v.Reason = fmt.Sprintf("the %s request did not fit: %s allocated", gib(f.Request), gib(f.Allocated))
+		if f.Limit > 0 {
+			v.Reason += " of the " + gib(f.Limit) + " the process could use"
+		}
+	default:
+		v.Cause = Unknown
+		v.Reason = "the evidence does not tell the cause: give the out-of-memory message, or the job's description with the stats or summary"
+	}
+	v.Fixes = fixes(v)
+	return v
+}
+
+func leakSites(evs []*Evidence) []Site {
+	for _, e := range evs {
+		if e.Snapshot != nil && e.Snapshot.Growth != nil {
+			return e.Snapshot.Growth.Sites
+		}
+	}
+	return nil
+}
+
+// fixes are the changes that help with a cause, with figures where known.
+func fixes(v Verdict) []string {
+	f := v.Figures
+	switch v.Cause {
+	case Pressure:
+		var out []string
+		if p := v.Predicted; p != nil {
+			if p.LargestBatch > 0 {
+				out = append(out, fmt.Sprintf("--batch %d: the largest batch memplan predicts fits (the job asked for %d)", p.LargestBatch, p.Batch))
+			}
+			for _, c := range p.Changes {
+				verdict := "fits"
+				if !c.Fits {
+					verdict = "still does not fit alone"
+				}
+				out = append(out, fmt.Sprintf("%s: predicted %s at batch %d (as asked: %s), %s",
+					c.Change, gib(c.Bytes), p.Batch, gib(p.Asked), verdict))
+			}
+		}
+		if len(out) == 0 {
+			out = append(out, "a smaller batch (with gradient accumulation for the same global batch), activation checkpointing, bf16, a fused or 8-bit optimizer, or ZeRO/FSDP sharding: memplan tune and memplan estimate say which fits")
+		}
+		return out
+	case Fragmentation:
+		var out []string
+		if !f.Expandable {
+			out = append(out, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow in place, so freed pages serve larger requests")
+		}
+		return append(out,
+			"allocate buffers whose size changes from step to step once, at their largest size, and reuse them",
+			"PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N (N below the large requests) keeps large blocks from being split by small tensors")
+	case Leak:
+		return []string{
+			"log scalars with loss.item() (or .detach()), never the tensor: a kept loss keeps its whole graph",
+			"do not append outputs or logits to a list; move what you need to the CPU (.detach().cpu()) or reduce it first",
+			"evaluate under torch.no_grad() and bound caches (evict, or store on the CPU)",
+			"zero_grad(set_to_none=True) (the default) frees gradients between steps",
+		}
+	case OtherProcess:
+		return []string{
+			"find the other processes: nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+			"run the job on a free GPU (CUDA_VISIBLE_DEVICES), or stop the process holding memory",
+		}
+	}
+	return nil
+}

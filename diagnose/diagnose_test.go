@@ -1,0 +1,156 @@
+package diagnose
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// job is a crash fixture's description, as run by bench/torch/crash/crash.py
+// (AMP bf16, AdamW foreach, on an H100 80GB).
+type job struct {
+	hf         string
+	batch, seq int64
+	fraction   float64
+}
+
+// fixtures are the crash artifacts in testdata/crashes, each with the cause
+// recorded in its case.json (bench/results/2026-11-23-h100-crashes), and
+// the verdict expected from each file alone ("" where that file alone
+// cannot tell; see docs/diagnose.md).
+var fixtures = []struct {
+	name                  string
+	job                   *job
+	log, stats, sum, snap Cause
+	// snapDevice: the snapshot is read with the device's size (--device),
+	// which a snapshot does not record.
+	snapDevice bool
+}{
+	{name: "pressure-gpt2-b160", job: &job{"gpt2", 160, 1024, 0}, log: Pressure, stats: Pressure, sum: Pressure, snap: Pressure},
+	{name: "pressure-gpt2-b160+expandable", job: &job{"gpt2", 160, 1024, 0}, log: Pressure, stats: Pressure, sum: Pressure, snap: Pressure},
+	{name: "pressure-qwen2.5-0.5b-b48", job: &job{"qwen2.5-0.5b", 48, 2048, 0}, log: Pressure, stats: Pressure, sum: Pressure, snap: Pressure},
+	{name: "pressure-qwen3-0.6b-b16-frac0.25", job: &job{"qwen3-0.6b", 16, 2048, 0.25}, log: Pressure, stats: Pressure, sum: Pressure, snap: Pressure},
+	{name: "ranks-rank0", job: &job{"gpt2", 40, 1024, 0.2}, stats: Pressure, sum: Pressure, snap: Pressure},
+	{name: "ranks-rank1", job: &job{"gpt2", 40, 1024, 0.2}, stats: Pressure, sum: Pressure, snap: Pressure},
+	{name: "leak-outputs-gpt2", job: &job{"gpt2", 4, 512, 0.12}, log: Leak, stats: Leak, sum: Leak, snap: Leak},
+	{name: "leak-val-loss", job: &job{"gpt2", 4, 512, 0.12}, log: Leak, stats: Leak, sum: Leak, snap: Leak},
+	{name: "leak-cache", job: &job{"gpt2", 4, 512, 0.12}, log: Leak, stats: Leak, sum: Leak, snap: Leak},
+	// Six steps to the cap: at the error allocated is only 1.2× the
+	// predicted peak, so the message and summary alone cannot tell; the
+	// snapshot's 20000 trace entries hold only 1.2 steps.
+	{name: "leak-outputs-qwen3", job: &job{"qwen3-0.6b", 2, 1024, 0.25}, stats: Leak},
+	{name: "other-gpt2", job: &job{"gpt2", 16, 1024, 0}, log: OtherProcess, stats: OtherProcess, sum: OtherProcess, snap: OtherProcess, snapDevice: true},
+	{name: "other-qwen2.5", job: &job{"qwen2.5-0.5b", 8, 2048, 0}, log: OtherProcess, stats: OtherProcess, sum: OtherProcess, snap: OtherProcess, snapDevice: true},
+	{name: "frag-carve", log: Fragmentation, stats: Fragmentation, sum: Fragmentation, snap: Fragmentation},
+	{name: "frag-mixed", log: Fragmentation, stats: Fragmentation, sum: Fragmentation, snap: Fragmentation},
+	{name: "frag-mixed+expandable", log: Fragmentation, stats: Fragmentation, sum: Fragmentation, snap: Fragmentation},
+	// The loop after the setup keeps every 1 GiB tensor until the cap is
+	// full: the message sees a full cap, the stats series the growth.
+	{name: "frag-carve+expandable", log: Pressure, stats: Leak, snap: Pressure},
+}
+
+var predictions = map[job]*Prediction{}
+
+func predictionFor(t *testing.T, j *job) Job {
+	t.Helper()
+	if j == nil {
+		return Job{}
+	}
+	p, ok := predictions[*j]
+	if !ok {
+		spec, err := model.LoadHF(filepath.Join("..", "model", "testdata", "hf", j.hf+".json"),
+			model.Overrides{Batch: j.batch, Seq: j.seq, Precision: "amp-bf16", Optimizer: "adamw", Dev: "h100-80gb"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err = Predict(spec, j.fraction); err != nil {
+			t.Fatal(err)
+		}
+		predictions[*j] = p
+	}
+	return Job{DeviceMemory: p.DeviceMemory, Fraction: j.fraction, Predicted: p}
+}
+
+// TestFixtures checks every crash's verdict from each kind of file alone:
+// the message, stats and summary with the job's description, the snapshot
+// with none.
+func TestFixtures(t *testing.T) {
+	for _, fx := range fixtures {
+		for _, k := range []struct {
+			file string
+			want Cause
+			job  bool
+		}{{"log.txt", fx.log, true}, {"stats.jsonl", fx.stats, true}, {"summary.txt", fx.sum, true}, {"snapshot.pickle.gz", fx.snap, false}} {
+			if k.want == "" {
+				continue
+			}
+			t.Run(fx.name+"/"+k.file, func(t *testing.T) {
+				path := filepath.Join("testdata", "crashes", fx.name, k.file)
+				e, err := Read(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var j Job
+				if k.job {
+					j = predictionFor(t, fx.job)
+				} else if fx.snapDevice {
+					dev, _ := model.LookupDevice("h100-80gb")
+					j.DeviceMemory = dev.Memory
+				}
+				r := Diagnose([]*Evidence{e}, j)
+				if r.Cause != k.want {
+					t.Errorf("Diagnose(%s) = %s (%s), want %s", path, r.Cause, r.Reason, k.want)
+				}
+			})
+		}
+	}
+}
+
+// TestRanks checks a torchrun log with both ranks' messages.
+func TestRanks(t *testing.T) {
+	e, err := Read("testdata/crashes/ranks/log.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Diagnose([]*Evidence{e}, Job{})
+	if len(r.Ranks) != 2 {
+		t.Fatalf("Diagnose(ranks log) gave %d ranks, want 2", len(r.Ranks))
+	}
+	for _, v := range r.Ranks {
+		if v.Cause != Pressure {
+			t.Errorf("rank %d: cause %s, want pressure", v.Rank, v.Cause)
+		}
+	}
+}
+
+// TestBadFiles checks that cut-short and unknown files give an error that
+// names the file.
+func TestBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	full, err := os.ReadFile("testdata/crashes/frag-carve/snapshot.pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string][]byte{
+		"cut.pickle.gz": full[:len(full)/2],
+		"stats.json":    []byte(`{"allocated_bytes.all.current": 5, "reserved`),
+		"summary.txt":   []byte("|  PyTorch CUDA memory summary, device ID 0  |\n| Allocated memory | 3 MiB |"),
+		"notes.txt":     []byte("hello"),
+		"log.txt":       []byte("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total"),
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Read(p)
+			var ie *InputError
+			if err == nil || !asInput(err, &ie) || ie.File != p {
+				t.Errorf("Read(%s) = %v, want an InputError naming the file", name, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,87 @@
+package diagnose
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func seed(f *testing.F, file string) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "crashes", "*", file))
+	for _, p := range paths[:min(len(paths), 4)] {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if filepath.Ext(p) == ".gz" {
+			zr, err := gzip.NewReader(bytes.NewReader(data))
+			if err != nil {
+				f.Fatal(err)
+			}
+			if data, err = io.ReadAll(zr); err != nil {
+				f.Fatal(err)
+			}
+			data = data[:min(len(data), 64<<10)]
+		}
+		f.Add(data)
+	}
+}
+
+func nonNegative(t *testing.T, vs ...int64) {
+	for _, v := range vs {
+		if v < 0 {
+			t.Fatalf("negative byte count %d", v)
+		}
+	}
+}
+
+func FuzzParseLog(f *testing.F) {
+	seed(f, "log.txt")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ooms, err := ParseLog(data)
+		if err != nil {
+			return
+		}
+		for _, o := range ooms {
+			nonNegative(t, o.Request, o.Total, o.Free, o.InUse, o.Others, o.Allowed, o.Allocated, o.Reserved)
+		}
+	})
+}
+
+func FuzzParseStats(f *testing.F) {
+	seed(f, "stats.jsonl")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ss, err := ParseStats(data)
+		if err != nil {
+			return
+		}
+		for _, s := range ss {
+			nonNegative(t, s.Allocated, s.Reserved, s.PeakAllocated, s.PeakReserved, s.InactiveSplit, s.Retries, s.OOMs)
+		}
+	})
+}
+
+func FuzzParseSummary(f *testing.F) {
+	seed(f, "summary.txt")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseSummary(data)
+		if err != nil {
+			return
+		}
+		nonNegative(t, s.Allocated, s.Reserved, s.PeakAllocated, s.PeakReserved, s.InactiveSplit, s.Retries, s.OOMs)
+	})
+}
+
+func FuzzReadSnapshot(f *testing.F) {
+	seed(f, "snapshot.pickle.gz")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ReadSnapshot(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		nonNegative(t, s.Reserved, s.Free, s.LargestFree, s.Request, s.DeviceFree)
+	})
+}
