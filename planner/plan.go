@@ -1,0 +1,215 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/tuner"
+)
+
+// Request is what to plan for.
+type Request struct {
+	// GlobalBatch is the samples per optimizer step: DP·Micro·Accum.
+	GlobalBatch int64
+	// GPUs, when set, is the exact number of GPUs; otherwise layouts use
+	// at most MaxGPUs (whole nodes once they span more than one).
+	GPUs, MaxGPUs int64
+	// NodeSize is the GPUs per node: TP stays inside one (default 8).
+	NodeSize int64
+	// Top is how many fitting layouts to return (default 10).
+	Top int
+	// Band is the target fill; Margin the safety margin below its upper
+	// edge, as tuner.Limit takes them (defaults: tuner.DefaultBand,
+	// tuner.DefaultMargin).
+	Band   tuner.Band
+	Margin float64
+	// Zero and Checkpointing are the ZeRO stages and checkpointing modes
+	// to consider (defaults: 0–3; none and every-block).
+	Zero          []int64
+	Checkpointing []model.Checkpointing
+}
+
+// Verdicts of a Candidate.
+const (
+	Fits         = "fits"
+	Over         = "over"
+	Invalid      = "invalid"
+	NotSimulated = "not simulated"
+	Failed       = "error"
+)
+
+// Candidate is one layout and what the planner found about it.
+type Candidate struct {
+	Layout Layout `json:"layout"`
+	Name   string `json:"name"`
+	GPUs   int64  `json:"gpus"`
+	Proxy  Proxy  `json:"proxy"`
+	// Verdict is Fits, Over, Invalid, NotSimulated or Failed; Reason says
+	// why it does not fit.
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason,omitempty"`
+	// Memory is the oracle's answer, or with Bound set a lower bound: the
+	// memory of a layout that needs no more and already does not fit.
+	Memory *Busiest `json:"memory,omitempty"`
+	Bound  bool     `json:"bound,omitempty"`
+	// Fill is the busiest rank's device total over the device's memory;
+	// OverBytes how far it is above the limit.
+	Fill      float64 `json:"fill,omitempty"`
+	OverBytes int64   `json:"over_bytes,omitempty"`
+}
+
+// Stats count what the search did.
+type Stats struct {
+	Layouts      int `json:"layouts"`
+	Invalid      int `json:"invalid"`
+	NotSimulated int `json:"not_simulated"`
+	Evaluated    int `json:"evaluated"`
+	// OracleCalls is the estimates run: Evaluated less the layouts that
+	// shared a rank program with one already estimated.
+	OracleCalls int `json:"oracle_calls"`
+	Pruned      int `json:"pruned"`
+	// Unvisited were ranked below the last layout returned.
+	Unvisited int `json:"unvisited"`
+}
+
+// Result is a plan.
+type Result struct {
+	Model        string     `json:"model"`
+	Device       string     `json:"device"`
+	DeviceMemory int64      `json:"device_memory_bytes"`
+	Band         tuner.Band `json:"band"`
+	// Limit is the device total a layout's busiest rank must stay at or
+	// below: the band's upper edge less the safety margin.
+	Limit       int64       `json:"limit_bytes"`
+	GlobalBatch int64       `json:"global_batch"`
+	Seq         int64       `json:"seq,omitempty"`
+	Layouts     []Candidate `json:"layouts"`
+	NearMisses  []Candidate `json:"near_misses"`
+	// InvalidReasons counts the enumerated layouts the model's shape
+	// rules out, by reason.
+	InvalidReasons map[string]int `json:"invalid_reasons,omitempty"`
+	Stats          Stats          `json:"stats"`
+}
+
+// ErrNoLayout is returned (wrapped) by Plan when no layout fits; the
+// Result still lists the near misses.
+var ErrNoLayout = errors.New("no layout fits")
+
+func (r *Request) defaults() error {
+	if r.GlobalBatch < 1 {
+		return fmt.Errorf("global batch must be positive, got %d", r.GlobalBatch)
+	}
+	if r.GPUs < 0 || r.MaxGPUs < 0 {
+		return fmt.Errorf("GPU counts must be positive")
+	}
+	if r.GPUs == 0 && r.MaxGPUs == 0 {
+		r.MaxGPUs = 1024
+	}
+	if r.NodeSize == 0 {
+		r.NodeSize = 8
+	}
+	if r.Top == 0 {
+		r.Top = 10
+	}
+	if r.Band == (tuner.Band{}) {
+		r.Band = tuner.DefaultBand
+	}
+	if r.Zero == nil {
+		r.Zero = []int64{0, 1, 2, 3}
+	}
+	if r.Checkpointing == nil {
+		r.Checkpointing = []model.Checkpointing{{Mode: model.CkptNone}, {Mode: model.CkptBlock}}
+	}
+	return nil
+}
+
+// limitBytes is the one place the planner applies the tuner's rule for
+// "fits": at or below the band's upper edge less the safety margin.
+func limitBytes(spec *model.Spec, band tuner.Band, margin float64) int64 {
+	return int64(tuner.Limit(band, tuner.Constraints{Margin: margin}) * float64(spec.Device.Memory))
+}
+
+// Plan enumerates the layouts of req for spec, asks oracle about them in
+// rank order until req.Top fit, and returns those and the near misses.
+// Ranking: fewest GPUs, then the smallest Proxy.StepSeconds, then the
+// larger micro-batch. It returns the Result with an error wrapping
+// ErrNoLayout when none fits.
+func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
+	if err := req.defaults(); err != nil {
+		return nil, err
+	}
+	res := &Result{Model: spec.Name, Device: spec.Device.Name, DeviceMemory: spec.Device.Memory, Band: req.Band,
+		Limit: limitBytes(spec, req.Band, req.Margin), GlobalBatch: req.GlobalBatch, Seq: spec.Training.Seq,
+		InvalidReasons: map[string]int{}}
+	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
+	var cands []Candidate
+	req.enumerate(spec, func(l Layout) {
+		res.Stats.Layouts++
+		if err := Validate(spec, l); err != nil {
+			res.Stats.Invalid++
+			var ie *InvalidError
+			if errors.As(err, &ie) {
+				res.InvalidReasons[ie.Reason]++
+			}
+			return
+		}
+		cands = append(cands, Candidate{Layout: l, GPUs: l.GPUs(), Proxy: proxyOf(sh, l, req.NodeSize)})
+	})
+	sort.SliceStable(cands, func(i, j int) bool { return ranksBefore(&cands[i], &cands[j]) })
+	s := newSearch(spec, oracle, res.Limit)
+	for _, c := range cands {
+		g := programOf(c.Layout).group
+		s.maxDP[g] = max(s.maxDP[g], c.Layout.DP)
+	}
+	var misses []Candidate
+	for i := range cands {
+		if len(res.Layouts) == req.Top {
+			res.Stats.Unvisited = len(cands) - i
+			break
+		}
+		c := &cands[i]
+		c.Name = c.Layout.String()
+		s.judge(c)
+		if c.Verdict == Fits {
+			res.Layouts = append(res.Layouts, *c)
+		} else {
+			misses = append(misses, *c)
+		}
+	}
+	res.Stats.Evaluated, res.Stats.OracleCalls, res.Stats.Pruned = s.evaluated, s.calls, s.pruned
+	res.Stats.NotSimulated = s.notSim
+	res.NearMisses = nearMisses(misses, req.Top)
+	if len(res.Layouts) == 0 {
+		return res, fmt.Errorf("%w: %d layouts of %s on %s", ErrNoLayout, res.Stats.Layouts, spec.Name, spec.Device.Name)
+	}
+	return res, nil
+}
+
+func ranksBefore(a, b *Candidate) bool {
+	if a.GPUs != b.GPUs {
+		return a.GPUs < b.GPUs
+	}
+	if a.Proxy.StepSeconds != b.Proxy.StepSeconds {
+		return a.Proxy.StepSeconds < b.Proxy.StepSeconds
+	}
+	return a.Layout.Micro > b.Layout.Micro
+}
+
+// nearMisses picks, from the layouts ranked ahead of the last fit that did
+// not fit, the n closest to fitting, then up to n of those the oracle
+// could not simulate, best-ranked first.
+func nearMisses(misses []Candidate, n int) []Candidate {
+	var over, other []Candidate
+	for _, c := range misses {
+		if c.Verdict == Over {
+			over = append(over, c)
+		} else {
+			other = append(other, c)
+		}
+	}
+	sort.SliceStable(over, func(i, j int) bool { return over[i].OverBytes < over[j].OverBytes })
+	out := over[:min(n, len(over))]
+	return append(out, other[:min(n, len(other))]...)
+}

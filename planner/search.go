@@ -1,0 +1,200 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
+)
+
+// program identifies what a layout's busiest rank runs: two layouts with
+// the same program need the same memory, so the search estimates it once
+// (docs/planner.md §4). The data-parallel size matters only through the
+// shards (ZeRO ≥ 1) or whether DDP's buckets exist (ZeRO 0), and
+// accumulation beyond two micro-batches repeats the second one, unless a
+// pipeline keeps every micro-batch's buffers.
+type program struct {
+	group
+	zero, shard, micro, accum int64
+	ckpt                      model.Checkpointing
+}
+
+// group is the part of a program the dominance rules do not order.
+type group struct {
+	tp, pp, cp, ep, virtual int64
+	sp, lp                  bool
+	sched                   Schedule
+}
+
+func programOf(l Layout) program {
+	p := program{group: group{l.TP, l.PP, l.CP, l.EP, l.Virtual, l.SP, l.LossParallel, l.Schedule},
+		zero: l.Zero, shard: l.DP * l.CP, micro: l.Micro, accum: l.Accum, ckpt: l.Checkpointing}
+	if l.Zero == 0 {
+		p.shard = min(p.shard, 2)
+	}
+	if l.PP <= 1 {
+		p.accum = min(p.accum, 2)
+	}
+	return p
+}
+
+// atLeast reports whether program c needs at least the memory of program
+// f, by the monotonicity rules of docs/planner.md §4: at the same
+// accumulation (memplan predicts less with two micro-batches than with one
+// in some cases; with a pipeline, more micro-batches never need less), a
+// larger micro-batch, less checkpointing, a lower ZeRO stage or fewer shards
+// never need less.
+func atLeast(c, f program) bool {
+	if c.group != f.group || c.micro < f.micro {
+		return false
+	}
+	if c.accum != f.accum && (c.pp <= 1 || c.accum < f.accum) {
+		return false
+	}
+	if c.ckpt != f.ckpt && c.ckpt.Mode != model.CkptNone {
+		return false
+	}
+	if c.zero == 0 {
+		if c.shard == 1 {
+			return f.shard == 1 || f.zero == 3
+		}
+		return f.shard > 1
+	}
+	return f.zero >= c.zero && f.shard >= c.shard
+}
+
+type outcome struct {
+	mem Busiest
+	err error
+}
+
+type fail struct {
+	p   program
+	l   Layout
+	mem Busiest
+}
+
+type search struct {
+	spec   *model.Spec
+	oracle Oracle
+	limit  int64
+	memo   map[program]outcome
+	fails  map[group][]fail
+	// maxDP is each group's largest data-parallel size in the plan; floors
+	// marks the groups whose floor (floorOf) has been estimated.
+	maxDP  map[group]int64
+	floors map[program]bool
+	// unsupported holds the groups whose floor the oracle cannot simulate:
+	// no layout of theirs is asked again.
+	unsupported map[group]error
+	// counters for Stats
+	evaluated, calls, pruned, notSim int
+}
+
+func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
+	return &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{}, fails: map[group][]fail{},
+		maxDP: map[group]int64{}, floors: map[program]bool{}, unsupported: map[group]error{}}
+}
+
+// eval returns the oracle's answer for l, once per program.
+func (s *search) eval(l Layout) outcome {
+	p := programOf(l)
+	if o, ok := s.memo[p]; ok {
+		return o
+	}
+	s.calls++
+	m, err := s.oracle.Estimate(s.spec, l)
+	o := outcome{m, err}
+	s.memo[p] = o
+	if err == nil && m.DeviceTotal > s.limit {
+		s.fails[p.group] = append(s.fails[p.group], fail{p, l, m})
+	}
+	return o
+}
+
+func (s *search) dominated(l Layout) (fail, bool) {
+	p := programOf(l)
+	for _, f := range s.fails[p.group] {
+		if atLeast(p, f.p) {
+			return f, true
+		}
+	}
+	return fail{}, false
+}
+
+// judge sets c's verdict: pruned by a failing layout that needs no more,
+// or from the oracle. When a layout does not fit, the same layout at
+// micro-batch 1 is estimated too, so that a whole family that cannot fit
+// is pruned at once.
+func (s *search) judge(c *Candidate) {
+	l := c.Layout
+	g := programOf(l).group
+	if f := s.floorOf(l); !s.floors[programOf(f)] {
+		s.floors[programOf(f)] = true
+		var ns *NotSimulatedError
+		if o := s.eval(f); errors.As(o.err, &ns) {
+			s.unsupported[g] = o.err
+		}
+	}
+	if err := s.unsupported[g]; err != nil {
+		s.notSim++
+		c.Verdict, c.Reason = NotSimulated, err.Error()
+		return
+	}
+	if f, ok := s.dominated(l); ok {
+		s.pruned++
+		s.over(c, f.mem, true)
+		c.Reason = fmt.Sprintf("needs at least the %s of %s, %s over", units.Format(f.mem.DeviceTotal), f.l, units.Format(f.mem.DeviceTotal-s.limit))
+		return
+	}
+	s.evaluated++
+	o := s.eval(l)
+	var ns *NotSimulatedError
+	switch {
+	case errors.As(o.err, &ns):
+		s.notSim++
+		c.Verdict, c.Reason = NotSimulated, o.err.Error()
+	case o.err != nil:
+		c.Verdict, c.Reason = Failed, o.err.Error()
+	case o.mem.DeviceTotal <= s.limit:
+		m := o.mem
+		c.Verdict, c.Memory, c.Fill = Fits, &m, float64(m.DeviceTotal)/float64(s.spec.Device.Memory)
+	default:
+		s.over(c, o.mem, false)
+		c.Reason = fmt.Sprintf("busiest rank %s, %s over the limit", units.Format(o.mem.DeviceTotal), units.Format(c.OverBytes))
+		if l.Micro > 1 {
+			floor := l
+			floor.Micro = 1
+			s.eval(floor)
+		}
+	}
+}
+
+func (s *search) over(c *Candidate, m Busiest, bound bool) {
+	c.Verdict, c.Memory, c.Bound = Over, &m, bound
+	c.Fill = float64(m.DeviceTotal) / float64(s.spec.Device.Memory)
+	c.OverBytes = m.DeviceTotal - s.limit
+}
+
+// floorOf is the program of l's group that needs the least memory by the
+// rules of atLeast: the group's largest data-parallel size, ZeRO-3 (when
+// there is anything to shard), checkpointing every block, micro-batch 1
+// and the fewest micro-batches. Estimated once per group (and
+// accumulation, without a pipeline), it prunes the whole group when even
+// it does not fit.
+func (s *search) floorOf(l Layout) Layout {
+	f := l
+	f.DP = max(s.maxDP[programOf(l).group], l.DP)
+	f.Zero, f.Micro = 0, 1
+	if f.DP*f.CP > 1 {
+		f.Zero = 3
+	}
+	f.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+	if l.PP > 1 {
+		f.Accum = 1
+	} else {
+		f.Accum = min(l.Accum, 2)
+	}
+	return f
+}
