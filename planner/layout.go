@@ -115,7 +115,9 @@ func (l Layout) String() string {
 // InvalidError says why a layout cannot run a model. Validate returns it.
 type InvalidError struct {
 	Layout Layout
-	Reason string
+	// Rule is the rule broken, without the layout's numbers ("heads
+	// divisible by tp"); Reason says it with them.
+	Rule, Reason string
 }
 
 func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Layout, e.Reason) }

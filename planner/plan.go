@@ -88,7 +88,7 @@ type Result struct {
 	Layouts     []Candidate `json:"layouts"`
 	NearMisses  []Candidate `json:"near_misses"`
 	// InvalidReasons counts the enumerated layouts the model's shape
-	// rules out, by reason.
+	// rules out, by rule (InvalidError.Rule).
 	InvalidReasons map[string]int `json:"invalid_reasons,omitempty"`
 	Stats          Stats          `json:"stats"`
 }
@@ -144,49 +144,71 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 		Limit: limitBytes(spec, req.Band, req.Margin), GlobalBatch: req.GlobalBatch, Seq: spec.Training.Seq,
 		InvalidReasons: map[string]int{}}
 	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
-	var cands []Candidate
+	type entry struct {
+		l Layout
+		p Proxy
+	}
+	es := make([]entry, 0, 1<<16)
 	req.enumerate(spec, func(l Layout) {
 		res.Stats.Layouts++
 		if err := Validate(spec, l); err != nil {
 			res.Stats.Invalid++
 			var ie *InvalidError
 			if errors.As(err, &ie) {
-				res.InvalidReasons[ie.Reason]++
+				res.InvalidReasons[ie.Rule]++
 			}
 			return
 		}
-		cands = append(cands, Candidate{Layout: l, GPUs: l.GPUs(), Proxy: proxyOf(sh, l, req.NodeSize)})
+		es = append(es, entry{l, proxyOf(sh, l, req.NodeSize)})
 	})
-	sort.SliceStable(cands, func(i, j int) bool { return ranksBefore(&cands[i], &cands[j]) })
-	s := newSearch(spec, oracle, res.Limit)
-	for _, c := range cands {
-		g := programOf(c.Layout).group
-		s.maxDP[g] = max(s.maxDP[g], c.Layout.DP)
+	// Sort indices: the entries are large.
+	idx := make([]int32, len(es))
+	for i := range idx {
+		idx[i] = int32(i)
 	}
-	var misses []Candidate
-	for i := range cands {
+	sort.Slice(idx, func(i, j int) bool {
+		a, b := &es[idx[i]], &es[idx[j]]
+		if ga, gb := a.l.GPUs(), b.l.GPUs(); ga != gb {
+			return ga < gb
+		}
+		if a.p.StepSeconds != b.p.StepSeconds {
+			return a.p.StepSeconds < b.p.StepSeconds
+		}
+		if a.l.Micro != b.l.Micro {
+			return a.l.Micro > b.l.Micro
+		}
+		return idx[i] < idx[j]
+	})
+	s := newSearch(spec, oracle, res.Limit)
+	for _, e := range es {
+		g := programOf(e.l).group
+		s.maxDP[g] = max(s.maxDP[g], e.l.DP)
+	}
+	misses := newMisses(req.Top)
+	for n, i := range idx {
 		if len(res.Layouts) == req.Top {
-			res.Stats.Unvisited = len(cands) - i
+			res.Stats.Unvisited = len(idx) - n
 			break
 		}
-		c := &cands[i]
-		c.Name = c.Layout.String()
-		s.judge(c)
+		c := Candidate{Layout: es[i].l, GPUs: es[i].l.GPUs(), Proxy: es[i].p}
+		s.judge(&c)
 		if c.Verdict == Fits {
-			res.Layouts = append(res.Layouts, *c)
+			c.Name = c.Layout.String()
+			res.Layouts = append(res.Layouts, c)
 		} else {
-			misses = append(misses, *c)
+			misses.add(c)
 		}
 	}
 	res.Stats.Evaluated, res.Stats.OracleCalls, res.Stats.Pruned = s.evaluated, s.calls, s.pruned
 	res.Stats.NotSimulated = s.notSim
-	res.NearMisses = nearMisses(misses, req.Top)
+	res.NearMisses = misses.pick()
 	if len(res.Layouts) == 0 {
 		return res, fmt.Errorf("%w: %d layouts of %s on %s", ErrNoLayout, res.Stats.Layouts, spec.Name, spec.Device.Name)
 	}
 	return res, nil
 }
 
+// ranksBefore is the ranking Plan sorts by, for tests.
 func ranksBefore(a, b *Candidate) bool {
 	if a.GPUs != b.GPUs {
 		return a.GPUs < b.GPUs
@@ -197,19 +219,49 @@ func ranksBefore(a, b *Candidate) bool {
 	return a.Layout.Micro > b.Layout.Micro
 }
 
-// nearMisses picks, from the layouts ranked ahead of the last fit that did
-// not fit, the n closest to fitting, then up to n of those the oracle
-// could not simulate, best-ranked first.
-func nearMisses(misses []Candidate, n int) []Candidate {
-	var over, other []Candidate
-	for _, c := range misses {
-		if c.Verdict == Over {
-			over = append(over, c)
-		} else {
-			other = append(other, c)
+// misses keeps the near misses as the search meets them: those over the
+// limit (one per reason: layouts pruned by the same failing layout say the
+// same thing) and the first n of the others, one per mesh.
+type misses struct {
+	n     int
+	seen  map[any]bool
+	over  []Candidate
+	other []Candidate
+}
+
+func newMisses(n int) *misses { return &misses{n: n, seen: map[any]bool{}} }
+
+func (m *misses) add(c Candidate) {
+	type mesh struct{ dp, tp, pp, cp, ep int64 }
+	l := c.Layout
+	var key any = c.Reason
+	switch {
+	case c.Verdict != Over:
+		if len(m.other) == m.n {
+			return
 		}
+		key = mesh{l.DP, l.TP, l.PP, l.CP, l.EP}
+	case c.Bound:
+		key = c.Memory.DeviceTotal
 	}
-	sort.SliceStable(over, func(i, j int) bool { return over[i].OverBytes < over[j].OverBytes })
-	out := over[:min(n, len(over))]
-	return append(out, other[:min(n, len(other))]...)
+	if m.seen[key] {
+		return
+	}
+	m.seen[key] = true
+	if c.Verdict == Over {
+		m.over = append(m.over, c)
+	} else {
+		m.other = append(m.other, c)
+	}
+}
+
+// pick returns the n over the limit closest to fitting, then the others,
+// best-ranked first.
+func (m *misses) pick() []Candidate {
+	sort.SliceStable(m.over, func(i, j int) bool { return m.over[i].OverBytes < m.over[j].OverBytes })
+	out := append(m.over[:min(m.n, len(m.over))], m.other...)
+	for i := range out {
+		out[i].Name = out[i].Layout.String()
+	}
+	return out
 }

@@ -219,27 +219,32 @@ func TestPlanNoFit(t *testing.T) {
 }
 
 // BenchmarkPlan70B plans Llama-3-70B for a global batch of 1024 over up
-// to 1024 GPUs: with a fake oracle that sleeps 1 ms per call (what a real
-// estimate of a small model costs; the calls are reported as
-// oracle-calls/op), with the fake and the real estimator's support
-// (data parallelism only), and with the real estimator.
+// to 1024 GPUs: with a fake oracle that sleeps 1 ms per call and
+// simulates every layout (the calls are reported as oracle-calls/op), the
+// same fake supporting what the estimator supports today (data
+// parallelism), and the real estimator in mixed precision (where memplan
+// fits no layout of 70B: the search must rule them all out) and in bf16.
 func BenchmarkPlan70B(b *testing.B) {
 	spec, err := model.Load("../specs/llama-3-70b.yaml", model.Overrides{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	bf16 := *spec
+	bf16.Training.Precision = model.BF16
 	for _, bc := range []struct {
 		name string
+		spec *model.Spec
 		o    func() Oracle
 	}{
-		{"fake-1ms", func() Oracle { return &Fake{Delay: time.Millisecond} }},
-		{"fake-1ms-dp-only", func() Oracle { return &Fake{Delay: time.Millisecond, Unsupported: true} }},
-		{"simulator", func() Oracle { return Simulator{} }},
+		{"fake-1ms", spec, func() Oracle { return &Fake{Delay: time.Millisecond} }},
+		{"fake-1ms-dp-only", spec, func() Oracle { return &Fake{Delay: time.Millisecond, Unsupported: true} }},
+		{"simulator-amp-bf16", spec, func() Oracle { return Simulator{} }},
+		{"simulator-bf16", &bf16, func() Oracle { return Simulator{} }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var calls, layouts int
 			for i := 0; i < b.N; i++ {
-				r, err := Plan(spec, Request{GlobalBatch: 1024, MaxGPUs: 1024}, bc.o())
+				r, err := Plan(bc.spec, Request{GlobalBatch: 1024, MaxGPUs: 1024}, bc.o())
 				if err != nil && !errors.Is(err, ErrNoLayout) {
 					b.Fatal(err)
 				}

@@ -124,9 +124,9 @@ func (s *search) dominated(l Layout) (fail, bool) {
 }
 
 // judge sets c's verdict: pruned by a failing layout that needs no more,
-// or from the oracle. When a layout does not fit, the same layout at
-// micro-batch 1 is estimated too, so that a whole family that cannot fit
-// is pruned at once.
+// or from the oracle. When a layout does not fit, a layout that needs less
+// is estimated too, so that a whole family that cannot fit is pruned at
+// once.
 func (s *search) judge(c *Candidate) {
 	l := c.Layout
 	g := programOf(l).group
@@ -142,10 +142,15 @@ func (s *search) judge(c *Candidate) {
 		c.Verdict, c.Reason = NotSimulated, err.Error()
 		return
 	}
-	if f, ok := s.dominated(l); ok {
-		s.pruned++
-		s.over(c, f.mem, true)
-		c.Reason = fmt.Sprintf("needs at least the %s of %s, %s over", units.Format(f.mem.DeviceTotal), f.l, units.Format(f.mem.DeviceTotal-s.limit))
+	// The least l's data-parallel size can need: when it does not fit,
+	// nothing at this size or below does.
+	strong := s.floorOf(l)
+	strong.DP = l.DP
+	if strong.DP*strong.CP == 1 {
+		strong.Zero = 0
+	}
+	s.eval(strong)
+	if s.prune(c) {
 		return
 	}
 	s.evaluated++
@@ -163,10 +168,61 @@ func (s *search) judge(c *Candidate) {
 	default:
 		s.over(c, o.mem, false)
 		c.Reason = fmt.Sprintf("busiest rank %s, %s over the limit", units.Format(o.mem.DeviceTotal), units.Format(c.OverBytes))
-		if l.Micro > 1 {
-			floor := l
-			floor.Micro = 1
-			s.eval(floor)
+		s.widen(l)
+	}
+}
+
+// prune marks c over the limit when a failing layout needs no more.
+func (s *search) prune(c *Candidate) bool {
+	f, ok := s.dominated(c.Layout)
+	if !ok {
+		return false
+	}
+	s.pruned++
+	s.over(c, f.mem, true)
+	c.Reason = fmt.Sprintf("needs at least the %s of %s, %s over", units.Format(f.mem.DeviceTotal), f.l, units.Format(f.mem.DeviceTotal-s.limit))
+	return true
+}
+
+// widen follows a layout l that does not fit with layouts that need less,
+// so that what cannot fit is pruned in few estimates: l's checkpointing at
+// micro-batch 1 with the most sharding, then l's family at micro-batch 1,
+// then, without a pipeline, a bisection of the family's micro-batches
+// (which share l's accumulation class) for the largest that fits.
+func (s *search) widen(l Layout) {
+	fits := func(x Layout) bool {
+		o := s.eval(x)
+		return o.err == nil && o.mem.DeviceTotal <= s.limit
+	}
+	mid := l
+	mid.Micro = 1
+	if l.DP*l.CP > 1 {
+		mid.Zero = 3
+	}
+	if l.Micro == 1 || !fits(mid) {
+		return
+	}
+	family := l
+	family.Micro = 1
+	if !fits(family) || l.PP > 1 {
+		return
+	}
+	per := l.Micro * l.Accum
+	var ms []int64
+	for _, m := range divisors(per) {
+		if min(per/m, 2) == min(l.Accum, 2) && m > 1 && m < l.Micro {
+			ms = append(ms, m)
+		}
+	}
+	lo, hi := -1, len(ms) // ms[lo] fits (or micro-batch 1), ms[hi] does not (or l)
+	for hi-lo > 1 {
+		i := (lo + hi) / 2
+		x := l
+		x.Micro, x.Accum = ms[i], per/ms[i]
+		if fits(x) {
+			lo = i
+		} else {
+			hi = i
 		}
 	}
 }

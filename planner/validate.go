@@ -33,63 +33,63 @@ func transformer(m *model.Model) bool {
 //     (torchtitan); SP alone needs it divisible by TP.
 //   - EP needs the experts divisible by EP, and EP dividing DP·CP.
 func Validate(spec *model.Spec, l Layout) error {
-	bad := func(format string, args ...any) error {
-		return &InvalidError{Layout: l, Reason: fmt.Sprintf(format, args...)}
+	bad := func(rule, format string, args ...any) error {
+		return &InvalidError{Layout: l, Rule: rule, Reason: fmt.Sprintf(format, args...)}
 	}
 	if l.DP < 1 || l.TP < 1 || l.PP < 1 || l.CP < 1 || l.EP < 1 || l.Micro < 1 || l.Accum < 1 {
-		return bad("every degree, the micro-batch and the accumulation must be at least 1")
+		return bad("positive degrees", "every degree, the micro-batch and the accumulation must be at least 1")
 	}
 	if l.Zero < 0 || l.Zero > 3 {
-		return bad("ZeRO stage %d: want 0 to 3", l.Zero)
+		return bad("ZeRO stage 0-3", "ZeRO stage %d: want 0 to 3", l.Zero)
 	}
 	if l.Zero > 0 && l.DP*l.CP == 1 {
-		return bad("ZeRO stage %d shards over the data-parallel ranks; with dp 1 there is nothing to shard", l.Zero)
+		return bad("ZeRO needs dp·cp > 1", "ZeRO stage %d shards over the data-parallel ranks; with dp 1 there is nothing to shard", l.Zero)
 	}
 	m := &spec.Model
 	if !l.Simple() && !transformer(m) {
-		return bad("%s models can only be split by data parallelism", m.Type)
+		return bad("only data parallelism for this model type", "%s models can only be split by data parallelism", m.Type)
 	}
 	if err := validateTP(spec, l, bad); err != nil {
 		return err
 	}
 	if l.PP > 1 {
 		if _, err := StageLayers(m.NumLayers, l.PP*max(l.Virtual, 1)); err != nil {
-			return bad("%v", err)
+			return bad("stages at most layers+2 (torchtitan)", "%v", err)
 		}
 		switch l.Schedule {
 		case GPipe, OneFOneB:
 			if l.Virtual > 1 {
-				return bad("%s runs one stage per rank, not %d", l.Schedule, l.Virtual)
+				return bad("one stage per rank for gpipe and 1f1b", "%s runs one stage per rank, not %d", l.Schedule, l.Virtual)
 			}
 		case Interleaved:
 			if l.Virtual < 2 {
-				return bad("interleaved needs at least 2 stages per rank")
+				return bad("interleaved needs 2+ stages per rank", "interleaved needs at least 2 stages per rank")
 			}
 			if l.Accum%l.PP != 0 {
-				return bad("interleaved needs the micro-batches (%d) to be a multiple of pp %d, as Megatron-LM requires", l.Accum, l.PP)
+				return bad("interleaved needs micro-batches a multiple of pp (Megatron-LM)", "interleaved needs the micro-batches (%d) to be a multiple of pp %d, as Megatron-LM requires", l.Accum, l.PP)
 			}
 		default:
-			return bad("pipeline schedule %q: want gpipe, 1f1b or interleaved", l.Schedule)
+			return bad("known pipeline schedule", "pipeline schedule %q: want gpipe, 1f1b or interleaved", l.Schedule)
 		}
 	}
 	if l.EP > 1 {
 		if m.Experts == 0 {
-			return bad("ep %d needs a mixture-of-experts model", l.EP)
+			return bad("ep needs a mixture of experts", "ep %d needs a mixture-of-experts model", l.EP)
 		}
 		if m.Experts%l.EP != 0 {
-			return bad("%d experts are not divisible by ep %d", m.Experts, l.EP)
+			return bad("experts divisible by ep", "%d experts are not divisible by ep %d", m.Experts, l.EP)
 		}
 		if (l.DP*l.CP)%l.EP != 0 {
-			return bad("ep %d must divide dp·cp = %d (expert parallelism borrows those ranks)", l.EP, l.DP*l.CP)
+			return bad("ep divides dp·cp", "ep %d must divide dp·cp = %d (expert parallelism borrows those ranks)", l.EP, l.DP*l.CP)
 		}
 	}
 	return nil
 }
 
-func validateTP(spec *model.Spec, l Layout, bad func(string, ...any) error) error {
+func validateTP(spec *model.Spec, l Layout, bad func(string, string, ...any) error) error {
 	m := &spec.Model
 	if (l.SP || l.LossParallel) && l.TP < 2 {
-		return bad("sequence parallelism and loss parallelism need tp > 1")
+		return bad("sp and loss parallel need tp > 1", "sequence parallelism and loss parallelism need tp > 1")
 	}
 	if l.TP > 1 {
 		kv := m.KVHeads
@@ -98,19 +98,19 @@ func validateTP(spec *model.Spec, l Layout, bad func(string, ...any) error) erro
 		}
 		switch {
 		case m.Heads%l.TP != 0:
-			return bad("%d attention heads are not divisible by tp %d", m.Heads, l.TP)
+			return bad("heads divisible by tp", "%d attention heads are not divisible by tp %d", m.Heads, l.TP)
 		case kv%l.TP != 0:
-			return bad("%d key/value heads are not divisible by tp %d (Megatron-LM and torchtitan split them, they do not replicate them)", kv, l.TP)
+			return bad("key/value heads divisible by tp", "%d key/value heads are not divisible by tp %d (Megatron-LM and torchtitan split them, they do not replicate them)", kv, l.TP)
 		case m.Intermediate%l.TP != 0:
-			return bad("the MLP's %d columns are not divisible by tp %d", m.Intermediate, l.TP)
+			return bad("MLP columns divisible by tp", "the MLP's %d columns are not divisible by tp %d", m.Intermediate, l.TP)
 		}
 	}
 	seq := spec.Training.Seq
 	switch {
 	case l.CP > 1 && seq%(2*l.CP*l.TP) != 0:
-		return bad("sequence %d is not divisible by 2·cp·tp = %d (load-balanced context parallelism)", seq, 2*l.CP*l.TP)
+		return bad("sequence divisible by 2·cp·tp", "sequence %d is not divisible by 2·cp·tp = %d (load-balanced context parallelism)", seq, 2*l.CP*l.TP)
 	case l.SP && seq%l.TP != 0:
-		return bad("sequence %d is not divisible by tp %d (sequence parallelism)", seq, l.TP)
+		return bad("sequence divisible by tp with sp", "sequence %d is not divisible by tp %d (sequence parallelism)", seq, l.TP)
 	}
 	return nil
 }
