@@ -180,10 +180,6 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 		return idx[i] < idx[j]
 	})
 	s := newSearch(spec, oracle, res.Limit)
-	for _, e := range es {
-		g := programOf(e.l).group
-		s.maxDP[g] = max(s.maxDP[g], e.l.DP)
-	}
 	misses := newMisses(req.Top)
 	for n, i := range idx {
 		if len(res.Layouts) == req.Top {

@@ -43,10 +43,12 @@ func programOf(l Layout) program {
 // f, by the monotonicity rules of docs/planner.md §4: at the same
 // accumulation (memplan predicts less with two micro-batches than with one
 // in some cases; with a pipeline, more micro-batches never need less), a
-// larger micro-batch, less checkpointing, a lower ZeRO stage or fewer shards
-// never need less.
+// larger micro-batch, less checkpointing, a lower ZeRO stage or fewer
+// shards never need less; nor do smaller TP, PP, CP or EP degrees with the
+// same schedule (assumed of the simulator to come: TestMonotone checks
+// the rules on what the estimator simulates).
 func atLeast(c, f program) bool {
-	if c.group != f.group || c.micro < f.micro {
+	if !groupAtLeast(c.group, f.group) || c.micro < f.micro {
 		return false
 	}
 	if c.accum != f.accum && (c.pp <= 1 || c.accum < f.accum) {
@@ -62,6 +64,18 @@ func atLeast(c, f program) bool {
 		return f.shard > 1
 	}
 	return f.zero >= c.zero && f.shard >= c.shard
+}
+
+func groupAtLeast(c, f group) bool {
+	if c == f {
+		return true
+	}
+	if c.tp > f.tp || c.pp > f.pp || c.cp > f.cp || c.ep > f.ep || (c.sp && !f.sp) || (c.lp && !f.lp) {
+		return false
+	}
+	// A pipeline's first stage holds no less than the whole model
+	// without one only under 1F1B; interleaving holds more.
+	return (c.sched == f.sched && c.virtual == f.virtual) || (c.pp <= 1 && f.sched == OneFOneB)
 }
 
 type outcome struct {
@@ -80,21 +94,17 @@ type search struct {
 	oracle Oracle
 	limit  int64
 	memo   map[program]outcome
-	fails  map[group][]fail
-	// maxDP is each group's largest data-parallel size in the plan; floors
-	// marks the groups whose floor (floorOf) has been estimated.
-	maxDP  map[group]int64
-	floors map[program]bool
-	// unsupported holds the groups whose floor the oracle cannot simulate:
-	// no layout of theirs is asked again.
+	fails  []fail
+	// unsupported holds the groups whose floor the oracle cannot
+	// simulate: no layout of theirs is asked again.
 	unsupported map[group]error
 	// counters for Stats
 	evaluated, calls, pruned, notSim int
 }
 
 func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
-	return &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{}, fails: map[group][]fail{},
-		maxDP: map[group]int64{}, floors: map[program]bool{}, unsupported: map[group]error{}}
+	return &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
+		unsupported: map[group]error{}}
 }
 
 // eval returns the oracle's answer for l, once per program.
@@ -108,14 +118,14 @@ func (s *search) eval(l Layout) outcome {
 	o := outcome{m, err}
 	s.memo[p] = o
 	if err == nil && m.DeviceTotal > s.limit {
-		s.fails[p.group] = append(s.fails[p.group], fail{p, l, m})
+		s.fails = append(s.fails, fail{p, l, m})
 	}
 	return o
 }
 
 func (s *search) dominated(l Layout) (fail, bool) {
 	p := programOf(l)
-	for _, f := range s.fails[p.group] {
+	for _, f := range s.fails {
 		if atLeast(p, f.p) {
 			return f, true
 		}
@@ -130,32 +140,28 @@ func (s *search) dominated(l Layout) (fail, bool) {
 func (s *search) judge(c *Candidate) {
 	l := c.Layout
 	g := programOf(l).group
-	if f := s.floorOf(l); !s.floors[programOf(f)] {
-		s.floors[programOf(f)] = true
-		var ns *NotSimulatedError
-		if o := s.eval(f); errors.As(o.err, &ns) {
-			s.unsupported[g] = o.err
-		}
-	}
 	if err := s.unsupported[g]; err != nil {
 		s.notSim++
 		c.Verdict, c.Reason = NotSimulated, err.Error()
 		return
 	}
+	if s.prune(c) {
+		return
+	}
 	// The least l's data-parallel size can need: when it does not fit,
 	// nothing at this size or below does.
-	strong := s.floorOf(l)
-	strong.DP = l.DP
-	if strong.DP*strong.CP == 1 {
-		strong.Zero = 0
+	var ns *NotSimulatedError
+	if o := s.eval(s.floorOf(l)); errors.As(o.err, &ns) {
+		s.unsupported[g] = o.err
+		s.notSim++
+		c.Verdict, c.Reason = NotSimulated, o.err.Error()
+		return
 	}
-	s.eval(strong)
 	if s.prune(c) {
 		return
 	}
 	s.evaluated++
 	o := s.eval(l)
-	var ns *NotSimulatedError
 	switch {
 	case errors.As(o.err, &ns):
 		s.notSim++
@@ -233,15 +239,12 @@ func (s *search) over(c *Candidate, m Busiest, bound bool) {
 	c.OverBytes = m.DeviceTotal - s.limit
 }
 
-// floorOf is the program of l's group that needs the least memory by the
-// rules of atLeast: the group's largest data-parallel size, ZeRO-3 (when
-// there is anything to shard), checkpointing every block, micro-batch 1
-// and the fewest micro-batches. Estimated once per group (and
-// accumulation, without a pipeline), it prunes the whole group when even
-// it does not fit.
+// floorOf is the layout of l's group and data-parallel size that needs
+// the least memory by the rules of atLeast: ZeRO-3 (when there is anything
+// to shard), checkpointing every block, micro-batch 1 and the fewest
+// micro-batches.
 func (s *search) floorOf(l Layout) Layout {
 	f := l
-	f.DP = max(s.maxDP[programOf(l).group], l.DP)
 	f.Zero, f.Micro = 0, 1
 	if f.DP*f.CP > 1 {
 		f.Zero = 3
