@@ -160,6 +160,16 @@ func (s *search) judge(c *Candidate) {
 	if s.prune(c) {
 		return
 	}
+	// Then the least l's checkpointing and l's family need: a failure
+	// there prunes more than l's own would.
+	for _, x := range s.lighter(l) {
+		if o := s.eval(x); o.err != nil || o.mem.DeviceTotal > s.limit {
+			break
+		}
+	}
+	if s.prune(c) {
+		return
+	}
 	s.evaluated++
 	o := s.eval(l)
 	switch {
@@ -190,6 +200,19 @@ func (s *search) prune(c *Candidate) bool {
 	return true
 }
 
+// lighter returns, lightest first, l's checkpointing at micro-batch 1 with
+// the most sharding and l's family at micro-batch 1.
+func (s *search) lighter(l Layout) []Layout {
+	mid := l
+	mid.Micro = 1
+	if l.DP*l.CP > 1 {
+		mid.Zero = 3
+	}
+	family := l
+	family.Micro = 1
+	return []Layout{mid, family}
+}
+
 // widen follows a layout l that does not fit with layouts that need less,
 // so that what cannot fit is pruned in few estimates: l's checkpointing at
 // micro-batch 1 with the most sharding, then l's family at micro-batch 1,
@@ -200,17 +223,12 @@ func (s *search) widen(l Layout) {
 		o := s.eval(x)
 		return o.err == nil && o.mem.DeviceTotal <= s.limit
 	}
-	mid := l
-	mid.Micro = 1
-	if l.DP*l.CP > 1 {
-		mid.Zero = 3
+	for _, x := range s.lighter(l) {
+		if !fits(x) {
+			return
+		}
 	}
-	if l.Micro == 1 || !fits(mid) {
-		return
-	}
-	family := l
-	family.Micro = 1
-	if !fits(family) || l.PP > 1 {
+	if l.Micro == 1 || l.PP > 1 {
 		return
 	}
 	per := l.Micro * l.Accum
