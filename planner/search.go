@@ -95,6 +95,10 @@ type search struct {
 	limit  int64
 	memo   map[program]outcome
 	fails  []fail
+	// dps lists each group's data-parallel sizes in the plan, ascending;
+	// bisected marks the floors bisected over them (bisectDP).
+	dps      map[group][]int64
+	bisected map[Layout]bool
 	// unsupported holds the groups whose floor the oracle cannot
 	// simulate: no layout of theirs is asked again.
 	unsupported map[group]error
@@ -104,7 +108,7 @@ type search struct {
 
 func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
 	return &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
-		unsupported: map[group]error{}}
+		unsupported: map[group]error{}, dps: map[group][]int64{}, bisected: map[Layout]bool{}}
 }
 
 // eval returns the oracle's answer for l, once per program.
@@ -148,13 +152,13 @@ func (s *search) judge(c *Candidate) {
 	if s.prune(c) {
 		return
 	}
-	// The least l's data-parallel size can need: when it does not fit,
-	// nothing at this size or below does.
-	var ns *NotSimulatedError
-	if o := s.eval(s.floorOf(l)); errors.As(o.err, &ns) {
-		s.unsupported[g] = o.err
+	// The least each data-parallel size of l's group can need, bisected
+	// over the sizes once per group: below the smallest size whose floor
+	// fits, nothing fits.
+	if err := s.bisectDP(l); err != nil {
+		s.unsupported[g] = err
 		s.notSim++
-		c.Verdict, c.Reason = NotSimulated, o.err.Error()
+		c.Verdict, c.Reason = NotSimulated, err.Error()
 		return
 	}
 	if s.prune(c) {
@@ -172,6 +176,7 @@ func (s *search) judge(c *Candidate) {
 	}
 	s.evaluated++
 	o := s.eval(l)
+	var ns *NotSimulatedError
 	switch {
 	case errors.As(o.err, &ns):
 		s.notSim++
@@ -274,4 +279,42 @@ func (s *search) floorOf(l Layout) Layout {
 		f.Accum = min(l.Accum, 2)
 	}
 	return f
+}
+
+// bisectDP finds, for l's group and accumulation class, the smallest
+// data-parallel size whose floor (floorOf) fits, by bisection over the
+// group's sizes: floors fit from there up (more shards never need more),
+// and the failing floors below prune everything at their size. It returns
+// the oracle's *NotSimulatedError when it cannot simulate the group.
+func (s *search) bisectDP(l Layout) error {
+	key := s.floorOf(l)
+	key.DP, key.Zero = 0, 0
+	if s.bisected[key] {
+		return nil
+	}
+	s.bisected[key] = true
+	dps := s.dps[programOf(l).group]
+	lo, hi := -1, len(dps) // dps[hi] fits (or none), dps[lo] fails (or none)
+	for hi-lo > 1 {
+		i := (lo + hi) / 2
+		if hi == len(dps) {
+			i = len(dps) - 1 // the largest first: it settles most groups
+		}
+		f := s.floorOf(l)
+		f.DP, f.Zero = dps[i], 0
+		if f.DP*f.CP > 1 {
+			f.Zero = 3
+		}
+		o := s.eval(f)
+		var ns *NotSimulatedError
+		switch {
+		case errors.As(o.err, &ns):
+			return o.err
+		case o.err == nil && o.mem.DeviceTotal <= s.limit:
+			hi = i
+		default:
+			lo = i
+		}
+	}
+	return nil
 }
