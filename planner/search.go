@@ -99,6 +99,9 @@ type search struct {
 	// bisected marks the floors bisected over them (bisectDP).
 	dps      map[group][]int64
 	bisected map[Layout]bool
+	// boundary is, for a layout with its data-parallel size zeroed, the
+	// smallest size at which it fits (fitsAcrossDP); 0 when none does.
+	boundary map[Layout]int64
 	// unsupported holds the groups whose floor the oracle cannot
 	// simulate: no layout of theirs is asked again.
 	unsupported map[group]error
@@ -108,7 +111,7 @@ type search struct {
 
 func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
 	return &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
-		unsupported: map[group]error{}, dps: map[group][]int64{}, bisected: map[Layout]bool{}}
+		unsupported: map[group]error{}, dps: map[group][]int64{}, bisected: map[Layout]bool{}, boundary: map[Layout]int64{}}
 }
 
 // eval returns the oracle's answer for l, once per program.
@@ -167,7 +170,7 @@ func (s *search) judge(c *Candidate) {
 	// Then the least l's checkpointing and l's family need: a failure
 	// there prunes more than l's own would.
 	for _, x := range s.lighter(l) {
-		if o := s.eval(x); o.err != nil || o.mem.DeviceTotal > s.limit {
+		if !s.fitsAcrossDP(x) {
 			break
 		}
 	}
@@ -229,7 +232,7 @@ func (s *search) widen(l Layout) {
 		return o.err == nil && o.mem.DeviceTotal <= s.limit
 	}
 	for _, x := range s.lighter(l) {
-		if !fits(x) {
+		if !s.fitsAcrossDP(x) {
 			return
 		}
 	}
@@ -317,4 +320,46 @@ func (s *search) bisectDP(l Layout) error {
 		}
 	}
 	return nil
+}
+
+// fitsAcrossDP says whether x fits. With ZeRO ≥ 1 more data-parallel
+// ranks never need more, so the first question about x's shape bisects
+// the group's data-parallel sizes (the largest first) for the smallest at
+// which it fits, and later sizes are answered from that; the failures met
+// prune as usual. Without sharding it estimates x.
+func (s *search) fitsAcrossDP(x Layout) bool {
+	if x.Zero == 0 {
+		o := s.eval(x)
+		return o.err == nil && o.mem.DeviceTotal <= s.limit
+	}
+	key := x
+	key.DP = 0
+	b, ok := s.boundary[key]
+	if !ok {
+		var dps []int64
+		for _, d := range s.dps[programOf(x).group] {
+			if d*x.CP > 1 {
+				dps = append(dps, d)
+			}
+		}
+		lo, hi := -1, len(dps)
+		for hi-lo > 1 {
+			i := (lo + hi) / 2
+			if hi == len(dps) {
+				i = len(dps) - 1
+			}
+			y := x
+			y.DP = dps[i]
+			if o := s.eval(y); o.err == nil && o.mem.DeviceTotal <= s.limit {
+				hi = i
+			} else {
+				lo = i
+			}
+		}
+		if hi < len(dps) {
+			b = dps[hi]
+		}
+		s.boundary[key] = b
+	}
+	return b > 0 && x.DP >= b
 }
