@@ -112,7 +112,7 @@ func printPlan(w io.Writer, r *planner.Result) {
 			if c.Proxy.CrossNode {
 				links = "across nodes"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.1f%%\t%.2f s\t%s\t%s\t\n", i+1, c.GPUs, c.Name, ms.In(c.Memory.DeviceTotal), 100*c.Fill,
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.1f%%\t%.3g s\t%s\t%s\t\n", i+1, c.GPUs, c.Name, ms.In(c.Memory.DeviceTotal), 100*c.Fill,
 				c.Proxy.StepSeconds, cs.In(c.Proxy.CommBytes), links)
 		}
 		tw.Flush()
