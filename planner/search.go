@@ -95,6 +95,7 @@ type search struct {
 	limit  int64
 	memo   map[program]outcome
 	fails  []fail
+	fits   []program // estimated and fitting
 	// dps lists each group's data-parallel sizes in the plan, ascending;
 	// bisected marks the floors bisected over them (bisectDP).
 	dps      map[group][]int64
@@ -102,6 +103,7 @@ type search struct {
 	// boundary is, for a layout with its data-parallel size zeroed, the
 	// smallest size at which it fits (fitsAcrossDP); 0 when none does.
 	boundary map[Layout]int64
+	asked    map[group]bool
 	// unsupported holds the groups whose floor the oracle cannot
 	// simulate: no layout of theirs is asked again.
 	unsupported map[group]error
@@ -111,7 +113,7 @@ type search struct {
 
 func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
 	return &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
-		unsupported: map[group]error{}, dps: map[group][]int64{}, bisected: map[Layout]bool{}, boundary: map[Layout]int64{}}
+		unsupported: map[group]error{}, dps: map[group][]int64{}, bisected: map[Layout]bool{}, boundary: map[Layout]int64{}, asked: map[group]bool{}}
 }
 
 // eval returns the oracle's answer for l, once per program.
@@ -124,8 +126,11 @@ func (s *search) eval(l Layout) outcome {
 	m, err := s.oracle.Estimate(s.spec, l)
 	o := outcome{m, err}
 	s.memo[p] = o
-	if err == nil && m.DeviceTotal > s.limit {
+	switch {
+	case err == nil && m.DeviceTotal > s.limit:
 		s.fails = append(s.fails, fail{p, l, m})
+	case err == nil:
+		s.fits = append(s.fits, p)
 	}
 	return o
 }
@@ -308,14 +313,18 @@ func (s *search) bisectDP(l Layout) error {
 		if f.DP*f.CP > 1 {
 			f.Zero = 3
 		}
-		o := s.eval(f)
-		var ns *NotSimulatedError
-		switch {
-		case errors.As(o.err, &ns):
-			return o.err
-		case o.err == nil && o.mem.DeviceTotal <= s.limit:
+		if _, done := s.memo[programOf(f)]; !done && !s.asked[programOf(f).group] {
+			// The first question to a group tells whether the oracle
+			// simulates it at all.
+			s.asked[programOf(f).group] = true
+			var ns *NotSimulatedError
+			if o := s.eval(f); errors.As(o.err, &ns) {
+				return o.err
+			}
+		}
+		if s.fitsBound(f) {
 			hi = i
-		default:
+		} else {
 			lo = i
 		}
 	}
@@ -350,7 +359,7 @@ func (s *search) fitsAcrossDP(x Layout) bool {
 			}
 			y := x
 			y.DP = dps[i]
-			if o := s.eval(y); o.err == nil && o.mem.DeviceTotal <= s.limit {
+			if s.fitsBound(y) {
 				hi = i
 			} else {
 				lo = i
@@ -362,4 +371,26 @@ func (s *search) fitsAcrossDP(x Layout) bool {
 		s.boundary[key] = b
 	}
 	return b > 0 && x.DP >= b
+}
+
+// fitsBound answers whether x fits from what is known, estimating it only
+// when no failure needs no more than x and no fitting layout needs at
+// least as much.
+func (s *search) fitsBound(x Layout) bool {
+	p := programOf(x)
+	if o, ok := s.memo[p]; ok {
+		return o.err == nil && o.mem.DeviceTotal <= s.limit
+	}
+	for _, f := range s.fails {
+		if atLeast(p, f.p) {
+			return false
+		}
+	}
+	for _, f := range s.fits {
+		if atLeast(f, p) {
+			return true
+		}
+	}
+	o := s.eval(x)
+	return o.err == nil && o.mem.DeviceTotal <= s.limit
 }
