@@ -133,7 +133,7 @@ the device total with the CUDA context, for a chosen GPU.
 Exit codes: 0 success, 1 failure at run time, 2 bad usage or invalid input;
 memplan check and memplan tune add 3 (fits, above the target band) and 4
 (does not fit).`,
-		Commands: []*cli.Command{estimateCmd(), tuneCmd(), checkCmd(), probeCmd(), reportCmd(), importCmd(), validateCmd(), devicesCmd(), benchCmd(), diagnoseCmd()},
+		Commands: []*cli.Command{estimateCmd(), tuneCmd(), checkCmd(), planCmd(), probeCmd(), reportCmd(), diagnoseCmd(), importCmd(), validateCmd(), devicesCmd(), benchCmd()},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err.Error()}
 		},

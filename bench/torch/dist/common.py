@@ -1,0 +1,195 @@
+"""Shared pieces of the distributed ground-truth scripts (tp.py, pp.py, cp.py).
+
+The model is a Llama written in plain PyTorch. Its operations follow
+transformers' LlamaForCausalLM, which memplan's `llama` type simulates (RMSNorm
+upcast to fp32 then multiplied by its weight, rotary embeddings with
+rotate_half, SDPA causal attention with grouped key/value heads, a SwiGLU MLP,
+an untied head whose logits are upcast to fp32 for the loss); its module names
+follow torchtitan's Llama (tok_embeddings, layers.N.attention.wq/wk/wv/wo,
+attention_norm, ffn_norm, feed_forward.w1/w2/w3, norm, output), so that
+torchtitan's apply_tp plan applies to it verbatim.
+
+Each script prints one JSON line per configuration on rank 0, with every
+rank's peaks (torch.cuda.max_memory_allocated, max_memory_reserved, and the
+device memory in use from cudaMemGetInfo), the versions, and the memplan
+command line that describes the configuration.
+"""
+import json, math, os, socket, time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import yaml
+
+
+def llama_dims(spec_path, seq=None):
+    with open(spec_path) as f:
+        spec = yaml.safe_load(f)
+    m, t = spec["model"], spec.get("training", {})
+    assert m["type"] == "llama", "the distributed scripts build Llama specs only"
+    d = dict(layers=m["layers"], hidden=m["hidden"], heads=m["heads"], kv_heads=m.get("kv_heads", m["heads"]),
+             inter=m["intermediate"], vocab=m["vocab"], seq=seq or t.get("seq", 2048), name=spec.get("name", spec_path),
+             tied=bool(m.get("tied", False)))
+    d["head_dim"] = m.get("head_dim", d["hidden"] // d["heads"])
+    return d
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        dt = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dt)
+
+
+def rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.head_dim = d["head_dim"]
+        self.wq = nn.Linear(d["hidden"], d["heads"] * self.head_dim, bias=False)
+        self.wk = nn.Linear(d["hidden"], d["kv_heads"] * self.head_dim, bias=False)
+        self.wv = nn.Linear(d["hidden"], d["kv_heads"] * self.head_dim, bias=False)
+        self.wo = nn.Linear(d["heads"] * self.head_dim, d["hidden"], bias=False)
+        # repeat_kv: expand the key/value heads before SDPA (torchtitan, and
+        # transformers without enable_gqa) instead of SDPA's enable_gqa;
+        # context parallelism's ring attention needs it.
+        self.repeat_kv = False
+
+    def forward(self, x, rope):
+        b, s, _ = x.shape
+        # -1: the local heads under tensor parallelism (column-sharded wq/wk/wv).
+        q = self.wq(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, s, -1, self.head_dim).transpose(1, 2)
+        cos, sin = rope[0][:s].to(q.dtype), rope[1][:s].to(q.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        gqa = q.shape[1] != k.shape[1]
+        if gqa and self.repeat_kv:
+            n = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(n, dim=1), v.repeat_interleave(n, dim=1)
+            gqa = False
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        return self.wo(o.transpose(1, 2).reshape(b, s, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.w1 = nn.Linear(d["hidden"], d["inter"], bias=False)
+        self.w3 = nn.Linear(d["hidden"], d["inter"], bias=False)
+        self.w2 = nn.Linear(d["inter"], d["hidden"], bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.attention_norm = RMSNorm(d["hidden"])
+        self.attention = Attention(d)
+        self.ffn_norm = RMSNorm(d["hidden"])
+        self.feed_forward = FeedForward(d)
+
+    def forward(self, x, rope):
+        x = x + self.attention(self.attention_norm(x), rope)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Llama(nn.Module):
+    """A Llama whose layers can be removed (pipeline stages: tok_embeddings,
+    norm and output set to None, layers kept by name as torchtitan does)."""
+
+    def __init__(self, d, checkpointing=False):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(d["vocab"], d["hidden"])
+        self.layers = nn.ModuleDict({str(i): Block(d) for i in range(d["layers"])})
+        self.norm = RMSNorm(d["hidden"])
+        self.output = nn.Linear(d["hidden"], d["vocab"], bias=False)
+        if d["tied"]:
+            self.output.weight = self.tok_embeddings.weight
+        self.checkpointing = checkpointing
+        inv = 1.0 / (500000.0 ** (torch.arange(0, d["head_dim"], 2, dtype=torch.float32) / d["head_dim"]))
+        ang = torch.outer(torch.arange(d["seq"], dtype=torch.float32), inv)
+        ang = torch.cat((ang, ang), dim=-1)
+        # One buffer [2, seq, head_dim] so that context_parallel can shard it.
+        self.register_buffer("rope", torch.stack((ang.cos(), ang.sin())), persistent=False)
+
+    def forward(self, x):
+        h = self.tok_embeddings(x) if self.tok_embeddings is not None else x
+        rope = self.rope
+        for layer in self.layers.values():
+            if self.checkpointing:
+                h = torch.utils.checkpoint.checkpoint(layer, h, rope, use_reentrant=False)
+            else:
+                h = layer(h, rope)
+        h = self.norm(h) if self.norm is not None else h
+        return self.output(h) if self.output is not None else h
+
+
+def loss_fn(logits, labels):
+    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(0, 1))
+
+
+def setup():
+    """torchrun's environment: the process group and this rank's device."""
+    import torch.distributed as dist
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    torch.cuda.set_device(local)
+    return rank, world, local
+
+
+def peaks(local):
+    free, total = torch.cuda.mem_get_info(local)
+    return {"peak_allocated": torch.cuda.max_memory_allocated(), "peak_reserved": torch.cuda.max_memory_reserved(),
+            "device_used": total - free}
+
+
+def report(label, config, memplan, step_peaks, local, extra=None):
+    """Gathers every rank's peaks and prints one JSON line on rank 0."""
+    import torch.distributed as dist
+    mine = {"rank": dist.get_rank(), "steps": step_peaks, **peaks(local)}
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, mine)
+    if dist.get_rank() == 0:
+        p = torch.cuda.get_device_properties(local)
+        line = {"label": label, "ok": True, "config": config, "memplan": memplan, "ranks": everyone,
+                "gpu": p.name, "gpu_total": p.total_memory, "torch": torch.__version__, "cuda": torch.version.cuda,
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())), "host": socket.gethostname(),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if extra:
+            line.update(extra)
+        print(json.dumps(line), flush=True)
+
+
+def memplan_cmd(spec, batch, seq, **flags):
+    """The memplan command line for a configuration, with issue 13's flags."""
+    parts = ["memplan estimate", spec, "--batch", str(batch), "--seq", str(seq), "--precision amp-bf16"]
+    for k, v in flags.items():
+        if v is None or v is False:
+            continue
+        k = "--" + k.replace("_", "-")
+        parts.append(k if v is True else f"{k} {v}")
+    return " ".join(parts)
+
+
+def add_common_args(ap):
+    ap.add_argument("spec", help="a memplan spec of type llama (model dimensions)")
+    ap.add_argument("--seq", type=int)
+    ap.add_argument("--batch", type=int, default=1, help="micro-batch per data-parallel rank")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--checkpointing", choices=["none", "every-block"], default="none")
+    ap.add_argument("--label", default="")

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# tp-run.sh GRID OUT.jsonl: runs each line of GRID (SCRIPT NPROC ARGS...) as a
+# fresh torchrun job on this machine, appending its JSON line to OUT.jsonl
+# and its log to OUT.jsonl.err. NVLink multicast (NVLS) is kept off, as on
+# the machines the data-parallel measurements were taken on.
+#
+#   bench/torch/dist/tp-run.sh bench/torch/dist/tp-grid.txt results.jsonl
+#   bench/torch/dist/tp-run.sh bench/torch/dist/tp-heldout.txt heldout.jsonl   # after committing predictions
+set -u
+grid=${1:?usage: tp-run.sh GRID OUT.jsonl}
+out=${2:?usage: tp-run.sh GRID OUT.jsonl}
+here=$(cd "$(dirname "$0")" && pwd)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+while read -r script nproc args; do
+  [[ -z ${script:-} || $script == \#* ]] && continue
+  if (( nproc > gpus )); then
+    echo "{\"label\": \"$script $nproc $args\", \"ok\": false, \"error\": \"needs $nproc GPUs, $gpus here\"}" >>"$out"
+    continue
+  fi
+  # shellcheck disable=SC2086
+  timeout 600 torchrun --standalone --nproc-per-node "$nproc" "$here/$script" $args --label "$script $nproc $args" \
+    >>"$out" 2>>"$out.err" ||
+    echo "{\"label\": \"$script $nproc $args\", \"ok\": false, \"error\": \"exit $?\"}" >>"$out"
+done <"$grid"

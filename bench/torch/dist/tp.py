@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Tensor (and sequence) parallelism with PyTorch's DTensor plans, as
+torchtitan's apply_tp applies them to Llama; FSDP2 over the data-parallel
+dimension when --dp > 1 (a 2-D mesh, 4+ GPUs).
+
+    torchrun --standalone --nproc-per-node 2 bench/torch/dist/tp.py SPEC --tp 2 [--no-sp] [--loss-parallel]
+        [--dp 1] [--batch 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
+
+Trains in amp-bf16 (autocast over fp32 weights) with AdamW (foreach), loss
+from fp32 logits, and prints one JSON line on rank 0 (common.report) with every
+rank's peaks and the memplan command line for the configuration.
+"""
+import argparse
+
+import torch
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                               SequenceParallel, loss_parallel, parallelize_module)
+
+import common
+
+
+def apply_tp(model, mesh, sp, lp):
+    """torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py)."""
+    seq = Shard(1) if sp else Replicate()
+    root = {
+        "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq),
+        "output": ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1) if lp else Replicate(),
+                                  use_local_output=not lp),
+    }
+    if sp:
+        root["norm"] = SequenceParallel()
+    parallelize_module(model, mesh, root)
+    for block in model.layers.values():
+        plan = {
+            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+            "attention.wo": RowwiseParallel(output_layouts=seq),
+            "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=seq),
+        }
+        if sp:
+            plan.update({
+                "attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
+                "attention": PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)),
+                "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+            })
+        parallelize_module(block, mesh, plan)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    common.add_common_args(ap)
+    ap.add_argument("--tp", type=int, required=True)
+    ap.add_argument("--dp", type=int, default=1, help="FSDP2 (fully_shard) over this many ranks")
+    ap.add_argument("--no-sp", action="store_true", help="tensor parallelism without sequence parallelism")
+    ap.add_argument("--loss-parallel", action="store_true")
+    a = ap.parse_args()
+    rank, world, local = common.setup()
+    assert a.tp * a.dp == world, f"tp {a.tp} × dp {a.dp} != world {world}"
+    d = common.llama_dims(a.spec, a.seq)
+    sp = not a.no_sp
+    mesh = init_device_mesh("cuda", (a.dp, a.tp), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = common.Llama(d, checkpointing=a.checkpointing == "every-block")
+    apply_tp(model, mesh["tp"], sp, a.loss_parallel)
+    if d["tied"]:
+        # Both are sharded by vocabulary (Shard(0)) on the tp mesh: tie the
+        # DTensor parameters again, as the spec says.
+        model.output.weight = model.tok_embeddings.weight
+    if a.dp > 1:
+        from torch.distributed.fsdp import fully_shard
+        for block in model.layers.values():
+            fully_shard(block, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank())
+    inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
+    labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    steps = []
+    for _ in range(a.steps):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(inp)
+        if a.loss_parallel:
+            with loss_parallel():
+                loss = common.loss_fn(logits, labels)
+                del logits
+                loss.backward()
+        else:
+            loss = common.loss_fn(logits, labels)
+            del logits
+            loss.backward()
+        del loss
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        steps.append(common.peaks(local))
+    config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
+              "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world}
+    cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
+                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing)
+    common.report(a.label, config, cmd, steps, local)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/planner"
+	"github.com/memplan/memplan/tuner"
+)
+
+func planCmd() *cli.Command {
+	// The layout sets the batch, accumulation, data parallelism, ZeRO
+	// stage, checkpointing and offload: those overrides do not apply.
+	var flags []cli.Flag
+	for _, f := range overrideFlags() {
+		switch f.Names()[0] {
+		case "batch", "grad-accum", "dp", "zero", "checkpointing", "offload":
+			continue
+		}
+		flags = append(flags, f)
+	}
+	return &cli.Command{
+		Name:      "plan",
+		Usage:     "choose how many GPUs and which layout (dp, tp, pp, cp, ep, ZeRO, checkpointing, micro-batch) for a global batch",
+		ArgsUsage: "SPEC",
+		Description: `Enumerates the layouts that reach --global-batch on exactly --gpus GPUs, or
+on at most --max-gpus (default 1024; whole nodes once a layout spans more than
+one), keeps those whose busiest rank fits the target band, and ranks them:
+fewest GPUs first, then a throughput proxy (compute stretched by the pipeline
+bubble and checkpointing's recompute, plus each group's communication at the
+bandwidth of the links it crosses). Tensor parallelism stays inside a node of
+--node-size GPUs. Prints the top layouts with the busiest rank's memory, and
+the near misses with the reason each fails. Exit status 4 when none fits.
+
+memplan simulates data parallelism with ZeRO stages 0-3 today; layouts with
+tensor, sequence, pipeline, context or expert parallelism are enumerated and
+validated against the model, and listed as not yet simulated. The search and
+the proxy are described in docs/planner.md.
+
+Example:
+   memplan plan specs/llama-3-8b.yaml --global-batch 512 --max-gpus 64
+   memplan plan specs/llama-3-70b.yaml --device h100-80gb --global-batch 1024 --gpus 512 --format json`,
+		Flags: append(flags, targetFlag, formatFlag,
+			&cli.Int64Flag{Name: "global-batch", Usage: "samples per optimizer step (dp × micro-batch × accumulation)", Required: true},
+			&cli.Int64Flag{Name: "gpus", Usage: "exactly N GPUs"},
+			&cli.Int64Flag{Name: "max-gpus", Usage: "at most N GPUs (default 1024)"},
+			&cli.Int64Flag{Name: "node-size", Value: 8, Usage: "GPUs per node; tensor parallelism stays inside one"},
+			&cli.IntFlag{Name: "top", Value: 10, Usage: "how many layouts to list"},
+			&cli.Float64Flag{Name: "margin", Value: tuner.DefaultMargin, Usage: "safety margin below the band's upper edge, as a fraction of it"},
+		),
+		Action: planAction,
+	}
+}
+
+func planAction(c *cli.Context) error {
+	f, band, spec, err := targetArgs(c)
+	if err != nil {
+		return err
+	}
+	req := planner.Request{GlobalBatch: c.Int64("global-batch"), GPUs: c.Int64("gpus"), MaxGPUs: c.Int64("max-gpus"),
+		NodeSize: c.Int64("node-size"), Top: c.Int("top"), Band: band, Margin: c.Float64("margin")}
+	switch {
+	case req.GPUs > 0 && req.MaxGPUs > 0:
+		return usageError{"plan: give --gpus or --max-gpus, not both"}
+	case req.GlobalBatch <= 0 || req.GPUs < 0 || req.MaxGPUs < 0 || req.NodeSize <= 0 || req.Top <= 0:
+		return usageError{"plan: --global-batch, --gpus, --max-gpus, --node-size and --top must be positive"}
+	case req.Margin < 0 || req.Margin >= 0.5:
+		return usageError{fmt.Sprintf("--margin: want a fraction from 0 to 0.5, got %g", req.Margin)}
+	}
+	r, perr := planner.Plan(spec, req, planner.Simulator{})
+	if perr != nil && !errors.Is(perr, planner.ErrNoLayout) {
+		return perr
+	}
+	if f == "json" {
+		if err := writeJSON(c.App.Writer, r); err != nil {
+			return err
+		}
+	} else {
+		printPlan(c.App.Writer, r)
+	}
+	if perr != nil {
+		return exitCode{4, perr}
+	}
+	return nil
+}
+
+func printPlan(w io.Writer, r *planner.Result) {
+	fmt.Fprintf(w, "%s on %s (%s): global batch %d", r.Model, r.Device, units.Format(r.DeviceMemory), r.GlobalBatch)
+	if r.Seq > 0 {
+		fmt.Fprintf(w, " at seq %d", r.Seq)
+	}
+	fmt.Fprintf(w, ", busiest rank at most %s (%.0f%% less the safety margin)\n", units.Format(r.Limit), 100*r.Band.Hi)
+	s := r.Stats
+	fmt.Fprintf(w, "%s layouts, %s invalid for this model; in rank order: %s not yet simulated, %d estimates, %s pruned by bounds, %s ranked below the last one shown\n\n",
+		commas(int64(s.Layouts)), commas(int64(s.Invalid)), commas(int64(s.NotSimulated)), s.OracleCalls, commas(int64(s.Pruned)), commas(int64(s.Unvisited)))
+	if len(r.Layouts) > 0 {
+		var mems, comms []int64
+		for _, c := range r.Layouts {
+			mems, comms = append(mems, c.Memory.DeviceTotal), append(comms, c.Proxy.CommBytes)
+		}
+		ms, cs := units.CommonScale(mems...), units.CommonScale(comms...)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "#\tGPUS\tLAYOUT\tBUSIEST RANK\tFILL\tSTEP (PROXY)\tCOMM/STEP\tLINKS\t")
+		for i, c := range r.Layouts {
+			links := "in node"
+			if c.Proxy.CrossNode {
+				links = "across nodes"
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.1f%%\t%.3g s\t%s\t%s\t\n", i+1, c.GPUs, c.Name, ms.In(c.Memory.DeviceTotal), 100*c.Fill,
+				c.Proxy.StepSeconds, cs.In(c.Proxy.CommBytes), links)
+		}
+		tw.Flush()
+	} else {
+		fmt.Fprintln(w, "no layout fits")
+	}
+	if len(r.NearMisses) > 0 {
+		fmt.Fprintln(w, "\nnear misses (ranked ahead of the layouts above, or closest to fitting):")
+		for _, c := range r.NearMisses {
+			fmt.Fprintf(w, "  %4d GPUs  %-48s %s\n", c.GPUs, c.Name, c.Reason)
+		}
+	}
+	if len(r.InvalidReasons) > 0 {
+		fmt.Fprintln(w, "\nlayouts this model rules out:")
+		reasons := make([]string, 0, len(r.InvalidReasons))
+		for k := range r.InvalidReasons {
+			reasons = append(reasons, k)
+		}
+		sort.Slice(reasons, func(i, j int) bool {
+			a, b := r.InvalidReasons[reasons[i]], r.InvalidReasons[reasons[j]]
+			return a > b || (a == b && reasons[i] < reasons[j])
+		})
+		for _, k := range reasons[:min(5, len(reasons))] {
+			fmt.Fprintf(w, "  %6s  %s\n", commas(int64(r.InvalidReasons[k])), k)
+		}
+		if len(reasons) > 5 {
+			fmt.Fprintf(w, "  and %d other reasons (--format json lists them)\n", len(reasons)-5)
+		}
+	}
+}

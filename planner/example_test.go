@@ -1,0 +1,43 @@
+package planner_test
+
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/planner"
+)
+
+// Plan Llama-3-8B for a global batch of 256 on exactly 8 GPUs with the
+// estimator: the layouts it can simulate today are data parallelism with
+// ZeRO.
+func ExamplePlan() {
+	spec, err := model.Load("../specs/llama-3-8b.yaml", model.Overrides{Seq: 4096})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := planner.Plan(spec, planner.Request{GlobalBatch: 256, GPUs: 8, Top: 2}, planner.Simulator{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, c := range r.Layouts {
+		fmt.Printf("%s: %.0f%% of %s\n", c.Name, 100*c.Fill, r.Device)
+	}
+	// Output:
+	// dp8 zero3 ckpt=every-block mb4×acc8: 89% of h100-80gb
+	// dp8 zero3 ckpt=every-block mb2×acc16: 70% of h100-80gb
+}
+
+// Validate says why a layout cannot run a model.
+func ExampleValidate() {
+	spec, err := model.Load("../specs/llama-3-70b.yaml", model.Overrides{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	l := planner.Layout{DP: 4, TP: 16, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 1}
+	fmt.Println(planner.Validate(spec, l))
+	// Output:
+	// dp4·tp16 zero0 mb1×acc1: 8 key/value heads are not divisible by tp 16 (Megatron-LM and torchtitan split them, they do not replicate them)
+}

@@ -1,0 +1,274 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/tuner"
+)
+
+// Request is what to plan for.
+type Request struct {
+	// GlobalBatch is the samples per optimizer step: DP·Micro·Accum.
+	GlobalBatch int64
+	// GPUs, when set, is the exact number of GPUs; otherwise layouts use
+	// at most MaxGPUs (whole nodes once they span more than one).
+	GPUs, MaxGPUs int64
+	// NodeSize is the GPUs per node: TP stays inside one (default 8).
+	NodeSize int64
+	// Top is how many fitting layouts to return (default 10).
+	Top int
+	// Band is the target fill; Margin the safety margin below its upper
+	// edge, as tuner.Limit takes them (defaults: tuner.DefaultBand,
+	// tuner.DefaultMargin).
+	Band   tuner.Band
+	Margin float64
+	// Zero and Checkpointing are the ZeRO stages and checkpointing modes
+	// to consider (defaults: 0–3; none and every-block).
+	Zero          []int64
+	Checkpointing []model.Checkpointing
+}
+
+// Verdicts of a Candidate.
+const (
+	Fits         = "fits"
+	Over         = "over"
+	Invalid      = "invalid"
+	NotSimulated = "not simulated"
+	Failed       = "error"
+)
+
+// Candidate is one layout and what the planner found about it.
+type Candidate struct {
+	Layout Layout `json:"layout"`
+	Name   string `json:"name"`
+	GPUs   int64  `json:"gpus"`
+	Proxy  Proxy  `json:"proxy"`
+	// Verdict is Fits, Over, Invalid, NotSimulated or Failed; Reason says
+	// why it does not fit.
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason,omitempty"`
+	// Memory is the oracle's answer, or with Bound set a lower bound: the
+	// memory of a layout that needs no more and already does not fit.
+	Memory *Busiest `json:"memory,omitempty"`
+	Bound  bool     `json:"bound,omitempty"`
+	// Fill is the busiest rank's device total over the device's memory;
+	// OverBytes how far it is above the limit.
+	Fill      float64 `json:"fill,omitempty"`
+	OverBytes int64   `json:"over_bytes,omitempty"`
+}
+
+// Stats count what the search did.
+type Stats struct {
+	Layouts      int `json:"layouts"`
+	Invalid      int `json:"invalid"`
+	NotSimulated int `json:"not_simulated"`
+	Evaluated    int `json:"evaluated"`
+	// OracleCalls is the estimates run: Evaluated less the layouts that
+	// shared a rank program with one already estimated.
+	OracleCalls int `json:"oracle_calls"`
+	Pruned      int `json:"pruned"`
+	// Unvisited were ranked below the last layout returned.
+	Unvisited int `json:"unvisited"`
+}
+
+// Result is a plan.
+type Result struct {
+	Model        string     `json:"model"`
+	Device       string     `json:"device"`
+	DeviceMemory int64      `json:"device_memory_bytes"`
+	Band         tuner.Band `json:"band"`
+	// Limit is the device total a layout's busiest rank must stay at or
+	// below: the band's upper edge less the safety margin.
+	Limit       int64       `json:"limit_bytes"`
+	GlobalBatch int64       `json:"global_batch"`
+	Seq         int64       `json:"seq,omitempty"`
+	Layouts     []Candidate `json:"layouts"`
+	NearMisses  []Candidate `json:"near_misses"`
+	// InvalidReasons counts the enumerated layouts the model's shape
+	// rules out, by rule (InvalidError.Rule).
+	InvalidReasons map[string]int `json:"invalid_reasons,omitempty"`
+	Stats          Stats          `json:"stats"`
+}
+
+// ErrNoLayout is returned (wrapped) by Plan when no layout fits; the
+// Result still lists the near misses.
+var ErrNoLayout = errors.New("no layout fits")
+
+func (r *Request) defaults() error {
+	if r.GlobalBatch < 1 {
+		return fmt.Errorf("global batch must be positive, got %d", r.GlobalBatch)
+	}
+	if r.GPUs < 0 || r.MaxGPUs < 0 {
+		return fmt.Errorf("GPU counts must be positive")
+	}
+	if r.GPUs == 0 && r.MaxGPUs == 0 {
+		r.MaxGPUs = 1024
+	}
+	if r.NodeSize == 0 {
+		r.NodeSize = 8
+	}
+	if r.Top == 0 {
+		r.Top = 10
+	}
+	if r.Band == (tuner.Band{}) {
+		r.Band = tuner.DefaultBand
+	}
+	if r.Zero == nil {
+		r.Zero = []int64{0, 1, 2, 3}
+	}
+	if r.Checkpointing == nil {
+		r.Checkpointing = []model.Checkpointing{{Mode: model.CkptNone}, {Mode: model.CkptBlock}}
+	}
+	return nil
+}
+
+// limitBytes is the one place the planner applies the tuner's rule for
+// "fits": at or below the band's upper edge less the safety margin.
+func limitBytes(spec *model.Spec, band tuner.Band, margin float64) int64 {
+	return int64(tuner.Limit(band, tuner.Constraints{Margin: margin}) * float64(spec.Device.Memory))
+}
+
+// Plan enumerates the layouts of req for spec, asks oracle about them in
+// rank order until req.Top fit, and returns those and the near misses.
+// Ranking: fewest GPUs, then the smallest Proxy.StepSeconds, then the
+// larger micro-batch. It returns the Result with an error wrapping
+// ErrNoLayout when none fits.
+func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
+	if err := req.defaults(); err != nil {
+		return nil, err
+	}
+	res := &Result{Model: spec.Name, Device: spec.Device.Name, DeviceMemory: spec.Device.Memory, Band: req.Band,
+		Limit: limitBytes(spec, req.Band, req.Margin), GlobalBatch: req.GlobalBatch, Seq: spec.Training.Seq,
+		InvalidReasons: map[string]int{}}
+	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
+	type entry struct {
+		l Layout
+		p Proxy
+	}
+	es := make([]entry, 0, 1<<16)
+	req.enumerate(spec, func(l Layout) {
+		res.Stats.Layouts++
+		if err := Validate(spec, l); err != nil {
+			res.Stats.Invalid++
+			var ie *InvalidError
+			if errors.As(err, &ie) {
+				res.InvalidReasons[ie.Rule]++
+			}
+			return
+		}
+		es = append(es, entry{l, proxyOf(sh, l, req.NodeSize)})
+	})
+	// Sort indices: the entries are large.
+	idx := make([]int32, len(es))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	sort.Slice(idx, func(i, j int) bool {
+		a, b := &es[idx[i]], &es[idx[j]]
+		if ga, gb := a.l.GPUs(), b.l.GPUs(); ga != gb {
+			return ga < gb
+		}
+		if a.p.StepSeconds != b.p.StepSeconds {
+			return a.p.StepSeconds < b.p.StepSeconds
+		}
+		if a.l.Micro != b.l.Micro {
+			return a.l.Micro > b.l.Micro
+		}
+		return idx[i] < idx[j]
+	})
+	s := newSearch(spec, oracle, res.Limit)
+	for _, e := range es {
+		g := programOf(e.l).group
+		if d := s.dps[g]; len(d) == 0 || d[len(d)-1] != e.l.DP {
+			s.dps[g] = append(d, e.l.DP)
+		}
+	}
+	for g, d := range s.dps {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		s.dps[g] = slices.Compact(d)
+	}
+	misses := newMisses(req.Top)
+	for n, i := range idx {
+		if len(res.Layouts) == req.Top {
+			res.Stats.Unvisited = len(idx) - n
+			break
+		}
+		c := Candidate{Layout: es[i].l, GPUs: es[i].l.GPUs(), Proxy: es[i].p}
+		s.judge(&c)
+		if c.Verdict == Fits {
+			c.Name = c.Layout.String()
+			res.Layouts = append(res.Layouts, c)
+		} else {
+			misses.add(c)
+		}
+	}
+	res.Stats.Evaluated, res.Stats.OracleCalls, res.Stats.Pruned = s.evaluated, s.calls, s.pruned
+	res.Stats.NotSimulated = s.notSim
+	res.NearMisses = misses.pick()
+	if len(res.Layouts) == 0 {
+		return res, fmt.Errorf("%w: %d layouts of %s on %s", ErrNoLayout, res.Stats.Layouts, spec.Name, spec.Device.Name)
+	}
+	return res, nil
+}
+
+// ranksBefore is the ranking Plan sorts by, for tests.
+func ranksBefore(a, b *Candidate) bool {
+	if a.GPUs != b.GPUs {
+		return a.GPUs < b.GPUs
+	}
+	if a.Proxy.StepSeconds != b.Proxy.StepSeconds {
+		return a.Proxy.StepSeconds < b.Proxy.StepSeconds
+	}
+	return a.Layout.Micro > b.Layout.Micro
+}
+
+// misses keeps the near misses as the search meets them: those over the
+// limit (one per reason: layouts pruned by the same failing layout say the
+// same thing) and the first n of the others, one per mesh.
+type misses struct {
+	n     int
+	seen  map[any]bool
+	over  []Candidate
+	other []Candidate
+}
+
+func newMisses(n int) *misses { return &misses{n: n, seen: map[any]bool{}} }
+
+func (m *misses) add(c Candidate) {
+	type mesh struct{ dp, tp, pp, cp, ep int64 }
+	l := c.Layout
+	var key any = c.Reason
+	switch {
+	case c.Verdict != Over:
+		if len(m.other) == m.n {
+			return
+		}
+		key = mesh{l.DP, l.TP, l.PP, l.CP, l.EP}
+	case c.Bound:
+		key = c.Memory.DeviceTotal
+	}
+	if m.seen[key] {
+		return
+	}
+	m.seen[key] = true
+	if c.Verdict == Over {
+		m.over = append(m.over, c)
+	} else {
+		m.other = append(m.other, c)
+	}
+}
+
+// pick returns the n over the limit closest to fitting, then the others,
+// best-ranked first.
+func (m *misses) pick() []Candidate {
+	sort.SliceStable(m.over, func(i, j int) bool { return m.over[i].OverBytes < m.over[j].OverBytes })
+	out := append(m.over[:min(m.n, len(m.over))], m.other...)
+	for i := range out {
+		out[i].Name = out[i].Layout.String()
+	}
+	return out
+}

@@ -1,0 +1,257 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/model"
+)
+
+func load(t testing.TB, name string) *model.Spec {
+	t.Helper()
+	s, err := model.Load("../specs/"+name, model.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestLayoutString(t *testing.T) {
+	every := model.Checkpointing{Mode: model.CkptBlock}
+	for _, tc := range []struct {
+		l    Layout
+		want string
+	}{
+		{Layout{DP: 8, TP: 4, PP: 2, CP: 1, EP: 1, Zero: 1, Schedule: OneFOneB, Virtual: 1, Micro: 2, Accum: 16}, "dp8·tp4·pp2 zero1 1f1b mb2×acc16"},
+		{Layout{DP: 64, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 3, Checkpointing: every, Micro: 1, Accum: 16}, "dp64 zero3 ckpt=every-block mb1×acc16"},
+		{Layout{DP: 2, TP: 8, PP: 4, CP: 2, EP: 1, SP: true, LossParallel: true, Schedule: Interleaved, Virtual: 2, Micro: 1, Accum: 8}, "dp2·tp8+sp·pp4·cp2 zero0 interleaved×2 loss-parallel mb1×acc8"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			if got := tc.l.String(); got != tc.want {
+				t.Errorf("String() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStageLayers(t *testing.T) {
+	for _, tc := range []struct {
+		layers, stages int64
+		want           string
+	}{
+		{32, 1, "[32]"},
+		{32, 8, "[4 5 4 4 4 4 4 3]"}, // 34 effective: 4 r 2
+		{80, 4, "[20 21 20 19]"},     // 82 effective: 20 r 2
+		{3, 2, "[2 1]"},
+		{2, 4, "[0 1 1 0]"},
+		{2, 5, "error"},
+	} {
+		t.Run(strings.TrimSpace(tc.want), func(t *testing.T) {
+			got, err := StageLayers(tc.layers, tc.stages)
+			s := "error"
+			if err == nil {
+				s = fmt.Sprint(got)
+			}
+			if s != tc.want {
+				t.Errorf("StageLayers(%d, %d) = %s, want %s", tc.layers, tc.stages, s, tc.want)
+			}
+			var sum int64
+			for _, n := range got {
+				sum += n
+			}
+			if err == nil && sum != tc.layers {
+				t.Errorf("StageLayers(%d, %d) sums to %d", tc.layers, tc.stages, sum)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	llama := load(t, "llama-3-70b.yaml") // 64 heads, 8 kv heads, 80 layers, seq 8192
+	base := Layout{DP: 1, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 1}
+	with := func(f func(*Layout)) Layout { l := base; f(&l); return l }
+	for _, tc := range []struct {
+		name string
+		l    Layout
+		want string // "" valid, else a substring of the reason
+	}{
+		{"plain", base, ""},
+		{"tp8", with(func(l *Layout) { l.TP, l.SP = 8, true }), ""},
+		{"tp16 kv", with(func(l *Layout) { l.TP = 16 }), "key/value heads are not divisible by tp 16"},
+		{"tp3 heads", with(func(l *Layout) { l.TP = 3 }), "64 attention heads are not divisible by tp 3"},
+		{"sp without tp", with(func(l *Layout) { l.SP = true }), "need tp > 1"},
+		{"zero at dp1", with(func(l *Layout) { l.Zero = 3 }), "nothing to shard"},
+		{"pp too deep", with(func(l *Layout) { l.PP, l.Schedule, l.Virtual = 83, OneFOneB, 1 }), "more than the 80 layers"},
+		{"pp uneven", with(func(l *Layout) { l.PP, l.Schedule, l.Virtual = 3, OneFOneB, 1 }), ""},
+		{"interleaved accum", with(func(l *Layout) { l.PP, l.Schedule, l.Virtual, l.Accum = 4, Interleaved, 2, 6 }), "multiple of pp 4"},
+		{"cp seq", with(func(l *Layout) { l.CP = 3 }), "not divisible by 2·cp·tp"},
+		{"ep dense", with(func(l *Layout) { l.EP, l.DP = 2, 2 }), "needs a mixture-of-experts model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Validate(llama, tc.l)
+			var ie *InvalidError
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate(%s) = %v, want nil", tc.l, err)
+			case tc.want != "" && (!errors.As(err, &ie) || !strings.Contains(ie.Reason, tc.want)):
+				t.Errorf("Validate(%s) = %v, want an InvalidError with %q", tc.l, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestMonotone checks, on the real estimator, the rules the search prunes
+// by (atLeast): a layout that needs at least another's memory by the rules
+// must not be predicted below it.
+func TestMonotone(t *testing.T) {
+	spec := load(t, "gpt2-124m.yaml")
+	spec.Training.Seq = 512
+	var ls []Layout
+	for _, dp := range []int64{1, 2, 4} {
+		for _, z := range []int64{0, 1, 2, 3} {
+			for _, ck := range []string{model.CkptNone, model.CkptBlock} {
+				for _, mb := range []int64{1, 2, 4} {
+					for _, acc := range []int64{1, 2} {
+						l := Layout{DP: dp, TP: 1, PP: 1, CP: 1, EP: 1, Zero: z, Checkpointing: model.Checkpointing{Mode: ck}, Micro: mb, Accum: acc}
+						if Validate(spec, l) == nil && (mb == 1 || acc == 1 || dp == 2) {
+							ls = append(ls, l)
+						}
+					}
+				}
+			}
+		}
+	}
+	mem := map[program]int64{}
+	for _, l := range ls {
+		r, err := estimate.Estimate(Apply(spec, l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem[programOf(l)] = r.DeviceTotal
+	}
+	for _, c := range ls {
+		for _, f := range ls {
+			pc, pf := programOf(c), programOf(f)
+			if atLeast(pc, pf) && mem[pc] < mem[pf] {
+				t.Errorf("%s needs %d B, less than %s's %d B, which the search assumes it never does", c, mem[pc], f, mem[pf])
+			}
+		}
+	}
+}
+
+func TestPlanFake(t *testing.T) {
+	spec := load(t, "llama-3-70b.yaml")
+	f := &Fake{}
+	r, err := Plan(spec, Request{GlobalBatch: 1024, MaxGPUs: 1024}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Layouts) != 10 {
+		t.Fatalf("got %d layouts, want 10", len(r.Layouts))
+	}
+	for i, c := range r.Layouts {
+		if c.Memory == nil || c.Memory.DeviceTotal > r.Limit || c.Layout.GlobalBatch() != 1024 {
+			t.Errorf("layout %d %s: %+v does not fit or misses the global batch", i, c.Name, c.Memory)
+		}
+		if i > 0 && ranksBefore(&c, &r.Layouts[i-1]) {
+			t.Errorf("layout %d %s ranks before %s", i, c.Name, r.Layouts[i-1].Name)
+		}
+	}
+	// Every layout with fewer GPUs than the first answer must fail: check
+	// the pruned ones against the fake itself.
+	best := r.Layouts[0].GPUs
+	for _, m := range r.NearMisses {
+		if m.GPUs > best {
+			t.Errorf("near miss %s uses more GPUs (%d) than the best layout (%d)", m.Name, m.GPUs, best)
+		}
+		if m.Verdict == Over {
+			got, _ := (&Fake{}).Estimate(spec, m.Layout)
+			if got.DeviceTotal <= r.Limit {
+				t.Errorf("near miss %s was pruned but fits: %d ≤ %d", m.Name, got.DeviceTotal, r.Limit)
+			}
+		}
+	}
+	if r.Stats.OracleCalls >= r.Stats.Layouts/10 {
+		t.Errorf("%d oracle calls for %d layouts: the search does not prune", r.Stats.OracleCalls, r.Stats.Layouts)
+	}
+}
+
+func TestPlanSimulator(t *testing.T) {
+	spec := load(t, "llama-3.2-1b.yaml")
+	spec.Training.Seq = 2048
+	r, err := Plan(spec, Request{GlobalBatch: 64, GPUs: 8, Top: 3}, Simulator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range r.Layouts {
+		if !c.Layout.Simple() || c.GPUs != 8 {
+			t.Errorf("%s: the simulator fits only data parallelism on 8 GPUs", c.Name)
+		}
+		res, err := estimate.Estimate(Apply(spec, c.Layout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.DeviceTotal != c.Memory.DeviceTotal {
+			t.Errorf("%s: plan says %d B, estimate %d B", c.Name, c.Memory.DeviceTotal, res.DeviceTotal)
+		}
+	}
+	var ns int
+	for _, m := range r.NearMisses {
+		if m.Verdict == NotSimulated {
+			ns++
+		}
+	}
+	if ns == 0 {
+		t.Errorf("no near miss is a layout the simulator cannot run yet")
+	}
+}
+
+func TestPlanNoFit(t *testing.T) {
+	spec := load(t, "llama-3-70b.yaml")
+	r, err := Plan(spec, Request{GlobalBatch: 8, GPUs: 1}, Simulator{})
+	if !errors.Is(err, ErrNoLayout) || len(r.NearMisses) == 0 {
+		t.Fatalf("Plan(70B on 1 GPU) = %v with %d near misses, want ErrNoLayout and near misses", err, len(r.NearMisses))
+	}
+}
+
+// BenchmarkPlan70B plans Llama-3-70B for a global batch of 1024 over up
+// to 1024 GPUs: with a fake oracle that sleeps 1 ms per call and
+// simulates every layout (the calls are reported as oracle-calls/op), the
+// same fake supporting what the estimator supports today (data
+// parallelism), and the real estimator in mixed precision (where memplan
+// fits no layout of 70B: the search must rule them all out) and in bf16.
+func BenchmarkPlan70B(b *testing.B) {
+	spec, err := model.Load("../specs/llama-3-70b.yaml", model.Overrides{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bf16 := *spec
+	bf16.Training.Precision = model.BF16
+	for _, bc := range []struct {
+		name string
+		spec *model.Spec
+		o    func() Oracle
+	}{
+		{"fake-1ms", spec, func() Oracle { return &Fake{Delay: time.Millisecond} }},
+		{"fake-1ms-dp-only", spec, func() Oracle { return &Fake{Delay: time.Millisecond, Unsupported: true} }},
+		{"simulator-amp-bf16", spec, func() Oracle { return Simulator{} }},
+		{"simulator-bf16", &bf16, func() Oracle { return Simulator{} }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var calls, layouts int
+			for i := 0; i < b.N; i++ {
+				r, err := Plan(bc.spec, Request{GlobalBatch: 1024, MaxGPUs: 1024}, bc.o())
+				if err != nil && !errors.Is(err, ErrNoLayout) {
+					b.Fatal(err)
+				}
+				calls, layouts = r.Stats.OracleCalls, r.Stats.Layouts
+			}
+			b.ReportMetric(float64(calls), "oracle-calls/op")
+			b.ReportMetric(float64(layouts), "layouts/op")
+		})
+	}
+}

@@ -1,0 +1,64 @@
+package planner
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+func TestProxy(t *testing.T) {
+	spec := load(t, "llama-3-8b.yaml")
+	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
+	base := Layout{DP: 4, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 8}
+	with := func(f func(*Layout)) Layout { l := base; f(&l); return l }
+	for _, tc := range []struct {
+		name   string
+		l      Layout
+		bubble float64
+		cross  bool
+	}{
+		{"dp only", base, 0, false},
+		{"1f1b", with(func(l *Layout) { l.PP, l.Schedule, l.Virtual = 4, OneFOneB, 1 }), 3.0 / 11, true},
+		{"interleaved", with(func(l *Layout) { l.PP, l.Schedule, l.Virtual = 4, Interleaved, 2 }), 3.0 / 19, true},
+		{"tp in node", with(func(l *Layout) { l.TP, l.DP = 8, 1 }), 0, false},
+		{"dp across nodes", with(func(l *Layout) { l.DP = 16 }), 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := proxyOf(sh, tc.l, 8)
+			if math.Abs(p.Bubble-tc.bubble) > 1e-12 || p.CrossNode != tc.cross {
+				t.Errorf("proxyOf(%s) = bubble %g, cross %v; want %g, %v", tc.l, p.Bubble, p.CrossNode, tc.bubble, tc.cross)
+			}
+		})
+	}
+	z0, z3 := proxyOf(sh, base, 8), proxyOf(sh, with(func(l *Layout) { l.Zero = 3 }), 8)
+	if z3.CommBytes <= z0.CommBytes {
+		t.Errorf("ZeRO-3 sends %d B per step, no more than ZeRO-0's %d", z3.CommBytes, z0.CommBytes)
+	}
+	ck := proxyOf(sh, with(func(l *Layout) { l.Checkpointing = model.Checkpointing{Mode: model.CkptBlock} }), 8)
+	if ck.Recompute != 1.0/3 || ck.StepSeconds <= z0.StepSeconds {
+		t.Errorf("checkpointing: recompute %g, step %g s; want 1/3 and more than %g s", ck.Recompute, ck.StepSeconds, z0.StepSeconds)
+	}
+}
+
+func TestSimulatorNotSimulated(t *testing.T) {
+	spec := load(t, "llama-3.2-1b.yaml")
+	for _, l := range []Layout{
+		{DP: 1, TP: 2, PP: 1, CP: 1, EP: 1, SP: true, Micro: 1, Accum: 1},
+		{DP: 1, TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1, Micro: 1, Accum: 2},
+		{DP: 1, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1},
+	} {
+		t.Run(l.String(), func(t *testing.T) {
+			_, err := Simulator{}.Estimate(spec, l)
+			var ns *NotSimulatedError
+			if !errors.As(err, &ns) {
+				t.Errorf("Simulator.Estimate(%s) = %v, want a *NotSimulatedError", l, err)
+			}
+		})
+	}
+	b, err := Simulator{}.Estimate(spec, Layout{DP: 2, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 2, Micro: 1, Accum: 1})
+	if err != nil || b.DeviceTotal <= 0 || len(b.Kinds) != 1 || b.Kinds[0].Kind != All {
+		t.Errorf("Simulator.Estimate(dp2 zero2) = %+v, %v; want one kind of rank", b, err)
+	}
+}

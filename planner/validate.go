@@ -1,0 +1,151 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/model"
+)
+
+// transformer reports whether the model is a transformer shorthand whose
+// blocks TP, PP and CP can split.
+func transformer(m *model.Model) bool {
+	switch m.Type {
+	case model.GPT2, model.Llama, model.NeoX, model.BERT:
+		return true
+	}
+	return false
+}
+
+// Validate checks a layout against a model's shape and returns an
+// *InvalidError with the reason when the frameworks would refuse it. The
+// rules, and where each comes from, are in docs/planner.md §1:
+//
+//   - TP splits attention heads and key/value heads (grouped-query
+//     attention's groups) evenly, as Megatron-LM's divide() asserts; key/
+//     value heads are not replicated (vLLM does so for inference only).
+//     The MLP's intermediate size must divide too; the vocabulary need not,
+//     as it is padded to a multiple of 128·TP as Megatron does.
+//   - PP splits layers as torchtitan's generate_llm_fqn_per_model_part
+//     does: the embedding and the head each count as one layer and the
+//     layers are spread as evenly as possible, so uneven splits are
+//     allowed (StageLayers).
+//   - CP with load balancing needs the sequence divisible by 2·CP·TP
+//     (torchtitan); SP alone needs it divisible by TP.
+//   - EP needs the experts divisible by EP, and EP dividing DP·CP.
+func Validate(spec *model.Spec, l Layout) error {
+	bad := func(rule, format string, args ...any) error {
+		return &InvalidError{Layout: l, Rule: rule, Reason: fmt.Sprintf(format, args...)}
+	}
+	if l.DP < 1 || l.TP < 1 || l.PP < 1 || l.CP < 1 || l.EP < 1 || l.Micro < 1 || l.Accum < 1 {
+		return bad("positive degrees", "every degree, the micro-batch and the accumulation must be at least 1")
+	}
+	if l.Zero < 0 || l.Zero > 3 {
+		return bad("ZeRO stage 0-3", "ZeRO stage %d: want 0 to 3", l.Zero)
+	}
+	if l.Zero > 0 && l.DP*l.CP == 1 {
+		return bad("ZeRO needs dp·cp > 1", "ZeRO stage %d shards over the data-parallel ranks; with dp 1 there is nothing to shard", l.Zero)
+	}
+	m := &spec.Model
+	if !l.Simple() && !transformer(m) {
+		return bad("only data parallelism for this model type", "%s models can only be split by data parallelism", m.Type)
+	}
+	if err := validateTP(spec, l, bad); err != nil {
+		return err
+	}
+	if l.PP > 1 {
+		if _, err := StageLayers(m.NumLayers, l.PP*max(l.Virtual, 1)); err != nil {
+			return bad("stages at most layers+2 (torchtitan)", "%v", err)
+		}
+		switch l.Schedule {
+		case GPipe, OneFOneB:
+			if l.Virtual > 1 {
+				return bad("one stage per rank for gpipe and 1f1b", "%s runs one stage per rank, not %d", l.Schedule, l.Virtual)
+			}
+		case Interleaved:
+			if l.Virtual < 2 {
+				return bad("interleaved needs 2+ stages per rank", "interleaved needs at least 2 stages per rank")
+			}
+			if l.Accum%l.PP != 0 {
+				return bad("interleaved needs micro-batches a multiple of pp (Megatron-LM)", "interleaved needs the micro-batches (%d) to be a multiple of pp %d, as Megatron-LM requires", l.Accum, l.PP)
+			}
+		default:
+			return bad("known pipeline schedule", "pipeline schedule %q: want gpipe, 1f1b or interleaved", l.Schedule)
+		}
+	}
+	if l.EP > 1 {
+		if m.Experts == 0 {
+			return bad("ep needs a mixture of experts", "ep %d needs a mixture-of-experts model", l.EP)
+		}
+		if m.Experts%l.EP != 0 {
+			return bad("experts divisible by ep", "%d experts are not divisible by ep %d", m.Experts, l.EP)
+		}
+		if (l.DP*l.CP)%l.EP != 0 {
+			return bad("ep divides dp·cp", "ep %d must divide dp·cp = %d (expert parallelism borrows those ranks)", l.EP, l.DP*l.CP)
+		}
+	}
+	return nil
+}
+
+func validateTP(spec *model.Spec, l Layout, bad func(string, string, ...any) error) error {
+	m := &spec.Model
+	if (l.SP || l.LossParallel) && l.TP < 2 {
+		return bad("sp and loss parallel need tp > 1", "sequence parallelism and loss parallelism need tp > 1")
+	}
+	if l.TP > 1 {
+		kv := m.KVHeads
+		if kv == 0 {
+			kv = m.Heads
+		}
+		switch {
+		case m.Heads%l.TP != 0:
+			return bad("heads divisible by tp", "%d attention heads are not divisible by tp %d", m.Heads, l.TP)
+		case kv%l.TP != 0:
+			return bad("key/value heads divisible by tp", "%d key/value heads are not divisible by tp %d (Megatron-LM and torchtitan split them, they do not replicate them)", kv, l.TP)
+		case m.Intermediate%l.TP != 0:
+			return bad("MLP columns divisible by tp", "the MLP's %d columns are not divisible by tp %d", m.Intermediate, l.TP)
+		}
+	}
+	seq := spec.Training.Seq
+	switch {
+	case l.CP > 1 && seq%(2*l.CP*l.TP) != 0:
+		return bad("sequence divisible by 2·cp·tp", "sequence %d is not divisible by 2·cp·tp = %d (load-balanced context parallelism)", seq, 2*l.CP*l.TP)
+	case l.SP && seq%l.TP != 0:
+		return bad("sequence divisible by tp with sp", "sequence %d is not divisible by tp %d (sequence parallelism)", seq, l.TP)
+	}
+	return nil
+}
+
+// StageLayers splits layers transformer blocks over stages as torchtitan's
+// generate_llm_fqn_per_model_part does with input and output weights of 1:
+// the embedding and the head count as one layer each, the layers+2 are
+// spread as evenly as possible with the remainder going to the first
+// stages, and the first and last stages give one layer's room to the
+// embedding and the head. It returns the blocks on each stage, or an error
+// when a stage would get none.
+func StageLayers(layers, stages int64) ([]int64, error) {
+	if stages < 1 || layers < 1 {
+		return nil, fmt.Errorf("%d layers over %d stages", layers, stages)
+	}
+	if stages == 1 {
+		return []int64{layers}, nil
+	}
+	eff := layers + 2
+	per, extra := eff/stages, eff%stages
+	if per < 1 {
+		return nil, fmt.Errorf("%d stages is more than the %d layers plus the embedding and the head", stages, layers)
+	}
+	out := make([]int64, stages)
+	left := layers
+	for i := range out {
+		n := per
+		if int64(i) < extra {
+			n++
+		}
+		if i == 0 || int64(i) == stages-1 {
+			n--
+		}
+		n = min(n, left)
+		out[i], left = n, left-n
+	}
+	return out, nil
+}
