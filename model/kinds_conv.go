@@ -11,7 +11,7 @@ const (
 )
 
 func init() {
-	register(KConv2d, "2-D convolution, NCHW", func() KindSpec { return &Conv2d{Bias: true} })
+	register(KConv2d, "2-D convolution, NCHW", func() KindSpec { return &Conv2d{ConvArgs{Bias: true}} })
 	register(KMaxPool, "2-D max pooling", func() KindSpec { return &MaxPool{} })
 	register(KAvgPool, "global average pooling to 1×1", func() KindSpec { return &AvgPool{} })
 	register(KPatchEmbed, "ViT patch embedding: a conv with stride = kernel, then tokens", func() KindSpec { return &PatchEmbed{} })
@@ -35,16 +35,15 @@ func window(l *Layer, s Shape, ch, kernel, stride, pad int64) (Shape, error) {
 	return Shape{ch, h, w}, nil
 }
 
-// Conv2d is nn.Conv2d with a square kernel (NCHW).
-type Conv2d struct {
+// ConvArgs are the arguments every convolution kind shares, as nn.Conv1d
+// and nn.Conv2d take them (a square kernel for 2-D).
+type ConvArgs struct {
 	In, Out, Kernel, Stride, Padding int64
 	Bias                             bool
 }
 
-// Kind is the name specs use for the kind.
-func (*Conv2d) Kind() string { return KConv2d }
-
-func (k *Conv2d) decode(a *args, _ *Layer) {
+// decode reads the arguments; stride defaults to 1.
+func (k *ConvArgs) decode(a *args, _ *Layer) {
 	a.int("in", &k.In, true)
 	a.int("out", &k.Out, true)
 	a.int("kernel", &k.Kernel, true)
@@ -55,6 +54,12 @@ func (k *Conv2d) decode(a *args, _ *Layer) {
 		k.Stride = 1
 	}
 }
+
+// Conv2d is nn.Conv2d with a square kernel (NCHW).
+type Conv2d struct{ ConvArgs }
+
+// Kind is the name specs use for the kind.
+func (*Conv2d) Kind() string { return KConv2d }
 
 func (k *Conv2d) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 	if err := needImage(l, s); err != nil {
@@ -145,30 +150,15 @@ const (
 )
 
 func init() {
-	register(KConv1d, "1-D convolution over [channels, length], NCL", func() KindSpec { return &Conv1d{Bias: true} })
+	register(KConv1d, "1-D convolution over [channels, length], NCL", func() KindSpec { return &Conv1d{ConvArgs{Bias: true}} })
 	register(KTranspose, "[channels, length] to [length, channels] tokens: a view, as x.transpose(1, 2)", func() KindSpec { return &Transpose{} })
 }
 
 // Conv1d is nn.Conv1d over [channels, length].
-type Conv1d struct {
-	In, Out, Kernel, Stride, Padding int64
-	Bias                             bool
-}
+type Conv1d struct{ ConvArgs }
 
 // Kind is the name specs use for the kind.
 func (*Conv1d) Kind() string { return KConv1d }
-
-func (k *Conv1d) decode(a *args, _ *Layer) {
-	a.int("in", &k.In, true)
-	a.int("out", &k.Out, true)
-	a.int("kernel", &k.Kernel, true)
-	a.int("stride", &k.Stride, false)
-	a.count("padding", &k.Padding)
-	a.bool("bias", &k.Bias)
-	if k.Stride == 0 && a.m != nil {
-		k.Stride = 1
-	}
-}
 
 func (k *Conv1d) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 	if len(s) != 2 {

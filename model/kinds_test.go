@@ -68,7 +68,7 @@ func TestNewKindErrors(t *testing.T) {
 }
 
 func TestConv1dShape(t *testing.T) {
-	l := L(&Conv1d{In: 80, Out: 512, Kernel: 3, Stride: 2, Padding: 1})
+	l := L(&Conv1d{ConvArgs{In: 80, Out: 512, Kernel: 3, Stride: 2, Padding: 1}})
 	got, err := l.Infer(Shape{80, 3000}, nil)
 	if err != nil || got.String() != "[512 1500]" {
 		t.Errorf("Infer([80 3000]) = %v, %v, want [512 1500]", got, err)

@@ -155,7 +155,7 @@ var resnetStages = map[int64]struct {
 }
 
 func conv(in, out, k, stride, pad int64) Layer {
-	return L(&Conv2d{In: in, Out: out, Kernel: k, Stride: stride, Padding: pad})
+	return L(&Conv2d{ConvArgs{In: in, Out: out, Kernel: k, Stride: stride, Padding: pad}})
 }
 
 func bn(c int64) Layer { return L(&BatchNorm{Channels: c}) }
