@@ -36,9 +36,9 @@ type AllocAdvice struct {
 // expandable or is backend:cudaMallocAsync (which the simulation does not
 // model) or does not parse; otherwise the current setting plus
 // expandable_segments:True, then expandable_segments:True alone when the
-// current setting is not the default. max_split_size_mb is left out: it
-// stops large cached blocks from being split, which raises the reserved
-// peak of a training step (docs/allocator.md §2, §6).
+// current setting is not the default. max_split_size_mb is left out: in
+// the simulations of docs/allocator.md §9 it never saved more than the
+// advice threshold, and usually raised the device total.
 func AdviceCandidates(current string) []string {
 	c, err := alloc.Parse(current)
 	if err != nil || c.ExpandableSegments || c.Backend == "cudaMallocAsync" {
