@@ -202,3 +202,22 @@ func ExampleAdviseAllocConf() {
 	fmt.Printf("%s saves %.1f%%\n", a.AllocConf, 100*a.Fraction)
 	// Output: expandable_segments:True saves 4.2%
 }
+
+func ExampleTuneAllocConf() {
+	s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{})
+	if err != nil {
+		panic(err)
+	}
+	_, ch, err := TuneAllocConf(s, DefaultBand, Constraints{Margin: DefaultMargin}, Analytic)
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range ch.Candidates {
+		fmt.Printf("%q: batch %d\n", c.AllocConf, c.Batch)
+	}
+	fmt.Printf("chosen %q\n", ch.Chosen)
+	// Output:
+	// "": batch 46
+	// "expandable_segments:True": batch 46
+	// chosen ""
+}

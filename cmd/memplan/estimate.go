@@ -41,9 +41,11 @@ Example:
 			if err != nil {
 				return fmt.Errorf("estimate %s: %w", spec.File, err)
 			}
+			// The advice is extra: if a re-estimate fails, the estimate
+			// still stands, with a note.
 			adv, err := tuner.AdviseAllocConf(spec, r.DeviceTotal, tuner.Analytic)
 			if err != nil {
-				return fmt.Errorf("estimate %s: %w", spec.File, err)
+				r.Notes = append(r.Notes, fmt.Sprintf("no allocator advice: %v", err))
 			}
 			if f == "json" {
 				return writeJSON(c.App.Writer, estimateJSON{r, adv})
