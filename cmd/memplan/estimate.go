@@ -20,7 +20,9 @@ func estimateCmd() *cli.Command {
 		Description: `Prints a breakdown of memory at the peak, the three totals (peak allocated as
 torch.cuda.max_memory_allocated reports it, peak reserved as
 max_memory_reserved, and the device total with the CUDA context), the phase
-that holds the peak, and how full the device would be.
+that holds the peak, how full the device would be, the allocator's cache at
+the peak (fragmentation), and, when another PYTORCH_ALLOC_CONF setting would
+lower the device total by more than 2% (re-estimated under it), which.
 
 Example:
    memplan estimate specs/gpt2-124m.yaml
