@@ -20,7 +20,9 @@ func estimateCmd() *cli.Command {
 		Description: `Prints a breakdown of memory at the peak, the three totals (peak allocated as
 torch.cuda.max_memory_allocated reports it, peak reserved as
 max_memory_reserved, and the device total with the CUDA context), the phase
-that holds the peak, and how full the device would be.
+that holds the peak, how full the device would be, the allocator's cache at
+the peak (fragmentation), and, when another PYTORCH_ALLOC_CONF setting would
+lower the device total by more than 2% (re-estimated under it), which.
 
 Example:
    memplan estimate specs/gpt2-124m.yaml
@@ -41,18 +43,55 @@ Example:
 			if err != nil {
 				return fmt.Errorf("estimate %s: %w", spec.File, err)
 			}
+			// The advice is extra: if a re-estimate fails, the estimate
+			// still stands, with a note.
+			adv, err := tuner.AdviseAllocConf(spec, r.DeviceTotal, tuner.Analytic)
+			if err != nil {
+				r.Notes = append(r.Notes, fmt.Sprintf("no allocator advice: %v", err))
+			}
 			if f == "json" {
-				return writeJSON(c.App.Writer, r)
+				return writeJSON(c.App.Writer, estimateJSON{r, adv})
 			}
 			for _, n := range r.Notes {
 				fmt.Fprintf(c.App.ErrWriter, "memplan: note: %s\n", n)
 			}
-			return printEstimate(c.App.Writer, r)
+			return printEstimate(c.App.Writer, r, adv)
 		},
 	}
 }
 
-func printEstimate(w io.Writer, r *estimate.Result) error {
+// estimateJSON is estimate's --format json: the estimate, and the
+// allocator advice when there is some (docs/json.md).
+type estimateJSON struct {
+	*estimate.Result
+	AllocAdvice *tuner.AllocAdvice `json:"alloc_advice,omitempty"`
+}
+
+// printFragmentation prints the allocator's cache on one line: how far
+// peak reserved is above peak allocated, and Result.Fragmentation, the
+// reserved but unallocated memory when reserved first reached its peak
+// (docs/allocator.md §5). The two differ when that happened after a large
+// free, e.g. in the first optimizer step, after backward freed the
+// activations.
+func printFragmentation(w io.Writer, r *estimate.Result) {
+	f := r.Fragmentation
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "  fragmentation: peak reserved is %s above peak allocated; %s reserved but unallocated when reserved first peaked (largest cached block %s)\n",
+		units.Format(r.PeakReserved-r.PeakAllocated), units.Format(f.Unallocated), units.Format(f.LargestFree))
+}
+
+// printAllocAdvice prints the allocator setting that lowers the device
+// total by more than tuner.AdviceThreshold, if any (docs/allocator.md §9).
+func printAllocAdvice(w io.Writer, adv *tuner.AllocAdvice) {
+	if adv != nil {
+		fmt.Fprintf(w, "advice: PYTORCH_ALLOC_CONF=%s would lower the device total to %s (%s less, %.1f%%; re-estimated)\n",
+			adv.AllocConf, units.Format(adv.DeviceTotal), units.Format(adv.Saved), 100*adv.Fraction)
+	}
+}
+
+func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) error {
 	t := r.Training
 	fmt.Fprintf(w, "%s: %s, %s parameters\n", r.Name, r.ModelType, commas(r.Params))
 	setup := fmt.Sprintf("batch %d", t.Batch)
@@ -103,11 +142,13 @@ func printEstimate(w io.Writer, r *estimate.Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printFragmentation(w, r)
 	verdict := "fits"
 	// The device's whole memory, no margin: the one rule (tuner.Fits).
 	if tuner.Fits(r.DeviceTotal, r.Device.Memory, tuner.Band{Lo: 1, Hi: 1}, 0) == tuner.NoFit {
 		verdict = fmt.Sprintf("does NOT fit: %s over", units.Format(r.DeviceTotal-r.Device.Memory))
 	}
 	fmt.Fprintf(w, "\n%s: %.1f%% of %s — %s\n", r.Device.Name, 100*r.Fill, units.Format(r.Device.Memory), verdict)
+	printAllocAdvice(w, adv)
 	return nil
 }

@@ -27,7 +27,7 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "zero", Usage: "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)"},
 		&cli.StringFlag{Name: "offload", Usage: "none, optimizer (ZeRO-Offload: optimizer state and step on the host) or params (also parameter shards; needs --zero 3)"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
-		&cli.StringFlag{Name: "alloc-conf", Usage: "PYTORCH_ALLOC_CONF of the job, e.g. expandable_segments:True (default: $PYTORCH_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF)"},
+		&cli.StringFlag{Name: "alloc-conf", Usage: "PYTORCH_ALLOC_CONF of the job, e.g. expandable_segments:True (default: $PYTORCH_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF); tune also takes auto", Action: checkAllocAuto},
 		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --seq is required; --batch defaults to 1)"},
 	}
 }
@@ -47,7 +47,10 @@ func overrides(c *cli.Context) model.Overrides {
 // PYTORCH_ALLOC_CONF, then the older PYTORCH_CUDA_ALLOC_CONF.
 func allocConf(c *cli.Context) string {
 	if c.IsSet("alloc-conf") {
-		return c.String("alloc-conf")
+		if v := c.String("alloc-conf"); v != allocAuto {
+			return v
+		}
+		return "" // tune searches (allocAuto); the spec's own is a candidate
 	}
 	v, _ := allocConfEnv()
 	return v

@@ -28,7 +28,8 @@ func tuneCmd() *cli.Command {
 		Description: `Finds the largest micro-batch whose predicted device total stays at or below
 the target band's upper edge (default 85-90% of device memory), and warns when
 the best batch falls below the band. With --global-batch and --dp it splits the
-global batch into micro-batch x gradient accumulation. When batch 1 does not
+global batch into micro-batch x gradient accumulation. With --alloc-conf auto it
+also picks the allocator setting with the largest batch. When batch 1 does not
 fit, it lists the spec changes that would, cheapest first, each with its
 predicted total (exit code 4).
 
@@ -37,7 +38,8 @@ Example:
    memplan tune specs/llama-3.2-1b.yaml --device a100-80gb --multiple-of 2 --global-batch 256 --dp 8
    memplan tune specs/bert-base.yaml --device h100-80gb --cap --target 0.85-0.90
    memplan tune specs/gpt2-124m.yaml --probe --device-index 0
-   memplan tune specs/llama-3-8b.yaml --checkpointing none`,
+   memplan tune specs/llama-3-8b.yaml --checkpointing none
+   memplan tune specs/resnet-50.yaml --alloc-conf auto   # and the allocator setting`,
 		Flags: append(append(overrideFlags(), probeFlags()...), targetFlag, formatFlag,
 			&cli.Int64Flag{Name: "multiple-of", Usage: "micro-batch must be a multiple of N"},
 			&cli.BoolFlag{Name: "pow2", Usage: "micro-batch must be a power of two"},
@@ -58,14 +60,12 @@ Example:
 			if cons.Margin < 0 || cons.Margin >= 0.5 {
 				return usageError{fmt.Sprintf("--margin: want a fraction from 0 to 0.5, got %g", cons.Margin)}
 			}
-			if s := c.String("seqs"); s != "" {
-				for _, p := range strings.Split(s, ",") {
-					n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
-					if err != nil || n <= 0 {
-						return usageError{fmt.Sprintf("--seqs: %q is not a positive length", p)}
-					}
-					cons.Seqs = append(cons.Seqs, n)
-				}
+			if cons.Seqs, err = seqsArg(c); err != nil {
+				return err
+			}
+			auto, err := allocAutoArg(c)
+			if err != nil {
+				return err
 			}
 			oracle := tuner.Analytic
 			if c.Bool("cap") {
@@ -86,7 +86,7 @@ Example:
 					cons.Hint = a.Batch
 				}
 			}
-			r, terr := tuner.Tune(spec, band, cons, oracle)
+			r, choice, terr := tuneAlloc(spec, band, cons, oracle, auto)
 			if terr != nil && !errors.Is(terr, tuner.ErrNoFit) {
 				return terr
 			}
@@ -96,11 +96,12 @@ Example:
 				}
 			}
 			if f == "json" {
-				if err := writeJSON(c.App.Writer, r); err != nil {
+				if err := writeJSON(c.App.Writer, tuneJSON{r, choice}); err != nil {
 					return err
 				}
 			} else {
 				printTune(c.App.Writer, spec, r, c.Bool("cap"))
+				printAllocChoice(c.App.Writer, choice)
 			}
 			if terr != nil {
 				return exitCode{4, terr}
@@ -108,6 +109,21 @@ Example:
 			return nil
 		},
 	}
+}
+
+// seqsArg reads --seqs, the sequence lengths the job sees.
+func seqsArg(c *cli.Context) ([]int64, error) {
+	var seqs []int64
+	if s := c.String("seqs"); s != "" {
+		for _, p := range strings.Split(s, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
+			if err != nil || n <= 0 {
+				return nil, usageError{fmt.Sprintf("--seqs: %q is not a positive length", p)}
+			}
+			seqs = append(seqs, n)
+		}
+	}
+	return seqs, nil
 }
 
 func printTune(w io.Writer, spec *model.Spec, r *tuner.Result, capped bool) {
