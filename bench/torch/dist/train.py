@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""One rank of a real data-parallel training run, for memplan's ground truth.
+
+    torchrun --nproc_per_node=2 bench/torch/dist/train.py SPEC --mode MODE
+        [--reshard true|false|INT] [--batch N] [--seq N] [--precision P]
+        [--checkpointing C] [--steps 3] [--snapshot DIR] --result DIR
+
+MODE is ddp (DistributedDataParallel, default buckets), ddp-view (the same
+with gradient_as_bucket_view=True), zero1 (ZeroRedundancyOptimizer over DDP,
+as memplan's --zero 1 and bench/torch/measure.py) or fsdp (FSDP2 fully_shard
+on every transformer block and the root). PRECISION is memplan's fp32,
+amp-bf16 (fp32 weights, autocast), bf16 (weights cast to bf16 on the host) or
+fsdp-bf16 (fp32 weights, FSDP2 MixedPrecisionPolicy(param_dtype=bf16,
+reduce_dtype=fp32), no autocast: torchtitan's default; fsdp mode only).
+
+The model and the training loop are bench/torch/measure.py's (transformers'
+loss, outputs dropped before backward, AdamW foreach,
+zero_grad(set_to_none=True)). Every rank writes DIR/rank<R>.json: the device
+memory in use from the driver at each stage (before and after the process
+group, after the first collective of each kind, after wrapping, after every
+step), per-step peak allocated and reserved, the reserved bytes per CUDA
+stream, the rank's parameter, gradient and optimizer-state bytes, DDP's
+buckets, ZeroRedundancyOptimizer's partition. With --snapshot, the allocator's
+history over the steps is pickled (gzip) to DIR/snapshot-rank<R>.pickle.gz.
+"""
+import argparse, gzip, json, os, pickle, subprocess, sys, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import measure  # noqa: E402  (bench/torch/measure.py: model construction)
+
+
+def memplan_command(a, t):
+    """The memplan command line that describes this configuration."""
+    zero = {"ddp": 0, "ddp-view": 0, "zero1": 1}.get(a.mode)
+    if zero is None:
+        zero = 2 if a.reshard == "false" else 3
+    c = "memplan estimate %s --batch %d --seq %d --precision %s --dp %d --zero %d" % (
+        a.spec, t["batch"], t["seq"], t["precision"], a.world, zero)
+    if t["checkpointing"] != "none":
+        c += " --checkpointing " + t["checkpointing"]
+    return c + " --format json"
+
+
+def device_used(torch):
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
+def smi_used(pid):
+    """This process's memory on its GPU as nvidia-smi reports it (bytes)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except Exception:  # noqa: BLE001
+        return None
+    tot = 0
+    for line in out.splitlines():
+        p = [x.strip() for x in line.split(",")]
+        if len(p) == 2 and p[0] == str(pid) and p[1].isdigit():
+            tot += int(p[1]) << 20
+    return tot
+
+
+def per_stream(torch):
+    """Reserved bytes (segments) and allocated bytes per CUDA stream."""
+    res = {}
+    for seg in torch.cuda.memory_snapshot():
+        s = res.setdefault(str(seg["stream"]), {"reserved": 0, "allocated": 0, "segments": 0})
+        s["reserved"] += seg["total_size"]
+        s["allocated"] += seg["allocated_size"]
+        s["segments"] += 1
+    return res
+
+
+def local_bytes(t):
+    t = t.to_local() if hasattr(t, "to_local") else t
+    return t.numel() * t.element_size()
+
+
+def state_bytes(opt):
+    inner = getattr(opt, "optim", opt)
+    n = 0
+    for st in inner.state.values():
+        for v in st.values():
+            if hasattr(v, "numel") and v.numel() > 1:
+                n += local_bytes(v)
+    return n
+
+
+def stream_names(torch, model):
+    """Names for FSDP2's streams (their ids as the snapshot prints them)."""
+    names = {str(torch.cuda.current_stream().cuda_stream): "default"}
+    try:
+        from torch.distributed.fsdp._fully_shard._fsdp_state import _get_module_fsdp_state
+        st = _get_module_fsdp_state(model)
+        ctx = st._comm_ctx
+        for k in ("all_gather_copy_in_stream", "all_gather_stream", "reduce_scatter_stream", "all_reduce_stream"):
+            s = getattr(ctx, k, None)
+            if s is not None:
+                names[str(s.cuda_stream)] = k
+    except Exception as e:  # noqa: BLE001
+        names["error"] = str(e)
+    return names
+
+
+def save_snapshot(torch, d, rank):
+    """The allocator's segments and the recorded history, gzipped pickle."""
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    with gzip.open(os.path.join(d, "snapshot-rank%d.pickle.gz" % rank), "wb") as f:
+        pickle.dump(snap, f)
+
+
+def wrap(a, model, kind, t, torch, rank):
+    import torch.distributed as dist
+    dev = torch.device("cuda", rank)
+    info = {}
+    if a.mode in ("ddp", "ddp-view", "zero1"):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = model.to(dev)
+        model = DDP(model, device_ids=[rank], gradient_as_bucket_view=a.mode == "ddp-view")
+        if a.mode == "zero1":
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            proto = measure.make_optimizer(t["optimizer"], [torch.nn.Parameter(torch.zeros(1, device=dev))], torch)
+            kw = {k: v for k, v in proto.defaults.items() if k in ("lr", "foreach", "fused", "weight_decay")}
+            opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=type(proto), **kw)
+            part = opt._partition_parameters()
+            info["zero_partition_numel"] = [[p.numel() for g in part[r] for p in g["params"]] for r in range(a.world)]
+            info["param_numel_order"] = [p.numel() for p in model.parameters()]
+        else:
+            opt = measure.make_optimizer(t["optimizer"], model.parameters(), torch)
+        return model, opt, info
+    from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
+    kw = {}
+    if t["precision"] == "fsdp-bf16":
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    r = a.reshard
+    raf = True if r == "true" else False if r == "false" else int(r)
+    blocks = None
+    for _, mod in model.named_modules():
+        if isinstance(mod, torch.nn.ModuleList) and len(mod) > 1:
+            blocks = list(mod)
+            break
+    for b in blocks or []:
+        fully_shard(b, reshard_after_forward=raf, **kw)
+    # The root: reshard_after_forward as given (torch's default None would
+    # keep it unsharded; memplan's --zero 3 means every unit resharded).
+    fully_shard(model, reshard_after_forward=raf, **kw)
+    info["fsdp_units"] = len(blocks or []) + 1
+    opt = measure.make_optimizer(t["optimizer"], model.parameters(), torch)
+    return model, opt, info
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("spec")
+    ap.add_argument("--mode", required=True, choices=["ddp", "ddp-view", "zero1", "fsdp"])
+    ap.add_argument("--reshard", default="true")
+    for k in ("batch", "seq"):
+        ap.add_argument("--" + k, dest=k, type=int)
+    for k in ("precision", "checkpointing"):
+        ap.add_argument("--" + k, dest=k)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--snapshot", action="store_true")
+    ap.add_argument("--result", required=True)
+    ap.add_argument("--label", default="")
+    a = ap.parse_args()
+    rank, a.world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(rank)
+    a.optimizer = a.attention = a.zero_grad = a.grad_accum = a.image = a.dp = a.zero = None
+    prec = a.precision
+    if prec == "fsdp-bf16":
+        a.precision = "amp-bf16"  # load_spec accepts it; restored below
+    spec = measure.load_spec(a.spec, a)
+    t = spec["training"]
+    t["precision"] = prec or t["precision"]
+    if t["precision"] == "fsdp-bf16" and a.mode != "fsdp":
+        raise SystemExit("fsdp-bf16 needs --mode fsdp")
+    rec = {"label": a.label, "spec": a.spec, "mode": a.mode, "reshard": a.reshard if a.mode == "fsdp" else None,
+           "rank": rank, "world": a.world, "training": t, "date": time.strftime("%Y-%m-%d"),
+           "memplan": memplan_command(a, t), **measure.versions(torch),
+           "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+           "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "TORCH_SYMM", "NVSHMEM", "PYTORCH_CUDA"))}}
+    stages = {}
+    os.makedirs(a.result, exist_ok=True)
+    out = os.path.join(a.result, "rank%d.json" % rank)
+    try:
+        stages["context"] = device_used(torch)
+        torch.ones(1, device="cuda")
+        stages["first_tensor"] = device_used(torch)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+        stages["pg_init"] = device_used(torch)
+        x = torch.ones(1 << 20, device="cuda")
+        dist.all_reduce(x)
+        stages["first_all_reduce"] = device_used(torch)
+        if a.mode == "fsdp":
+            y = torch.empty(a.world << 20, device="cuda")
+            dist.all_gather_into_tensor(y, x)
+            dist.reduce_scatter_tensor(x[: (1 << 20) // a.world], x)
+            stages["first_ag_rs"] = device_used(torch)
+            del y
+        del x
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        stages["after_probe_collectives"] = device_used(torch)
+        model, kind = measure.build(spec if prec != "fsdp-bf16" else {**spec, "training": {**t, "precision": "fp32"}},
+                                    torch)
+        if t["precision"] == "bf16":
+            model = model.to(torch.bfloat16)
+        model.train()
+        measure.enable_checkpointing(model, kind, t["checkpointing"], torch)
+        rec["parameters"] = sum(p.numel() for p in model.parameters())
+        model, opt, info = wrap(a, model, kind, t, torch, rank)
+        rec.update(info)
+        rec["reserved_before_empty_cache"] = torch.cuda.memory_reserved()
+        if a.mode == "fsdp":
+            # Drop what the host-to-device move left cached (fully_shard moves
+            # each whole parameter to the GPU before sharding it), as a
+            # meta-device init would never have had it. DDP's construction
+            # residue (the init broadcast's flat buffer) is real: kept.
+            torch.cuda.empty_cache()
+        stages["wrapped"] = device_used(torch)
+        rec["allocated_after_wrap"] = torch.cuda.memory_allocated()
+        rec["reserved_after_wrap"] = torch.cuda.memory_reserved()
+        rec["param_bytes_local"] = sum(local_bytes(p) for p in model.parameters())
+        B, S = t["batch"], t["seq"]
+        g = torch.Generator(device="cuda").manual_seed(rank)
+        ids = torch.randint(0, spec["model"]["vocab"], (B, S), device="cuda", generator=g)
+        labels = ids.clone()
+        amp = t["precision"].startswith("amp")
+        steps = []
+        for step in range(a.steps):
+            # History of step 1 only (Adam state exists, caches warm): small.
+            if a.snapshot and step == 1:
+                torch.cuda.memory._record_memory_history(max_entries=400000, context="alloc", stacks="python")
+            torch.cuda.reset_peak_memory_stats()
+            t0 = time.time()
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                loss = model(input_ids=ids, labels=labels).loss
+            loss.backward()
+            del loss
+            torch.cuda.synchronize()
+            grad_bytes = sum(local_bytes(p.grad) for p in model.parameters() if p.grad is not None)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            st = torch.cuda.memory_stats()
+            steps.append({"max_allocated": torch.cuda.max_memory_allocated(),
+                          "max_reserved": torch.cuda.max_memory_reserved(),
+                          "allocated_end": torch.cuda.memory_allocated(),
+                          "reserved_end": torch.cuda.memory_reserved(),
+                          "device_used": device_used(torch), "smi_used": smi_used(os.getpid()),
+                          "grad_bytes_after_backward": grad_bytes,
+                          "alloc_retries": st.get("num_alloc_retries", 0),
+                          "per_stream": per_stream(torch), "seconds": round(time.time() - t0, 3)})
+            if a.snapshot and step == 1:
+                save_snapshot(torch, a.result, rank)
+        rec["steps"] = steps
+        # FSDP2 creates its streams lazily, at the first forward.
+        rec["stream_names"] = stream_names(torch, model) if a.mode == "fsdp" else \
+            {str(torch.cuda.current_stream().cuda_stream): "default"}
+        rec["optimizer_state_bytes"] = state_bytes(opt)
+        if a.mode in ("ddp", "ddp-view", "zero1"):
+            try:
+                d = model._get_ddp_logging_data()
+                rec["ddp"] = {k: d[k] for k in d if "bucket" in k or k in ("gradient_as_bucket_view",)}
+            except Exception as e:  # noqa: BLE001
+                rec["ddp"] = {"error": str(e)}
+        rec["peak_allocated_bytes"] = max(s["max_allocated"] for s in steps)
+        rec["peak_reserved_bytes"] = max(s["max_reserved"] for s in steps)
+        rec["device_total_used_bytes"] = max(s["device_used"] for s in steps)
+        rec["ok"] = True
+    except torch.cuda.OutOfMemoryError as e:
+        rec["ok"], rec["error"] = False, "OOM: " + str(e).split("\n")[0]
+    except Exception as e:  # noqa: BLE001
+        rec["ok"], rec["error"] = False, "%s: %s" % (type(e).__name__, str(e)[:500])
+    finally:
+        rec["stages"] = stages
+        with open(out, "w") as f:
+            json.dump(rec, f)
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+if __name__ == "__main__":
+    main()

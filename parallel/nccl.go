@@ -1,0 +1,93 @@
+package parallel
+
+import "fmt"
+
+// NCCL's per-channel FIFO sizes on Hopper (NCCL 2.28, src/init.cc): the LL
+// protocol's 8 lines x 512 threads x 8 steps x 16 B and LL128's 120 x 640 x
+// 8 steps x 8 B. The SIMPLE protocol's buffer is NCCL_BUFFSIZE.
+const (
+	ncclLLBytes        int64 = 8 * 512 * 8 * 16
+	ncclLL128Bytes     int64 = 120 * 640 * 8 * 8
+	NCCLDefaultBuffer  int64 = 4 << 20 // NCCL_BUFFSIZE's default
+	ncclGranularity    int64 = 2 << 20 // cuMem allocation granularity
+	ncclSendBytes            = ncclGranularity
+	mib                int64 = 1 << 20
+	ncclProcessInit          = 168 * mib // first communicator in a process, measured
+	ncclProcessFirstOp       = 186 * mib // first collective in a process, measured
+	ncclCommInit             = 6 * mib   // each communicator, measured
+	ncclChannelInit          = 6 * mib   // per channel at init, measured
+	ncclP2PFirst             = 58 * mib  // first send/recv, measured
+)
+
+// NCCL describes the NCCL communicators of one process (one GPU).
+type NCCL struct {
+	// Communicators is the number of NCCL communicators (torch process
+	// groups, one per DeviceMesh dimension that is not the whole world,
+	// plus the default group) that have run at least one collective.
+	Communicators int
+	// Channels is the number of collective channels (NCCL logs
+	// "Channel xx/NN"); 24 on 2xH200 NV18 by default.
+	Channels int
+	// P2PChannels is the number of point-to-point channels: 32 on 2xH200
+	// by default, equal to Channels when NCCL_MIN/MAX_NCHANNELS fix both.
+	P2PChannels int
+	// BuffSize is NCCL_BUFFSIZE (the SIMPLE protocol's buffer); 0 means the
+	// default 4 MiB.
+	BuffSize int64
+	// Sends and Recvs say whether this rank sends or receives with
+	// point-to-point operations (pipeline parallelism).
+	Sends, Recvs bool
+}
+
+// RecvBufferBytes is one channel's receive buffer for one peer: the LL,
+// LL128 and SIMPLE FIFOs in one cuMem allocation, rounded up to the 2 MiB
+// granularity (10 MiB at the default NCCL_BUFFSIZE).
+func RecvBufferBytes(buffSize int64) int64 {
+	if buffSize <= 0 {
+		buffSize = NCCLDefaultBuffer
+	}
+	n := ncclLLBytes + ncclLL128Bytes + buffSize
+	return (n + ncclGranularity - 1) / ncclGranularity * ncclGranularity
+}
+
+// NCCLBytes is the device memory NCCL holds on one GPU outside PyTorch's
+// caching allocator once every communicator has run its first collective,
+// for a two-rank ring on one NVLink host with cuMem on and NVLS off (NCCL
+// 2.28.9, measured on 2xH200; docs/multigpu.md):
+//
+//   - 168 MiB when the process creates its first communicator and 186 MiB
+//     at its first collective (once per process);
+//   - per communicator at init: 6 MiB + 6 MiB x max(Channels, P2PChannels)
+//     (three tiny allocations per channel, each rounded up to 2 MiB);
+//   - per communicator at its first collective: Channels x (receive buffer
+//   - 2 MiB send), the ring connection to the one peer;
+//   - at the first send/recv: 58 MiB, plus P2PChannels x 2 MiB on a sender
+//     and P2PChannels x receive buffer on a receiver.
+//
+// With more ranks a ring still has one peer per channel; trees, NVLS and
+// all-to-all add connections that this two-GPU measurement does not cover.
+func NCCLBytes(c NCCL) (int64, error) {
+	if c.Communicators < 0 || c.Channels < 0 || c.P2PChannels < 0 || c.BuffSize < 0 {
+		return 0, fmt.Errorf("nccl memory: negative setting in %+v", c)
+	}
+	if c.Communicators == 0 {
+		return 0, nil
+	}
+	if c.Channels == 0 {
+		return 0, fmt.Errorf("nccl memory: %d communicators with no channels", c.Communicators)
+	}
+	recv := RecvBufferBytes(c.BuffSize)
+	perComm := ncclCommInit + ncclChannelInit*int64(max(c.Channels, c.P2PChannels)) +
+		int64(c.Channels)*(recv+ncclSendBytes)
+	total := ncclProcessInit + ncclProcessFirstOp + int64(c.Communicators)*perComm
+	if c.Sends || c.Recvs {
+		total += ncclP2PFirst
+	}
+	if c.Sends {
+		total += int64(c.P2PChannels) * ncclSendBytes
+	}
+	if c.Recvs {
+		total += int64(c.P2PChannels) * recv
+	}
+	return total, nil
+}

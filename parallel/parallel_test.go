@@ -1,0 +1,212 @@
+package parallel
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+func TestZeroPartitionSmall(t *testing.T) {
+	tests := []struct {
+		name   string
+		numels []int64
+		world  int
+		want   [][]int
+		busy   int
+	}{
+		{"largest first, least loaded next", []int64{1, 5, 3, 4}, 2, [][]int{{1, 0}, {3, 2}}, 1},
+		{"tie goes to the lowest rank", []int64{2, 2, 2}, 2, [][]int{{0, 2}, {1}}, 0},
+		{"one rank", []int64{3, 1}, 1, [][]int{{0, 1}}, 0},
+		{"more ranks than parameters", []int64{7}, 3, [][]int{{0}, nil, nil}, 0},
+		{"stable among equal sizes", []int64{1, 4, 4, 1}, 2, [][]int{{1, 0}, {2, 3}}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ZeroPartition(tc.numels, tc.world)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range tc.want {
+				if len(p.Ranks[r]) != len(tc.want[r]) {
+					t.Fatalf("rank %d got %v, want %v", r, p.Ranks[r], tc.want[r])
+				}
+				for i := range tc.want[r] {
+					if p.Ranks[r][i] != tc.want[r][i] {
+						t.Fatalf("rank %d got %v, want %v", r, p.Ranks[r], tc.want[r])
+					}
+				}
+			}
+			if r, _ := p.Busiest(); r != tc.busy {
+				t.Errorf("busiest rank %d, want %d", r, tc.busy)
+			}
+		})
+	}
+}
+
+func TestZeroPartitionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		numels []int64
+		world  int
+	}{{"no ranks", []int64{1}, 0}, {"negative size", []int64{-1}, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ZeroPartition(tc.numels, tc.world); err == nil {
+				t.Error("no error")
+			}
+		})
+	}
+}
+
+// TestZeroPartitionMeasured compares with the partition torch 2.11's
+// ZeroRedundancyOptimizer made on 2xH200 (bench/results/2026-11-23-h200x2-
+// dist.jsonl): per rank, the element counts of its parameters in order.
+func TestZeroPartitionMeasured(t *testing.T) {
+	raw, err := os.ReadFile("testdata/zero1-2xh200.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []struct {
+		Config string    `json:"config"`
+		Order  []int64   `json:"order"`
+		Ranks  [][]int64 `json:"ranks"`
+	}
+	if err := json.Unmarshal(raw, &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) < 3 {
+		t.Fatalf("%d measured runs, want 3", len(runs))
+	}
+	for _, run := range runs {
+		t.Run(run.Config, func(t *testing.T) {
+			p, err := ZeroPartition(run.Order, len(run.Ranks))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, want := range run.Ranks {
+				if len(p.Ranks[r]) != len(want) {
+					t.Fatalf("rank %d: %d parameters, want %d", r, len(p.Ranks[r]), len(want))
+				}
+				var sum int64
+				for i, idx := range p.Ranks[r] {
+					if run.Order[idx] != want[i] {
+						t.Fatalf("rank %d parameter %d: %d elements, want %d", r, i, run.Order[idx], want[i])
+					}
+					sum += want[i]
+				}
+				if p.Numel[r] != sum {
+					t.Errorf("rank %d: %d elements, want %d", r, p.Numel[r], sum)
+				}
+			}
+		})
+	}
+}
+
+// gpt2Grads is GPT-2 124M's parameters in model.parameters() order (wte
+// tied with lm_head, so once), fp32 bytes.
+func gpt2Grads() []int64 {
+	g := []int64{50257 * 768, 1024 * 768}
+	for range 12 {
+		g = append(g, 768, 768, 768*2304, 2304, 768*768, 768, 768, 768, 768*3072, 3072, 3072*768, 768)
+	}
+	g = append(g, 768, 768)
+	for i := range g {
+		g[i] *= 4
+	}
+	return g
+}
+
+func TestDDPBuckets(t *testing.T) {
+	layer := int64(28351488)
+	gpt2 := []int64{9446400}
+	for range 11 {
+		gpt2 = append(gpt2, layer)
+	}
+	gpt2 = append(gpt2, 176446464)
+	tests := []struct {
+		name  string
+		grads []int64
+		first int64
+		cap   int64
+		want  []int64
+	}{
+		// Measured: _get_ddp_logging_data()["rebuilt_bucket_sizes"], GPT-2
+		// 124M fp32 grads on 2xH200 (bench/results/2026-11-23-h200x2-dist.jsonl).
+		{"gpt2-124m rebuilt, reverse order", ReverseOrder(gpt2Grads()), DDPFirstBucketBytes, DDPBucketCapBytes, gpt2},
+		// The first iteration: one bucket of everything (measured 497759232).
+		{"first iteration", gpt2Grads(), 1 << 62, 1 << 62, []int64{497759232}},
+		// Llama-3.2-1B's grad-ready order for the last layer (norm, down,
+		// up, gate, post-norm, o, v, k, q), measured 67117056, 67108864,
+		// 67108864, 41951232.
+		{"llama last layer, ready order", []int64{8192, 67108864, 67108864, 67108864, 8192, 16777216, 4194304, 4194304, 16777216},
+			DDPFirstBucketBytes, DDPBucketCapBytes, []int64{67117056, 67108864, 67108864, 41951232}},
+		{"empty", nil, 1, 1, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DDPBuckets(tc.grads, tc.first, tc.cap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("bucket %d: got %d, want %d (all %v)", i, got[i], tc.want[i], got)
+				}
+			}
+		})
+	}
+	if _, err := DDPBuckets([]int64{1}, 0, 1); err == nil {
+		t.Error("zero limit: no error")
+	}
+}
+
+func TestNCCLBytesMeasured(t *testing.T) {
+	const mib = 1 << 20
+	// NCCL memory after the first collective(s), measured on 2xH200 NV18,
+	// NCCL 2.28.9 (bench/results/2026-11-23-h200x2-nccl.jsonl: device used
+	// minus the caching allocator's reserved, minus the 620 MiB in use
+	// after the first tensor).
+	tests := []struct {
+		name string
+		c    NCCL
+		want int64
+	}{
+		{"default", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32}, 840 * mib},
+		{"3 groups", NCCL{Communicators: 3, Channels: 24, P2PChannels: 32}, (1936 - 126) * mib},
+		{"buffsize 1MiB", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32, BuffSize: 1 << 20}, 792 * mib},
+		{"buffsize 8MiB", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32, BuffSize: 8 << 20}, 936 * mib},
+		{"4 channels", NCCL{Communicators: 1, Channels: 4, P2PChannels: 4}, 432 * mib},
+		{"8 channels, 3 groups", NCCL{Communicators: 3, Channels: 8, P2PChannels: 8}, (880 - 78) * mib},
+		{"16 channels", NCCL{Communicators: 1, Channels: 16, P2PChannels: 16}, 648 * mib},
+		{"sender", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32, Sends: true}, (966 - 4) * mib},
+		{"receiver", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32, Recvs: true}, (1222 - 4) * mib},
+		{"receiver, 4 channels", NCCL{Communicators: 1, Channels: 4, P2PChannels: 4, Recvs: true}, (534 - 4) * mib},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := NCCLBytes(tc.c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := got - tc.want; d > 4*mib || d < -4*mib {
+				t.Errorf("got %d MiB, measured %d MiB", got/mib, tc.want/mib)
+			}
+		})
+	}
+}
+
+func TestNCCLBytesEdges(t *testing.T) {
+	if n, err := NCCLBytes(NCCL{}); err != nil || n != 0 {
+		t.Errorf("no communicator: %d, %v", n, err)
+	}
+	for _, c := range []NCCL{{Communicators: 1}, {Communicators: -1, Channels: 1}} {
+		if _, err := NCCLBytes(c); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+	if RecvBufferBytes(0) != 10<<20 || RecvBufferBytes(1<<20) != 8<<20 || RecvBufferBytes(8<<20) != 14<<20 {
+		t.Errorf("receive buffers %d %d %d", RecvBufferBytes(0), RecvBufferBytes(1<<20), RecvBufferBytes(8<<20))
+	}
+}
