@@ -18,6 +18,7 @@ import (
 	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
 )
 
 // SchemaVersion is the version of the JSON form of Result (docs/json.md).
@@ -123,6 +124,19 @@ var (
 	hopperCublas  = measured.HopperCublas.Bytes // cuBLAS workspace on sm90
 	defaultCublas = measured.DefaultCublas.Bytes
 )
+
+// ncclBytes is the device memory NCCL holds outside the allocator in a
+// data-parallel run: one communicator with the channel counts measured on
+// 2 x H200 (parallel.H200x2Defaults, docs/multigpu.md), 840 MiB. Other
+// hosts pick other channel counts; two H200s are the only measurement.
+var ncclBytes = mustNCCL(parallel.NCCLBytes(parallel.H200x2Defaults))
+
+func mustNCCL(b int64, err error) int64 {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
 
 // Estimate predicts the memory of the training run a spec describes.
 func Estimate(spec *model.Spec) (*Result, error) { return estimateWith(spec, nil, nil) }
@@ -249,7 +263,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	if d := r.PeakAllocated - sum; d > 0 {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
-	r.Overhead = overhead(s.used)
+	r.Overhead = overhead(s.used, cfg.dp)
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceTotal = r.PeakReserved
 	for _, o := range r.Overhead {
@@ -267,10 +281,14 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	return r
 }
 
-func overhead(u usage) []Item {
+func overhead(u usage, dp int64) []Item {
 	mods := modulesBase
 	if u.gemmHalf {
 		mods += modulesHalf
 	}
-	return []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
+	items := []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
+	if dp > 1 {
+		items = append(items, Item{"NCCL communicators", ncclBytes})
+	}
+	return items
 }

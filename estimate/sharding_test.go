@@ -69,3 +69,43 @@ func abs64(x int64) int64 {
 	}
 	return x
 }
+
+// TestNCCLOverhead checks that a data-parallel run, and only one, carries
+// NCCL's memory on its own line of the overheads and in the device total.
+func TestNCCLOverhead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    model.Overrides
+		want int64
+	}{
+		{"single GPU", model.Overrides{}, 0},
+		{"ddp", model.Overrides{DP: 2}, 840 << 20},
+		{"zero1", model.Overrides{DP: 2, Zero: "1"}, 840 << 20},
+		{"fsdp", model.Overrides{DP: 2, Zero: "3"}, 840 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Batch, tc.o.Seq = 1, 128
+			s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"), tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Estimate(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, sum int64
+			for _, o := range r.Overhead {
+				sum += o.Bytes
+				if o.Name == "NCCL communicators" {
+					got = o.Bytes
+				}
+			}
+			if got != tc.want {
+				t.Errorf("NCCL overhead %d, want %d", got, tc.want)
+			}
+			if r.DeviceTotal != r.PeakReserved+sum {
+				t.Errorf("device total %d != reserved %d + overheads %d", r.DeviceTotal, r.PeakReserved, sum)
+			}
+		})
+	}
+}
