@@ -207,8 +207,12 @@ func newConfig(spec *model.Spec) (*config, error) {
 	if t.Precision != model.FP32 {
 		cfg.compute = half
 	}
-	if t.Precision == model.BF16 {
+	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
 		cfg.param = half
+	}
+	cfg.master = cfg.param
+	if t.Precision == model.FSDPBF16 {
+		cfg.master = f32
 	}
 	if spec.Device.Hopper() {
 		cfg.cublasWorkspace = hopperCublas
@@ -241,10 +245,9 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	r.ParamBytes = s.paramTotal()
 	r.GradBytes = r.ParamBytes
 	if cfg.zero >= 2 {
-		r.ParamBytes = s.shard(r.ParamBytes)
-	}
-	if cfg.zero >= 2 {
-		r.GradBytes = s.shard(r.GradBytes)
+		// FSDP's shards and gradient shards are in the master dtype.
+		r.ParamBytes = s.shard(r.ParamBytes / cfg.param * cfg.master)
+		r.GradBytes = r.ParamBytes
 	}
 	if cfg.zero >= 2 && cfg.offload != model.OffloadNone {
 		r.GradBytes = 0

@@ -70,7 +70,7 @@ func (s *sim) shards() []*tensor {
 	}
 	out := make([]*tensor, len(s.params))
 	for i, p := range s.params {
-		out[i] = &tensor{elems: s.shard(p.elems), dt: p.dt, last: p.last, second: p.second}
+		out[i] = &tensor{elems: s.shard(p.elems), dt: s.cfg.master, last: p.last, second: p.second}
 	}
 	return out
 }
@@ -133,14 +133,23 @@ func (s *sim) releaseGathered() {
 
 // reduceScatter replaces a parameter's whole gradient with this rank's
 // shard (ZeRO-2 and up), accumulating into the shard on later
-// micro-batches. With offload the shard goes to host memory.
+// micro-batches. With offload the shard goes to host memory. Under
+// fsdp-bf16 the reduce dtype is fp32: the bf16 gradient is copied into an
+// fp32 reduce-scatter input first, and the shard is fp32.
 func (s *sim) reduceScatter(t, g *tensor) {
+	var in *tensor
+	if s.cfg.master != g.dt {
+		in = s.alloc(g.elems, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")
+	}
 	if t.pgrad == nil {
 		if s.cfg.offload == model.OffloadNone {
-			t.pgrad = s.alloc(s.shard(t.elems), g.dt, catGrad, "gradient shard")
+			t.pgrad = s.alloc(s.shard(t.elems), s.cfg.master, catGrad, "gradient shard")
 		} else {
 			t.pgrad = &tensor{refs: 1}
 		}
 	}
 	s.unref(g)
+	if in != nil {
+		s.unref(in)
+	}
 }

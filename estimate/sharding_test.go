@@ -109,3 +109,30 @@ func TestNCCLOverhead(t *testing.T) {
 		})
 	}
 }
+
+// TestFSDPBF16 checks fsdp-bf16's states: fp32 shards, gradient shards and
+// optimizer state (twice pure bf16's), bf16 activations (pure bf16's, not
+// autocast's).
+func TestFSDPBF16(t *testing.T) {
+	est := func(prec string) *Result {
+		t.Helper()
+		s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"),
+			model.Overrides{Batch: 1, Seq: 128, DP: 2, Zero: "3", Precision: prec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Estimate(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	bf, mp := est("bf16"), est("fsdp-bf16")
+	if mp.OptimizerBytes != 2*bf.OptimizerBytes || mp.GradBytes != 2*bf.GradBytes {
+		t.Errorf("fsdp-bf16 optimizer %d, gradients %d; want twice bf16's %d, %d",
+			mp.OptimizerBytes, mp.GradBytes, bf.OptimizerBytes, bf.GradBytes)
+	}
+	if mp.ActivationBytes != bf.ActivationBytes {
+		t.Errorf("fsdp-bf16 activations %d, want pure bf16's %d", mp.ActivationBytes, bf.ActivationBytes)
+	}
+}

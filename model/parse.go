@@ -137,6 +137,10 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		return nil
 	})
 	zline, _ := tm.str("offload", &s)
+	pline, _ := tm.str("precision", &s)
+	if o.Precision != "" {
+		pline = 0 // the flag set it
+	}
 	tm.finish()
 	if o.DP < 0 {
 		e.add(0, "--dp: must be positive, got %d", o.DP)
@@ -145,6 +149,9 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	}
 	if t.Offload == OffloadParams && t.Zero != 3 {
 		e.add(zline, "offload: params needs ZeRO stage 3 (zero: 3), got stage %d", t.Zero)
+	}
+	if t.Precision == FSDPBF16 && t.Zero < 2 {
+		e.add(pline, "precision: fsdp-bf16 is FSDP's mixed-precision policy and needs ZeRO stage 2 or 3 (zero: 2 or 3), got stage %d", t.Zero)
 	}
 	if t.Offload == OffloadOptimizer && t.Zero == 0 {
 		e.add(zline, "offload: optimizer needs a ZeRO stage (zero: 1, 2 or 3)")
@@ -189,6 +196,8 @@ func parsePrecision(v string, dst *string) error {
 		*dst = FP32
 	case "bf16", "bf16-true", "pure-bf16":
 		*dst = BF16
+	case "fsdp-bf16":
+		*dst = FSDPBF16
 	default:
 		return fmt.Errorf("unknown precision %q (valid: %s)", v, strings.Join(Precisions, ", "))
 	}
