@@ -24,8 +24,9 @@ import (
 // all-gather buffer (stage 3), or every whole parameter (stage 2).
 //
 // Offload keeps the optimizer state and step (and with "params" the
-// parameter shards) in host memory. Communication buffers (NCCL's, outside
-// the caching allocator) are not counted.
+// parameter shards) in host memory. NCCL's buffers, outside the caching
+// allocator, are an overhead line of their own (estimate.go); FSDP2's
+// all-gather and reduce-scatter streams have their own pools (fsdp.go).
 
 // paramTotal is the bytes of all parameters, whole.
 func (s *sim) paramTotal() int64 {
@@ -87,6 +88,15 @@ func (s *sim) shardSetup(ins []*inst) {
 		root, unit := paramBytes(ins, map[*tensor]bool{})
 		s.gathered = root + 2*unit
 	}
+	if s.fsdpStreams() {
+		s.units = fsdpUnits(ins, s.cfg.dp)
+		s.unitOf = map[*tensor]*fsdpUnit{}
+		for _, u := range s.units {
+			for _, p := range u.params {
+				s.unitOf[p] = u
+			}
+		}
+	}
 }
 
 // paramBytes returns the bytes of the parameters outside checkpointing
@@ -120,6 +130,9 @@ func paramBytes(ins []*inst, seen map[*tensor]bool) (root, unit int64) {
 // releaseGathered frees them after the backward (ZeRO-2 and 3).
 func (s *sim) gather() {
 	if s.gathered > 0 && s.gatherT == nil {
+		if s.units != nil {
+			s.unshardAll()
+		}
 		s.gatherT = s.alloc(s.gathered, u8, catParam, "gathered parameters (FSDP)")
 	}
 }
@@ -142,7 +155,9 @@ func (s *sim) reduceScatter(t, g *tensor) {
 		in = s.alloc(g.elems, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")
 	}
 	if t.pgrad == nil {
-		if s.cfg.offload == model.OffloadNone {
+		if s.unitOf[t] != nil {
+			s.gradShard(t)
+		} else if s.cfg.offload == model.OffloadNone {
 			t.pgrad = s.alloc(s.shard(t.elems), s.cfg.master, catGrad, "gradient shard")
 		} else {
 			t.pgrad = &tensor{refs: 1}

@@ -117,9 +117,11 @@ type sim struct {
 	phases   []PhasePeak
 	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
 	params   []*tensor
-	kvHold   []*tensor // KV-cache copies held until the forward's outputs are dropped
-	gathered int64     // ZeRO-3: bytes of parameters gathered during a step
-	gatherT  *tensor   // the gathered parameters while they are held
+	kvHold   []*tensor             // KV-cache copies held until the forward's outputs are dropped
+	gathered int64                 // ZeRO-3: bytes of parameters gathered during a step
+	gatherT  *tensor               // the gathered parameters while they are held
+	units    []*fsdpUnit           // FSDP2's units, the root first (fsdp.go)
+	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
