@@ -203,6 +203,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 		dp:              max(t.DP, 1),
 		zero:            t.Zero,
 		offload:         t.Offload,
+		bucketView:      t.BucketView,
 	}
 	if t.Precision != model.FP32 {
 		cfg.compute = half

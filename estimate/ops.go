@@ -14,7 +14,9 @@ type config struct {
 	// master is the dtype of FSDP's sharded parameters, their gradients and
 	// the optimizer state: param, or fp32 under fsdp-bf16, whose compute
 	// and gathered parameters are bf16 (docs/multigpu.md).
-	master          int64
+	master int64
+	// bucketView is DDP's gradient_as_bucket_view.
+	bucketView      bool
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64

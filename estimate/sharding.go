@@ -81,7 +81,7 @@ func (s *sim) shards() []*tensor {
 func (s *sim) shardSetup(ins []*inst) {
 	switch {
 	case s.cfg.dp > 1 && s.cfg.zero <= 1:
-		s.alloc(s.paramTotal(), u8, catGrad, "DDP gradient buckets")
+		s.buckets = s.alloc(s.paramTotal(), u8, catGrad, "DDP gradient buckets")
 	case s.cfg.zero == 2:
 		s.gathered = s.paramTotal()
 	case s.cfg.zero >= 3:

@@ -136,3 +136,26 @@ func TestFSDPBF16(t *testing.T) {
 		t.Errorf("fsdp-bf16 activations %d, want pure bf16's %d", mp.ActivationBytes, bf.ActivationBytes)
 	}
 }
+
+// TestBucketView checks DDP's gradient_as_bucket_view: the gradients are
+// slices of the buckets, so a checkpointed run, whose peak comes late in
+// the backward, holds one copy of the gradients less.
+func TestBucketView(t *testing.T) {
+	est := func(view bool) *Result {
+		t.Helper()
+		s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"),
+			model.Overrides{Batch: 1, Seq: 128, DP: 2, Checkpointing: "every-block", BucketView: view})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Estimate(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	plain, view := est(false), est(true)
+	if got, want := plain.PeakAllocated-view.PeakAllocated, plain.GradBytes*9/10; got < want {
+		t.Errorf("bucket view saves %d B at the peak, want about the gradients (%d B)", got, plain.GradBytes)
+	}
+}

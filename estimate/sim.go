@@ -122,6 +122,7 @@ type sim struct {
 	gatherT  *tensor               // the gathered parameters while they are held
 	units    []*fsdpUnit           // FSDP2's units, the root first (fsdp.go)
 	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
+	buckets  *tensor               // DDP's flat gradient buckets
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
@@ -404,6 +405,13 @@ func (s *sim) runNode(n *node) {
 func (s *sim) accumulate(t, g *tensor) {
 	if t.param && s.cfg.zero >= 2 {
 		s.reduceScatter(t, g)
+		return
+	}
+	if t.param && t.pgrad == nil && s.buckets != nil && s.cfg.bucketView {
+		// gradient_as_bucket_view: AccumulateGrad copies into the
+		// parameter's bucket slice, which becomes its .grad.
+		t.pgrad = s.view(s.buckets, t.bytes())
+		s.unref(g)
 		return
 	}
 	if t.param {

@@ -23,6 +23,8 @@ type Overrides struct {
 	Zero, Offload string
 	// AllocConf replaces the spec's alloc_conf (PYTORCH_ALLOC_CONF syntax).
 	AllocConf string
+	// BucketView sets bucket_view (DDP's gradient_as_bucket_view=True).
+	BucketView bool
 }
 
 // Load reads and parses a spec file.
@@ -96,6 +98,8 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	tm.int("image", &t.Image, false)
 	tm.int("grad_accum", &t.GradAccum, false)
 	tm.int("dp", &t.DP, false)
+	tm.bool("bucket_view", &t.BucketView)
+	t.BucketView = t.BucketView || o.BucketView
 	var s string
 	set := func(key, flag string, parse func(string) error) {
 		line, ok := tm.str(key, &s)

@@ -226,6 +226,10 @@ type Training struct {
 	// state and its step, ZeRO-Offload) or "params" (also the parameter
 	// shards, ZeRO-Infinity; needs stage 3). "none" keeps all on the GPU.
 	Offload string `json:"offload"`
+	// BucketView is DDP's gradient_as_bucket_view=True (stages 0 and 1):
+	// the gradients are slices of the reducer's buckets, not a second
+	// copy. Other stages ignore it.
+	BucketView bool `json:"bucket_view,omitempty"`
 	// AllocConf is the PYTORCH_ALLOC_CONF the job runs with (alloc.Parse
 	// syntax, docs/allocator.md); "" is PyTorch's default.
 	AllocConf string `json:"alloc_conf,omitempty"`

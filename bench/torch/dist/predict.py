@@ -31,6 +31,8 @@ for line in open(grid):
            "--dp", "2", "--zero", str(zero)]
     if opts.get("checkpointing", "none") != "none":
         cmd += ["--checkpointing", opts["checkpointing"]]
+    if mode == "ddp-view":
+        cmd += ["--bucket-view"]
     cmd += ["--device", "h200-141gb"]
     p = json.loads(subprocess.run([exe] + cmd + ["--format", "json"], capture_output=True, text=True,
                                   check=True).stdout)
