@@ -90,6 +90,10 @@ type Result struct {
 
 	// AtPeak splits PeakAllocated by what holds it at that moment.
 	AtPeak []Item `json:"at_peak"`
+	// Ranks says how the data-parallel ranks differ, when they do (ZeRO-1's
+	// partition); the figures above are the busiest rank's.
+	Ranks *Ranks `json:"ranks,omitempty"`
+
 	// Overhead is device memory outside PyTorch's allocator.
 	Overhead []Item      `json:"overhead"`
 	Phases   []PhasePeak `json:"phases"`
@@ -268,6 +272,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
 	r.Overhead = overhead(s.used, cfg.dp)
+	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceTotal = r.PeakReserved
 	for _, o := range r.Overhead {

@@ -1,9 +1,8 @@
 package estimate
 
 import (
-	"sort"
-
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
 )
 
 // Data parallelism and ZeRO, per GPU (docs/formulas.md §G).
@@ -47,27 +46,22 @@ func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
 // most. Stages 2 and 3 shard every parameter evenly (FSDP, DeepSpeed).
 func (s *sim) shards() []*tensor {
 	if s.cfg.zero == 1 {
-		order := append([]*tensor(nil), s.params...)
-		sort.SliceStable(order, func(i, j int) bool { return order[i].elems > order[j].elems })
-		ranks := make([][]*tensor, s.cfg.dp)
-		load := make([]int64, s.cfg.dp)
-		for _, p := range order {
-			r := 0
-			for i := range load {
-				if load[i] < load[r] {
-					r = i
-				}
-			}
-			ranks[r] = append(ranks[r], p)
-			load[r] += p.elems
+		numels := make([]int64, len(s.params))
+		for i, p := range s.params {
+			numels[i] = p.elems
 		}
-		heavy := 0
-		for i := range load {
-			if load[i] > load[heavy] {
-				heavy = i
-			}
+		part, err := parallel.ZeroPartition(numels, int(s.cfg.dp))
+		if err != nil {
+			s.err = err
+			return nil
 		}
-		return ranks[heavy]
+		s.zeroPart = &part
+		heavy, _ := part.Busiest()
+		out := make([]*tensor, len(part.Ranks[heavy]))
+		for i, k := range part.Ranks[heavy] {
+			out[i] = s.params[k]
+		}
+		return out
 	}
 	out := make([]*tensor, len(s.params))
 	for i, p := range s.params {
@@ -167,4 +161,43 @@ func (s *sim) reduceScatter(t, g *tensor) {
 	if in != nil {
 		s.unref(in)
 	}
+}
+
+// Ranks is how the data-parallel ranks differ: under ZeRO-1 each rank keeps
+// the optimizer state of the whole parameters it owns, so one rank holds
+// more than the others (docs/multigpu.md).
+type Ranks struct {
+	// Busiest is the rank with the most optimizer state, whose figures the
+	// Result gives.
+	Busiest int `json:"busiest"`
+	// OptimizerBytes is each rank's optimizer state.
+	OptimizerBytes []int64 `json:"optimizer_bytes"`
+	// DeviceTotal is each rank's device total: the busiest rank's less the
+	// optimizer state (and its step's temporaries, in proportion) it holds
+	// beyond that rank.
+	DeviceTotal []int64 `json:"device_total_bytes"`
+	// Spread is the busiest rank's optimizer state less the least loaded
+	// rank's.
+	Spread int64 `json:"spread_bytes"`
+}
+
+// ranks describes the ranks of a ZeRO-1 run whose partition is uneven.
+func (s *sim) ranks(r *Result) *Ranks {
+	p := s.zeroPart
+	if p == nil || p.Spread() == 0 {
+		return nil
+	}
+	busiest, most := p.Busiest()
+	rk := &Ranks{Busiest: busiest}
+	var lo int64 = -1
+	for _, n := range p.Numel {
+		opt := r.OptimizerBytes * n / most
+		rk.OptimizerBytes = append(rk.OptimizerBytes, opt)
+		rk.DeviceTotal = append(rk.DeviceTotal, r.DeviceTotal-(r.OptimizerBytes-opt))
+		if lo < 0 || opt < lo {
+			lo = opt
+		}
+	}
+	rk.Spread = r.OptimizerBytes - lo
+	return rk
 }

@@ -159,3 +159,32 @@ func TestBucketView(t *testing.T) {
 		t.Errorf("bucket view saves %d B at the peak, want about the gradients (%d B)", got, plain.GradBytes)
 	}
 }
+
+// TestZeroRanks checks that a ZeRO-1 run names its busiest rank and the
+// spread when the partition is uneven, and that the result is that rank's.
+func TestZeroRanks(t *testing.T) {
+	s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"),
+		model.Overrides{Batch: 1, Seq: 128, DP: 3, Zero: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Estimate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := r.Ranks
+	if k == nil {
+		t.Fatal("no ranks for an uneven ZeRO-1 partition")
+	}
+	if len(k.OptimizerBytes) != 3 || k.OptimizerBytes[k.Busiest] != r.OptimizerBytes || k.DeviceTotal[k.Busiest] != r.DeviceTotal {
+		t.Errorf("ranks %+v: the busiest rank's figures should be the result's (%d, %d)", k, r.OptimizerBytes, r.DeviceTotal)
+	}
+	for i, b := range k.OptimizerBytes {
+		if b > r.OptimizerBytes || r.OptimizerBytes-b > k.Spread {
+			t.Errorf("rank %d holds %d B, outside [busiest - spread, busiest]", i, b)
+		}
+	}
+	if k.Spread <= 0 {
+		t.Errorf("spread %d, want > 0", k.Spread)
+	}
+}

@@ -1,5 +1,7 @@
 package estimate
 
+import "github.com/memplan/memplan/parallel"
+
 // The simulator runs a training step symbolically: every tensor PyTorch
 // would allocate is allocated here, through the caching-allocator replay,
 // and freed when its last holder lets go. Holders are the Python code that
@@ -123,6 +125,7 @@ type sim struct {
 	units    []*fsdpUnit           // FSDP2's units, the root first (fsdp.go)
 	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
 	buckets  *tensor               // DDP's flat gradient buckets
+	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
