@@ -142,24 +142,13 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	})
 	zline, _ := tm.str("offload", &s)
 	pline, _ := tm.str("precision", &s)
-	if o.Precision != "" {
-		pline = 0 // the flag set it
-	}
 	tm.finish()
 	if o.DP < 0 {
 		e.add(0, "--dp: must be positive, got %d", o.DP)
 	} else if o.DP > 0 {
 		t.DP = o.DP
 	}
-	if t.Offload == OffloadParams && t.Zero != 3 {
-		e.add(zline, "offload: params needs ZeRO stage 3 (zero: 3), got stage %d", t.Zero)
-	}
-	if t.Precision == FSDPBF16 && t.Zero < 2 {
-		e.add(pline, "precision: fsdp-bf16 is FSDP's mixed-precision policy and needs ZeRO stage 2 or 3 (zero: 2 or 3), got stage %d", t.Zero)
-	}
-	if t.Offload == OffloadOptimizer && t.Zero == 0 {
-		e.add(zline, "offload: optimizer needs a ZeRO stage (zero: 1, 2 or 3)")
-	}
+	checkStages(e, t, zline, pline, o.Precision != "")
 	for _, ov := range []struct {
 		v    int64
 		dst  *int64
@@ -322,3 +311,21 @@ func decodeDevice(e *errs, n *yaml.Node, s *Spec, flag string) {
 }
 
 func isCatalog(name string) bool { _, ok := LookupDevice(name); return ok }
+
+// checkStages reports settings that need a ZeRO stage the run does not
+// have: offload (at the offload line) and fsdp-bf16 (at the precision
+// line; 0 where a flag set it).
+func checkStages(e *errs, t *Training, zline, pline int, precisionFlag bool) {
+	if precisionFlag {
+		pline = 0
+	}
+	if t.Offload == OffloadParams && t.Zero != 3 {
+		e.add(zline, "offload: params needs ZeRO stage 3 (zero: 3), got stage %d", t.Zero)
+	}
+	if t.Precision == FSDPBF16 && t.Zero < 2 {
+		e.add(pline, "precision: fsdp-bf16 is FSDP's mixed-precision policy and needs ZeRO stage 2 or 3 (zero: 2 or 3), got stage %d", t.Zero)
+	}
+	if t.Offload == OffloadOptimizer && t.Zero == 0 {
+		e.add(zline, "offload: optimizer needs a ZeRO stage (zero: 1, 2 or 3)")
+	}
+}
