@@ -131,6 +131,18 @@ func (a *Allocator) Oversize() (allocations, segments int) {
 // counts it).
 func (a *Allocator) Size(b Block) int64 { return a.blocks[b].size }
 
+// ReservedOn is the bytes of the segments stream s holds from the driver:
+// its own pool (a block freed on one stream serves only that stream).
+func (a *Allocator) ReservedOn(s Stream) int64 {
+	var n int64
+	for i := range a.segs {
+		if g := &a.segs[i]; !g.released && g.stream == s {
+			n += g.size
+		}
+	}
+	return n
+}
+
 // Segments lists the bytes of each segment still held from the driver, in
 // the order they were made.
 func (a *Allocator) Segments() []int64 {

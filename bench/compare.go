@@ -35,6 +35,17 @@ type Record struct {
 	DeviceUsed    int64          `json:"device_total_used_bytes"`
 	OK            bool           `json:"ok"`
 	Error         string         `json:"error"`
+
+	// Data-parallel records (bench/torch/dist): the mode (ddp, ddp-view,
+	// zero1, fsdp), FSDP's reshard_after_forward ("true", "false" or an
+	// int), the number of GPUs, and the busiest rank's totals, which the
+	// comparison uses (docs/multigpu.md).
+	Mode             string `json:"mode"`
+	Reshard          any    `json:"reshard"`
+	World            int64  `json:"world"`
+	BusiestAllocated int64  `json:"busiest_peak_allocated_bytes"`
+	BusiestReserved  int64  `json:"busiest_peak_reserved_bytes"`
+	BusiestDevice    int64  `json:"busiest_device_total_used_bytes"`
 }
 
 // Metrics indexes the three totals.
@@ -128,6 +139,18 @@ func (r Record) Overrides() model.Overrides {
 	if z := i("zero"); z > 0 {
 		o.Zero = fmt.Sprint(z)
 	}
+	if r.World > 1 && r.Mode != "" {
+		o.DP, o.Zero, o.BucketView = r.World, "0", r.Mode == "ddp-view"
+		switch r.Mode {
+		case "zero1":
+			o.Zero = "1"
+		case "fsdp":
+			o.Zero = "3" // reshard_after_forward true (or, on 2 GPUs, any int)
+			if fmt.Sprint(r.Reshard) == "false" {
+				o.Zero = "2"
+			}
+		}
+	}
 	for _, d := range model.Devices() {
 		if d.Product == r.GPU {
 			o.Dev = d.Name
@@ -170,7 +193,7 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 					return nil, fmt.Errorf("%s: %w", r.Label, err)
 				}
 				row := Row{Label: r.Label, HeldOut: set.held,
-					Measured:  [NumMetrics]int64{r.PeakAllocated, r.PeakReserved, r.DeviceUsed},
+					Measured:  r.measured(),
 					Predicted: [NumMetrics]int64{e.PeakAllocated, e.PeakReserved, e.DeviceTotal}}
 				if row.Label == "" {
 					row.Label = r.Spec
@@ -239,4 +262,13 @@ func (r *Report) Worst() []Row {
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return key(rows[i]) > key(rows[j]) })
 	return rows
+}
+
+// measured is the record's three totals: the busiest rank's for a
+// data-parallel record.
+func (r Record) measured() [NumMetrics]int64 {
+	if r.BusiestAllocated > 0 {
+		return [NumMetrics]int64{r.BusiestAllocated, r.BusiestReserved, r.BusiestDevice}
+	}
+	return [NumMetrics]int64{r.PeakAllocated, r.PeakReserved, r.DeviceUsed}
 }

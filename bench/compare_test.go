@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,35 @@ func TestShardingAccuracy(t *testing.T) {
 				t.Errorf("%s: %s %+.1f%%", r.Label, MetricNames[m], 100*r.Err[m])
 			}
 		}
+	}
+}
+
+// TestDistOverrides checks that a data-parallel record (bench/torch/dist)
+// maps its mode to memplan's dp, zero and bucket view, and is compared on
+// its busiest rank.
+func TestDistOverrides(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		reshard any
+		zero    string
+		view    bool
+	}{
+		{"ddp", nil, "0", false},
+		{"ddp-view", nil, "0", true},
+		{"zero1", nil, "1", false},
+		{"fsdp", "false", "2", false},
+		{"fsdp", "true", "3", false},
+		{"fsdp", "2", "3", false},
+	} {
+		t.Run(tc.mode+fmt.Sprint(tc.reshard), func(t *testing.T) {
+			r := Record{Mode: tc.mode, Reshard: tc.reshard, World: 2, BusiestAllocated: 3, BusiestReserved: 4, BusiestDevice: 5}
+			o := r.Overrides()
+			if o.DP != 2 || o.Zero != tc.zero || o.BucketView != tc.view {
+				t.Errorf("got dp %d zero %q view %v, want 2 %q %v", o.DP, o.Zero, o.BucketView, tc.zero, tc.view)
+			}
+			if m := r.measured(); m != [NumMetrics]int64{3, 4, 5} {
+				t.Errorf("measured %v, want the busiest rank's", m)
+			}
+		})
 	}
 }

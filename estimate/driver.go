@@ -60,7 +60,7 @@ func (s *sim) param(elems int64, name string) *tensor {
 		// tensors exist only while gathered (shardSetup).
 		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name}
 		if s.cfg.offload != model.OffloadParams {
-			s.alloc(s.shard(elems), s.cfg.param, catParam, name).prefix = "shard of "
+			s.alloc(s.shard(elems), s.cfg.master, catParam, name).prefix = "shard of "
 		}
 	} else {
 		t = s.alloc(elems, s.cfg.param, catParam, name)

@@ -18,6 +18,7 @@ import (
 	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
 )
 
 // SchemaVersion is the version of the JSON form of Result (docs/json.md).
@@ -89,6 +90,10 @@ type Result struct {
 
 	// AtPeak splits PeakAllocated by what holds it at that moment.
 	AtPeak []Item `json:"at_peak"`
+	// Ranks says how the data-parallel ranks differ, when they do (ZeRO-1's
+	// partition); the figures above are the busiest rank's.
+	Ranks *Ranks `json:"ranks,omitempty"`
+
 	// Overhead is device memory outside PyTorch's allocator.
 	Overhead []Item      `json:"overhead"`
 	Phases   []PhasePeak `json:"phases"`
@@ -123,6 +128,19 @@ var (
 	hopperCublas  = measured.HopperCublas.Bytes // cuBLAS workspace on sm90
 	defaultCublas = measured.DefaultCublas.Bytes
 )
+
+// ncclBytes is the device memory NCCL holds outside the allocator in a
+// data-parallel run: one communicator with the channel counts measured on
+// 2 x H200 (parallel.H200x2Defaults, docs/multigpu.md), 840 MiB. Other
+// hosts pick other channel counts; two H200s are the only measurement.
+var ncclBytes = mustNCCL(parallel.NCCLBytes(parallel.H200x2Defaults))
+
+func mustNCCL(b int64, err error) int64 {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
 
 // Estimate predicts the memory of the training run a spec describes.
 func Estimate(spec *model.Spec) (*Result, error) { return estimateWith(spec, nil, nil) }
@@ -189,12 +207,17 @@ func newConfig(spec *model.Spec) (*config, error) {
 		dp:              max(t.DP, 1),
 		zero:            t.Zero,
 		offload:         t.Offload,
+		bucketView:      t.BucketView,
 	}
 	if t.Precision != model.FP32 {
 		cfg.compute = half
 	}
-	if t.Precision == model.BF16 {
+	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
 		cfg.param = half
+	}
+	cfg.master = cfg.param
+	if t.Precision == model.FSDPBF16 {
+		cfg.master = f32
 	}
 	if spec.Device.Hopper() {
 		cfg.cublasWorkspace = hopperCublas
@@ -227,10 +250,9 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	r.ParamBytes = s.paramTotal()
 	r.GradBytes = r.ParamBytes
 	if cfg.zero >= 2 {
-		r.ParamBytes = s.shard(r.ParamBytes)
-	}
-	if cfg.zero >= 2 {
-		r.GradBytes = s.shard(r.GradBytes)
+		// FSDP's shards and gradient shards are in the master dtype.
+		r.ParamBytes = s.shard(r.ParamBytes / cfg.param * cfg.master)
+		r.GradBytes = r.ParamBytes
 	}
 	if cfg.zero >= 2 && cfg.offload != model.OffloadNone {
 		r.GradBytes = 0
@@ -249,7 +271,8 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	if d := r.PeakAllocated - sum; d > 0 {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
-	r.Overhead = overhead(s.used)
+	r.Overhead = overhead(s.used, cfg.dp)
+	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceTotal = r.PeakReserved
 	for _, o := range r.Overhead {
@@ -267,10 +290,14 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	return r
 }
 
-func overhead(u usage) []Item {
+func overhead(u usage, dp int64) []Item {
 	mods := modulesBase
 	if u.gemmHalf {
 		mods += modulesHalf
 	}
-	return []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
+	items := []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
+	if dp > 1 {
+		items = append(items, Item{"NCCL communicators", ncclBytes})
+	}
+	return items
 }

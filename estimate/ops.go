@@ -8,9 +8,15 @@ package estimate
 
 // config is what the ops need to know about the run.
 type config struct {
-	amp             bool  // autocast over fp32 weights
-	compute         int64 // dtype of matmul outputs
-	param           int64 // dtype of parameters
+	amp     bool  // autocast over fp32 weights
+	compute int64 // dtype of matmul outputs
+	param   int64 // dtype of parameters
+	// master is the dtype of FSDP's sharded parameters, their gradients and
+	// the optimizer state: param, or fp32 under fsdp-bf16, whose compute
+	// and gathered parameters are bf16 (docs/multigpu.md).
+	master int64
+	// bucketView is DDP's gradient_as_bucket_view.
+	bucketView      bool
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64

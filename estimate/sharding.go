@@ -1,9 +1,8 @@
 package estimate
 
 import (
-	"sort"
-
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
 )
 
 // Data parallelism and ZeRO, per GPU (docs/formulas.md §G).
@@ -24,8 +23,9 @@ import (
 // all-gather buffer (stage 3), or every whole parameter (stage 2).
 //
 // Offload keeps the optimizer state and step (and with "params" the
-// parameter shards) in host memory. Communication buffers (NCCL's, outside
-// the caching allocator) are not counted.
+// parameter shards) in host memory. NCCL's buffers, outside the caching
+// allocator, are an overhead line of their own (estimate.go); FSDP2's
+// all-gather and reduce-scatter streams have their own pools (fsdp.go).
 
 // paramTotal is the bytes of all parameters, whole.
 func (s *sim) paramTotal() int64 {
@@ -46,31 +46,26 @@ func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
 // most. Stages 2 and 3 shard every parameter evenly (FSDP, DeepSpeed).
 func (s *sim) shards() []*tensor {
 	if s.cfg.zero == 1 {
-		order := append([]*tensor(nil), s.params...)
-		sort.SliceStable(order, func(i, j int) bool { return order[i].elems > order[j].elems })
-		ranks := make([][]*tensor, s.cfg.dp)
-		load := make([]int64, s.cfg.dp)
-		for _, p := range order {
-			r := 0
-			for i := range load {
-				if load[i] < load[r] {
-					r = i
-				}
-			}
-			ranks[r] = append(ranks[r], p)
-			load[r] += p.elems
+		numels := make([]int64, len(s.params))
+		for i, p := range s.params {
+			numels[i] = p.elems
 		}
-		heavy := 0
-		for i := range load {
-			if load[i] > load[heavy] {
-				heavy = i
-			}
+		part, err := parallel.ZeroPartition(numels, int(s.cfg.dp))
+		if err != nil {
+			s.err = err
+			return nil
 		}
-		return ranks[heavy]
+		s.zeroPart = &part
+		heavy, _ := part.Busiest()
+		out := make([]*tensor, len(part.Ranks[heavy]))
+		for i, k := range part.Ranks[heavy] {
+			out[i] = s.params[k]
+		}
+		return out
 	}
 	out := make([]*tensor, len(s.params))
 	for i, p := range s.params {
-		out[i] = &tensor{elems: s.shard(p.elems), dt: p.dt, last: p.last, second: p.second}
+		out[i] = &tensor{elems: s.shard(p.elems), dt: s.cfg.master, last: p.last, second: p.second}
 	}
 	return out
 }
@@ -80,12 +75,21 @@ func (s *sim) shards() []*tensor {
 func (s *sim) shardSetup(ins []*inst) {
 	switch {
 	case s.cfg.dp > 1 && s.cfg.zero <= 1:
-		s.alloc(s.paramTotal(), u8, catGrad, "DDP gradient buckets")
+		s.buckets = s.alloc(s.paramTotal(), u8, catGrad, "DDP gradient buckets")
 	case s.cfg.zero == 2:
 		s.gathered = s.paramTotal()
 	case s.cfg.zero >= 3:
 		root, unit := paramBytes(ins, map[*tensor]bool{})
 		s.gathered = root + 2*unit
+	}
+	if s.fsdpStreams() {
+		s.units = fsdpUnits(ins, s.cfg.dp)
+		s.unitOf = map[*tensor]*fsdpUnit{}
+		for _, u := range s.units {
+			for _, p := range u.params {
+				s.unitOf[p] = u
+			}
+		}
 	}
 }
 
@@ -120,6 +124,9 @@ func paramBytes(ins []*inst, seen map[*tensor]bool) (root, unit int64) {
 // releaseGathered frees them after the backward (ZeRO-2 and 3).
 func (s *sim) gather() {
 	if s.gathered > 0 && s.gatherT == nil {
+		if s.units != nil {
+			s.unshardAll()
+		}
 		s.gatherT = s.alloc(s.gathered, u8, catParam, "gathered parameters (FSDP)")
 	}
 }
@@ -133,14 +140,64 @@ func (s *sim) releaseGathered() {
 
 // reduceScatter replaces a parameter's whole gradient with this rank's
 // shard (ZeRO-2 and up), accumulating into the shard on later
-// micro-batches. With offload the shard goes to host memory.
+// micro-batches. With offload the shard goes to host memory. Under
+// fsdp-bf16 the reduce dtype is fp32: the bf16 gradient is copied into an
+// fp32 reduce-scatter input first, and the shard is fp32.
 func (s *sim) reduceScatter(t, g *tensor) {
+	var in *tensor
+	if s.cfg.master != g.dt {
+		in = s.alloc(g.elems, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")
+	}
 	if t.pgrad == nil {
-		if s.cfg.offload == model.OffloadNone {
-			t.pgrad = s.alloc(s.shard(t.elems), g.dt, catGrad, "gradient shard")
+		if s.unitOf[t] != nil {
+			s.gradShard(t)
+		} else if s.cfg.offload == model.OffloadNone {
+			t.pgrad = s.alloc(s.shard(t.elems), s.cfg.master, catGrad, "gradient shard")
 		} else {
 			t.pgrad = &tensor{refs: 1}
 		}
 	}
 	s.unref(g)
+	if in != nil {
+		s.unref(in)
+	}
+}
+
+// Ranks is how the data-parallel ranks differ: under ZeRO-1 each rank keeps
+// the optimizer state of the whole parameters it owns, so one rank holds
+// more than the others (docs/multigpu.md).
+type Ranks struct {
+	// Busiest is the rank with the most optimizer state, whose figures the
+	// Result gives.
+	Busiest int `json:"busiest"`
+	// OptimizerBytes is each rank's optimizer state.
+	OptimizerBytes []int64 `json:"optimizer_bytes"`
+	// DeviceTotal is each rank's device total: the busiest rank's less the
+	// optimizer state (and its step's temporaries, in proportion) it holds
+	// beyond that rank.
+	DeviceTotal []int64 `json:"device_total_bytes"`
+	// Spread is the busiest rank's optimizer state less the least loaded
+	// rank's.
+	Spread int64 `json:"spread_bytes"`
+}
+
+// ranks describes the ranks of a ZeRO-1 run whose partition is uneven.
+func (s *sim) ranks(r *Result) *Ranks {
+	p := s.zeroPart
+	if p == nil || p.Spread() == 0 {
+		return nil
+	}
+	busiest, most := p.Busiest()
+	rk := &Ranks{Busiest: busiest}
+	var lo int64 = -1
+	for _, n := range p.Numel {
+		opt := r.OptimizerBytes * n / most
+		rk.OptimizerBytes = append(rk.OptimizerBytes, opt)
+		rk.DeviceTotal = append(rk.DeviceTotal, r.DeviceTotal-(r.OptimizerBytes-opt))
+		if lo < 0 || opt < lo {
+			lo = opt
+		}
+	}
+	rk.Spread = r.OptimizerBytes - lo
+	return rk
 }

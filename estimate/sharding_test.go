@@ -69,3 +69,122 @@ func abs64(x int64) int64 {
 	}
 	return x
 }
+
+// TestNCCLOverhead checks that a data-parallel run, and only one, carries
+// NCCL's memory on its own line of the overheads and in the device total.
+func TestNCCLOverhead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    model.Overrides
+		want int64
+	}{
+		{"single GPU", model.Overrides{}, 0},
+		{"ddp", model.Overrides{DP: 2}, 840 << 20},
+		{"zero1", model.Overrides{DP: 2, Zero: "1"}, 840 << 20},
+		{"fsdp", model.Overrides{DP: 2, Zero: "3"}, 840 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Batch, tc.o.Seq = 1, 128
+			s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"), tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Estimate(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, sum int64
+			for _, o := range r.Overhead {
+				sum += o.Bytes
+				if o.Name == "NCCL communicators" {
+					got = o.Bytes
+				}
+			}
+			if got != tc.want {
+				t.Errorf("NCCL overhead %d, want %d", got, tc.want)
+			}
+			if r.DeviceTotal != r.PeakReserved+sum {
+				t.Errorf("device total %d != reserved %d + overheads %d", r.DeviceTotal, r.PeakReserved, sum)
+			}
+		})
+	}
+}
+
+// TestFSDPBF16 checks fsdp-bf16's states: fp32 shards, gradient shards and
+// optimizer state (twice pure bf16's), bf16 activations (pure bf16's, not
+// autocast's).
+func TestFSDPBF16(t *testing.T) {
+	est := func(prec string) *Result {
+		t.Helper()
+		s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"),
+			model.Overrides{Batch: 1, Seq: 128, DP: 2, Zero: "3", Precision: prec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Estimate(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	bf, mp := est("bf16"), est("fsdp-bf16")
+	if mp.OptimizerBytes != 2*bf.OptimizerBytes || mp.GradBytes != 2*bf.GradBytes {
+		t.Errorf("fsdp-bf16 optimizer %d, gradients %d; want twice bf16's %d, %d",
+			mp.OptimizerBytes, mp.GradBytes, bf.OptimizerBytes, bf.GradBytes)
+	}
+	if mp.ActivationBytes != bf.ActivationBytes {
+		t.Errorf("fsdp-bf16 activations %d, want pure bf16's %d", mp.ActivationBytes, bf.ActivationBytes)
+	}
+}
+
+// TestBucketView checks DDP's gradient_as_bucket_view: the gradients are
+// slices of the buckets, so a checkpointed run, whose peak comes late in
+// the backward, holds one copy of the gradients less.
+func TestBucketView(t *testing.T) {
+	est := func(view bool) *Result {
+		t.Helper()
+		s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"),
+			model.Overrides{Batch: 1, Seq: 128, DP: 2, Checkpointing: "every-block", BucketView: view})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Estimate(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	plain, view := est(false), est(true)
+	if got, want := plain.PeakAllocated-view.PeakAllocated, plain.GradBytes*9/10; got < want {
+		t.Errorf("bucket view saves %d B at the peak, want about the gradients (%d B)", got, plain.GradBytes)
+	}
+}
+
+// TestZeroRanks checks that a ZeRO-1 run names its busiest rank and the
+// spread when the partition is uneven, and that the result is that rank's.
+func TestZeroRanks(t *testing.T) {
+	s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"),
+		model.Overrides{Batch: 1, Seq: 128, DP: 3, Zero: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Estimate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := r.Ranks
+	if k == nil {
+		t.Fatal("no ranks for an uneven ZeRO-1 partition")
+	}
+	if len(k.OptimizerBytes) != 3 || k.OptimizerBytes[k.Busiest] != r.OptimizerBytes || k.DeviceTotal[k.Busiest] != r.DeviceTotal {
+		t.Errorf("ranks %+v: the busiest rank's figures should be the result's (%d, %d)", k, r.OptimizerBytes, r.DeviceTotal)
+	}
+	for i, b := range k.OptimizerBytes {
+		if b > r.OptimizerBytes || r.OptimizerBytes-b > k.Spread {
+			t.Errorf("rank %d holds %d B, outside [busiest - spread, busiest]", i, b)
+		}
+	}
+	if k.Spread <= 0 {
+		t.Errorf("spread %d, want > 0", k.Spread)
+	}
+}

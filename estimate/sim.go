@@ -1,5 +1,7 @@
 package estimate
 
+import "github.com/memplan/memplan/parallel"
+
 // The simulator runs a training step symbolically: every tensor PyTorch
 // would allocate is allocated here, through the caching-allocator replay,
 // and freed when its last holder lets go. Holders are the Python code that
@@ -117,9 +119,13 @@ type sim struct {
 	phases   []PhasePeak
 	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
 	params   []*tensor
-	kvHold   []*tensor // KV-cache copies held until the forward's outputs are dropped
-	gathered int64     // ZeRO-3: bytes of parameters gathered during a step
-	gatherT  *tensor   // the gathered parameters while they are held
+	kvHold   []*tensor             // KV-cache copies held until the forward's outputs are dropped
+	gathered int64                 // ZeRO-3: bytes of parameters gathered during a step
+	gatherT  *tensor               // the gathered parameters while they are held
+	units    []*fsdpUnit           // FSDP2's units, the root first (fsdp.go)
+	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
+	buckets  *tensor               // DDP's flat gradient buckets
+	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
@@ -402,6 +408,13 @@ func (s *sim) runNode(n *node) {
 func (s *sim) accumulate(t, g *tensor) {
 	if t.param && s.cfg.zero >= 2 {
 		s.reduceScatter(t, g)
+		return
+	}
+	if t.param && t.pgrad == nil && s.buckets != nil && s.cfg.bucketView {
+		// gradient_as_bucket_view: AccumulateGrad copies into the
+		// parameter's bucket slice, which becomes its .grad.
+		t.pgrad = s.view(s.buckets, t.bytes())
+		s.unref(g)
 		return
 	}
 	if t.param {

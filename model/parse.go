@@ -23,6 +23,8 @@ type Overrides struct {
 	Zero, Offload string
 	// AllocConf replaces the spec's alloc_conf (PYTORCH_ALLOC_CONF syntax).
 	AllocConf string
+	// BucketView sets bucket_view (DDP's gradient_as_bucket_view=True).
+	BucketView bool
 }
 
 // Load reads and parses a spec file.
@@ -96,6 +98,8 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	tm.int("image", &t.Image, false)
 	tm.int("grad_accum", &t.GradAccum, false)
 	tm.int("dp", &t.DP, false)
+	tm.bool("bucket_view", &t.BucketView)
+	t.BucketView = t.BucketView || o.BucketView
 	var s string
 	set := func(key, flag string, parse func(string) error) {
 		line, ok := tm.str(key, &s)
@@ -137,18 +141,14 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		return nil
 	})
 	zline, _ := tm.str("offload", &s)
+	pline, _ := tm.str("precision", &s)
 	tm.finish()
 	if o.DP < 0 {
 		e.add(0, "--dp: must be positive, got %d", o.DP)
 	} else if o.DP > 0 {
 		t.DP = o.DP
 	}
-	if t.Offload == OffloadParams && t.Zero != 3 {
-		e.add(zline, "offload: params needs ZeRO stage 3 (zero: 3), got stage %d", t.Zero)
-	}
-	if t.Offload == OffloadOptimizer && t.Zero == 0 {
-		e.add(zline, "offload: optimizer needs a ZeRO stage (zero: 1, 2 or 3)")
-	}
+	checkStages(e, t, zline, pline, o.Precision != "")
 	for _, ov := range []struct {
 		v    int64
 		dst  *int64
@@ -189,6 +189,8 @@ func parsePrecision(v string, dst *string) error {
 		*dst = FP32
 	case "bf16", "bf16-true", "pure-bf16":
 		*dst = BF16
+	case "fsdp-bf16":
+		*dst = FSDPBF16
 	default:
 		return fmt.Errorf("unknown precision %q (valid: %s)", v, strings.Join(Precisions, ", "))
 	}
@@ -309,3 +311,21 @@ func decodeDevice(e *errs, n *yaml.Node, s *Spec, flag string) {
 }
 
 func isCatalog(name string) bool { _, ok := LookupDevice(name); return ok }
+
+// checkStages reports settings that need a ZeRO stage the run does not
+// have: offload (at the offload line) and fsdp-bf16 (at the precision
+// line; 0 where a flag set it).
+func checkStages(e *errs, t *Training, zline, pline int, precisionFlag bool) {
+	if precisionFlag {
+		pline = 0
+	}
+	if t.Offload == OffloadParams && t.Zero != 3 {
+		e.add(zline, "offload: params needs ZeRO stage 3 (zero: 3), got stage %d", t.Zero)
+	}
+	if t.Precision == FSDPBF16 && t.Zero < 2 {
+		e.add(pline, "precision: fsdp-bf16 is FSDP's mixed-precision policy and needs ZeRO stage 2 or 3 (zero: 2 or 3), got stage %d", t.Zero)
+	}
+	if t.Offload == OffloadOptimizer && t.Zero == 0 {
+		e.add(zline, "offload: optimizer needs a ZeRO stage (zero: 1, 2 or 3)")
+	}
+}

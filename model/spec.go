@@ -119,10 +119,15 @@ const (
 	AMPBF16 = "amp-bf16"
 	AMPFP16 = "amp-fp16"
 	BF16    = "bf16"
+	// FSDPBF16 is FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
+	// reduce_dtype=fp32) over fp32 weights, without autocast: bf16
+	// compute and gathered parameters, fp32 shards, gradients and
+	// optimizer state (docs/multigpu.md). It needs ZeRO stage 2 or 3.
+	FSDPBF16 = "fsdp-bf16"
 )
 
 // Precisions lists the accepted precision names.
-var Precisions = []string{FP32, AMPBF16, AMPFP16, BF16}
+var Precisions = []string{FP32, AMPBF16, AMPFP16, BF16, FSDPBF16}
 
 // Optimizer names.
 const (
@@ -221,6 +226,10 @@ type Training struct {
 	// state and its step, ZeRO-Offload) or "params" (also the parameter
 	// shards, ZeRO-Infinity; needs stage 3). "none" keeps all on the GPU.
 	Offload string `json:"offload"`
+	// BucketView is DDP's gradient_as_bucket_view=True (stages 0 and 1):
+	// the gradients are slices of the reducer's buckets, not a second
+	// copy. Other stages ignore it.
+	BucketView bool `json:"bucket_view,omitempty"`
 	// AllocConf is the PYTORCH_ALLOC_CONF the job runs with (alloc.Parse
 	// syntax, docs/allocator.md); "" is PyTorch's default.
 	AllocConf string `json:"alloc_conf,omitempty"`

@@ -91,3 +91,11 @@ func NCCLBytes(c NCCL) (int64, error) {
 	}
 	return total, nil
 }
+
+// H200x2Defaults is NCCL as measured on 2 x H200 (NV18 NVLink, driver
+// 580.159.04, NCCL 2.28.9, NVLS off, default NCCL_BUFFSIZE) on 2026-11-23:
+// one communicator (the default process group, which DDP, ZeRO-1 and a 1-D
+// FSDP mesh all use), 24 collective and 32 point-to-point channels
+// (bench/results/2026-11-23-h200x2-nccl.jsonl, docs/multigpu.md). It is
+// 840 MiB after the first collective.
+var H200x2Defaults = NCCL{Communicators: 1, Channels: 24, P2PChannels: 32}

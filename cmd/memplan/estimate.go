@@ -112,7 +112,12 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 	}
 	fmt.Fprintf(w, "training: %s, %s, %s, checkpointing %s, attention %s, zero_grad %s\n",
 		setup, t.Precision, t.Optimizer, t.Checkpointing, t.Attention, t.ZeroGrad)
-	fmt.Fprintf(w, "device: %s (%s)\n\n", r.Device.Name, units.Format(r.Device.Memory))
+	fmt.Fprintf(w, "device: %s (%s)\n", r.Device.Name, units.Format(r.Device.Memory))
+	if k := r.Ranks; k != nil {
+		fmt.Fprintf(w, "ranks differ (ZeRO-1 partition): figures for the busiest, rank %d; its optimizer state is %s more than the least loaded rank's\n",
+			k.Busiest, units.Format(k.Spread))
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	section := func(title string, items []estimate.Item) {

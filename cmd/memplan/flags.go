@@ -18,13 +18,14 @@ func overrideFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "seq", Usage: "sequence length (token models)"},
 		&cli.Int64Flag{Name: "image", Usage: "image side in pixels (vision models)"},
 		&cli.Int64Flag{Name: "grad-accum", Usage: "gradient accumulation steps"},
-		&cli.StringFlag{Name: "precision", Usage: "fp32, amp-bf16, amp-fp16 or bf16"},
+		&cli.StringFlag{Name: "precision", Usage: "fp32, amp-bf16, amp-fp16, bf16 or fsdp-bf16 (FSDP2's bf16 mixed-precision policy; needs --zero 2 or 3)"},
 		&cli.StringFlag{Name: "optimizer", Usage: "adamw, adam, sgd, sgd-momentum (each with -foreach, -fused or -for-loop), adafactor, adam8bit"},
 		&cli.StringFlag{Name: "checkpointing", Usage: "none, every-block, sqrt or every-K"},
 		&cli.StringFlag{Name: "attention", Usage: "sdpa or eager"},
 		&cli.StringFlag{Name: "zero-grad", Usage: "none (set_to_none=True) or zeros"},
 		&cli.Int64Flag{Name: "dp", Usage: "data-parallel size: GPUs the batch is split over (memory is per GPU)"},
 		&cli.StringFlag{Name: "zero", Usage: "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)"},
+		&cli.BoolFlag{Name: "bucket-view", Usage: "DDP with gradient_as_bucket_view=True: the gradients are views into the buckets"},
 		&cli.StringFlag{Name: "offload", Usage: "none, optimizer (ZeRO-Offload: optimizer state and step on the host) or params (also parameter shards; needs --zero 3)"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
 		&cli.StringFlag{Name: "alloc-conf", Usage: "PYTORCH_ALLOC_CONF of the job, e.g. expandable_segments:True (default: $PYTORCH_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF); tune also takes auto", Action: checkAllocAuto},
@@ -38,7 +39,7 @@ func overrides(c *cli.Context) model.Overrides {
 		Precision: c.String("precision"), Optimizer: c.String("optimizer"), Checkpointing: c.String("checkpointing"),
 		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
 		DP: c.Int64("dp"), Zero: c.String("zero"), Offload: c.String("offload"),
-		AllocConf: allocConf(c),
+		AllocConf: allocConf(c), BucketView: c.Bool("bucket-view"),
 	}
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """compare.py RESULTS.jsonl [MEMPLAN]: the busiest rank's measured peaks
 (allocated, reserved, device total) against memplan's prediction for the
-command each result line records, run with --device h200-141gb. memplan has
-no fsdp-bf16 precision yet: such lines are predicted as amp-bf16 and marked *.
+command each result line records, run with --device h200-141gb (ddp-view
+lines with --bucket-view).
 Prints a markdown table; errors are (predicted - measured) / measured."""
 import json, subprocess, sys
 
@@ -16,9 +16,8 @@ for line in open(res):
         continue
     cmd = d["memplan"].split()[2:]
     star = ""
-    if "fsdp-bf16" in cmd:
-        cmd[cmd.index("fsdp-bf16")] = "amp-bf16"
-        star = "*"
+    if d.get("mode") == "ddp-view" and "--bucket-view" not in cmd:
+        cmd.append("--bucket-view")  # records made before memplan had the flag
     p = json.loads(subprocess.run([exe, "estimate"] + cmd + ["--device", "h200-141gb"], capture_output=True,
                                   text=True, check=True).stdout)
     ranks = d["ranks"]

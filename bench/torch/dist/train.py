@@ -38,6 +38,8 @@ def memplan_command(a, t):
         a.spec, t["batch"], t["seq"], t["precision"], a.world, zero)
     if t["checkpointing"] != "none":
         c += " --checkpointing " + t["checkpointing"]
+    if a.mode == "ddp-view":
+        c += " --bucket-view"
     return c + " --format json"
 
 

@@ -1,0 +1,59 @@
+package estimate
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
+)
+
+// TestFSDPStreamPools checks the simulated pools of FSDP2's all-gather
+// copy-in and reduce-scatter streams against the pools measured on 2 x H200
+// (docs/multigpu.md; MiB, step 1, rank 0) and against
+// parallel.FSDPStreamPools, which reproduces those measurements.
+func TestFSDPStreamPools(t *testing.T) {
+	for _, tc := range []struct {
+		spec, prec string
+		ag, rs     int64 // measured, MiB
+	}{
+		{"gpt2-124m", "amp-bf16", 180, 244},
+		{"gpt2-124m", "fsdp-bf16", 114, 244},
+		{"gpt2-124m", "bf16", 90, 158},
+		{"gpt2-xl", "amp-bf16", 432, 3038},
+		{"gpt2-xl", "bf16", 218, 1520},
+		{"llama-3.2-1b", "amp-bf16", 1238, 2390},
+		{"llama-3.2-1b", "fsdp-bf16", 754, 2390},
+		{"llama-3.2-1b", "bf16", 620, 1212},
+	} {
+		t.Run(tc.spec+" "+tc.prec, func(t *testing.T) {
+			s, err := model.Load(filepath.Join("..", "specs", tc.spec+".yaml"),
+				model.Overrides{Batch: 1, Seq: 64, DP: 2, Zero: "3", Precision: tc.prec, Checkpointing: "every-block"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ag, rs int64
+			var pools parallel.FSDPPools
+			_, err = estimateWith(s, func(sm *sim) {
+				ag, rs = sm.al.a.ReservedOn(streamAllGather), sm.al.a.ReservedOn(streamReduceScatter)
+				pools = parallel.FSDPPools{World: 2, GatherBytes: sm.cfg.param, ShardBytes: sm.cfg.master, GradBytes: sm.cfg.master}
+				for _, u := range sm.units {
+					pools.Units = append(pools.Units, u.shard*2)
+				}
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ag>>20 != tc.ag || rs>>20 != tc.rs {
+				t.Errorf("simulated pools all-gather %d MiB, reduce-scatter %d MiB; measured %d, %d", ag>>20, rs>>20, tc.ag, tc.rs)
+			}
+			wag, wrs, err := parallel.FSDPStreamPools(pools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ag != wag || rs != wrs {
+				t.Errorf("simulated pools %d, %d B; parallel.FSDPStreamPools %d, %d B", ag, rs, wag, wrs)
+			}
+		})
+	}
+}

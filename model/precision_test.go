@@ -1,0 +1,41 @@
+package model
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFSDPBF16 checks that the fsdp-bf16 precision is accepted with a
+// ZeRO stage of 2 or 3 and refused, with the line, below it.
+func TestFSDPBF16(t *testing.T) {
+	spec := filepath.Join("..", "specs", "gpt2-124m.yaml")
+	for _, tc := range []struct {
+		name, zero, yaml, want string
+	}{
+		{"flag zero 3", "3", "", ""},
+		{"flag zero 2", "2", "", ""},
+		{"flag zero 1", "1", "", "needs ZeRO stage 2 or 3"},
+		{"flag no zero", "", "", "needs ZeRO stage 2 or 3"},
+		{"yaml zero 0", "", "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  max_seq: 8\ntraining:\n  batch: 1\n  seq: 8\n  precision: fsdp-bf16\n", "x.yaml:11: precision: fsdp-bf16"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			var s *Spec
+			if tc.yaml != "" {
+				s, err = Parse("x.yaml", []byte(tc.yaml), Overrides{})
+			} else {
+				s, err = Load(spec, Overrides{Precision: "fsdp-bf16", DP: 2, Zero: tc.zero})
+			}
+			if tc.want == "" {
+				if err != nil || s.Training.Precision != FSDPBF16 {
+					t.Fatalf("got %v, %v", s, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
