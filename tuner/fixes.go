@@ -42,8 +42,7 @@ type cand struct {
 // caller can say by how much.
 func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 	f := fixer{spec: spec, band: band, margin: margin, oracle: oracle}
-	t := spec.Training
-	for _, c := range singleGPU(t) {
+	for _, c := range singleGPU(spec.Training) {
 		f.tryAppend(c)
 	}
 	f.sharding()
@@ -53,6 +52,26 @@ func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 	return rank(f.out, spec.Device.Name)
 }
 
+// FirstFix returns what Fixes returns first, estimating less: once a fix
+// fits, nothing that needs more GPUs, or as many at no lower cost, is
+// estimated. When no fix fits it returns what Fixes does.
+func FirstFix(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
+	f := fixer{spec: spec, band: band, margin: margin, oracle: oracle, first: true}
+	for _, c := range singleGPU(spec.Training) {
+		f.tryAppend(c)
+	}
+	// Offload keeps the job's GPUs, so it ranks before any sharding.
+	for _, c := range offload() {
+		f.tryAppend(c)
+	}
+	f.sharding()
+	out := rank(f.out, spec.Device.Name)
+	if len(out) > 0 && out[0].Fits {
+		return out[:1]
+	}
+	return out
+}
+
 // fixer holds the fixes found so far.
 type fixer struct {
 	spec   *model.Spec
@@ -60,6 +79,8 @@ type fixer struct {
 	margin float64
 	oracle Oracle
 	out    []Fix
+	// first: only the first fix in rank order is wanted (FirstFix).
+	first bool
 }
 
 // apply returns the spec at batch 1 with c applied.
@@ -71,10 +92,17 @@ func (f *fixer) apply(c cand) model.Spec {
 }
 
 // beaten reports whether a fix already found fits with no more GPUs and no
-// more cost than (gpus, cost), and is better in one of the two.
+// more cost than (gpus, cost), and is better in one of the two; for
+// FirstFix, whether one fits that ranks before (gpus, cost) or equal to it.
 func (f *fixer) beaten(gpus int64, cost int) bool {
 	for _, x := range f.out {
-		if x.Fits && x.GPUs <= gpus && x.Cost <= cost && (x.GPUs < gpus || x.Cost < cost) {
+		if !x.Fits {
+			continue
+		}
+		if f.first && (x.GPUs < gpus || x.GPUs == gpus && x.Cost <= cost) {
+			return true
+		}
+		if x.GPUs <= gpus && x.Cost <= cost && (x.GPUs < gpus || x.Cost < cost) {
 			return true
 		}
 	}

@@ -169,10 +169,19 @@ func TestFixesMatchFullSearch(t *testing.T) {
 			n := calls
 			calls = 0
 			want := unbeaten(allFixes(s, DefaultBand, DefaultMargin, count))
+			full := calls
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("Fixes =\n%+v\nwant\n%+v", got, want)
 			}
-			t.Logf("%d estimates, the full search %d", n, calls)
+			calls = 0
+			first := FirstFix(s, DefaultBand, DefaultMargin, count)
+			if len(want) > 0 && want[0].Fits {
+				want = want[:1]
+			}
+			if !reflect.DeepEqual(first, want) {
+				t.Errorf("FirstFix =\n%+v\nwant\n%+v", first, want)
+			}
+			t.Logf("%d estimates, the full search %d, FirstFix %d", n, full, calls)
 		})
 	}
 }

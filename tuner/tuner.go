@@ -116,6 +116,9 @@ type Constraints struct {
 	// device memory). It changes how many evaluations the search takes,
 	// not its answer.
 	Hint int64
+	// FirstFix, when batch 1 does not fit, asks only for the first fix
+	// (FirstFix instead of Fixes): the report shows no other.
+	FirstFix bool
 	// Margin is kept below the band's upper edge for the estimator's own
 	// error, as a fraction of that edge (DefaultMargin; 0 for none).
 	Margin float64
@@ -236,7 +239,11 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 	}
 	if f0 > limit {
 		r.Batch, r.DeviceTotal, r.Fill = 0, f0, float64(f0)/float64(mem)
-		r.Fixes = Fixes(&s, band, c.Margin, oracle)
+		if c.FirstFix {
+			r.Fixes = FirstFix(&s, band, c.Margin, oracle)
+		} else {
+			r.Fixes = Fixes(&s, band, c.Margin, oracle)
+		}
 		return r, fmt.Errorf("%w: batch %d needs %.1f%% of %s", ErrNoFit, lo, 100*r.Fill, s.Device.Name)
 	}
 	best, err := Largest(c, lo, limit, eval)
