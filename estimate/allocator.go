@@ -24,14 +24,44 @@ type allocator struct {
 }
 
 // allocators keeps allocators between simulations: a search runs thousands of
-// them, and an allocator's slab grows to every block the run holds.
-var allocators = sync.Pool{New: func() any { return new(alloc.Allocator) }}
+// them, and an allocator's slab grows to every block the run holds. It is
+// a plain stack, not a sync.Pool: a pool is emptied by the garbage
+// collector, which a large simulation (a mixture of experts holds hundreds
+// of thousands of blocks) triggers itself, so every simulation would grow
+// its slab again from nothing.
+var allocators struct {
+	sync.Mutex
+	free []*alloc.Allocator
+}
+
+// maxSpareAllocators bounds the allocators kept (one per concurrent
+// simulation is enough).
+const maxSpareAllocators = 8
+
+func getAllocator() *alloc.Allocator {
+	allocators.Lock()
+	defer allocators.Unlock()
+	if n := len(allocators.free); n > 0 {
+		a := allocators.free[n-1]
+		allocators.free = allocators.free[:n-1]
+		return a
+	}
+	return new(alloc.Allocator)
+}
+
+func putAllocator(a *alloc.Allocator) {
+	allocators.Lock()
+	defer allocators.Unlock()
+	if len(allocators.free) < maxSpareAllocators {
+		allocators.free = append(allocators.free, a)
+	}
+}
 
 // use returns the allocator, taking one from allocators with configuration c if
 // there is none yet.
 func (a *allocator) use(c alloc.Config) *alloc.Allocator {
 	if a.a == nil {
-		a.a = allocators.Get().(*alloc.Allocator)
+		a.a = getAllocator()
 		a.a.Reset(c)
 	}
 	return a.a
@@ -40,7 +70,7 @@ func (a *allocator) use(c alloc.Config) *alloc.Allocator {
 // release gives the allocator back to allocators; the simulation is over.
 func (a *allocator) release() {
 	if a.a != nil {
-		allocators.Put(a.a)
+		putAllocator(a.a)
 		a.a = nil
 	}
 }

@@ -20,15 +20,47 @@ const (
 	listChunk = 4 * slabChunk
 )
 
+// chunkStack keeps released chunks for the next simulation. It is a plain
+// stack, not a sync.Pool: the garbage collector empties a pool, and a large
+// simulation triggers collections itself, so its chunks would be made
+// again every time.
+type chunkStack[T any] struct {
+	mu   sync.Mutex
+	free []*T
+}
+
+// maxSpareChunks bounds the chunks of each kind kept between simulations.
+const maxSpareChunks = 512
+
+func (c *chunkStack[T]) get() *T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.free); n > 0 {
+		x := c.free[n-1]
+		c.free = c.free[:n-1]
+		return x
+	}
+	return new(T)
+}
+
+// put keeps x, which must be zeroed.
+func (c *chunkStack[T]) put(x *T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.free) < maxSpareChunks {
+		c.free = append(c.free, x)
+	}
+}
+
 var (
-	tensorPool = sync.Pool{New: func() any { return new([slabChunk]tensor) }}
-	nodePool   = sync.Pool{New: func() any { return new([slabChunk]node) }}
-	listPool   = sync.Pool{New: func() any { return new([listChunk]*tensor) }}
+	tensorPool chunkStack[[slabChunk]tensor]
+	nodePool   chunkStack[[slabChunk]node]
+	listPool   chunkStack[[listChunk]*tensor]
 )
 
 func (s *slabs) tensor() *tensor {
 	if len(s.tensors) == 0 || s.nt == slabChunk {
-		s.tensors = append(s.tensors, tensorPool.Get().(*[slabChunk]tensor))
+		s.tensors = append(s.tensors, tensorPool.get())
 		s.nt = 0
 	}
 	s.nt++
@@ -37,7 +69,7 @@ func (s *slabs) tensor() *tensor {
 
 func (s *slabs) node() *node {
 	if len(s.nodes) == 0 || s.nn == slabChunk {
-		s.nodes = append(s.nodes, nodePool.Get().(*[slabChunk]node))
+		s.nodes = append(s.nodes, nodePool.get())
 		s.nn = 0
 	}
 	s.nn++
@@ -51,7 +83,7 @@ func (s *slabs) ptrs(n int) []*tensor {
 		return make([]*tensor, 0, n)
 	}
 	if len(s.lists) == 0 || s.nl+n > listChunk {
-		s.lists = append(s.lists, listPool.Get().(*[listChunk]*tensor))
+		s.lists = append(s.lists, listPool.get())
 		s.nl = 0
 	}
 	c := s.lists[len(s.lists)-1]
@@ -65,15 +97,15 @@ func (s *slabs) ptrs(n int) []*tensor {
 func (s *slabs) release() {
 	for _, c := range s.tensors {
 		*c = [slabChunk]tensor{}
-		tensorPool.Put(c)
+		tensorPool.put(c)
 	}
 	for _, c := range s.nodes {
 		*c = [slabChunk]node{}
-		nodePool.Put(c)
+		nodePool.put(c)
 	}
 	for _, c := range s.lists {
 		*c = [listChunk]*tensor{}
-		listPool.Put(c)
+		listPool.put(c)
 	}
 	*s = slabs{}
 }

@@ -201,7 +201,7 @@ func fill(c *Cell, spec *model.Spec, oracle tuner.Oracle, o Options) error {
 	c.Verdict = tuner.Fits(est.DeviceTotal, spec.Device.Memory, o.Band, o.Margin).String()
 	c.Breakdown = breakdown(est)
 	dp := int64(max(spec.Training.DP, 1))
-	t, err := tuner.Tune(spec, o.Band, tuner.Constraints{Margin: o.Margin}, oracle)
+	t, err := tuner.Tune(spec, o.Band, tuner.Constraints{Margin: o.Margin, FirstFix: true}, oracle)
 	switch {
 	case err == nil:
 		c.MaxBatch, c.GPUs, c.Layout = t.Batch, dp, layout(spec.Training)

@@ -22,23 +22,121 @@ type Fix struct {
 	Cost int `json:"cost_rank"`
 }
 
+// cand is one change to try at batch 1.
+type cand struct {
+	change, why string
+	cost        int
+	apply       func(*model.Training)
+}
+
 // Fixes tries changes at batch 1, in order of least cost to the job
 // (memory saved for the least speed or quality given up): single-GPU
 // changes first, then sharding over the fewest GPUs that fits for each ZeRO
 // stage (alone and with checkpointing), then offload to host memory. It
-// re-estimates each and returns only those that fit the target under the
-// one rule (Fits, with margin), ordered by the GPUs they need, then by their
-// throughput cost; when none fits it returns the closest miss followed by
-// "a larger GPU", so the caller can say by how much.
+// returns the fixes that fit the target under the one rule (Fits, with
+// margin) and that no other fitting fix beats on both GPUs and throughput
+// cost (one that needs no more GPUs and costs no more, and is better in
+// one of the two), ordered by the GPUs they need, then by their cost. A
+// change beaten that way by a fix already found is not estimated. When
+// none fits it returns the closest miss followed by "a larger GPU", so the
+// caller can say by how much.
 func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
-	t := spec.Training
-	type cand struct {
-		change, why string
-		cost        int
-		apply       func(*model.Training)
+	f := fixer{spec: spec, band: band, margin: margin, oracle: oracle}
+	for _, c := range singleGPU(spec.Training) {
+		f.tryAppend(c)
 	}
+	f.sharding()
+	for _, c := range offload() {
+		f.tryAppend(c)
+	}
+	return rank(f.out, spec.Device.Name)
+}
+
+// FirstFix returns what Fixes returns first, estimating less: once a fix
+// fits, nothing that needs more GPUs, or as many at no lower cost, is
+// estimated. When no fix fits it returns what Fixes does.
+func FirstFix(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
+	f := fixer{spec: spec, band: band, margin: margin, oracle: oracle, first: true}
+	for _, c := range singleGPU(spec.Training) {
+		f.tryAppend(c)
+	}
+	// Offload keeps the job's GPUs, so it ranks before any sharding.
+	for _, c := range offload() {
+		f.tryAppend(c)
+	}
+	f.sharding()
+	out := rank(f.out, spec.Device.Name)
+	if len(out) > 0 && out[0].Fits {
+		return out[:1]
+	}
+	return out
+}
+
+// fixer holds the fixes found so far.
+type fixer struct {
+	spec   *model.Spec
+	band   Band
+	margin float64
+	oracle Oracle
+	out    []Fix
+	// first: only the first fix in rank order is wanted (FirstFix).
+	first bool
+}
+
+// apply returns the spec at batch 1 with c applied.
+func (f *fixer) apply(c cand) model.Spec {
+	s := *f.spec
+	s.Training.Batch = 1
+	c.apply(&s.Training)
+	return s
+}
+
+// beaten reports whether a fix already found fits with no more GPUs and no
+// more cost than (gpus, cost), and is better in one of the two; for
+// FirstFix, whether one fits that ranks before (gpus, cost) or equal to it.
+func (f *fixer) beaten(gpus int64, cost int) bool {
+	for _, x := range f.out {
+		if !x.Fits {
+			continue
+		}
+		if f.first && (x.GPUs < gpus || x.GPUs == gpus && x.Cost <= cost) {
+			return true
+		}
+		if x.GPUs <= gpus && x.Cost <= cost && (x.GPUs < gpus || x.Cost < cost) {
+			return true
+		}
+	}
+	return false
+}
+
+// try estimates c at batch 1.
+func (f *fixer) try(c cand) (Fix, bool) {
+	s := f.apply(c)
+	v, err := f.oracle(&s)
+	if err != nil {
+		return Fix{}, false
+	}
+	return Fix{Change: c.change, Why: c.why, DeviceTotal: v, GPUs: int64(max(s.Training.DP, 1)),
+		Fill: float64(v) / float64(f.spec.Device.Memory),
+		Fits: Fits(v, f.spec.Device.Memory, f.band, f.margin) == FitsTarget, Cost: c.cost}, true
+}
+
+// tryAppend estimates c, unless a fix found already beats it, and keeps it.
+func (f *fixer) tryAppend(c cand) {
+	s := f.apply(c)
+	if f.beaten(int64(max(s.Training.DP, 1)), c.cost) {
+		return
+	}
+	if x, ok := f.try(c); ok {
+		f.out = append(f.out, x)
+	}
+}
+
+// singleGPU lists the changes that keep the job's GPUs, cheapest first.
+func singleGPU(t model.Training) []cand {
 	var cs []cand
-	if t.Optimizer.Impl == model.ImplForeach && (t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW) {
+	adam := t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW
+	if t.Optimizer.Impl == model.ImplForeach && adam {
 		cs = append(cs, cand{"--optimizer " + t.Optimizer.Name + "-fused", "same math, no parameter-sized temporary in the step", 0,
 			func(x *model.Training) { x.Optimizer.Impl = model.ImplFused }})
 	}
@@ -54,81 +152,27 @@ func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 		cs = append(cs, cand{"--precision bf16", "pure bf16 weights, gradients and optimizer state (watch convergence)", 2,
 			func(x *model.Training) { x.Precision = model.BF16 }})
 	}
-	if t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW {
+	if adam {
 		cs = append(cs, cand{"--optimizer adam8bit", "8-bit optimizer state (bitsandbytes)", 2,
 			func(x *model.Training) { x.Optimizer = model.Optimizer{Name: model.Adam8bit, Impl: model.ImplFused} }})
 		cs = append(cs, cand{"--optimizer adafactor", "factored second moments", 3,
 			func(x *model.Training) { x.Optimizer = model.Optimizer{Name: model.Adafactor, Impl: model.ImplForLoop} }})
 	}
 	// Combinations, cheapest first.
-	combo := cand{"--checkpointing every-block --precision bf16 --optimizer adamw-fused", "all of the above that keep Adam", 4,
+	return append(cs, cand{"--checkpointing every-block --precision bf16 --optimizer adamw-fused", "all of the above that keep Adam", 4,
 		func(x *model.Training) {
 			x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
 			x.Precision = model.BF16
 			if x.Optimizer.Name == model.Adam || x.Optimizer.Name == model.AdamW {
 				x.Optimizer.Impl = model.ImplFused
 			}
-		}}
-	cs = append(cs, combo)
-	var out []Fix
-	try := func(c cand) (Fix, bool) {
-		s := *spec
-		s.Training.Batch = 1
-		c.apply(&s.Training)
-		v, err := oracle(&s)
-		if err != nil {
-			return Fix{}, false
-		}
-		return Fix{Change: c.change, Why: c.why, DeviceTotal: v, GPUs: int64(max(s.Training.DP, 1)),
-			Fill: float64(v) / float64(spec.Device.Memory),
-			Fits: Fits(v, spec.Device.Memory, band, margin) == FitsTarget, Cost: c.cost}, true
-	}
-	for _, c := range cs {
-		if f, ok := try(c); ok {
-			out = append(out, f)
-		}
-	}
-	// Sharding: for each ZeRO stage the fewest GPUs (powers of two up to
-	// maxDP) that fit, with and without checkpointing.
-	why := [4]string{"", "optimizer state sharded over the GPUs (ZeroRedundancyOptimizer, DeepSpeed stage 1)",
-		"optimizer state and gradients sharded, whole parameters only during forward and backward (FSDP without resharding, DeepSpeed stage 2)",
-		"optimizer state, gradients and parameters sharded (FSDP fully_shard, DeepSpeed stage 3)"}
-	ckpts := []bool{false}
-	if t.Checkpointing.Mode == model.CkptNone {
-		ckpts = append(ckpts, true)
-	}
-	for _, ck := range ckpts {
-		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
-			var last Fix
-			found := false
-			for n := max(t.DP, 1) * 2; n <= maxDP; n *= 2 {
-				z, n, ck := z, n, ck
-				change := fmt.Sprintf("--dp %d --zero %d", n, z)
-				cost := 4 + int(z)
-				if ck {
-					change, cost = "--checkpointing every-block "+change, cost+1
-				}
-				f, ok := try(cand{change, fmt.Sprintf("%s, %d GPUs", why[z], n), cost, func(x *model.Training) {
-					x.DP, x.Zero = n, z
-					if ck {
-						x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
-					}
-				}})
-				if !ok {
-					break
-				}
-				last, found = f, true
-				if f.Fits {
-					break
-				}
-			}
-			if found {
-				out = append(out, last)
-			}
-		}
-	}
-	// Offload to host memory, on the GPUs the job already has.
-	for _, c := range []cand{
+		}})
+}
+
+// offload lists the changes that move state to host memory, on the GPUs
+// the job already has.
+func offload() []cand {
+	return []cand{
 		{"--zero 2 --offload optimizer", "ZeRO-Offload: optimizer state, gradients and the optimizer step on the host (slower steps)", 9,
 			func(x *model.Training) { x.Zero, x.Offload = max(x.Zero, 2), model.OffloadOptimizer }},
 		{"--zero 3 --offload params --checkpointing every-block", "ZeRO-Infinity: also the parameter shards on the host, with checkpointing (slowest)", 10,
@@ -136,12 +180,104 @@ func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 				x.Zero, x.Offload = 3, model.OffloadParams
 				x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
 			}},
-	} {
-		if f, ok := try(c); ok {
-			out = append(out, f)
+	}
+}
+
+var zeroWhy = [4]string{"", "optimizer state sharded over the GPUs (ZeroRedundancyOptimizer, DeepSpeed stage 1)",
+	"optimizer state and gradients sharded, whole parameters only during forward and backward (FSDP without resharding, DeepSpeed stage 2)",
+	"optimizer state, gradients and parameters sharded (FSDP fully_shard, DeepSpeed stage 3)"}
+
+// sharding adds, for each ZeRO stage above the job's, alone and with
+// checkpointing, the fewest GPUs (powers of two times the job's, up to
+// maxDP) that fit, or the miss on the most GPUs when none does.
+func (f *fixer) sharding() {
+	t := f.spec.Training
+	ckpts := []bool{false}
+	if t.Checkpointing.Mode == model.CkptNone {
+		ckpts = append(ckpts, true)
+	}
+	for _, ck := range ckpts {
+		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
+			var ns []int64
+			for n := max(t.DP, 1) * 2; n <= maxDP; n *= 2 {
+				ns = append(ns, n)
+			}
+			if x, ok := f.fewest(ns, z, ck); ok {
+				f.out = append(f.out, x)
+			}
 		}
 	}
-	return rank(out, spec.Device.Name)
+}
+
+// shard is the change to n GPUs at ZeRO stage z, with checkpointing when ck.
+func shard(n, z int64, ck bool) cand {
+	change := fmt.Sprintf("--dp %d --zero %d", n, z)
+	cost := 4 + int(z)
+	if ck {
+		change, cost = "--checkpointing every-block "+change, cost+1
+	}
+	return cand{change, fmt.Sprintf("%s, %d GPUs", zeroWhy[z], n), cost, func(x *model.Training) {
+		x.DP, x.Zero = n, z
+		if ck {
+			x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+		}
+	}}
+}
+
+// fewest returns the fix on the fewest of ns GPUs (ascending) that fits at
+// stage z, or the miss on the most of them. GPUs where a fix already found
+// beats this one are left out. Memory per GPU does not grow with the GPUs a
+// stage shards over, so it estimates the most first (a miss there ends
+// it) and bisects; if an estimate fails it walks up from the fewest, as
+// the full scan did.
+func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
+	cost := shard(1, z, ck).cost
+	for len(ns) > 0 && f.beaten(ns[len(ns)-1], cost) {
+		ns = ns[:len(ns)-1]
+	}
+	if len(ns) == 0 {
+		return Fix{}, false
+	}
+	hi, ok := f.try(shard(ns[len(ns)-1], z, ck))
+	if !ok {
+		return f.walk(ns, z, ck)
+	}
+	if !hi.Fits {
+		return hi, true
+	}
+	// ns[:j] misses or is unknown, ns[j] fits.
+	lo, j := -1, len(ns)-1
+	for j-lo > 1 {
+		m := (lo + j) / 2
+		x, ok := f.try(shard(ns[m], z, ck))
+		if !ok {
+			return f.walk(ns, z, ck)
+		}
+		if x.Fits {
+			j, hi = m, x
+		} else {
+			lo = m
+		}
+	}
+	return hi, true
+}
+
+// walk estimates ns in order and stops at the first that fits or fails,
+// returning the last estimated.
+func (f *fixer) walk(ns []int64, z int64, ck bool) (Fix, bool) {
+	var last Fix
+	found := false
+	for _, n := range ns {
+		x, ok := f.try(shard(n, z, ck))
+		if !ok {
+			break
+		}
+		last, found = x, true
+		if x.Fits {
+			break
+		}
+	}
+	return last, found
 }
 
 // rank keeps the fixes that fit, fewest GPUs first, then cheapest. When

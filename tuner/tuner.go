@@ -12,7 +12,6 @@ package tuner
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -116,6 +115,9 @@ type Constraints struct {
 	// device memory). It changes how many evaluations the search takes,
 	// not its answer.
 	Hint int64
+	// FirstFix, when batch 1 does not fit, asks only for the first fix
+	// (FirstFix instead of Fixes): the report shows no other.
+	FirstFix bool
 	// Margin is kept below the band's upper edge for the estimator's own
 	// error, as a fraction of that edge (DefaultMargin; 0 for none).
 	Margin float64
@@ -236,7 +238,11 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 	}
 	if f0 > limit {
 		r.Batch, r.DeviceTotal, r.Fill = 0, f0, float64(f0)/float64(mem)
-		r.Fixes = Fixes(&s, band, c.Margin, oracle)
+		if c.FirstFix {
+			r.Fixes = FirstFix(&s, band, c.Margin, oracle)
+		} else {
+			r.Fixes = Fixes(&s, band, c.Margin, oracle)
+		}
 		return r, fmt.Errorf("%w: batch %d needs %.1f%% of %s", ErrNoFit, lo, 100*r.Fill, s.Device.Name)
 	}
 	best, err := Largest(c, lo, limit, eval)
@@ -275,129 +281,32 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 // round that does not halve the bracket is followed by a bisection, so the
 // search takes O(log range) evaluations.
 func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (int64, error) {
-	// pts are the evaluations so far: the secant through the two closest
-	// to the limit predicts where the limit is crossed better than the
-	// bracket's ends, one of which may be far away.
-	type pt struct{ b, v int64 }
-	var pts []pt
-	ev := func(b int64) (int64, error) {
-		v, err := eval(b)
-		if err == nil {
-			pts = append(pts, pt{b, v})
-		}
-		return v, err
-	}
-	fv, err := ev(lo)
+	s := &search{c: c, limit: limit, eval: eval}
+	fv, err := s.ev(lo)
 	if err != nil {
 		return 0, err
 	}
 	if fv > limit {
 		return 0, fmt.Errorf("batch %d does not fit", lo)
 	}
-	fit := lo
-	fail := int64(0)
-	var fw int64
+	s.fit, s.fv = lo, fv
 	next := nextValid(c, lo)
 	if h := c.below(c.Hint); h > lo {
-		v, err := ev(h)
+		v, err := s.ev(h)
 		if err != nil {
-			return fit, err
+			return s.fit, err
 		}
 		if v <= limit {
-			fit, fv = h, v
+			s.fit, s.fv = h, v
 			next = nextValid(c, h)
 		} else {
-			fail, fw = h, v
+			s.fail, s.fw = h, v
 		}
 	}
-	for next != 0 && fail == 0 {
-		v, err := ev(next)
-		if err != nil {
-			return fit, err
-		}
-		if v > limit {
-			fail, fw = next, v
-			break
-		}
-		g := next * 2
-		if per := float64(v-fv) / float64(next-fit); per > 0 {
-			g = max(g, next+int64(float64(limit-v)/per)+1)
-		}
-		fit, fv = next, v
-		if c.Max > 0 && g > c.Max {
-			g = c.Max
-		}
-		n := c.below(g)
-		if n <= fit {
-			n = nextValid(c, fit)
-		}
-		if n == 0 || (c.Max > 0 && fit >= c.Max) {
-			break
-		}
-		next = n
+	if err := s.bracket(next); err != nil {
+		return s.fit, err
 	}
-	// A step that lands on the value its side of the bracket already had
-	// has found a flat stretch (the allocator rounds): the secant says
-	// nothing there, so the next step bisects.
-	flat := false
-	try := func(b int64) error {
-		v, err := ev(b)
-		if err != nil {
-			return err
-		}
-		if v <= limit {
-			flat = v == fv
-			fit, fv = b, v
-		} else {
-			flat = v == fw
-			fail, fw = b, v
-		}
-		return nil
-	}
-	secant := func() int64 {
-		p := append([]pt(nil), pts...) // fit and fail are among them
-		sort.Slice(p, func(i, j int) bool { return abs(p[i].v-limit) < abs(p[j].v-limit) })
-		for j := 1; j < len(p); j++ {
-			if p[j].v != p[0].v && p[j].b != p[0].b {
-				per := float64(p[j].v-p[0].v) / float64(p[j].b-p[0].b)
-				if per > 0 {
-					return p[0].b + int64(float64(limit-p[0].v)/per)
-				}
-			}
-		}
-		return fit + (fail-fit)/2
-	}
-	var prev int64 // the bracket's width a round ago
-	for fail != 0 {
-		if c.below(fail-1) <= fit || float64(fail-fit) <= c.Tolerance*float64(fit) {
-			break
-		}
-		width := fail - fit
-		stalled := prev > 0 && width > prev/2
-		prev = width
-		g, sec := fit+width/2, false
-		if !flat && !stalled {
-			g, sec = secant(), true
-		}
-		g = max(fit+1, min(g, fail-1))
-		cand := c.below(g)
-		if cand <= fit {
-			cand = c.below(fail - 1)
-		}
-		if err := try(cand); err != nil {
-			return fit, err
-		}
-		if sec && fit == cand {
-			// The secant usually lands close: check just above.
-			if up := nextValid(c, fit); up != 0 && up < fail {
-				if err := try(up); err != nil {
-					return fit, err
-				}
-				flat = false
-			}
-		}
-	}
-	return fit, nil
+	return s.narrow()
 }
 
 func nextValid(c Constraints, b int64) int64 {

@@ -1,0 +1,187 @@
+package tuner
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// allFixes is the search before it left out beaten fixes: every change
+// estimated, every GPU count walked. TestFixesMatchFullSearch checks that
+// Fixes returns its fitting fixes less those another fitting fix beats.
+func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
+	t := spec.Training
+	var cs []cand
+	if t.Optimizer.Impl == model.ImplForeach && (t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW) {
+		cs = append(cs, cand{"--optimizer " + t.Optimizer.Name + "-fused", "same math, no parameter-sized temporary in the step", 0,
+			func(x *model.Training) { x.Optimizer.Impl = model.ImplFused }})
+	}
+	if t.Checkpointing.Mode != model.CkptBlock {
+		cs = append(cs, cand{"--checkpointing every-block", "recompute each block in backward (about a third more compute)", 1,
+			func(x *model.Training) { x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock} }})
+	}
+	if t.Precision == model.FP32 {
+		cs = append(cs, cand{"--precision amp-bf16", "bf16 autocast: half-size activations", 1,
+			func(x *model.Training) { x.Precision = model.AMPBF16 }})
+	}
+	if t.Precision != model.BF16 {
+		cs = append(cs, cand{"--precision bf16", "pure bf16 weights, gradients and optimizer state (watch convergence)", 2,
+			func(x *model.Training) { x.Precision = model.BF16 }})
+	}
+	if t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW {
+		cs = append(cs, cand{"--optimizer adam8bit", "8-bit optimizer state (bitsandbytes)", 2,
+			func(x *model.Training) { x.Optimizer = model.Optimizer{Name: model.Adam8bit, Impl: model.ImplFused} }})
+		cs = append(cs, cand{"--optimizer adafactor", "factored second moments", 3,
+			func(x *model.Training) { x.Optimizer = model.Optimizer{Name: model.Adafactor, Impl: model.ImplForLoop} }})
+	}
+	// Combinations, cheapest first.
+	combo := cand{"--checkpointing every-block --precision bf16 --optimizer adamw-fused", "all of the above that keep Adam", 4,
+		func(x *model.Training) {
+			x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+			x.Precision = model.BF16
+			if x.Optimizer.Name == model.Adam || x.Optimizer.Name == model.AdamW {
+				x.Optimizer.Impl = model.ImplFused
+			}
+		}}
+	cs = append(cs, combo)
+	var out []Fix
+	try := func(c cand) (Fix, bool) {
+		s := *spec
+		s.Training.Batch = 1
+		c.apply(&s.Training)
+		v, err := oracle(&s)
+		if err != nil {
+			return Fix{}, false
+		}
+		return Fix{Change: c.change, Why: c.why, DeviceTotal: v, GPUs: int64(max(s.Training.DP, 1)),
+			Fill: float64(v) / float64(spec.Device.Memory),
+			Fits: Fits(v, spec.Device.Memory, band, margin) == FitsTarget, Cost: c.cost}, true
+	}
+	for _, c := range cs {
+		if f, ok := try(c); ok {
+			out = append(out, f)
+		}
+	}
+	// Sharding: for each ZeRO stage the fewest GPUs (powers of two up to
+	// maxDP) that fit, with and without checkpointing.
+	why := [4]string{"", "optimizer state sharded over the GPUs (ZeroRedundancyOptimizer, DeepSpeed stage 1)",
+		"optimizer state and gradients sharded, whole parameters only during forward and backward (FSDP without resharding, DeepSpeed stage 2)",
+		"optimizer state, gradients and parameters sharded (FSDP fully_shard, DeepSpeed stage 3)"}
+	ckpts := []bool{false}
+	if t.Checkpointing.Mode == model.CkptNone {
+		ckpts = append(ckpts, true)
+	}
+	for _, ck := range ckpts {
+		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
+			var last Fix
+			found := false
+			for n := max(t.DP, 1) * 2; n <= maxDP; n *= 2 {
+				z, n, ck := z, n, ck
+				change := fmt.Sprintf("--dp %d --zero %d", n, z)
+				cost := 4 + int(z)
+				if ck {
+					change, cost = "--checkpointing every-block "+change, cost+1
+				}
+				f, ok := try(cand{change, fmt.Sprintf("%s, %d GPUs", why[z], n), cost, func(x *model.Training) {
+					x.DP, x.Zero = n, z
+					if ck {
+						x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+					}
+				}})
+				if !ok {
+					break
+				}
+				last, found = f, true
+				if f.Fits {
+					break
+				}
+			}
+			if found {
+				out = append(out, last)
+			}
+		}
+	}
+	// Offload to host memory, on the GPUs the job already has.
+	for _, c := range []cand{
+		{"--zero 2 --offload optimizer", "ZeRO-Offload: optimizer state, gradients and the optimizer step on the host (slower steps)", 9,
+			func(x *model.Training) { x.Zero, x.Offload = max(x.Zero, 2), model.OffloadOptimizer }},
+		{"--zero 3 --offload params --checkpointing every-block", "ZeRO-Infinity: also the parameter shards on the host, with checkpointing (slowest)", 10,
+			func(x *model.Training) {
+				x.Zero, x.Offload = 3, model.OffloadParams
+				x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+			}},
+	} {
+		if f, ok := try(c); ok {
+			out = append(out, f)
+		}
+	}
+	return rank(out, spec.Device.Name)
+}
+
+// unbeaten keeps the fixes of a ranked list that no other fitting fix
+// beats on GPUs and cost (what Fixes promises).
+func unbeaten(fs []Fix) []Fix {
+	if len(fs) == 0 || !fs[0].Fits {
+		return fs
+	}
+	var keep []Fix
+	for _, f := range fs {
+		beaten := false
+		for _, x := range fs {
+			if x.GPUs <= f.GPUs && x.Cost <= f.Cost && (x.GPUs < f.GPUs || x.Cost < f.Cost) {
+				beaten = true
+			}
+		}
+		if !beaten {
+			keep = append(keep, f)
+		}
+	}
+	return keep
+}
+
+func TestFixesMatchFullSearch(t *testing.T) {
+	cases := []struct{ file, device string }{
+		{"llama-3-8b.yaml", "h100-80gb"},
+		{"llama-3-8b.yaml", "t4"},
+		{"mistral-7b.yaml", "rtx-4090"},
+		{"qwen2.5-7b.yaml", "a100-40gb"},
+		{"llama-3-70b.yaml", "h100-80gb"},
+		{"llama-3.2-1b.yaml", "t4"},
+		{"gpt2-xl.yaml", "t4"},
+		{"tinyllama-1.1b.yaml", "v100-16gb"},
+		{"llama-3-8b-zero3.yaml", "t4"},
+		{"resnet-101.yaml", "t4"},
+	}
+	for _, c := range cases {
+		t.Run(c.file+"/"+c.device, func(t *testing.T) {
+			s := spec(t, c.file)
+			d, ok := model.LookupDevice(c.device)
+			if !ok {
+				t.Fatalf("no device %s", c.device)
+			}
+			s.Device = d
+			s.Training.Seq = max(s.Training.Seq, 1)
+			var calls int
+			count := func(x *model.Spec) (int64, error) { calls++; return Analytic(x) }
+			got := Fixes(s, DefaultBand, DefaultMargin, count)
+			n := calls
+			calls = 0
+			want := unbeaten(allFixes(s, DefaultBand, DefaultMargin, count))
+			full := calls
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Fixes =\n%+v\nwant\n%+v", got, want)
+			}
+			calls = 0
+			first := FirstFix(s, DefaultBand, DefaultMargin, count)
+			if len(want) > 0 && want[0].Fits {
+				want = want[:1]
+			}
+			if !reflect.DeepEqual(first, want) {
+				t.Errorf("FirstFix =\n%+v\nwant\n%+v", first, want)
+			}
+			t.Logf("%d estimates, the full search %d, FirstFix %d", n, full, calls)
+		})
+	}
+}
