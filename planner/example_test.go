@@ -25,8 +25,8 @@ func ExamplePlan() {
 		fmt.Printf("%s: %.0f%% of %s\n", c.Name, 100*c.Fill, r.Device)
 	}
 	// Output:
-	// dp8 zero3 ckpt=every-block mb4×acc8: 89% of h100-80gb
-	// dp8 zero3 ckpt=every-block mb2×acc16: 70% of h100-80gb
+	// dp8 zero3 ckpt=every-block mb2×acc16: 77% of h100-80gb
+	// dp8 zero3 ckpt=every-block mb1×acc32: 64% of h100-80gb
 }
 
 // Validate says why a layout cannot run a model.

@@ -43,8 +43,9 @@ func programOf(l Layout) program {
 // f, by the monotonicity rules of docs/planner.md §4: at the same
 // accumulation (memplan predicts less with two micro-batches than with one
 // in some cases; with a pipeline, more micro-batches never need less), a
-// larger micro-batch, less checkpointing, a lower ZeRO stage or fewer
-// shards never need less; nor do smaller TP, PP, CP or EP degrees with the
+// larger micro-batch, less checkpointing, a lower ZeRO stage within DDP/ZeRO-1
+// or within FSDP (stages 2 and 3), or fewer shards when both layouts are
+// data-parallel, never need less; nor do smaller TP, PP, CP or EP degrees with the
 // same schedule (assumed of the simulator to come: TestMonotone checks
 // the rules on what the estimator simulates).
 func atLeast(c, f program) bool {
@@ -57,11 +58,12 @@ func atLeast(c, f program) bool {
 	if c.ckpt != f.ckpt && c.ckpt.Mode != model.CkptNone {
 		return false
 	}
-	if c.zero == 0 {
-		if c.shard == 1 {
-			return f.shard == 1 || f.zero == 3
-		}
-		return f.shard > 1
+	// NCCL's communicators exist only with data parallelism, and FSDP's
+	// side-stream pools only at stages 2 and 3 (docs/multigpu.md), so a
+	// layout on one GPU may need less than a sharded one, and ZeRO-1 less
+	// than FSDP: programs are ordered only within the same kind.
+	if (c.shard > 1) != (f.shard > 1) || (c.zero >= 2) != (f.zero >= 2) {
+		return false
 	}
 	return f.zero >= c.zero && f.shard >= c.shard
 }
