@@ -177,6 +177,9 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // newConfig is what the simulated ops need to know about a spec's run.
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
+	if t.LoRA.Enabled() {
+		return nil, fmt.Errorf("estimate: LoRA (training.lora) is parsed but not simulated yet (docs/lora.md §12)")
+	}
 	cfg := &config{
 		amp:             t.Mixed(),
 		compute:         f32,

@@ -23,6 +23,11 @@ type Overrides struct {
 	Zero, Offload string
 	// AllocConf replaces the spec's alloc_conf (PYTORCH_ALLOC_CONF syntax).
 	AllocConf string
+	// LoRA is a LoRA rank (0 leaves the spec's); LoRATargets, LoRAAlpha,
+	// LoRADropout, Quant and DoubleQuant replace training.lora's fields
+	// and training.quant/double_quant ("" leaves them).
+	LoRA                                                    int64
+	LoRATargets, LoRAAlpha, LoRADropout, Quant, DoubleQuant string
 }
 
 // Load reads and parses a spec file.
@@ -137,6 +142,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		return nil
 	})
 	zline, _ := tm.str("offload", &s)
+	decodeLoRA(e, tm, t, m, o)
 	tm.finish()
 	if o.DP < 0 {
 		e.add(0, "--dp: must be positive, got %d", o.DP)
