@@ -66,12 +66,16 @@ type Item struct {
 // Result is an estimate. Its JSON form is memplan's stable output
 // (docs/json.md); byte counts are exact integers.
 type Result struct {
-	SchemaVersion int            `json:"schema_version"`
-	Name          string         `json:"name"`
-	ModelType     string         `json:"model_type"`
-	Params        int64          `json:"parameters"`
-	Training      model.Training `json:"training"`
-	Device        model.Device   `json:"device"`
+	SchemaVersion int    `json:"schema_version"`
+	Name          string `json:"name"`
+	ModelType     string `json:"model_type"`
+	Params        int64  `json:"parameters"`
+	// Trainable and Frozen split Params with LoRA (docs/lora.md §4):
+	// the adapters, and the base with requires_grad off. Both 0 without.
+	Trainable int64          `json:"trainable_parameters,omitempty"`
+	Frozen    int64          `json:"frozen_parameters,omitempty"`
+	Training  model.Training `json:"training"`
+	Device    model.Device   `json:"device"`
 
 	// Model state in steady state.
 	ParamBytes     int64 `json:"parameter_bytes"`
@@ -160,6 +164,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	s.enter(0, 0, "load")
 	layers := spec.Model.Lower()
 	ins := s.build(layers, map[string]*tensor{})
+	s.applyLoRA(spec)
 	s.shardSetup(ins)
 	s.train(spec, ins)
 	if s.err != nil {
@@ -177,8 +182,8 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // newConfig is what the simulated ops need to know about a spec's run.
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
-	if t.LoRA.Enabled() {
-		return nil, fmt.Errorf("estimate: LoRA (training.lora) is parsed but not simulated yet (docs/lora.md §12)")
+	if t.Quant != "" {
+		return nil, fmt.Errorf("estimate: quant %s is parsed but not simulated yet (docs/lora.md §6)", t.Quant)
 	}
 	cfg := &config{
 		amp:             t.Mixed(),
@@ -192,6 +197,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 		dp:              max(t.DP, 1),
 		zero:            t.Zero,
 		offload:         t.Offload,
+		inputGrads:      t.LoRA.Enabled() && t.Checkpointing.Mode != model.CkptNone,
 	}
 	if t.Precision != model.FP32 {
 		cfg.compute = half
@@ -229,6 +235,13 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	}
 	r.ParamBytes = s.paramTotal()
 	r.GradBytes = r.ParamBytes
+	if s.frozen != nil {
+		r.Trainable, r.Frozen = spec.Trainable(), r.Params
+		r.Params += r.Trainable
+		for _, p := range s.frozen {
+			r.ParamBytes += p.bytes()
+		}
+	}
 	if cfg.zero >= 2 {
 		r.ParamBytes = s.shard(r.ParamBytes)
 	}

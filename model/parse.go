@@ -144,11 +144,6 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	zline, _ := tm.str("offload", &s)
 	decodeLoRA(e, tm, t, m, o)
 	tm.finish()
-	if o.DP < 0 {
-		e.add(0, "--dp: must be positive, got %d", o.DP)
-	} else if o.DP > 0 {
-		t.DP = o.DP
-	}
 	if t.Offload == OffloadParams && t.Zero != 3 {
 		e.add(zline, "offload: params needs ZeRO stage 3 (zero: 3), got stage %d", t.Zero)
 	}
@@ -159,7 +154,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		v    int64
 		dst  *int64
 		flag string
-	}{{o.Batch, &t.Batch, "batch"}, {o.Seq, &t.Seq, "seq"}, {o.Image, &t.Image, "image"}, {o.GradAccum, &t.GradAccum, "grad-accum"}} {
+	}{{o.Batch, &t.Batch, "batch"}, {o.Seq, &t.Seq, "seq"}, {o.Image, &t.Image, "image"}, {o.GradAccum, &t.GradAccum, "grad-accum"}, {o.DP, &t.DP, "dp"}} {
 		if ov.v < 0 {
 			e.add(0, "--%s: must be positive, got %d", ov.flag, ov.v)
 		} else if ov.v > 0 {
