@@ -110,6 +110,9 @@ func parseTargets(v, modelType string, dst *LoRA) error {
 	return nil
 }
 
+// maxRank bounds a LoRA rank so that adapter counts cannot overflow.
+const maxRank = 1 << 16
+
 // decodeLoRA reads training.lora and the --lora flags, then training.quant.
 func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	l := &LoRA{Alpha: 8, Targets: TargetsAll}
@@ -139,6 +142,10 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		lm.finish()
 	}
 	loraFlags(e, l, m, o)
+	if l.Rank > maxRank {
+		e.add(line, "lora: rank %d is above %d", l.Rank, maxRank)
+		l.Rank = 0
+	}
 	if l.Rank > 0 {
 		t.LoRA = l
 	} else if o.LoRATargets != "" || o.LoRAAlpha != "" || o.LoRADropout != "" {
