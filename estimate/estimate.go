@@ -183,7 +183,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
 	if t.Quant != "" {
-		return nil, fmt.Errorf("estimate: quant %s is parsed but not simulated yet (docs/lora.md §6)", t.Quant)
+		return nil, fmt.Errorf("quant %s is parsed but not simulated yet (docs/lora.md §6)", t.Quant)
 	}
 	cfg := &config{
 		amp:             t.Mixed(),

@@ -54,6 +54,7 @@ func (s *sim) applyLoRA(spec *model.Spec) {
 		p.lora = ad
 	}
 	s.frozen = base
+	s.note("LoRA: adapters in fp32 (peft's default autocast_adapter_dtype=True); enable_input_require_grads with checkpointing only; LoRA figures are not yet measured (docs/lora.md)")
 }
 
 // loraLinear finds which of the model's LoRA-targetable linears a base
