@@ -46,6 +46,33 @@ type Record struct {
 	BusiestAllocated int64  `json:"busiest_peak_allocated_bytes"`
 	BusiestReserved  int64  `json:"busiest_peak_reserved_bytes"`
 	BusiestDevice    int64  `json:"busiest_device_total_used_bytes"`
+	// LoRA is the adapter setup of a bench/torch/lora.py record.
+	LoRA *RecordLoRA `json:"lora,omitempty"`
+}
+
+// RecordLoRA is the "lora" object of a bench/torch/lora.py record.
+type RecordLoRA struct {
+	Rank         int64   `json:"rank"`
+	Alpha        float64 `json:"alpha"`
+	Dropout      float64 `json:"dropout"`
+	Targets      string  `json:"targets"`
+	AdapterDtype string  `json:"adapter_dtype"`
+	InputGrads   *bool   `json:"input_require_grads"`
+}
+
+// unmodelled says why a record's setup cannot be predicted, or "".
+func (r Record) unmodelled() string {
+	if r.LoRA == nil {
+		return ""
+	}
+	if r.LoRA.AdapterDtype != "" && r.LoRA.AdapterDtype != "fp32" {
+		return "LoRA adapters in the base dtype are not simulated"
+	}
+	ckpt, _ := r.Training["checkpointing"].(string)
+	if r.LoRA.InputGrads != nil && *r.LoRA.InputGrads != (ckpt != "" && ckpt != "none") {
+		return "enable_input_require_grads other than with checkpointing is not simulated"
+	}
+	return ""
 }
 
 // Metrics indexes the three totals.
@@ -151,6 +178,10 @@ func (r Record) Overrides() model.Overrides {
 			}
 		}
 	}
+	if l := r.LoRA; l != nil && l.Rank > 0 {
+		o.LoRA, o.LoRATargets = l.Rank, l.Targets
+		o.LoRAAlpha, o.LoRADropout = fmt.Sprint(l.Alpha), fmt.Sprint(l.Dropout)
+	}
 	for _, d := range model.Devices() {
 		if d.Product == r.GPU {
 			o.Dev = d.Name
@@ -178,6 +209,10 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 			for _, r := range recs {
 				if !r.OK {
 					rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %s", r.Label, r.Error))
+					continue
+				}
+				if why := r.unmodelled(); why != "" {
+					rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %s", r.Label, why))
 					continue
 				}
 				load := model.Load

@@ -67,12 +67,16 @@ type Item struct {
 // Result is an estimate. Its JSON form is memplan's stable output
 // (docs/json.md); byte counts are exact integers.
 type Result struct {
-	SchemaVersion int            `json:"schema_version"`
-	Name          string         `json:"name"`
-	ModelType     string         `json:"model_type"`
-	Params        int64          `json:"parameters"`
-	Training      model.Training `json:"training"`
-	Device        model.Device   `json:"device"`
+	SchemaVersion int    `json:"schema_version"`
+	Name          string `json:"name"`
+	ModelType     string `json:"model_type"`
+	Params        int64  `json:"parameters"`
+	// Trainable and Frozen split Params with LoRA (docs/lora.md §4):
+	// the adapters, and the base with requires_grad off. Both 0 without.
+	Trainable int64          `json:"trainable_parameters,omitempty"`
+	Frozen    int64          `json:"frozen_parameters,omitempty"`
+	Training  model.Training `json:"training"`
+	Device    model.Device   `json:"device"`
 
 	// Model state in steady state.
 	ParamBytes     int64 `json:"parameter_bytes"`
@@ -178,6 +182,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	s.enter(0, 0, "load")
 	layers := spec.Model.Lower()
 	ins := s.build(layers, map[string]*tensor{})
+	s.applyLoRA(spec)
 	s.shardSetup(ins)
 	s.train(spec, ins)
 	if s.err != nil {
@@ -195,6 +200,9 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // newConfig is what the simulated ops need to know about a spec's run.
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
+	if t.Quant != "" {
+		return nil, fmt.Errorf("quant %s is parsed but not simulated yet (docs/lora.md §6)", t.Quant)
+	}
 	cfg := &config{
 		amp:             t.Mixed(),
 		compute:         f32,
@@ -208,6 +216,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 		zero:            t.Zero,
 		offload:         t.Offload,
 		bucketView:      t.BucketView,
+		inputGrads:      t.LoRA.Enabled() && t.Checkpointing.Mode != model.CkptNone,
 	}
 	if t.Precision != model.FP32 {
 		cfg.compute = half
@@ -249,6 +258,13 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	}
 	r.ParamBytes = s.paramTotal()
 	r.GradBytes = r.ParamBytes
+	if s.frozen != nil {
+		r.Trainable, r.Frozen = spec.Trainable(), r.Params
+		r.Params += r.Trainable
+		for _, p := range s.frozen {
+			r.ParamBytes += p.bytes()
+		}
+	}
 	if cfg.zero >= 2 {
 		// FSDP's shards and gradient shards are in the master dtype.
 		r.ParamBytes = s.shard(r.ParamBytes / cfg.param * cfg.master)

@@ -28,6 +28,9 @@ type config struct {
 	// offload mode (sharding.go).
 	dp, zero int64
 	offload  string
+	// inputGrads is enable_input_require_grads: the frozen embedding's
+	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
+	inputGrads bool
 }
 
 const cublasLtWorkspace = 1 << 20
@@ -35,12 +38,13 @@ const cublasLtWorkspace = 1 << 20
 func promote(a, b int64) int64 { return max(a, b) }
 
 // castLow is autocast's cast for lower-precision ops: fp32 → half. Casts of
-// parameters are cached for the rest of the autocast region.
+// parameters that require grad are cached for the rest of the autocast
+// region (cached_cast); a frozen weight is cast anew at every use.
 func (s *sim) castLow(x *tensor) *tensor {
 	if !s.cfg.amp || x.dt != f32 {
 		return s.ref(x)
 	}
-	if x.param {
+	if x.param && x.req {
 		if c, ok := s.cache[x]; ok {
 			return s.ref(c)
 		}
@@ -49,7 +53,7 @@ func (s *sim) castLow(x *tensor) *tensor {
 	c.prefix = "half copy of "
 	c.perm = x.perm // .to() preserves strides
 	s.record("ToCopy", []*tensor{x}, c)
-	if x.param {
+	if x.param && x.req {
 		s.cache[x] = s.ref(c)
 	}
 	return c
@@ -75,8 +79,11 @@ func (s *sim) to(x *tensor, dt int64) *tensor {
 	return c
 }
 
-// matmul is x[rows, in] · W[out, in]ᵀ (+ b): addmm/mm. It saves both
-// operands (after autocast's casts); the bias is not saved.
+// matmul is x[rows, in] · W[out, in]ᵀ (+ b): addmm/mm. It saves each
+// operand (after autocast's casts) only when the other requires grad, as
+// the generated autograd code does (docs/lora.md §2): a frozen weight's
+// input is not saved. The bias is not saved. A weight LoRA wraps runs its
+// adapters after the base product.
 func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 	xc, wc := s.castLow(x), s.castLow(w)
 	var bc *tensor
@@ -88,7 +95,12 @@ func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 	y := s.alloc(rows*out, dt, catTemp, "matmul out")
 	if n := s.record("Addmm", []*tensor{xc, wc, bc}, y); n != nil {
 		n.gemm = true
-		s.save(n, xc, wc)
+		if wc.req {
+			s.save(n, xc)
+		}
+		if xc.req {
+			s.save(n, wc)
+		}
 		if bc != nil && bc.req {
 			n.reduceTemp = s.columnSumScratch(rows, out, dt)
 		}
@@ -96,6 +108,11 @@ func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 	s.unref(xc)
 	s.unref(wc)
 	s.unref(bc)
+	if w.lora != nil {
+		z := s.loraForward(x, y, w.lora, rows)
+		s.unref(y)
+		y = z
+	}
 	return y
 }
 
@@ -279,6 +296,8 @@ func (s *sim) embedding(ids, w *tensor, rows, dim int64) *tensor {
 		s.save(n, ids)
 		// embedding_dense_backward sorts the ids: a few int64 arrays per row.
 		n.bwdTemp = 4 * rows * i64
+	} else if s.cfg.inputGrads {
+		s.requireGrad(y)
 	}
 	return y
 }

@@ -53,6 +53,8 @@ type tensor struct {
 	// last and second are a parameter's last two dimensions (second is 0
 	// for a vector), for Adafactor's factored state.
 	last, second int64
+	// lora is the adapter pair of a frozen weight LoRA wraps (lora.go).
+	lora *adapter
 	// prefix and name label the tensor in traces (label); kept apart so
 	// that the simulation builds no strings.
 	prefix, name string
@@ -119,6 +121,7 @@ type sim struct {
 	phases   []PhasePeak
 	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
 	params   []*tensor
+	frozen   []*tensor             // LoRA's frozen base parameters (lora.go)
 	kvHold   []*tensor             // KV-cache copies held until the forward's outputs are dropped
 	gathered int64                 // ZeRO-3: bytes of parameters gathered during a step
 	gatherT  *tensor               // the gathered parameters while they are held

@@ -13,6 +13,8 @@ import (
 // inputs in testdata/bad.
 func FuzzParse(f *testing.F) {
 	seed(f, "../specs/*.yaml", "testdata/bad/*.yaml")
+	f.Add([]byte("name: x\nmodel: {type: gpt2, layers: 2, hidden: 64, heads: 4, vocab: 100}\ndevice: h100-80gb\n" +
+		"training:\n  batch: 1\n  seq: 8\n  quant: nf4\n  double_quant: true\n  lora: {rank: 4, alpha: 8, dropout: 0.1, targets: [c_attn, c_proj]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data, Overrides{})
 		if err != nil {
@@ -29,6 +31,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if p := s.Params(); p < 0 {
 			t.Fatalf("negative parameter count %d", p)
+		}
+		if p := s.Trainable(); p < 0 || (p > 0) != s.Training.LoRA.Enabled() {
+			t.Fatalf("trainable %d with LoRA %+v", p, s.Training.LoRA)
 		}
 		if s.InputShape().Elems() <= 0 {
 			t.Fatalf("empty input shape %v", s.InputShape())

@@ -25,6 +25,11 @@ type Overrides struct {
 	AllocConf string
 	// BucketView sets bucket_view (DDP's gradient_as_bucket_view=True).
 	BucketView bool
+	// LoRA is a LoRA rank (0 leaves the spec's); LoRATargets, LoRAAlpha,
+	// LoRADropout, Quant and DoubleQuant replace training.lora's fields
+	// and training.quant/double_quant ("" leaves them).
+	LoRA                                                    int64
+	LoRATargets, LoRAAlpha, LoRADropout, Quant, DoubleQuant string
 }
 
 // Load reads and parses a spec file.
@@ -142,18 +147,14 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	})
 	zline, _ := tm.str("offload", &s)
 	pline, _ := tm.str("precision", &s)
+	decodeLoRA(e, tm, t, m, o)
 	tm.finish()
-	if o.DP < 0 {
-		e.add(0, "--dp: must be positive, got %d", o.DP)
-	} else if o.DP > 0 {
-		t.DP = o.DP
-	}
 	checkStages(e, t, zline, pline, o.Precision != "")
 	for _, ov := range []struct {
 		v    int64
 		dst  *int64
 		flag string
-	}{{o.Batch, &t.Batch, "batch"}, {o.Seq, &t.Seq, "seq"}, {o.Image, &t.Image, "image"}, {o.GradAccum, &t.GradAccum, "grad-accum"}} {
+	}{{o.Batch, &t.Batch, "batch"}, {o.Seq, &t.Seq, "seq"}, {o.Image, &t.Image, "image"}, {o.GradAccum, &t.GradAccum, "grad-accum"}, {o.DP, &t.DP, "dp"}} {
 		if ov.v < 0 {
 			e.add(0, "--%s: must be positive, got %d", ov.flag, ov.v)
 		} else if ov.v > 0 {

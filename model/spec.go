@@ -233,6 +233,12 @@ type Training struct {
 	// AllocConf is the PYTORCH_ALLOC_CONF the job runs with (alloc.Parse
 	// syntax, docs/allocator.md); "" is PyTorch's default.
 	AllocConf string `json:"alloc_conf,omitempty"`
+	// LoRA, when set, freezes the base weights and trains low-rank
+	// adapters (docs/lora.md). Quant is the frozen base's storage:
+	// "" (as loaded), int8 or nf4; DoubleQuant quantizes nf4's absmax.
+	LoRA        *LoRA  `json:"lora,omitempty"`
+	Quant       string `json:"quant,omitempty"`
+	DoubleQuant bool   `json:"double_quant,omitempty"`
 }
 
 // Offload modes.

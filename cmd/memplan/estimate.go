@@ -94,6 +94,9 @@ func printAllocAdvice(w io.Writer, adv *tuner.AllocAdvice) {
 func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) error {
 	t := r.Training
 	fmt.Fprintf(w, "%s: %s, %s parameters\n", r.Name, r.ModelType, commas(r.Params))
+	if r.Trainable > 0 {
+		fmt.Fprintf(w, "LoRA: %s trainable (adapters, fp32), %s frozen\n", commas(r.Trainable), commas(r.Frozen))
+	}
 	setup := fmt.Sprintf("batch %d", t.Batch)
 	if t.Seq > 0 {
 		setup += fmt.Sprintf(" × seq %d", t.Seq)

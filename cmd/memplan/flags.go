@@ -29,6 +29,12 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "offload", Usage: "none, optimizer (ZeRO-Offload: optimizer state and step on the host) or params (also parameter shards; needs --zero 3)"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
 		&cli.StringFlag{Name: "alloc-conf", Usage: "PYTORCH_ALLOC_CONF of the job, e.g. expandable_segments:True (default: $PYTORCH_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF); tune also takes auto", Action: checkAllocAuto},
+		&cli.Int64Flag{Name: "lora", Usage: "train LoRA adapters of this rank over a frozen base (docs/lora.md)"},
+		&cli.StringFlag{Name: "lora-targets", Usage: "linears the adapters wrap: attn, mlp, all (default) or module names such as q_proj,v_proj"},
+		&cli.StringFlag{Name: "lora-alpha", Usage: "lora_alpha (default 8; changes no bytes)"},
+		&cli.StringFlag{Name: "lora-dropout", Usage: "dropout on each adapter's input, in [0, 1) (default 0)"},
+		&cli.StringFlag{Name: "quant", Usage: "frozen base storage with LoRA: none, int8 or nf4 (bitsandbytes; unmeasured)"},
+		&cli.StringFlag{Name: "double-quant", Usage: "true or false: nf4's double quantization of the absmax"},
 		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --seq is required; --batch defaults to 1)"},
 	}
 }
@@ -40,6 +46,8 @@ func overrides(c *cli.Context) model.Overrides {
 		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
 		DP: c.Int64("dp"), Zero: c.String("zero"), Offload: c.String("offload"),
 		AllocConf: allocConf(c), BucketView: c.Bool("bucket-view"),
+		LoRA:      c.Int64("lora"), LoRATargets: c.String("lora-targets"), LoRAAlpha: c.String("lora-alpha"),
+		LoRADropout: c.String("lora-dropout"), Quant: c.String("quant"), DoubleQuant: c.String("double-quant"),
 	}
 }
 

@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCompareLoRA checks that a bench/torch/lora.py record is predicted
+// with its adapters, and that setups the simulator lacks are skipped.
+func TestCompareLoRA(t *testing.T) {
+	const rec = `{"spec": "specs/gpt2-124m.yaml", "hf": false, "label": "%s", "ok": true,
+"training": {"batch": 2, "seq": 128, "precision": "bf16", "checkpointing": "%s"},
+"lora": {"rank": 8, "alpha": 8, "dropout": 0.0, "targets": "attn", "adapter_dtype": "%s", "input_require_grads": %s},
+"peak_allocated_bytes": 1000000000, "peak_reserved_bytes": 1000000000, "device_total_used_bytes": 1000000000}`
+	lines := []string{
+		strings.Join(strings.Fields(fmt.Sprintf(rec, "lora", "none", "fp32", "false")), " "),
+		strings.Join(strings.Fields(fmt.Sprintf(rec, "base dtype", "none", "base", "false")), " "),
+		strings.Join(strings.Fields(fmt.Sprintf(rec, "grads off", "every-block", "fp32", "false")), " "),
+	}
+	path := filepath.Join(t.TempDir(), "lora.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ReadRecords(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := recs[0].Overrides(); o.LoRA != 8 || o.LoRATargets != "attn" || o.LoRADropout != "0" {
+		t.Errorf("overrides %+v, want rank 8 attn dropout 0", o)
+	}
+	rep, err := Compare("..", nil, []string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 || len(rep.Skipped) != 2 {
+		t.Fatalf("rows %d skipped %v, want 1 row and 2 skipped", len(rep.Rows), rep.Skipped)
+	}
+	full, err := Compare("..", nil, []string{writeFull(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Frozen base: no gradients or AdamW state for 124 M parameters.
+	if lo, fu := rep.Rows[0].Predicted[Allocated], full.Rows[0].Predicted[Allocated]; lo >= fu {
+		t.Errorf("LoRA peak %d not below the full fine-tune's %d", lo, fu)
+	}
+}
+
+func writeFull(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "full.jsonl")
+	const rec = `{"spec": "specs/gpt2-124m.yaml", "ok": true, "training": {"batch": 2, "seq": 128, "precision": "bf16", "checkpointing": "none"}, "peak_allocated_bytes": 1, "peak_reserved_bytes": 1, "device_total_used_bytes": 1}`
+	if err := os.WriteFile(path, []byte(rec+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,0 +1,127 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// LoRA (docs/lora.md): the base parameters are frozen (requires_grad
+// False: no node records them, no gradient, no optimizer state) and each
+// targeted linear gets two trainable adapter matrices that matmul runs
+// after the base product (docs/lora.md §3).
+
+// adapter is the LoRA pair of one wrapped linear.
+type adapter struct {
+	a, b          *tensor // A [rank, in], B [out, rank]
+	rank, dropout float64
+}
+
+// loraRoles maps the simulator's attention and gated-MLP weight names to
+// their index in the kind's group of model.LoRALinears.
+var loraRoles = map[string]int{"q.weight": 0, "qkv.weight": 0, "k.weight": 1, "v.weight": 2,
+	"gate.weight": 0, "up.weight": 1, "down.weight": 2}
+
+// applyLoRA freezes every parameter built so far and gives each targeted
+// linear its adapters, allocated after the whole base in module order, in
+// fp32 (peft's autocast_adapter_dtype), as get_peft_model does after the
+// model is loaded. Only the adapters stay in s.params.
+func (s *sim) applyLoRA(spec *model.Spec) {
+	l := spec.Training.LoRA
+	if !l.Enabled() {
+		return
+	}
+	var attn, mlp, other []model.LoRALinear
+	for _, x := range spec.Model.LoRALinears() {
+		switch x.Group {
+		case model.TargetsAttn:
+			attn = append(attn, x)
+		case model.TargetsMLP:
+			mlp = append(mlp, x)
+		default:
+			other = append(other, x)
+		}
+	}
+	base := s.params
+	s.params = nil
+	for _, p := range base {
+		p.req = false
+	}
+	for _, p := range base {
+		x, ok := loraLinear(p, attn, mlp, other)
+		if !ok || !l.Wraps(x) {
+			continue
+		}
+		ad := &adapter{rank: float64(l.Rank), dropout: l.Dropout}
+		ad.a = s.adapterParam(l.Rank, x.In, "lora_A.weight")
+		ad.b = s.adapterParam(x.Out, l.Rank, "lora_B.weight")
+		p.lora = ad
+	}
+	s.frozen = base
+	s.note("LoRA: adapters in fp32 (peft's default autocast_adapter_dtype=True); enable_input_require_grads with checkpointing only; LoRA figures are not yet measured (docs/lora.md)")
+}
+
+// loraLinear finds which of the model's LoRA-targetable linears a base
+// parameter is, if any.
+func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinear, bool) {
+	in, out := p.last, p.second
+	switch p.name {
+	case "q.weight", "k.weight", "v.weight", "qkv.weight":
+		if i := loraRoles[p.name]; i < len(attn) {
+			return attn[i], true
+		}
+	case "o.weight":
+		if len(attn) > 0 {
+			return attn[len(attn)-1], true
+		}
+	case "gate.weight", "up.weight", "down.weight":
+		if i := loraRoles[p.name]; i < len(mlp) {
+			return mlp[i], true
+		}
+	case "linear.weight":
+		for _, x := range append(append([]model.LoRALinear(nil), mlp...), other...) {
+			if x.In == in && x.Out == out {
+				return x, true
+			}
+		}
+	}
+	return model.LoRALinear{}, false
+}
+
+// adapterParam allocates one trainable fp32 adapter matrix [second, last].
+func (s *sim) adapterParam(second, last int64, name string) *tensor {
+	t := s.alloc(second*last, f32, catParam, name)
+	t.param, t.req = true, true
+	t.second, t.last = second, last
+	s.params = append(s.params, t)
+	return t
+}
+
+// loraForward is peft's Linear.forward after the base product y:
+// x.to(adapter dtype), dropout, lora_A, lora_B, ·scaling, y + that (which
+// promotes to fp32 over a half base), cast back to y's dtype.
+func (s *sim) loraForward(x, y *tensor, ad *adapter, rows int64) *tensor {
+	xa := s.to(x, ad.a.dt)
+	if ad.dropout > 0 {
+		d := s.dropout(xa)
+		s.unref(xa)
+		xa = d
+	}
+	h := s.matmul(xa, ad.a, nil, rows, ad.a.second)
+	s.unref(xa)
+	z := s.matmul(h, ad.b, nil, rows, ad.b.second)
+	s.unref(h)
+	sc := s.scalarOp(z)
+	s.unref(z)
+	sum := s.add(y, sc)
+	s.unref(sc)
+	out := s.to(sum, y.dt)
+	s.unref(sum)
+	return out
+}
+
+// requireGrad is output.requires_grad_(True) on a tensor without history
+// (enable_input_require_grads' hook): a leaf whose gradient, once backward
+// reaches it, is dropped with the graph.
+func (s *sim) requireGrad(y *tensor) {
+	y.req = true
+	n := s.slab.node()
+	*n = node{name: "InputRequiresGrad", outs: append(s.slab.ptrs(1), y)}
+	s.tape = append(s.tape, n)
+}

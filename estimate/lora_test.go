@@ -1,0 +1,163 @@
+package estimate
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+func testSim(amp bool, compute int64) *sim {
+	return &sim{cfg: &config{amp: amp, compute: compute, param: f32}, cache: map[*tensor]*tensor{}, saving: true}
+}
+
+// savedBytes sums the bytes the tape holds for backward that are not
+// parameters, and counts the saved parameter aliases.
+func savedBytes(s *sim) (bytes int64, params int) {
+	seen := map[*tensor]bool{}
+	for _, n := range s.tape {
+		for _, t := range n.saved {
+			if seen[t] {
+				continue
+			}
+			seen[t] = true
+			if t.param {
+				params++
+			} else {
+				bytes += t.bytes()
+			}
+		}
+	}
+	return bytes, params
+}
+
+// TestMatmulSavesByRequiresGrad checks docs/lora.md §2's rule: a linear
+// saves its input only if its weight requires grad and its weight (or
+// autocast's half copy) only if its input requires grad; autocast caches
+// casts of weights that require grad only.
+func TestMatmulSavesByRequiresGrad(t *testing.T) {
+	const rows, in, out = 8, 16, 4
+	tests := []struct {
+		name            string
+		amp, xReq, wReq bool
+		wantNodes       int
+		wantBytes       int64 // non-parameter bytes saved
+		wantParams      int   // parameter aliases saved
+		wantCached      bool
+	}{
+		{"trainable weight, input requires grad", false, true, true, 1, 4 * rows * in, 1, false},
+		{"frozen weight saves its weight, not its input", false, true, false, 1, 0, 1, false},
+		{"trainable weight, input without grad saves the input only", false, false, true, 1, 4 * rows * in, 0, false},
+		{"nothing requires grad: no node", false, false, false, 0, 0, 0, false},
+		{"autocast, frozen fp32 weight: a new half copy saved, not cached", true, true, false, 1, 2 * in * out, 0, false},
+		{"autocast, frozen weight, input without grad: nothing", true, false, false, 0, 0, 0, false},
+		{"autocast, trainable weight: cached copy saved with the half input", true, true, true, 2, 2*in*out + 2*rows*in, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSim(tt.amp, map[bool]int64{true: half, false: f32}[tt.amp])
+			defer s.al.release()
+			x := s.alloc(rows*in, f32, catTemp, "x")
+			x.req = tt.xReq
+			w := s.alloc(in*out, f32, catParam, "w")
+			w.param, w.req = true, tt.wReq
+			s.unref(s.matmul(x, w, nil, rows, out))
+			nodes := 0
+			for _, n := range s.tape {
+				if n.name == "Addmm" {
+					nodes++
+				}
+			}
+			if tt.amp && tt.wReq {
+				nodes++ // the weight's ToCopy
+			}
+			if nodes != tt.wantNodes {
+				t.Errorf("nodes = %d, want %d", nodes, tt.wantNodes)
+			}
+			b, p := savedBytes(s)
+			if b != tt.wantBytes || p != tt.wantParams {
+				t.Errorf("saved %d bytes and %d parameters, want %d and %d", b, p, tt.wantBytes, tt.wantParams)
+			}
+			if _, ok := s.cache[w]; ok != tt.wantCached {
+				t.Errorf("cached = %v, want %v", ok, tt.wantCached)
+			}
+		})
+	}
+}
+
+// TestLoRALinearSaves checks one wrapped linear against docs/lora.md §3's
+// table: a bf16 base with fp32 adapters saves the fp32 copy of the input
+// (4·in per row) and lora_A's fp32 output (4·r per row), plus the dropout
+// mask (1·in per row) when dropout is on; the base saves only its weight.
+func TestLoRALinearSaves(t *testing.T) {
+	const rows, in, out, r = 8, 16, 32, 4
+	for _, tt := range []struct {
+		name    string
+		dropout float64
+		want    int64
+	}{
+		{"no dropout", 0, rows * (4*in + 4*r)},
+		{"dropout", 0.1, rows * (4*in + 4*r + in)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSim(false, half)
+			s.cfg.param = half
+			defer s.al.release()
+			x := s.alloc(rows*in, half, catTemp, "x")
+			x.req = true
+			w := s.alloc(in*out, half, catParam, "w")
+			w.param = true
+			w.lora = &adapter{rank: r, dropout: tt.dropout, a: s.adapterParam(r, in, "A"), b: s.adapterParam(out, r, "B")}
+			y := s.matmul(x, w, nil, rows, out)
+			if y.dt != half || !y.req {
+				t.Errorf("output dtype %d requires grad %v, want bf16 requiring grad", y.dt, y.req)
+			}
+			if b, _ := savedBytes(s); b != tt.want {
+				t.Errorf("saved %d bytes, want %d", b, tt.want)
+			}
+		})
+	}
+}
+
+// TestLoRAState checks a LoRA estimate's model state: gradients and AdamW
+// state for the fp32 adapters only, the base counted as frozen.
+func TestLoRAState(t *testing.T) {
+	spec, err := model.Load(filepath.Join("..", "specs", "llama-3.2-1b.yaml"),
+		model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16, LoRA: 16, LoRATargets: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Estimate(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const adapters = 11_272_192 // docs/lora.md §10
+	if r.Trainable != adapters || r.Frozen != 1_235_814_400 || r.Params != adapters+1_235_814_400 {
+		t.Errorf("trainable %d frozen %d all %d", r.Trainable, r.Frozen, r.Params)
+	}
+	if r.GradBytes != 4*adapters || r.OptimizerBytes != 8*adapters {
+		t.Errorf("gradients %d optimizer %d, want %d and %d", r.GradBytes, r.OptimizerBytes, 4*adapters, 8*adapters)
+	}
+	if want := int64(2*1_235_814_400 + 4*adapters); r.ParamBytes != want {
+		t.Errorf("parameter bytes %d, want %d", r.ParamBytes, want)
+	}
+}
+
+// A LoRA fine-tune: rank 16 adapters on every linear of a frozen bf16
+// Llama-3.2-1B.
+func ExampleEstimate_lora() {
+	spec, err := model.Load("../specs/llama-3.2-1b.yaml",
+		model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16, LoRA: 16, LoRATargets: "all"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := Estimate(spec)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("trainable %d, frozen %d, gradients %d bytes\n", r.Trainable, r.Frozen, r.GradBytes)
+	// Output: trainable 11272192, frozen 1235814400, gradients 45088768 bytes
+}

@@ -1,0 +1,232 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// LoRA target groups (docs/lora.md §9): the attention projections, the MLP
+// projections, or every linear but the output head (peft's all-linear).
+const (
+	TargetsAttn = "attn"
+	TargetsMLP  = "mlp"
+	TargetsAll  = "all"
+)
+
+// LoRA is a low-rank adaptation of the model (peft's LoraConfig): the base
+// weights are frozen and each targeted linear gets two trainable matrices
+// A [rank, in] and B [out, rank] (docs/lora.md §3).
+type LoRA struct {
+	Rank int64 `json:"rank"`
+	// Alpha is lora_alpha; the scaling alpha/rank changes no bytes.
+	Alpha float64 `json:"alpha"`
+	// Dropout is lora_dropout: above 0 each adapter's input goes through
+	// a dropout (a copy and a one-byte mask).
+	Dropout float64 `json:"dropout"`
+	// Targets is attn, mlp or all, or Names lists transformers module
+	// names (q_proj, v_proj, c_attn, ...) and Targets is "".
+	Targets string   `json:"targets,omitempty"`
+	Names   []string `json:"names,omitempty"`
+}
+
+// Quantization of the frozen base weights (bitsandbytes, docs/lora.md §6).
+const (
+	QuantNone = "none"
+	QuantInt8 = "int8"
+	QuantNF4  = "nf4"
+)
+
+// loraNames are the module names transformers uses per model type for the
+// linears LoRA can target (docs/lora.md §9), attention first then MLP.
+var loraNames = map[string][2][]string{
+	GPT2:  {{"c_attn", "c_proj"}, {"c_fc", "c_proj"}},
+	Llama: {{"q_proj", "k_proj", "v_proj", "o_proj"}, {"gate_proj", "up_proj", "down_proj"}},
+	BERT:  {{"query", "key", "value", "dense"}, {"dense"}},
+	NeoX:  {{"query_key_value", "dense"}, {"dense_h_to_4h", "dense_4h_to_h"}},
+}
+
+// LoRANames returns the module names LoRA targets can name for a model
+// type, sorted; nil when the type has no named linears.
+func LoRANames(modelType string) []string {
+	g, ok := loraNames[modelType]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, n := range append(append([]string(nil), g[0]...), g[1]...) {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Enabled reports whether the spec trains LoRA adapters.
+func (l *LoRA) Enabled() bool { return l != nil && l.Rank > 0 }
+
+// String is the targets as the user wrote them.
+func (l *LoRA) String() string {
+	if l.Targets != "" {
+		return l.Targets
+	}
+	return strings.Join(l.Names, ",")
+}
+
+// parseTargets reads attn, mlp, all, or a comma list of module names that
+// must exist in the model type.
+func parseTargets(v, modelType string, dst *LoRA) error {
+	s := strings.ToLower(strings.TrimSpace(v))
+	switch s {
+	case TargetsAttn, TargetsMLP, TargetsAll:
+		dst.Targets, dst.Names = s, nil
+		return nil
+	case "all-linear":
+		dst.Targets, dst.Names = TargetsAll, nil
+		return nil
+	}
+	valid := LoRANames(modelType)
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			return fmt.Errorf("empty module name in %q", v)
+		}
+		if !slices.Contains(valid, n) {
+			if valid == nil {
+				return fmt.Errorf("model type %s has no named linears: use attn, mlp or all, got %q", modelType, n)
+			}
+			return fmt.Errorf("no linear named %q in a %s model (valid: attn, mlp, all, %s)", n, modelType, strings.Join(valid, ", "))
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	dst.Targets, dst.Names = "", names
+	return nil
+}
+
+// maxRank bounds a LoRA rank so that adapter counts cannot overflow.
+const maxRank = 1 << 16
+
+// decodeLoRA reads training.lora and the --lora flags, then training.quant.
+func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
+	l := &LoRA{Alpha: 8, Targets: TargetsAll}
+	line := tm.line
+	if n := tm.get("lora"); n != nil {
+		line = n.Line
+		lm := newMapping(e, n, "training.lora")
+		lm.int("rank", &l.Rank, true)
+		lm.float("alpha", &l.Alpha, 0, 1e9)
+		lm.float("dropout", &l.Dropout, 0, 0.999999)
+		if tn := lm.vals["targets"]; tn != nil && tn.Kind == yaml.SequenceNode {
+			lm.known["targets"] = true
+			var parts []string
+			for _, c := range tn.Content {
+				parts = append(parts, c.Value)
+			}
+			if err := parseTargets(strings.Join(parts, ","), m.Type, l); err != nil {
+				e.add(tn.Line, "targets: %v", err)
+			}
+		} else if s := ""; tn != nil {
+			if ln, ok := lm.str("targets", &s); ok {
+				if err := parseTargets(s, m.Type, l); err != nil {
+					e.add(ln, "targets: %v", err)
+				}
+			}
+		}
+		lm.finish()
+	}
+	loraFlags(e, l, m, o)
+	if l.Rank > maxRank {
+		e.add(line, "lora: rank %d is above %d", l.Rank, maxRank)
+		l.Rank = 0
+	}
+	if l.Rank > 0 {
+		t.LoRA = l
+	} else if o.LoRATargets != "" || o.LoRAAlpha != "" || o.LoRADropout != "" {
+		e.add(0, "--lora-targets, --lora-alpha and --lora-dropout need a rank (--lora R or training.lora.rank)")
+	}
+	if t.LoRA.Enabled() && LoRANames(m.Type) == nil && m.Type != "" {
+		e.add(line, "lora: adapters are modelled for gpt2, llama, bert and neox models, not %s", m.Type)
+	}
+	if t.LoRA.Enabled() && m.Experts > 0 {
+		e.add(line, "lora: adapters over a mixture of experts are not modelled yet")
+	}
+	if t.LoRA.Enabled() && t.Zero >= 2 {
+		e.add(line, "lora: ZeRO stage %d with LoRA is not simulated yet (frozen base weights under sharded gradients or parameters); use zero: 0 or 1", t.Zero)
+	}
+	decodeQuant(e, tm, t, o)
+}
+
+// loraFlags applies --lora, --lora-targets, --lora-alpha and --lora-dropout.
+func loraFlags(e *errs, l *LoRA, m *Model, o Overrides) {
+	if o.LoRA < 0 {
+		e.add(0, "--lora: rank must be positive, got %d", o.LoRA)
+	} else if o.LoRA > 0 {
+		l.Rank = o.LoRA
+	}
+	if o.LoRATargets != "" {
+		if err := parseTargets(o.LoRATargets, m.Type, l); err != nil {
+			e.add(0, "--lora-targets: %v", err)
+		}
+	}
+	for _, f := range []struct {
+		name, v string
+		dst     *float64
+		hi      float64
+	}{{"lora-alpha", o.LoRAAlpha, &l.Alpha, 1e9}, {"lora-dropout", o.LoRADropout, &l.Dropout, 0.999999}} {
+		if f.v == "" {
+			continue
+		}
+		x, err := strconv.ParseFloat(f.v, 64)
+		if err != nil || x != x || x < 0 || x > f.hi {
+			e.add(0, "--%s: want a number between 0 and %g, got %q", f.name, f.hi, f.v)
+			continue
+		}
+		*f.dst = x
+	}
+}
+
+// decodeQuant reads training.quant and training.double_quant (and their
+// flags): bitsandbytes storage for the frozen base, which needs LoRA.
+func decodeQuant(e *errs, tm *mapping, t *Training, o Overrides) {
+	var s string
+	ql, ok := tm.str("quant", &s)
+	if o.Quant != "" {
+		s, ok, ql = o.Quant, true, 0
+	}
+	if ok {
+		if err := parseChoice(s, &t.Quant, "quant", QuantNone, QuantInt8, QuantNF4); err != nil {
+			if ql == 0 {
+				e.add(0, "--quant: %v", err)
+			} else {
+				e.add(ql, "quant: %v", err)
+			}
+		}
+	}
+	if t.Quant == QuantNone {
+		t.Quant = "" // none: left out of the JSON, as before quantization existed
+	}
+	tm.bool("double_quant", &t.DoubleQuant)
+	if o.DoubleQuant != "" {
+		switch strings.ToLower(o.DoubleQuant) {
+		case "true", "on", "yes":
+			t.DoubleQuant = true
+		case "false", "off", "no":
+			t.DoubleQuant = false
+		default:
+			e.add(0, "--double-quant: want true or false, got %q", o.DoubleQuant)
+		}
+	}
+	if t.Quant != "" && !t.LoRA.Enabled() {
+		e.add(ql, "quant: a %s base is frozen and needs LoRA adapters to train (training.lora or --lora R)", t.Quant)
+	}
+	if t.DoubleQuant && t.Quant != QuantNF4 {
+		e.add(ql, "double_quant: applies to nf4 only (quant: nf4)")
+	}
+}
