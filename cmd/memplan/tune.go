@@ -40,16 +40,7 @@ Example:
    memplan tune specs/gpt2-124m.yaml --probe --device-index 0
    memplan tune specs/llama-3-8b.yaml --checkpointing none
    memplan tune specs/resnet-50.yaml --alloc-conf auto   # and the allocator setting`,
-		Flags: append(append(overrideFlags(), probeFlags()...), targetFlag, formatFlag,
-			&cli.Int64Flag{Name: "multiple-of", Usage: "micro-batch must be a multiple of N"},
-			&cli.BoolFlag{Name: "pow2", Usage: "micro-batch must be a power of two"},
-			&cli.Int64Flag{Name: "min", Usage: "smallest micro-batch"},
-			&cli.Int64Flag{Name: "max", Usage: "largest micro-batch"},
-			&cli.StringFlag{Name: "seqs", Usage: "sequence lengths the job sees, comma-separated (tunes at the longest)"},
-			&cli.Int64Flag{Name: "global-batch", Usage: "target global batch"},
-			marginFlag,
-			&cli.BoolFlag{Name: "cap", Usage: "apply the target's upper edge as torch.cuda.set_per_process_memory_fraction does: a cap on the caching allocator, which frees its cache and retries before failing"},
-		),
+		Flags: tuneFlags(),
 		Action: func(c *cli.Context) error {
 			f, band, spec, err := targetArgs(c)
 			if err != nil {
@@ -67,25 +58,11 @@ Example:
 			if err != nil {
 				return err
 			}
-			oracle := tuner.Analytic
-			if c.Bool("cap") {
-				oracle = tuner.Capped(tuner.Limit(band, cons))
+			oracle, closeProbe, err := tuneOracle(c, spec, band, &cons)
+			if err != nil {
+				return err
 			}
-			if c.Bool("probe") {
-				s, err := probeSession(c, spec, band.Hi)
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				oracle = s.Measure
-				cons.Margin = 0 // the probe measures the device
-				// Each probe evaluation allocates on the device: start
-				// where the estimator, sized to this device, says the
-				// answer is, and let the probe correct it.
-				if a, err := tuner.Tune(spec, band, cons, tuner.Analytic); err == nil {
-					cons.Hint = a.Batch
-				}
-			}
+			defer closeProbe()
 			r, choice, terr := tuneAlloc(spec, band, cons, oracle, auto)
 			if terr != nil && !errors.Is(terr, tuner.ErrNoFit) {
 				return terr
@@ -109,6 +86,44 @@ Example:
 			return nil
 		},
 	}
+}
+
+// tuneFlags are tune's flags: the overrides, the probe's, and the search's
+// constraints.
+func tuneFlags() []cli.Flag {
+	return append(append(overrideFlags(), probeFlags()...), targetFlag, formatFlag,
+		&cli.Int64Flag{Name: "multiple-of", Usage: "micro-batch must be a multiple of N"},
+		&cli.BoolFlag{Name: "pow2", Usage: "micro-batch must be a power of two"},
+		&cli.Int64Flag{Name: "min", Usage: "smallest micro-batch"},
+		&cli.Int64Flag{Name: "max", Usage: "largest micro-batch"},
+		&cli.StringFlag{Name: "seqs", Usage: "sequence lengths the job sees, comma-separated (tunes at the longest)"},
+		&cli.Int64Flag{Name: "global-batch", Usage: "target global batch"},
+		marginFlag,
+		&cli.BoolFlag{Name: "cap", Usage: "apply the target's upper edge as torch.cuda.set_per_process_memory_fraction does: a cap on the caching allocator, which frees its cache and retries before failing"},
+	)
+}
+
+// tuneOracle is what tune's search asks: the estimator, the estimator under
+// a cap (--cap), or the device itself (--probe, whose session the returned
+// func closes). With the probe the margin is dropped (it measures the
+// device) and the search starts from the estimator's answer, since each
+// probe evaluation allocates on the device.
+func tuneOracle(c *cli.Context, spec *model.Spec, band tuner.Band, cons *tuner.Constraints) (tuner.Oracle, func(), error) {
+	if c.Bool("probe") {
+		s, err := probeSession(c, spec, band.Hi)
+		if err != nil {
+			return nil, func() {}, err
+		}
+		cons.Margin = 0
+		if a, err := tuner.Tune(spec, band, *cons, tuner.Analytic); err == nil {
+			cons.Hint = a.Batch
+		}
+		return s.Measure, func() { s.Close() }, nil
+	}
+	if c.Bool("cap") {
+		return tuner.Capped(tuner.Limit(band, *cons)), func() {}, nil
+	}
+	return tuner.Analytic, func() {}, nil
 }
 
 // seqsArg reads --seqs, the sequence lengths the job sees.
