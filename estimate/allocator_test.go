@@ -11,7 +11,7 @@ import (
 const mib = 1 << 20
 
 // TestAllocatorSingle checks single requests against the H100 measurements
-// in PYTORCH-MEMORY.md §1 ("Measured", default column).
+// in docs/pytorch-memory.md §1 ("Measured", default column).
 func TestAllocatorSingle(t *testing.T) {
 	tests := []struct {
 		name                string
@@ -41,7 +41,7 @@ func TestAllocatorSingle(t *testing.T) {
 }
 
 // TestAllocatorSequences checks reuse, splitting and fragmentation against
-// the measured sequences in PYTORCH-MEMORY.md §1.
+// the measured sequences in docs/pytorch-memory.md §1.
 func TestAllocatorSequences(t *testing.T) {
 	t.Run("4 x 600 KiB", func(t *testing.T) {
 		var a allocator
@@ -103,7 +103,7 @@ func TestColumnSumScratch(t *testing.T) {
 }
 
 // TestAllocatorCap checks the fraction cap: the measured sequence of
-// PYTORCH-MEMORY.md §1 (fraction 0.1 of 79.18 GiB: two 3 GiB blocks freed,
+// docs/pytorch-memory.md §1 (fraction 0.1 of 79.18 GiB: two 3 GiB blocks freed,
 // then 5 GiB succeeds after one retry).
 func TestAllocatorCap(t *testing.T) {
 	a := allocator{limit: 85_017_493_504 / 10}
