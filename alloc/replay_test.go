@@ -61,7 +61,7 @@ func TestReplayOrder(t *testing.T) {
 		{"trace1.json.gz", 7725628928}, {"trace2.json.gz", 294873600}, {"trace3.json.gz", 3215639040},
 	}
 	for _, tt := range tests {
-		path := "../estimate/testdata/" + tt.file
+		path := "testdata/" + tt.file
 		_, _, addrs := replay(t, path, New(Default()))
 		orders := map[string]func(n int) int64{
 			"age":     nil,
