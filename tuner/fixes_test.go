@@ -13,39 +13,7 @@ import (
 // Fixes returns its fitting fixes less those another fitting fix beats.
 func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 	t := spec.Training
-	var cs []cand
-	if t.Optimizer.Impl == model.ImplForeach && (t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW) {
-		cs = append(cs, cand{"--optimizer " + t.Optimizer.Name + "-fused", "same math, no parameter-sized temporary in the step", 0,
-			func(x *model.Training) { x.Optimizer.Impl = model.ImplFused }})
-	}
-	if t.Checkpointing.Mode != model.CkptBlock {
-		cs = append(cs, cand{"--checkpointing every-block", "recompute each block in backward (about a third more compute)", 1,
-			func(x *model.Training) { x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock} }})
-	}
-	if t.Precision == model.FP32 {
-		cs = append(cs, cand{"--precision amp-bf16", "bf16 autocast: half-size activations", 1,
-			func(x *model.Training) { x.Precision = model.AMPBF16 }})
-	}
-	if t.Precision != model.BF16 {
-		cs = append(cs, cand{"--precision bf16", "pure bf16 weights, gradients and optimizer state (watch convergence)", 2,
-			func(x *model.Training) { x.Precision = model.BF16 }})
-	}
-	if t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW {
-		cs = append(cs, cand{"--optimizer adam8bit", "8-bit optimizer state (bitsandbytes)", 2,
-			func(x *model.Training) { x.Optimizer = model.Optimizer{Name: model.Adam8bit, Impl: model.ImplFused} }})
-		cs = append(cs, cand{"--optimizer adafactor", "factored second moments", 3,
-			func(x *model.Training) { x.Optimizer = model.Optimizer{Name: model.Adafactor, Impl: model.ImplForLoop} }})
-	}
-	// Combinations, cheapest first.
-	combo := cand{"--checkpointing every-block --precision bf16 --optimizer adamw-fused", "all of the above that keep Adam", 4,
-		func(x *model.Training) {
-			x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
-			x.Precision = model.BF16
-			if x.Optimizer.Name == model.Adam || x.Optimizer.Name == model.AdamW {
-				x.Optimizer.Impl = model.ImplFused
-			}
-		}}
-	cs = append(cs, combo)
+	cs := singleGPU(t) // the same candidates, every one estimated
 	var out []Fix
 	try := func(c cand) (Fix, bool) {
 		s := *spec
