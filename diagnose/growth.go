@@ -5,8 +5,6 @@ import (
 	"path"
 	"sort"
 	"strings"
-
-	"github.com/nlpodyssey/gopickle/types"
 )
 
 // growth finds allocated memory that rises from step to step in a trace.
@@ -130,19 +128,17 @@ func sites(evs []event, live map[int64]int, from, to int) []Site {
 
 // userFrame is the innermost frame outside installed packages, as
 // "dir/file.py:line in func".
-func userFrame(fs *types.List) string {
-	if fs == nil || len(*fs) == 0 {
+func userFrame(fs []pval) string {
+	if len(fs) == 0 {
 		return "(no Python frames recorded)"
 	}
 	pick := ""
-	for _, fv := range *fs {
-		f, ok := fv.(*types.Dict)
-		if !ok {
+	for _, f := range fs {
+		if f.kind != pDict && f.kind != pFrame {
 			continue
 		}
-		file, _ := get(f, "filename").(string)
-		name, _ := get(f, "name").(string)
-		s := fmt.Sprintf("%s:%d in %s", path.Join(path.Base(path.Dir(file)), path.Base(file)), num(get(f, "line")), name)
+		file, name := f.get("filename").s, f.get("name").s
+		s := fmt.Sprintf("%s:%d in %s", path.Join(path.Base(path.Dir(file)), path.Base(file)), f.get("line").num(), name)
 		if pick == "" {
 			pick = s
 		}
