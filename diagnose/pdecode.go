@@ -352,7 +352,14 @@ func long1(b []byte) pval {
 }
 
 // fromGo converts what gopickle decoded into a pval (the fallback path).
-func fromGo(v any) pval {
+// A snapshot nests a few levels deep; deeper values (a list that holds
+// itself, in a hostile file) are left out.
+func fromGo(v any) pval { return fromGoDepth(v, 0) }
+
+func fromGoDepth(v any, depth int) pval {
+	if depth > 32 {
+		return pval{kind: pOther}
+	}
 	switch x := v.(type) {
 	case nil:
 		return pval{kind: pNone}
@@ -374,23 +381,23 @@ func fromGo(v any) pval {
 	case string:
 		return pval{kind: pStr, s: x}
 	case *types.List:
-		return fromGoList(*x)
+		return fromGoList(*x, depth)
 	case *types.Tuple:
-		return fromGoList(*x)
+		return fromGoList(*x, depth)
 	case *types.Dict:
 		d := make([]pkv, 0, len(*x))
 		for _, e := range *x {
-			d = append(d, pkv{fromGo(e.Key), fromGo(e.Value)})
+			d = append(d, pkv{fromGoDepth(e.Key, depth+1), fromGoDepth(e.Value, depth+1)})
 		}
 		return pval{kind: pDict, d: &d}
 	}
 	return pval{kind: pOther}
 }
 
-func fromGoList(xs []any) pval {
+func fromGoList(xs []any, depth int) pval {
 	l := make([]pval, len(xs))
 	for i, x := range xs {
-		l[i] = fromGo(x)
+		l[i] = fromGoDepth(x, depth+1)
 	}
 	return pval{kind: pList, l: &l}
 }

@@ -89,3 +89,12 @@ func TestDecodePickleSubset(t *testing.T) {
 		t.Errorf("ReadSnapshot(BINPUT) = %+v, %v; want an empty snapshot", s, err)
 	}
 }
+
+// TestFromGoSelfReference: a list that holds itself (BINPUT, BINGET,
+// APPEND through gopickle) must not recurse without end.
+func TestFromGoSelfReference(t *testing.T) {
+	data := []byte("\x80\x02]q\x00h\x00a.")
+	if _, err := ReadSnapshot(bytes.NewReader(data)); err == nil {
+		t.Error("ReadSnapshot(self-referencing list) = nil error, want not a dict")
+	}
+}
