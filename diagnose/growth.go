@@ -15,7 +15,11 @@ import (
 // of the range in all, or a twentieth over four or more), what was
 // allocated between the first and the last of them and never freed is the
 // leak: it outlived the step that made it.
-func growth(evs []event) *Growth {
+//
+// It also returns how many step boundaries (valleys at the coarsest
+// hysteresis) the trace holds: a history of several steps without growth
+// rules a leak out.
+func growth(evs []event) (*Growth, int) {
 	live := map[int64]int{} // addr → index of its alloc event
 	curve := make([]int64, len(evs))
 	var l, lo, hi int64
@@ -34,24 +38,27 @@ func growth(evs []event) *Growth {
 	// Try coarse hysteresis first: bumps inside a backward pass must not
 	// count as steps.
 	var vs []int
-	n := 0
+	n, seen := 0, -1
 	for _, div := range []int64{4, 8, 16} {
 		vs = valleys(curve, max((hi-lo)/div, 16<<20))
+		if seen < 0 {
+			seen = len(vs)
+		}
 		if n = rising(vs, curve); n >= 3 {
 			break
 		}
 	}
 	if n < 3 {
-		return nil
+		return nil, seen
 	}
 	first := vs[len(vs)-n]
 	rise := curve[vs[len(vs)-1]] - curve[first]
 	if rise < (hi-lo)/10 && (n < 4 || rise < (hi-lo)/20) {
-		return nil
+		return nil, seen
 	}
 	g := &Growth{PerStep: rise / int64(n-1), Steps: n - 1}
 	g.Sites = sites(evs, live, first, vs[len(vs)-1])
-	return g
+	return g, seen
 }
 
 // valleys returns the indexes of the curve's low points, with hysteresis h.

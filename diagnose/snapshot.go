@@ -23,6 +23,8 @@ type Snapshot struct {
 	Expandable  bool  `json:"expandable_segments"`
 	// Events is the number of trace entries; 0 means no history.
 	Events int `json:"trace_events"`
+	// HistorySteps is the number of step boundaries the trace holds.
+	HistorySteps int `json:"history_steps,omitempty"`
 	// Request and DeviceFree are from the trace's last "oom" entry.
 	Request    int64 `json:"request_bytes,omitempty"`
 	DeviceFree int64 `json:"device_free_bytes,omitempty"`
@@ -111,7 +113,7 @@ func digest(top pval) (*Snapshot, error) {
 			s.Request, s.DeviceFree = e.size, e.free
 		}
 	}
-	s.Growth = growth(evs)
+	s.Growth, s.HistorySteps = growth(evs)
 	return s, nil
 }
 
