@@ -61,11 +61,16 @@ type event struct {
 // ReadSnapshot unpickles a memory snapshot and digests it. The subset of
 // pickle torch writes is decoded by decodePickle; anything else falls back
 // to gopickle.
-func ReadSnapshot(r io.Reader) (*Snapshot, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
+func ReadSnapshot(r io.Reader) (*Snapshot, error) { return readSnapshot(r, 0) }
+
+// readSnapshot is ReadSnapshot with the data's size when known (hint > 0),
+// read into one buffer rather than one grown step by step.
+func readSnapshot(r io.Reader, hint int64) (*Snapshot, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, max(hint, 0)+bytes.MinRead))
+	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, err
 	}
+	data := buf.Bytes()
 	refs, err := prescan(data)
 	if err != nil {
 		return nil, err
