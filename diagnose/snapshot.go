@@ -166,7 +166,11 @@ func traceEvents(v pval) ([]event, error) {
 	if v.kind != pList {
 		return nil, nil
 	}
-	var out []event
+	n := 0
+	for _, tr := range v.list() {
+		n += len(tr.list())
+	}
+	out := make([]event, 0, n)
 	for _, tr := range v.list() {
 		if tr.kind != pList {
 			return nil, errors.New("snapshot pickle: a device trace is not a list")
