@@ -1,12 +1,15 @@
 package diagnose
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // decide applies the rules in order (docs/diagnose.md, "Rules"): a leak
 // explains the rest, other processes come before the job's own use, and
 // fragmentation before pressure.
 func decide(f Figures, evs []*Evidence, job Job) Verdict {
-	v := Verdict{Figures: f, Predicted: job.Predicted}
+	v := Verdict{Figures: f, Predicted: job.Predicted, Confidence: High}
 	p := job.Predicted
 	capped := f.Allowed > 0
 	switch {
@@ -17,6 +20,10 @@ func decide(f Figures, evs []*Evidence, job Job) Verdict {
 			v.Reason += fmt.Sprintf("; it ran out after %d steps", f.StepsRun)
 		}
 		v.Sites = leakSites(evs)
+		if p == nil {
+			v.Confidence = Medium
+			v.Alternatives = []Alternative{{Pressure, "memory the job keeps by design (a growing cache or workspace) rises the same way; with the job's description memplan can say whether the growth is beyond what the job needs"}}
+		}
 	case p != nil && f.Allocated > int64(leakFactor*float64(p.PeakAllocated))+leakSlack && (f.Limit == 0 || p.PeakReserved <= f.Limit):
 		v.Cause = Leak
 		v.Reason = fmt.Sprintf("%s allocated at the error, %.1f× the %s memplan predicts at the peak of this job", gib(f.Allocated),
@@ -32,6 +39,12 @@ func decide(f Figures, evs []*Evidence, job Job) Verdict {
 		if f.Request > 0 {
 			v.Reason += fmt.Sprintf("; the %s request needed %s more than the limit allowed", gib(f.Request), gib(f.Missing))
 		}
+	case p != nil && f.Limit > 0 && p.PeakReserved <= f.Limit && f.Allocated > p.PeakAllocated && (f.Request > 0 || f.OOMs > 0):
+		v.Cause, v.Confidence = Leak, Low
+		v.Reason = fmt.Sprintf("memplan predicts the job fits (%s reserved at the peak, of %s), yet it ran out holding %s allocated, %.2f× the %s predicted",
+			gib(p.PeakReserved), gib(f.Limit), gib(f.Allocated), float64(f.Allocated)/float64(p.PeakAllocated), gib(p.PeakAllocated))
+		v.Alternatives = []Alternative{{Pressure, fmt.Sprintf("below %.2f× the prediction, memplan under-predicting this job explains the figures as well; a stats series (one line per step) or a snapshot with a history of several steps tells", leakFactor)}}
+		v.Sites = leakSites(evs)
 	case p != nil && f.Limit > 0 && p.PeakReserved > f.Limit:
 		v.Cause = Pressure
 		v.Reason = fmt.Sprintf("memplan predicts %s reserved at the peak; the process could use %s", gib(p.PeakReserved), gib(f.Limit))
@@ -46,12 +59,40 @@ func decide(f Figures, evs []*Evidence, job Job) Verdict {
 		if f.Limit > 0 {
 			v.Reason += " of the " + gib(f.Limit) + " the process could use"
 		}
+		if p == nil {
+			pressureUnsure(&v, f)
+		}
+	case f.OOMs > 0 && float64(f.Stranded) < strandedShare*float64(f.Reserved):
+		v.Cause, v.Confidence = Pressure, Low
+		v.Reason = fmt.Sprintf("the job ran out with %s allocated of %s reserved: little was stranded, so not fragmentation", gib(f.Allocated), gib(f.Reserved))
+		v.Alternatives = []Alternative{
+			{Leak, "a single dump cannot show growth: a stats series, a snapshot with history or the job's description tells"},
+			{OtherProcess, "the dump does not say what the device had free: the out-of-memory message tells"},
+		}
 	default:
 		v.Cause = Unknown
 		v.Reason = "the evidence does not tell the cause: give the out-of-memory message, or the job's description with the stats or summary"
 	}
 	v.Fixes = fixes(v)
 	return v
+}
+
+// pressureUnsure lowers a pressure verdict reached without the job's
+// description: a full memory looks the same whether the job needs it or a
+// leak filled it, unless a snapshot's history spans several steps without
+// growth.
+func pressureUnsure(v *Verdict, f Figures) {
+	if f.HistorySteps >= minHistorySteps {
+		v.Confidence = Medium
+		v.Reason += fmt.Sprintf("; the history's %d steps show no growth", f.HistorySteps)
+		return
+	}
+	v.Confidence = Low
+	why := "a leak that filled the memory looks the same at the error; the job's description (to compare with memplan's prediction) or a stats series tells"
+	if f.HistorySteps > 0 {
+		why = fmt.Sprintf("the snapshot's history spans only %d step boundaries, too few to see growth; %s", f.HistorySteps, why[strings.Index(why, "the job's"):])
+	}
+	v.Alternatives = []Alternative{{Leak, why}}
 }
 
 func leakSites(evs []*Evidence) []Site {

@@ -5,8 +5,6 @@ import (
 	"path"
 	"sort"
 	"strings"
-
-	"github.com/nlpodyssey/gopickle/types"
 )
 
 // growth finds allocated memory that rises from step to step in a trace.
@@ -17,7 +15,11 @@ import (
 // of the range in all, or a twentieth over four or more), what was
 // allocated between the first and the last of them and never freed is the
 // leak: it outlived the step that made it.
-func growth(evs []event) *Growth {
+//
+// It also returns how many step boundaries (valleys at the coarsest
+// hysteresis) the trace holds: a history of several steps without growth
+// rules a leak out.
+func growth(evs []event) (*Growth, int) {
 	live := map[int64]int{} // addr → index of its alloc event
 	curve := make([]int64, len(evs))
 	var l, lo, hi int64
@@ -36,24 +38,27 @@ func growth(evs []event) *Growth {
 	// Try coarse hysteresis first: bumps inside a backward pass must not
 	// count as steps.
 	var vs []int
-	n := 0
+	n, seen := 0, -1
 	for _, div := range []int64{4, 8, 16} {
 		vs = valleys(curve, max((hi-lo)/div, 16<<20))
+		if seen < 0 {
+			seen = len(vs)
+		}
 		if n = rising(vs, curve); n >= 3 {
 			break
 		}
 	}
 	if n < 3 {
-		return nil
+		return nil, seen
 	}
 	first := vs[len(vs)-n]
 	rise := curve[vs[len(vs)-1]] - curve[first]
 	if rise < (hi-lo)/10 && (n < 4 || rise < (hi-lo)/20) {
-		return nil
+		return nil, seen
 	}
 	g := &Growth{PerStep: rise / int64(n-1), Steps: n - 1}
 	g.Sites = sites(evs, live, first, vs[len(vs)-1])
-	return g
+	return g, seen
 }
 
 // valleys returns the indexes of the curve's low points, with hysteresis h.
@@ -130,19 +135,17 @@ func sites(evs []event, live map[int64]int, from, to int) []Site {
 
 // userFrame is the innermost frame outside installed packages, as
 // "dir/file.py:line in func".
-func userFrame(fs *types.List) string {
-	if fs == nil || len(*fs) == 0 {
+func userFrame(fs []pval) string {
+	if len(fs) == 0 {
 		return "(no Python frames recorded)"
 	}
 	pick := ""
-	for _, fv := range *fs {
-		f, ok := fv.(*types.Dict)
-		if !ok {
+	for _, f := range fs {
+		if f.kind != pDict && f.kind != pFrame {
 			continue
 		}
-		file, _ := get(f, "filename").(string)
-		name, _ := get(f, "name").(string)
-		s := fmt.Sprintf("%s:%d in %s", path.Join(path.Base(path.Dir(file)), path.Base(file)), num(get(f, "line")), name)
+		file, name := f.get("filename").s, f.get("name").s
+		s := fmt.Sprintf("%s:%d in %s", path.Join(path.Base(path.Dir(file)), path.Base(file)), f.get("line").num(), name)
 		if pick == "" {
 			pick = s
 		}

@@ -32,17 +32,26 @@ func init() {
 // prescan walks a pickle's opcodes and rejects one whose lengths point
 // past the end of the data, before gopickle (v0.2.0) allocates what a
 // length asks for: a corrupt or hostile file must give an error, not
-// exhaust memory.
-func prescan(data []byte) error {
+// exhaust memory. It also returns the memo indices that BINGET and
+// LONG_BINGET read, for decodePickle to keep only those.
+func prescan(data []byte) (memoRefs, error) {
+	refs := memoRefs{}
 	for i := 0; i < len(data); {
 		op := data[i]
 		i++
 		switch {
 		case op == '.':
-			return nil
+			return refs, nil
+		case (op == 'h' || op == 'j') && i+fixedArg[op] <= len(data):
+			idx := uint64(data[i])
+			if op == 'j' {
+				idx = uint64(binary.LittleEndian.Uint32(data[i:]))
+			}
+			refs.set(idx, len(data))
+			i += fixedArg[op]
 		case op == 0x95: // FRAME: an 8-byte length, then opcodes
 			if i+8 > len(data) || binary.LittleEndian.Uint64(data[i:]) > uint64(len(data)-i-8) {
-				return errors.New("snapshot pickle cut short (a frame runs past the end)")
+				return nil, errors.New("snapshot pickle cut short (a frame runs past the end)")
 			}
 			i += 8
 		case fixedArg[op] > 0:
@@ -50,28 +59,47 @@ func prescan(data []byte) error {
 		case lenArg[op] > 0:
 			n := lenArg[op]
 			if i+n > len(data) {
-				return errors.New("snapshot pickle cut short")
+				return nil, errors.New("snapshot pickle cut short")
 			}
 			var l uint64
 			for k := n - 1; k >= 0; k-- {
 				l = l<<8 | uint64(data[i+k])
 			}
 			if l > uint64(len(data)-i-n) {
-				return errors.New("snapshot pickle cut short (a string runs past the end)")
+				return nil, errors.New("snapshot pickle cut short (a string runs past the end)")
 			}
 			i += n + int(l)
 		case lineArg[op] > 0:
 			for k := 0; k < lineArg[op]; k++ {
 				j := bytes.IndexByte(data[i:], '\n')
 				if j < 0 {
-					return errors.New("snapshot pickle cut short")
+					return nil, errors.New("snapshot pickle cut short")
 				}
 				i += j + 1
 			}
 		case noArg[op]:
 		default:
-			return fmt.Errorf("snapshot pickle: unknown opcode 0x%02x at byte %d", op, i-1)
+			return nil, fmt.Errorf("snapshot pickle: unknown opcode 0x%02x at byte %d", op, i-1)
 		}
 	}
-	return errors.New("snapshot pickle cut short (no STOP)")
+	return nil, errors.New("snapshot pickle cut short (no STOP)")
+}
+
+// memoRefs is a set of memo indices, as a bitset.
+type memoRefs []uint64
+
+// set adds idx; an index beyond the data's length cannot have been stored
+// (each MEMOIZE takes a byte) and is left out.
+func (m *memoRefs) set(idx uint64, n int) {
+	if idx >= uint64(n) {
+		return
+	}
+	for uint64(len(*m)) <= idx/64 {
+		*m = append(*m, 0)
+	}
+	(*m)[idx/64] |= 1 << (idx % 64)
+}
+
+func (m memoRefs) has(idx uint64) bool {
+	return idx/64 < uint64(len(m)) && m[idx/64]&(1<<(idx%64)) != 0
 }

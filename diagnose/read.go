@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -62,11 +63,35 @@ func Read(path string) (*Evidence, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return Parse(path, f)
+	return parse(path, f, sizeHint(f))
+}
+
+// sizeHint is a file's size after decompression, for reading it into one
+// buffer: the size on disk, or for a gzip file the size its trailer
+// records (modulo 4 GiB; only a hint, bounded to 1 GiB). 0 when unknown.
+func sizeHint(f *os.File) int64 {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	var head, tail [4]byte
+	if _, err := f.ReadAt(head[:2], 0); err != nil || head[0] != 0x1f || head[1] != 0x8b {
+		return st.Size()
+	}
+	if _, err := f.ReadAt(tail[:], st.Size()-4); err != nil {
+		return 0
+	}
+	n := int64(binary.LittleEndian.Uint32(tail[:]))
+	if n < st.Size() || n > 1<<30 {
+		return 0
+	}
+	return n
 }
 
 // Parse reads evidence from r; name is used in errors and in the result.
-func Parse(name string, r io.Reader) (*Evidence, error) {
+func Parse(name string, r io.Reader) (*Evidence, error) { return parse(name, r, 0) }
+
+func parse(name string, r io.Reader, hint int64) (*Evidence, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	if head, _ := br.Peek(2); len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -77,7 +102,7 @@ func Parse(name string, r io.Reader) (*Evidence, error) {
 	}
 	head, _ := br.Peek(1)
 	if len(head) == 1 && head[0] == 0x80 {
-		s, err := ReadSnapshot(br)
+		s, err := readSnapshot(br, hint)
 		if err != nil {
 			return nil, &InputError{File: name, Err: err}
 		}

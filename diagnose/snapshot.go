@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 
 	"github.com/nlpodyssey/gopickle/pickle"
-	"github.com/nlpodyssey/gopickle/types"
 )
 
 // Snapshot is the digest of a torch.cuda.memory._dump_snapshot() pickle:
@@ -25,6 +23,8 @@ type Snapshot struct {
 	Expandable  bool  `json:"expandable_segments"`
 	// Events is the number of trace entries; 0 means no history.
 	Events int `json:"trace_events"`
+	// HistorySteps is the number of step boundaries the trace holds.
+	HistorySteps int `json:"history_steps,omitempty"`
 	// Request and DeviceFree are from the trace's last "oom" entry.
 	Request    int64 `json:"request_bytes,omitempty"`
 	DeviceFree int64 `json:"device_free_bytes,omitempty"`
@@ -55,45 +55,60 @@ type event struct {
 	action     string
 	addr, size int64
 	free       int64
-	frames     *types.List
+	frames     []pval
 }
 
-// ReadSnapshot unpickles a memory snapshot and digests it.
-func ReadSnapshot(r io.Reader) (*Snapshot, error) {
-	data, err := io.ReadAll(r)
+// ReadSnapshot unpickles a memory snapshot and digests it. The subset of
+// pickle torch writes is decoded by decodePickle; anything else falls back
+// to gopickle.
+func ReadSnapshot(r io.Reader) (*Snapshot, error) { return readSnapshot(r, 0) }
+
+// readSnapshot is ReadSnapshot with the data's size when known (hint > 0),
+// read into one buffer rather than one grown step by step.
+func readSnapshot(r io.Reader, hint int64) (*Snapshot, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, max(hint, 0)+bytes.MinRead))
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	refs, err := prescan(data)
 	if err != nil {
 		return nil, err
 	}
-	if err := prescan(data); err != nil {
-		return nil, err
+	top, err := decodePickle(data, refs)
+	if errors.Is(err, errSubset) {
+		var v any
+		v, err = unpickle(bytes.NewReader(data))
+		top = fromGo(v)
 	}
-	v, err := unpickle(bytes.NewReader(data))
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, errors.New("snapshot pickle cut short")
 		}
 		return nil, fmt.Errorf("snapshot pickle: %w", err)
 	}
-	top, ok := v.(*types.Dict)
-	if !ok {
+	return digest(top)
+}
+
+// digest reads what diagnose needs from a decoded snapshot.
+func digest(top pval) (*Snapshot, error) {
+	if top.kind != pDict {
 		return nil, errors.New("snapshot pickle: not a dict (is this torch.cuda.memory._dump_snapshot()?)")
 	}
 	s := &Snapshot{}
-	segs, ok := get(top, "segments").(*types.List)
-	if !ok {
+	segs := top.get("segments")
+	if segs.kind != pList {
 		return nil, errors.New(`snapshot pickle: no "segments" list`)
 	}
-	for _, sv := range *segs {
+	for _, sv := range segs.list() {
 		if err := s.addSegment(sv); err != nil {
 			return nil, err
 		}
 	}
-	if set, ok := get(top, "allocator_settings").(*types.Dict); ok {
-		if b, ok := get(set, "expandable_segments").(bool); ok && b {
-			s.Expandable = true
-		}
+	if set := top.get("allocator_settings").get("expandable_segments"); set.kind == pBool && set.i == 1 {
+		s.Expandable = true
 	}
-	evs, err := traceEvents(get(top, "device_traces"))
+	evs, err := traceEvents(top.get("device_traces"))
 	if err != nil {
 		return nil, err
 	}
@@ -103,13 +118,13 @@ func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 			s.Request, s.DeviceFree = e.size, e.free
 		}
 	}
-	s.Growth = growth(evs)
+	s.Growth, s.HistorySteps = growth(evs)
 	return s, nil
 }
 
-// unpickle loads a pickle. gopickle v0.2.0 panics on some malformed input
-// (a FRAME opcode with an impossible length, found by FuzzReadSnapshot):
-// that is a bad file, not a bug to crash on.
+// unpickle loads a pickle with gopickle. gopickle v0.2.0 panics on some
+// malformed input (a FRAME opcode with an impossible length, found by
+// FuzzReadSnapshot): that is a bad file, not a bug to crash on.
 func unpickle(r io.Reader) (v any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -120,32 +135,26 @@ func unpickle(r io.Reader) (v any, err error) {
 	return u.Load()
 }
 
-func (s *Snapshot) addSegment(sv any) error {
-	seg, ok := sv.(*types.Dict)
-	if !ok {
+func (s *Snapshot) addSegment(seg pval) error {
+	if seg.kind != pDict {
 		return errors.New("snapshot pickle: a segment is not a dict")
 	}
 	s.Segments++
-	total, alloc := num(get(seg, "total_size")), num(get(seg, "allocated_size"))
+	total, alloc := seg.get("total_size").num(), seg.get("allocated_size").num()
 	if total < 0 || alloc < 0 {
 		return errors.New("snapshot pickle: a segment without sizes")
 	}
 	s.Reserved += total
 	s.Allocated += alloc
-	if b, ok := get(seg, "is_expandable").(bool); ok && b {
+	if e := seg.get("is_expandable"); e.kind == pBool && e.i == 1 {
 		s.Expandable = true
 	}
-	blocks, _ := get(seg, "blocks").(*types.List)
-	if blocks == nil {
-		return nil
-	}
-	for _, bv := range *blocks {
-		b, ok := bv.(*types.Dict)
-		if !ok {
+	for _, b := range seg.get("blocks").list() {
+		if b.kind != pDict {
 			return errors.New("snapshot pickle: a block is not a dict")
 		}
-		if st, _ := get(b, "state").(string); st == "inactive" {
-			n := max(num(get(b, "size")), 0)
+		if st := b.get("state"); st.kind == pStr && st.s == "inactive" {
+			n := max(b.get("size").num(), 0)
 			s.Free += n
 			s.LargestFree = max(s.LargestFree, n)
 		}
@@ -153,71 +162,44 @@ func (s *Snapshot) addSegment(sv any) error {
 	return nil
 }
 
-func traceEvents(v any) ([]event, error) {
-	traces, ok := v.(*types.List)
-	if !ok {
+func traceEvents(v pval) ([]event, error) {
+	if v.kind != pList {
 		return nil, nil
 	}
-	var out []event
-	for _, tv := range *traces {
-		tr, ok := tv.(*types.List)
-		if !ok {
+	n := 0
+	for _, tr := range v.list() {
+		n += len(tr.list())
+	}
+	out := make([]event, 0, n)
+	for _, tr := range v.list() {
+		if tr.kind != pList {
 			return nil, errors.New("snapshot pickle: a device trace is not a list")
 		}
-		for _, ev := range *tr {
-			d, ok := ev.(*types.Dict)
-			if !ok {
+		for _, d := range tr.list() {
+			if d.kind != pDict {
 				return nil, errors.New("snapshot pickle: a trace entry is not a dict")
 			}
 			e := event{}
-			for _, kv := range *d {
-				k, _ := kv.Key.(string)
-				switch k {
+			if d.d == nil {
+				out = append(out, e)
+				continue
+			}
+			for _, kv := range *d.d {
+				switch kv.k.s {
 				case "action":
-					e.action, _ = kv.Value.(string)
+					e.action = kv.v.s
 				case "addr":
-					e.addr = num(kv.Value)
+					e.addr = kv.v.num()
 				case "size":
-					e.size = max(num(kv.Value), 0)
+					e.size = max(kv.v.num(), 0)
 				case "device_free":
-					e.free = max(num(kv.Value), 0)
+					e.free = max(kv.v.num(), 0)
 				case "frames":
-					e.frames, _ = kv.Value.(*types.List)
+					e.frames = kv.v.list()
 				}
 			}
 			out = append(out, e)
 		}
 	}
 	return out, nil
-}
-
-// get is a dict lookup by string key (types.Dict.Get compares with
-// reflect.DeepEqual, which is slow on large snapshots).
-func get(d *types.Dict, key string) any {
-	for _, kv := range *d {
-		if k, ok := kv.Key.(string); ok && k == key {
-			return kv.Value
-		}
-	}
-	return nil
-}
-
-// num reads a pickled integer; anything else (or out of range) is -1.
-func num(v any) int64 {
-	switch x := v.(type) {
-	case int:
-		return int64(x)
-	case int64:
-		return x
-	case *big.Int:
-		if x.IsInt64() {
-			return x.Int64()
-		}
-	case bool:
-		if x {
-			return 1
-		}
-		return 0
-	}
-	return -1
 }

@@ -28,6 +28,9 @@ const (
 	// predicted peak (plus leakSlack) is a leak when the prediction fits.
 	leakFactor = 1.25
 	leakSlack  = 256 << 20
+	// minHistorySteps: a snapshot history with this many step boundaries
+	// and no growth rules a leak out.
+	minHistorySteps = 3
 )
 
 // contextBytes is a process's device memory outside the caching allocator
@@ -56,20 +59,48 @@ type Figures struct {
 	GrowthSteps    int   `json:"growth_steps,omitempty"`
 	// StepsRun is the number of steps a stats series logged before the
 	// error; the job ran out in the step after them.
-	StepsRun   int  `json:"steps_run,omitempty"`
-	Expandable bool `json:"expandable_segments,omitempty"`
+	StepsRun int `json:"steps_run,omitempty"`
+	// HistorySteps is the number of step boundaries a snapshot's trace
+	// holds (see docs/diagnose.md, "Confidence").
+	HistorySteps int  `json:"history_steps,omitempty"`
+	Expandable   bool `json:"expandable_segments,omitempty"`
 }
 
 // Verdict is the cause, its figures and what fixes it.
 type Verdict struct {
 	// Rank is the rank the verdict is for, or -1 when the log had none.
-	Rank      int         `json:"rank"`
-	Cause     Cause       `json:"cause"`
-	Reason    string      `json:"reason"`
-	Figures   Figures     `json:"figures"`
-	Predicted *Prediction `json:"predicted,omitempty"`
-	Sites     []Site      `json:"sites,omitempty"`
-	Fixes     []string    `json:"fixes"`
+	Rank  int   `json:"rank"`
+	Cause Cause `json:"cause"`
+	// Confidence says how surely the evidence given tells the cause;
+	// below high, Alternatives names the causes it cannot rule out.
+	Confidence   Confidence    `json:"confidence"`
+	Alternatives []Alternative `json:"alternatives,omitempty"`
+	Reason       string        `json:"reason"`
+	Figures      Figures       `json:"figures"`
+	Predicted    *Prediction   `json:"predicted,omitempty"`
+	Sites        []Site        `json:"sites,omitempty"`
+	Fixes        []string      `json:"fixes"`
+}
+
+// Confidence is how surely a verdict's evidence tells its cause.
+type Confidence string
+
+// The confidence levels (docs/diagnose.md, "Confidence").
+const (
+	// High: the evidence rules the other causes out.
+	High Confidence = "high"
+	// Medium: the cause is the likely one, but a named alternative fits
+	// the same figures.
+	Medium Confidence = "medium"
+	// Low: the figures fit the alternatives about as well; more evidence
+	// (the job's description, a stats series, a longer history) decides.
+	Low Confidence = "low"
+)
+
+// Alternative is a cause the evidence cannot rule out, and why.
+type Alternative struct {
+	Cause Cause  `json:"cause"`
+	Why   string `json:"why"`
 }
 
 // Job is what is known about the job besides its evidence files.
@@ -155,6 +186,7 @@ func figures(o OOM, evs []*Evidence, job Job) Figures {
 			if o.Format == "" && f.Reserved == 0 {
 				f.Allocated, f.Reserved, f.Request, f.DeviceFree = s.Allocated, s.Reserved, s.Request, s.DeviceFree
 			}
+			f.HistorySteps = s.HistorySteps
 			if s.Growth != nil {
 				f.GrowthPerStep, f.GrowthSteps = s.Growth.PerStep, s.Growth.Steps
 			}

@@ -134,7 +134,14 @@ func printDiagnosis(w io.Writer, r *diagnose.Report) error {
 		if v.Rank >= 0 {
 			fmt.Fprintf(w, "rank %d: ", v.Rank)
 		}
-		fmt.Fprintf(w, "cause: %s\n  %s\n", v.Cause, v.Reason)
+		fmt.Fprintf(w, "cause: %s", v.Cause)
+		if v.Confidence != diagnose.High {
+			fmt.Fprintf(w, " (%s confidence)", v.Confidence)
+		}
+		fmt.Fprintf(w, "\n  %s\n", v.Reason)
+		for _, a := range v.Alternatives {
+			fmt.Fprintf(w, "  or %s: %s\n", a.Cause, a.Why)
+		}
 		printFigures(w, v)
 		if len(v.Sites) > 0 {
 			fmt.Fprintln(w, "  never freed, by where it was allocated:")

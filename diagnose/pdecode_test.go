@@ -1,0 +1,100 @@
+package diagnose
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// digestVia reads a snapshot with decodePickle or, with gp, gopickle.
+func digestVia(t *testing.T, data []byte, gp bool) *Snapshot {
+	t.Helper()
+	refs, err := prescan(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top pval
+	if gp {
+		v, err := unpickle(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		top = fromGo(v)
+	} else if top, err = decodePickle(data, refs); err != nil {
+		t.Fatal(err)
+	}
+	s, err := digest(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestDecodePickleMatchesGopickle reads every fixture snapshot and a
+// generated one both ways: the subset decoder must give the digest
+// gopickle gives.
+func TestDecodePickleMatchesGopickle(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "crashes", "*", "snapshot.pickle.gz"))
+	if len(files) == 0 {
+		t.Fatal("no fixture snapshots")
+	}
+	inputs := map[string][]byte{"generated": bigSnapshot(2000)}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(zr)
+		fh.Close()
+		if err != nil {
+			continue // a fixture cut short on purpose
+		}
+		inputs[f] = data
+	}
+	for name, data := range inputs {
+		t.Run(name, func(t *testing.T) {
+			if _, err := prescan(data); err != nil {
+				t.Skip(err)
+			}
+			fast, slow := digestVia(t, data, false), digestVia(t, data, true)
+			if !reflect.DeepEqual(fast, slow) {
+				t.Errorf("decodePickle digest %+v, gopickle %+v", fast, slow)
+			}
+		})
+	}
+}
+
+// TestDecodePickleSubset checks that an opcode outside the subset (here
+// BINPUT) is refused with errSubset, and that ReadSnapshot then falls back
+// to gopickle.
+func TestDecodePickleSubset(t *testing.T) {
+	data := []byte("\x80\x04}q\x00(\x8c\x08segments]q\x01u.")
+	refs, err := prescan(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodePickle(data, refs); err != errSubset {
+		t.Errorf("decodePickle(BINPUT) = %v, want errSubset", err)
+	}
+	s, err := ReadSnapshot(bytes.NewReader(data))
+	if err != nil || s.Segments != 0 {
+		t.Errorf("ReadSnapshot(BINPUT) = %+v, %v; want an empty snapshot", s, err)
+	}
+}
+
+// TestFromGoSelfReference: a list that holds itself (BINPUT, BINGET,
+// APPEND through gopickle) must not recurse without end.
+func TestFromGoSelfReference(t *testing.T) {
+	data := []byte("\x80\x02]q\x00h\x00a.")
+	if _, err := ReadSnapshot(bytes.NewReader(data)); err == nil {
+		t.Error("ReadSnapshot(self-referencing list) = nil error, want not a dict")
+	}
+}
