@@ -46,7 +46,7 @@ func overrides(c *cli.Context) model.Overrides {
 		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
 		DP: c.Int64("dp"), Zero: c.String("zero"), Offload: c.String("offload"),
 		AllocConf: allocConf(c), BucketView: c.Bool("bucket-view"),
-		LoRA:      c.Int64("lora"), LoRATargets: c.String("lora-targets"), LoRAAlpha: c.String("lora-alpha"),
+		LoRA: c.Int64("lora"), LoRATargets: c.String("lora-targets"), LoRAAlpha: c.String("lora-alpha"),
 		LoRADropout: c.String("lora-dropout"), Quant: c.String("quant"), DoubleQuant: c.String("double-quant"),
 	}
 }
