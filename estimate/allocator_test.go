@@ -141,15 +141,7 @@ func TestSegmentsSumToReserved(t *testing.T) {
 func TestAllocConf(t *testing.T) {
 	est := func(conf string) *Result {
 		t.Helper()
-		s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{AllocConf: conf})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Estimate(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return estimateSpec(t, "gpt2-124m.yaml", model.Overrides{AllocConf: conf})
 	}
 	def := est("")
 	if exp := est("expandable_segments:True"); exp.PeakReserved >= def.PeakReserved {

@@ -16,6 +16,16 @@ func load(t *testing.T, file string, o model.Overrides) *model.Spec {
 	return s
 }
 
+// estimateSpec estimates a bundled spec with overrides.
+func estimateSpec(t *testing.T, file string, o model.Overrides) *Result {
+	t.Helper()
+	r, err := Estimate(load(t, file, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestSpecsInvariants estimates every bundled spec under several setups and
 // checks what must hold whatever the model: totals are ordered, the step
 // leaves nothing behind but model state, and the breakdown adds up.

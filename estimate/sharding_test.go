@@ -15,15 +15,7 @@ func TestSharding(t *testing.T) {
 	load := func(o model.Overrides) *Result {
 		t.Helper()
 		o.Batch, o.Checkpointing = 1, "every-block"
-		s, err := model.Load(filepath.Join("..", "specs", "llama-3.2-1b.yaml"), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Estimate(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return estimateSpec(t, "llama-3.2-1b.yaml", o)
 	}
 	one := load(model.Overrides{})
 	ddp := load(model.Overrides{DP: 8})
@@ -116,16 +108,7 @@ func TestNCCLOverhead(t *testing.T) {
 func TestFSDPBF16(t *testing.T) {
 	est := func(prec string) *Result {
 		t.Helper()
-		s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"),
-			model.Overrides{Batch: 1, Seq: 128, DP: 2, Zero: "3", Precision: prec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Estimate(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return estimateSpec(t, "gpt2-124m.yaml", model.Overrides{Batch: 1, Seq: 128, DP: 2, Zero: "3", Precision: prec})
 	}
 	bf, mp := est("bf16"), est("fsdp-bf16")
 	if mp.OptimizerBytes != 2*bf.OptimizerBytes || mp.GradBytes != 2*bf.GradBytes {
@@ -143,16 +126,7 @@ func TestFSDPBF16(t *testing.T) {
 func TestBucketView(t *testing.T) {
 	est := func(view bool) *Result {
 		t.Helper()
-		s, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"),
-			model.Overrides{Batch: 1, Seq: 128, DP: 2, Checkpointing: "every-block", BucketView: view})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Estimate(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return estimateSpec(t, "gpt2-124m.yaml", model.Overrides{Batch: 1, Seq: 128, DP: 2, Checkpointing: "every-block", BucketView: view})
 	}
 	plain, view := est(false), est(true)
 	if got, want := plain.PeakAllocated-view.PeakAllocated, plain.GradBytes*9/10; got < want {
