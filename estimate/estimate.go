@@ -306,6 +306,10 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	return r
 }
 
+// OverheadNCCL names the overhead item of NCCL's communicators (their
+// buffers live outside PyTorch's allocator; docs/multigpu.md).
+const OverheadNCCL = "NCCL communicators"
+
 func overhead(u usage, dp int64) []Item {
 	mods := modulesBase
 	if u.gemmHalf {
@@ -313,7 +317,7 @@ func overhead(u usage, dp int64) []Item {
 	}
 	items := []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
 	if dp > 1 {
-		items = append(items, Item{"NCCL communicators", ncclBytes})
+		items = append(items, Item{OverheadNCCL, ncclBytes})
 	}
 	return items
 }

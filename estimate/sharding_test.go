@@ -88,7 +88,7 @@ func TestNCCLOverhead(t *testing.T) {
 			var got, sum int64
 			for _, o := range r.Overhead {
 				sum += o.Bytes
-				if o.Name == "NCCL communicators" {
+				if o.Name == OverheadNCCL {
 					got = o.Bytes
 				}
 			}

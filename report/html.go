@@ -31,6 +31,7 @@ var segments = []segment{
 	{"transient", "#59a14f", func(b Breakdown) int64 { return b.Transient }},
 	{"allocator", "#edc948", func(b Breakdown) int64 { return b.Allocator }},
 	{"context", "#b07aa1", func(b Breakdown) int64 { return b.Context }},
+	{"communication", "#9c755f", func(b Breakdown) int64 { return b.Communication }},
 }
 
 const (

@@ -36,9 +36,10 @@ type Options struct {
 	Version string
 }
 
-// Breakdown is the device total at the spec's batch by where it goes. The
-// estimator does not yet separate communication buffers from other
-// temporaries; they are counted in Transient.
+// Breakdown is the device total at the spec's batch by where it goes.
+// Communication is NCCL's memory outside the allocator; the collectives'
+// buffers inside it (FSDP's all-gather and reduce-scatter pools) count
+// where the simulator holds them (parameters, gradients, allocator).
 type Breakdown struct {
 	Parameters  int64 `json:"parameters_bytes"`
 	Gradients   int64 `json:"gradients_bytes"`
@@ -47,6 +48,8 @@ type Breakdown struct {
 	Transient   int64 `json:"transient_bytes"`
 	Allocator   int64 `json:"allocator_bytes"`
 	Context     int64 `json:"context_bytes"`
+	// Communication is added to the JSON when nonzero (2026-11-23).
+	Communication int64 `json:"communication_bytes,omitempty"`
 }
 
 // Cell is one spec on one device.
@@ -255,6 +258,11 @@ func breakdown(r *estimate.Result) Breakdown {
 		}
 	}
 	b.Allocator += r.PeakReserved - r.PeakAllocated
-	b.Context = r.DeviceTotal - r.PeakReserved
+	for _, o := range r.Overhead {
+		if o.Name == estimate.OverheadNCCL {
+			b.Communication += o.Bytes
+		}
+	}
+	b.Context = r.DeviceTotal - r.PeakReserved - b.Communication
 	return b
 }
