@@ -129,3 +129,50 @@ func TestDistOverrides(t *testing.T) {
 		})
 	}
 }
+
+// multiGPUGaps are the real multi-GPU configurations more than UnderLimit
+// under, with what is known of them (docs/multigpu.md).
+var multiGPUGaps = map[string][]int{
+	// ZeRO-1 in pure bf16: rank 0 holds one more bf16 copy of the
+	// parameters than rank 1 at its peak; not traced.
+	"specs/gpt2-124m.yaml --mode zero1 --batch 4 --seq 1024 --precision bf16": {Allocated},
+	// DDP's construction leaves cached blocks memplan does not simulate.
+	"specs/llama-3.2-1b.yaml --mode ddp-view --batch 2 --seq 2048 --precision amp-bf16": {Reserved, Device},
+	// FSDP without resharding, pure bf16: not explained (docs/multigpu.md).
+	"specs/gpt2-xl.yaml --mode fsdp --reshard false --batch 2 --seq 1024 --precision bf16": {Reserved, Device},
+}
+
+// TestMultiGPUAccuracy holds the predictions for real torchrun runs on two
+// H200s (the busiest rank) to issue 12's targets: medians within 2% for
+// peak allocated and 3% for reserved and device, worst within 6% and 8%,
+// nothing more than UnderLimit under except the listed gaps.
+func TestMultiGPUAccuracy(t *testing.T) {
+	rep, err := Compare("..", []string{"results/2026-11-23-h200x2-dist.jsonl"}, []string{"results/2026-11-23-h200x2-dist-heldout.jsonl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tuning.N < 20 || rep.HeldOut.N < 7 {
+		t.Fatalf("%d tuning and %d held-out configurations; want 20 and 7", rep.Tuning.N, rep.HeldOut.N)
+	}
+	median := [NumMetrics]float64{0.02, 0.03, 0.03}
+	worst := [NumMetrics]float64{0.06, 0.08, 0.08}
+	for name, s := range map[string]Summary{"tuning": rep.Tuning, "held-out": rep.HeldOut} {
+		for m := 0; m < NumMetrics; m++ {
+			if s.Median[m] > median[m] {
+				t.Errorf("%s: %s median error %.2f%%, target %.0f%%", name, MetricNames[m], 100*s.Median[m], 100*median[m])
+			}
+		}
+	}
+	for _, r := range rep.Rows {
+		for m := 0; m < NumMetrics; m++ {
+			e := r.Err[m]
+			known := false
+			for _, x := range multiGPUGaps[strings.TrimSpace(strings.TrimSuffix(r.Label, "--snapshot"))] {
+				known = known || x == m
+			}
+			if abs(e) > worst[m] || (e < -UnderLimit && !known) {
+				t.Errorf("%s: %s error %+.1f%%", r.Label, MetricNames[m], 100*e)
+			}
+		}
+	}
+}
