@@ -208,30 +208,27 @@ func (a *Allocator) release(b int32) {
 	x.recorded = false
 	if n := x.next; n != 0 && a.blocks[n].free {
 		a.uncache(n)
-		y := &a.blocks[n]
-		x.size += y.size
-		x.next = y.next
-		if y.next != 0 {
-			a.blocks[y.next].prev = b
-		} else {
-			a.segs[x.seg].last = b
-		}
-		a.dropBlock(n)
+		a.coalesce(b, n)
 	}
 	if p := x.prev; p != 0 && a.blocks[p].free {
 		a.uncache(p)
-		y := &a.blocks[p]
-		y.size += x.size
-		y.next = x.next
-		if x.next != 0 {
-			a.blocks[x.next].prev = p
-		} else {
-			a.segs[y.seg].last = p
-		}
-		a.dropBlock(b)
+		a.coalesce(p, b)
 		b = p
 	}
 	a.cache(b)
+}
+
+// coalesce joins block r, which follows l in their segment, into l.
+func (a *Allocator) coalesce(l, r int32) {
+	x, y := &a.blocks[l], &a.blocks[r]
+	x.size += y.size
+	x.next = y.next
+	if y.next != 0 {
+		a.blocks[y.next].prev = l
+	} else {
+		a.segs[x.seg].last = l
+	}
+	a.dropBlock(r)
 }
 
 // RecordStream marks block b as used on stream s too

@@ -7,33 +7,6 @@ import (
 	"testing"
 )
 
-// TestNewKindParams checks the parameter counts of the specs that use
-// conv1d and groupnorm against nn.Conv1d, nn.GroupNorm and friends, counted
-// by hand: Whisper-style encoder 80·512·3+512 + 512·512·3+512 + 1500·512 +
-// 6·(2·512 + 4·512·512+4·512 + 2·512 + 512·2048+2048 + 2048·512+512) +
-// 2·512 + 512·10+10; the CNN's convolutions have no bias and each GroupNorm
-// two vectors.
-func TestNewKindParams(t *testing.T) {
-	tests := []struct {
-		file string
-		want int64
-	}{
-		{"whisper-base-encoder.yaml", 20_598_794},
-		{"cnn-groupnorm.yaml", 4_701_604},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			s, err := Load(filepath.Join("..", "specs", tt.file), Overrides{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := s.Params(); got != tt.want {
-				t.Errorf("Params() = %d, want %d", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestNewKindErrors(t *testing.T) {
 	const head = "name: x\nmodel:\n  type: sequential\n"
 	tests := []struct {

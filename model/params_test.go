@@ -27,6 +27,10 @@ func TestSpecParams(t *testing.T) {
 		{"residual-mlp.yaml", 5_258_250},
 		{"tinyllama-1.1b.yaml", 1_100_048_384},
 		{"resnet-101.yaml", 44_549_160},
+		// conv1d, groupnorm: counted by PyTorch in the measurement runs
+		// (bench/results/2026-11-23-h100-newkinds.jsonl).
+		{"whisper-base-encoder.yaml", 20_598_794},
+		{"cnn-groupnorm.yaml", 4_701_604},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
