@@ -149,6 +149,11 @@ def setup():
     rank, world = dist.get_rank(), dist.get_world_size()
     local = int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
+    # MEMPLAN_SNAPSHOT=PREFIX records the allocator's history (Python stacks
+    # only) and dumps PREFIX-rankN.pickle when the report is written.
+    if os.environ.get("MEMPLAN_SNAPSHOT"):
+        torch.cuda.memory._record_memory_history(max_entries=int(os.environ.get("MEMPLAN_SNAPSHOT_ENTRIES", "100000")),
+                                                 stacks="python")
     return rank, world, local
 
 
@@ -162,6 +167,9 @@ def report(label, config, memplan, step_peaks, local, extra=None):
     """Gathers every rank's peaks and prints one JSON line on rank 0."""
     import torch.distributed as dist
     mine = {"rank": dist.get_rank(), "steps": step_peaks, **peaks(local)}
+    if os.environ.get("MEMPLAN_SNAPSHOT"):
+        torch.cuda.memory._dump_snapshot("%s-rank%d.pickle" % (os.environ["MEMPLAN_SNAPSHOT"], dist.get_rank()))
+        torch.cuda.memory._record_memory_history(enabled=None)
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
     if dist.get_rank() == 0:

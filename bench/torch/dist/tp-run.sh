@@ -12,14 +12,20 @@ out=${2:?usage: tp-run.sh GRID OUT.jsonl}
 here=$(cd "$(dirname "$0")" && pwd)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+# TIMEOUT: seconds per configuration (600). SNAPDIR: when set, every
+# configuration records its allocator history and dumps one snapshot per rank
+# there (SNAPDIR/cN-rankR.pickle, N the configuration's line among those run).
+n=0
 while read -r script nproc args; do
   [[ -z ${script:-} || $script == \#* ]] && continue
   if (( nproc > gpus )); then
     echo "{\"label\": \"$script $nproc $args\", \"ok\": false, \"error\": \"needs $nproc GPUs, $gpus here\"}" >>"$out"
     continue
   fi
+  n=$((n + 1))
+  if [[ -n ${SNAPDIR:-} ]]; then mkdir -p "$SNAPDIR"; export MEMPLAN_SNAPSHOT=$SNAPDIR/c$n; fi
   # shellcheck disable=SC2086
-  timeout 600 torchrun --standalone --nproc-per-node "$nproc" "$here/$script" $args --label "$script $nproc $args" \
+  timeout "${TIMEOUT:-600}" torchrun --standalone --nproc-per-node "$nproc" "$here/$script" $args --label "$script $nproc $args" \
     >>"$out" 2>>"$out.err" ||
     echo "{\"label\": \"$script $nproc $args\", \"ok\": false, \"error\": \"exit $?\"}" >>"$out"
 done <"$grid"
