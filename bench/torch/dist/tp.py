@@ -74,7 +74,13 @@ def main():
         for block in model.layers.values():
             fully_shard(block, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    # Without sequence parallelism the norms keep plain-tensor parameters;
+    # foreach AdamW cannot mix them with DTensors in one call, so they get
+    # their own parameter group (one foreach call per group).
+    from torch.distributed.tensor import DTensor
+    groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
+              [p for p in model.parameters() if not isinstance(p, DTensor)]]
+    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
     g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank())
     inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
     labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
