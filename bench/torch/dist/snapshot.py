@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """snapshot.py RESULTS.jsonl SNAPSHOTS.tar [N...]: reads the allocator
-histories train.py --snapshot saved (step 1 of configuration N, rank 0 and
+histories train.py --snapshot saved (steps 1 to the last of configuration N, rank 0 and
 1; no torch needed) and prints, per CUDA stream (FSDP2's named), the peak of
 live bytes, how many blocks of each size were live at that stream's peak,
 the largest allocations and the moment of the overall peak with what each

@@ -235,7 +235,9 @@ def main():
         amp = t["precision"].startswith("amp")
         steps = []
         for step in range(a.steps):
-            # History of step 1 only (Adam state exists, caches warm): small.
+            # History from step 1 on (Adam state exists, caches warm) to the
+            # last step: DDP rebuilds its buckets at step 1, and what that
+            # leaves shows in the steps after it.
             if a.snapshot and step == 1:
                 torch.cuda.memory._record_memory_history(max_entries=400000, context="alloc", stacks="python")
             torch.cuda.reset_peak_memory_stats()
@@ -258,7 +260,7 @@ def main():
                           "grad_bytes_after_backward": grad_bytes,
                           "alloc_retries": st.get("num_alloc_retries", 0),
                           "per_stream": per_stream(torch), "seconds": round(time.time() - t0, 3)})
-            if a.snapshot and step == 1:
+            if a.snapshot and step == max(1, a.steps - 1):
                 save_snapshot(torch, a.result, rank)
         rec["steps"] = steps
         # FSDP2 creates its streams lazily, at the first forward.
