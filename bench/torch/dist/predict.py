@@ -33,6 +33,8 @@ for line in open(grid):
         cmd += ["--checkpointing", opts["checkpointing"]]
     if mode == "ddp-view":
         cmd += ["--bucket-view"]
+    if opts.get("alloc-conf"):
+        cmd += ["--alloc-conf", opts["alloc-conf"]]
     cmd += ["--device", "h200-141gb"]
     p = json.loads(subprocess.run([exe] + cmd + ["--format", "json"], capture_output=True, text=True,
                                   check=True).stdout)

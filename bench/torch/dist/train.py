@@ -40,6 +40,8 @@ def memplan_command(a, t):
         c += " --checkpointing " + t["checkpointing"]
     if a.mode == "ddp-view":
         c += " --bucket-view"
+    if a.alloc_conf:
+        c += " --alloc-conf " + a.alloc_conf
     return c + " --format json"
 
 
@@ -165,10 +167,14 @@ def main():
         ap.add_argument("--" + k, dest=k)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--snapshot", action="store_true")
+    ap.add_argument("--alloc-conf", dest="alloc_conf", default=None,
+                    help="PYTORCH_ALLOC_CONF for this run (set before torch is imported)")
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
     rank, a.world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    if a.alloc_conf:
+        os.environ["PYTORCH_ALLOC_CONF"] = a.alloc_conf
     import torch
     import torch.distributed as dist
     torch.cuda.set_device(rank)
@@ -185,7 +191,7 @@ def main():
            "rank": rank, "world": a.world, "training": t, "date": time.strftime("%Y-%m-%d"),
            "memplan": memplan_command(a, t), **measure.versions(torch),
            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-           "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "TORCH_SYMM", "NVSHMEM", "PYTORCH_CUDA"))}}
+           "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "TORCH_SYMM", "NVSHMEM", "PYTORCH_CUDA", "PYTORCH_ALLOC"))}}
     stages = {}
     os.makedirs(a.result, exist_ok=True)
     out = os.path.join(a.result, "rank%d.json" % rank)
