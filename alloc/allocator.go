@@ -12,17 +12,16 @@ func (b Block) Valid() bool { return b != 0 }
 type Stream int32
 
 type blockRec struct {
-	off, size   int64
-	seg         int32
-	prev, next  int32 // neighbours in the segment (0: none)
-	left, right int32 // treap children while free
-	prio        uint32
-	stream      Stream
-	gcBase      int64 // the pool's search count when the block was cached
-	order       int64 // the segment's order key, copied while the block is cached
-	free        bool
-	recorded    bool // used on another stream (record_stream): free waits for ProcessEvents
-	counted     bool // counted in inactiveSplit while free
+	off, size  int64
+	seg        int32
+	prev, next int32 // neighbours in the segment (0: none)
+	bkt, hpos  int32 // while free: its bucket, and its place in the bucket's heap
+	stream     Stream
+	gcBase     int64 // the pool's search count when the block was cached
+	order      int64 // the segment's order key, copied while the block is cached
+	free       bool
+	recorded   bool // used on another stream (record_stream): free waits for ProcessEvents
+	counted    bool // counted in inactiveSplit while free
 }
 
 type segRec struct {
@@ -48,7 +47,10 @@ type Allocator struct {
 	blocks   []blockRec // slab; index 0 is unused
 	spare    []int32    // recycled block slots
 	segs     []segRec
-	roots    [2]int32 // free-block treaps: 0 small pool, 1 large pool
+	roots    [2]int32 // free-block bucket treaps: 0 small pool, 1 large pool
+	buckets  []bucket // slab of buckets (tree.go); index 0 is unused
+	spareBk  []int32  // recycled buckets
+	walkBuf  []hent
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	seed     uint32
 	streams  int32   // highest stream used, +1
@@ -85,6 +87,9 @@ func (a *Allocator) Reset(c Config) {
 		segs:    a.segs[:0],
 		pending: a.pending[:0],
 		scratch: a.scratch[:0],
+		buckets: a.buckets[:0],
+		spareBk: a.spareBk[:0],
+		walkBuf: a.walkBuf[:0],
 	}
 	a.init()
 }
@@ -92,6 +97,9 @@ func (a *Allocator) Reset(c Config) {
 func (a *Allocator) init() {
 	if len(a.blocks) == 0 {
 		a.blocks = append(a.blocks, blockRec{})
+	}
+	if len(a.buckets) == 0 {
+		a.buckets = append(a.buckets[:0], bucket{})
 	}
 	if a.seed == 0 {
 		a.seed = 2463534242
@@ -192,12 +200,12 @@ func (a *Allocator) cache(b int32) {
 	if x.counted {
 		a.inactiveSplit += x.size
 	}
-	a.treeInsert(a.root(b), b)
+	a.pushBlock(a.root(b), b)
 }
 
 // uncache takes block b out of its pool.
 func (a *Allocator) uncache(b int32) {
-	a.treeRemove(a.root(b), b)
+	a.popBlock(a.root(b), b)
 	x := &a.blocks[b]
 	if x.counted {
 		a.inactiveSplit -= x.size

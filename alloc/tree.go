@@ -1,54 +1,54 @@
 package alloc
 
-// The free blocks of each pool are kept in a treap over the block slab:
-// nodes are block indices (int32), keys are the block's (stream, size,
-// segment order, offset), the order of PyTorch's BlockComparatorSize with
-// the segment's order standing in for the device address
-// (docs/allocator.md §3). Every operation is O(log n) with no heap
-// allocation and no pointers for the garbage collector to scan.
+import "slices"
 
-// less orders two blocks as the free pools do.
-func (a *Allocator) less(i, j int32) bool {
-	x, y := &a.blocks[i], &a.blocks[j]
-	if x.stream != y.stream {
-		return x.stream < y.stream
-	}
-	if x.size != y.size {
-		return x.size < y.size
-	}
+// The free blocks of each pool are ordered as PyTorch's
+// BlockComparatorSize orders them: stream, size, then address, with the
+// segment's order standing in for the address (then the offset in the
+// segment; docs/allocator.md §3). They are kept in two levels:
+//
+//   - a bucket per (stream, size) with at least one free block, the
+//     buckets of a pool in a treap ordered by (stream, size);
+//   - in each bucket, a binary min-heap of its blocks ordered by
+//     (segment order, offset), each entry a copy of its block's key so that
+//     the heap is one contiguous array.
+//
+// A simulation has few distinct sizes and many blocks of each (a mixture of
+// experts caches tens of thousands of equal remainders), so the treap is
+// small and a lookup is a short descent plus the root of a heap. Every
+// operation is O(log n) with no heap allocation once the slices have grown,
+// and no pointers for the garbage collector to scan. The order is total
+// (no two free blocks share a segment and offset), so the blocks handed out
+// are those of any other structure keeping the same order.
+
+// bucket is the free blocks of one (stream, size) in a pool.
+type bucket struct {
+	size        int64
+	stream      Stream
+	left, right int32 // treap children
+	prio        uint32
+	heap        []hent
+}
+
+// hent is a heap entry: a block and its (segment order, offset) key.
+type hent struct {
+	order, off int64
+	b          int32
+}
+
+func (x hent) less(y hent) bool {
 	if x.order != y.order {
 		return x.order < y.order
 	}
 	return x.off < y.off
 }
 
-// split cuts tree t into the nodes ordered before key k and the rest.
-func (a *Allocator) split(t, k int32) (l, r int32) {
-	if t == 0 {
-		return 0, 0
+// bkLess orders buckets by (stream, size).
+func bkLess(x *bucket, s Stream, size int64) bool {
+	if x.stream != s {
+		return x.stream < s
 	}
-	if a.less(t, k) {
-		a.blocks[t].right, r = a.split(a.blocks[t].right, k)
-		return t, r
-	}
-	l, a.blocks[t].left = a.split(a.blocks[t].left, k)
-	return l, t
-}
-
-// merge joins trees l and r where every key of l is below every key of r.
-func (a *Allocator) merge(l, r int32) int32 {
-	if l == 0 {
-		return r
-	}
-	if r == 0 {
-		return l
-	}
-	if a.blocks[l].prio > a.blocks[r].prio {
-		a.blocks[l].right = a.merge(a.blocks[l].right, r)
-		return l
-	}
-	a.blocks[r].left = a.merge(l, a.blocks[r].left)
-	return r
+	return x.size < size
 }
 
 func (a *Allocator) rand() uint32 {
@@ -61,65 +61,219 @@ func (a *Allocator) rand() uint32 {
 	return x
 }
 
-// treeInsert adds b: down the tree while the nodes have a higher
-// priority, then b takes that place with the rest split under it.
-func (a *Allocator) treeInsert(root *int32, b int32) {
-	bl := &a.blocks[b]
-	bl.prio = a.rand()
-	link := root
-	for *link != 0 && a.blocks[*link].prio > bl.prio {
-		if a.less(b, *link) {
-			link = &a.blocks[*link].left
-		} else {
-			link = &a.blocks[*link].right
-		}
+// newBucket returns an empty bucket, reusing a spare one (and its heap's
+// memory) when there is one.
+func (a *Allocator) newBucket(s Stream, size int64) int32 {
+	var k int32
+	switch {
+	case len(a.spareBk) > 0:
+		k = a.spareBk[len(a.spareBk)-1]
+		a.spareBk = a.spareBk[:len(a.spareBk)-1]
+	case len(a.buckets) < cap(a.buckets):
+		a.buckets = a.buckets[:len(a.buckets)+1]
+		k = int32(len(a.buckets) - 1)
+	default:
+		a.buckets = append(a.buckets, bucket{})
+		k = int32(len(a.buckets) - 1)
 	}
-	bl.left, bl.right = a.split(*link, b)
-	*link = b
+	x := &a.buckets[k]
+	*x = bucket{size: size, stream: s, prio: a.rand(), heap: x.heap[:0]}
+	return k
 }
 
-// treeRemove takes b out: its children merge in its place.
-func (a *Allocator) treeRemove(root *int32, b int32) {
-	link := root
-	for *link != b {
-		if a.less(b, *link) {
-			link = &a.blocks[*link].left
-		} else {
-			link = &a.blocks[*link].right
+// bucketFor returns the bucket of (s, size) in the treap at root, adding
+// an empty one if there is none.
+func (a *Allocator) bucketFor(root *int32, s Stream, size int64) int32 {
+	for t := *root; t != 0; {
+		x := &a.buckets[t]
+		switch {
+		case x.stream == s && x.size == size:
+			return t
+		case bkLess(x, s, size):
+			t = x.right
+		default:
+			t = x.left
 		}
 	}
-	*link = a.merge(a.blocks[b].left, a.blocks[b].right)
+	k := a.newBucket(s, size)
+	a.treeInsert(root, k)
+	return k
 }
 
-// lowerBound returns the first free block of the tree on stream s of at
-// least size bytes, or 0.
-func (a *Allocator) lowerBound(t int32, s Stream, size int64) int32 {
+// split cuts treap t into the buckets ordered before (s, size) and the rest.
+func (a *Allocator) split(t int32, s Stream, size int64) (l, r int32) {
+	if t == 0 {
+		return 0, 0
+	}
+	if bkLess(&a.buckets[t], s, size) {
+		a.buckets[t].right, r = a.split(a.buckets[t].right, s, size)
+		return t, r
+	}
+	l, a.buckets[t].left = a.split(a.buckets[t].left, s, size)
+	return l, t
+}
+
+// merge joins treaps l and r where every key of l is below every key of r.
+func (a *Allocator) merge(l, r int32) int32 {
+	if l == 0 {
+		return r
+	}
+	if r == 0 {
+		return l
+	}
+	if a.buckets[l].prio > a.buckets[r].prio {
+		a.buckets[l].right = a.merge(a.buckets[l].right, r)
+		return l
+	}
+	a.buckets[r].left = a.merge(l, a.buckets[r].left)
+	return r
+}
+
+// treeInsert adds bucket k: down the treap while the nodes have a higher
+// priority, then k takes that place with the rest split under it.
+func (a *Allocator) treeInsert(root *int32, k int32) {
+	x := &a.buckets[k]
+	link := root
+	for *link != 0 && a.buckets[*link].prio > x.prio {
+		if bkLess(&a.buckets[*link], x.stream, x.size) {
+			link = &a.buckets[*link].right
+		} else {
+			link = &a.buckets[*link].left
+		}
+	}
+	x.left, x.right = a.split(*link, x.stream, x.size)
+	*link = k
+}
+
+// treeRemove takes bucket k out: its children merge in its place.
+func (a *Allocator) treeRemove(root *int32, k int32) {
+	x := &a.buckets[k]
+	link := root
+	for *link != k {
+		if bkLess(&a.buckets[*link], x.stream, x.size) {
+			link = &a.buckets[*link].right
+		} else {
+			link = &a.buckets[*link].left
+		}
+	}
+	*link = a.merge(x.left, x.right)
+}
+
+// pushBlock adds free block b to its bucket.
+func (a *Allocator) pushBlock(root *int32, b int32) {
+	x := &a.blocks[b]
+	k := a.bucketFor(root, x.stream, x.size)
+	bk := &a.buckets[k]
+	x.bkt = k
+	bk.heap = append(bk.heap, hent{order: x.order, off: x.off, b: b})
+	a.siftUp(bk.heap, len(bk.heap)-1)
+}
+
+// popBlock takes free block b out of its bucket, and the bucket out of
+// the treap when it empties.
+func (a *Allocator) popBlock(root *int32, b int32) {
+	k := a.blocks[b].bkt
+	bk := &a.buckets[k]
+	h := bk.heap
+	i, n := int(a.blocks[b].hpos), len(h)-1
+	if i != n {
+		h[i] = h[n]
+		a.blocks[h[i].b].hpos = int32(i)
+	}
+	bk.heap = h[:n]
+	if n == 0 {
+		a.treeRemove(root, k)
+		a.spareBk = append(a.spareBk, k)
+		return
+	}
+	if i != n {
+		if i > 0 && h[i].less(h[(i-1)/2]) {
+			a.siftUp(bk.heap, i)
+		} else {
+			a.siftDown(bk.heap, i)
+		}
+	}
+}
+
+func (a *Allocator) siftUp(h []hent, i int) {
+	e := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.less(h[p]) {
+			break
+		}
+		h[i] = h[p]
+		a.blocks[h[i].b].hpos = int32(i)
+		i = p
+	}
+	h[i] = e
+	a.blocks[e.b].hpos = int32(i)
+}
+
+func (a *Allocator) siftDown(h []hent, i int) {
+	e, n := h[i], len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h[c+1].less(h[c]) {
+			c++
+		}
+		if !h[c].less(e) {
+			break
+		}
+		h[i] = h[c]
+		a.blocks[h[i].b].hpos = int32(i)
+		i = c
+	}
+	h[i] = e
+	a.blocks[e.b].hpos = int32(i)
+}
+
+// lowerBucket returns the first bucket of the treap at or after
+// (s, size) in (stream, size) order, or 0.
+func (a *Allocator) lowerBucket(t int32, s Stream, size int64) int32 {
 	var best int32
 	for t != 0 {
-		x := &a.blocks[t]
-		if x.stream > s || (x.stream == s && x.size >= size) {
-			best, t = t, x.left
-		} else {
+		x := &a.buckets[t]
+		if bkLess(x, s, size) {
 			t = x.right
+		} else {
+			best, t = t, x.left
 		}
 	}
 	return best
 }
 
-// walk calls f for every block of the tree in order, while f returns true.
-func (a *Allocator) walk(t int32, f func(int32) bool) bool {
-	if t == 0 {
-		return true
+// lowerBound returns the first free block of the pool (in the pools'
+// order) with stream above s, or on stream s of at least size bytes; or 0.
+func (a *Allocator) lowerBound(t int32, s Stream, size int64) int32 {
+	if k := a.lowerBucket(t, s, size); k != 0 {
+		return a.buckets[k].heap[0].b
 	}
-	return a.walk(a.blocks[t].left, f) && f(t) && a.walk(a.blocks[t].right, f)
+	return 0
 }
 
-// lastOn returns the last block of the tree on stream s (the largest),
-// or 0.
-func (a *Allocator) lastOn(t int32, s Stream) int32 {
+// successor returns the block that follows b in the pool's order, or 0.
+// b must be the first block of its bucket (as lowerBound returns).
+func (a *Allocator) successor(t, b int32) int32 {
+	x := &a.blocks[b]
+	if h := a.buckets[x.bkt].heap; len(h) > 1 {
+		c := 1
+		if len(h) > 2 && h[2].less(h[1]) {
+			c = 2
+		}
+		return h[c].b
+	}
+	return a.lowerBound(t, x.stream, x.size+1)
+}
+
+// lastBucket returns the last bucket of the treap on stream s, or 0.
+func (a *Allocator) lastBucket(t int32, s Stream) int32 {
 	var best int32
 	for t != 0 {
-		x := &a.blocks[t]
+		x := &a.buckets[t]
 		if x.stream <= s {
 			if x.stream == s {
 				best = t
@@ -132,17 +286,47 @@ func (a *Allocator) lastOn(t int32, s Stream) int32 {
 	return best
 }
 
-// successor returns the block that follows b in the tree's order, or 0.
-func (a *Allocator) successor(t, b int32) int32 {
-	var best int32
-	for t != 0 {
-		if a.less(b, t) {
-			best, t = t, a.blocks[t].left
-		} else {
-			t = a.blocks[t].right
+// lastOn returns the last block of the pool on stream s (the largest,
+// and of those the last by segment order and offset), or 0.
+func (a *Allocator) lastOn(t int32, s Stream) int32 {
+	k := a.lastBucket(t, s)
+	if k == 0 {
+		return 0
+	}
+	h := a.buckets[k].heap
+	m := h[len(h)/2] // the last entry is a leaf; the largest is a leaf
+	for _, e := range h[len(h)/2:] {
+		if m.less(e) {
+			m = e
 		}
 	}
-	return best
+	return m.b
+}
+
+// walk calls f for every block of the pool in order, while f returns
+// true.
+func (a *Allocator) walk(t int32, f func(int32) bool) bool {
+	if t == 0 {
+		return true
+	}
+	x := &a.buckets[t]
+	if !a.walk(x.left, f) {
+		return false
+	}
+	h := append(a.walkBuf[:0], x.heap...)
+	slices.SortFunc(h, func(p, q hent) int {
+		if p.less(q) {
+			return -1
+		}
+		return 1
+	})
+	for _, e := range h {
+		if !f(e.b) {
+			return false
+		}
+	}
+	a.walkBuf = h[:0]
+	return a.walk(a.buckets[t].right, f)
 }
 
 // isTail reports whether free block b ends an expandable segment.
