@@ -50,7 +50,9 @@ type Allocator struct {
 	roots    [2]int32 // free-block bucket treaps: 0 small pool, 1 large pool
 	buckets  []bucket // slab of buckets (tree.go); index 0 is unused
 	spareBk  []int32  // recycled buckets
+	empty    int      // empty buckets left in the treaps
 	walkBuf  []hent
+	purgeBuf []int32
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	seed     uint32
 	streams  int32   // highest stream used, +1
@@ -81,15 +83,16 @@ func New(c Config) *Allocator {
 // keeping its memory for the next simulation.
 func (a *Allocator) Reset(c Config) {
 	*a = Allocator{
-		conf:    c,
-		blocks:  a.blocks[:0],
-		spare:   a.spare[:0],
-		segs:    a.segs[:0],
-		pending: a.pending[:0],
-		scratch: a.scratch[:0],
-		buckets: a.buckets[:0],
-		spareBk: a.spareBk[:0],
-		walkBuf: a.walkBuf[:0],
+		conf:     c,
+		blocks:   a.blocks[:0],
+		spare:    a.spare[:0],
+		segs:     a.segs[:0],
+		pending:  a.pending[:0],
+		scratch:  a.scratch[:0],
+		buckets:  a.buckets[:0],
+		spareBk:  a.spareBk[:0],
+		walkBuf:  a.walkBuf[:0],
+		purgeBuf: a.purgeBuf[:0],
 	}
 	a.init()
 }

@@ -55,13 +55,13 @@ func (a *Allocator) releaseOversize(size int64, small bool, s Stream) bool {
 	}
 	root := &a.roots[poolOf(small)]
 	key := max(size, ms)
-	if b := a.lowerBound(*root, s, key); b != 0 && a.blocks[b].stream == s && a.whole(b) {
+	if b := a.lowerBound(root, s, key); b != 0 && a.blocks[b].stream == s && a.whole(b) {
 		a.freeSegment(b)
 		return true
 	}
 	var freed int64
 	for freed < key {
-		b := a.lastOn(*root, s)
+		b := a.lastOn(root, s)
 		if b == 0 || a.blocks[b].size < ms || !a.whole(b) {
 			break
 		}

@@ -36,13 +36,13 @@ func (a *Allocator) largestFree() int64 {
 	var m int64
 	for p := range a.roots {
 		if a.streams <= 1 {
-			if k := a.lastBucket(a.roots[p], 0); k != 0 {
+			if k := a.lastBucket(&a.roots[p], 0); k != 0 {
 				m = max(m, a.buckets[k].size)
 			}
 			continue
 		}
 		for s := int32(0); s < a.streams; s++ {
-			if k := a.lastBucket(a.roots[p], Stream(s)); k != 0 {
+			if k := a.lastBucket(&a.roots[p], Stream(s)); k != 0 {
 				m = max(m, a.buckets[k].size)
 			}
 		}

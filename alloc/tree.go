@@ -15,7 +15,13 @@ import "slices"
 //
 // A simulation has few distinct sizes and many blocks of each (a mixture of
 // experts caches tens of thousands of equal remainders), so the treap is
-// small and a lookup is a short descent plus the root of a heap. Every
+// small and a lookup is a short descent plus the root of a heap.
+//
+// A bucket that empties stays in its treap, to be filled again without
+// treap operations (a malloc that splits a block and the free that merges
+// it back empty and refill the same few buckets); the lookups remove the
+// empty buckets they meet, and when there are more than maxEmpty of them
+// they are all removed. Every
 // operation is O(log n) with no heap allocation once the slices have grown,
 // and no pointers for the garbage collector to scan. The order is total
 // (no two free blocks share a segment and offset), so the blocks handed out
@@ -97,7 +103,41 @@ func (a *Allocator) bucketFor(root *int32, s Stream, size int64) int32 {
 	}
 	k := a.newBucket(s, size)
 	a.treeInsert(root, k)
+	a.empty++ // until its first block
 	return k
+}
+
+// dropEmpty takes empty bucket k out of the treap at root.
+func (a *Allocator) dropEmpty(root *int32, k int32) {
+	a.treeRemove(root, k)
+	a.spareBk = append(a.spareBk, k)
+	a.empty--
+}
+
+// purgeEmpty removes every empty bucket from both treaps.
+func (a *Allocator) purgeEmpty() {
+	for p := range a.roots {
+		ks := a.purgeBuf[:0]
+		a.eachBucket(a.roots[p], func(k int32) {
+			if len(a.buckets[k].heap) == 0 {
+				ks = append(ks, k)
+			}
+		})
+		for _, k := range ks {
+			a.dropEmpty(&a.roots[p], k)
+		}
+		a.purgeBuf = ks[:0]
+	}
+}
+
+// eachBucket calls f for every bucket of the treap t, in order.
+func (a *Allocator) eachBucket(t int32, f func(int32)) {
+	if t == 0 {
+		return
+	}
+	a.eachBucket(a.buckets[t].left, f)
+	f(t)
+	a.eachBucket(a.buckets[t].right, f)
 }
 
 // split cuts treap t into the buckets ordered before (s, size) and the rest.
@@ -165,12 +205,18 @@ func (a *Allocator) pushBlock(root *int32, b int32) {
 	k := a.bucketFor(root, x.stream, x.size)
 	bk := &a.buckets[k]
 	x.bkt = k
+	if len(bk.heap) == 0 {
+		a.empty--
+	}
 	bk.heap = append(bk.heap, hent{order: x.order, off: x.off, b: b})
 	a.siftUp(bk.heap, len(bk.heap)-1)
 }
 
-// popBlock takes free block b out of its bucket, and the bucket out of
-// the treap when it empties.
+// maxEmpty bounds the empty buckets left in the treaps.
+const maxEmpty = 1024
+
+// popBlock takes free block b out of its bucket (an emptied bucket stays
+// in the treap).
 func (a *Allocator) popBlock(root *int32, b int32) {
 	k := a.blocks[b].bkt
 	bk := &a.buckets[k]
@@ -182,8 +228,10 @@ func (a *Allocator) popBlock(root *int32, b int32) {
 	}
 	bk.heap = h[:n]
 	if n == 0 {
-		a.treeRemove(root, k)
-		a.spareBk = append(a.spareBk, k)
+		a.empty++
+		if a.empty > maxEmpty {
+			a.purgeEmpty()
+		}
 		return
 	}
 	if i != n {
@@ -231,25 +279,31 @@ func (a *Allocator) siftDown(h []hent, i int) {
 	a.blocks[e.b].hpos = int32(i)
 }
 
-// lowerBucket returns the first bucket of the treap at or after
-// (s, size) in (stream, size) order, or 0.
-func (a *Allocator) lowerBucket(t int32, s Stream, size int64) int32 {
-	var best int32
-	for t != 0 {
-		x := &a.buckets[t]
-		if bkLess(x, s, size) {
-			t = x.right
-		} else {
-			best, t = t, x.left
+// lowerBucket returns the first non-empty bucket of the treap at root at
+// or after (s, size) in (stream, size) order, or 0; it removes the empty
+// buckets it finds there.
+func (a *Allocator) lowerBucket(root *int32, s Stream, size int64) int32 {
+	for {
+		var best int32
+		for t := *root; t != 0; {
+			x := &a.buckets[t]
+			if bkLess(x, s, size) {
+				t = x.right
+			} else {
+				best, t = t, x.left
+			}
 		}
+		if best == 0 || len(a.buckets[best].heap) > 0 {
+			return best
+		}
+		a.dropEmpty(root, best)
 	}
-	return best
 }
 
 // lowerBound returns the first free block of the pool (in the pools'
 // order) with stream above s, or on stream s of at least size bytes; or 0.
-func (a *Allocator) lowerBound(t int32, s Stream, size int64) int32 {
-	if k := a.lowerBucket(t, s, size); k != 0 {
+func (a *Allocator) lowerBound(root *int32, s Stream, size int64) int32 {
+	if k := a.lowerBucket(root, s, size); k != 0 {
 		return a.buckets[k].heap[0].b
 	}
 	return 0
@@ -257,7 +311,7 @@ func (a *Allocator) lowerBound(t int32, s Stream, size int64) int32 {
 
 // successor returns the block that follows b in the pool's order, or 0.
 // b must be the first block of its bucket (as lowerBound returns).
-func (a *Allocator) successor(t, b int32) int32 {
+func (a *Allocator) successor(root *int32, b int32) int32 {
 	x := &a.blocks[b]
 	if h := a.buckets[x.bkt].heap; len(h) > 1 {
 		c := 1
@@ -266,30 +320,36 @@ func (a *Allocator) successor(t, b int32) int32 {
 		}
 		return h[c].b
 	}
-	return a.lowerBound(t, x.stream, x.size+1)
+	return a.lowerBound(root, x.stream, x.size+1)
 }
 
-// lastBucket returns the last bucket of the treap on stream s, or 0.
-func (a *Allocator) lastBucket(t int32, s Stream) int32 {
-	var best int32
-	for t != 0 {
-		x := &a.buckets[t]
-		if x.stream <= s {
-			if x.stream == s {
-				best = t
+// lastBucket returns the last non-empty bucket of the treap at root on
+// stream s, or 0; it removes the empty buckets it finds there.
+func (a *Allocator) lastBucket(root *int32, s Stream) int32 {
+	for {
+		var best int32
+		for t := *root; t != 0; {
+			x := &a.buckets[t]
+			if x.stream <= s {
+				if x.stream == s {
+					best = t
+				}
+				t = x.right
+			} else {
+				t = x.left
 			}
-			t = x.right
-		} else {
-			t = x.left
 		}
+		if best == 0 || len(a.buckets[best].heap) > 0 {
+			return best
+		}
+		a.dropEmpty(root, best)
 	}
-	return best
 }
 
 // lastOn returns the last block of the pool on stream s (the largest,
 // and of those the last by segment order and offset), or 0.
-func (a *Allocator) lastOn(t int32, s Stream) int32 {
-	k := a.lastBucket(t, s)
+func (a *Allocator) lastOn(root *int32, s Stream) int32 {
+	k := a.lastBucket(root, s)
 	if k == 0 {
 		return 0
 	}

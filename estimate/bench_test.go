@@ -34,11 +34,13 @@ func BenchmarkEstimate(b *testing.B) {
 		}
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if _, err := Estimate(spec); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu, 1)
 		})
 	}
 }
@@ -57,20 +59,22 @@ training: {batch: 1, seq: 2048, precision: amp-bf16}
 		}
 		b.Run(fmt.Sprintf("layers=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if _, err := Estimate(spec); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n)/1e3, "µs/layer")
+			reportCPU(b, cpu, n)
 		})
 	}
 }
 
 // BenchmarkExperts times an 8-layer mixture of experts (hidden 1024, top 8)
-// at 16 to 256 experts: the cost per expert should stay flat.
+// at 8 to 256 experts: the cost per expert should stay flat.
 func BenchmarkExperts(b *testing.B) {
-	for _, e := range []int{16, 64, 256} {
+	for _, e := range []int{8, 16, 64, 256} {
 		y := fmt.Sprintf(`name: experts
 model: {type: llama, layers: 8, hidden: 1024, heads: 16, intermediate: 512, vocab: 32000, experts: %d, top_k: 8}
 training: {batch: 1, seq: 1024, precision: amp-bf16}
@@ -81,12 +85,25 @@ training: {batch: 1, seq: 1024, precision: amp-bf16}
 		}
 		b.Run(fmt.Sprintf("experts=%d", e), func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if _, err := Estimate(spec); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(8*e)/1e3, "µs/expert")
+			reportCPU(b, cpu, 8*e)
 		})
+	}
+}
+
+// reportCPU reports the CPU time per operation (cpu-ms/op) and, when per
+// is above 1, per unit (cpu-µs/unit): on a shared machine, CPU time is the
+// steadier figure (cpuTime).
+func reportCPU(b *testing.B, start int64, per int) {
+	ns := float64(cpuTime()-start) / float64(b.N)
+	b.ReportMetric(ns/1e6, "cpu-ms/op")
+	if per > 1 {
+		b.ReportMetric(ns/float64(per)/1e3, "cpu-µs/unit")
 	}
 }

@@ -10,7 +10,7 @@ import "github.com/memplan/memplan/parallel"
 // docs/formulas.md describes the rules with their sources.
 
 // Categories of bytes, for the breakdown at the peak.
-type category int
+type category uint8
 
 const (
 	catParam category = iota
@@ -38,8 +38,8 @@ type tensor struct {
 	dt    int64 // bytes per element
 	base  *tensor
 	blk   block
-	refs  int // holders
-	saves int // how many of the holders are autograd nodes
+	refs  int32 // holders
+	saves int32 // how many of the holders are autograd nodes
 	req   bool
 	param bool
 	// perm marks a tensor whose memory is not in row-major order (a
@@ -475,5 +475,5 @@ func (s *sim) clearCache() {
 	for _, c := range s.cache {
 		s.unref(c)
 	}
-	s.cache = map[*tensor]*tensor{}
+	clear(s.cache)
 }

@@ -40,6 +40,9 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.tape = nil
 			loss.grad = s.alloc(1, f32, catTemp, "loss grad")
 			s.backward(tape)
+			if len(s.tape) == 0 {
+				s.tape = tape[:0] // the next forward reuses the tape's memory
+			}
 			s.unref(loss)
 			// Tables a checkpointed segment rebuilt during recompute.
 			for i, r := range s.ropeT {
