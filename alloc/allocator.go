@@ -47,16 +47,14 @@ type Allocator struct {
 	blocks   []blockRec // slab; index 0 is unused
 	spare    []int32    // recycled block slots
 	segs     []segRec
-	roots    [2]int32 // free-block bucket treaps: 0 small pool, 1 large pool
-	buckets  []bucket // slab of buckets (tree.go); index 0 is unused
-	spareBk  []int32  // recycled buckets
-	empty    int      // empty buckets left in the treaps
+	index    [2][]bkey // free-block buckets by (stream, size): 0 small pool, 1 large pool
+	buckets  []bucket  // slab of buckets (tree.go); index 0 is unused
+	spareBk  []int32   // recycled buckets
+	empty    int       // empty buckets left in the treaps
 	walkBuf  []hent
-	purgeBuf []int32
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
-	seed     uint32
-	streams  int32   // highest stream used, +1
-	pending  []int32 // frees waiting for ProcessEvents
+	streams  int32    // highest stream used, +1
+	pending  []int32  // frees waiting for ProcessEvents
 	scratch  []int32
 
 	// addr, when set, gives the order key (device address) of the n-th
@@ -83,16 +81,16 @@ func New(c Config) *Allocator {
 // keeping its memory for the next simulation.
 func (a *Allocator) Reset(c Config) {
 	*a = Allocator{
-		conf:     c,
-		blocks:   a.blocks[:0],
-		spare:    a.spare[:0],
-		segs:     a.segs[:0],
-		pending:  a.pending[:0],
-		scratch:  a.scratch[:0],
-		buckets:  a.buckets[:0],
-		spareBk:  a.spareBk[:0],
-		walkBuf:  a.walkBuf[:0],
-		purgeBuf: a.purgeBuf[:0],
+		conf:    c,
+		blocks:  a.blocks[:0],
+		spare:   a.spare[:0],
+		segs:    a.segs[:0],
+		pending: a.pending[:0],
+		scratch: a.scratch[:0],
+		buckets: a.buckets[:0],
+		spareBk: a.spareBk[:0],
+		walkBuf: a.walkBuf[:0],
+		index:   [2][]bkey{a.index[0][:0], a.index[1][:0]},
 	}
 	a.init()
 }
@@ -103,9 +101,6 @@ func (a *Allocator) init() {
 	}
 	if len(a.buckets) == 0 {
 		a.buckets = append(a.buckets[:0], bucket{})
-	}
-	if a.seed == 0 {
-		a.seed = 2463534242
 	}
 }
 
@@ -187,8 +182,8 @@ func poolOf(small bool) int {
 	return 1
 }
 
-func (a *Allocator) root(b int32) *int32 {
-	return &a.roots[poolOf(a.segs[a.blocks[b].seg].small)]
+func (a *Allocator) pool(b int32) int {
+	return poolOf(a.segs[a.blocks[b].seg].small)
 }
 
 // cache puts free block b into its pool.
@@ -203,12 +198,12 @@ func (a *Allocator) cache(b int32) {
 	if x.counted {
 		a.inactiveSplit += x.size
 	}
-	a.pushBlock(a.root(b), b)
+	a.pushBlock(a.pool(b), b)
 }
 
 // uncache takes block b out of its pool.
 func (a *Allocator) uncache(b int32) {
-	a.popBlock(a.root(b), b)
+	a.popBlock(b)
 	x := &a.blocks[b]
 	if x.counted {
 		a.inactiveSplit -= x.size

@@ -86,7 +86,7 @@ func (a *Allocator) Malloc(n int64, s Stream) Block {
 // freeBlock is get_free_block: the smallest cached block on stream s of
 // at least size bytes that max_split_size allows.
 func (a *Allocator) freeBlock(p int, s Stream, size int64) int32 {
-	b := a.lowerBound(&a.roots[p], s, size)
+	b := a.lowerBound(p, s, size)
 	if b == 0 || a.blocks[b].stream != s {
 		return 0
 	}
@@ -95,7 +95,7 @@ func (a *Allocator) freeBlock(p int, s Stream, size int64) int32 {
 		// size it can grow to: the free block at the segment's end
 		// borders the unmapped rest of the reservation, so any other
 		// fitting block of the stream comes first.
-		if n := a.successor(&a.roots[p], b); n != 0 && a.blocks[n].stream == s {
+		if n := a.successor(p, b); n != 0 && a.blocks[n].stream == s {
 			b = n
 		}
 	}

@@ -34,15 +34,15 @@ func (a *Allocator) snapshot() {
 
 func (a *Allocator) largestFree() int64 {
 	var m int64
-	for p := range a.roots {
+	for p := range a.index {
 		if a.streams <= 1 {
-			if k := a.lastBucket(&a.roots[p], 0); k != 0 {
+			if k := a.lastBucket(p, 0); k != 0 {
 				m = max(m, a.buckets[k].size)
 			}
 			continue
 		}
 		for s := int32(0); s < a.streams; s++ {
-			if k := a.lastBucket(&a.roots[p], Stream(s)); k != 0 {
+			if k := a.lastBucket(p, Stream(s)); k != 0 {
 				m = max(m, a.buckets[k].size)
 			}
 		}

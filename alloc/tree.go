@@ -7,33 +7,48 @@ import "slices"
 // segment's order standing in for the address (then the offset in the
 // segment; docs/allocator.md §3). They are kept in two levels:
 //
-//   - a bucket per (stream, size) with at least one free block, the
-//     buckets of a pool in a treap ordered by (stream, size);
+//   - a bucket per (stream, size), the buckets of a pool in a sorted array
+//     of their (stream, size) keys;
 //   - in each bucket, a binary min-heap of its blocks ordered by
 //     (segment order, offset), each entry a copy of its block's key so that
 //     the heap is one contiguous array.
 //
-// A simulation has few distinct sizes and many blocks of each (a mixture of
-// experts caches tens of thousands of equal remainders), so the treap is
-// small and a lookup is a short descent plus the root of a heap.
+// A simulation has few distinct sizes and many blocks of each (a mixture
+// of experts caches tens of thousands of equal remainders; a 7B decoder's
+// pools hold about 15 distinct sizes at a time), so a lookup is a binary
+// search of a short array plus the root of a heap.
 //
-// A bucket that empties stays in its treap, to be filled again without
-// treap operations (a malloc that splits a block and the free that merges
-// it back empty and refill the same few buckets); the lookups remove the
-// empty buckets they meet, and when there are more than maxEmpty of them
-// they are all removed. Every
-// operation is O(log n) with no heap allocation once the slices have grown,
-// and no pointers for the garbage collector to scan. The order is total
-// (no two free blocks share a segment and offset), so the blocks handed out
-// are those of any other structure keeping the same order.
+// A bucket that empties stays in the array, to be filled again without
+// moving the array (a malloc that splits a block and the free that merges
+// it back empty and refill the same few buckets); lookups step over empty
+// buckets, and when there are more than maxEmpty of them they are all
+// removed. A block costs O(log n) in the blocks of its size; a size not
+// in the array costs a move of the array's tail. There is no heap
+// allocation once the slices have grown, and no pointer for the garbage
+// collector to scan. The order is total (no two free blocks share a
+// segment and offset), so the blocks handed out are those of any other
+// structure keeping the same order.
 
 // bucket is the free blocks of one (stream, size) in a pool.
 type bucket struct {
-	size        int64
-	stream      Stream
-	left, right int32 // treap children
-	prio        uint32
-	heap        []hent
+	size   int64
+	stream Stream
+	heap   []hent
+}
+
+// bkey is a bucket's place in its pool's sorted array.
+type bkey struct {
+	size   int64
+	stream Stream
+	k      int32
+}
+
+// before reports whether key x orders before (s, size).
+func (x bkey) before(s Stream, size int64) bool {
+	if x.stream != s {
+		return x.stream < s
+	}
+	return x.size < size
 }
 
 // hent is a heap entry: a block and its (segment order, offset) key.
@@ -49,22 +64,23 @@ func (x hent) less(y hent) bool {
 	return x.off < y.off
 }
 
-// bkLess orders buckets by (stream, size).
-func bkLess(x *bucket, s Stream, size int64) bool {
-	if x.stream != s {
-		return x.stream < s
-	}
-	return x.size < size
-}
+// maxEmpty bounds the empty buckets kept in the arrays.
+const maxEmpty = 256
 
-func (a *Allocator) rand() uint32 {
-	// xorshift32: deterministic, so every run builds the same trees.
-	x := a.seed
-	x ^= x << 13
-	x ^= x >> 17
-	x ^= x << 5
-	a.seed = x
-	return x
+// search returns the index of the first key of pool p at or after
+// (s, size).
+func (a *Allocator) search(p int, s Stream, size int64) int {
+	ix := a.index[p]
+	lo, hi := 0, len(ix)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ix[m].before(s, size) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // newBucket returns an empty bucket, reusing a spare one (and its heap's
@@ -83,126 +99,43 @@ func (a *Allocator) newBucket(s Stream, size int64) int32 {
 		k = int32(len(a.buckets) - 1)
 	}
 	x := &a.buckets[k]
-	*x = bucket{size: size, stream: s, prio: a.rand(), heap: x.heap[:0]}
+	*x = bucket{size: size, stream: s, heap: x.heap[:0]}
 	return k
 }
 
-// bucketFor returns the bucket of (s, size) in the treap at root, adding
-// an empty one if there is none.
-func (a *Allocator) bucketFor(root *int32, s Stream, size int64) int32 {
-	for t := *root; t != 0; {
-		x := &a.buckets[t]
-		switch {
-		case x.stream == s && x.size == size:
-			return t
-		case bkLess(x, s, size):
-			t = x.right
-		default:
-			t = x.left
-		}
+// bucketFor returns the bucket of (s, size) in pool p, adding an empty one
+// if there is none.
+func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
+	i := a.search(p, s, size)
+	if ix := a.index[p]; i < len(ix) && ix[i].stream == s && ix[i].size == size {
+		return ix[i].k
 	}
 	k := a.newBucket(s, size)
-	a.treeInsert(root, k)
+	a.index[p] = slices.Insert(a.index[p], i, bkey{size: size, stream: s, k: k})
 	a.empty++ // until its first block
 	return k
 }
 
-// dropEmpty takes empty bucket k out of the treap at root.
-func (a *Allocator) dropEmpty(root *int32, k int32) {
-	a.treeRemove(root, k)
-	a.spareBk = append(a.spareBk, k)
-	a.empty--
-}
-
-// purgeEmpty removes every empty bucket from both treaps.
+// purgeEmpty removes every empty bucket from the arrays.
 func (a *Allocator) purgeEmpty() {
-	for p := range a.roots {
-		ks := a.purgeBuf[:0]
-		a.eachBucket(a.roots[p], func(k int32) {
-			if len(a.buckets[k].heap) == 0 {
-				ks = append(ks, k)
+	for p := range a.index {
+		kept := a.index[p][:0]
+		for _, x := range a.index[p] {
+			if len(a.buckets[x.k].heap) == 0 {
+				a.spareBk = append(a.spareBk, x.k)
+				continue
 			}
-		})
-		for _, k := range ks {
-			a.dropEmpty(&a.roots[p], k)
+			kept = append(kept, x)
 		}
-		a.purgeBuf = ks[:0]
+		a.index[p] = kept
 	}
-}
-
-// eachBucket calls f for every bucket of the treap t, in order.
-func (a *Allocator) eachBucket(t int32, f func(int32)) {
-	if t == 0 {
-		return
-	}
-	a.eachBucket(a.buckets[t].left, f)
-	f(t)
-	a.eachBucket(a.buckets[t].right, f)
-}
-
-// split cuts treap t into the buckets ordered before (s, size) and the rest.
-func (a *Allocator) split(t int32, s Stream, size int64) (l, r int32) {
-	if t == 0 {
-		return 0, 0
-	}
-	if bkLess(&a.buckets[t], s, size) {
-		a.buckets[t].right, r = a.split(a.buckets[t].right, s, size)
-		return t, r
-	}
-	l, a.buckets[t].left = a.split(a.buckets[t].left, s, size)
-	return l, t
-}
-
-// merge joins treaps l and r where every key of l is below every key of r.
-func (a *Allocator) merge(l, r int32) int32 {
-	if l == 0 {
-		return r
-	}
-	if r == 0 {
-		return l
-	}
-	if a.buckets[l].prio > a.buckets[r].prio {
-		a.buckets[l].right = a.merge(a.buckets[l].right, r)
-		return l
-	}
-	a.buckets[r].left = a.merge(l, a.buckets[r].left)
-	return r
-}
-
-// treeInsert adds bucket k: down the treap while the nodes have a higher
-// priority, then k takes that place with the rest split under it.
-func (a *Allocator) treeInsert(root *int32, k int32) {
-	x := &a.buckets[k]
-	link := root
-	for *link != 0 && a.buckets[*link].prio > x.prio {
-		if bkLess(&a.buckets[*link], x.stream, x.size) {
-			link = &a.buckets[*link].right
-		} else {
-			link = &a.buckets[*link].left
-		}
-	}
-	x.left, x.right = a.split(*link, x.stream, x.size)
-	*link = k
-}
-
-// treeRemove takes bucket k out: its children merge in its place.
-func (a *Allocator) treeRemove(root *int32, k int32) {
-	x := &a.buckets[k]
-	link := root
-	for *link != k {
-		if bkLess(&a.buckets[*link], x.stream, x.size) {
-			link = &a.buckets[*link].right
-		} else {
-			link = &a.buckets[*link].left
-		}
-	}
-	*link = a.merge(x.left, x.right)
+	a.empty = 0
 }
 
 // pushBlock adds free block b to its bucket.
-func (a *Allocator) pushBlock(root *int32, b int32) {
+func (a *Allocator) pushBlock(p int, b int32) {
 	x := &a.blocks[b]
-	k := a.bucketFor(root, x.stream, x.size)
+	k := a.bucketFor(p, x.stream, x.size)
 	bk := &a.buckets[k]
 	x.bkt = k
 	if len(bk.heap) == 0 {
@@ -212,12 +145,9 @@ func (a *Allocator) pushBlock(root *int32, b int32) {
 	a.siftUp(bk.heap, len(bk.heap)-1)
 }
 
-// maxEmpty bounds the empty buckets left in the treaps.
-const maxEmpty = 1024
-
 // popBlock takes free block b out of its bucket (an emptied bucket stays
-// in the treap).
-func (a *Allocator) popBlock(root *int32, b int32) {
+// in the array).
+func (a *Allocator) popBlock(b int32) {
 	k := a.blocks[b].bkt
 	bk := &a.buckets[k]
 	h := bk.heap
@@ -279,39 +209,30 @@ func (a *Allocator) siftDown(h []hent, i int) {
 	a.blocks[e.b].hpos = int32(i)
 }
 
-// lowerBucket returns the first non-empty bucket of the treap at root at
-// or after (s, size) in (stream, size) order, or 0; it removes the empty
-// buckets it finds there.
-func (a *Allocator) lowerBucket(root *int32, s Stream, size int64) int32 {
-	for {
-		var best int32
-		for t := *root; t != 0; {
-			x := &a.buckets[t]
-			if bkLess(x, s, size) {
-				t = x.right
-			} else {
-				best, t = t, x.left
-			}
+// lowerBucket returns the first non-empty bucket of pool p at or after
+// (s, size) in (stream, size) order, or 0.
+func (a *Allocator) lowerBucket(p int, s Stream, size int64) int32 {
+	ix := a.index[p]
+	for i := a.search(p, s, size); i < len(ix); i++ {
+		if k := ix[i].k; len(a.buckets[k].heap) > 0 {
+			return k
 		}
-		if best == 0 || len(a.buckets[best].heap) > 0 {
-			return best
-		}
-		a.dropEmpty(root, best)
 	}
+	return 0
 }
 
-// lowerBound returns the first free block of the pool (in the pools'
-// order) with stream above s, or on stream s of at least size bytes; or 0.
-func (a *Allocator) lowerBound(root *int32, s Stream, size int64) int32 {
-	if k := a.lowerBucket(root, s, size); k != 0 {
+// lowerBound returns the first free block of pool p (in the pools' order)
+// with stream above s, or on stream s of at least size bytes; or 0.
+func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
+	if k := a.lowerBucket(p, s, size); k != 0 {
 		return a.buckets[k].heap[0].b
 	}
 	return 0
 }
 
-// successor returns the block that follows b in the pool's order, or 0.
+// successor returns the block that follows b in pool p's order, or 0.
 // b must be the first block of its bucket (as lowerBound returns).
-func (a *Allocator) successor(root *int32, b int32) int32 {
+func (a *Allocator) successor(p int, b int32) int32 {
 	x := &a.blocks[b]
 	if h := a.buckets[x.bkt].heap; len(h) > 1 {
 		c := 1
@@ -320,36 +241,24 @@ func (a *Allocator) successor(root *int32, b int32) int32 {
 		}
 		return h[c].b
 	}
-	return a.lowerBound(root, x.stream, x.size+1)
+	return a.lowerBound(p, x.stream, x.size+1)
 }
 
-// lastBucket returns the last non-empty bucket of the treap at root on
-// stream s, or 0; it removes the empty buckets it finds there.
-func (a *Allocator) lastBucket(root *int32, s Stream) int32 {
-	for {
-		var best int32
-		for t := *root; t != 0; {
-			x := &a.buckets[t]
-			if x.stream <= s {
-				if x.stream == s {
-					best = t
-				}
-				t = x.right
-			} else {
-				t = x.left
-			}
+// lastBucket returns the last non-empty bucket of pool p on stream s, or 0.
+func (a *Allocator) lastBucket(p int, s Stream) int32 {
+	ix := a.index[p]
+	for i := a.search(p, s+1, 0) - 1; i >= 0 && ix[i].stream == s; i-- {
+		if k := ix[i].k; len(a.buckets[k].heap) > 0 {
+			return k
 		}
-		if best == 0 || len(a.buckets[best].heap) > 0 {
-			return best
-		}
-		a.dropEmpty(root, best)
 	}
+	return 0
 }
 
-// lastOn returns the last block of the pool on stream s (the largest,
-// and of those the last by segment order and offset), or 0.
-func (a *Allocator) lastOn(root *int32, s Stream) int32 {
-	k := a.lastBucket(root, s)
+// lastOn returns the last block of pool p on stream s (the largest, and
+// of those the last by segment order and offset), or 0.
+func (a *Allocator) lastOn(p int, s Stream) int32 {
+	k := a.lastBucket(p, s)
 	if k == 0 {
 		return 0
 	}
@@ -363,30 +272,25 @@ func (a *Allocator) lastOn(root *int32, s Stream) int32 {
 	return m.b
 }
 
-// walk calls f for every block of the pool in order, while f returns
+// walk calls f for every free block of pool p in order, while f returns
 // true.
-func (a *Allocator) walk(t int32, f func(int32) bool) bool {
-	if t == 0 {
-		return true
-	}
-	x := &a.buckets[t]
-	if !a.walk(x.left, f) {
-		return false
-	}
-	h := append(a.walkBuf[:0], x.heap...)
-	slices.SortFunc(h, func(p, q hent) int {
-		if p.less(q) {
-			return -1
-		}
-		return 1
-	})
-	for _, e := range h {
-		if !f(e.b) {
-			return false
+func (a *Allocator) walk(p int, f func(int32) bool) bool {
+	for _, x := range a.index[p] {
+		h := append(a.walkBuf[:0], a.buckets[x.k].heap...)
+		a.walkBuf = h[:0]
+		slices.SortFunc(h, func(p, q hent) int {
+			if p.less(q) {
+				return -1
+			}
+			return 1
+		})
+		for _, e := range h {
+			if !f(e.b) {
+				return false
+			}
 		}
 	}
-	a.walkBuf = h[:0]
-	return a.walk(a.buckets[t].right, f)
+	return true
 }
 
 // isTail reports whether free block b ends an expandable segment.

@@ -57,7 +57,7 @@ func keyLess(x, y *blockRec) bool {
 
 func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 	t.Helper()
-	for p := range a.roots {
+	for p := range a.index {
 		var lb, last int32
 		for i := int32(1); i < int32(len(a.blocks)); i++ {
 			x := &a.blocks[i]
@@ -71,10 +71,10 @@ func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 				last = i
 			}
 		}
-		if got := a.lowerBound(&a.roots[p], s, size); got != lb {
+		if got := a.lowerBound(p, s, size); got != lb {
 			t.Fatalf("pool %d lowerBound(%d, %d) = %d, want %d", p, s, size, got, lb)
 		}
-		if got := a.lastOn(&a.roots[p], s); got != last {
+		if got := a.lastOn(p, s); got != last {
 			t.Fatalf("pool %d lastOn(%d) = %d, want %d", p, s, got, last)
 		}
 		if lb == 0 {
@@ -87,7 +87,7 @@ func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 				next = i
 			}
 		}
-		if got := a.successor(&a.roots[p], lb); got != next {
+		if got := a.successor(p, lb); got != next {
 			t.Fatalf("pool %d successor(%d) = %d, want %d", p, lb, got, next)
 		}
 	}
