@@ -152,7 +152,16 @@ func (a *Allocator) ReservedOn(s Stream) int64 {
 // Segments lists the bytes of each segment still held from the driver, in
 // the order they were made.
 func (a *Allocator) Segments() []int64 {
-	var out []int64
+	n := 0
+	for i := range a.segs {
+		if g := &a.segs[i]; !g.released && g.size > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]int64, 0, n)
 	for i := range a.segs {
 		if g := &a.segs[i]; !g.released && g.size > 0 {
 			out = append(out, g.size)
@@ -169,6 +178,11 @@ func (a *Allocator) newBlock() int32 {
 		return b
 	}
 	a.init()
+	if len(a.blocks) == cap(a.blocks) {
+		// Double: append grows large slices by a quarter, copying a
+		// large simulation's slab many times over on its first run.
+		a.blocks = append(make([]blockRec, 0, 2*cap(a.blocks)), a.blocks...)
+	}
 	a.blocks = append(a.blocks, blockRec{})
 	return int32(len(a.blocks) - 1)
 }

@@ -3,6 +3,7 @@ package estimate
 import (
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -106,4 +107,44 @@ func reportCPU(b *testing.B, start int64, per int) {
 	if per > 1 {
 		b.ReportMetric(ns/float64(per)/1e3, "cpu-µs/unit")
 	}
+}
+
+// BenchmarkEstimateCold times an estimate as the first one of a process
+// (memplan estimate): no allocator or slab chunks kept from an earlier
+// simulation, and the heap returned to the operating system.
+func BenchmarkEstimateCold(b *testing.B) {
+	for _, c := range []struct{ name, file string }{
+		{"gpt2", "../specs/gpt2-124m.yaml"},
+		{"7b-32layer", "../specs/mistral-7b.yaml"},
+		{"llama-3-70b", "../specs/llama-3-70b.yaml"},
+	} {
+		spec, err := model.Load(c.file, model.Overrides{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			var cpu int64
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				dropPools()
+				debug.FreeOSMemory()
+				b.StartTimer()
+				start := cpuTime()
+				if _, err := Estimate(spec); err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - start
+			}
+			b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
+		})
+	}
+}
+
+// dropPools forgets the allocators and slab chunks kept between
+// simulations.
+func dropPools() {
+	allocators.Lock()
+	allocators.free = nil
+	allocators.Unlock()
+	tensorPool.free, nodePool.free, listPool.free = nil, nil, nil
 }

@@ -187,8 +187,8 @@ func (s *sim) recat(t *tensor) {
 
 // alloc allocates a tensor held once by the caller.
 func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
-	t := s.slab.tensor()
-	*t = tensor{elems: elems, dt: dt, refs: 1, fixed: cat, cat: cat, name: name}
+	t := s.slab.tensor() // zeroed: set the fields one by one, no struct copy
+	t.elems, t.dt, t.refs, t.fixed, t.cat, t.name = elems, dt, 1, cat, cat, name
 	n := t.bytes()
 	t.blk = s.al.malloc(n)
 	if s.trace != nil {
@@ -207,7 +207,7 @@ func (s *sim) view(x *tensor, elems int64) *tensor {
 	}
 	b.refs++
 	t := s.slab.tensor()
-	*t = tensor{elems: elems, dt: x.dt, base: b, refs: 1, req: x.req, fixed: catTemp, name: "view"}
+	t.elems, t.dt, t.base, t.refs, t.req, t.fixed, t.name = elems, x.dt, b, 1, x.req, catTemp, "view"
 	return t
 }
 
@@ -311,8 +311,8 @@ func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
 	for _, o := range outs {
 		o.req = true
 	}
-	n := s.slab.node()
-	*n = node{name: name, ins: req, outs: append(s.slab.ptrs(len(outs)), outs...)}
+	n := s.slab.node() // zeroed
+	n.name, n.ins, n.outs = name, req, append(s.slab.ptrs(len(outs)), outs...)
 	n.saved = s.slab.ptrs(2)
 	s.tape = append(s.tape, n)
 	return n

@@ -58,6 +58,7 @@ var (
 	listPool   chunkStack[[listChunk]*tensor]
 )
 
+// tensor returns a zeroed tensor (chunks are zeroed when released).
 func (s *slabs) tensor() *tensor {
 	if len(s.tensors) == 0 || s.nt == slabChunk {
 		s.tensors = append(s.tensors, tensorPool.get())
@@ -67,6 +68,7 @@ func (s *slabs) tensor() *tensor {
 	return &s.tensors[len(s.tensors)-1][s.nt-1]
 }
 
+// node returns a zeroed node.
 func (s *slabs) node() *node {
 	if len(s.nodes) == 0 || s.nn == slabChunk {
 		s.nodes = append(s.nodes, nodePool.get())
