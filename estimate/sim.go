@@ -72,16 +72,17 @@ type node struct {
 	saved   []*tensor
 	ins     []*tensor
 	outs    []*tensor
-	pass    bool  // gradient passes through when sizes match (add, views)
 	bwdTemp int64 // transient bytes while the node runs in backward
-	gemm    bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
 	// reduceTemp is a reduction's scratch, allocated after the gradients
 	// and freed at once (columnSumScratch).
 	reduceTemp int64
 	// gradWS are library workspaces taken and freed right after the
-	// gradient of an input is allocated (cuDNN's convolution backward).
-	gradWS [2]inputWS
+	// gradient of an input is allocated (cuDNN's convolution backward);
+	// nil for every other node, which keeps nodes small.
+	gradWS *[2]inputWS
 	ckpt   *ckpt // a checkpointed segment to recompute
+	pass   bool  // gradient passes through when sizes match (add, views)
+	gemm   bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
 }
 
 // inputWS is the workspace taken after the gradient of input t.
@@ -92,6 +93,9 @@ type inputWS struct {
 
 // wsFor is the workspace taken after the gradient of input t, or 0.
 func (n *node) wsFor(t *tensor) int64 {
+	if n.gradWS == nil {
+		return 0
+	}
 	for _, w := range n.gradWS {
 		if w.t == t {
 			return w.bytes
