@@ -13,6 +13,8 @@ type slabs struct {
 	lists   []*[listChunk]*tensor
 	// nt, nn and nl are how much of the last chunk of each is used.
 	nt, nn, nl int
+	// tape is the autograd tape's memory, kept between simulations too.
+	tape []*node
 }
 
 const (
@@ -53,6 +55,7 @@ func (c *chunkStack[T]) put(x *T) {
 }
 
 var (
+	tapePool   chunkStack[[]*node]
 	tensorPool chunkStack[[slabChunk]tensor]
 	nodePool   chunkStack[[slabChunk]node]
 	listPool   chunkStack[[listChunk]*tensor]
@@ -94,9 +97,20 @@ func (s *slabs) ptrs(n int) []*tensor {
 	return p
 }
 
-// release zeroes the chunks and returns them to the pools. Nothing of the
+// newTape returns an empty tape with the memory of an earlier simulation's.
+func (s *slabs) newTape() []*node {
+	return (*tapePool.get())[:0]
+}
+
+// release zeroes the chunks and returns them to the pools, with tape (the
+// simulation's tape, whose memory the next one reuses). Nothing of the
 // simulation may be used afterwards.
-func (s *slabs) release() {
+func (s *slabs) release(tape []*node) {
+	if cap(tape) > 0 {
+		tape = tape[:cap(tape)]
+		clear(tape)
+		tapePool.put(&tape)
+	}
 	for _, c := range s.tensors {
 		*c = [slabChunk]tensor{}
 		tensorPool.put(c)
