@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkMallocFree measures one Malloc and one Free with n blocks
-// cached: the cost should grow at most with log n (alloc/tree.go); random
+// cached: the cost should stay nearly flat as n grows (alloc/tree.go); random
 // sizes make nearly every size distinct, the worst case for the buckets.
 func BenchmarkMallocFree(b *testing.B) {
 	for _, n := range []int{10, 1000, 100000} {
