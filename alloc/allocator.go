@@ -12,17 +12,16 @@ func (b Block) Valid() bool { return b != 0 }
 type Stream int32
 
 type blockRec struct {
-	off, size   int64
-	seg         int32
-	prev, next  int32 // neighbours in the segment (0: none)
-	left, right int32 // treap children while free
-	prio        uint32
-	stream      Stream
-	gcBase      int64 // the pool's search count when the block was cached
-	order       int64 // the segment's order key, copied while the block is cached
-	free        bool
-	recorded    bool // used on another stream (record_stream): free waits for ProcessEvents
-	counted     bool // counted in inactiveSplit while free
+	off, size  int64
+	seg        int32
+	prev, next int32 // neighbours in the segment (0: none)
+	bkt, hpos  int32 // while free: its bucket, and its place in the bucket's heap
+	stream     Stream
+	gcBase     int64 // the pool's search count when the block was cached
+	order      int64 // the segment's order key, copied while the block is cached
+	free       bool
+	recorded   bool // used on another stream (record_stream): free waits for ProcessEvents
+	counted    bool // counted in inactiveSplit while free
 }
 
 type segRec struct {
@@ -48,11 +47,14 @@ type Allocator struct {
 	blocks   []blockRec // slab; index 0 is unused
 	spare    []int32    // recycled block slots
 	segs     []segRec
-	roots    [2]int32 // free-block treaps: 0 small pool, 1 large pool
+	index    [2][]bkey // free-block buckets by (stream, size): 0 small pool, 1 large pool
+	buckets  []bucket  // slab of buckets (tree.go); index 0 is unused
+	spareBk  []int32   // recycled buckets
+	empty    int       // empty buckets left in the treaps
+	walkBuf  []hent
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
-	seed     uint32
-	streams  int32   // highest stream used, +1
-	pending  []int32 // frees waiting for ProcessEvents
+	streams  int32    // highest stream used, +1
+	pending  []int32  // frees waiting for ProcessEvents
 	scratch  []int32
 
 	// addr, when set, gives the order key (device address) of the n-th
@@ -85,6 +87,10 @@ func (a *Allocator) Reset(c Config) {
 		segs:    a.segs[:0],
 		pending: a.pending[:0],
 		scratch: a.scratch[:0],
+		buckets: a.buckets[:0],
+		spareBk: a.spareBk[:0],
+		walkBuf: a.walkBuf[:0],
+		index:   [2][]bkey{a.index[0][:0], a.index[1][:0]},
 	}
 	a.init()
 }
@@ -93,8 +99,8 @@ func (a *Allocator) init() {
 	if len(a.blocks) == 0 {
 		a.blocks = append(a.blocks, blockRec{})
 	}
-	if a.seed == 0 {
-		a.seed = 2463534242
+	if len(a.buckets) == 0 {
+		a.buckets = append(a.buckets[:0], bucket{})
 	}
 }
 
@@ -146,7 +152,16 @@ func (a *Allocator) ReservedOn(s Stream) int64 {
 // Segments lists the bytes of each segment still held from the driver, in
 // the order they were made.
 func (a *Allocator) Segments() []int64 {
-	var out []int64
+	n := 0
+	for i := range a.segs {
+		if g := &a.segs[i]; !g.released && g.size > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]int64, 0, n)
 	for i := range a.segs {
 		if g := &a.segs[i]; !g.released && g.size > 0 {
 			out = append(out, g.size)
@@ -163,6 +178,11 @@ func (a *Allocator) newBlock() int32 {
 		return b
 	}
 	a.init()
+	if len(a.blocks) == cap(a.blocks) {
+		// Double: append grows large slices by a quarter, copying a
+		// large simulation's slab many times over on its first run.
+		a.blocks = append(make([]blockRec, 0, 2*cap(a.blocks)), a.blocks...)
+	}
 	a.blocks = append(a.blocks, blockRec{})
 	return int32(len(a.blocks) - 1)
 }
@@ -176,8 +196,8 @@ func poolOf(small bool) int {
 	return 1
 }
 
-func (a *Allocator) root(b int32) *int32 {
-	return &a.roots[poolOf(a.segs[a.blocks[b].seg].small)]
+func (a *Allocator) pool(b int32) int {
+	return poolOf(a.segs[a.blocks[b].seg].small)
 }
 
 // cache puts free block b into its pool.
@@ -192,12 +212,12 @@ func (a *Allocator) cache(b int32) {
 	if x.counted {
 		a.inactiveSplit += x.size
 	}
-	a.treeInsert(a.root(b), b)
+	a.pushBlock(a.pool(b), b)
 }
 
 // uncache takes block b out of its pool.
 func (a *Allocator) uncache(b int32) {
-	a.treeRemove(a.root(b), b)
+	a.popBlock(b)
 	x := &a.blocks[b]
 	if x.counted {
 		a.inactiveSplit -= x.size

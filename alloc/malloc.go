@@ -5,7 +5,10 @@ import "math/bits"
 // RoundSize is the block size a request of n bytes takes (round_size):
 // a multiple of 512 B, or with roundup_power2_divisions set for n's
 // interval, the next of d equal steps between two powers of two.
-func (c Config) RoundSize(n int64) int64 {
+func (c Config) RoundSize(n int64) int64 { return c.round(n) }
+
+// round is RoundSize without copying the configuration.
+func (c *Config) round(n int64) int64 {
 	if n < MinBlock {
 		return MinBlock
 	}
@@ -15,7 +18,7 @@ func (c Config) RoundSize(n int64) int64 {
 	return (n + MinBlock - 1) / MinBlock * MinBlock
 }
 
-func (c Config) divisions(n int64) int64 {
+func (c *Config) divisions(n int64) int64 {
 	i := bits.Len64(uint64(n)) - 1 - 20 // intervals start at 1 MiB
 	i = max(0, min(i, roundupIntervals-1))
 	return c.RoundupDivisions[i]
@@ -56,7 +59,7 @@ func (a *Allocator) Malloc(n int64, s Stream) Block {
 	if int32(s) >= a.streams {
 		a.streams = int32(s) + 1
 	}
-	size := a.conf.RoundSize(n)
+	size := a.conf.round(n)
 	small := size <= SmallSize
 	p := poolOf(small)
 	gc := a.limit > 0 && a.conf.GCThreshold > 0
@@ -83,7 +86,7 @@ func (a *Allocator) Malloc(n int64, s Stream) Block {
 // freeBlock is get_free_block: the smallest cached block on stream s of
 // at least size bytes that max_split_size allows.
 func (a *Allocator) freeBlock(p int, s Stream, size int64) int32 {
-	b := a.lowerBound(a.roots[p], s, size)
+	b := a.lowerBound(p, s, size)
 	if b == 0 || a.blocks[b].stream != s {
 		return 0
 	}
@@ -92,7 +95,7 @@ func (a *Allocator) freeBlock(p int, s Stream, size int64) int32 {
 		// size it can grow to: the free block at the segment's end
 		// borders the unmapped rest of the reservation, so any other
 		// fitting block of the stream comes first.
-		if n := a.successor(a.roots[p], b); n != 0 && a.blocks[n].stream == s {
+		if n := a.successor(p, b); n != 0 && a.blocks[n].stream == s {
 			b = n
 		}
 	}

@@ -25,9 +25,9 @@ func (a *Allocator) whole(b int32) bool {
 // the free pages at the end of each expandable segment are unmapped.
 func (a *Allocator) ReleaseCached() {
 	a.ProcessEvents()
-	for p := range a.roots {
+	for p := range a.index {
 		a.scratch = a.scratch[:0]
-		a.walk(a.roots[p], func(b int32) bool {
+		a.walk(p, func(b int32) bool {
 			if a.whole(b) {
 				a.scratch = append(a.scratch, b)
 			}
@@ -53,15 +53,15 @@ func (a *Allocator) releaseOversize(size int64, small bool, s Stream) bool {
 	if ms == noLimit {
 		return false
 	}
-	root := &a.roots[poolOf(small)]
+	p := poolOf(small)
 	key := max(size, ms)
-	if b := a.lowerBound(*root, s, key); b != 0 && a.blocks[b].stream == s && a.whole(b) {
+	if b := a.lowerBound(p, s, key); b != 0 && a.blocks[b].stream == s && a.whole(b) {
 		a.freeSegment(b)
 		return true
 	}
 	var freed int64
 	for freed < key {
-		b := a.lastOn(*root, s)
+		b := a.lastOn(p, s)
 		if b == 0 || a.blocks[b].size < ms || !a.whole(b) {
 			break
 		}
@@ -85,7 +85,7 @@ func (a *Allocator) collect() {
 	a.ProcessEvents()
 	var total, count int64
 	a.scratch = a.scratch[:0]
-	a.walk(a.roots[1], func(b int32) bool {
+	a.walk(1, func(b int32) bool {
 		if a.whole(b) {
 			total += a.age(b)
 			count++

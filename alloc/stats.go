@@ -34,16 +34,16 @@ func (a *Allocator) snapshot() {
 
 func (a *Allocator) largestFree() int64 {
 	var m int64
-	for p := range a.roots {
+	for p := range a.index {
 		if a.streams <= 1 {
-			if b := a.lastOn(a.roots[p], 0); b != 0 {
-				m = max(m, a.blocks[b].size)
+			if k := a.lastBucket(p, 0); k != 0 {
+				m = max(m, a.buckets[k].size)
 			}
 			continue
 		}
 		for s := int32(0); s < a.streams; s++ {
-			if b := a.lastOn(a.roots[p], Stream(s)); b != 0 {
-				m = max(m, a.blocks[b].size)
+			if k := a.lastBucket(p, Stream(s)); k != 0 {
+				m = max(m, a.buckets[k].size)
 			}
 		}
 	}

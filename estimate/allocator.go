@@ -117,7 +117,10 @@ func (a *allocator) fragmentation() *alloc.Fragmentation {
 // reduce-scatter stream, docs/allocator.md §7): cached blocks serve only
 // their own stream.
 func (a *allocator) mallocOn(n int64, s alloc.Stream) block {
-	a.use(alloc.Default()).SetLimit(a.limit)
+	if a.a == nil {
+		a.use(alloc.Default())
+	}
+	a.a.SetLimit(a.limit)
 	b := a.a.Malloc(n, s)
 	a.allocated, a.reserved = a.a.Allocated(), a.a.Reserved()
 	a.retries, a.oom = a.a.Retries(), a.a.OOM()

@@ -3,6 +3,7 @@ package estimate
 import (
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -10,8 +11,9 @@ import (
 
 // BenchmarkEstimate times one in-process estimate of models of growing
 // size: GPT-2 (12 layers), a 32-layer 7B decoder (Mistral-7B), GPT-2 XL
-// (48 layers) and a 128-expert mixture of experts (Qwen3-30B-A3B, 48
-// layers, at seq 4096). Run with -benchmem to see allocations.
+// (48 layers), Llama-3-70B (80 layers) and a 128-expert mixture of
+// experts (Qwen3-30B-A3B, 48 layers, at seq 4096). Run with -benchmem to
+// see allocations; cpu-ms/op is the steadier figure on a shared machine.
 func BenchmarkEstimate(b *testing.B) {
 	cases := []struct {
 		name, file string
@@ -21,6 +23,7 @@ func BenchmarkEstimate(b *testing.B) {
 		{"gpt2", "../specs/gpt2-124m.yaml", false, model.Overrides{}},
 		{"7b-32layer", "../specs/mistral-7b.yaml", false, model.Overrides{}},
 		{"gpt2-xl", "../specs/gpt2-xl.yaml", false, model.Overrides{}},
+		{"llama-3-70b", "../specs/llama-3-70b.yaml", false, model.Overrides{}},
 		{"moe-128-experts", "../model/testdata/hf/qwen3-30b-a3b.json", true, model.Overrides{Seq: 4096}},
 	}
 	for _, c := range cases {
@@ -34,11 +37,13 @@ func BenchmarkEstimate(b *testing.B) {
 		}
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if _, err := Estimate(spec); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu, 1)
 		})
 	}
 }
@@ -57,20 +62,22 @@ training: {batch: 1, seq: 2048, precision: amp-bf16}
 		}
 		b.Run(fmt.Sprintf("layers=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if _, err := Estimate(spec); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n)/1e3, "µs/layer")
+			reportCPU(b, cpu, n)
 		})
 	}
 }
 
 // BenchmarkExperts times an 8-layer mixture of experts (hidden 1024, top 8)
-// at 16 to 256 experts: the cost per expert should stay flat.
+// at 8 to 256 experts: the cost per expert should stay flat.
 func BenchmarkExperts(b *testing.B) {
-	for _, e := range []int{16, 64, 256} {
+	for _, e := range []int{8, 16, 64, 256} {
 		y := fmt.Sprintf(`name: experts
 model: {type: llama, layers: 8, hidden: 1024, heads: 16, intermediate: 512, vocab: 32000, experts: %d, top_k: 8}
 training: {batch: 1, seq: 1024, precision: amp-bf16}
@@ -81,12 +88,65 @@ training: {batch: 1, seq: 1024, precision: amp-bf16}
 		}
 		b.Run(fmt.Sprintf("experts=%d", e), func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if _, err := Estimate(spec); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(8*e)/1e3, "µs/expert")
+			reportCPU(b, cpu, 8*e)
 		})
 	}
+}
+
+// reportCPU reports the CPU time per operation (cpu-ms/op) and, when per
+// is above 1, per unit (cpu-µs/unit): on a shared machine, CPU time is the
+// steadier figure (cpuTime).
+func reportCPU(b *testing.B, start int64, per int) {
+	ns := float64(cpuTime()-start) / float64(b.N)
+	b.ReportMetric(ns/1e6, "cpu-ms/op")
+	if per > 1 {
+		b.ReportMetric(ns/float64(per)/1e3, "cpu-µs/unit")
+	}
+}
+
+// BenchmarkEstimateCold times an estimate as the first one of a process
+// (memplan estimate): no allocator or slab chunks kept from an earlier
+// simulation, and the heap returned to the operating system.
+func BenchmarkEstimateCold(b *testing.B) {
+	for _, c := range []struct{ name, file string }{
+		{"gpt2", "../specs/gpt2-124m.yaml"},
+		{"7b-32layer", "../specs/mistral-7b.yaml"},
+		{"llama-3-70b", "../specs/llama-3-70b.yaml"},
+	} {
+		spec, err := model.Load(c.file, model.Overrides{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			var cpu int64
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				dropPools()
+				debug.FreeOSMemory()
+				b.StartTimer()
+				start := cpuTime()
+				if _, err := Estimate(spec); err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - start
+			}
+			b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
+		})
+	}
+}
+
+// dropPools forgets the allocators and slab chunks kept between
+// simulations.
+func dropPools() {
+	allocators.Lock()
+	allocators.free = nil
+	allocators.Unlock()
+	tensorPool.free, nodePool.free, listPool.free = nil, nil, nil
 }

@@ -171,6 +171,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		return nil, err
 	}
 	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
+	s.tape = s.slab.newTape()
 	if setup != nil {
 		setup(s)
 	}
@@ -193,7 +194,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	}
 	r := s.result(spec, layers)
 	r.Notes = append(r.Notes, confNotes...)
-	s.slab.release()
+	s.slab.release(s.tape)
 	return r, nil
 }
 

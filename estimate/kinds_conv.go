@@ -115,7 +115,7 @@ func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
 	}
 	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
 		s.save(n, xc, wc)
-		n.gradWS = [2]inputWS{{xc, ws.data}, {wc, ws.weight}}
+		n.gradWS = &[2]inputWS{{xc, ws.data}, {wc, ws.weight}}
 	}
 	s.unref(xc)
 	s.unref(wc)

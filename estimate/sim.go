@@ -10,7 +10,7 @@ import "github.com/memplan/memplan/parallel"
 // docs/formulas.md describes the rules with their sources.
 
 // Categories of bytes, for the breakdown at the peak.
-type category int
+type category uint8
 
 const (
 	catParam category = iota
@@ -38,8 +38,8 @@ type tensor struct {
 	dt    int64 // bytes per element
 	base  *tensor
 	blk   block
-	refs  int // holders
-	saves int // how many of the holders are autograd nodes
+	refs  int32 // holders
+	saves int32 // how many of the holders are autograd nodes
 	req   bool
 	param bool
 	// perm marks a tensor whose memory is not in row-major order (a
@@ -72,16 +72,17 @@ type node struct {
 	saved   []*tensor
 	ins     []*tensor
 	outs    []*tensor
-	pass    bool  // gradient passes through when sizes match (add, views)
 	bwdTemp int64 // transient bytes while the node runs in backward
-	gemm    bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
 	// reduceTemp is a reduction's scratch, allocated after the gradients
 	// and freed at once (columnSumScratch).
 	reduceTemp int64
 	// gradWS are library workspaces taken and freed right after the
-	// gradient of an input is allocated (cuDNN's convolution backward).
-	gradWS [2]inputWS
+	// gradient of an input is allocated (cuDNN's convolution backward);
+	// nil for every other node, which keeps nodes small.
+	gradWS *[2]inputWS
 	ckpt   *ckpt // a checkpointed segment to recompute
+	pass   bool  // gradient passes through when sizes match (add, views)
+	gemm   bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
 }
 
 // inputWS is the workspace taken after the gradient of input t.
@@ -92,6 +93,9 @@ type inputWS struct {
 
 // wsFor is the workspace taken after the gradient of input t, or 0.
 func (n *node) wsFor(t *tensor) int64 {
+	if n.gradWS == nil {
+		return 0
+	}
 	for _, w := range n.gradWS {
 		if w.t == t {
 			return w.bytes
@@ -187,8 +191,8 @@ func (s *sim) recat(t *tensor) {
 
 // alloc allocates a tensor held once by the caller.
 func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
-	t := s.slab.tensor()
-	*t = tensor{elems: elems, dt: dt, refs: 1, fixed: cat, cat: cat, name: name}
+	t := s.slab.tensor() // zeroed: set the fields one by one, no struct copy
+	t.elems, t.dt, t.refs, t.fixed, t.cat, t.name = elems, dt, 1, cat, cat, name
 	n := t.bytes()
 	t.blk = s.al.malloc(n)
 	if s.trace != nil {
@@ -207,7 +211,7 @@ func (s *sim) view(x *tensor, elems int64) *tensor {
 	}
 	b.refs++
 	t := s.slab.tensor()
-	*t = tensor{elems: elems, dt: x.dt, base: b, refs: 1, req: x.req, fixed: catTemp, name: "view"}
+	t.elems, t.dt, t.base, t.refs, t.req, t.fixed, t.name = elems, x.dt, b, 1, x.req, catTemp, "view"
 	return t
 }
 
@@ -311,8 +315,8 @@ func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
 	for _, o := range outs {
 		o.req = true
 	}
-	n := s.slab.node()
-	*n = node{name: name, ins: req, outs: append(s.slab.ptrs(len(outs)), outs...)}
+	n := s.slab.node() // zeroed
+	n.name, n.ins, n.outs = name, req, append(s.slab.ptrs(len(outs)), outs...)
 	n.saved = s.slab.ptrs(2)
 	s.tape = append(s.tape, n)
 	return n
@@ -475,5 +479,5 @@ func (s *sim) clearCache() {
 	for _, c := range s.cache {
 		s.unref(c)
 	}
-	s.cache = map[*tensor]*tensor{}
+	clear(s.cache)
 }

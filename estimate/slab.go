@@ -13,6 +13,8 @@ type slabs struct {
 	lists   []*[listChunk]*tensor
 	// nt, nn and nl are how much of the last chunk of each is used.
 	nt, nn, nl int
+	// tape is the autograd tape's memory, kept between simulations too.
+	tape []*node
 }
 
 const (
@@ -53,11 +55,13 @@ func (c *chunkStack[T]) put(x *T) {
 }
 
 var (
+	tapePool   chunkStack[[]*node]
 	tensorPool chunkStack[[slabChunk]tensor]
 	nodePool   chunkStack[[slabChunk]node]
 	listPool   chunkStack[[listChunk]*tensor]
 )
 
+// tensor returns a zeroed tensor (chunks are zeroed when released).
 func (s *slabs) tensor() *tensor {
 	if len(s.tensors) == 0 || s.nt == slabChunk {
 		s.tensors = append(s.tensors, tensorPool.get())
@@ -67,6 +71,7 @@ func (s *slabs) tensor() *tensor {
 	return &s.tensors[len(s.tensors)-1][s.nt-1]
 }
 
+// node returns a zeroed node.
 func (s *slabs) node() *node {
 	if len(s.nodes) == 0 || s.nn == slabChunk {
 		s.nodes = append(s.nodes, nodePool.get())
@@ -92,9 +97,20 @@ func (s *slabs) ptrs(n int) []*tensor {
 	return p
 }
 
-// release zeroes the chunks and returns them to the pools. Nothing of the
+// newTape returns an empty tape with the memory of an earlier simulation's.
+func (s *slabs) newTape() []*node {
+	return (*tapePool.get())[:0]
+}
+
+// release zeroes the chunks and returns them to the pools, with tape (the
+// simulation's tape, whose memory the next one reuses). Nothing of the
 // simulation may be used afterwards.
-func (s *slabs) release() {
+func (s *slabs) release(tape []*node) {
+	if cap(tape) > 0 {
+		tape = tape[:cap(tape)]
+		clear(tape)
+		tapePool.put(&tape)
+	}
 	for _, c := range s.tensors {
 		*c = [slabChunk]tensor{}
 		tensorPool.put(c)

@@ -40,6 +40,9 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.tape = nil
 			loss.grad = s.alloc(1, f32, catTemp, "loss grad")
 			s.backward(tape)
+			if len(s.tape) == 0 {
+				s.tape = tape[:0] // the next forward reuses the tape's memory
+			}
 			s.unref(loss)
 			// Tables a checkpointed segment rebuilt during recompute.
 			for i, r := range s.ropeT {
@@ -151,7 +154,7 @@ func (s *sim) adamStep(o model.Optimizer, params []*tensor, first bool) {
 	case model.ImplForeach:
 		// exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one list
 		// the size of all parameters, held at once.
-		var tmp []*tensor
+		tmp := make([]*tensor, 0, len(params))
 		for _, p := range params {
 			tmp = append(tmp, s.alloc(p.elems, p.dt, catTemp, "foreach sqrt"))
 		}

@@ -1,0 +1,94 @@
+package alloc
+
+import "testing"
+
+// TestFreePoolOrder checks the bucketed free pools against a scan of every
+// free block: after random mallocs and frees on three streams, lowerBound,
+// successor and lastOn must give the blocks the pools' order
+// (stream, size, segment order, offset) puts there.
+func TestFreePoolOrder(t *testing.T) {
+	for _, conf := range []string{"", "expandable_segments:True"} {
+		t.Run(conf, func(t *testing.T) {
+			c := Default()
+			if conf != "" {
+				var err error
+				if c, err = Parse(conf); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := New(c)
+			x := uint32(7)
+			rnd := func(n uint32) uint32 { x ^= x << 13; x ^= x >> 17; x ^= x << 5; return x % n }
+			var held []Block
+			for step := 0; step < 4000; step++ {
+				if rnd(3) > 0 || len(held) == 0 {
+					n := int64(rnd(24<<20)) + 1
+					if rnd(2) == 0 { // equal sizes: many blocks per bucket
+						n = []int64{512, 300 << 10, 3 << 20, 6 << 20}[rnd(4)]
+					}
+					held = append(held, a.Malloc(n, Stream(rnd(3))))
+				} else {
+					i := rnd(uint32(len(held)))
+					a.Free(held[i])
+					held[i] = held[len(held)-1]
+					held = held[:len(held)-1]
+				}
+				if step%50 == 0 {
+					checkPools(t, a, int64(rnd(8<<20))+1, Stream(rnd(3)))
+				}
+			}
+		})
+	}
+}
+
+// keyLess is the pools' order, written out.
+func keyLess(x, y *blockRec) bool {
+	if x.stream != y.stream {
+		return x.stream < y.stream
+	}
+	if x.size != y.size {
+		return x.size < y.size
+	}
+	if x.order != y.order {
+		return x.order < y.order
+	}
+	return x.off < y.off
+}
+
+func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
+	t.Helper()
+	for p := range a.index {
+		var lb, last int32
+		for i := int32(1); i < int32(len(a.blocks)); i++ {
+			x := &a.blocks[i]
+			if !x.free || poolOf(a.segs[x.seg].small) != p {
+				continue
+			}
+			if (x.stream > s || (x.stream == s && x.size >= size)) && (lb == 0 || keyLess(x, &a.blocks[lb])) {
+				lb = i
+			}
+			if x.stream == s && (last == 0 || keyLess(&a.blocks[last], x)) {
+				last = i
+			}
+		}
+		if got := a.lowerBound(p, s, size); got != lb {
+			t.Fatalf("pool %d lowerBound(%d, %d) = %d, want %d", p, s, size, got, lb)
+		}
+		if got := a.lastOn(p, s); got != last {
+			t.Fatalf("pool %d lastOn(%d) = %d, want %d", p, s, got, last)
+		}
+		if lb == 0 {
+			continue
+		}
+		var next int32
+		for i := int32(1); i < int32(len(a.blocks)); i++ {
+			x := &a.blocks[i]
+			if x.free && poolOf(a.segs[x.seg].small) == p && keyLess(&a.blocks[lb], x) && (next == 0 || keyLess(x, &a.blocks[next])) {
+				next = i
+			}
+		}
+		if got := a.successor(p, lb); got != next {
+			t.Fatalf("pool %d successor(%d) = %d, want %d", p, lb, got, next)
+		}
+	}
+}
