@@ -47,7 +47,9 @@ func keyOf(s *model.Spec) cacheKey {
 type rowCache struct {
 	totals  map[cacheKey]int64
 	results map[cacheKey]*estimate.Result // the full estimates at the spec's own batch
-	bounds  map[model.Training]int64      // by boundKey
+	// state and act hold the bounds (bounds) learned so far, by
+	// boundKey and by training.
+	state, act map[model.Training]int64
 	// check, in tests, verifies on every estimate that the bound holds
 	// and does not depend on the device, and records violations.
 	check      bool
@@ -56,7 +58,7 @@ type rowCache struct {
 
 func newRowCache() *rowCache {
 	return &rowCache{totals: map[cacheKey]int64{}, results: map[cacheKey]*estimate.Result{},
-		bounds: map[model.Training]int64{}}
+		state: map[model.Training]int64{}, act: map[model.Training]int64{}}
 }
 
 // estimate is estimate.Estimate through the cache. The Result is shared:
@@ -91,35 +93,44 @@ func (c *rowCache) oracle(s *model.Spec) (int64, error) {
 	return r.DeviceTotal, nil
 }
 
-// keep records an estimate: its total and its bound.
+// keep records an estimate: its total and its bounds.
 func (c *rowCache) keep(k cacheKey, r *estimate.Result) {
 	c.totals[k] = r.DeviceTotal
-	t := k.training
-	lb, bk := bound(r), boundKey(t)
-	old, ok := c.bounds[bk]
-	if c.check && (lb > r.DeviceTotal || ok && old != lb) {
+	state, act := bounds(r)
+	c.keepBound(c.state, boundKey(k.training), state, r, k)
+	c.keepBound(c.act, k.training, act, r, k)
+}
+
+// keepBound records bound b under key in m; in tests it checks that the
+// bound holds and that another device gave the same.
+func (c *rowCache) keepBound(m map[model.Training]int64, key model.Training, b int64, r *estimate.Result, k cacheKey) {
+	old, ok := m[key]
+	if c.check && (b > r.DeviceTotal || ok && old != b) {
 		c.violations = append(c.violations, fmt.Sprintf("%+v on %s: bound %d (before: %d), device total %d",
-			t, k.device.Arch, lb, old, r.DeviceTotal))
+			k.training, k.device.Arch, b, old, r.DeviceTotal))
 	}
-	if !ok || lb > old {
-		c.bounds[bk] = lb
+	if !ok || b > old {
+		m[key] = b
 	}
 }
 
-// bound is a lower bound on an estimate's device total that no device
-// changes: the parameters, gradients and optimizer state on the device,
-// which are all alive during the optimizer step, plus the memory outside
-// the allocator (CUDA context, kernel modules, NCCL), none of which the
-// estimator sizes by device.
-func bound(r *estimate.Result) int64 {
-	b := r.ParamBytes + r.GradBytes + r.OptimizerBytes
+// bounds are two lower bounds on an estimate's device total that no device
+// changes, each plus the memory outside the allocator (CUDA context,
+// kernel modules, NCCL), which the estimator does not size by device:
+//   - state: the parameters, gradients and optimizer state on the device,
+//     all alive during the second simulated optimizer step;
+//   - act: the parameters, the optimizer state and the activations saved
+//     at the end of the last forward pass, all alive then (the state from
+//     the first step on).
+func bounds(r *estimate.Result) (state, act int64) {
+	var out int64
 	for _, o := range r.Overhead {
-		b += o.Bytes
+		out += o.Bytes
 	}
-	return b
+	return r.ParamBytes + r.GradBytes + r.OptimizerBytes + out, r.ParamBytes + r.OptimizerBytes + r.ActivationBytes + out
 }
 
-// boundKey clears the training settings the bound does not depend on: the
+// boundKey clears the training settings the state bound does not depend on: the
 // batch and checkpointing change activations only. So the estimate of a
 // spec at batch 1 bounds its fix "per-block checkpointing" before it is
 // estimated, and a ZeRO stage over n GPUs bounds the same stage with
@@ -130,7 +141,10 @@ func boundKey(t model.Training) model.Training {
 	return t
 }
 
-// lowerBound is Constraints.Bound for the row: the bound of the spec's
-// training from any estimate already made that shares its boundKey, on
-// any device; 0 when none was.
-func (c *rowCache) lowerBound(s *model.Spec) int64 { return c.bounds[boundKey(s.Training)] }
+// lowerBound is Constraints.Bound for the row: the larger of the state
+// bound of any estimate already made that shares the spec's boundKey, and
+// the activation bound of the spec's training estimated on another device;
+// 0 when neither is known.
+func (c *rowCache) lowerBound(s *model.Spec) int64 {
+	return max(c.state[boundKey(s.Training)], c.act[s.Training])
+}
