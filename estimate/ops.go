@@ -408,6 +408,7 @@ func (s *sim) crossEntropy(logits *tensor, rows int64) *tensor {
 // for 768, 2304, 3072 columns, 64 MiB for 2048 fp32 columns.
 func (s *sim) columnSumScratch(rows, cols, dt int64) int64 {
 	const maxThreads, vec = 512, 4
+	s.used.sms = true
 	if cols%vec != 0 || s.cfg.sms == 0 {
 		return 0 // unvectorised paths are not modelled
 	}

@@ -13,7 +13,9 @@ import (
 // threads per SM (reduction scratch); its memory only scales the fill. So
 // two devices that agree on those fields (an A100 40GB and 80GB, an H100
 // and an H200) get the same device total for the same training settings:
-// one device class, each estimate made once for both.
+// one device class, each estimate made once for both. An estimate that
+// neither the cuDNN tables nor the SM count sized is shared more widely,
+// by every device with the same cuBLAS workspace (plainKey).
 //
 // Across classes only bounds are shared: every estimate gives a lower
 // bound on the device total that does not depend on the device (bound), so
@@ -32,6 +34,15 @@ type cacheKey struct {
 	device   model.Device
 }
 
+// plainKey identifies an estimate that neither the cuDNN tables nor the SM
+// count sized (estimate.Result.DeviceSized unset): the same on every
+// device with the same cuBLAS workspace, which is most transformers (no
+// convolutions, no biases) on 10 of the 12 catalog devices.
+type plainKey struct {
+	training model.Training
+	hopper   bool
+}
+
 // deviceClass clears the device fields the estimator does not read.
 func deviceClass(d model.Device) model.Device {
 	d.Name, d.Product, d.Memory, d.Measured, d.MeasuredOn = "", "", 0, false, nil
@@ -42,11 +53,17 @@ func keyOf(s *model.Spec) cacheKey {
 	return cacheKey{s.Training, deviceClass(s.Device)}
 }
 
+func (k cacheKey) plain() plainKey { return plainKey{k.training, k.device.Hopper()} }
+
 // rowCache memoizes the estimator over the cells of one row. A row is
 // computed by one goroutine, so it needs no lock.
 type rowCache struct {
 	totals  map[cacheKey]int64
 	results map[cacheKey]*estimate.Result // the full estimates at the spec's own batch
+	// plainTotals and plainResults hold the estimates no device sized
+	// beyond the cuBLAS workspace, for every device class.
+	plainTotals  map[plainKey]int64
+	plainResults map[plainKey]*estimate.Result
 	// state and act hold the bounds (bounds) learned so far, by
 	// boundKey and by training.
 	state, act map[model.Training]int64
@@ -58,6 +75,7 @@ type rowCache struct {
 
 func newRowCache() *rowCache {
 	return &rowCache{totals: map[cacheKey]int64{}, results: map[cacheKey]*estimate.Result{},
+		plainTotals: map[plainKey]int64{}, plainResults: map[plainKey]*estimate.Result{},
 		state: map[model.Training]int64{}, act: map[model.Training]int64{}}
 }
 
@@ -69,11 +87,17 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 	if r, ok := c.results[k]; ok {
 		return r, nil
 	}
+	if r, ok := c.plainResults[k.plain()]; ok {
+		return r, nil
+	}
 	r, err := estimate.Estimate(s)
 	if err != nil {
 		return nil, err
 	}
 	c.results[k] = r
+	if !r.DeviceSized {
+		c.plainResults[k.plain()] = r
+	}
 	c.keep(k, r)
 	return r, nil
 }
@@ -83,6 +107,9 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 func (c *rowCache) oracle(s *model.Spec) (int64, error) {
 	k := keyOf(s)
 	if v, ok := c.totals[k]; ok {
+		return v, nil
+	}
+	if v, ok := c.plainTotals[k.plain()]; ok {
 		return v, nil
 	}
 	r, err := estimate.Estimate(s)
@@ -96,6 +123,9 @@ func (c *rowCache) oracle(s *model.Spec) (int64, error) {
 // keep records an estimate: its total and its bounds.
 func (c *rowCache) keep(k cacheKey, r *estimate.Result) {
 	c.totals[k] = r.DeviceTotal
+	if !r.DeviceSized {
+		c.plainTotals[k.plain()] = r.DeviceTotal
+	}
 	state, act := bounds(r)
 	c.keepBound(c.state, boundKey(k.training), state, r, k)
 	c.keepBound(c.act, k.training, act, r, k)
