@@ -408,7 +408,6 @@ func (s *sim) crossEntropy(logits *tensor, rows int64) *tensor {
 // for 768, 2304, 3072 columns, 64 MiB for 2048 fp32 columns.
 func (s *sim) columnSumScratch(rows, cols, dt int64) int64 {
 	const maxThreads, vec = 512, 4
-	s.used.sms = true
 	if cols%vec != 0 || s.cfg.sms == 0 {
 		return 0 // unvectorised paths are not modelled
 	}
@@ -439,9 +438,13 @@ func (s *sim) columnSumScratch(rows, cols, dt int64) int64 {
 	}
 	stepIn *= bh
 	vpt = divUp(rows, stepIn)
+	if vpt < 256 {
+		return 0
+	}
+	s.used.sms = true // from here the SM count sizes the scratch
 	target := s.cfg.sms * (s.cfg.threadsSM / (bw * bh))
 	grid := divUp(dim0, stepOut)
-	if vpt < 256 || grid > target {
+	if grid > target {
 		return 0
 	}
 	ctas := max(min(divUp(target, grid), divUp(vpt, 16)), divUp(vpt, 256))
