@@ -107,6 +107,12 @@ type Result struct {
 	OOM          bool `json:"oom,omitempty"`
 	AllocRetries int  `json:"alloc_retries,omitempty"`
 
+	// DeviceSized is set when the cuDNN tables (by architecture) or the
+	// SM count sized something. When it is not, every device with the same
+	// Hopper() gets the same estimate but for Fill, Fits, Device and the
+	// notes (report/cache.go shares it).
+	DeviceSized bool `json:"-"`
+
 	// Segments are the allocator's segments at the end of the run, which
 	// is when it holds the most (nothing is returned to the driver): the
 	// cudaMalloc sizes the probe replays on a real device.
@@ -291,6 +297,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	r.Overhead = overhead(s.used, cfg.dp)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
+	r.DeviceSized = s.used.sms || cfg.cudnn.used
 	r.DeviceTotal = r.PeakReserved
 	for _, o := range r.Overhead {
 		r.DeviceTotal += o.Bytes

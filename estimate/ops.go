@@ -438,9 +438,13 @@ func (s *sim) columnSumScratch(rows, cols, dt int64) int64 {
 	}
 	stepIn *= bh
 	vpt = divUp(rows, stepIn)
+	if vpt < 256 {
+		return 0
+	}
+	s.used.sms = true // from here the SM count sizes the scratch
 	target := s.cfg.sms * (s.cfg.threadsSM / (bw * bh))
 	grid := divUp(dim0, stepOut)
-	if vpt < 256 || grid > target {
+	if grid > target {
 		return 0
 	}
 	ctas := max(min(divUp(target, grid), divUp(vpt, 16)), divUp(vpt, 256))

@@ -1,54 +1,180 @@
 package report
 
 import (
-	"sync"
+	"fmt"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
-	"github.com/memplan/memplan/tuner"
 )
 
-// cacheKey identifies an estimate the cells of one report can share. The
-// estimator reads the device only through its architecture (the cuBLAS
-// workspace on Hopper), vendor, and SM count and threads per SM (reduction
-// scratch); its memory only scales the fill. So two cells of one spec
-// path whose devices agree on those fields (an A100 40GB and 80GB, an H100
-// and an H200) get the same device total for the same training settings,
-// and each batch is estimated once for both.
+// The cells of one row (one spec on every device) share their estimates.
+// The estimator reads the device only through its architecture (the
+// cuBLAS workspace on Hopper, the cuDNN tables), vendor, and SM count and
+// threads per SM (reduction scratch); its memory only scales the fill. So
+// two devices that agree on those fields (an A100 40GB and 80GB, an H100
+// and an H200) get the same device total for the same training settings:
+// one device class, each estimate made once for both. An estimate that
+// neither the cuDNN tables nor the SM count sized is shared more widely,
+// by every device with the same cuBLAS workspace (plainKey).
+//
+// Across classes only bounds are shared: every estimate gives a lower
+// bound on the device total that does not depend on the device (bound), so
+// a fix whose bound is beyond a device's target cannot fit it and is not
+// estimated there (tuner.Constraints.Bound). The batch curve learned on
+// one class is not used to guide another's search: the estimator is not
+// monotone in the batch (Qwen2.5-7B in bf16 on an H200 predicts more at
+// batch 8 than at 9, 8 above the target and 9 below it), so a search that
+// starts elsewhere can stop at another crossing of the target, and a
+// shared report must give the answers of the cells computed alone
+// (TestSharedMatchesUnshared).
+
+// cacheKey identifies an estimate the cells of one row can share.
 type cacheKey struct {
-	path     string
 	training model.Training
 	device   model.Device
 }
 
+// plainKey identifies an estimate that neither the cuDNN tables nor the SM
+// count sized (estimate.Result.DeviceSized unset): the same on every
+// device with the same cuBLAS workspace, which is most transformers (no
+// convolutions, no biases) on 10 of the 12 catalog devices.
+type plainKey struct {
+	training model.Training
+	hopper   bool
+}
+
 // deviceClass clears the device fields the estimator does not read.
 func deviceClass(d model.Device) model.Device {
-	d.Name, d.Product, d.Memory, d.Measured = "", "", 0, false
+	d.Name, d.Product, d.Memory, d.Measured, d.MeasuredOn = "", "", 0, false, nil
 	return d
 }
 
-// cache memoizes the analytic oracle across the cells of a report.
-type cache struct {
-	mu sync.Mutex
-	m  map[cacheKey]int64
+func keyOf(s *model.Spec) cacheKey {
+	return cacheKey{s.Training, deviceClass(s.Device)}
 }
 
-// oracle is tuner.Analytic for specs loaded from path, through the cache.
-func (c *cache) oracle(path string) tuner.Oracle {
-	return func(s *model.Spec) (int64, error) {
-		k := cacheKey{path, s.Training, deviceClass(s.Device)}
-		c.mu.Lock()
-		v, ok := c.m[k]
-		c.mu.Unlock()
-		if ok {
-			return v, nil
-		}
-		v, err := tuner.Analytic(s)
-		if err != nil {
-			return 0, err
-		}
-		c.mu.Lock()
-		c.m[k] = v
-		c.mu.Unlock()
+func (k cacheKey) plain() plainKey { return plainKey{k.training, k.device.Hopper()} }
+
+// rowCache memoizes the estimator over the cells of one row. A row is
+// computed by one goroutine, so it needs no lock.
+type rowCache struct {
+	totals  map[cacheKey]int64
+	results map[cacheKey]*estimate.Result // the full estimates at the spec's own batch
+	// plainTotals and plainResults hold the estimates no device sized
+	// beyond the cuBLAS workspace, for every device class.
+	plainTotals  map[plainKey]int64
+	plainResults map[plainKey]*estimate.Result
+	// state and act hold the bounds (bounds) learned so far, by
+	// boundKey and by training.
+	state, act map[model.Training]int64
+	// check, in tests, verifies on every estimate that the bound holds
+	// and does not depend on the device, and records violations.
+	check      bool
+	violations []string
+}
+
+func newRowCache() *rowCache {
+	return &rowCache{totals: map[cacheKey]int64{}, results: map[cacheKey]*estimate.Result{},
+		plainTotals: map[plainKey]int64{}, plainResults: map[plainKey]*estimate.Result{},
+		state: map[model.Training]int64{}, act: map[model.Training]int64{}}
+}
+
+// estimate is estimate.Estimate through the cache. The Result is shared:
+// callers read it and must not change it; its Fill, Fits and Device are
+// those of the first device of its class.
+func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
+	k := keyOf(s)
+	if r, ok := c.results[k]; ok {
+		return r, nil
+	}
+	if r, ok := c.plainResults[k.plain()]; ok {
+		return r, nil
+	}
+	r, err := estimate.Estimate(s)
+	if err != nil {
+		return nil, err
+	}
+	c.results[k] = r
+	if !r.DeviceSized {
+		c.plainResults[k.plain()] = r
+	}
+	c.keep(k, r)
+	return r, nil
+}
+
+// oracle is tuner.Analytic through the cache (the same estimate, whose
+// DeviceTotal Analytic returns).
+func (c *rowCache) oracle(s *model.Spec) (int64, error) {
+	k := keyOf(s)
+	if v, ok := c.totals[k]; ok {
 		return v, nil
 	}
+	if v, ok := c.plainTotals[k.plain()]; ok {
+		return v, nil
+	}
+	r, err := estimate.Estimate(s)
+	if err != nil {
+		return 0, err
+	}
+	c.keep(k, r)
+	return r.DeviceTotal, nil
+}
+
+// keep records an estimate: its total and its bounds.
+func (c *rowCache) keep(k cacheKey, r *estimate.Result) {
+	c.totals[k] = r.DeviceTotal
+	if !r.DeviceSized {
+		c.plainTotals[k.plain()] = r.DeviceTotal
+	}
+	state, act := bounds(r)
+	c.keepBound(c.state, boundKey(k.training), state, r, k)
+	c.keepBound(c.act, k.training, act, r, k)
+}
+
+// keepBound records bound b under key in m; in tests it checks that the
+// bound holds and that another device gave the same.
+func (c *rowCache) keepBound(m map[model.Training]int64, key model.Training, b int64, r *estimate.Result, k cacheKey) {
+	old, ok := m[key]
+	if c.check && (b > r.DeviceTotal || ok && old != b) {
+		c.violations = append(c.violations, fmt.Sprintf("%+v on %s: bound %d (before: %d), device total %d",
+			k.training, k.device.Arch, b, old, r.DeviceTotal))
+	}
+	if !ok || b > old {
+		m[key] = b
+	}
+}
+
+// bounds are two lower bounds on an estimate's device total that no device
+// changes, each plus the memory outside the allocator (CUDA context,
+// kernel modules, NCCL), which the estimator does not size by device:
+//   - state: the parameters, gradients and optimizer state on the device,
+//     all alive during the second simulated optimizer step;
+//   - act: the parameters, the optimizer state and the activations saved
+//     at the end of the last forward pass, all alive then (the state from
+//     the first step on).
+func bounds(r *estimate.Result) (state, act int64) {
+	var out int64
+	for _, o := range r.Overhead {
+		out += o.Bytes
+	}
+	return r.ParamBytes + r.GradBytes + r.OptimizerBytes + out, r.ParamBytes + r.OptimizerBytes + r.ActivationBytes + out
+}
+
+// boundKey clears the training settings the state bound does not depend on: the
+// batch and checkpointing change activations only. So the estimate of a
+// spec at batch 1 bounds its fix "per-block checkpointing" before it is
+// estimated, and a ZeRO stage over n GPUs bounds the same stage with
+// checkpointing. (The optimizer's implementation is kept: a fused AdamW's
+// state differs from a foreach one's by a few hundred bytes.)
+func boundKey(t model.Training) model.Training {
+	t.Batch, t.Checkpointing = 0, model.Checkpointing{}
+	return t
+}
+
+// lowerBound is Constraints.Bound for the row: the larger of the state
+// bound of any estimate already made that shares the spec's boundKey, and
+// the activation bound of the spec's training estimated on another device;
+// 0 when neither is known.
+func (c *rowCache) lowerBound(s *model.Spec) int64 {
+	return max(c.state[boundKey(s.Training)], c.act[s.Training])
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 
@@ -115,47 +116,51 @@ func (r *Report) Failed() bool {
 // rows or cells failed; their errors are in the report.
 var ErrSomeFailed = errors.New("some report rows failed")
 
-// Build computes the report for every path on every device, running
-// cells in parallel on GOMAXPROCS workers. A spec that fails is reported
-// in its row; the others complete, and Build returns ErrSomeFailed.
+// Build computes the report for every path on every device. Each row (one
+// path on every device) is computed by one worker, GOMAXPROCS of them in
+// parallel, so that its cells share their estimates (cache.go). A spec
+// that fails is reported in its row; the others complete, and Build
+// returns ErrSomeFailed.
 func Build(paths, devices []string, load Loader, o Options) (*Report, error) {
+	return build(paths, devices, load, o, nil)
+}
+
+// build is Build; check, when set, is called with each row's cache once
+// the row is done (tests verify the shared bounds with it).
+func build(paths, devices []string, load Loader, o Options, check func(*rowCache)) (*Report, error) {
 	if o.Now.IsZero() {
 		o.Now = time.Now().UTC()
 	}
 	r := &Report{Version: o.Version, Generated: o.Now, Band: o.Band, Margin: o.Margin, Devices: devices,
 		Rows: make([]Row, len(paths))}
-	memo := &cache{m: map[cacheKey]int64{}}
-	type job struct{ i, j int }
-	jobs := make(chan job)
+	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done, total := 0, len(paths)*len(devices)
-	for i, p := range paths {
-		r.Rows[i] = Row{Path: p, Spec: p, Cells: make([]Cell, len(devices))}
+	progress := func() {
+		mu.Lock()
+		done++
+		if o.Progress != nil {
+			o.Progress(done, total)
+		}
+		mu.Unlock()
 	}
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+	for w := 0; w < min(runtime.GOMAXPROCS(0), max(len(paths), 1)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for jb := range jobs {
-				name, c := cell(paths[jb.i], devices[jb.j], load, memo.oracle(paths[jb.i]), o)
-				mu.Lock()
-				r.Rows[jb.i].Cells[jb.j] = c
-				if name != "" {
-					r.Rows[jb.i].Spec = name
+			for i := range jobs {
+				memo := newRowCache()
+				memo.check = check != nil
+				r.Rows[i] = row(paths[i], devices, load, memo, o, progress)
+				if check != nil {
+					check(memo)
 				}
-				done++
-				if o.Progress != nil {
-					o.Progress(done, total)
-				}
-				mu.Unlock()
 			}
 		}()
 	}
 	for i := range paths {
-		for j := range devices {
-			jobs <- job{i, j}
-		}
+		jobs <- i
 	}
 	close(jobs)
 	wg.Wait()
@@ -180,31 +185,54 @@ func allSame(cs []Cell) bool {
 	return true
 }
 
-// cell computes one spec on one device; the error, if any, is in the cell.
-func cell(path, dev string, load Loader, oracle tuner.Oracle, o Options) (string, Cell) {
-	c := Cell{Device: dev}
-	spec, err := load(path, dev)
-	if err != nil {
-		c.Error = err.Error()
-		return "", c
+// row computes one path on every device, the device with the most memory
+// first: its fix search stops early (an early change fits), and the
+// changes it estimates bound them on the smaller devices (cache.go).
+func row(path string, devices []string, load Loader, memo *rowCache, o Options, progress func()) Row {
+	rw := Row{Path: path, Spec: path, Cells: make([]Cell, len(devices))}
+	specs := make([]*model.Spec, len(devices))
+	order := make([]int, 0, len(devices))
+	for j, dev := range devices {
+		spec, err := load(path, dev)
+		if err != nil {
+			rw.Cells[j] = Cell{Device: dev, Error: err.Error()}
+			progress()
+			continue
+		}
+		specs[j] = spec
+		order = append(order, j)
 	}
-	c.Device, c.Memory, c.Batch = spec.Device.Name, spec.Device.Memory, spec.Training.Batch
-	if err := fill(&c, spec, oracle, o); err != nil {
-		c.Error = err.Error()
+	sort.SliceStable(order, func(a, b int) bool {
+		return specs[order[a]].Device.Memory > specs[order[b]].Device.Memory
+	})
+	for _, j := range order {
+		spec := specs[j]
+		c := Cell{Device: spec.Device.Name, Memory: spec.Device.Memory, Batch: spec.Training.Batch}
+		if err := fill(&c, spec, memo, o); err != nil {
+			c.Error = err.Error()
+		}
+		rw.Cells[j], rw.Spec = c, spec.Name
+		progress()
 	}
-	return spec.Name, c
+	return rw
 }
 
-func fill(c *Cell, spec *model.Spec, oracle tuner.Oracle, o Options) error {
-	est, err := estimate.Estimate(spec)
+func fill(c *Cell, spec *model.Spec, memo *rowCache, o Options) error {
+	est, err := memo.estimate(spec)
 	if err != nil {
 		return fmt.Errorf("estimate: %w", err)
 	}
-	c.DeviceTotal, c.Fill = est.DeviceTotal, est.Fill
+	// The estimate may be another device's of the same class: the fill is
+	// this device's.
+	c.DeviceTotal = est.DeviceTotal
+	if spec.Device.Memory > 0 {
+		c.Fill = float64(est.DeviceTotal) / float64(spec.Device.Memory)
+	}
 	c.Verdict = tuner.Fits(est.DeviceTotal, spec.Device.Memory, o.Band, o.Margin).String()
 	c.Breakdown = breakdown(est)
 	dp := int64(max(spec.Training.DP, 1))
-	t, err := tuner.Tune(spec, o.Band, tuner.Constraints{Margin: o.Margin, FirstFix: true}, oracle)
+	cons := tuner.Constraints{Margin: o.Margin, FirstFix: true, Bound: memo.lowerBound}
+	t, err := tuner.Tune(spec, o.Band, cons, memo.oracle)
 	switch {
 	case err == nil:
 		c.MaxBatch, c.GPUs, c.Layout = t.Batch, dp, layout(spec.Training)

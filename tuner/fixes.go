@@ -42,6 +42,11 @@ type cand struct {
 // caller can say by how much.
 func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 	f := fixer{spec: spec, band: band, margin: margin, oracle: oracle}
+	return f.all()
+}
+
+func (f *fixer) all() []Fix {
+	spec := f.spec
 	for _, c := range singleGPU(spec.Training) {
 		f.tryAppend(c)
 	}
@@ -56,7 +61,13 @@ func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 // fits, nothing that needs more GPUs, or as many at no lower cost, is
 // estimated. When no fix fits it returns what Fixes does.
 func FirstFix(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
-	f := fixer{spec: spec, band: band, margin: margin, oracle: oracle, first: true}
+	f := fixer{spec: spec, band: band, margin: margin, oracle: oracle}
+	return f.first1()
+}
+
+func (f *fixer) first1() []Fix {
+	f.first = true
+	spec := f.spec
 	for _, c := range singleGPU(spec.Training) {
 		f.tryAppend(c)
 	}
@@ -81,6 +92,22 @@ type fixer struct {
 	out    []Fix
 	// first: only the first fix in rank order is wanted (FirstFix).
 	first bool
+	// bound: Constraints.Bound, or nil.
+	bound func(*model.Spec) int64
+}
+
+// missesCand is misses for c applied at batch 1.
+func (f *fixer) missesCand(c cand) bool {
+	if f.bound == nil {
+		return false
+	}
+	s := f.apply(c)
+	return f.misses(&s)
+}
+
+// misses reports whether the bound says s cannot fit, unestimated.
+func (f *fixer) misses(s *model.Spec) bool {
+	return f.bound != nil && f.bound(s) > limitBytes(f.band, f.margin, f.spec.Device.Memory)
 }
 
 // apply returns the spec at batch 1 with c applied.
@@ -124,7 +151,7 @@ func (f *fixer) try(c cand) (Fix, bool) {
 // tryAppend estimates c, unless a fix found already beats it, and keeps it.
 func (f *fixer) tryAppend(c cand) {
 	s := f.apply(c)
-	if f.beaten(int64(max(s.Training.DP, 1)), c.cost) {
+	if f.beaten(int64(max(s.Training.DP, 1)), c.cost) || f.misses(&s) {
 		return
 	}
 	if x, ok := f.try(c); ok {
@@ -238,6 +265,9 @@ func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
 	if len(ns) == 0 {
 		return Fix{}, false
 	}
+	if f.missesCand(shard(ns[len(ns)-1], z, ck)) {
+		return Fix{}, false // the most GPUs cannot fit: nor can fewer
+	}
 	hi, ok := f.try(shard(ns[len(ns)-1], z, ck))
 	if !ok {
 		return f.walk(ns, z, ck)
@@ -249,6 +279,10 @@ func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
 	lo, j := -1, len(ns)-1
 	for j-lo > 1 {
 		m := (lo + j) / 2
+		if f.missesCand(shard(ns[m], z, ck)) {
+			lo = m
+			continue
+		}
 		x, ok := f.try(shard(ns[m], z, ck))
 		if !ok {
 			return f.walk(ns, z, ck)
@@ -268,6 +302,9 @@ func (f *fixer) walk(ns []int64, z int64, ck bool) (Fix, bool) {
 	var last Fix
 	found := false
 	for _, n := range ns {
+		if f.missesCand(shard(n, z, ck)) {
+			continue
+		}
 		x, ok := f.try(shard(n, z, ck))
 		if !ok {
 			break

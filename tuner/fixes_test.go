@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -150,6 +151,47 @@ func TestFixesMatchFullSearch(t *testing.T) {
 				t.Errorf("FirstFix =\n%+v\nwant\n%+v", first, want)
 			}
 			t.Logf("%d estimates, the full search %d, FirstFix %d", n, full, calls)
+		})
+	}
+}
+
+// TestFirstFixWithBound: a bound that knows each change's total (here the
+// totals a first search recorded) leaves out the changes that miss without
+// estimating them, and the first fix is the same.
+func TestFirstFixWithBound(t *testing.T) {
+	for _, c := range []struct{ file, device string }{
+		{"llama-3-8b.yaml", "t4"}, {"llama-3-70b.yaml", "h100-80gb"}, {"gpt2-xl.yaml", "t4"},
+	} {
+		t.Run(c.file+"/"+c.device, func(t *testing.T) {
+			s := spec(t, c.file)
+			d, _ := model.LookupDevice(c.device)
+			s.Device = d
+			seen := map[model.Training]int64{}
+			record := func(x *model.Spec) (int64, error) {
+				v, err := Analytic(x)
+				seen[x.Training] = v
+				return v, err
+			}
+			cons := Constraints{Margin: DefaultMargin, FirstFix: true}
+			want, err := Tune(s, DefaultBand, cons, record)
+			if !errors.Is(err, ErrNoFit) {
+				t.Fatalf("err = %v, want ErrNoFit", err)
+			}
+			calls := 0
+			count := func(x *model.Spec) (int64, error) { calls++; return Analytic(x) }
+			cons.Bound = func(x *model.Spec) int64 { return seen[x.Training] }
+			got, _ := Tune(s, DefaultBand, cons, count)
+			if len(want.Fixes) > 0 && want.Fixes[0].Fits {
+				if len(got.Fixes) == 0 || got.Fixes[0] != want.Fixes[0] {
+					t.Errorf("first fix = %+v, want %+v", got.Fixes, want.Fixes[0])
+				}
+			} else if len(got.Fixes) > 0 && got.Fixes[0].Fits {
+				t.Errorf("first fix = %+v, want none that fits", got.Fixes[0])
+			}
+			if calls >= len(seen) {
+				t.Errorf("%d estimates with the bound, %d without", calls, len(seen))
+			}
+			t.Logf("%d estimates with the bound, %d without", calls, len(seen))
 		})
 	}
 }

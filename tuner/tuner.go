@@ -121,6 +121,12 @@ type Constraints struct {
 	// Margin is kept below the band's upper edge for the estimator's own
 	// error, as a fraction of that edge (DefaultMargin; 0 for none).
 	Margin float64
+	// Bound, when set, gives a lower bound on the oracle's answer for a
+	// spec without estimating it, 0 when it knows none (the report learns
+	// one from the same change estimated on another device). A fix whose
+	// bound is beyond the target cannot fit and is not estimated; when no
+	// fix fits, the closest miss is the closest of those estimated.
+	Bound func(*model.Spec) int64
 	// Tolerance, when set, ends the search once the bracket is narrower
 	// than that fraction of the batch (the probe uses 0.1%: a model that
 	// fits millions of samples needs no single-sample answer, and each
@@ -238,10 +244,11 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 	}
 	if f0 > limit {
 		r.Batch, r.DeviceTotal, r.Fill = 0, f0, float64(f0)/float64(mem)
+		f := fixer{spec: &s, band: band, margin: c.Margin, oracle: oracle, bound: c.Bound}
 		if c.FirstFix {
-			r.Fixes = FirstFix(&s, band, c.Margin, oracle)
+			r.Fixes = f.first1()
 		} else {
-			r.Fixes = Fixes(&s, band, c.Margin, oracle)
+			r.Fixes = f.all()
 		}
 		return r, fmt.Errorf("%w: batch %d needs %.1f%% of %s", ErrNoFit, lo, 100*r.Fill, s.Device.Name)
 	}
