@@ -20,10 +20,11 @@ const (
 	catTemp      // everything else alive: outputs in flight, grads of activations, temporaries
 	catWorkspace // cuBLAS workspaces
 	catData      // the input batch
+	catPipe      // pipeline parallelism's receive buffers (pipeline.go)
 	numCats
 )
 
-var catNames = [numCats]string{"parameters", "gradients", "optimizer state", "activations (saved)", "temporaries", "library workspaces", "input batch"}
+var catNames = [numCats]string{"parameters", "gradients", "optimizer state", "activations (saved)", "temporaries", "library workspaces", "input batch", "pipeline buffers"}
 
 // dtype sizes.
 const (
@@ -129,6 +130,7 @@ type sim struct {
 	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
 	buckets  *tensor               // DDP's flat gradient buckets
 	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
+	pp       *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
