@@ -50,21 +50,28 @@ type pipeline struct {
 	// casts are autocast's cached weight casts in the order they were
 	// made, with the ToCopy node each one's gradient goes through.
 	casts []cast
+	cur   *flight // the micro-batch in backward
 }
 
-// cast is a cached weight cast: the parameter, its half copy, and the
-// copy's ToCopy node.
+// cast is a cached weight cast: the parameter, its half copy, the copy's
+// ToCopy node, and the micro-batch whose forward made it (nil: the shape
+// inference).
 type cast struct {
 	param, half *tensor
 	node        *node
+	from        *flight
 }
 
 // flight is a micro-batch between its forward and its backward.
 type flight struct {
 	tape []*node
 	// shared are the ToCopy nodes of the cached casts this forward used
-	// but an earlier one made (cast.node), in the order they were made.
-	shared []*node
+	// but an earlier one made (cast.node), in the order they were made;
+	// earlier are their parameters. deferred are recomputed segments'
+	// ToCopy nodes that stand for those casts (ppRecomputed).
+	shared   []*node
+	earlier  map[*tensor]bool
+	deferred []*node
 	out    *tensor // fwd_cache's stage output
 	loss   *tensor
 	rope   [2]*tensor
@@ -129,7 +136,7 @@ func (s *sim) pipelineSetup(spec *model.Spec, ins []*inst) {
 	s.saving = false
 	out, _ := s.run(ins, x, p.inSh)
 	s.saving = saving
-	s.keepCasts(s.tape)
+	s.keepCasts(s.tape, nil)
 	s.tape = nil
 	s.unref(out)
 	s.endForward()
@@ -145,27 +152,82 @@ func (s *sim) pipelineSetup(spec *model.Spec, ins []*inst) {
 	}
 }
 
-// keepCasts notes the cached weight casts a forward made. Since PyTorch
-// 2.10 (autocast_mode.cpp, fix for #158232) a cast cached under no_grad
-// is made with grad enabled: the shape inference's casts, reused by every
-// micro-batch, have a ToCopy node. A node made by an earlier forward has a
-// lower sequence number than any of a later forward's, so autograd runs it
-// last in that forward's backward: the half gradients of every such
-// weight are alive together until the end of each backward.
-func (s *sim) keepCasts(tape []*node) {
+// keepCasts notes the cached weight casts a forward made, with their
+// ToCopy nodes. Since PyTorch 2.10 (autocast_mode.cpp, the fix for
+// #158232) a cast cached under no_grad is made with grad enabled: the
+// shape inference's casts, reused by the micro-batches, have a ToCopy
+// node. A node made by an earlier forward has a lower sequence number
+// than any of a later forward's, so autograd runs it last in that
+// forward's backward: the half gradients of every such weight are alive
+// together until the end of each backward. A cast made inside a
+// checkpointed segment has a node too, which the segment's forward (its
+// graph kept, its saved tensors not) does not put on the tape: it is made
+// here.
+func (s *sim) keepCasts(tape []*node, from *flight) {
 	p := s.pp
-	halves := map[*tensor]*tensor{}
-	for w, c := range s.cache {
-		halves[c] = w
+	known := map[*tensor]bool{}
+	for _, c := range p.casts {
+		known[c.half] = true
 	}
+	nodes := map[*tensor]*node{}
 	for _, n := range tape {
-		if n.name != "ToCopy" || len(n.outs) != 1 {
+		if n.name == "ToCopy" && len(n.outs) == 1 {
+			nodes[n.outs[0]] = n
+		}
+	}
+	for _, in := range s.params {
+		c, ok := s.cache[in]
+		if !ok || known[c] {
 			continue
 		}
-		if w, ok := halves[n.outs[0]]; ok {
-			p.casts = append(p.casts, cast{param: w, half: n.outs[0], node: n})
+		n := nodes[c]
+		if n == nil {
+			n = &node{name: "ToCopy", ins: []*tensor{in}, outs: []*tensor{c}}
 		}
+		p.casts = append(p.casts, cast{param: in, half: c, node: n, from: from})
 	}
+}
+
+// ppRecomputed orders a recomputed segment of the micro-batch in backward
+// as autograd's sequence numbers do (sim.recomputed). The weights'
+// gradients go through the ToCopy node of the cast that micro-batch's
+// forward used, whatever cast the recompute found or made: a cast an
+// earlier forward made has its node run at the end of the backward, one
+// the forward made itself right after the weight's use. The segment's own
+// ToCopy nodes, and the nodes of the cached casts it found, stand for that
+// node at that place.
+func (s *sim) ppRecomputed(sub []*node) []*node {
+	p := s.pp
+	fl := p.cur
+	if fl == nil {
+		return sub
+	}
+	nodeOf := map[*tensor]*node{}
+	for _, c := range p.casts {
+		nodeOf[c.half] = c.node
+	}
+	out := make([]*node, 0, len(sub))
+	placed := map[*node]bool{}
+	for _, n := range sub {
+		if n.name == "ToCopy" && len(n.ins) == 1 && n.ins[0].param && fl.earlier[n.ins[0]] {
+			fl.deferred = append(fl.deferred, n)
+			continue
+		}
+		for _, in := range n.ins {
+			nd := nodeOf[in]
+			if nd == nil || placed[nd] {
+				continue
+			}
+			placed[nd] = true
+			if fl.earlier[nd.ins[0]] {
+				fl.deferred = append(fl.deferred, nd)
+			} else {
+				out = append(out, nd)
+			}
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // endForward drops what one forward of the model holds until its outputs
@@ -200,10 +262,11 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 	} else {
 		x = s.ref(p.recv[j])
 	}
-	fl := &flight{}
+	fl := &flight{earlier: map[*tensor]bool{}}
 	for _, c := range p.casts {
 		if s.cache[c.param] == c.half {
 			fl.shared = append(fl.shared, c.node)
+			fl.earlier[c.param] = true
 		}
 	}
 	out, sh := s.run(ins, x, p.inSh)
@@ -215,7 +278,7 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 		s.unref(f)
 	}
 	fl.tape, s.tape = s.tape, nil
-	s.keepCasts(fl.tape)
+	s.keepCasts(fl.tape, fl)
 	s.endForward()
 	fl.rope, s.ropeT = s.ropeT, [2]*tensor{}
 	p.flights[j] = fl
@@ -240,8 +303,10 @@ func (s *sim) ppBackward(it, j int) []*tensor {
 	} else {
 		fl.out.grad = s.ref(p.gradIn[j])
 	}
+	p.cur = fl
 	s.backward(fl.tape)
-	s.backward(fl.shared)
+	s.backward(append(fl.shared, fl.deferred...))
+	p.cur = nil
 	s.unref(fl.out)
 	if fl.loss != nil {
 		s.unref(fl.loss) // the schedule's loss list holds a scalar; dropped here

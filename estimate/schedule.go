@@ -14,6 +14,7 @@ import "github.com/memplan/memplan/model"
 // step() under autocast, then the optimizer and zero_grad(set_to_none).
 func (s *sim) trainPipeline(spec *model.Spec, ins []*inst) {
 	p := s.pp
+	s.recomputed = s.ppRecomputed
 	t := spec.Training
 	m := int(t.GradAccum)
 	// The whole batch, made on every rank: labels and token ids.

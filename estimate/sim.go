@@ -131,6 +131,10 @@ type sim struct {
 	buckets  *tensor               // DDP's flat gradient buckets
 	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
 	pp       *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
+	// recomputed, when set, orders a recomputed segment's nodes as
+	// autograd's sequence numbers do when some of its casts were made by
+	// an earlier forward (pipeline.go).
+	recomputed func(sub []*node) []*node
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
@@ -447,12 +451,20 @@ func (s *sim) recompute(n *node) {
 		s.release(n)
 		return
 	}
-	outer, cache := s.tape, s.cache
-	s.tape, s.cache = nil, map[*tensor]*tensor{}
+	// The recompute enters its own autocast region on the backward thread.
+	// Autocast's weight-cast cache is one per process (PyTorch 2.11,
+	// autocast_mode.cpp) and its nesting count one per thread, so the
+	// recompute finds casts an enclosing forward region cached, and
+	// leaving its region clears them all.
+	outer := s.tape
+	s.tape = nil
 	r := s.ckptForward(n.ckpt, x)
 	s.clearCache()
 	sub := s.tape
-	s.tape, s.cache = outer, cache
+	if s.recomputed != nil {
+		sub = s.recomputed(sub)
+	}
+	s.tape = outer
 	r.grad, out.grad = out.grad, nil
 	s.unref(r)
 	s.backward(sub)
