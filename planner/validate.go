@@ -61,6 +61,9 @@ func Validate(spec *model.Spec, l Layout) error {
 			if l.Virtual > 1 {
 				return bad("one stage per rank for gpipe and 1f1b", "%s runs one stage per rank, not %d", l.Schedule, l.Virtual)
 			}
+			if l.Schedule == OneFOneB && l.Accum < l.PP {
+				return bad("1f1b needs micro-batches ≥ pp", "1f1b needs at least as many micro-batches (%d) as stages (%d), as Schedule1F1B requires", l.Accum, l.PP)
+			}
 		case Interleaved:
 			if l.Virtual < 2 {
 				return bad("interleaved needs 2+ stages per rank", "interleaved needs at least 2 stages per rank")
