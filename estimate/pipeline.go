@@ -72,9 +72,9 @@ type flight struct {
 	shared   []*node
 	earlier  map[*tensor]bool
 	deferred []*node
-	out    *tensor // fwd_cache's stage output
-	loss   *tensor
-	rope   [2]*tensor
+	out      *tensor // fwd_cache's stage output
+	loss     *tensor
+	rope     [2]*tensor
 }
 
 func (p *pipeline) first() bool { return p.stage == 0 }

@@ -135,15 +135,15 @@ type sim struct {
 	// autograd's sequence numbers do when some of its casts were made by
 	// an earlier forward (pipeline.go).
 	recomputed func(sub []*node) []*node
-	ckptMode string
-	ckptK    int64
-	ropeT    [2]*tensor // cos and sin tables of the current forward
-	mask     *tensor    // eager attention's causal mask of the current forward
-	saved    int64      // bytes saved for backward at the end of the last forward
-	notes    []string   // things the result should say about how it was simulated
-	scratch  []*tensor  // runNode's gradients, reused
-	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
-	err      error      // a failure to read a measured table
+	ckptMode   string
+	ckptK      int64
+	ropeT      [2]*tensor // cos and sin tables of the current forward
+	mask       *tensor    // eager attention's causal mask of the current forward
+	saved      int64      // bytes saved for backward at the end of the last forward
+	notes      []string   // things the result should say about how it was simulated
+	scratch    []*tensor  // runNode's gradients, reused
+	slab       slabs      // tensors, nodes and pointer lists, allocated in chunks
+	err        error      // a failure to read a measured table
 }
 
 // note adds a line to the result's notes, once.
