@@ -131,19 +131,20 @@ type sim struct {
 	buckets  *tensor               // DDP's flat gradient buckets
 	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
 	pp       *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
+	ckptMode string
+	ckptK    int64
+	ropeT    [2]*tensor // cos and sin tables of the current forward
+	mask     *tensor    // eager attention's causal mask of the current forward
+	saved    int64      // bytes saved for backward at the end of the last forward
+	notes    []string   // things the result should say about how it was simulated
+	scratch  []*tensor  // runNode's gradients, reused
+	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
+	err      error      // a failure to read a measured table
+
 	// recomputed, when set, orders a recomputed segment's nodes as
 	// autograd's sequence numbers do when some of its casts were made by
 	// an earlier forward (pipeline.go).
 	recomputed func(sub []*node) []*node
-	ckptMode   string
-	ckptK      int64
-	ropeT      [2]*tensor // cos and sin tables of the current forward
-	mask       *tensor    // eager attention's causal mask of the current forward
-	saved      int64      // bytes saved for backward at the end of the last forward
-	notes      []string   // things the result should say about how it was simulated
-	scratch    []*tensor  // runNode's gradients, reused
-	slab       slabs      // tensors, nodes and pointer lists, allocated in chunks
-	err        error      // a failure to read a measured table
 }
 
 // note adds a line to the result's notes, once.
