@@ -86,6 +86,7 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 		}
 	}
 	best.Pipeline.Kinds = kinds
+	best.Params = spec.Params() // the model's; each kind has its stage's
 	return best, nil
 }
 

@@ -19,10 +19,10 @@ func printPipeline(w io.Writer, r *estimate.Result) error {
 	}
 	fmt.Fprintf(w, "pipeline: %d stages, %s schedule, %d micro-batches of %d; figures below are the busiest stage's, stage %d\n",
 		p.Stages, p.Schedule, p.MicroBatches, r.Training.Batch, p.Busiest)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  stage\tblocks\tparameters\tpeak allocated\tpeak reserved\tdevice total\t  peak in\t")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  stage\tblocks\tparameters\tpeak allocated\tpeak reserved\tdevice total\tpeak in")
 	for _, k := range p.Kinds {
-		fmt.Fprintf(tw, "  %s %d\t%d\t%s\t%s\t%s\t%s\t  %s\t\n", k.Kind, k.Stage, k.Blocks, commas(k.Params),
+		fmt.Fprintf(tw, "  %s %d\t%d\t%s\t%s\t%s\t%s\t%s\n", k.Kind, k.Stage, k.Blocks, commas(k.Params),
 			units.Format(k.PeakAllocated), units.Format(k.PeakReserved), units.Format(k.DeviceTotal), k.PeakPhase)
 	}
 	return tw.Flush()
