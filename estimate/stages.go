@@ -135,6 +135,11 @@ func (s *sim) pipelineOverhead(r *Result) {
 	n := pipelineNCCL(s.pp, s.cfg.dp)
 	r.Overhead = append(items, Item{OverheadNCCL, n})
 	r.DeviceTotal += n - old
+	if r.Ranks != nil {
+		for i := range r.Ranks.DeviceTotal {
+			r.Ranks.DeviceTotal[i] += n - old
+		}
+	}
 	if r.Device.Memory > 0 {
 		r.Fill = float64(r.DeviceTotal) / float64(r.Device.Memory)
 		r.Fits = r.DeviceTotal <= r.Device.Memory
