@@ -132,6 +132,7 @@ func (s *sim) pipelineSetup(spec *model.Spec, ins []*inst) {
 	} else {
 		x = s.boundary(spec, "shape inference input")
 	}
+	s.gather()
 	saving := s.saving
 	s.saving = false
 	out, _ := s.run(ins, x, p.inSh)
@@ -256,6 +257,7 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 	s.enter(it, j, StageForward)
 	s.thread = 0
 	s.saving = true
+	s.gather()
 	var x *tensor
 	if p.first() {
 		x = s.view(p.data, s.cfg.batch*p.inSh[0]) // tensor_split: a view

@@ -101,3 +101,24 @@ func TestPipelineBusiest(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineFSDP checks FSDP under a pipeline: gradients are kept whole
+// (set_requires_gradient_sync(False)) until the step's last backward, so at
+// a backward peak the stage holds every gradient whole, and the optimizer
+// state is sharded.
+func TestPipelineFSDP(t *testing.T) {
+	r, _, _ := stageRun(t, model.Overrides{PP: 2, PPSchedule: "1f1b", GradAccum: 4, DP: 2, Zero: "3"}, 0)
+	if r.PeakPhase.Stage != StageBackward {
+		t.Fatalf("peak in %v, want a backward", r.PeakPhase)
+	}
+	var grads int64
+	for _, it := range r.AtPeak {
+		if it.Name == catNames[catGrad] {
+			grads = it.Bytes
+		}
+	}
+	stage := int64(550_023_168) * f32
+	if grads != stage || r.OptimizerBytes != stage {
+		t.Errorf("gradients at the peak %d B, optimizer state %d B; want the stage's whole fp32 gradients and two sharded moments, %d B each", grads, r.OptimizerBytes, stage)
+	}
+}

@@ -15,6 +15,13 @@ import "github.com/memplan/memplan/model"
 func (s *sim) trainPipeline(spec *model.Spec, ins []*inst) {
 	p := s.pp
 	s.recomputed = s.ppRecomputed
+	if s.cfg.zero >= 2 {
+		// FSDP under a pipeline (torchtitan, stage.py): no resharding after
+		// forward or backward, gradients kept whole until the step's last
+		// backward (backward_maybe_with_nosync), then reduce-scattered.
+		s.noSync = true
+		s.gathered = s.paramTotal()
+	}
 	t := spec.Training
 	m := int(t.GradAccum)
 	// The whole batch, made on every rank: labels and token ids.
@@ -122,11 +129,24 @@ func (s *sim) oneFOneB(it, m int, ins []*inst) {
 	s.drop(&bwdSends)
 }
 
-// stepEnd is the end of step(): the last stage merges its output chunks
-// (merge_chunks concatenates them along the batch), which the caller
-// drops; leaving the autocast region drops its weight casts.
+// stepEnd is the end of step(): with FSDP, _post_backward reduce-scatters
+// the whole gradients and reshards; the last stage merges its output
+// chunks (merge_chunks concatenates them along the batch), which the
+// caller drops; leaving the autocast region drops its weight casts.
 func (s *sim) stepEnd() {
 	p := s.pp
+	if s.noSync {
+		whole := make([]*tensor, len(s.params))
+		for i, q := range s.params {
+			whole[i], q.pgrad = q.pgrad, nil
+		}
+		for i, q := range s.params {
+			if whole[i] != nil {
+				s.reduceScatter(q, whole[i])
+			}
+		}
+		s.releaseGathered()
+	}
 	if p.last() && len(p.chunks) > 0 {
 		var n int64
 		for _, c := range p.chunks {

@@ -145,6 +145,9 @@ type sim struct {
 	// autograd's sequence numbers do when some of its casts were made by
 	// an earlier forward (pipeline.go).
 	recomputed func(sub []*node) []*node
+	// noSync is FSDP's set_requires_gradient_sync(False): whole gradients
+	// accumulate and are reduce-scattered later (pipeline.go).
+	noSync bool
 }
 
 // note adds a line to the result's notes, once.
@@ -416,7 +419,7 @@ func (s *sim) runNode(n *node) {
 // the buffer (AccumulateGrad); otherwise the sum is made in place and g is
 // dropped. Views pass their gradient to the base's producer unchanged.
 func (s *sim) accumulate(t, g *tensor) {
-	if t.param && s.cfg.zero >= 2 {
+	if t.param && s.cfg.zero >= 2 && !s.noSync {
 		s.reduceScatter(t, g)
 		return
 	}

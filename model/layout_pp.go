@@ -140,8 +140,8 @@ func (t *Training) PipelineOK(m *Model) error {
 	default:
 		return fmt.Errorf("unknown pipeline schedule %q (valid: %s)", t.PPSchedule, strings.Join([]string{PPGPipe, PP1F1B, PPInterleaved}, ", "))
 	}
-	if t.Zero >= 2 {
-		return fmt.Errorf("ZeRO stage %d with pipeline parallelism is not simulated (FSDP under a pipeline keeps whole gradients until the last micro-batch); use ZeRO 0 or 1", t.Zero)
+	if t.Offload != OffloadNone && t.Offload != "" {
+		return fmt.Errorf("offload with pipeline parallelism is not simulated")
 	}
 	return nil
 }

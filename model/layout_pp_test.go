@@ -65,7 +65,8 @@ func TestPipelineSpec(t *testing.T) {
 		{"too deep", "", "{batch: 1, seq: 8, pp: 7, pp_schedule: gpipe}", "7 stages is more than the 4 layers"},
 		{"unknown", "", "{batch: 1, seq: 8, pp: 2, pp_schedule: zb}", `unknown pipeline schedule "zb"`},
 		{"interleaved", "", "{batch: 1, seq: 8, pp: 2, pp_schedule: interleaved, grad_accum: 4}", "interleaved schedule is not simulated yet"},
-		{"fsdp", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 2, dp: 2, zero: 3}", "ZeRO stage 3 with pipeline parallelism is not simulated"},
+		{"fsdp", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 2, dp: 2, zero: 3}", ""},
+		{"offload", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 2, dp: 2, zero: 3, offload: optimizer}", "offload with pipeline parallelism is not simulated"},
 		{"negative", "", "{batch: 1, seq: 8, pp: -1}", "pp: must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -54,9 +54,9 @@ func (e *NotSimulatedError) Error() string {
 // Simulator is the Oracle backed by memplan's estimator: it simulates
 // data parallelism with ZeRO stages 0–3, checkpointing and any
 // micro-batch and accumulation, and pipeline parallelism with the gpipe
-// and 1f1b schedules (each kind of stage; with ZeRO 0 or 1), and returns
-// a *NotSimulatedError for layouts with TP, SP, CP or EP, the interleaved
-// schedule, or ZeRO 2 and 3 under a pipeline.
+// and 1f1b schedules (each kind of stage), and returns a
+// *NotSimulatedError for layouts with TP, SP, CP or EP, the interleaved
+// schedule, or tied embeddings under a pipeline.
 type Simulator struct{}
 
 // Estimate implements Oracle.
@@ -98,7 +98,6 @@ func notSimulated(l Layout) error {
 	add(l.SP, "sequence parallelism")
 	add(l.LossParallel, "loss parallelism")
 	add(l.PP > 1 && l.Schedule == Interleaved, "the interleaved pipeline schedule")
-	add(l.PP > 1 && l.Zero >= 2, "ZeRO 2 and 3 under pipeline parallelism")
 	add(l.CP > 1, "context parallelism")
 	add(l.EP > 1, "expert parallelism")
 	if what != nil {
