@@ -1,10 +1,6 @@
 package estimate
 
-import (
-	"fmt"
-
-	"github.com/memplan/memplan/model"
-)
+import "github.com/memplan/memplan/model"
 
 // Pipeline parallelism as torch.distributed.pipelining (PyTorch 2.11) runs
 // it, lowered to one stage's program (docs/parallelism.md §3.2): the
@@ -86,9 +82,6 @@ func newPipeline(spec *model.Spec, stage int64) (*pipeline, error) {
 	if err := t.PipelineOK(&spec.Model); err != nil {
 		return nil, err
 	}
-	if t.LoRA.Enabled() {
-		return nil, fmt.Errorf("LoRA with pipeline parallelism is not simulated")
-	}
 	layers, err := spec.Model.LowerStage(stage, t.PP)
 	if err != nil {
 		return nil, err
@@ -130,7 +123,7 @@ func (s *sim) pipelineSetup(spec *model.Spec, ins []*inst) {
 	if p.first() {
 		x = s.alloc(s.cfg.batch*spec.Training.Seq, i64, catTemp, "shape inference input")
 	} else {
-		x = s.boundary(spec, "shape inference input")
+		x = s.alloc(s.cfg.batch*spec.Training.Seq*spec.Model.Hidden, s.cfg.param, catTemp, "shape inference input")
 	}
 	s.gather()
 	saving := s.saving

@@ -140,6 +140,9 @@ func (t *Training) PipelineOK(m *Model) error {
 	default:
 		return fmt.Errorf("unknown pipeline schedule %q (valid: %s)", t.PPSchedule, strings.Join([]string{PPGPipe, PP1F1B, PPInterleaved}, ", "))
 	}
+	if t.LoRA.Enabled() {
+		return fmt.Errorf("LoRA with pipeline parallelism is not simulated")
+	}
 	if t.Offload != OffloadNone && t.Offload != "" {
 		return fmt.Errorf("offload with pipeline parallelism is not simulated")
 	}
