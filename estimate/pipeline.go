@@ -147,7 +147,7 @@ func (s *sim) pipelineSetup(spec *model.Spec, ins []*inst) {
 }
 
 // keepCasts notes the cached weight casts a forward made, with their
-// ToCopy nodes. Since PyTorch 2.10 (autocast_mode.cpp, the fix for
+// ToCopy nodes. In PyTorch 2.11 (autocast_mode.cpp, the fix for
 // #158232) a cast cached under no_grad is made with grad enabled: the
 // shape inference's casts, reused by the micro-batches, have a ToCopy
 // node. A node made by an earlier forward has a lower sequence number
