@@ -97,6 +97,9 @@ type Result struct {
 	// Ranks says how the data-parallel ranks differ, when they do (ZeRO-1's
 	// partition); the figures above are the busiest rank's.
 	Ranks *Ranks `json:"ranks,omitempty"`
+	// Pipeline gives every kind of pipeline stage (first, middle, last)
+	// with pipeline parallelism; the figures above are the busiest's.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
 
 	// Overhead is device memory outside PyTorch's allocator.
 	Overhead []Item      `json:"overhead"`
@@ -169,8 +172,18 @@ func EstimateOptions(spec *model.Spec, o Options) (*Result, error) {
 }
 
 // estimateWith runs Estimate with test hooks: setup runs before the
-// simulation, inspect after it.
+// simulation, inspect after it. A pipeline-parallel run simulates each
+// stage (stages.go).
 func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
+	if spec.Training.PP > 1 {
+		return estimatePipeline(spec, inspect, setup)
+	}
+	return simulateRank(spec, inspect, setup)
+}
+
+// simulateRank is one rank's simulation: the whole model, or with s.pp set by
+// setup, one pipeline stage.
+func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
 	t := spec.Training
 	cfg, err := newConfig(spec)
 	if err != nil {
@@ -188,10 +201,17 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	}
 	s.enter(0, 0, "load")
 	layers := spec.Model.Lower()
+	if s.pp != nil {
+		layers = s.pp.layers
+	}
 	ins := s.build(layers, map[string]*tensor{})
 	s.applyLoRA(spec)
 	s.shardSetup(ins)
-	s.train(spec, ins)
+	if s.pp != nil {
+		s.trainPipeline(spec, ins)
+	} else {
+		s.train(spec, ins)
+	}
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -199,6 +219,9 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		inspect(s)
 	}
 	r := s.result(spec, layers)
+	if s.pp != nil {
+		s.pipelineOverhead(r)
+	}
 	r.Notes = append(r.Notes, confNotes...)
 	s.slab.release(s.tape)
 	return r, nil

@@ -20,10 +20,11 @@ const (
 	catTemp      // everything else alive: outputs in flight, grads of activations, temporaries
 	catWorkspace // cuBLAS workspaces
 	catData      // the input batch
+	catPipe      // pipeline parallelism's receive buffers (pipeline.go)
 	numCats
 )
 
-var catNames = [numCats]string{"parameters", "gradients", "optimizer state", "activations (saved)", "temporaries", "library workspaces", "input batch"}
+var catNames = [numCats]string{"parameters", "gradients", "optimizer state", "activations (saved)", "temporaries", "library workspaces", "input batch", "pipeline buffers"}
 
 // dtype sizes.
 const (
@@ -133,6 +134,7 @@ type sim struct {
 	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
 	buckets  *tensor               // DDP's flat gradient buckets
 	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
+	pp       *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
@@ -142,6 +144,14 @@ type sim struct {
 	scratch  []*tensor  // runNode's gradients, reused
 	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
 	err      error      // a failure to read a measured table
+
+	// recomputed, when set, orders a recomputed segment's nodes as
+	// autograd's sequence numbers do when some of its casts were made by
+	// an earlier forward (pipeline.go).
+	recomputed func(sub []*node) []*node
+	// noSync is FSDP's set_requires_gradient_sync(False): whole gradients
+	// accumulate and are reduce-scattered later (pipeline.go).
+	noSync bool
 }
 
 // note adds a line to the result's notes, once.
@@ -414,7 +424,7 @@ func (s *sim) runNode(n *node) {
 // the buffer (AccumulateGrad); otherwise the sum is made in place and g is
 // dropped. Views pass their gradient to the base's producer unchanged.
 func (s *sim) accumulate(t, g *tensor) {
-	if t.param && s.cfg.zero >= 2 {
+	if t.param && s.cfg.zero >= 2 && !s.noSync {
 		s.reduceScatter(t, g)
 		return
 	}
@@ -450,12 +460,20 @@ func (s *sim) recompute(n *node) {
 		s.release(n)
 		return
 	}
-	outer, cache := s.tape, s.cache
-	s.tape, s.cache = nil, map[*tensor]*tensor{}
+	// The recompute enters its own autocast region on the backward thread.
+	// Autocast's weight-cast cache is one per process (PyTorch 2.11,
+	// autocast_mode.cpp) and its nesting count one per thread, so the
+	// recompute finds casts an enclosing forward region cached, and
+	// leaving its region clears them all.
+	outer := s.tape
+	s.tape = nil
 	r := s.ckptForward(n.ckpt, x)
 	s.clearCache()
 	sub := s.tape
-	s.tape, s.cache = outer, cache
+	if s.recomputed != nil {
+		sub = s.recomputed(sub)
+	}
+	s.tape = outer
 	r.grad, out.grad = out.grad, nil
 	s.unref(r)
 	s.backward(sub)

@@ -25,6 +25,10 @@ type Overrides struct {
 	AllocConf string
 	// BucketView sets bucket_view (DDP's gradient_as_bucket_view=True).
 	BucketView bool
+	// PP is the pipeline stages (0 leaves the spec's); PPSchedule the
+	// pipeline schedule ("" leaves it).
+	PP         int64
+	PPSchedule string
 	// LoRA is a LoRA rank (0 leaves the spec's); LoRATargets, LoRAAlpha,
 	// LoRADropout, Quant and DoubleQuant replace training.lora's fields
 	// and training.quant/double_quant ("" leaves them).
@@ -148,6 +152,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	zline, _ := tm.str("offload", &s)
 	pline, _ := tm.str("precision", &s)
 	decodeLoRA(e, tm, t, m, o)
+	decodePipeline(tm, t, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, o.Precision != "")
 	for _, ov := range []struct {
@@ -167,6 +172,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	if m.ImageInput() && t.Image == 0 {
 		t.Image = 224
 	}
+	checkPipeline(e, tm, t, m, o)
 }
 
 func parseChoice(v string, dst *string, what string, valid ...string) error {

@@ -226,6 +226,13 @@ type Training struct {
 	// state and its step, ZeRO-Offload) or "params" (also the parameter
 	// shards, ZeRO-Infinity; needs stage 3). "none" keeps all on the GPU.
 	Offload string `json:"offload"`
+	// PP is the number of pipeline stages (torch.distributed.pipelining;
+	// 0 or 1: none) and PPSchedule its schedule (PPGPipe, PP1F1B). With
+	// PP > 1, Batch is the micro-batch and GradAccum the micro-batches one
+	// step pipelines; memory is per GPU, for the busiest stage
+	// (docs/parallelism.md §3.2).
+	PP         int64  `json:"pp,omitempty"`
+	PPSchedule string `json:"pp_schedule,omitempty"`
 	// BucketView is DDP's gradient_as_bucket_view=True (stages 0 and 1):
 	// the gradients are slices of the reducer's buckets, not a second
 	// copy. Other stages ignore it.

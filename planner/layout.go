@@ -22,13 +22,13 @@ type Schedule string
 const (
 	// GPipe runs every micro-batch's forward, then every backward
 	// (ScheduleGPipe): a stage holds all micro-batches' activations.
-	GPipe Schedule = "gpipe"
+	GPipe Schedule = model.PPGPipe
 	// OneFOneB alternates forwards and backwards after a warm-up
 	// (Schedule1F1B): stage i holds at most pp−i micro-batches.
-	OneFOneB Schedule = "1f1b"
+	OneFOneB Schedule = model.PP1F1B
 	// Interleaved gives each rank Virtual stages, round robin
 	// (ScheduleInterleaved1F1B): a smaller bubble, more in flight.
-	Interleaved Schedule = "interleaved"
+	Interleaved Schedule = model.PPInterleaved
 )
 
 // Layout is one way to run a training job: the parallel degrees, the

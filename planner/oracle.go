@@ -12,9 +12,9 @@ import (
 // pipeline parallelism every rank runs the same one (All).
 const (
 	All    = "all"
-	First  = "first stage"
-	Middle = "middle stage"
-	Last   = "last stage"
+	First  = estimate.KindFirst
+	Middle = estimate.KindMiddle
+	Last   = estimate.KindLast
 )
 
 // RankMemory is the predicted memory of one kind of rank.
@@ -53,8 +53,10 @@ func (e *NotSimulatedError) Error() string {
 
 // Simulator is the Oracle backed by memplan's estimator: it simulates
 // data parallelism with ZeRO stages 0–3, checkpointing and any
-// micro-batch and accumulation, and returns a *NotSimulatedError for
-// layouts with TP, SP, PP, CP or EP.
+// micro-batch and accumulation, and pipeline parallelism with the gpipe
+// and 1f1b schedules (each kind of stage), and returns a
+// *NotSimulatedError for layouts with TP, SP, CP or EP, the interleaved
+// schedule, or tied embeddings under a pipeline.
 type Simulator struct{}
 
 // Estimate implements Oracle.
@@ -62,11 +64,26 @@ func (Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 	if err := notSimulated(l); err != nil {
 		return Busiest{}, err
 	}
+	if l.PP > 1 && spec.Model.Tied {
+		return Busiest{}, &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}
+	}
 	r, err := estimate.Estimate(Apply(spec, l))
 	if err != nil {
 		return Busiest{}, fmt.Errorf("estimate %s: %w", l, err)
 	}
 	m := RankMemory{Kind: All, PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal}
+	if p := r.Pipeline; p != nil {
+		// Each kind of stage, the busiest first stage, middle or last.
+		var kinds []RankMemory
+		for _, k := range p.Kinds {
+			km := RankMemory{Kind: k.Kind, PeakAllocated: k.PeakAllocated, PeakReserved: k.PeakReserved, DeviceTotal: k.DeviceTotal}
+			kinds = append(kinds, km)
+			if k.Stage == p.Busiest {
+				m = km
+			}
+		}
+		return Busiest{RankMemory: m, Kinds: kinds}, nil
+	}
 	return Busiest{RankMemory: m, Kinds: []RankMemory{m}}, nil
 }
 
@@ -80,7 +97,7 @@ func notSimulated(l Layout) error {
 	add(l.TP > 1, "tensor parallelism")
 	add(l.SP, "sequence parallelism")
 	add(l.LossParallel, "loss parallelism")
-	add(l.PP > 1, "pipeline parallelism")
+	add(l.PP > 1 && l.Schedule == Interleaved, "the interleaved pipeline schedule")
 	add(l.CP > 1, "context parallelism")
 	add(l.EP > 1, "expert parallelism")
 	if what != nil {
@@ -97,5 +114,9 @@ func Apply(spec *model.Spec, l Layout) *model.Spec {
 	t := &s.Training
 	t.DP, t.Zero, t.Checkpointing = l.DP*l.CP, l.Zero, l.Checkpointing
 	t.Batch, t.GradAccum, t.Offload = l.Micro, l.Accum, model.OffloadNone
+	t.PP, t.PPSchedule = 0, ""
+	if l.PP > 1 {
+		t.PP, t.PPSchedule = l.PP, string(l.Schedule)
+	}
 	return &s
 }

@@ -57,7 +57,13 @@ func TestSimulatorNotSimulated(t *testing.T) {
 			}
 		})
 	}
-	b, err := Simulator{}.Estimate(spec, Layout{DP: 2, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 2, Micro: 1, Accum: 1})
+	pp := Layout{DP: 1, TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1, Micro: 1, Accum: 2}
+	b, err := Simulator{}.Estimate(load(t, "tinyllama-1.1b.yaml"), pp)
+	if err != nil || len(b.Kinds) != 2 || b.Kinds[0].Kind != First || b.Kinds[1].Kind != Last ||
+		(b.DeviceTotal != b.Kinds[0].DeviceTotal && b.DeviceTotal != b.Kinds[1].DeviceTotal) {
+		t.Errorf("Simulator.Estimate(%s) = %+v, %v; want the first and last stage, the busiest reported", pp, b, err)
+	}
+	b, err = Simulator{}.Estimate(spec, Layout{DP: 2, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 2, Micro: 1, Accum: 1})
 	if err != nil || b.DeviceTotal <= 0 || len(b.Kinds) != 1 || b.Kinds[0].Kind != All {
 		t.Errorf("Simulator.Estimate(dp2 zero2) = %+v, %v; want one kind of rank", b, err)
 	}

@@ -61,6 +61,9 @@ func Validate(spec *model.Spec, l Layout) error {
 			if l.Virtual > 1 {
 				return bad("one stage per rank for gpipe and 1f1b", "%s runs one stage per rank, not %d", l.Schedule, l.Virtual)
 			}
+			if l.Schedule == OneFOneB && l.Accum < l.PP {
+				return bad("1f1b needs micro-batches ≥ pp", "1f1b needs at least as many micro-batches (%d) as stages (%d), as Schedule1F1B requires", l.Accum, l.PP)
+			}
 		case Interleaved:
 			if l.Virtual < 2 {
 				return bad("interleaved needs 2+ stages per rank", "interleaved needs at least 2 stages per rank")
@@ -115,37 +118,7 @@ func validateTP(spec *model.Spec, l Layout, bad func(string, string, ...any) err
 	return nil
 }
 
-// StageLayers splits layers transformer blocks over stages as torchtitan's
-// generate_llm_fqn_per_model_part does with input and output weights of 1:
-// the embedding and the head count as one layer each, the layers+2 are
-// spread as evenly as possible with the remainder going to the first
-// stages, and the first and last stages give one layer's room to the
-// embedding and the head. It returns the blocks on each stage, or an error
-// when a stage would get none.
-func StageLayers(layers, stages int64) ([]int64, error) {
-	if stages < 1 || layers < 1 {
-		return nil, fmt.Errorf("%d layers over %d stages", layers, stages)
-	}
-	if stages == 1 {
-		return []int64{layers}, nil
-	}
-	eff := layers + 2
-	per, extra := eff/stages, eff%stages
-	if per < 1 {
-		return nil, fmt.Errorf("%d stages is more than the %d layers plus the embedding and the head", stages, layers)
-	}
-	out := make([]int64, stages)
-	left := layers
-	for i := range out {
-		n := per
-		if int64(i) < extra {
-			n++
-		}
-		if i == 0 || int64(i) == stages-1 {
-			n--
-		}
-		n = min(n, left)
-		out[i], left = n, left-n
-	}
-	return out, nil
-}
+// StageLayers splits layers transformer blocks over stages as torchtitan
+// does; the split's one home is model.StageLayers, which the simulator
+// uses for each stage's layers.
+func StageLayers(layers, stages int64) ([]int64, error) { return model.StageLayers(layers, stages) }

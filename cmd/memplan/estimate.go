@@ -110,12 +110,15 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 	if t.Offload != "" && t.Offload != "none" {
 		setup += ", offload " + t.Offload
 	}
-	if t.GradAccum > 1 {
+	if t.GradAccum > 1 && t.PP <= 1 {
 		setup += fmt.Sprintf(", %d accumulation steps", t.GradAccum)
 	}
 	fmt.Fprintf(w, "training: %s, %s, %s, checkpointing %s, attention %s, zero_grad %s\n",
 		setup, t.Precision, t.Optimizer, t.Checkpointing, t.Attention, t.ZeroGrad)
 	fmt.Fprintf(w, "device: %s (%s)\n", r.Device.Name, units.Format(r.Device.Memory))
+	if err := printPipeline(w, r); err != nil {
+		return err
+	}
 	if k := r.Ranks; k != nil {
 		fmt.Fprintf(w, "ranks differ (ZeRO-1 partition): figures for the busiest, rank %d; its optimizer state is %s more than the least loaded rank's\n",
 			k.Busiest, units.Format(k.Spread))

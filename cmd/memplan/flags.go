@@ -26,6 +26,9 @@ func overrideFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "dp", Usage: "data-parallel size: GPUs the batch is split over (memory is per GPU)"},
 		&cli.StringFlag{Name: "zero", Usage: "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)"},
 		&cli.BoolFlag{Name: "bucket-view", Usage: "DDP with gradient_as_bucket_view=True: the gradients are views into the buckets"},
+		&cli.Int64Flag{Name: "pp", Usage: "pipeline stages (torch.distributed.pipelining; memory is per GPU, for the busiest stage)"},
+		&cli.StringFlag{Name: "pp-schedule", Usage: "pipeline schedule: 1f1b (default) or gpipe"},
+		&cli.Int64Flag{Name: "microbatches", Usage: "micro-batches one pipeline step runs (the same as --grad-accum)"},
 		&cli.StringFlag{Name: "offload", Usage: "none, optimizer (ZeRO-Offload: optimizer state and step on the host) or params (also parameter shards; needs --zero 3)"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
 		&cli.StringFlag{Name: "alloc-conf", Usage: "PYTORCH_ALLOC_CONF of the job, e.g. expandable_segments:True (default: $PYTORCH_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF); tune also takes auto", Action: checkAllocAuto},
@@ -41,10 +44,11 @@ func overrideFlags() []cli.Flag {
 
 func overrides(c *cli.Context) model.Overrides {
 	return model.Overrides{
-		Batch: c.Int64("batch"), Seq: c.Int64("seq"), Image: c.Int64("image"), GradAccum: c.Int64("grad-accum"),
+		Batch: c.Int64("batch"), Seq: c.Int64("seq"), Image: c.Int64("image"), GradAccum: max(c.Int64("grad-accum"), c.Int64("microbatches")),
 		Precision: c.String("precision"), Optimizer: c.String("optimizer"), Checkpointing: c.String("checkpointing"),
 		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
 		DP: c.Int64("dp"), Zero: c.String("zero"), Offload: c.String("offload"),
+		PP: c.Int64("pp"), PPSchedule: c.String("pp-schedule"),
 		AllocConf: allocConf(c), BucketView: c.Bool("bucket-view"),
 		LoRA: c.Int64("lora"), LoRATargets: c.String("lora-targets"), LoRAAlpha: c.String("lora-alpha"),
 		LoRADropout: c.String("lora-dropout"), Quant: c.String("quant"), DoubleQuant: c.String("double-quant"),
@@ -120,6 +124,9 @@ func targetArgs(c *cli.Context) (f string, band tuner.Band, spec *model.Spec, er
 // loadSpec reads the SPEC argument, or the --hf config, with the command
 // line's overrides.
 func loadSpec(c *cli.Context) (*model.Spec, error) {
+	if a, m := c.Int64("grad-accum"), c.Int64("microbatches"); a > 0 && m > 0 && a != m {
+		return nil, usageError{fmt.Sprintf("%s: --microbatches %d and --grad-accum %d disagree (they are the same setting)", c.Command.Name, m, a)}
+	}
 	if hf := c.String("hf"); hf != "" {
 		if c.NArg() > 0 {
 			return nil, usageError{fmt.Sprintf("%s: give either SPEC or --hf, not both", c.Command.Name)}

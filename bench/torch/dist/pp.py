@@ -8,8 +8,10 @@ planner.StageLayers), GPipe or 1F1B.
         [--batch 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
-amp-bf16 with AdamW (foreach) and prints one JSON line on rank 0 with every
-rank's (stage's) peaks and the memplan command line.
+amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
+name another implementation) and prints one JSON line on rank 0 with every
+rank's (stage's) peaks and the memplan command line; rank r runs stage r, whose
+figures memplan gives as estimate's pipeline.kinds (first and last stage).
 """
 import argparse
 
@@ -92,8 +94,8 @@ def main():
         steps.append(common.peaks(local))
     config = {"script": "pp", "spec": a.spec, "pp": world, "schedule": a.schedule, "microbatches": a.microbatches,
               "stage_layers": split, "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world}
-    cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], pp=world, pp_schedule=a.schedule, grad_accum=a.microbatches,
-                             checkpointing=a.checkpointing)
+    cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], pp=world, pp_schedule=a.schedule, microbatches=a.microbatches,
+                             checkpointing=a.checkpointing, optimizer="adamw-foreach")
     common.report(a.label, config, cmd, steps, local)
 
 

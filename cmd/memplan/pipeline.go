@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/internal/units"
+)
+
+// printPipeline prints how the stages of a pipeline-parallel estimate
+// differ: one line per kind of stage (first, middle, last) with its peaks
+// and where they fall; the rest of the estimate is the busiest stage's.
+func printPipeline(w io.Writer, r *estimate.Result) error {
+	p := r.Pipeline
+	if p == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "pipeline: %d stages, %s schedule, %d micro-batches of %d; figures below are the busiest stage's, stage %d\n",
+		p.Stages, p.Schedule, p.MicroBatches, r.Training.Batch, p.Busiest)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  stage\tblocks\tparameters\tpeak allocated\tpeak reserved\tdevice total\tpeak in")
+	for _, k := range p.Kinds {
+		fmt.Fprintf(tw, "  %s %d\t%d\t%s\t%s\t%s\t%s\t%s\n", k.Kind, k.Stage, k.Blocks, commas(k.Params),
+			units.Format(k.PeakAllocated), units.Format(k.PeakReserved), units.Format(k.DeviceTotal), k.PeakPhase)
+	}
+	return tw.Flush()
+}

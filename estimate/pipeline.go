@@ -1,0 +1,346 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// Pipeline parallelism as torch.distributed.pipelining (PyTorch 2.11) runs
+// it, lowered to one stage's program (docs/parallelism.md §3.2): the
+// stage's layers (model.LowerStage), the buffers _PipelineStage keeps, and
+// the schedule's order of forward and backward micro-batch steps, replayed
+// through the same simulator as a single GPU's step.
+//
+//   - Setup, on the first step (PipelineStage's runtime shape inference,
+//     _prepare_forward_infra, _prepare_backward_infra): one forward under
+//     no_grad on zeros of the micro-batch's input, inside the step's
+//     autocast region (its weight casts stay cached); then a receive
+//     buffer per micro-batch for the stage input on every stage but the
+//     first and a gradient-receive buffer per micro-batch for the stage
+//     output on every stage but the last, allocated once and kept.
+//   - Forward of micro-batch j: the input is receive buffer j (a leaf that
+//     requires grad) or the token ids; fwd_cache keeps the output until
+//     backward j; on the last stage output_chunks also keep it (the logits)
+//     until the next step() begins, and the loss function (torchtitan's
+//     and bench/torch/dist's: logits.float(), cross_entropy) runs on it.
+//   - Backward of micro-batch j: from the loss, or from the output with
+//     gradient-receive buffer j as its gradient; the input's gradient is
+//     taken off the buffer (stage_backward sets .grad = None) and sent.
+//   - Sends and receives are batched NCCL point-to-point operations.
+//     ProcessGroupNCCL stashes their tensors in the Work (no recordStream)
+//     until the schedule waits on it; the P2POp lists the schedule keeps
+//     in local variables hold them too, until replaced.
+//   - The autocast region wraps the whole step(): its weight-cast cache
+//     lives from the first forward to the end of the last backward. At the
+//     end the last stage merges its output chunks (torch.cat of every
+//     micro-batch's logits, returned and dropped by the caller).
+
+// pipeline is one stage's program and what it holds across micro-batches.
+type pipeline struct {
+	stage, stages int64
+	schedule      string
+	layers        []model.Layer
+	blocks        int64
+	recv, gradIn  []*tensor // receive buffers: stage input, output gradient
+	chunks        []*tensor // output_chunks (last stage)
+	flights       map[int]*flight
+	inSh          model.Shape
+	data, labels  *tensor
+	// casts are autocast's cached weight casts in the order they were
+	// made, with the ToCopy node each one's gradient goes through.
+	casts []cast
+	cur   *flight // the micro-batch in backward
+}
+
+// cast is a cached weight cast: the parameter, its half copy, the copy's
+// ToCopy node, and the micro-batch whose forward made it (nil: the shape
+// inference).
+type cast struct {
+	param, half *tensor
+	node        *node
+	from        *flight
+}
+
+// flight is a micro-batch between its forward and its backward.
+type flight struct {
+	tape []*node
+	// shared are the ToCopy nodes of the cached casts this forward used
+	// but an earlier one made (cast.node), in the order they were made;
+	// earlier are their parameters. deferred are recomputed segments'
+	// ToCopy nodes that stand for those casts (ppRecomputed).
+	shared   []*node
+	earlier  map[*tensor]bool
+	deferred []*node
+	out      *tensor // fwd_cache's stage output
+	loss     *tensor
+	rope     [2]*tensor
+}
+
+func (p *pipeline) first() bool { return p.stage == 0 }
+func (p *pipeline) last() bool  { return p.stage == p.stages-1 }
+
+// newPipeline lowers spec to the program of one stage.
+func newPipeline(spec *model.Spec, stage int64) (*pipeline, error) {
+	t := spec.Training
+	if err := t.PipelineOK(&spec.Model); err != nil {
+		return nil, err
+	}
+	layers, err := spec.Model.LowerStage(stage, t.PP)
+	if err != nil {
+		return nil, err
+	}
+	split, err := model.StageLayers(spec.Model.NumLayers, t.PP)
+	if err != nil {
+		return nil, err
+	}
+	p := &pipeline{stage: stage, stages: t.PP, schedule: t.PPSchedule, layers: layers,
+		blocks: split[stage], flights: map[int]*flight{}, inSh: spec.InputShape()}
+	if stage > 0 {
+		p.inSh = model.Shape{t.Seq, spec.Model.Hidden}
+	}
+	return p, nil
+}
+
+// boundary allocates one tensor of the stage boundary: [b, s, hidden] in
+// the residual stream's dtype, which is the parameters' (the embedding's
+// output, to which every block adds).
+func (s *sim) boundary(spec *model.Spec, name string) *tensor {
+	t := s.alloc(s.cfg.batch*spec.Training.Seq*spec.Model.Hidden, s.cfg.param, catTemp, name)
+	t.fixed = catPipe
+	s.recat(t)
+	return t
+}
+
+// pipelineSetup is what the first step() does before its first
+// micro-batch: the neighbours' warm-up send and receive, the shape
+// inference forward, and the receive buffers.
+func (s *sim) pipelineSetup(spec *model.Spec, ins []*inst) {
+	p := s.pp
+	s.enter(0, 0, "pipeline setup")
+	warm := [2]*tensor{s.alloc(1, f32, catTemp, "p2p warm-up recv"), s.alloc(1, f32, catTemp, "p2p warm-up send")}
+	s.unref(warm[0])
+	s.unref(warm[1])
+	// _shape_inference: zeros like the micro-batch's input, the stage's
+	// forward under no_grad (nothing saved, no graph kept).
+	var x *tensor
+	if p.first() {
+		x = s.alloc(s.cfg.batch*spec.Training.Seq, i64, catTemp, "shape inference input")
+	} else {
+		x = s.alloc(s.cfg.batch*spec.Training.Seq*spec.Model.Hidden, s.cfg.param, catTemp, "shape inference input")
+	}
+	s.gather()
+	saving := s.saving
+	s.saving = false
+	out, _ := s.run(ins, x, p.inSh)
+	s.saving = saving
+	s.keepCasts(s.tape, nil)
+	s.tape = nil
+	s.unref(out)
+	s.endForward()
+	s.dropRope()
+	m := int(spec.Training.GradAccum)
+	for j := 0; j < m && !p.first(); j++ {
+		b := s.boundary(spec, "pipeline receive buffer")
+		b.req = true
+		p.recv = append(p.recv, b)
+	}
+	for j := 0; j < m && !p.last(); j++ {
+		p.gradIn = append(p.gradIn, s.boundary(spec, "pipeline gradient receive buffer"))
+	}
+}
+
+// keepCasts notes the cached weight casts a forward made, with their
+// ToCopy nodes. In PyTorch 2.11 (autocast_mode.cpp, the fix for
+// #158232) a cast cached under no_grad is made with grad enabled: the
+// shape inference's casts, reused by the micro-batches, have a ToCopy
+// node. A node made by an earlier forward has a lower sequence number
+// than any of a later forward's, so autograd runs it last in that
+// forward's backward: the half gradients of every such weight are alive
+// together until the end of each backward. A cast made inside a
+// checkpointed segment has a node too, which the segment's forward (its
+// graph kept, its saved tensors not) does not put on the tape: it is made
+// here.
+func (s *sim) keepCasts(tape []*node, from *flight) {
+	p := s.pp
+	known := map[*tensor]bool{}
+	for _, c := range p.casts {
+		known[c.half] = true
+	}
+	nodes := map[*tensor]*node{}
+	for _, n := range tape {
+		if n.name == "ToCopy" && len(n.outs) == 1 {
+			nodes[n.outs[0]] = n
+		}
+	}
+	for _, in := range s.params {
+		c, ok := s.cache[in]
+		if !ok || known[c] {
+			continue
+		}
+		n := nodes[c]
+		if n == nil {
+			n = &node{name: "ToCopy", ins: []*tensor{in}, outs: []*tensor{c}}
+		}
+		p.casts = append(p.casts, cast{param: in, half: c, node: n, from: from})
+	}
+}
+
+// ppRecomputed orders a recomputed segment of the micro-batch in backward
+// as autograd's sequence numbers do (sim.recomputed). The weights'
+// gradients go through the ToCopy node of the cast that micro-batch's
+// forward used, whatever cast the recompute found or made: a cast an
+// earlier forward made has its node run at the end of the backward, one
+// the forward made itself right after the weight's use. The segment's own
+// ToCopy nodes, and the nodes of the cached casts it found, stand for that
+// node at that place.
+func (s *sim) ppRecomputed(sub []*node) []*node {
+	p := s.pp
+	fl := p.cur
+	if fl == nil {
+		return sub
+	}
+	nodeOf := map[*tensor]*node{}
+	for _, c := range p.casts {
+		nodeOf[c.half] = c.node
+	}
+	out := make([]*node, 0, len(sub))
+	placed := map[*node]bool{}
+	for _, n := range sub {
+		if n.name == "ToCopy" && len(n.ins) == 1 && n.ins[0].param && fl.earlier[n.ins[0]] {
+			fl.deferred = append(fl.deferred, n)
+			continue
+		}
+		for _, in := range n.ins {
+			nd := nodeOf[in]
+			if nd == nil || placed[nd] {
+				continue
+			}
+			placed[nd] = true
+			if fl.earlier[nd.ins[0]] {
+				fl.deferred = append(fl.deferred, nd)
+			} else {
+				out = append(out, nd)
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// endForward drops what one forward of the model holds until its outputs
+// are dropped: eager attention's mask and the key/value cache's copies.
+func (s *sim) endForward() {
+	s.unref(s.mask)
+	s.mask = nil
+	for _, t := range s.kvHold {
+		s.unref(t)
+	}
+	s.kvHold = nil
+}
+
+// dropRope drops the rotary tables of the current forward.
+func (s *sim) dropRope() {
+	for i, r := range s.ropeT {
+		s.unref(r)
+		s.ropeT[i] = nil
+	}
+}
+
+// ppForward is forward_one_chunk for micro-batch j (and the loss on the
+// last stage). It returns the tensors the stage sends: its output.
+func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
+	p := s.pp
+	s.enter(it, j, StageForward)
+	s.thread = 0
+	s.saving = true
+	s.gather()
+	var x *tensor
+	if p.first() {
+		x = s.view(p.data, s.cfg.batch*p.inSh[0]) // tensor_split: a view
+	} else {
+		x = s.ref(p.recv[j])
+	}
+	fl := &flight{earlier: map[*tensor]bool{}}
+	for _, c := range p.casts {
+		if s.cache[c.param] == c.half {
+			fl.shared = append(fl.shared, c.node)
+			fl.earlier[c.param] = true
+		}
+	}
+	out, sh := s.run(ins, x, p.inSh)
+	fl.out = out
+	if p.last() {
+		p.chunks = append(p.chunks, s.ref(out))
+		f := s.to(out, f32)
+		fl.loss = s.crossEntropy(f, s.rows(sh))
+		s.unref(f)
+	}
+	fl.tape, s.tape = s.tape, nil
+	s.keepCasts(fl.tape, fl)
+	s.endForward()
+	fl.rope, s.ropeT = s.ropeT, [2]*tensor{}
+	p.flights[j] = fl
+	s.saved = max(s.saved, s.live[catSaved])
+	if p.last() {
+		return nil
+	}
+	return []*tensor{out}
+}
+
+// ppBackward is backward_one_chunk for micro-batch j. It returns the
+// tensors the stage sends: the input's gradient.
+func (s *sim) ppBackward(it, j int) []*tensor {
+	p := s.pp
+	s.enter(it, j, StageBackward)
+	s.thread = 1
+	fl := p.flights[j]
+	delete(p.flights, j)
+	s.ropeT = fl.rope
+	if p.last() {
+		fl.loss.grad = s.alloc(1, f32, catTemp, "loss grad")
+	} else {
+		fl.out.grad = s.ref(p.gradIn[j])
+	}
+	p.cur = fl
+	s.backward(fl.tape)
+	s.backward(append(fl.shared, fl.deferred...))
+	p.cur = nil
+	s.unref(fl.out)
+	if fl.loss != nil {
+		s.unref(fl.loss) // the schedule's loss list holds a scalar; dropped here
+	}
+	s.dropRope()
+	s.unref(s.mask)
+	s.mask = nil
+	if p.first() {
+		return nil
+	}
+	g := p.recv[j].grad
+	p.recv[j].grad = nil
+	if g == nil {
+		return nil
+	}
+	return []*tensor{g}
+}
+
+// hold is a list of tensors kept alive by a Python variable or a Work.
+type hold []*tensor
+
+func (s *sim) let(h *hold, ts []*tensor) {
+	s.drop(h)
+	for _, t := range ts {
+		s.ref(t)
+	}
+	*h = ts
+}
+
+func (s *sim) drop(h *hold) {
+	for _, t := range *h {
+		s.unref(t)
+	}
+	*h = nil
+}
+
+// dropAll drops one reference to each of ts.
+func (s *sim) dropAll(ts []*tensor) {
+	for _, t := range ts {
+		s.unref(t)
+	}
+}

@@ -1,0 +1,124 @@
+package estimate
+
+import (
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// stageRun simulates one stage of a pipeline-parallel TinyLlama run and
+// returns its result with what the simulation held at its end.
+func stageRun(t *testing.T, o model.Overrides, stage int64) (r *Result, pipe int64, saved int64) {
+	t.Helper()
+	o.Seq, o.Batch, o.Precision, o.Optimizer = 512, 1, "amp-bf16", "adamw-foreach"
+	spec := load(t, "tinyllama-1.1b.yaml", o)
+	p, err := newPipeline(spec, stage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = simulateRank(spec, func(s *sim) { pipe, saved = s.live[catPipe], s.saved }, func(s *sim) { s.pp = p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, pipe, saved
+}
+
+// TestPipelineInFlight checks that the schedules are replayed, not
+// multiplied: GPipe holds every micro-batch's activations at the end of
+// its last forward, 1F1B at most pp − stage of them whatever the
+// micro-batches (docs/parallelism.md §3.2).
+func TestPipelineInFlight(t *testing.T) {
+	saved := func(sched string, m, stage int64) int64 {
+		_, _, s := stageRun(t, model.Overrides{PP: 2, PPSchedule: sched, GradAccum: m}, stage)
+		return s
+	}
+	g1, g2, g4 := saved("gpipe", 1, 0), saved("gpipe", 2, 0), saved("gpipe", 4, 0)
+	if per := g2 - g1; per <= 0 || g4-g2 != 2*per {
+		t.Errorf("gpipe stage 0 saved %d, %d, %d B for 1, 2, 4 micro-batches: want a constant step per micro-batch", g1, g2, g4)
+	}
+	for _, m := range []int64{2, 4, 8} {
+		// The token ids of the whole batch, which the embedding's saved
+		// slices keep alive, grow with the micro-batches.
+		ids := (m - 2) * 512 * i64
+		if got := saved("1f1b", m, 0) - ids; got != g2 {
+			t.Errorf("1f1b stage 0 with %d micro-batches saved %d B besides the ids, want gpipe's with 2 in flight, %d B", m, got, g2)
+		}
+	}
+	if last, one := saved("1f1b", 4, 1), saved("gpipe", 1, 1); last != one {
+		t.Errorf("1f1b last stage saved %d B, want one micro-batch's, %d B", last, one)
+	}
+}
+
+// TestPipelineBuffers checks _PipelineStage's receive buffers: one
+// [b, s, h] fp32 activation buffer per micro-batch on every stage but the
+// first, one gradient buffer per micro-batch on every stage but the last,
+// kept after the step.
+func TestPipelineBuffers(t *testing.T) {
+	const boundary = 1 * 512 * 2048 * f32
+	for _, tc := range []struct {
+		pp, stage, m, want int64
+	}{
+		{2, 0, 4, 4 * boundary},
+		{2, 1, 4, 4 * boundary},
+		{3, 1, 3, 2 * 3 * boundary},
+		{3, 2, 5, 5 * boundary},
+	} {
+		_, pipe, _ := stageRun(t, model.Overrides{PP: tc.pp, PPSchedule: "1f1b", GradAccum: tc.m}, tc.stage)
+		if pipe != tc.want {
+			t.Errorf("pp %d stage %d, %d micro-batches: pipeline buffers %d B, want %d", tc.pp, tc.stage, tc.m, pipe, tc.want)
+		}
+	}
+}
+
+// TestPipelineBusiest checks that Estimate simulates every stage and
+// reports the busiest, with each kind and the pipeline's NCCL memory.
+func TestPipelineBusiest(t *testing.T) {
+	r := estimateSpec(t, "tinyllama-1.1b.yaml", model.Overrides{PP: 3, PPSchedule: "gpipe", GradAccum: 2, Seq: 512, Batch: 1})
+	p := r.Pipeline
+	if p == nil || len(p.Kinds) != 3 {
+		t.Fatalf("pipeline = %+v, want three kinds of stage", p)
+	}
+	var most int64
+	for i, k := range p.Kinds {
+		if want := []string{KindFirst, KindMiddle, KindLast}[i]; k.Kind != want {
+			t.Errorf("kind %d = %s, want %s", i, k.Kind, want)
+		}
+		most = max(most, k.DeviceTotal)
+	}
+	if r.DeviceTotal != most || p.Kinds[p.Busiest].DeviceTotal != most {
+		t.Errorf("device total %d, busiest stage %d; want the kinds' largest, %d", r.DeviceTotal, p.Busiest, most)
+	}
+	if r.Params != 1_100_048_384 || p.Kinds[0].Params+p.Kinds[1].Params+p.Kinds[2].Params != r.Params {
+		t.Errorf("parameters %d, by stage %d + %d + %d: want the model's, split", r.Params, p.Kinds[0].Params, p.Kinds[1].Params, p.Kinds[2].Params)
+	}
+	want := int64(840+58+99) << 20
+	if p.Busiest == 1 {
+		want += 99 << 20 // a middle stage has two neighbours
+	}
+	for _, o := range r.Overhead {
+		if o.Name == OverheadNCCL && o.Bytes != want {
+			t.Errorf("NCCL %d MiB on stage %d, want %d", o.Bytes>>20, p.Busiest, want>>20)
+		}
+	}
+}
+
+// TestPipelineFSDP checks FSDP under a pipeline: gradients are kept whole
+// (set_requires_gradient_sync(False)) until the step's last backward, so at
+// a backward peak the stage holds every gradient whole, and the optimizer
+// state is sharded.
+func TestPipelineFSDP(t *testing.T) {
+	r, _, _ := stageRun(t, model.Overrides{PP: 2, PPSchedule: "1f1b", GradAccum: 4, DP: 2, Zero: "3"}, 0)
+	if r.PeakPhase.Stage != StageBackward {
+		t.Fatalf("peak in %v, want a backward", r.PeakPhase)
+	}
+	var grads int64
+	for _, it := range r.AtPeak {
+		if it.Name == catNames[catGrad] {
+			grads = it.Bytes
+		}
+	}
+	stage := int64(550_023_168) * f32
+	if grads != stage || r.OptimizerBytes != stage {
+		t.Errorf("gradients at the peak %d B, optimizer state %d B; want the stage's whole fp32 gradients and two sharded moments, %d B each", grads, r.OptimizerBytes, stage)
+	}
+}

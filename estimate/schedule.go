@@ -1,0 +1,159 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// The schedules of torch.distributed.pipelining (schedules.py,
+// PipelineScheduleSingle), replayed step by step for one stage: which
+// micro-batch runs forward or backward when, and which Python variables
+// and NCCL Works hold the tensors sent meanwhile (docs/parallelism.md
+// §3.2). The micro-batches themselves are ppForward and ppBackward
+// (pipeline.go).
+
+// trainPipeline simulates two optimizer steps of one stage, as the
+// training loop of bench/torch/dist/pp.py (and torchtitan) runs them:
+// step() under autocast, then the optimizer and zero_grad(set_to_none).
+func (s *sim) trainPipeline(spec *model.Spec, ins []*inst) {
+	p := s.pp
+	s.recomputed = s.ppRecomputed
+	if s.cfg.zero >= 2 {
+		// FSDP under a pipeline (torchtitan, stage.py): no resharding after
+		// forward or backward, gradients kept whole until the step's last
+		// backward (backward_maybe_with_nosync), then reduce-scattered.
+		s.noSync = true
+		s.gathered = s.paramTotal()
+	}
+	t := spec.Training
+	m := int(t.GradAccum)
+	// The whole batch, made on every rank: labels and token ids.
+	rows := s.cfg.batch * int64(m) * t.Seq
+	p.labels = s.alloc(rows, i64, catData, "labels")
+	p.data = s.alloc(rows, i64, catData, "input ids")
+	for it := 0; it < 2; it++ {
+		// step(): clear_runtime_states drops the last step's output chunks;
+		// the first step prepares the stage first.
+		s.dropAll(p.chunks)
+		p.chunks = nil
+		if it == 0 {
+			s.pipelineSetup(spec, ins)
+		}
+		switch p.schedule {
+		case model.PPGPipe:
+			s.gpipe(it, m, ins)
+		default:
+			s.oneFOneB(it, m, ins)
+		}
+		s.stepEnd()
+		s.enter(it, 0, StageOptimizer)
+		s.thread = 0
+		s.optimizerStep(t.Optimizer, it == 0)
+		if t.ZeroGrad == model.ZeroGradNone {
+			for _, q := range s.params {
+				s.unref(q.pgrad)
+				q.pgrad = nil
+			}
+		}
+	}
+}
+
+// gpipe is ScheduleGPipe: every forward, waiting on the forward sends
+// after the last, then every backward, waiting on the backward sends
+// after the last. ops is the loop's variable holding the last P2POps.
+func (s *sim) gpipe(it, m int, ins []*inst) {
+	var ops hold
+	works := make([]hold, m)
+	for j := 0; j < m; j++ {
+		s.drop(&ops)
+		out := s.ppForward(it, j, ins)
+		s.let(&ops, out)
+		s.let(&works[j], out)
+	}
+	for j := range works {
+		s.drop(&works[j])
+	}
+	for j := 0; j < m; j++ {
+		s.drop(&ops)
+		g := s.ppBackward(it, j)
+		s.let(&ops, g)
+		s.dropAll(g)
+		s.let(&works[j], g)
+	}
+	for j := range works {
+		s.drop(&works[j])
+	}
+	s.drop(&ops)
+}
+
+// oneFOneB is Schedule1F1B: min(m, pp − stage) forwards of warm-up, the
+// last one's send fused with the first backward's receive; then one
+// backward and one forward in turn, each backward's send fused with the
+// next forward's receive; then the remaining backwards. fwdSends and
+// bwdSends are the P2POp lists the loop keeps between iterations,
+// sendWork the Work it waits on later.
+func (s *sim) oneFOneB(it, m int, ins []*inst) {
+	p := s.pp
+	warm := min(m, int(p.stages-p.stage))
+	var sendWork, fwdSends, bwdSends hold
+	f, b := 0, 0
+	for ; f < warm; f++ {
+		out := s.ppForward(it, f, ins)
+		s.drop(&sendWork)
+		s.let(&fwdSends, out)
+		if f != warm-1 {
+			s.let(&sendWork, out)
+		}
+	}
+	for {
+		// fwd_sends and bwd_recvs fired and waited together.
+		g := s.ppBackward(it, b)
+		s.let(&bwdSends, g)
+		s.dropAll(g)
+		b++
+		if f == m {
+			break
+		}
+		// bwd_sends and fwd_recvs fired and waited together.
+		out := s.ppForward(it, f, ins)
+		s.let(&fwdSends, out)
+		f++
+	}
+	s.let(&sendWork, bwdSends)
+	for ; b < m; b++ {
+		g := s.ppBackward(it, b)
+		s.drop(&sendWork)
+		s.let(&bwdSends, g)
+		s.dropAll(g)
+		s.let(&sendWork, g)
+	}
+	s.drop(&sendWork)
+	s.drop(&fwdSends)
+	s.drop(&bwdSends)
+}
+
+// stepEnd is the end of step(): with FSDP, _post_backward reduce-scatters
+// the whole gradients and reshards; the last stage merges its output
+// chunks (merge_chunks concatenates them along the batch), which the
+// caller drops; leaving the autocast region drops its weight casts.
+func (s *sim) stepEnd() {
+	p := s.pp
+	if s.noSync {
+		whole := make([]*tensor, len(s.params))
+		for i, q := range s.params {
+			whole[i], q.pgrad = q.pgrad, nil
+		}
+		for i, q := range s.params {
+			if whole[i] != nil {
+				s.reduceScatter(q, whole[i])
+			}
+		}
+		s.releaseGathered()
+	}
+	if p.last() && len(p.chunks) > 0 {
+		var n int64
+		for _, c := range p.chunks {
+			n += c.elems
+		}
+		s.unref(s.alloc(n, p.chunks[0].dt, catTemp, "merged output chunks"))
+	}
+	s.clearCache()
+	p.casts = nil
+}

@@ -1,0 +1,147 @@
+package estimate
+
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
+)
+
+// Rank kinds of a pipeline: the stages run different programs.
+const (
+	KindFirst  = "first stage"
+	KindMiddle = "middle stage"
+	KindLast   = "last stage"
+)
+
+// StageMemory is one kind of pipeline rank's estimate.
+type StageMemory struct {
+	// Kind is KindFirst, KindMiddle or KindLast; Stage the stage (from 0)
+	// whose figures these are: the busiest of its kind.
+	Kind   string `json:"kind"`
+	Stage  int64  `json:"stage"`
+	Blocks int64  `json:"blocks"`
+	Params int64  `json:"parameters"`
+
+	PeakAllocated int64  `json:"peak_allocated_bytes"`
+	PeakReserved  int64  `json:"peak_reserved_bytes"`
+	DeviceTotal   int64  `json:"device_total_bytes"`
+	PeakPhase     Phase  `json:"peak_phase"`
+	AtPeak        []Item `json:"at_peak"`
+}
+
+// Pipeline says how the stages of a pipeline-parallel run differ; the
+// Result's figures are the busiest stage's (docs/parallelism.md §3.2).
+type Pipeline struct {
+	Stages       int64  `json:"stages"`
+	Schedule     string `json:"schedule"`
+	MicroBatches int64  `json:"micro_batches"`
+	// Busiest is the stage with the largest device total.
+	Busiest int64 `json:"busiest_stage"`
+	// Kinds are the first, middle (with more than two stages) and last
+	// stage, in that order.
+	Kinds []StageMemory `json:"kinds"`
+}
+
+// estimatePipeline simulates every stage of a pipeline-parallel run and
+// returns the busiest stage's Result with the Pipeline of every kind.
+func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
+	t := spec.Training
+	var best *Result
+	var kinds []StageMemory
+	for st := int64(0); st < t.PP; st++ {
+		p, err := newPipeline(spec, st)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline stage %d: %w", st, err)
+		}
+		r, err := simulateRank(spec, inspect, func(s *sim) {
+			s.pp = p
+			if setup != nil {
+				setup(s)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pipeline stage %d: %w", st, err)
+		}
+		kind := KindMiddle
+		switch st {
+		case 0:
+			kind = KindFirst
+		case t.PP - 1:
+			kind = KindLast
+		}
+		sm := StageMemory{Kind: kind, Stage: st, Blocks: p.blocks, Params: r.Params,
+			PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal,
+			PeakPhase: r.PeakPhase, AtPeak: r.AtPeak}
+		if n := len(kinds); n > 0 && kinds[n-1].Kind == kind {
+			if sm.DeviceTotal > kinds[n-1].DeviceTotal {
+				kinds[n-1] = sm
+			}
+		} else {
+			kinds = append(kinds, sm)
+		}
+		if best == nil || r.DeviceTotal > best.DeviceTotal {
+			best = r
+			best.Pipeline = &Pipeline{Stages: t.PP, Schedule: t.PPSchedule, MicroBatches: t.GradAccum, Busiest: st}
+		}
+	}
+	best.Pipeline.Kinds = kinds
+	best.Params = spec.Params() // the model's; each kind has its stage's
+	return best, nil
+}
+
+// ppP2PFirst and ppP2PPeer are what a pipeline rank's batched
+// point-to-point traffic adds to NCCL's memory, measured on 2 × H200 (NCCL
+// 2.28.9, torch 2.11, bench/results/2026-11-23-h200x2-tp.jsonl): device in
+// use less reserved was 1,767 MiB on every rank of every pp.py run, against
+// 1,608–1,612 MiB for data parallelism (docs/multigpu.md), so 157 MiB for
+// a stage that sends to and receives from one neighbour. The first
+// send/recv's one-off 58 MiB (parallel.NCCLBytes) is part of it; a middle
+// stage's second neighbour is assumed to add the rest again (unmeasured).
+const (
+	ppP2PFirst = 58 << 20
+	ppP2PPeer  = 157<<20 - ppP2PFirst
+)
+
+// pipelineNCCL is the device memory NCCL holds on a pipeline rank: the
+// pipeline group's communicator, plus data parallelism's when dp > 1
+// (parallel.NCCLBytes), and the point-to-point connections to each
+// neighbouring stage. batch_isend_irecv runs on the group's communicator,
+// so it adds no communicator of its own.
+func pipelineNCCL(p *pipeline, dp int64) int64 {
+	c := parallel.H200x2Defaults
+	if dp > 1 {
+		c.Communicators = 2
+	}
+	peers := int64(2)
+	if p.first() || p.last() {
+		peers = 1
+	}
+	return mustNCCL(parallel.NCCLBytes(c)) + ppP2PFirst + peers*ppP2PPeer
+}
+
+// pipelineOverhead replaces the data-parallel NCCL line of a stage's
+// result with the pipeline's and updates the device total.
+func (s *sim) pipelineOverhead(r *Result) {
+	var old int64
+	items := r.Overhead[:0]
+	for _, o := range r.Overhead {
+		if o.Name == OverheadNCCL {
+			old += o.Bytes
+			continue
+		}
+		items = append(items, o)
+	}
+	n := pipelineNCCL(s.pp, s.cfg.dp)
+	r.Overhead = append(items, Item{OverheadNCCL, n})
+	r.DeviceTotal += n - old
+	if r.Ranks != nil {
+		for i := range r.Ranks.DeviceTotal {
+			r.Ranks.DeviceTotal[i] += n - old
+		}
+	}
+	if r.Device.Memory > 0 {
+		r.Fill = float64(r.DeviceTotal) / float64(r.Device.Memory)
+		r.Fits = r.DeviceTotal <= r.Device.Memory
+	}
+}

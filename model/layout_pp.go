@@ -1,0 +1,182 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Pipeline parallelism as torch.distributed.pipelining runs it: how the
+// blocks are split over stages (StageLayers), which layers one stage holds
+// (LowerStage), and the spec fields pp and pp_schedule. The simulation of
+// a stage is estimate's (docs/parallelism.md §3.2).
+
+// Pipeline schedules of torch.distributed.pipelining.
+const (
+	// PPGPipe is ScheduleGPipe: every micro-batch's forward, then every
+	// backward.
+	PPGPipe = "gpipe"
+	// PP1F1B is Schedule1F1B: pp−stage forwards of warm-up, then one
+	// backward and one forward in turn.
+	PP1F1B = "1f1b"
+	// PPInterleaved is ScheduleInterleaved1F1B: several stages per rank.
+	PPInterleaved = "interleaved"
+)
+
+// StageLayers splits layers transformer blocks over stages as torchtitan's
+// generate_llm_fqn_per_model_part does with input and output weights of 1:
+// the embedding and the head count as one layer each, the layers+2 are
+// spread as evenly as possible with the remainder going to the first
+// stages, and the first and last stages give one layer's room to the
+// embedding and the head. It returns the blocks on each stage, or an error
+// when a stage would get none.
+func StageLayers(layers, stages int64) ([]int64, error) {
+	if stages < 1 || layers < 1 {
+		return nil, fmt.Errorf("%d layers over %d stages", layers, stages)
+	}
+	if stages == 1 {
+		return []int64{layers}, nil
+	}
+	eff := layers + 2
+	per, extra := eff/stages, eff%stages
+	if per < 1 {
+		return nil, fmt.Errorf("%d stages is more than the %d layers plus the embedding and the head", stages, layers)
+	}
+	out := make([]int64, stages)
+	left := layers
+	for i := range out {
+		n := per
+		if int64(i) < extra {
+			n++
+		}
+		if i == 0 || int64(i) == stages-1 {
+			n--
+		}
+		n = min(n, left)
+		out[i], left = n, left-n
+	}
+	return out, nil
+}
+
+// splittable returns the index of the one top-level repeat of blocks a
+// pipeline splits, or an error saying why the model cannot be split.
+func (m *Model) splittable(layers []Layer) (int, error) {
+	switch m.Type {
+	case GPT2, Llama, NeoX, BERT:
+	default:
+		return 0, fmt.Errorf("%s models cannot be split into pipeline stages (only the transformer shorthands gpt2, llama, neox and bert)", m.Type)
+	}
+	if m.Tied {
+		return 0, fmt.Errorf("tied embeddings cannot be split over pipeline stages: the embedding is on the first stage and the head on the last (set tied: false)")
+	}
+	if m.LogitSoftcap > 0 {
+		return 0, fmt.Errorf("logit softcapping is not simulated under pipeline parallelism")
+	}
+	for i := range layers {
+		if _, ok := layers[i].Spec.(*Repeat); ok {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%s model has no repeated blocks to split", m.Type)
+}
+
+// LowerStage returns the layers stage (0-based) of stages holds: its share
+// of the blocks (StageLayers), with everything before them (the embedding)
+// on the first stage and everything after them (the final norm and the
+// head) on the last. On the last stage the head is a plain linear layer
+// whose logits are the stage's output: the schedule's loss function
+// (torchtitan's, logits.float() and cross_entropy) runs outside the model.
+func (m *Model) LowerStage(stage, stages int64) ([]Layer, error) {
+	all := m.Lower()
+	at, err := m.splittable(all)
+	if err != nil {
+		return nil, err
+	}
+	split, err := StageLayers(m.NumLayers, stages)
+	if err != nil {
+		return nil, err
+	}
+	if stage < 0 || stage >= stages {
+		return nil, fmt.Errorf("stage %d of %d", stage, stages)
+	}
+	var out []Layer
+	if stage == 0 {
+		out = append(out, all[:at]...)
+	}
+	rep := all[at]
+	rep.Spec = &Repeat{Times: split[stage]}
+	out = append(out, rep)
+	if stage == stages-1 {
+		for _, l := range all[at+1:] {
+			if h, ok := l.Spec.(*LMHead); ok {
+				l = L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias})
+			}
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// PipelineOK says why a training setup's pipeline cannot run the model,
+// or nil: torchtitan's split must give every stage a block, the schedule
+// must be known, and Schedule1F1B refuses fewer micro-batches than stages.
+func (t *Training) PipelineOK(m *Model) error {
+	if t.PP <= 1 {
+		return nil
+	}
+	if _, err := m.splittable(m.Lower()); err != nil {
+		return err
+	}
+	if _, err := StageLayers(m.NumLayers, t.PP); err != nil {
+		return err
+	}
+	switch t.PPSchedule {
+	case PPGPipe:
+	case PP1F1B:
+		if t.GradAccum < t.PP {
+			return fmt.Errorf("1f1b needs at least as many micro-batches (%d) as stages (%d), as Schedule1F1B requires", t.GradAccum, t.PP)
+		}
+	case PPInterleaved:
+		return fmt.Errorf("the interleaved schedule is not simulated yet (gpipe and 1f1b are)")
+	default:
+		return fmt.Errorf("unknown pipeline schedule %q (valid: %s)", t.PPSchedule, strings.Join([]string{PPGPipe, PP1F1B, PPInterleaved}, ", "))
+	}
+	if t.LoRA.Enabled() {
+		return fmt.Errorf("LoRA with pipeline parallelism is not simulated")
+	}
+	if t.Offload != OffloadNone && t.Offload != "" {
+		return fmt.Errorf("offload with pipeline parallelism is not simulated")
+	}
+	return nil
+}
+
+// decodePipeline reads training.pp and pp_schedule, with the command
+// line's overrides.
+func decodePipeline(tm *mapping, t *Training, o Overrides) {
+	tm.int("pp", &t.PP, false)
+	tm.str("pp_schedule", &t.PPSchedule)
+	if o.PP > 0 {
+		t.PP = o.PP
+	}
+	if o.PPSchedule != "" {
+		t.PPSchedule = strings.ToLower(o.PPSchedule)
+	}
+	if t.PP > 1 && t.PPSchedule == "" {
+		t.PPSchedule = PP1F1B
+	}
+}
+
+// checkPipeline reports a pipeline the model cannot run, at the line of
+// training.pp (0 where a flag set it).
+func checkPipeline(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
+	if t.PP < 0 || o.PP < 0 {
+		e.add(lineOf(tm, "pp"), "pp: must be positive, got %d", min(t.PP, o.PP))
+		return
+	}
+	if err := t.PipelineOK(m); err != nil {
+		line := lineOf(tm, "pp")
+		if o.PP > 0 {
+			line = 0
+		}
+		e.add(line, "pp %d: %v", t.PP, err)
+	}
+}

@@ -1,0 +1,86 @@
+package model
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLowerStage checks each stage's layers: torchtitan's split of the
+// blocks, the embedding on the first stage, the final norm and the head
+// (a linear whose logits the schedule's loss reads) on the last, and no
+// parameter lost or counted twice.
+func TestLowerStage(t *testing.T) {
+	s, err := Load(filepath.Join("..", "specs", "tinyllama-1.1b.yaml"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &s.Model
+	for _, tc := range []struct {
+		stages int64
+		kinds  [][]string
+		blocks []int64
+	}{
+		{2, [][]string{{KEmbedding, KRepeat}, {KRepeat, KRMSNorm, KLinear}}, []int64{11, 11}},
+		{3, [][]string{{KEmbedding, KRepeat}, {KRepeat}, {KRepeat, KRMSNorm, KLinear}}, []int64{7, 8, 7}},
+	} {
+		t.Run(fmt.Sprint(tc.stages), func(t *testing.T) {
+			var params float64
+			for st := int64(0); st < tc.stages; st++ {
+				ls, err := m.LowerStage(st, tc.stages)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var kinds []string
+				for _, l := range ls {
+					kinds = append(kinds, l.Kind)
+					if r, ok := l.Spec.(*Repeat); ok && r.Times != tc.blocks[st] {
+						t.Errorf("stage %d has %d blocks, want %d", st, r.Times, tc.blocks[st])
+					}
+				}
+				if got, want := strings.Join(kinds, " "), strings.Join(tc.kinds[st], " "); got != want {
+					t.Errorf("stage %d layers %s, want %s", st, got, want)
+				}
+				params += float64(Params(ls))
+			}
+			if int64(params) != s.Params() {
+				t.Errorf("stages hold %d parameters, the model %d", int64(params), s.Params())
+			}
+		})
+	}
+}
+
+// TestPipelineSpec checks training.pp and pp_schedule and the setups a
+// pipeline cannot run, each reported at its line.
+func TestPipelineSpec(t *testing.T) {
+	const llama = "model: {type: llama, layers: 4, hidden: 64, heads: 4, intermediate: 128, vocab: 100%s}\n"
+	for _, tc := range []struct {
+		name, tied, training, want string
+	}{
+		{"default schedule", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 2}", ""},
+		{"gpipe one micro-batch", "", "{batch: 1, seq: 8, pp: 2, pp_schedule: gpipe}", ""},
+		{"1f1b too few", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 1}", "f.yaml:2: pp 2: 1f1b needs at least as many micro-batches (1) as stages (2)"},
+		{"tied", ", tied: true", "{batch: 1, seq: 8, pp: 2, grad_accum: 2}", "tied embeddings cannot be split"},
+		{"too deep", "", "{batch: 1, seq: 8, pp: 7, pp_schedule: gpipe}", "7 stages is more than the 4 layers"},
+		{"unknown", "", "{batch: 1, seq: 8, pp: 2, pp_schedule: zb}", `unknown pipeline schedule "zb"`},
+		{"interleaved", "", "{batch: 1, seq: 8, pp: 2, pp_schedule: interleaved, grad_accum: 4}", "interleaved schedule is not simulated yet"},
+		{"fsdp", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 2, dp: 2, zero: 3}", ""},
+		{"offload", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 2, dp: 2, zero: 3, offload: optimizer}", "offload with pipeline parallelism is not simulated"},
+		{"negative", "", "{batch: 1, seq: 8, pp: -1}", "pp: must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			y := fmt.Sprintf(llama, tc.tied) + "training: " + tc.training + "\n"
+			s, err := Parse("f.yaml", []byte(y), Overrides{})
+			if tc.want == "" {
+				if err != nil || s.Training.PP != 2 || s.Training.PPSchedule == "" {
+					t.Errorf("Parse = %+v, %v; want pp 2 with a schedule", s, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse error = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
