@@ -181,7 +181,11 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	}
 	s.enter(0, 0, "load")
 	layers := spec.Model.Lower()
-	ins := s.build(layers, map[string]*tensor{})
+	prog, err := spec.Model.LowerRank(&t)
+	if err != nil {
+		return nil, err
+	}
+	ins := s.build(prog, map[string]*tensor{})
 	s.applyLoRA(spec)
 	s.shardSetup(ins)
 	s.train(spec, ins)
@@ -287,7 +291,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	if d := r.PeakAllocated - sum; d > 0 {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
-	r.Overhead = overhead(s.used, cfg.dp)
+	r.Overhead = overhead(s.used, communicators(spec.Training))
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceTotal = r.PeakReserved
@@ -310,14 +314,14 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 // buffers live outside PyTorch's allocator; docs/multigpu.md).
 const OverheadNCCL = "NCCL communicators"
 
-func overhead(u usage, dp int64) []Item {
+func overhead(u usage, comms int) []Item {
 	mods := modulesBase
 	if u.gemmHalf {
 		mods += modulesHalf
 	}
 	items := []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
-	if dp > 1 {
-		items = append(items, Item{OverheadNCCL, ncclBytes})
+	if comms > 0 {
+		items = append(items, Item{OverheadNCCL, ncclFor(comms)})
 	}
 	return items
 }
