@@ -103,16 +103,41 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		logits = full
 	}
 	src := s.to(logits, f32)
-	var shifted *tensor
-	if !k.Gather {
-		shifted = s.alloc(src.elems, f32, catTemp, "shifted logits (loss parallel)")
-		e := s.alloc(src.elems, f32, catTemp, "exp (loss parallel)")
-		s.unref(e)
+	var loss *tensor
+	if k.Gather {
+		loss = s.crossEntropy(src, rows)
+	} else {
+		loss = s.parallelCrossEntropy(src)
 	}
-	loss := s.crossEntropy(src, rows)
-	s.unref(shifted)
 	s.unref(src)
 	s.unref(logits)
+	return loss
+}
+
+// parallelCrossEntropy is F.cross_entropy under loss_parallel on the
+// rank's vocabulary shard x (torch/distributed/tensor/parallel/loss.py).
+// _log_softmax keeps the shifted logits x − max alive beside exp(shifted),
+// then beside the result, which its node saves. The backward is fused
+// into the NLL loss's (_nll_loss_and_log_softmax_backward):
+// (grad_input + exp(x)) · grad_output with grad_input a zeros_like(x), so
+// three shard-sized tensors beside the saved result; the log-softmax's own
+// backward returns its gradient unchanged.
+func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
+	shifted := s.alloc(x.elems, f32, catTemp, "shifted logits (loss parallel)")
+	e := s.alloc(x.elems, f32, catTemp, "exp (loss parallel)")
+	s.unref(e)
+	lp := s.alloc(x.elems, f32, catTemp, "log-softmax (loss parallel)")
+	s.unref(shifted)
+	if n := s.record("LogSoftmax", []*tensor{x}, lp); n != nil {
+		n.pass = true
+		s.save(n, lp)
+	}
+	loss := s.alloc(1, f32, catTemp, "loss")
+	if n := s.record("NllLossParallel", []*tensor{lp}, loss); n != nil {
+		s.save(n, lp)
+		n.bwdTemp = 2 * lp.bytes()
+	}
+	s.unref(lp)
 	return loss
 }
 

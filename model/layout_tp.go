@@ -22,7 +22,13 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	tm.bool("sp", &t.SP)
 	tm.bool("loss_parallel", &t.LossParallel)
 	tm.int("cp", &t.CP, false)
-	line := func(key string) int { return lineOf(tm, key) }
+	flag := map[string]bool{"tp": o.TP > 0, "cp": o.CP > 0, "sp": o.SP, "loss_parallel": o.LossParallel}
+	line := func(key string) int {
+		if flag[key] {
+			return 0 // from the command line
+		}
+		return lineOf(tm, key)
+	}
 	for _, ov := range []struct {
 		v    int64
 		dst  *int64
@@ -252,3 +258,31 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// ModelParallel describes the tensor- and context-parallel part of the
+// setup for people, such as "tensor-parallel 2 with sequence and loss
+// parallelism"; "" without either.
+func (t Training) ModelParallel() string {
+	if t.TP <= 1 && t.CP <= 1 {
+		return ""
+	}
+	var s string
+	if t.TP > 1 {
+		s = fmt.Sprintf("tensor-parallel %d", t.TP)
+		switch {
+		case t.SP && t.LossParallel:
+			s += " with sequence and loss parallelism"
+		case t.SP:
+			s += " with sequence parallelism"
+		case t.LossParallel:
+			s += " with loss parallelism"
+		}
+	}
+	if t.CP > 1 {
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("context-parallel %d", t.CP)
+	}
+	return s
+}
