@@ -188,6 +188,14 @@ func (m *Model) LowerRank(t *Training) ([]Layer, error) {
 	if t.TP <= 1 {
 		return ls, nil
 	}
+	if m.Type != Llama {
+		return nil, fmt.Errorf("%w: %s models (torchtitan's plan is for Llama)", ErrNotSplittable, m.Type)
+	}
+	err := parallel.CheckSplit(parallel.Split{Heads: m.Heads, KVHeads: m.KVHeads, Intermediate: m.Intermediate,
+		Seq: t.Seq, TP: t.TP, CP: t.CP, SP: t.SP})
+	if err != nil {
+		return nil, fmt.Errorf("tensor parallelism: %w", err)
+	}
 	tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel}
 	return tp.layers(ls)
 }

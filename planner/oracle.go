@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -52,9 +53,11 @@ func (e *NotSimulatedError) Error() string {
 }
 
 // Simulator is the Oracle backed by memplan's estimator: it simulates
-// data parallelism with ZeRO stages 0–3, checkpointing and any
-// micro-batch and accumulation, and returns a *NotSimulatedError for
-// layouts with TP, SP, PP, CP or EP.
+// data parallelism with ZeRO stages 0–3, tensor parallelism with sequence
+// and loss parallelism (torchtitan's plan, Llama models), checkpointing and
+// any micro-batch and accumulation, and returns a *NotSimulatedError for
+// layouts with PP, CP or EP, and for tensor parallelism of models the plan
+// does not cover.
 type Simulator struct{}
 
 // Estimate implements Oracle.
@@ -63,6 +66,9 @@ func (Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 		return Busiest{}, err
 	}
 	r, err := estimate.Estimate(Apply(spec, l))
+	if errors.Is(err, model.ErrNotSplittable) {
+		return Busiest{}, &NotSimulatedError{What: []string{"tensor parallelism of " + spec.Model.Type + " models"}}
+	}
 	if err != nil {
 		return Busiest{}, fmt.Errorf("estimate %s: %w", l, err)
 	}
@@ -77,9 +83,6 @@ func notSimulated(l Layout) error {
 			what = append(what, s)
 		}
 	}
-	add(l.TP > 1, "tensor parallelism")
-	add(l.SP, "sequence parallelism")
-	add(l.LossParallel, "loss parallelism")
 	add(l.PP > 1, "pipeline parallelism")
 	add(l.CP > 1, "context parallelism")
 	add(l.EP > 1, "expert parallelism")
@@ -90,12 +93,13 @@ func notSimulated(l Layout) error {
 }
 
 // Apply returns a copy of spec whose training setup is the layout's data
-// parallelism, ZeRO stage, checkpointing, micro-batch and accumulation,
+// and tensor parallelism, ZeRO stage, checkpointing, micro-batch and accumulation,
 // with nothing offloaded (the planner keeps all state on the GPUs).
 func Apply(spec *model.Spec, l Layout) *model.Spec {
 	s := *spec
 	t := &s.Training
 	t.DP, t.Zero, t.Checkpointing = l.DP*l.CP, l.Zero, l.Checkpointing
 	t.Batch, t.GradAccum, t.Offload = l.Micro, l.Accum, model.OffloadNone
+	t.TP, t.SP, t.LossParallel = l.TP, l.SP, l.LossParallel
 	return &s
 }
