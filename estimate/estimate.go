@@ -185,7 +185,12 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	done := func() {}
+	if t.TP > 1 {
+		done = s.loadWhole(layers, prog)
+	}
 	ins := s.build(prog, map[string]*tensor{})
+	done()
 	s.applyLoRA(spec)
 	s.shardSetup(ins)
 	s.train(spec, ins)

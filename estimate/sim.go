@@ -138,6 +138,10 @@ type sim struct {
 	scratch  []*tensor  // runNode's gradients, reused
 	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
 	err      error      // a failure to read a measured table
+
+	// wholeGrads are tensor parallelism's whole gradients of sharded
+	// parameters (tensorparallel.go), freed with the parameters' .grad.
+	wholeGrads []wholeGrad
 }
 
 // note adds a line to the result's notes, once.

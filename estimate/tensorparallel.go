@@ -33,6 +33,91 @@ func init() {
 	})
 }
 
+func init() {
+	register(model.KVocabEmbedding, func(s *sim, l *model.Layer, names map[string]*tensor) op {
+		k := l.Spec.(*model.VocabEmbedding)
+		o := &vocabEmbeddingOp{k: k, w: s.matrix(k.Vocab, k.Dim, 1, "embedding.weight (vocabulary shard)")}
+		if k.Name != "" {
+			names[k.Name] = o.w
+		}
+		if !k.Tied && s.cfg.zero < 2 {
+			o.whole = &tensor{elems: k.Whole * k.Dim, dt: o.w.dt, refs: 1, param: true, req: true,
+				fixed: catGrad, cat: catGrad, name: "embedding.weight (whole gradient)"}
+			s.wholeGrads = append(s.wholeGrads, wholeGrad{o.whole, o.w.elems})
+		}
+		return o
+	})
+}
+
+// vocabEmbeddingOp is RowwiseParallel's embedding (the ids masked to the
+// rank's rows, which DTensor's _MaskPartial does with [b, s] temporaries
+// left out here). Its weight's gradient is computed whole, [V, h], as a
+// replicated tensor (measured on 2 x H200: 1002 MiB for Llama-3.2-1B,
+// 2004 MiB for Llama-3-8B, in backward). Tied to the head, whose shard
+// gradient exists by then, it is cut to the rank's shard (a clone) and
+// added: a transient whole gradient. Untied, AccumulateGrad keeps the whole
+// gradient as .grad until zero_grad, and each foreach op of the optimizer
+// that reads it redistributes it to the shard (shardWholeGrads).
+type vocabEmbeddingOp struct {
+	k     *model.VocabEmbedding
+	w     *tensor
+	whole *tensor // untied: the holder of the whole gradient
+}
+
+// wholeGrad is a whole gradient's holder and the elements of the shard it
+// belongs to.
+type wholeGrad struct {
+	whole *tensor
+	shard int64
+}
+
+func (o *vocabEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	rows := s.cfg.batch * sh[0]
+	y := s.alloc(rows*o.k.Dim, o.w.dt, catTemp, "embedding")
+	in := o.w
+	if o.whole != nil {
+		in = o.whole
+	}
+	if n := s.record("Embedding", []*tensor{in}, y); n != nil {
+		s.save(n, x)
+		// embedding_dense_backward's sort of the ids: a few int64 arrays.
+		n.bwdTemp = 4 * rows * i64
+		if o.whole == nil {
+			n.bwdTemp, n.reduceTemp = o.k.Whole*o.k.Dim*o.w.dt, n.bwdTemp
+		}
+	}
+	return y
+}
+
+// shardWholeGrads replays the optimizer's redistributions of the whole
+// gradients (Replicate → Shard(0), a clone of the shard): one for
+// _foreach_lerp_(exp_avgs, grads), then two at once for
+// _foreach_addcmul_(exp_avg_sqs, grads, grads) (measured:
+// TinyLlama-1.1B, adam.py lines 705 and 722).
+func (s *sim) shardWholeGrads() {
+	for _, g := range s.wholeGrads {
+		if g.whole.pgrad == nil {
+			continue
+		}
+		dt := g.whole.dt
+		c := s.alloc(g.shard, dt, catTemp, "gradient shard (redistributed)")
+		s.unref(c)
+		a := s.alloc(g.shard, dt, catTemp, "gradient shard (redistributed)")
+		b := s.alloc(g.shard, dt, catTemp, "gradient shard (redistributed)")
+		s.unref(b)
+		s.unref(a)
+	}
+}
+
+// releaseWholeGrads frees the whole gradients, as zero_grad(set_to_none)
+// does.
+func (s *sim) releaseWholeGrads() {
+	for _, g := range s.wholeGrads {
+		s.unref(g.whole.pgrad)
+		g.whole.pgrad = nil
+	}
+}
+
 type collectiveOp struct{ k *model.Collective }
 
 func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
@@ -160,4 +245,56 @@ func ncclFor(n int) int64 {
 	c := parallel.H200x2Defaults
 	c.Communicators = n
 	return mustNCCL(parallel.NCCLBytes(c))
+}
+
+// loadWhole replays how bench/torch/dist/tp.py (and any script that builds
+// the model on the GPU before parallelize_module) loads a tensor-parallel
+// model: every parameter is first allocated whole, then parallelize_module
+// allocates each shard and frees the whole tensor it replaces. The freed
+// blocks stay cached and the step reuses them (measured: Llama-3-8B's
+// 224 MiB whole MLP weights stay reserved as 96 segments,
+// docs/parallelism.md §3.1). With FSDP over dp, fully_shard then does the
+// same with the tensor-parallel shards and its dp shards. It allocates the
+// whole parameters now and returns the function to call once the rank's
+// parameters are built; each parameter the build allocates frees the next
+// whole one.
+func (s *sim) loadWhole(whole, prog []model.Layer) (done func()) {
+	build := func(ls []model.Layer) []*tensor {
+		zero := s.cfg.zero
+		s.cfg.zero = 0
+		defer func() { s.cfg.zero = zero }()
+		start := len(s.params)
+		s.build(ls, map[string]*tensor{})
+		out := append([]*tensor(nil), s.params[start:]...)
+		s.params = s.params[:start]
+		return out
+	}
+	trace := s.trace
+	var old []*tensor
+	replace := func(t *tensor, alloc bool) {
+		if trace != nil {
+			trace(t, alloc)
+		}
+		if alloc && t.cat == catParam && len(old) > 0 {
+			p := old[0]
+			old = old[1:]
+			s.unref(p)
+		}
+	}
+	finish := func() {
+		s.trace = trace
+		for _, p := range old {
+			s.unref(p)
+		}
+		old = nil
+	}
+	old = build(whole)
+	if s.cfg.zero >= 2 {
+		s.trace = replace
+		local := build(prog)
+		finish()
+		old = local
+	}
+	s.trace = replace
+	return finish
 }

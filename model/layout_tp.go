@@ -175,6 +175,33 @@ func (k *VocabHead) params(*Layer) float64 {
 	return f64(k.Vocab) * f64(k.Dim)
 }
 
+// KVocabEmbedding is the layer kind of a vocabulary-parallel embedding
+// (not accepted in specs).
+const KVocabEmbedding = "vocab_parallel_embedding"
+
+// VocabEmbedding is RowwiseParallel's embedding: the rank's Vocab rows of
+// a Whole-row table, named Name for a tie; Tied says the head shares it.
+// Its output is a partial sum (the rows other ranks hold are zero).
+type VocabEmbedding struct {
+	Vocab, Whole, Dim int64
+	Name              string
+	Tied              bool
+}
+
+// Kind is the layer kind's name.
+func (*VocabEmbedding) Kind() string { return KVocabEmbedding }
+
+func (*VocabEmbedding) decode(*args, *Layer) {}
+
+func (k *VocabEmbedding) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if len(s) != 1 {
+		return nil, bad(l, "needs token ids as input")
+	}
+	return Shape{s[0], k.Dim}, nil
+}
+
+func (k *VocabEmbedding) params(*Layer) float64 { return f64(k.Vocab) * f64(k.Dim) }
+
 // ErrNotSplittable is wrapped by LowerRank for a layer that tensor
 // parallelism's plan does not cover.
 var ErrNotSplittable = errors.New("tensor parallelism does not split this layer")
@@ -196,13 +223,13 @@ func (m *Model) LowerRank(t *Training) ([]Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tensor parallelism: %w", err)
 	}
-	tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel}
+	tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied}
 	return tp.layers(ls)
 }
 
 type tpLowering struct {
-	t      int64
-	sp, lp bool
+	t            int64
+	sp, lp, tied bool
 }
 
 func (tp *tpLowering) coll(op string) Layer { return L(&Collective{Op: op, Ranks: tp.t}) }
@@ -237,9 +264,8 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			c.Body = body
 			out = append(out, c)
 		case *Embedding:
-			e := *k
-			e.Vocab = ceilDiv(k.Vocab, tp.t)
-			out = append(out, L(&e), tp.out())
+			e := &VocabEmbedding{Vocab: ceilDiv(k.Vocab, tp.t), Whole: k.Vocab, Dim: k.Dim, Name: k.Name, Tied: tp.tied}
+			out = append(out, L(e), tp.out())
 		case *Attention:
 			a := *k
 			a.Heads, a.KVHeads = k.Heads/tp.t, k.KVHeads/tp.t

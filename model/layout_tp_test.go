@@ -34,8 +34,8 @@ func TestLowerRank(t *testing.T) {
 		want string
 	}{
 		{"one GPU", Training{}, "embedding [[rmsnorm attention] [rmsnorm gated_mlp]] rmsnorm lm_head"},
-		{"tp", Training{TP: 2}, "embedding all_reduce [[rmsnorm replicate attention all_reduce] [rmsnorm replicate gated_mlp all_reduce]] rmsnorm replicate vocab_parallel_head"},
-		{"tp+sp", Training{TP: 2, SP: true}, "embedding reduce_scatter_seq [[rmsnorm all_gather_seq attention reduce_scatter_seq] [rmsnorm all_gather_seq gated_mlp reduce_scatter_seq]] rmsnorm all_gather_seq vocab_parallel_head"},
+		{"tp", Training{TP: 2}, "vocab_parallel_embedding all_reduce [[rmsnorm replicate attention all_reduce] [rmsnorm replicate gated_mlp all_reduce]] rmsnorm replicate vocab_parallel_head"},
+		{"tp+sp", Training{TP: 2, SP: true}, "vocab_parallel_embedding reduce_scatter_seq [[rmsnorm all_gather_seq attention reduce_scatter_seq] [rmsnorm all_gather_seq gated_mlp reduce_scatter_seq]] rmsnorm all_gather_seq vocab_parallel_head"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ls, err := m.LowerRank(&tc.tr)
@@ -48,8 +48,8 @@ func TestLowerRank(t *testing.T) {
 			if tc.tr.TP < 2 {
 				return
 			}
-			if e := ls[0].Spec.(*Embedding); e.Vocab != 501 {
-				t.Errorf("embedding rows = %d, want ceil(1001/2) = 501", e.Vocab)
+			if e := ls[0].Spec.(*VocabEmbedding); e.Vocab != 501 || e.Whole != 1001 {
+				t.Errorf("embedding rows = %d of %d, want ceil(1001/2) = 501 of 1001", e.Vocab, e.Whole)
 			}
 			block := ls[2].Body
 			if a := block[0].Body[2].Spec.(*Attention); a.Heads != 4 || a.KVHeads != 2 || a.HeadDim != 8 {
