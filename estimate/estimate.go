@@ -18,7 +18,6 @@ import (
 	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/model"
-	"github.com/memplan/memplan/parallel"
 )
 
 // SchemaVersion is the version of the JSON form of Result (docs/json.md).
@@ -132,12 +131,6 @@ var (
 	hopperCublas  = measured.HopperCublas.Bytes // cuBLAS workspace on sm90
 	defaultCublas = measured.DefaultCublas.Bytes
 )
-
-// ncclBytes is the device memory NCCL holds outside the allocator in a
-// data-parallel run: one communicator with the channel counts measured on
-// 2 x H200 (parallel.H200x2Defaults, docs/multigpu.md), 840 MiB. Other
-// hosts pick other channel counts; two H200s are the only measurement.
-var ncclBytes = mustNCCL(parallel.NCCLBytes(parallel.H200x2Defaults))
 
 func mustNCCL(b int64, err error) int64 {
 	if err != nil {
@@ -296,7 +289,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	if d := r.PeakAllocated - sum; d > 0 {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
-	r.Overhead = overhead(s.used, communicators(spec.Training))
+	r.Overhead = overhead(s.used, ncclFor(spec.Training))
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceTotal = r.PeakReserved
@@ -319,14 +312,14 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 // buffers live outside PyTorch's allocator; docs/multigpu.md).
 const OverheadNCCL = "NCCL communicators"
 
-func overhead(u usage, comms int) []Item {
+func overhead(u usage, nccl int64) []Item {
 	mods := modulesBase
 	if u.gemmHalf {
 		mods += modulesHalf
 	}
 	items := []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
-	if comms > 0 {
-		items = append(items, Item{OverheadNCCL, ncclFor(comms)})
+	if nccl > 0 {
+		items = append(items, Item{OverheadNCCL, nccl})
 	}
 	return items
 }

@@ -226,24 +226,26 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 	return loss
 }
 
-// communicators is the number of NCCL communicators a rank's process
-// groups use: one per parallel dimension larger than one
-// (docs/parallelism.md §3.5).
-func communicators(t model.Training) int {
-	n := 0
+// ncclFor is the device memory NCCL takes on the busiest rank of a
+// layout (docs/parallelism.md §3.5): one communicator per parallel
+// dimension larger than one, with the channel counts measured on 2 x H200
+// (parallel.H200x2Defaults, docs/multigpu.md: 840 MiB for one; other
+// hosts pick other channel counts, two H200s are the only measurement).
+// Loading a tensor-parallel model that was
+// built whole on the GPU (loadWhole) scatters each sharded parameter from
+// rank 0 (distribute_tensor's mesh_scatter, point-to-point sends): the
+// other ranks receive, which sets up NCCL's receive buffers, the most a
+// rank takes (measured: 384 MiB more than a data-parallel run on rank 1,
+// 128 MiB on rank 0, the sender).
+func ncclFor(t model.Training) int64 {
+	c := parallel.H200x2Defaults
+	c.Communicators = 0
 	for _, d := range []int64{t.DP, t.TP, t.CP} {
 		if d > 1 {
-			n++
+			c.Communicators++
 		}
 	}
-	return n
-}
-
-// ncclFor is the device memory of n communicators, with the channel counts
-// measured on 2 x H200 (parallel.H200x2Defaults).
-func ncclFor(n int) int64 {
-	c := parallel.H200x2Defaults
-	c.Communicators = n
+	c.Recvs = t.TP > 1
 	return mustNCCL(parallel.NCCLBytes(c))
 }
 

@@ -69,7 +69,10 @@ func TestTensorParallel(t *testing.T) {
 		}
 		return 0
 	}
-	if nccl(sp) != 840<<20 || nccl(fsdp) <= nccl(sp) {
-		t.Errorf("NCCL: tp %d MiB, tp × dp %d MiB; want 840 and more", nccl(sp)>>20, nccl(fsdp)>>20)
+	// One communicator (840 MiB) and the receive side of the load's
+	// scatter (378 MiB); measured on rank 1 of 2 x H200: 1993 MiB outside
+	// the allocator, of which 767 MiB are the context and kernel modules.
+	if nccl(sp) != 1218<<20 || nccl(fsdp) <= nccl(sp) {
+		t.Errorf("NCCL: tp %d MiB, tp × dp %d MiB; want 1218 and more", nccl(sp)>>20, nccl(fsdp)>>20)
 	}
 }

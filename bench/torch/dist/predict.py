@@ -57,8 +57,9 @@ def script_cmd(script, nproc, args):
         cmd += ["--cp", nproc]
     elif script == "pp.py":
         cmd += ["--pp", nproc, "--pp-schedule", opts["schedule"], "--grad-accum", opts["microbatches"]]
-    if opts.get("checkpointing", "none") != "none":
-        cmd += ["--checkpointing", opts["checkpointing"]]
+    # Always: a spec's own checkpointing (llama-3-8b.yaml: every-block) is
+    # not what the script runs without --checkpointing.
+    cmd += ["--checkpointing", opts.get("checkpointing", "none")]
     return cmd
 
 
