@@ -142,6 +142,9 @@ type sim struct {
 	// wholeGrads are tensor parallelism's whole gradients of sharded
 	// parameters (tensorparallel.go), freed with the parameters' .grad.
 	wholeGrads []wholeGrad
+	// unreplaced are the whole parameters of a tensor-parallel load that
+	// the next parameters built replace, in order (loadWhole).
+	unreplaced []*tensor
 }
 
 // note adds a line to the result's notes, once.

@@ -271,32 +271,28 @@ func (s *sim) loadWhole(whole, prog []model.Layer) (done func()) {
 		s.params = s.params[:start]
 		return out
 	}
-	trace := s.trace
-	var old []*tensor
-	replace := func(t *tensor, alloc bool) {
-		if trace != nil {
-			trace(t, alloc)
-		}
-		if alloc && t.cat == catParam && len(old) > 0 {
-			p := old[0]
-			old = old[1:]
-			s.unref(p)
-		}
-	}
 	finish := func() {
-		s.trace = trace
-		for _, p := range old {
+		for _, p := range s.unreplaced {
 			s.unref(p)
 		}
-		old = nil
+		s.unreplaced = nil
 	}
-	old = build(whole)
+	s.unreplaced = build(whole)
 	if s.cfg.zero >= 2 {
-		s.trace = replace
+		// fully_shard replaces the tensor-parallel shards in turn.
 		local := build(prog)
 		finish()
-		old = local
+		s.unreplaced = local
 	}
-	s.trace = replace
 	return finish
+}
+
+// replaceWhole frees the next whole parameter of a load once the
+// parameter that replaces it is allocated.
+func (s *sim) replaceWhole() {
+	if len(s.unreplaced) > 0 {
+		p := s.unreplaced[0]
+		s.unreplaced = s.unreplaced[1:]
+		s.unref(p)
+	}
 }
