@@ -1,6 +1,9 @@
 package estimate
 
 import (
+	"fmt"
+
+	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/parallel"
 )
@@ -278,6 +281,12 @@ func (s *sim) loadWhole(whole, prog []model.Layer) (done func()) {
 		s.unreplaced = nil
 	}
 	s.unreplaced = build(whole)
+	c := parallel.H200x2Defaults
+	c.Recvs = true
+	recv := mustNCCL(parallel.NCCLBytes(c))
+	c.Recvs, c.Sends = false, true
+	diff := recv - mustNCCL(parallel.NCCLBytes(c))
+	s.note(fmt.Sprintf("ranks differ: the figures are a receiving rank's; rank 0 scatters the parameters and its NCCL buffers take %s less (docs/parallelism.md §3.5)", units.Format(diff)))
 	if s.cfg.zero >= 2 {
 		// fully_shard replaces the tensor-parallel shards in turn.
 		local := build(prog)
