@@ -55,7 +55,7 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		return
 	}
-	if m.Type != Llama || m.Experts > 0 || m.FusedQKV || m.SandwichNorm {
+	if m.Type != Llama || m.Experts > 0 || m.FusedQKV || m.SandwichNorm || m.LogitSoftcap > 0 {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections and a dense MLP (torchtitan's plan), not %s", m.describe())
 		return
 	}
@@ -83,6 +83,8 @@ func (m *Model) describe() string {
 		return "a mixture of experts"
 	case m.FusedQKV:
 		return "a fused qkv projection"
+	case m.LogitSoftcap > 0:
+		return "a logit softcap"
 	}
 	return "sandwich norms"
 }
