@@ -67,6 +67,7 @@ func (s *sim) param(elems int64, name string) *tensor {
 	}
 	t.param, t.req = true, true
 	s.params = append(s.params, t)
+	s.replaceWhole() // tensorparallel.go
 	return t
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/model"
-	"github.com/memplan/memplan/parallel"
 )
 
 // SchemaVersion is the version of the JSON form of Result (docs/json.md).
@@ -142,12 +141,6 @@ var (
 	defaultCublas = measured.DefaultCublas.Bytes
 )
 
-// ncclBytes is the device memory NCCL holds outside the allocator in a
-// data-parallel run: one communicator with the channel counts measured on
-// 2 x H200 (parallel.H200x2Defaults, docs/multigpu.md), 840 MiB. Other
-// hosts pick other channel counts; two H200s are the only measurement.
-var ncclBytes = mustNCCL(parallel.NCCLBytes(parallel.H200x2Defaults))
-
 func mustNCCL(b int64, err error) int64 {
 	if err != nil {
 		panic(err)
@@ -201,10 +194,20 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	}
 	s.enter(0, 0, "load")
 	layers := spec.Model.Lower()
-	if s.pp != nil {
-		layers = s.pp.layers
+	prog, err := spec.Model.LowerRank(&t)
+	if err != nil {
+		return nil, err
 	}
-	ins := s.build(layers, map[string]*tensor{})
+	if s.pp != nil {
+		// A stage's own layers (TP with PP is refused by the spec's checks).
+		layers, prog = s.pp.layers, s.pp.layers
+	}
+	done := func() {}
+	if t.TP > 1 {
+		done = s.loadWhole(layers, prog)
+	}
+	ins := s.build(prog, map[string]*tensor{})
+	done()
 	s.applyLoRA(spec)
 	s.shardSetup(ins)
 	if s.pp != nil {
@@ -317,7 +320,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	if d := r.PeakAllocated - sum; d > 0 {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
-	r.Overhead = overhead(s.used, cfg.dp)
+	r.Overhead = overhead(s.used, ncclFor(spec.Training))
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceSized = s.used.sms || cfg.cudnn.used
@@ -341,14 +344,14 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 // buffers live outside PyTorch's allocator; docs/multigpu.md).
 const OverheadNCCL = "NCCL communicators"
 
-func overhead(u usage, dp int64) []Item {
+func overhead(u usage, nccl int64) []Item {
 	mods := modulesBase
 	if u.gemmHalf {
 		mods += modulesHalf
 	}
 	items := []Item{{"CUDA context", cudaContext}, {"kernel modules (lazy loading)", mods}}
-	if dp > 1 {
-		items = append(items, Item{OverheadNCCL, ncclBytes})
+	if nccl > 0 {
+		items = append(items, Item{OverheadNCCL, nccl})
 	}
 	return items
 }

@@ -152,6 +152,12 @@ type sim struct {
 	// noSync is FSDP's set_requires_gradient_sync(False): whole gradients
 	// accumulate and are reduce-scattered later (pipeline.go).
 	noSync bool
+	// wholeGrads are tensor parallelism's whole gradients of sharded
+	// parameters (tensorparallel.go), freed with the parameters' .grad.
+	wholeGrads []wholeGrad
+	// unreplaced are the whole parameters of a tensor-parallel load that
+	// the next parameters built replace, in order (loadWhole).
+	unreplaced []*tensor
 }
 
 // note adds a line to the result's notes, once.

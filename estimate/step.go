@@ -61,6 +61,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 				s.unref(p.pgrad)
 				p.pgrad = nil
 			}
+			s.releaseWholeGrads() // tensorparallel.go
 		}
 	}
 }
@@ -149,6 +150,9 @@ func (s *sim) adamStep(o model.Optimizer, params []*tensor, first bool) {
 				s.alloc(1, f32, catOptState, "optimizer state") // step lives on the device when fused
 			}
 		}
+	}
+	if o.Impl == model.ImplForeach {
+		s.shardWholeGrads() // tensorparallel.go
 	}
 	switch o.Impl {
 	case model.ImplForeach:

@@ -15,6 +15,8 @@ func FuzzParse(f *testing.F) {
 	seed(f, "../specs/*.yaml", "testdata/bad/*.yaml")
 	f.Add([]byte("name: x\nmodel: {type: gpt2, layers: 2, hidden: 64, heads: 4, vocab: 100}\ndevice: h100-80gb\n" +
 		"training:\n  batch: 1\n  seq: 8\n  quant: nf4\n  double_quant: true\n  lora: {rank: 4, alpha: 8, dropout: 0.1, targets: [c_attn, c_proj]}\n"))
+	f.Add([]byte("name: x\nmodel: {type: llama, layers: 2, hidden: 64, heads: 4, kv_heads: 2, intermediate: 128, vocab: 101}\ndevice: h100-80gb\n" +
+		"training:\n  batch: 1\n  seq: 8\n  tp: 2\n  sp: true\n  loss_parallel: true\n  dp: 2\n  zero: 3\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data, Overrides{})
 		if err != nil {
@@ -34,6 +36,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if p := s.Trainable(); p < 0 || (p > 0) != s.Training.LoRA.Enabled() {
 			t.Fatalf("trainable %d with LoRA %+v", p, s.Training.LoRA)
+		}
+		if _, err := s.Model.LowerRank(&s.Training); err != nil {
+			t.Fatalf("accepted a layout it cannot lower: %v", err)
 		}
 		if s.InputShape().Elems() <= 0 {
 			t.Fatalf("empty input shape %v", s.InputShape())

@@ -143,6 +143,9 @@ func (t *Training) PipelineOK(m *Model) error {
 	if t.LoRA.Enabled() {
 		return fmt.Errorf("LoRA with pipeline parallelism is not simulated")
 	}
+	if t.TP > 1 || t.CP > 1 {
+		return fmt.Errorf("tensor or context parallelism together with pipeline parallelism is not simulated yet")
+	}
 	if t.Offload != OffloadNone && t.Offload != "" {
 		return fmt.Errorf("offload with pipeline parallelism is not simulated")
 	}

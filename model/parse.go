@@ -34,6 +34,10 @@ type Overrides struct {
 	// and training.quant/double_quant ("" leaves them).
 	LoRA                                                    int64
 	LoRATargets, LoRAAlpha, LoRADropout, Quant, DoubleQuant string
+	// TP and CP are tensor- and context-parallel sizes (0 leaves the
+	// spec's); SP and LossParallel switch those on.
+	TP, CP           int64
+	SP, LossParallel bool
 }
 
 // Load reads and parses a spec file.
@@ -153,6 +157,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	pline, _ := tm.str("precision", &s)
 	decodeLoRA(e, tm, t, m, o)
 	decodePipeline(tm, t, o)
+	decodeLayout(e, tm, t, m, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, o.Precision != "")
 	for _, ov := range []struct {

@@ -237,6 +237,16 @@ type Training struct {
 	// the gradients are slices of the reducer's buckets, not a second
 	// copy. Other stages ignore it.
 	BucketView bool `json:"bucket_view,omitempty"`
+	// TP is the tensor-parallel size (0 or 1: none): torchtitan's plan,
+	// columnwise q, k, v, gate and up, rowwise o and down, a
+	// vocabulary-parallel embedding and head (docs/parallelism.md §3.1).
+	// SP adds sequence parallelism (norms and residuals split along the
+	// sequence); LossParallel keeps the logits split by vocabulary for the
+	// loss. CP is the context-parallel size (docs/parallelism.md §3.3).
+	TP           int64 `json:"tp,omitempty"`
+	SP           bool  `json:"sp,omitempty"`
+	LossParallel bool  `json:"loss_parallel,omitempty"`
+	CP           int64 `json:"cp,omitempty"`
 	// AllocConf is the PYTORCH_ALLOC_CONF the job runs with (alloc.Parse
 	// syntax, docs/allocator.md); "" is PyTorch's default.
 	AllocConf string `json:"alloc_conf,omitempty"`

@@ -84,3 +84,59 @@ func TestClosedForms(t *testing.T) {
 	}
 	t.Log(b.String())
 }
+
+// TestClosedFormsTP sets the closed forms with tensor (and sequence)
+// parallelism next to memplan's figure for one rank of the same layout
+// (docs/parallelism.md §2, the second table). It checks what the
+// simulation must show whatever the numbers: sequence parallelism saves
+// less than tensor parallelism alone, and both less than one GPU.
+func TestClosedFormsTP(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-30s %12s %12s %12s %12s\n", "model (b=1, SDPA)", "Korthikanti", "selective", "Megatron", "memplan")
+	for _, tc := range []struct {
+		file string
+		seq  int64
+	}{{"llama-3.2-1b.yaml", 4096}, {"llama-3-8b.yaml", 4096}} {
+		spec := load(t, tc.file)
+		m := &spec.Model
+		tr := &spec.Training
+		tr.Seq, tr.Batch, tr.GradAccum, tr.Attention = tc.seq, 1, 1, model.AttnSDPA
+		tr.Checkpointing = model.Checkpointing{Mode: model.CkptNone}
+		tr.DP, tr.Zero, tr.Offload = 1, 0, model.OffloadNone
+		s, h, a, L := float64(tc.seq), float64(m.Hidden), float64(m.Heads), float64(m.NumLayers)
+		prev := map[bool]int64{}
+		for _, tp := range []int64{1, 2, 4} {
+			for _, sp := range []bool{false, true} {
+				if tp == 1 && sp {
+					continue
+				}
+				tr.TP, tr.SP = tp, sp
+				r, err := estimate.Estimate(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ft := float64(tp)
+				full := L * korthikanti(s, 1, h, a, ft, sp, false)
+				sel := L * korthikanti(s, 1, h, a, ft, sp, true)
+				mega := megatron(s, 1, h, float64(m.Intermediate), L, float64(m.Vocab), ft)
+				name := fmt.Sprintf("%s t=%d", spec.Name, tp)
+				if sp {
+					name += " +sp"
+				}
+				fmt.Fprintf(&b, "%-30s %12s %12s %12s %12s\n", name, units.Format(int64(full)), units.Format(int64(sel)),
+					units.Format(int64(mega)), units.Format(r.ActivationBytes))
+				if tp > 1 && sp && r.ActivationBytes >= prev[false] {
+					t.Errorf("%s: sp saves %d B, tp alone %d B", name, r.ActivationBytes, prev[false])
+				}
+				if tp > 1 && !sp && r.ActivationBytes >= prev[true] {
+					t.Errorf("%s: %d B, not less than with fewer ranks (%d B)", name, r.ActivationBytes, prev[true])
+				}
+				prev[sp] = r.ActivationBytes
+				if tp == 1 {
+					prev[true] = r.ActivationBytes
+				}
+			}
+		}
+	}
+	t.Log(b.String())
+}

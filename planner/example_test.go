@@ -9,7 +9,7 @@ import (
 
 // Plan Llama-3-8B for a global batch of 256 on exactly 8 GPUs with the
 // estimator: the layouts it can simulate today are data parallelism with
-// ZeRO.
+// ZeRO and tensor parallelism (Llama).
 func ExamplePlan() {
 	spec, err := model.Load("../specs/llama-3-8b.yaml", model.Overrides{Seq: 4096})
 	if err != nil {
@@ -25,8 +25,8 @@ func ExamplePlan() {
 		fmt.Printf("%s: %.0f%% of %s\n", c.Name, 100*c.Fill, r.Device)
 	}
 	// Output:
-	// dp8 zero3 ckpt=every-block mb2×acc16: 77% of h100-80gb
-	// dp8 zero3 ckpt=every-block mb1×acc32: 64% of h100-80gb
+	// dp2·tp4+sp zero0 loss-parallel mb1×acc128: 77% of h100-80gb
+	// dp2·tp4+sp zero1 loss-parallel mb2×acc64: 83% of h100-80gb
 }
 
 // Validate says why a layout cannot run a model.

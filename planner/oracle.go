@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -52,11 +53,13 @@ func (e *NotSimulatedError) Error() string {
 }
 
 // Simulator is the Oracle backed by memplan's estimator: it simulates
-// data parallelism with ZeRO stages 0–3, checkpointing and any
-// micro-batch and accumulation, and pipeline parallelism with the gpipe
-// and 1f1b schedules (each kind of stage), and returns a
-// *NotSimulatedError for layouts with TP, SP, CP or EP, the interleaved
-// schedule, or tied embeddings under a pipeline.
+// data parallelism with ZeRO stages 0–3, tensor parallelism with sequence
+// and loss parallelism (torchtitan's plan, Llama models), pipeline
+// parallelism with the gpipe and 1f1b schedules (each kind of stage),
+// checkpointing and any micro-batch and accumulation, and returns a
+// *NotSimulatedError for layouts with CP or EP, TP together with PP, the
+// interleaved schedule, tied embeddings under a pipeline, and tensor
+// parallelism of models the plan does not cover.
 type Simulator struct{}
 
 // Estimate implements Oracle.
@@ -68,6 +71,9 @@ func (Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 		return Busiest{}, &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}
 	}
 	r, err := estimate.Estimate(Apply(spec, l))
+	if errors.Is(err, model.ErrNotSplittable) {
+		return Busiest{}, &NotSimulatedError{What: []string{"tensor parallelism of " + spec.Model.Type + " models"}}
+	}
 	if err != nil {
 		return Busiest{}, fmt.Errorf("estimate %s: %w", l, err)
 	}
@@ -94,9 +100,7 @@ func notSimulated(l Layout) error {
 			what = append(what, s)
 		}
 	}
-	add(l.TP > 1, "tensor parallelism")
-	add(l.SP, "sequence parallelism")
-	add(l.LossParallel, "loss parallelism")
+	add(l.TP > 1 && l.PP > 1, "tensor parallelism with pipeline parallelism")
 	add(l.PP > 1 && l.Schedule == Interleaved, "the interleaved pipeline schedule")
 	add(l.CP > 1, "context parallelism")
 	add(l.EP > 1, "expert parallelism")
@@ -107,7 +111,7 @@ func notSimulated(l Layout) error {
 }
 
 // Apply returns a copy of spec whose training setup is the layout's data
-// parallelism, ZeRO stage, checkpointing, micro-batch and accumulation,
+// and tensor parallelism, ZeRO stage, checkpointing, micro-batch and accumulation,
 // with nothing offloaded (the planner keeps all state on the GPUs).
 func Apply(spec *model.Spec, l Layout) *model.Spec {
 	s := *spec
@@ -118,5 +122,6 @@ func Apply(spec *model.Spec, l Layout) *model.Spec {
 	if l.PP > 1 {
 		t.PP, t.PPSchedule = l.PP, string(l.Schedule)
 	}
+	t.TP, t.SP, t.LossParallel = l.TP, l.SP, l.LossParallel
 	return &s
 }

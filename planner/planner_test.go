@@ -189,8 +189,8 @@ func TestPlanSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range r.Layouts {
-		if !c.Layout.Simple() || c.GPUs != 8 {
-			t.Errorf("%s: the simulator fits only data parallelism on 8 GPUs", c.Name)
+		if c.Layout.PP > 1 || c.Layout.CP > 1 || c.Layout.EP > 1 || c.GPUs != 8 {
+			t.Errorf("%s: the simulator fits only data and tensor parallelism on 8 GPUs", c.Name)
 		}
 		res, err := estimate.Estimate(Apply(spec, c.Layout))
 		if err != nil {

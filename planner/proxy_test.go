@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
@@ -45,7 +46,6 @@ func TestProxy(t *testing.T) {
 func TestSimulatorNotSimulated(t *testing.T) {
 	spec := load(t, "llama-3.2-1b.yaml")
 	for _, l := range []Layout{
-		{DP: 1, TP: 2, PP: 1, CP: 1, EP: 1, SP: true, Micro: 1, Accum: 1},
 		{DP: 1, TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1, Micro: 1, Accum: 2},
 		{DP: 1, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1},
 	} {
@@ -62,6 +62,24 @@ func TestSimulatorNotSimulated(t *testing.T) {
 	if err != nil || len(b.Kinds) != 2 || b.Kinds[0].Kind != First || b.Kinds[1].Kind != Last ||
 		(b.DeviceTotal != b.Kinds[0].DeviceTotal && b.DeviceTotal != b.Kinds[1].DeviceTotal) {
 		t.Errorf("Simulator.Estimate(%s) = %+v, %v; want the first and last stage, the busiest reported", pp, b, err)
+	}
+	gpt2 := load(t, "gpt2-124m.yaml")
+	var ns *NotSimulatedError
+	if _, err := (Simulator{}).Estimate(gpt2, Layout{DP: 1, TP: 2, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 1}); !errors.As(err, &ns) {
+		t.Errorf("Simulator.Estimate(gpt2 tp2) = %v, want a *NotSimulatedError", err)
+	}
+	for _, l := range []Layout{
+		{DP: 1, TP: 2, PP: 1, CP: 1, EP: 1, SP: true, Micro: 1, Accum: 1},
+		{DP: 2, TP: 2, PP: 1, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 3, Micro: 1, Accum: 1},
+	} {
+		want, err := estimate.Estimate(Apply(spec, l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Simulator{}.Estimate(spec, l)
+		if err != nil || b.DeviceTotal != want.DeviceTotal || b.DeviceTotal <= 0 {
+			t.Errorf("Simulator.Estimate(%s) = %+v, %v; want the estimate's %d B", l, b, err, want.DeviceTotal)
+		}
 	}
 	b, err = Simulator{}.Estimate(spec, Layout{DP: 2, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 2, Micro: 1, Accum: 1})
 	if err != nil || b.DeviceTotal <= 0 || len(b.Kinds) != 1 || b.Kinds[0].Kind != All {

@@ -1,9 +1,11 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
 )
 
 // transformer reports whether the model is a transformer shorthand whose
@@ -91,31 +93,16 @@ func Validate(spec *model.Spec, l Layout) error {
 
 func validateTP(spec *model.Spec, l Layout, bad func(string, string, ...any) error) error {
 	m := &spec.Model
-	if (l.SP || l.LossParallel) && l.TP < 2 {
+	if l.LossParallel && l.TP < 2 {
 		return bad("sp and loss parallel need tp > 1", "sequence parallelism and loss parallelism need tp > 1")
 	}
-	if l.TP > 1 {
-		kv := m.KVHeads
-		if kv == 0 {
-			kv = m.Heads
-		}
-		switch {
-		case m.Heads%l.TP != 0:
-			return bad("heads divisible by tp", "%d attention heads are not divisible by tp %d", m.Heads, l.TP)
-		case kv%l.TP != 0:
-			return bad("key/value heads divisible by tp", "%d key/value heads are not divisible by tp %d (Megatron-LM and torchtitan split them, they do not replicate them)", kv, l.TP)
-		case m.Intermediate%l.TP != 0:
-			return bad("MLP columns divisible by tp", "the MLP's %d columns are not divisible by tp %d", m.Intermediate, l.TP)
-		}
+	err := parallel.CheckSplit(parallel.Split{Heads: m.Heads, KVHeads: m.KVHeads, Intermediate: m.Intermediate,
+		Seq: spec.Training.Seq, TP: l.TP, CP: l.CP, SP: l.SP})
+	var se *parallel.SplitError
+	if errors.As(err, &se) {
+		return bad(se.Rule, "%s", se.Reason)
 	}
-	seq := spec.Training.Seq
-	switch {
-	case l.CP > 1 && seq%(2*l.CP*l.TP) != 0:
-		return bad("sequence divisible by 2·cp·tp", "sequence %d is not divisible by 2·cp·tp = %d (load-balanced context parallelism)", seq, 2*l.CP*l.TP)
-	case l.SP && seq%l.TP != 0:
-		return bad("sequence divisible by tp with sp", "sequence %d is not divisible by tp %d (sequence parallelism)", seq, l.TP)
-	}
-	return nil
+	return err
 }
 
 // StageLayers splits layers transformer blocks over stages as torchtitan

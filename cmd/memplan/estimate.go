@@ -107,6 +107,12 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 	if t.DP > 1 || t.Zero > 0 {
 		setup += fmt.Sprintf(", %d GPUs data-parallel, ZeRO stage %d (per GPU below)", max(t.DP, 1), t.Zero)
 	}
+	if mp := t.ModelParallel(); mp != "" {
+		setup += ", " + mp
+		if t.DP <= 1 && t.Zero == 0 {
+			setup += " (per GPU below)"
+		}
+	}
 	if t.Offload != "" && t.Offload != "none" {
 		setup += ", offload " + t.Offload
 	}

@@ -25,6 +25,10 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "zero-grad", Usage: "none (set_to_none=True) or zeros"},
 		&cli.Int64Flag{Name: "dp", Usage: "data-parallel size: GPUs the batch is split over (memory is per GPU)"},
 		&cli.StringFlag{Name: "zero", Usage: "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)"},
+		&cli.Int64Flag{Name: "tp", Usage: "tensor-parallel size: torchtitan's plan (DTensor), memory per GPU of the busiest rank"},
+		&cli.BoolFlag{Name: "sp", Usage: "sequence parallelism with --tp: norms and residuals split along the sequence"},
+		&cli.BoolFlag{Name: "loss-parallel", Usage: "with --tp: the loss on the logits' vocabulary shards (loss_parallel)"},
+		&cli.Int64Flag{Name: "cp", Usage: "context-parallel size (not simulated yet)"},
 		&cli.BoolFlag{Name: "bucket-view", Usage: "DDP with gradient_as_bucket_view=True: the gradients are views into the buckets"},
 		&cli.Int64Flag{Name: "pp", Usage: "pipeline stages (torch.distributed.pipelining; memory is per GPU, for the busiest stage)"},
 		&cli.StringFlag{Name: "pp-schedule", Usage: "pipeline schedule: 1f1b (default) or gpipe"},
@@ -52,6 +56,7 @@ func overrides(c *cli.Context) model.Overrides {
 		AllocConf: allocConf(c), BucketView: c.Bool("bucket-view"),
 		LoRA: c.Int64("lora"), LoRATargets: c.String("lora-targets"), LoRAAlpha: c.String("lora-alpha"),
 		LoRADropout: c.String("lora-dropout"), Quant: c.String("quant"), DoubleQuant: c.String("double-quant"),
+		TP: c.Int64("tp"), SP: c.Bool("sp"), LossParallel: c.Bool("loss-parallel"), CP: c.Int64("cp"),
 	}
 }
 

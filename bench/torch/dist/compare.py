@@ -1,32 +1,62 @@
 #!/usr/bin/env python3
 """compare.py RESULTS.jsonl [MEMPLAN]: the busiest rank's measured peaks
 (allocated, reserved, device total) against memplan's prediction for the
-command each result line records, run with --device h200-141gb (ddp-view
-lines with --bucket-view).
-Prints a markdown table; errors are (predicted - measured) / measured."""
+command each result line records, run with --device h200-141gb.
+
+Reads both record formats: train.py's data-parallel lines (ddp-view lines
+with --bucket-view) and common.report's lines from tp.py, pp.py and cp.py
+(every rank's peak_allocated, peak_reserved and device_used, per step and
+at the end; those scripts train with AdamW foreach, so --optimizer adamw is
+added). Prints a markdown table; errors are (predicted - measured) /
+measured, per metric against the largest of the ranks; lines memplan
+refuses are listed with its message."""
 import json, subprocess, sys
 
 res, exe = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "memplan")
-print("| configuration | rank | alloc meas | alloc err | reserved meas | res err | device meas | dev err | spread alloc |")
-print("|---|---|---|---|---|---|---|---|---|")
 G = 1 << 30
+
+
+def measured(d):
+    """Per metric, the largest over the ranks (and over the steps)."""
+    ranks = d["ranks"]
+    if "peak_allocated_bytes" in ranks[0]:  # train.py
+        keys = ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_used_bytes")
+        return [max(r[k] for r in ranks) for k in keys], max(r["peak_allocated_bytes"] for r in ranks) - min(
+            r["peak_allocated_bytes"] for r in ranks)
+    out = []
+    for k in ("peak_allocated", "peak_reserved", "device_used"):
+        out.append(max(max([r[k]] + [s[k] for s in r.get("steps", [])]) for r in ranks))
+    al = [r["peak_allocated"] for r in ranks]
+    return out, max(al) - min(al)
+
+
+def command(d):
+    cmd = d["memplan"].split()[2:]
+    if d.get("mode") == "ddp-view" and "--bucket-view" not in cmd:
+        cmd.append("--bucket-view")  # records made before memplan had the flag
+    if "config" in d and "--optimizer" not in cmd:
+        cmd += ["--optimizer", "adamw"]  # tp.py, pp.py, cp.py: AdamW foreach
+    return cmd + ["--device", "h200-141gb", "--format", "json"]
+
+
+print("| configuration | alloc meas | alloc err | reserved meas | res err | device meas | dev err | rank spread (alloc) |")
+print("|---|---|---|---|---|---|---|---|")
+refused = []
 for line in open(res):
     d = json.loads(line)
     if not d.get("ok"):
         continue
-    cmd = d["memplan"].split()[2:]
-    star = ""
-    if d.get("mode") == "ddp-view" and "--bucket-view" not in cmd:
-        cmd.append("--bucket-view")  # records made before memplan had the flag
-    p = json.loads(subprocess.run([exe, "estimate"] + cmd + ["--device", "h200-141gb"], capture_output=True,
-                                  text=True, check=True).stdout)
-    ranks = d["ranks"]
-    b = max(ranks, key=lambda r: r["peak_reserved_bytes"])
-    al = [r["peak_allocated_bytes"] for r in ranks]
-    err = lambda pr, m: "%+.1f%%" % (100.0 * (pr - m) / m)
-    lab = d["label"].replace("specs/", "").replace(".yaml", "").replace("--precision ", "").replace("--mode ", "")
-    print("| %s%s | %d | %.2f | %s | %.2f | %s | %.2f | %s | %.2f |" % (
-        lab, star, b["rank"], b["peak_allocated_bytes"] / G, err(p["peak_allocated_bytes"], max(al)),
-        b["peak_reserved_bytes"] / G, err(p["peak_reserved_bytes"], b["peak_reserved_bytes"]),
-        b["device_total_used_bytes"] / G, err(p["device_total_bytes"], b["device_total_used_bytes"]),
-        (max(al) - min(al)) / G))
+    lab = d.get("label") or d["memplan"]
+    lab = lab.replace("specs/", "").replace(".yaml", "").replace("--precision ", "").replace("--mode ", "")
+    run = subprocess.run([exe, "estimate"] + command(d), capture_output=True, text=True)
+    if run.returncode != 0:
+        refused.append((lab, run.stderr.strip()))
+        continue
+    p = json.loads(run.stdout)
+    m, spread = measured(d)
+    pred = (p["peak_allocated_bytes"], p["peak_reserved_bytes"], p["device_total_bytes"])
+    err = lambda pr, me: "%+.1f%%" % (100.0 * (pr - me) / me)
+    print("| %s | %.2f | %s | %.2f | %s | %.2f | %s | %.2f |" % (
+        lab, m[0] / G, err(pred[0], m[0]), m[1] / G, err(pred[1], m[1]), m[2] / G, err(pred[2], m[2]), spread / G))
+for lab, msg in refused:
+    print("\nnot predicted: %s: %s" % (lab, msg))

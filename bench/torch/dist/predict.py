@@ -1,28 +1,33 @@
 #!/usr/bin/env python3
 """predict.py GRID [MEMPLAN]: memplan's per-GPU predictions for every line of
-a dist grid (e.g. heldout.txt), with the memplan command each line maps to
-(the mapping of train.py's memplan_command) and --device h200-141gb. Prints
-one block per line: the grid line, the command, and peak allocated, peak
-reserved and device total per GPU (GiB and bytes)."""
+a dist grid, with the memplan command each line maps to and --device
+h200-141gb. Prints one block per line: the grid line, the command, and peak
+allocated, peak reserved and device total per GPU (GiB and bytes), or the
+reason memplan gives for not predicting it.
+
+Two grid formats: train.py's (heldout.txt: SPEC --mode ... lines, mapped as
+train.py's memplan_command does) and tp-run.sh's (tp-heldout.txt: SCRIPT
+NPROC ARGS lines, mapped as common.memplan_cmd does, with --optimizer adamw
+because tp.py, pp.py and cp.py train with AdamW foreach)."""
 import json, shlex, subprocess, sys
 
 grid, exe = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "memplan")
 G = 1 << 30
-for line in open(grid):
-    line = line.strip()
-    if not line or line.startswith("#"):
-        continue
-    args = shlex.split(line)
-    if args[0].startswith("T="):
-        args = args[1:]
-    spec, opts = args[0], {}
-    i = 1
+
+
+def options(args):
+    opts, i = {}, 0
     while i < len(args):
         k = args[i].lstrip("-")
         if i + 1 < len(args) and not args[i + 1].startswith("--"):
             opts[k], i = args[i + 1], i + 2
         else:
             opts[k], i = True, i + 1
+    return opts
+
+
+def train_cmd(args):
+    spec, opts = args[0], options(args[1:])
     mode = opts["mode"]
     zero = {"ddp": 0, "ddp-view": 0, "zero1": 1}.get(mode)
     if zero is None:
@@ -35,11 +40,48 @@ for line in open(grid):
         cmd += ["--bucket-view"]
     if opts.get("alloc-conf"):
         cmd += ["--alloc-conf", opts["alloc-conf"]]
+    return cmd
+
+
+def script_cmd(script, nproc, args):
+    spec, opts = args[0], options(args[1:])
+    cmd = ["estimate", spec, "--batch", opts.get("batch", "1"), "--seq", opts["seq"], "--precision", "amp-bf16",
+           "--optimizer", "adamw"]
+    if script == "tp.py":
+        cmd += ["--tp", opts["tp"]]
+        if "no-sp" not in opts:
+            cmd += ["--sp"]
+        if "loss-parallel" in opts:
+            cmd += ["--loss-parallel"]
+        if int(opts.get("dp", "1")) > 1:
+            cmd += ["--dp", opts["dp"], "--zero", "3"]
+    elif script == "cp.py":
+        cmd += ["--cp", nproc]
+    elif script == "pp.py":
+        cmd += ["--pp", nproc, "--pp-schedule", opts["schedule"], "--grad-accum", opts["microbatches"]]
+    # Always: a spec's own checkpointing (llama-3-8b.yaml: every-block) is
+    # not what the script runs without --checkpointing.
+    cmd += ["--checkpointing", opts.get("checkpointing", "none")]
+    return cmd
+
+
+for line in open(grid):
+    line = line.strip()
+    if not line or line.startswith("#"):
+        continue
+    args = shlex.split(line)
+    if args[0].startswith("T="):
+        args = args[1:]
+    cmd = script_cmd(args[0], args[1], args[2:]) if args[0].endswith(".py") else train_cmd(args)
     cmd += ["--device", "h200-141gb"]
-    p = json.loads(subprocess.run([exe] + cmd + ["--format", "json"], capture_output=True, text=True,
-                                  check=True).stdout)
     print(line)
     print("  memplan " + " ".join(cmd))
+    run = subprocess.run([exe] + cmd + ["--format", "json"], capture_output=True, text=True)
+    if run.returncode != 0:
+        print("  not predicted: " + run.stderr.strip())
+        print()
+        continue
+    p = json.loads(run.stdout)
     for k, name in (("peak_allocated_bytes", "peak allocated"), ("peak_reserved_bytes", "peak reserved"),
                     ("device_total_bytes", "device total")):
         print("  %-15s %7.2f GiB  %d B" % (name, p[k] / G, p[k]))

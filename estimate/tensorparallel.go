@@ -1,0 +1,307 @@
+package estimate
+
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
+)
+
+// Tensor and sequence parallelism (docs/parallelism.md §3.1). The layout is
+// lowered to one rank's program by model.LowerRank: the rank's shares of
+// the matrices, and DTensor's collectives as layers of their own. This file
+// simulates those collectives and the vocabulary-parallel head; every other
+// layer runs through its usual simulation, on the shapes the rank sees.
+//
+// DTensor's functional collectives allocate their outputs on the current
+// stream, so they come from the default stream's pool. A gather along a
+// dimension other than 0 gathers into a [t·b, …] buffer and concatenates
+// the chunks (funcol.all_gather_tensor); a reduce-scatter along one first
+// concatenates the chunks into a dimension-0 layout
+// (funcol.reduce_scatter_tensor): both hold two full-size tensors for a
+// moment.
+
+func init() {
+	register(model.KCollective, func(_ *sim, l *model.Layer, _ map[string]*tensor) op {
+		return collectiveOp{l.Spec.(*model.Collective)}
+	})
+	register(model.KVocabHead, func(s *sim, l *model.Layer, names map[string]*tensor) op {
+		k := l.Spec.(*model.VocabHead)
+		w := names[k.Tie]
+		if k.Tie == "" || w == nil {
+			w = s.matrix(k.Vocab, k.Dim, 1, "output.weight (vocabulary shard)")
+		}
+		return &vocabHeadOp{k, w}
+	})
+}
+
+func init() {
+	register(model.KVocabEmbedding, func(s *sim, l *model.Layer, names map[string]*tensor) op {
+		k := l.Spec.(*model.VocabEmbedding)
+		o := &vocabEmbeddingOp{k: k, w: s.matrix(k.Vocab, k.Dim, 1, "embedding.weight (vocabulary shard)")}
+		if k.Name != "" {
+			names[k.Name] = o.w
+		}
+		if !k.Tied && s.cfg.zero < 2 {
+			o.whole = &tensor{elems: k.Whole * k.Dim, dt: o.w.dt, refs: 1, param: true, req: true,
+				fixed: catGrad, cat: catGrad, name: "embedding.weight (whole gradient)"}
+			s.wholeGrads = append(s.wholeGrads, wholeGrad{o.whole, o.w.elems})
+		}
+		return o
+	})
+}
+
+// vocabEmbeddingOp is RowwiseParallel's embedding (the ids masked to the
+// rank's rows, which DTensor's _MaskPartial does with [b, s] temporaries
+// left out here). Its weight's gradient is computed whole, [V, h], as a
+// replicated tensor (measured on 2 x H200: 1002 MiB for Llama-3.2-1B,
+// 2004 MiB for Llama-3-8B, in backward). Tied to the head, whose shard
+// gradient exists by then, it is cut to the rank's shard (a clone) and
+// added: a transient whole gradient. Untied, AccumulateGrad keeps the whole
+// gradient as .grad until zero_grad, and each foreach op of the optimizer
+// that reads it redistributes it to the shard (shardWholeGrads).
+type vocabEmbeddingOp struct {
+	k     *model.VocabEmbedding
+	w     *tensor
+	whole *tensor // untied: the holder of the whole gradient
+}
+
+// wholeGrad is a whole gradient's holder and the elements of the shard it
+// belongs to.
+type wholeGrad struct {
+	whole *tensor
+	shard int64
+}
+
+func (o *vocabEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	rows := s.cfg.batch * sh[0]
+	y := s.alloc(rows*o.k.Dim, o.w.dt, catTemp, "embedding")
+	in := o.w
+	if o.whole != nil {
+		in = o.whole
+	}
+	if n := s.record("Embedding", []*tensor{in}, y); n != nil {
+		s.save(n, x)
+		// embedding_dense_backward's sort of the ids: a few int64 arrays.
+		n.bwdTemp = 4 * rows * i64
+		if o.whole == nil {
+			n.bwdTemp, n.reduceTemp = o.k.Whole*o.k.Dim*o.w.dt, n.bwdTemp
+		}
+	}
+	return y
+}
+
+// shardWholeGrads replays the optimizer's redistributions of the whole
+// gradients (Replicate → Shard(0), a clone of the shard): one for
+// _foreach_lerp_(exp_avgs, grads), then two at once for
+// _foreach_addcmul_(exp_avg_sqs, grads, grads) (measured:
+// TinyLlama-1.1B, adam.py lines 705 and 722).
+func (s *sim) shardWholeGrads() {
+	for _, g := range s.wholeGrads {
+		if g.whole.pgrad == nil {
+			continue
+		}
+		dt := g.whole.dt
+		c := s.alloc(g.shard, dt, catTemp, "gradient shard (redistributed)")
+		s.unref(c)
+		a := s.alloc(g.shard, dt, catTemp, "gradient shard (redistributed)")
+		b := s.alloc(g.shard, dt, catTemp, "gradient shard (redistributed)")
+		s.unref(b)
+		s.unref(a)
+	}
+}
+
+// releaseWholeGrads frees the whole gradients, as zero_grad(set_to_none)
+// does.
+func (s *sim) releaseWholeGrads() {
+	for _, g := range s.wholeGrads {
+		s.unref(g.whole.pgrad)
+		g.whole.pgrad = nil
+	}
+}
+
+type collectiveOp struct{ k *model.Collective }
+
+func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
+	t := o.k.Ranks
+	switch o.k.Op {
+	case model.OpGatherSeq:
+		return s.allGather(x, t, true)
+	case model.OpReduceScatterSeq:
+		// Partial → Shard(1): the chunks concatenated along dim 0, then
+		// reduce_scatter_tensor's output. Backward all-gathers the
+		// gradient: a [t·b, s/t, …] buffer, then the full gradient.
+		c := s.alloc(x.elems, x.dt, catTemp, "reduce-scatter input (TP)")
+		y := s.alloc(x.elems/t, x.dt, catTemp, "reduce-scatter output (TP)")
+		s.unref(c)
+		if n := s.record("ReduceScatter", []*tensor{x}, y); n != nil {
+			n.bwdTemp = x.bytes()
+		}
+		return y
+	case model.OpAllReduce:
+		// Partial → Replicate: funcol.all_reduce clones, then reduces in
+		// place. Backward is Replicate → Replicate: the gradient passes.
+		y := s.alloc(x.elems, x.dt, catTemp, "all-reduce output (TP)")
+		if n := s.record("AllReduce", []*tensor{x}, y); n != nil {
+			n.pass = true
+		}
+		return y
+	}
+	// OpReplicate: DTensor.from_local in forward; in backward the
+	// gradient is a partial sum, all-reduced into a new tensor.
+	y := s.view(x, x.elems)
+	s.record("FromLocal", []*tensor{x}, y)
+	return y
+}
+
+// allGather gathers t shards of x into a new tensor. seq says whether the
+// gradient is a partial sum to reduce-scatter in backward (a sequence
+// gather before ColwiseParallel), which concatenates the gradient's
+// chunks first; a gather of the logits' vocabulary shards instead takes
+// its shard of the replicated gradient (a clone).
+func (s *sim) allGather(x *tensor, t int64, seq bool) *tensor {
+	buf := s.alloc(x.elems*t, x.dt, catTemp, "all-gather output (TP)")
+	y := s.alloc(x.elems*t, x.dt, catTemp, "all-gather concatenation (TP)")
+	s.unref(buf)
+	if n := s.record("AllGather", []*tensor{x}, y); n != nil && seq {
+		n.bwdTemp = y.bytes()
+	}
+	return y
+}
+
+type vocabHeadOp struct {
+	k *model.VocabHead
+	w *tensor
+}
+
+// forward is ColwiseParallel's head and the loss of bench/torch/dist's
+// training step (F.cross_entropy(logits.float())): the logits of the
+// rank's vocabulary shard, all-gathered (output_layouts=Replicate) unless
+// the loss is parallel. loss_parallel's log-softmax
+// (torch/distributed/tensor/parallel/loss.py, _log_softmax) keeps the
+// shifted logits x − max alive beside its exp and its result.
+func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	k := o.k
+	rows := s.rows(sh)
+	logits := s.matmul(x, o.w, nil, rows, k.Vocab)
+	if k.Gather {
+		full := s.allGather(logits, k.Ranks, false)
+		s.unref(logits)
+		logits = full
+	}
+	src := s.to(logits, f32)
+	var loss *tensor
+	if k.Gather {
+		loss = s.crossEntropy(src, rows)
+	} else {
+		loss = s.parallelCrossEntropy(src)
+	}
+	s.unref(src)
+	s.unref(logits)
+	return loss
+}
+
+// parallelCrossEntropy is F.cross_entropy under loss_parallel on the
+// rank's vocabulary shard x (torch/distributed/tensor/parallel/loss.py).
+// _log_softmax keeps the shifted logits x − max alive beside exp(shifted),
+// then beside the result, which its node saves. The backward is fused
+// into the NLL loss's (_nll_loss_and_log_softmax_backward):
+// (grad_input + exp(x)) · grad_output with grad_input a zeros_like(x), so
+// three shard-sized tensors beside the saved result; the log-softmax's own
+// backward returns its gradient unchanged.
+func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
+	shifted := s.alloc(x.elems, f32, catTemp, "shifted logits (loss parallel)")
+	e := s.alloc(x.elems, f32, catTemp, "exp (loss parallel)")
+	s.unref(e)
+	lp := s.alloc(x.elems, f32, catTemp, "log-softmax (loss parallel)")
+	s.unref(shifted)
+	if n := s.record("LogSoftmax", []*tensor{x}, lp); n != nil {
+		n.pass = true
+		s.save(n, lp)
+	}
+	loss := s.alloc(1, f32, catTemp, "loss")
+	if n := s.record("NllLossParallel", []*tensor{lp}, loss); n != nil {
+		s.save(n, lp)
+		n.bwdTemp = 2 * lp.bytes()
+	}
+	s.unref(lp)
+	return loss
+}
+
+// ncclFor is the device memory NCCL takes on the busiest rank of a
+// layout (docs/parallelism.md §3.5): one communicator per parallel
+// dimension larger than one, with the channel counts measured on 2 x H200
+// (parallel.H200x2Defaults, docs/multigpu.md: 840 MiB for one; other
+// hosts pick other channel counts, two H200s are the only measurement).
+// Loading a tensor-parallel model that was
+// built whole on the GPU (loadWhole) scatters each sharded parameter from
+// rank 0 (distribute_tensor's mesh_scatter, point-to-point sends): the
+// other ranks receive, which sets up NCCL's receive buffers, the most a
+// rank takes (measured: 384 MiB more than a data-parallel run on rank 1,
+// 128 MiB on rank 0, the sender).
+func ncclFor(t model.Training) int64 {
+	c := parallel.H200x2Defaults
+	c.Communicators = 0
+	for _, d := range []int64{t.DP, t.TP, t.CP} {
+		if d > 1 {
+			c.Communicators++
+		}
+	}
+	c.Recvs = t.TP > 1
+	return mustNCCL(parallel.NCCLBytes(c))
+}
+
+// loadWhole replays how bench/torch/dist/tp.py (and any script that builds
+// the model on the GPU before parallelize_module) loads a tensor-parallel
+// model: every parameter is first allocated whole, then parallelize_module
+// allocates each shard and frees the whole tensor it replaces. The freed
+// blocks stay cached and the step reuses them (measured: Llama-3-8B's
+// 224 MiB whole MLP weights stay reserved as 96 segments,
+// docs/parallelism.md §3.1). With FSDP over dp, fully_shard then does the
+// same with the tensor-parallel shards and its dp shards. It allocates the
+// whole parameters now and returns the function to call once the rank's
+// parameters are built; each parameter the build allocates frees the next
+// whole one.
+func (s *sim) loadWhole(whole, prog []model.Layer) (done func()) {
+	build := func(ls []model.Layer) []*tensor {
+		zero := s.cfg.zero
+		s.cfg.zero = 0
+		defer func() { s.cfg.zero = zero }()
+		start := len(s.params)
+		s.build(ls, map[string]*tensor{})
+		out := append([]*tensor(nil), s.params[start:]...)
+		s.params = s.params[:start]
+		return out
+	}
+	finish := func() {
+		for _, p := range s.unreplaced {
+			s.unref(p)
+		}
+		s.unreplaced = nil
+	}
+	s.unreplaced = build(whole)
+	c := parallel.H200x2Defaults
+	c.Recvs = true
+	recv := mustNCCL(parallel.NCCLBytes(c))
+	c.Recvs, c.Sends = false, true
+	diff := recv - mustNCCL(parallel.NCCLBytes(c))
+	s.note(fmt.Sprintf("ranks differ: the figures are a receiving rank's; rank 0 scatters the parameters and its NCCL buffers take %s less (docs/parallelism.md §3.5)", units.Format(diff)))
+	if s.cfg.zero >= 2 {
+		// fully_shard replaces the tensor-parallel shards in turn.
+		local := build(prog)
+		finish()
+		s.unreplaced = local
+	}
+	return finish
+}
+
+// replaceWhole frees the next whole parameter of a load once the
+// parameter that replaces it is allocated.
+func (s *sim) replaceWhole() {
+	if len(s.unreplaced) > 0 {
+		p := s.unreplaced[0]
+		s.unreplaced = s.unreplaced[1:]
+		s.unref(p)
+	}
+}

@@ -1,0 +1,78 @@
+package estimate
+
+import (
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestTensorParallel checks the lowering's effects one at a time on
+// Llama-3.2-1B (h 2048, ffn 8192, 32 heads, 8 key/value heads, V 128256,
+// tied): the rank's parameters are its shares of the split matrices plus
+// the whole norms; sequence parallelism saves less; loss parallelism keeps
+// no gathered logits; FSDP over dp shards the rank's parameters again.
+func TestTensorParallel(t *testing.T) {
+	base := model.Overrides{Batch: 2, Seq: 1024, Precision: "amp-bf16"}
+	est := func(o model.Overrides) *Result {
+		t.Helper()
+		r, err := Estimate(load(t, "llama-3.2-1b.yaml", o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	with := func(f func(*model.Overrides)) model.Overrides {
+		o := base
+		f(&o)
+		return o
+	}
+	one := est(base)
+	tp1 := est(with(func(o *model.Overrides) { o.TP = 1 }))
+	tp := est(with(func(o *model.Overrides) { o.TP = 2 }))
+	sp := est(with(func(o *model.Overrides) { o.TP, o.SP = 2, true }))
+	lp := est(with(func(o *model.Overrides) { o.TP, o.SP, o.LossParallel = 2, true, true }))
+	fsdp := est(with(func(o *model.Overrides) { o.TP, o.SP, o.DP, o.Zero = 2, true, 2, "3" }))
+
+	const h, ffn, q, kv, v, layers = 2048, 8192, 2048, 512, 128256, 16
+	norms := int64(2*layers+1) * h
+	split := int64(layers)*(h*(q+2*kv)+q*h+3*h*ffn) + v*h
+	if got, want := tp.ParamBytes, 4*(split/2+norms); got != want {
+		t.Errorf("tp 2 parameter bytes = %d, want %d (the split matrices halved, the norms whole)", got, want)
+	}
+	if tp1.PeakAllocated != one.PeakAllocated || tp1.DeviceTotal != one.DeviceTotal {
+		t.Errorf("tp 1 = %d / %d, want the single-GPU %d / %d", tp1.PeakAllocated, tp1.DeviceTotal, one.PeakAllocated, one.DeviceTotal)
+	}
+	if tp.Params != one.Params {
+		t.Errorf("tp 2 reports %d parameters, want the model's %d", tp.Params, one.Params)
+	}
+	for _, c := range []struct {
+		name       string
+		less, more int64
+	}{
+		{"tp saves less than one GPU", tp.ActivationBytes, one.ActivationBytes},
+		{"sp saves less than tp alone", sp.ActivationBytes, tp.ActivationBytes},
+		{"loss parallel peaks lower", lp.PeakAllocated, sp.PeakAllocated},
+		{"fsdp over dp holds less", fsdp.PeakAllocated, sp.PeakAllocated},
+	} {
+		if c.less >= c.more {
+			t.Errorf("%s: %d >= %d", c.name, c.less, c.more)
+		}
+	}
+	if got, want := fsdp.ParamBytes, sp.ParamBytes/2; got < want || got > want+4*1024 {
+		t.Errorf("tp 2 × fsdp 2 parameter bytes = %d, want about %d", got, want)
+	}
+	nccl := func(r *Result) int64 {
+		for _, o := range r.Overhead {
+			if o.Name == OverheadNCCL {
+				return o.Bytes
+			}
+		}
+		return 0
+	}
+	// One communicator (840 MiB) and the receive side of the load's
+	// scatter (378 MiB); measured on rank 1 of 2 x H200: 1993 MiB outside
+	// the allocator, of which 767 MiB are the context and kernel modules.
+	if nccl(sp) != 1218<<20 || nccl(fsdp) <= nccl(sp) {
+		t.Errorf("NCCL: tp %d MiB, tp × dp %d MiB; want 1218 and more", nccl(sp)>>20, nccl(fsdp)>>20)
+	}
+}

@@ -1,0 +1,324 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/memplan/memplan/parallel"
+)
+
+// Tensor and sequence parallelism: the training fields that ask for them
+// and the lowering of a model to one rank's program (docs/parallelism.md
+// §3.1). The lowered tree holds the rank's shares of the layers (a/t heads,
+// ffn/t columns, V/t vocabulary rows) and the collectives DTensor issues
+// between them, as layers of their own kinds, so that the estimator
+// replays the rank's program with the same simulations as one GPU's.
+
+// decodeLayout reads training.tp, sp, loss_parallel and cp and their
+// command-line overrides, and checks them against the model's shape with
+// the rules of parallel.CheckSplit.
+func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
+	tm.int("tp", &t.TP, false)
+	tm.bool("sp", &t.SP)
+	tm.bool("loss_parallel", &t.LossParallel)
+	tm.int("cp", &t.CP, false)
+	flag := map[string]bool{"tp": o.TP > 0, "cp": o.CP > 0, "sp": o.SP, "loss_parallel": o.LossParallel}
+	line := func(key string) int {
+		if flag[key] {
+			return 0 // from the command line
+		}
+		return lineOf(tm, key)
+	}
+	for _, ov := range []struct {
+		v    int64
+		dst  *int64
+		flag string
+	}{{o.TP, &t.TP, "tp"}, {o.CP, &t.CP, "cp"}} {
+		if ov.v < 0 {
+			e.add(0, "--%s: must be positive, got %d", ov.flag, ov.v)
+		} else if ov.v > 0 {
+			*ov.dst = ov.v
+		}
+	}
+	t.SP = t.SP || o.SP
+	t.LossParallel = t.LossParallel || o.LossParallel
+	if t.TP < 0 || t.CP < 0 {
+		e.add(line("tp"), "tp and cp must be positive")
+		return
+	}
+	if t.LossParallel && t.TP < 2 {
+		e.add(line("loss_parallel"), "loss_parallel: loss parallelism needs tp > 1")
+	}
+	if t.TP <= 1 && t.CP <= 1 {
+		if t.SP {
+			e.add(line("sp"), "sp: sequence parallelism needs tp > 1")
+		}
+		return
+	}
+	if m.Type != Llama || m.Experts > 0 || m.FusedQKV || m.SandwichNorm || m.LogitSoftcap > 0 {
+		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections and a dense MLP (torchtitan's plan), not %s", m.describe())
+		return
+	}
+	if t.CP > 1 {
+		e.add(line("cp"), "cp: context parallelism is not simulated yet (docs/parallelism.md §3.3)")
+		return
+	}
+	seq := t.Seq
+	if o.Seq > 0 {
+		seq = o.Seq
+	}
+	err := parallel.CheckSplit(parallel.Split{Heads: m.Heads, KVHeads: m.KVHeads, Intermediate: m.Intermediate,
+		Seq: seq, TP: t.TP, CP: t.CP, SP: t.SP})
+	if err != nil {
+		e.add(line("tp"), "tp: %v", err)
+	}
+}
+
+// describe names a model for messages about what a layout supports.
+func (m *Model) describe() string {
+	switch {
+	case m.Type != Llama:
+		return m.Type + " models"
+	case m.Experts > 0:
+		return "a mixture of experts"
+	case m.FusedQKV:
+		return "a fused qkv projection"
+	case m.LogitSoftcap > 0:
+		return "a logit softcap"
+	}
+	return "sandwich norms"
+}
+
+// Collective operations of a lowered layout.
+const (
+	// OpGatherSeq all-gathers the sequence (Shard(1) → Replicate):
+	// PrepareModuleInput before attention and the MLP, and the head's input
+	// under sequence parallelism.
+	OpGatherSeq = "all_gather_seq"
+	// OpReduceScatterSeq reduces a partial sum and scatters the sequence
+	// (Partial → Shard(1)): RowwiseParallel's output under sequence
+	// parallelism.
+	OpReduceScatterSeq = "reduce_scatter_seq"
+	// OpAllReduce reduces a partial sum (Partial → Replicate):
+	// RowwiseParallel's output without sequence parallelism.
+	OpAllReduce = "all_reduce"
+	// OpReplicate wraps a replicated input (ColwiseParallel's
+	// input_layouts=Replicate): nothing in forward, an all-reduce of the
+	// input's gradient in backward.
+	OpReplicate = "replicate"
+)
+
+// KCollective is the layer kind of a lowered layout's collectives. It is
+// not accepted in specs: only lowerings make it.
+const KCollective = "collective"
+
+// Collective is one collective a layout's rank issues between layers, over
+// Ranks ranks, on the current stream (DTensor's functional collectives).
+type Collective struct {
+	Op    string
+	Ranks int64
+}
+
+// Kind is the layer kind's name.
+func (*Collective) Kind() string { return KCollective }
+
+func (*Collective) decode(*args, *Layer) {}
+
+func (k *Collective) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if err := needTokens(l, s); err != nil {
+		return nil, err
+	}
+	switch k.Op {
+	case OpGatherSeq:
+		return Shape{s[0] * k.Ranks, s[1]}, nil
+	case OpReduceScatterSeq:
+		if s[0]%k.Ranks != 0 {
+			return nil, bad(l, "sequence %d does not split over %d ranks", s[0], k.Ranks)
+		}
+		return Shape{s[0] / k.Ranks, s[1]}, nil
+	}
+	return s, nil
+}
+
+func (*Collective) params(*Layer) float64 { return 0 }
+
+// KVocabHead is the layer kind of a vocabulary-parallel head (not accepted
+// in specs).
+const KVocabHead = "vocab_parallel_head"
+
+// VocabHead is ColwiseParallel's head over a vocabulary shard of Vocab rows
+// (tied to an embedding when Tie names one) and the loss: Gather
+// all-gathers the logits' vocabulary shards from Ranks ranks before the
+// loss (output_layouts=Replicate); without it the loss is computed on the
+// shards (loss_parallel).
+type VocabHead struct {
+	Vocab, Dim, Ranks int64
+	Tie               string
+	Gather            bool
+}
+
+// Kind is the layer kind's name.
+func (*VocabHead) Kind() string { return KVocabHead }
+
+func (*VocabHead) decode(*args, *Layer) {}
+
+func (k *VocabHead) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if err := needTokens(l, s); err != nil {
+		return nil, err
+	}
+	// The head computes the loss: its output is a scalar.
+	return Shape{1}, needWidth(l, s, k.Dim, "dim")
+}
+
+func (k *VocabHead) params(*Layer) float64 {
+	if k.Tie != "" {
+		return 0
+	}
+	return f64(k.Vocab) * f64(k.Dim)
+}
+
+// KVocabEmbedding is the layer kind of a vocabulary-parallel embedding
+// (not accepted in specs).
+const KVocabEmbedding = "vocab_parallel_embedding"
+
+// VocabEmbedding is RowwiseParallel's embedding: the rank's Vocab rows of
+// a Whole-row table, named Name for a tie; Tied says the head shares it.
+// Its output is a partial sum (the rows other ranks hold are zero).
+type VocabEmbedding struct {
+	Vocab, Whole, Dim int64
+	Name              string
+	Tied              bool
+}
+
+// Kind is the layer kind's name.
+func (*VocabEmbedding) Kind() string { return KVocabEmbedding }
+
+func (*VocabEmbedding) decode(*args, *Layer) {}
+
+func (k *VocabEmbedding) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
+	if len(s) != 1 {
+		return nil, bad(l, "needs token ids as input")
+	}
+	return Shape{s[0], k.Dim}, nil
+}
+
+func (k *VocabEmbedding) params(*Layer) float64 { return f64(k.Vocab) * f64(k.Dim) }
+
+// ErrNotSplittable is wrapped by LowerRank for a layer that tensor
+// parallelism's plan does not cover.
+var ErrNotSplittable = errors.New("tensor parallelism does not split this layer")
+
+// LowerRank returns the layer tree one rank of a tensor-parallel layout
+// runs (docs/parallelism.md §3.1): the model's lowering with its matrices
+// split as torchtitan's apply_tp splits them and DTensor's collectives in
+// between. Without tensor parallelism it is Lower.
+func (m *Model) LowerRank(t *Training) ([]Layer, error) {
+	ls := m.Lower()
+	if t.TP <= 1 {
+		return ls, nil
+	}
+	if m.Type != Llama {
+		return nil, fmt.Errorf("%w: %s models (torchtitan's plan is for Llama)", ErrNotSplittable, m.Type)
+	}
+	err := parallel.CheckSplit(parallel.Split{Heads: m.Heads, KVHeads: m.KVHeads, Intermediate: m.Intermediate,
+		Seq: t.Seq, TP: t.TP, CP: t.CP, SP: t.SP})
+	if err != nil {
+		return nil, fmt.Errorf("tensor parallelism: %w", err)
+	}
+	tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied}
+	return tp.layers(ls)
+}
+
+type tpLowering struct {
+	t            int64
+	sp, lp, tied bool
+}
+
+func (tp *tpLowering) coll(op string) Layer { return L(&Collective{Op: op, Ranks: tp.t}) }
+
+// in is what enters a ColwiseParallel module: the sequence gathered, or a
+// replicated input wrapped.
+func (tp *tpLowering) in() Layer {
+	if tp.sp {
+		return tp.coll(OpGatherSeq)
+	}
+	return tp.coll(OpReplicate)
+}
+
+// out is what leaves a RowwiseParallel module: the partial sum reduced.
+func (tp *tpLowering) out() Layer {
+	if tp.sp {
+		return tp.coll(OpReduceScatterSeq)
+	}
+	return tp.coll(OpAllReduce)
+}
+
+func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
+	var out []Layer
+	for _, l := range ls {
+		switch k := l.Spec.(type) {
+		case *Repeat, *Residual, *Block:
+			body, err := tp.layers(l.Body)
+			if err != nil {
+				return nil, err
+			}
+			c := l
+			c.Body = body
+			out = append(out, c)
+		case *Embedding:
+			e := &VocabEmbedding{Vocab: ceilDiv(k.Vocab, tp.t), Whole: k.Vocab, Dim: k.Dim, Name: k.Name, Tied: tp.tied}
+			out = append(out, L(e), tp.out())
+		case *Attention:
+			a := *k
+			a.Heads, a.KVHeads = k.Heads/tp.t, k.KVHeads/tp.t
+			if a.HeadDim == 0 {
+				a.HeadDim = k.Dim / k.Heads
+			}
+			out = append(out, tp.in(), L(&a), tp.out())
+		case *GatedMLP:
+			g := *k
+			g.Hidden = k.Hidden / tp.t
+			out = append(out, tp.in(), L(&g), tp.out())
+		case *RMSNorm, *LayerNorm:
+			out = append(out, l) // SequenceParallel, or replicated
+		case *LMHead:
+			if k.Bias || k.Softcap > 0 {
+				return nil, fmt.Errorf("%w: a head with a bias or a logit softcap", ErrNotSplittable)
+			}
+			out = append(out, tp.in(), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp}))
+		default:
+			return nil, fmt.Errorf("%w: %s", ErrNotSplittable, l.Kind)
+		}
+	}
+	return out, nil
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// ModelParallel describes the tensor- and context-parallel part of the
+// setup for people, such as "tensor-parallel 2 with sequence and loss
+// parallelism"; "" without either.
+func (t Training) ModelParallel() string {
+	if t.TP <= 1 && t.CP <= 1 {
+		return ""
+	}
+	var s string
+	if t.TP > 1 {
+		s = fmt.Sprintf("tensor-parallel %d", t.TP)
+		switch {
+		case t.SP && t.LossParallel:
+			s += " with sequence and loss parallelism"
+		case t.SP:
+			s += " with sequence parallelism"
+		case t.LossParallel:
+			s += " with loss parallelism"
+		}
+	}
+	if t.CP > 1 {
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("context-parallel %d", t.CP)
+	}
+	return s
+}

@@ -1,0 +1,72 @@
+package model
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// kinds lists a layer tree's kinds in order, containers by their bodies.
+func kinds(ls []Layer) []string {
+	var out []string
+	for _, l := range ls {
+		if len(l.Body) > 0 {
+			out = append(out, "["+strings.Join(kinds(l.Body), " ")+"]")
+			continue
+		}
+		k := l.Kind
+		if c, ok := l.Spec.(*Collective); ok {
+			k = c.Op
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestLowerRank checks the program one tensor-parallel rank runs: where
+// DTensor's collectives sit with and without sequence parallelism, and the
+// rank's shares of heads, columns and vocabulary.
+func TestLowerRank(t *testing.T) {
+	m := &Model{Type: Llama, NumLayers: 2, Hidden: 64, Heads: 8, KVHeads: 4, HeadDim: 8, Intermediate: 256, Vocab: 1001}
+	for _, tc := range []struct {
+		name string
+		tr   Training
+		want string
+	}{
+		{"one GPU", Training{}, "embedding [[rmsnorm attention] [rmsnorm gated_mlp]] rmsnorm lm_head"},
+		{"tp", Training{TP: 2}, "vocab_parallel_embedding all_reduce [[rmsnorm replicate attention all_reduce] [rmsnorm replicate gated_mlp all_reduce]] rmsnorm replicate vocab_parallel_head"},
+		{"tp+sp", Training{TP: 2, SP: true}, "vocab_parallel_embedding reduce_scatter_seq [[rmsnorm all_gather_seq attention reduce_scatter_seq] [rmsnorm all_gather_seq gated_mlp reduce_scatter_seq]] rmsnorm all_gather_seq vocab_parallel_head"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ls, err := m.LowerRank(&tc.tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(kinds(ls), " "); got != tc.want {
+				t.Errorf("LowerRank = %s\nwant %s", got, tc.want)
+			}
+			if tc.tr.TP < 2 {
+				return
+			}
+			if e := ls[0].Spec.(*VocabEmbedding); e.Vocab != 501 || e.Whole != 1001 {
+				t.Errorf("embedding rows = %d of %d, want ceil(1001/2) = 501 of 1001", e.Vocab, e.Whole)
+			}
+			block := ls[2].Body
+			if a := block[0].Body[2].Spec.(*Attention); a.Heads != 4 || a.KVHeads != 2 || a.HeadDim != 8 {
+				t.Errorf("attention heads %d, kv %d, head_dim %d; want 4, 2, 8", a.Heads, a.KVHeads, a.HeadDim)
+			}
+			if g := block[1].Body[2].Spec.(*GatedMLP); g.Hidden != 128 {
+				t.Errorf("MLP columns = %d, want 128", g.Hidden)
+			}
+			h := ls[len(ls)-1].Spec.(*VocabHead)
+			if h.Vocab != 501 || !h.Gather {
+				t.Errorf("head rows %d gather %v, want 501 true", h.Vocab, h.Gather)
+			}
+		})
+	}
+	moe := *m
+	moe.Experts, moe.TopK = 4, 2
+	if _, err := moe.LowerRank(&Training{TP: 2}); !errors.Is(err, ErrNotSplittable) {
+		t.Errorf("LowerRank(moe) = %v, want ErrNotSplittable", err)
+	}
+}
