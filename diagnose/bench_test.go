@@ -133,3 +133,18 @@ func BenchmarkReadSnapshot100MB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadTorchSnapshot100MB reads a 100 MB snapshot shaped as torch
+// dumps one (torchSnapshot: shared frames, 820,000 trace entries, a leak
+// to find).
+func BenchmarkReadTorchSnapshot100MB(b *testing.B) {
+	data := torchSnapshot(torchEntries)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s, err := ReadSnapshot(bytes.NewReader(data))
+		if err != nil || s.Growth == nil {
+			b.Fatalf("ReadSnapshot = %+v, %v; want growth", s, err)
+		}
+	}
+}

@@ -96,8 +96,8 @@ func FuzzDecodePickle(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if v, err := decodePickle(data, refs); err == nil {
-			digest(v) //nolint:errcheck // only panics matter here
+		if v, tabs, err := decodePickle(data, refs); err == nil {
+			digest(v, tabs) //nolint:errcheck // only panics matter here
 		}
 	})
 }

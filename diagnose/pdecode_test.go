@@ -18,16 +18,17 @@ func digestVia(t *testing.T, data []byte, gp bool) *Snapshot {
 		t.Fatal(err)
 	}
 	var top pval
+	tabs := newTraceTables()
 	if gp {
 		v, err := unpickle(bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
 		}
 		top = fromGo(v)
-	} else if top, err = decodePickle(data, refs); err != nil {
+	} else if top, tabs, err = decodePickle(data, refs); err != nil {
 		t.Fatal(err)
 	}
-	s, err := digest(top)
+	s, err := digest(top, tabs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestDecodePickleMatchesGopickle(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no fixture snapshots")
 	}
-	inputs := map[string][]byte{"generated": bigSnapshot(2000)}
+	inputs := map[string][]byte{"generated": bigSnapshot(2000), "torch-shaped": torchSnapshot(20000)}
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -81,7 +82,7 @@ func TestDecodePickleSubset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decodePickle(data, refs); err != errSubset {
+	if _, _, err := decodePickle(data, refs); err != errSubset {
 		t.Errorf("decodePickle(BINPUT) = %v, want errSubset", err)
 	}
 	s, err := ReadSnapshot(bytes.NewReader(data))
