@@ -170,12 +170,18 @@ func TestBadFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	big := torchSnapshot(60000) // above mapAbove: read mapped into memory
+	if len(big) < mapAbove {
+		t.Fatalf("torchSnapshot(60000) is %d bytes, want above %d", len(big), mapAbove)
+	}
 	cases := map[string][]byte{
-		"cut.pickle.gz": full[:len(full)/2],
-		"stats.json":    []byte(`{"allocated_bytes.all.current": 5, "reserved`),
-		"summary.txt":   []byte("|  PyTorch CUDA memory summary, device ID 0  |\n| Allocated memory | 3 MiB |"),
-		"notes.txt":     []byte("hello"),
-		"log.txt":       []byte("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total"),
+		"cut.pickle.gz":   full[:len(full)/2],
+		"cut-big.pickle":  big[:len(big)/2],
+		"cut-stop.pickle": big[:len(big)-1],
+		"stats.json":      []byte(`{"allocated_bytes.all.current": 5, "reserved`),
+		"summary.txt":     []byte("|  PyTorch CUDA memory summary, device ID 0  |\n| Allocated memory | 3 MiB |"),
+		"notes.txt":       []byte("hello"),
+		"log.txt":         []byte("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total"),
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -99,3 +99,28 @@ func TestFromGoSelfReference(t *testing.T) {
 		t.Error("ReadSnapshot(self-referencing list) = nil error, want not a dict")
 	}
 }
+
+// TestReadMapped: a large uncompressed snapshot, decoded from the file
+// mapped into memory, digests as it does from a reader, leak sites
+// included.
+func TestReadMapped(t *testing.T) {
+	data := torchSnapshot(60000)
+	p := filepath.Join(t.TempDir(), "snapshot.pickle")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Read(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReadSnapshot(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(e.Snapshot, want) {
+		t.Errorf("Read(mapped) = %+v, ReadSnapshot = %+v", e.Snapshot, want)
+	}
+	if g := want.Growth; g == nil || len(g.Sites) == 0 || g.Sites[0].Frame != "u/train.py:87 in step" || g.PerStep != 20<<20 {
+		t.Errorf("ReadSnapshot growth = %+v, want 20 MiB a step from u/train.py:87 in step", g)
+	}
+}

@@ -69,7 +69,11 @@ func readSnapshot(r io.Reader, hint int64) (*Snapshot, error) {
 	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, err
 	}
-	data := buf.Bytes()
+	return decodeSnapshot(buf.Bytes())
+}
+
+// decodeSnapshot decodes and digests a snapshot's bytes.
+func decodeSnapshot(data []byte) (*Snapshot, error) {
 	refs, err := prescan(data)
 	if err != nil {
 		return nil, err

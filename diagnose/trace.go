@@ -182,6 +182,10 @@ func (t *traceTables) traceEvents(v pval) ([]event, error) {
 	if v.kind != pList {
 		return nil, nil
 	}
+	if trs := v.list(); len(trs) == 1 && trs[0].kind == pEvents && t.inOrder(*trs[0].ix) {
+		ix := *trs[0].ix
+		return t.events[ix[0] : ix[0]+int32(len(ix))], nil
+	}
 	n := 0
 	for _, tr := range v.list() {
 		n += len(tr.list())
@@ -217,6 +221,17 @@ func (t *traceTables) traceEvents(v pval) ([]event, error) {
 		}
 	}
 	return out, nil
+}
+
+// inOrder reports whether ix is a run of consecutive event ids, as the
+// one device trace of most snapshots is: its events need no copy.
+func (t *traceTables) inOrder(ix []int32) bool {
+	for k, id := range ix {
+		if id != ix[0]+int32(k) {
+			return false
+		}
+	}
+	return len(ix) > 0
 }
 
 // userFrame is stack s's innermost frame outside installed packages, as
