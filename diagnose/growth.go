@@ -14,9 +14,10 @@ import (
 // leak: it outlived the step that made it.
 //
 // It also returns how many step boundaries (valleys at the coarsest
-// hysteresis) the trace holds: a history of several steps without growth
-// rules a leak out.
-func growth(evs []event, t *traceTables) (*Growth, int) {
+// hysteresis) the trace holds — a history of several steps without growth
+// rules a leak out — and the blocks allocated in the trace and live at
+// its end (address → index of the alloc event).
+func growth(evs []event, t *traceTables) (*Growth, int, map[int64]int) {
 	live := map[int64]int{} // addr → index of its alloc event
 	curve := make([]int64, len(evs))
 	var l, lo, hi int64
@@ -46,16 +47,16 @@ func growth(evs []event, t *traceTables) (*Growth, int) {
 		}
 	}
 	if n < 3 {
-		return nil, seen
+		return nil, seen, live
 	}
 	first := vs[len(vs)-n]
 	rise := curve[vs[len(vs)-1]] - curve[first]
 	if rise < (hi-lo)/10 && (n < 4 || rise < (hi-lo)/20) {
-		return nil, seen
+		return nil, seen, live
 	}
 	g := &Growth{PerStep: rise / int64(n-1), Steps: n - 1}
 	g.Sites = sites(evs, t, live, first, vs[len(vs)-1])
-	return g, seen
+	return g, seen, live
 }
 
 // valleys returns the indexes of the curve's low points, with hysteresis h.

@@ -31,6 +31,10 @@ type Snapshot struct {
 	// Growth is set when the trace shows allocated memory rising from one
 	// step to the next (see docs/diagnose.md, "Leaks in a snapshot").
 	Growth *Growth `json:"growth,omitempty"`
+	// Carried is set when blocks allocated before the trace began, by
+	// code that allocated again within it, are still live (see
+	// docs/diagnose.md, "Leaks in a snapshot").
+	Carried *Site `json:"carried,omitempty"`
 }
 
 // Growth is memory that rises step over step.
@@ -103,8 +107,9 @@ func digest(top pval, t *traceTables) (*Snapshot, error) {
 	if segs.kind != pList {
 		return nil, errors.New(`snapshot pickle: no "segments" list`)
 	}
+	var blocks []liveBlock
 	for _, sv := range segs.list() {
-		if err := s.addSegment(sv); err != nil {
+		if err := s.addSegment(sv, t, &blocks); err != nil {
 			return nil, err
 		}
 	}
@@ -121,7 +126,11 @@ func digest(top pval, t *traceTables) (*Snapshot, error) {
 			s.Request, s.DeviceFree = e.size, e.free
 		}
 	}
-	s.Growth, s.HistorySteps = growth(evs, t)
+	var live map[int64]int
+	s.Growth, s.HistorySteps, live = growth(evs, t)
+	if s.HistorySteps > 0 {
+		s.Carried = carried(evs, t, live, blocks, s.Allocated)
+	}
 	return s, nil
 }
 
@@ -138,7 +147,8 @@ func unpickle(r io.Reader) (v any, err error) {
 	return u.Load()
 }
 
-func (s *Snapshot) addSegment(seg pval) error {
+// addSegment adds a segment's sizes and appends its allocated blocks.
+func (s *Snapshot) addSegment(seg pval, t *traceTables, blocks *[]liveBlock) error {
 	if seg.kind != pDict {
 		return errors.New("snapshot pickle: a segment is not a dict")
 	}
@@ -156,10 +166,16 @@ func (s *Snapshot) addSegment(seg pval) error {
 		if b.kind != pDict {
 			return errors.New("snapshot pickle: a block is not a dict")
 		}
-		if st := b.get("state"); st.kind == pStr && st.s == "inactive" {
-			n := max(b.get("size").num(), 0)
+		st := b.get("state")
+		if st.kind != pStr {
+			continue
+		}
+		switch n := max(b.get("size").num(), 0); st.s {
+		case "inactive":
 			s.Free += n
 			s.LargestFree = max(s.LargestFree, n)
+		case "active_allocated":
+			*blocks = append(*blocks, liveBlock{addr: b.get("address").num(), size: n, stack: t.stackOf(b.get("frames"))})
 		}
 	}
 	return nil
