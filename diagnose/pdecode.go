@@ -559,13 +559,25 @@ func long1(b []byte) pval {
 }
 
 // fromGo converts what gopickle decoded into a pval (the fallback path).
-// A snapshot nests a few levels deep; deeper values (a list that holds
-// itself, in a hostile file) are left out.
-func fromGo(v any) pval { return fromGoDepth(v, 0) }
+// A container reached twice (the memo shares it, or it holds itself) is
+// converted once and shared, as in the pickle: converting it at each
+// reference would take time exponential in the sharing (the fuzzer found
+// a file of 98 KB that never finished). A snapshot nests a few levels deep;
+// values deeper than 32 are left out.
+func fromGo(v any) pval { return goConv{}.conv(v, 0) }
 
-func fromGoDepth(v any, depth int) pval {
+// goConv is a conversion's containers already converted, by identity.
+type goConv map[any]pval
+
+func (c goConv) conv(v any, depth int) pval {
 	if depth > 32 {
 		return pval{kind: pOther}
+	}
+	switch v.(type) {
+	case *types.List, *types.Tuple, *types.Dict: // pointers: by identity
+		if pv, ok := c[v]; ok {
+			return pv
+		}
 	}
 	switch x := v.(type) {
 	case nil:
@@ -588,25 +600,29 @@ func fromGoDepth(v any, depth int) pval {
 	case string:
 		return pval{kind: pStr, s: x}
 	case *types.List:
-		return fromGoList(*x, depth)
+		return c.list(v, *x, depth)
 	case *types.Tuple:
-		return fromGoList(*x, depth)
+		return c.list(v, *x, depth)
 	case *types.Dict:
-		d := make([]pval, 0, 2*len(*x))
-		for _, e := range *x {
-			d = append(d, fromGoDepth(e.Key, depth+1), fromGoDepth(e.Value, depth+1))
+		d := make([]pval, 2*len(*x))
+		pv := pval{kind: pDict, d: &d}
+		c[v] = pv
+		for i, e := range *x {
+			d[2*i], d[2*i+1] = c.conv(e.Key, depth+1), c.conv(e.Value, depth+1)
 		}
-		return pval{kind: pDict, d: &d}
+		return pv
 	}
 	return pval{kind: pOther}
 }
 
-func fromGoList(xs []any, depth int) pval {
+func (c goConv) list(v any, xs []any, depth int) pval {
 	l := make([]pval, len(xs))
+	pv := pval{kind: pList, l: &l}
+	c[v] = pv
 	for i, x := range xs {
-		l[i] = fromGoDepth(x, depth+1)
+		l[i] = c.conv(x, depth+1)
 	}
-	return pval{kind: pList, l: &l}
+	return pv
 }
 
 // get is a dict lookup by string key; the zero pval (None) when absent or

@@ -3,11 +3,14 @@ package diagnose
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 // digestVia reads a snapshot with decodePickle or, with gp, gopickle.
@@ -122,5 +125,31 @@ func TestReadMapped(t *testing.T) {
 	}
 	if g := want.Growth; g == nil || len(g.Sites) == 0 || g.Sites[0].Frame != "u/train.py:87 in step" || g.PerStep != 20<<20 {
 		t.Errorf("ReadSnapshot growth = %+v, want 20 MiB a step from u/train.py:87 in step", g)
+	}
+}
+
+// TestFromGoShared: a list that holds the one before it twice, forty deep
+// (BINPUT sends it to gopickle), is 2^40 lists if each reference is
+// converted anew; shared, it is forty-one. The fuzzer found a 98 KB file
+// that never finished that way.
+func TestFromGoShared(t *testing.T) {
+	var p bytes.Buffer
+	p.WriteString("\x80\x02]q\x000")
+	for k := 1; k <= 40; k++ {
+		fmt.Fprintf(&p, "]q%c(h%ch%ce0", k, k-1, k-1)
+	}
+	fmt.Fprintf(&p, "}(\x8c\x08segmentsh%cu.", 40)
+	done := make(chan error, 1)
+	go func() {
+		_, err := ReadSnapshot(bytes.NewReader(p.Bytes()))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "segment is not a dict") {
+			t.Errorf("ReadSnapshot(shared lists) = %v, want a segment is not a dict", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ReadSnapshot(shared lists) did not finish in 20 s")
 	}
 }
