@@ -105,6 +105,13 @@ func pressureUnsure(v *Verdict, f Figures) {
 		why = fmt.Sprintf("the snapshot's history spans only %d step boundaries, too few to see growth; %s", f.HistorySteps, why[strings.Index(why, "the job's"):])
 	}
 	v.Alternatives = []Alternative{{Leak, why}}
+	if f.DeviceTotal == 0 && f.Request > 0 && f.DeviceFree < f.Request {
+		// A snapshot alone: the device was full, but its size is not
+		// recorded, so what other processes held cannot be told.
+		v.Alternatives = append(v.Alternatives, Alternative{OtherProcess, fmt.Sprintf(
+			"a snapshot does not record the device's size: this process reserved %s and the device had %s free; on a device larger than that (and this process's context, about %s) other processes held the rest. --device NAME or the out-of-memory message tells",
+			gib(f.Reserved), gib(f.DeviceFree), gib(contextBytes))})
+	}
 }
 
 // keptWhy is why a leak stays possible when allocated memory rose over

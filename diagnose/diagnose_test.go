@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -195,6 +196,39 @@ func TestBadFiles(t *testing.T) {
 			var ie *InputError
 			if err == nil || !asInput(err, &ie) || ie.File != p {
 				t.Errorf("Read(%s) = %v, want an InputError naming the file", name, err)
+			}
+		})
+	}
+}
+
+// TestSnapshotWithoutDevice: a snapshot does not record the device's size.
+// Alone, a full device is pressure at low confidence with other-process
+// among the alternatives; with the device's size, the other-process
+// snapshots are decided and the pressure one no longer names it.
+func TestSnapshotWithoutDevice(t *testing.T) {
+	dev, _ := model.LookupDevice("h100-80gb")
+	for _, c := range []struct {
+		name      string
+		device    int64
+		want      Cause
+		otherAlt  bool
+		wantConfd Confidence
+	}{
+		{"other-gpt2", 0, Pressure, true, Low},
+		{"other-qwen2.5", 0, Pressure, true, Low},
+		{"pressure-gpt2-b160", 0, Pressure, true, Low},
+		{"other-gpt2", dev.Memory, OtherProcess, false, High},
+		{"pressure-gpt2-b160", dev.Memory, Pressure, false, Low},
+	} {
+		t.Run(fmt.Sprintf("%s/device=%d", c.name, c.device), func(t *testing.T) {
+			e, err := Read(filepath.Join("testdata", "crashes", c.name, "snapshot.pickle.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Diagnose([]*Evidence{e}, Job{DeviceMemory: c.device})
+			if r.Cause != c.want || r.Confidence != c.wantConfd || hasAlt(r.Alternatives, OtherProcess) != c.otherAlt {
+				t.Errorf("Diagnose = %s at %s, alternatives %v; want %s at %s, other-process among them %v",
+					r.Cause, r.Confidence, r.Alternatives, c.want, c.wantConfd, c.otherAlt)
 			}
 		})
 	}
