@@ -153,3 +153,14 @@ func TestFromGoShared(t *testing.T) {
 		t.Fatal("ReadSnapshot(shared lists) did not finish in 20 s")
 	}
 }
+
+// TestEmptyDictFrame: a trace entry whose frames list holds an empty dict
+// (never filled, so without items) reads as an entry without frames. The
+// fuzzer found the nil dereference.
+func TestEmptyDictFrame(t *testing.T) {
+	data := []byte("\x80\x04}(\x8c\x08segments]\x8c\x0ddevice_traces](](}(\x8c\x06action\x8c\x05alloc\x8c\x04size\x4b\x07\x8c\x06frames](}eueeu.")
+	s, err := ReadSnapshot(bytes.NewReader(data))
+	if err != nil || s.Events != 1 {
+		t.Errorf("ReadSnapshot = %+v, %v; want one trace entry", s, err)
+	}
+}

@@ -117,6 +117,9 @@ func (t *traceTables) stackOf(v pval) int32 {
 		case pFrame:
 			ids = append(ids, int32(f.i))
 		case pDict:
+			if f.d == nil {
+				continue // an empty dict
+			}
 			if fr, ok := asFrame(*f.d); ok {
 				ids = append(ids, t.frame(fr))
 			}
