@@ -70,6 +70,7 @@ type decoder struct {
 	refs    memoRefs
 	rank    []uint32 // memo slots before each word of refs
 	memo    []pval   // by slot
+	got     []uint64 // slots a GET has read, as a bitset
 	memoLen uint64
 	ids     []int32 // scratch
 	t       *traceTables
@@ -90,6 +91,7 @@ func decodePickle(data []byte, refs memoRefs) (pval, *traceTables, error) {
 		n += uint32(bits.OnesCount64(bitsSet))
 	}
 	d.memo = make([]pval, n)
+	d.got = make([]uint64, n/64+1)
 	v, err := d.run()
 	return v, d.t, err
 }
@@ -247,8 +249,19 @@ func (d *decoder) get(op byte, i int) (int, error) {
 	if idx >= d.memoLen || !d.refs.has(idx) {
 		return i, fmt.Errorf("malformed pickle (memo %d not set)", idx)
 	}
-	d.push(d.memo[d.slot(idx)]) // shared, at its slot
+	m := d.slot(idx)
+	d.got[m/64] |= 1 << (m % 64)
+	d.push(d.memo[m]) // shared, at its slot
 	return i + n, nil
+}
+
+// seen reports whether v is kept in the memo and a GET has read it: then
+// copies of it may sit in other containers, and folding it into a compact
+// form, which changes the value rather than what it points to, would
+// leave them stale. Python's pickler fills a container before anything
+// reads it back, so this happens only in pickles from other writers.
+func (d *decoder) seen(v *pval) bool {
+	return v.shared && d.got[v.m/64]&(1<<(v.m%64)) != 0
 }
 
 // str pushes a string: a view of the data, which outlives the decoded

@@ -164,3 +164,31 @@ func TestEmptyDictFrame(t *testing.T) {
 		t.Errorf("ReadSnapshot = %+v, %v; want one trace entry", s, err)
 	}
 }
+
+// TestDecodeReadBeforeFilled: a list memoized, read back by a GET and
+// only then filled with a frame (Python's pickler never does this) must be
+// the same list everywhere: it is not folded into a stack, whose copies
+// would go stale.
+func TestDecodeReadBeforeFilled(t *testing.T) {
+	frame := "}(\x8c\x04name\x8c\x01f\x8c\x08filename\x8c\x04a.py\x8c\x04line\x4b\x07u"
+	// P = []; L = [] (memo 0); P.append(L); push L; L.extend([frame]); P.append(L)
+	data := []byte("\x80\x04]]\x94ah\x00(" + frame + "ea.")
+	refs, err := prescan(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, tabs, err := decodePickle(data, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := func(v pval) int {
+		if v.kind == pStack {
+			return len(tabs.stackFrames(int32(v.i)))
+		}
+		return len(v.list())
+	}
+	items := top.list()
+	if len(items) != 2 || n(items[0]) != 1 || n(items[1]) != 1 {
+		t.Errorf("decoded %d items, holding %v; want the one list twice, holding the frame", len(items), []int{n(items[0]), n(items[1])})
+	}
+}

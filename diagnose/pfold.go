@@ -33,14 +33,18 @@ func (d *decoder) appendOp(op byte) error {
 	top := &d.stack[len(d.stack)-1]
 	switch top.kind {
 	case pList:
-		if top.l == nil || len(*top.l) == 0 {
+		if (top.l == nil || len(*top.l) == 0) && !d.seen(top) {
 			if d.compactList(top, items) {
 				d.update(top)
 				return nil
 			}
 		}
 	case pStack, pEvents:
-		if d.extendCompact(top, items) {
+		ok, err := d.extendCompact(top, items)
+		if err != nil {
+			return err
+		}
+		if ok {
 			d.update(top)
 			return nil
 		}
@@ -74,30 +78,38 @@ func (d *decoder) compactList(top *pval, items []pval) bool {
 
 // extendCompact appends to a stack or a list of events; items of another
 // kind turn it back into a list (false, with top.l holding what it had).
-func (d *decoder) extendCompact(top *pval, items []pval) bool {
+// Either changes the value itself (all but extending a list of events,
+// whose ids are behind a pointer): when copies of it were read from the
+// memo, it gives errSubset, for gopickle to decode.
+func (d *decoder) extendCompact(top *pval, items []pval) (bool, error) {
+	if top.kind == pEvents {
+		if ix, ok := eventIDs(items, *top.ix); ok {
+			*top.ix = ix
+			return true, nil
+		}
+	}
+	if d.seen(top) {
+		return false, errSubset
+	}
 	if top.kind == pStack {
 		if ids, ok := d.frameIDs(items); ok {
 			all := append(append([]int32(nil), d.t.stackFrames(int32(top.i))...), ids...)
 			top.i = int64(d.t.stack(all))
-			return true
+			return true, nil
 		}
 		var l []pval
 		for _, id := range d.t.stackFrames(int32(top.i)) {
 			l = append(l, pval{kind: pFrame, i: int64(id)})
 		}
 		top.kind, top.l = pList, &l
-		return false
-	}
-	if ix, ok := eventIDs(items, *top.ix); ok {
-		*top.ix = ix
-		return true
+		return false, nil
 	}
 	l := make([]pval, 0, len(*top.ix)+len(items))
 	for _, id := range *top.ix {
 		l = append(l, pval{kind: pEvent, i: int64(id)})
 	}
 	top.kind, top.l, top.ix = pList, &l, nil
-	return false
+	return false, nil
 }
 
 func (d *decoder) frameIDs(items []pval) ([]int32, bool) {
@@ -157,11 +169,13 @@ func (d *decoder) setItemsOp(op byte) error {
 			return errSubset
 		}
 		return nil
+	case pFrame: // more keys than a frame's: a dict after all
+		return errSubset
 	case pDict:
 	default:
 		return errors.New("malformed pickle (setitems on a non-dict)")
 	}
-	if top.d == nil || len(*top.d) == 0 {
+	if (top.d == nil || len(*top.d) == 0) && !d.seen(top) {
 		if d.compactDict(top, items) {
 			d.update(top)
 			return nil
