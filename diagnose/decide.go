@@ -48,6 +48,11 @@ func decide(f Figures, evs []*Evidence, job Job) Verdict {
 	case p != nil && f.Limit > 0 && p.PeakReserved > f.Limit:
 		v.Cause = Pressure
 		v.Reason = fmt.Sprintf("memplan predicts %s reserved at the peak; the process could use %s", gib(p.PeakReserved), gib(f.Limit))
+	case f.CarriedBytes > 0:
+		v.Cause, v.Confidence = Leak, Low
+		v.Sites = leakSites(evs)
+		v.Reason = fmt.Sprintf("%d blocks (%s) allocated before the snapshot's history began are still held, made by code that allocated again within the history (it runs every step): memory that outlived the steps that made it", f.CarriedCopies, gib(f.CarriedBytes))
+		v.Alternatives = []Alternative{{Pressure, "a buffer that keeps the last few of them on purpose looks the same in one dump; whether they keep growing shows in a stats series (one line per step) or a history of three or more steps (a larger max_entries)"}}
 	case !capped && p != nil && f.DeviceTotal > 0 && f.Request == 0 && f.OOMs > 0 && float64(f.Reserved) < 0.8*float64(f.Limit):
 		v.Cause = OtherProcess
 		v.Reason = fmt.Sprintf("the job failed holding %s of a %s device that fits its predicted %s: something else held the rest",
@@ -65,8 +70,12 @@ func decide(f Figures, evs []*Evidence, job Job) Verdict {
 	case f.OOMs > 0 && float64(f.Stranded) < strandedShare*float64(f.Reserved):
 		v.Cause, v.Confidence = Pressure, Low
 		v.Reason = fmt.Sprintf("the job ran out with %s allocated of %s reserved: little was stranded, so not fragmentation", gib(f.Allocated), gib(f.Reserved))
+		leak := "a single dump cannot show growth: a stats series, a snapshot with history or the job's description tells"
+		if f.KeptPerStep > 0 {
+			leak = keptWhy(f)
+		}
 		v.Alternatives = []Alternative{
-			{Leak, "a single dump cannot show growth: a stats series, a snapshot with history or the job's description tells"},
+			{Leak, leak},
 			{OtherProcess, "the dump does not say what the device had free: the out-of-memory message tells"},
 		}
 	default:
@@ -89,16 +98,39 @@ func pressureUnsure(v *Verdict, f Figures) {
 	}
 	v.Confidence = Low
 	why := "a leak that filled the memory looks the same at the error; the job's description (to compare with memplan's prediction) or a stats series tells"
-	if f.HistorySteps > 0 {
+	switch {
+	case f.KeptPerStep > 0:
+		why = keptWhy(f)
+	case f.HistorySteps > 0:
 		why = fmt.Sprintf("the snapshot's history spans only %d step boundaries, too few to see growth; %s", f.HistorySteps, why[strings.Index(why, "the job's"):])
 	}
 	v.Alternatives = []Alternative{{Leak, why}}
+	if f.DeviceTotal == 0 && f.Request > 0 && f.DeviceFree < f.Request {
+		// A snapshot alone: the device was full, but its size is not
+		// recorded, so what other processes held cannot be told.
+		v.Alternatives = append(v.Alternatives, Alternative{OtherProcess, fmt.Sprintf(
+			"a snapshot does not record the device's size: this process reserved %s and the device had %s free; on a device larger than that (and this process's context, about %s) other processes held the rest. --device NAME or the out-of-memory message tells",
+			gib(f.Reserved), gib(f.DeviceFree), gib(contextBytes))})
+	}
+}
+
+// keptWhy is why a leak stays possible when allocated memory rose over
+// steps that freed nothing.
+func keptWhy(f Figures) string {
+	return fmt.Sprintf("allocated memory rose %s a step over %d steps that freed nothing: every allocation was kept, as a program filling memory on purpose does, and as a leak would; "+
+		"a leak in a training or inference loop is what its steps fail to free, beside the temporaries they do free. What the program meant to keep is in none of the files: with the job's description memplan says whether it fits",
+		gib(f.KeptPerStep), f.KeptSteps)
 }
 
 func leakSites(evs []*Evidence) []Site {
 	for _, e := range evs {
 		if e.Snapshot != nil && e.Snapshot.Growth != nil {
 			return e.Snapshot.Growth.Sites
+		}
+	}
+	for _, e := range evs {
+		if e.Snapshot != nil && e.Snapshot.Carried != nil {
+			return []Site{*e.Snapshot.Carried}
 		}
 	}
 	return nil

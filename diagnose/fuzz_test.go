@@ -90,14 +90,15 @@ func FuzzReadSnapshot(f *testing.F) {
 // not panic, and what it decodes must digest without one.
 func FuzzDecodePickle(f *testing.F) {
 	f.Add(bigSnapshot(3))
+	f.Add(torchSnapshot(10)) // shared frames and stacks, folded through the memo
 	f.Add([]byte("\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x01a\x94]\x94(K\x01G?\xf0\x00\x00\x00\x00\x00\x00\x88N\x8a\x02\xff\xffh\x01\x86e\x94u."))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		refs, err := prescan(data)
 		if err != nil {
 			return
 		}
-		if v, err := decodePickle(data, refs); err == nil {
-			digest(v) //nolint:errcheck // only panics matter here
+		if v, tabs, err := decodePickle(data, refs); err == nil {
+			digest(v, tabs) //nolint:errcheck // only panics matter here
 		}
 	})
 }

@@ -1,10 +1,7 @@
 package diagnose
 
 import (
-	"fmt"
-	"path"
 	"sort"
-	"strings"
 )
 
 // growth finds allocated memory that rises from step to step in a trace.
@@ -17,18 +14,19 @@ import (
 // leak: it outlived the step that made it.
 //
 // It also returns how many step boundaries (valleys at the coarsest
-// hysteresis) the trace holds: a history of several steps without growth
-// rules a leak out.
-func growth(evs []event) (*Growth, int) {
+// hysteresis) the trace holds — a history of several steps without growth
+// rules a leak out — and the blocks allocated in the trace and live at
+// its end (address → index of the alloc event).
+func growth(evs []event, t *traceTables) (*Growth, int, map[int64]int) {
 	live := map[int64]int{} // addr → index of its alloc event
 	curve := make([]int64, len(evs))
 	var l, lo, hi int64
 	for i, e := range evs {
-		switch e.action {
-		case "alloc":
+		switch e.act {
+		case actAlloc:
 			live[e.addr] = i
 			l += e.size
-		case "free_completed":
+		case actFreeCompleted:
 			delete(live, e.addr)
 			l -= e.size
 		}
@@ -49,16 +47,16 @@ func growth(evs []event) (*Growth, int) {
 		}
 	}
 	if n < 3 {
-		return nil, seen
+		return nil, seen, live
 	}
 	first := vs[len(vs)-n]
 	rise := curve[vs[len(vs)-1]] - curve[first]
 	if rise < (hi-lo)/10 && (n < 4 || rise < (hi-lo)/20) {
-		return nil, seen
+		return nil, seen, live
 	}
 	g := &Growth{PerStep: rise / int64(n-1), Steps: n - 1}
-	g.Sites = sites(evs, live, first, vs[len(vs)-1])
-	return g, seen
+	g.Sites = sites(evs, t, live, first, vs[len(vs)-1])
+	return g, seen, live
 }
 
 // valleys returns the indexes of the curve's low points, with hysteresis h.
@@ -105,13 +103,13 @@ func rising(vs []int, c []int64) int {
 
 // sites groups what is still live and was allocated between events from
 // and to by the first frame in the user's code.
-func sites(evs []event, live map[int64]int, from, to int) []Site {
+func sites(evs []event, t *traceTables, live map[int64]int, from, to int) []Site {
 	by := map[string]*Site{}
 	for _, i := range live {
 		if i <= from || i > to {
 			continue
 		}
-		f := userFrame(evs[i].frames)
+		f := t.userFrame(evs[i].stack)
 		s := by[f]
 		if s == nil {
 			s = &Site{Frame: f}
@@ -131,27 +129,4 @@ func sites(evs []event, live map[int64]int, from, to int) []Site {
 		return out[i].Frame < out[j].Frame
 	})
 	return out[:min(len(out), 3)]
-}
-
-// userFrame is the innermost frame outside installed packages, as
-// "dir/file.py:line in func".
-func userFrame(fs []pval) string {
-	if len(fs) == 0 {
-		return "(no Python frames recorded)"
-	}
-	pick := ""
-	for _, f := range fs {
-		if f.kind != pDict && f.kind != pFrame {
-			continue
-		}
-		file, name := f.get("filename").s, f.get("name").s
-		s := fmt.Sprintf("%s:%d in %s", path.Join(path.Base(path.Dir(file)), path.Base(file)), f.get("line").num(), name)
-		if pick == "" {
-			pick = s
-		}
-		if !strings.Contains(file, "-packages/") && !strings.HasPrefix(file, "<") {
-			return s
-		}
-	}
-	return pick
 }

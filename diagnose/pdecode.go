@@ -4,35 +4,30 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"math/big"
-
-	"github.com/nlpodyssey/gopickle/types"
+	"math/bits"
+	"unsafe"
 )
 
 // pval is a decoded pickle value: a scalar held inline (no allocation per
-// integer or string), or a list or dict behind a pointer so that a memoized
-// container sees the items added after it was memoized.
+// integer or string), a list or dict behind a pointer so that a memoized
+// container sees the items added after it was memoized, or one of the
+// compact forms of a snapshot's history (a frame, a stack of frames, a
+// trace entry, a list of trace entries) kept in traceTables.
 type pval struct {
 	kind pkind
-	// shared is set on a container kept in the memo: it must stay the
-	// object the memo holds.
+	// shared is set on a value kept in the memo, at slot m: a container
+	// must stay the object the memo holds, and a value folded into a
+	// compact form is folded there too.
 	shared bool
-	i      int64
-	s      string
-	l      *[]pval
-	d      *[]pkv
-	fr     *pframe
+	m      uint32
+	// i is an integer, a bool (0 or 1), a float's bits, or the id of a
+	// frame, stack or event in traceTables.
+	i  int64
+	s  string
+	l  *[]pval  // pList
+	d  *[]pval  // pDict: key, value, key, value, …
+	ix *[]int32 // pEvents: event ids
 }
-
-// pframe is a Python frame of a trace entry ({"name", "filename", "line"}),
-// the commonest dict in a snapshot, held compactly.
-type pframe struct {
-	name, file string
-	line       int64
-}
-
-type pkv struct{ k, v pval }
 
 type pkind uint8
 
@@ -44,282 +39,290 @@ const (
 	pStr
 	pList
 	pDict
-	pMark  // a MARK on the stack
-	pOther // a value digest does not read (bytes, big integers)
-	pFrame // a dict with a Python frame's three keys, in fr
+	pMark   // a MARK on the stack
+	pOther  // a value digest does not read (bytes, big integers)
+	pFrame  // a dict with a Python frame's three keys: frame i
+	pStack  // a list of frames: stack i
+	pEvent  // a dict with a trace entry's "action": event i
+	pEvents // a list of trace entries: events *ix
 )
 
 // errSubset is returned by decodePickle for an opcode outside the subset
-// torch.cuda.memory._dump_snapshot writes; the caller falls back to
-// gopickle.
+// torch.cuda.memory._dump_snapshot writes (or a use of the memo Python's
+// pickler never makes); the caller falls back to gopickle.
 var errSubset = errors.New("pickle opcode outside the snapshot subset")
 
-// decodePickle decodes the subset of pickle protocol 2–5 that
+// decoder decodes the subset of pickle protocol 2–5 that
 // torch.cuda.memory._dump_snapshot produces (dicts, lists, tuples, strings,
 // integers, floats, None, booleans, memo and frames). It is strict: any
-// other opcode gives errSubset. data must have passed prescan, which
-// bounds every length against the data's size.
+// other opcode gives errSubset. Its data must have passed prescan, which
+// bounds every length against the data's size and lists the memo indices
+// a GET reads: only those are kept, each in a slot of its own.
 //
-// Only the memo entries in refs (those a GET reads) are kept, and a dict
-// or list filled by one SETITEMS or APPENDS is allocated at its size: a
-// 100 MB snapshot holds millions of small dicts.
-func decodePickle(data []byte, refs memoRefs) (pval, error) {
-	var stack []pval
-	var marks []int
-	memo := map[uint64]pval{}
-	memoLen := uint64(0)
-	var slab []pframe
-	pop := func() (pval, error) {
-		if len(stack) == 0 || stack[len(stack)-1].kind == pMark {
-			return pval{}, errors.New("malformed pickle (stack underflow)")
-		}
-		v := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		return v, nil
+// Strings are views of the data, not copies. A dict holding a Python frame
+// or a trace entry is folded, when its SETITEMS fills it, into an id in
+// traceTables; a list filled with frames becomes an interned stack, one
+// filled with trace entries a list of event ids.
+type decoder struct {
+	data    []byte
+	stack   []pval
+	marks   []int
+	refs    memoRefs
+	rank    []uint32 // memo slots before each word of refs
+	memo    []pval   // by slot
+	got     []uint64 // slots a GET has read, as a bitset
+	memoLen uint64
+	ids     []int32 // scratch
+	t       *traceTables
+}
+
+// decodePickle decodes data (see decoder) into its top value and the
+// tables that hold its history.
+func decodePickle(data []byte, refs memoRefs) (pval, *traceTables, error) {
+	d := &decoder{data: data, refs: refs, rank: make([]uint32, len(refs.words())), t: newTraceTables()}
+	// At most one event per dict, and a trace entry takes some 100 bytes
+	// (94 in the fixtures, 122 in torchSnapshot): 64 bytes an event holds
+	// them all (append grows past it) without reserving one per frame for
+	// a writer whose frames are each a dict of their own.
+	d.t.events = make([]event, 0, min(refs.dicts(), len(data)/64))
+	n := uint32(0)
+	for w, bitsSet := range refs.words() {
+		d.rank[w] = n
+		n += uint32(bits.OnesCount64(bitsSet))
 	}
-	popMark := func() ([]pval, error) {
-		if len(marks) == 0 {
-			return nil, errors.New("malformed pickle (no MARK)")
-		}
-		m := marks[len(marks)-1]
-		marks = marks[:len(marks)-1]
-		items := stack[m+1:]
-		stack = stack[:m]
-		return items, nil
+	d.memo = make([]pval, n)
+	d.got = make([]uint64, n/64+1)
+	v, err := d.run()
+	return v, d.t, err
+}
+
+// slot is the memo slot of a referenced memo index.
+func (d *decoder) slot(idx uint64) uint32 {
+	w := idx / 64
+	return d.rank[w] + uint32(bits.OnesCount64(d.refs.words()[w]&(1<<(idx%64)-1)))
+}
+
+func (d *decoder) push(v pval) { d.stack = append(d.stack, v) }
+
+func (d *decoder) pop() (pval, error) {
+	if len(d.stack) == 0 || d.stack[len(d.stack)-1].kind == pMark {
+		return pval{}, errors.New("malformed pickle (stack underflow)")
 	}
-	need := func(i, n int) error {
-		if i+n > len(data) {
-			return errors.New("snapshot pickle cut short")
-		}
-		return nil
+	v := d.stack[len(d.stack)-1]
+	d.stack = d.stack[:len(d.stack)-1]
+	return v, nil
+}
+
+// popMark pops the items above the last MARK. They stay valid until the
+// next push.
+func (d *decoder) popMark() ([]pval, error) {
+	if len(d.marks) == 0 {
+		return nil, errors.New("malformed pickle (no MARK)")
 	}
+	m := d.marks[len(d.marks)-1]
+	d.marks = d.marks[:len(d.marks)-1]
+	items := d.stack[m+1:]
+	d.stack = d.stack[:m]
+	return items, nil
+}
+
+func (d *decoder) need(i, n int) error {
+	if i+n > len(d.data) {
+		return errors.New("snapshot pickle cut short")
+	}
+	return nil
+}
+
+// run executes the opcodes.
+func (d *decoder) run() (pval, error) {
+	data := d.data
 	for i := 0; i < len(data); {
 		op := data[i]
 		i++
+		var err error
 		switch op {
 		case 0x80: // PROTO
 			i++
 		case 0x95: // FRAME
 			i += 8
 		case '.': // STOP
-			if len(stack) != 1 {
+			if len(d.stack) != 1 {
 				return pval{}, errors.New("malformed pickle (stack at STOP)")
 			}
-			return stack[0], nil
+			return d.stack[0], nil
 		case '(': // MARK
-			marks = append(marks, len(stack))
-			stack = append(stack, pval{kind: pMark})
+			d.marks = append(d.marks, len(d.stack))
+			d.push(pval{kind: pMark})
 		case '}':
-			stack = append(stack, pval{kind: pDict}) // d is allocated when filled or memoized
-		case ']':
-			stack = append(stack, pval{kind: pList})
-		case ')':
-			stack = append(stack, pval{kind: pList, l: &[]pval{}})
+			d.push(pval{kind: pDict}) // d is allocated when filled or memoized
+		case ']', ')': // EMPTY_LIST, EMPTY_TUPLE
+			d.push(pval{kind: pList})
 		case 't', 0x85, 0x86, 0x87: // TUPLE, TUPLE1..3: read as lists
-			var items []pval
-			if op == 't' {
-				m, err := popMark()
-				if err != nil {
-					return pval{}, err
-				}
-				items = append([]pval(nil), m...)
-			} else {
-				n := int(op - 0x84)
-				if len(stack) < n {
-					return pval{}, errors.New("malformed pickle (stack underflow)")
-				}
-				items = append([]pval(nil), stack[len(stack)-n:]...)
-				stack = stack[:len(stack)-n]
-				for _, it := range items {
-					if it.kind == pMark {
-						return pval{}, errors.New("malformed pickle (MARK in a tuple)")
-					}
-				}
-			}
-			stack = append(stack, pval{kind: pList, l: &items})
+			err = d.tuple(op)
 		case 'a', 'e': // APPEND, APPENDS
-			var items []pval
-			if op == 'a' {
-				v, err := pop()
-				if err != nil {
-					return pval{}, err
-				}
-				items = []pval{v}
-			} else {
-				m, err := popMark()
-				if err != nil {
-					return pval{}, err
-				}
-				items = m
-			}
-			if len(stack) == 0 || stack[len(stack)-1].kind != pList {
-				return pval{}, errors.New("malformed pickle (append to a non-list)")
-			}
-			if stack[len(stack)-1].l == nil {
-				stack[len(stack)-1].l = new([]pval)
-			}
-			l := stack[len(stack)-1].l
-			if *l == nil {
-				*l = make([]pval, 0, len(items))
-			}
-			*l = append(*l, items...)
+			err = d.appendOp(op)
 		case 's', 'u': // SETITEM, SETITEMS
-			var items []pval
-			if op == 's' {
-				if len(stack) < 2 {
-					return pval{}, errors.New("malformed pickle (stack underflow)")
-				}
-				items = stack[len(stack)-2:]
-				stack = stack[:len(stack)-2]
-				if items[0].kind == pMark || items[1].kind == pMark {
-					return pval{}, errors.New("malformed pickle (MARK in SETITEM)")
-				}
-			} else {
-				m, err := popMark()
-				if err != nil {
-					return pval{}, err
-				}
-				items = m
-			}
-			if len(items)%2 != 0 || len(stack) == 0 || stack[len(stack)-1].kind != pDict {
-				return pval{}, errors.New("malformed pickle (setitems on a non-dict)")
-			}
-			top := &stack[len(stack)-1]
-			if f, ok := asFrame(items); ok && !top.shared && top.d == nil {
-				if len(slab) == cap(slab) {
-					slab = make([]pframe, 0, 1024)
-				}
-				slab = append(slab, f)
-				*top = pval{kind: pFrame, fr: &slab[len(slab)-1]}
-				continue
-			}
-			if top.d == nil {
-				top.d = new([]pkv)
-			}
-			d := top.d
-			if *d == nil {
-				*d = make([]pkv, 0, len(items)/2)
-			}
-			for k := 0; k < len(items); k += 2 {
-				*d = append(*d, pkv{items[k], items[k+1]})
-			}
+			err = d.setItemsOp(op)
 		case 0x94: // MEMOIZE
-			if len(stack) == 0 || stack[len(stack)-1].kind == pMark {
-				return pval{}, errors.New("malformed pickle (MEMOIZE on an empty stack)")
-			}
-			if refs.has(memoLen) {
-				top := &stack[len(stack)-1]
-				top.shared = true
-				if top.kind == pDict && top.d == nil {
-					top.d = new([]pkv)
-				}
-				if top.kind == pList && top.l == nil {
-					top.l = new([]pval)
-				}
-				memo[memoLen] = stack[len(stack)-1]
-			}
-			memoLen++
+			err = d.memoize()
 		case 'h', 'j': // BINGET, LONG_BINGET
-			n := 1
-			if op == 'j' {
-				n = 4
-			}
-			if err := need(i, n); err != nil {
-				return pval{}, err
-			}
-			idx := uint64(data[i])
-			if n == 4 {
-				idx = uint64(binary.LittleEndian.Uint32(data[i:]))
-			}
-			i += n
-			v, ok := memo[idx]
-			if !ok {
-				return pval{}, fmt.Errorf("malformed pickle (memo %d not set)", idx)
-			}
-			stack = append(stack, v)
+			i, err = d.get(op, i)
 		case 0x8c, 'X', 0x8d: // SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
-			n := argLen(op)
-			if err := need(i, n); err != nil {
-				return pval{}, err
-			}
-			var l uint64
-			for k := n - 1; k >= 0; k-- {
-				l = l<<8 | uint64(data[i+k])
-			}
-			i += n
-			if l > uint64(len(data)-i) {
-				return pval{}, errors.New("snapshot pickle cut short")
-			}
-			stack = append(stack, pval{kind: pStr, s: string(data[i : i+int(l)])})
-			i += int(l)
-		case 'J', 'K', 'M': // BININT, BININT1, BININT2
-			n := argLen(op)
-			if err := need(i, n); err != nil {
-				return pval{}, err
-			}
-			var v int64
-			switch n {
-			case 1:
-				v = int64(data[i])
-			case 2:
-				v = int64(binary.LittleEndian.Uint16(data[i:]))
-			default:
-				v = int64(int32(binary.LittleEndian.Uint32(data[i:])))
-			}
-			i += n
-			stack = append(stack, pval{kind: pInt, i: v})
-		case 0x8a: // LONG1
-			if err := need(i, 1); err != nil {
-				return pval{}, err
-			}
-			n := int(data[i])
-			i++
-			if err := need(i, n); err != nil {
-				return pval{}, err
-			}
-			stack = append(stack, long1(data[i:i+n]))
-			i += n
-		case 'G': // BINFLOAT
-			if err := need(i, 8); err != nil {
-				return pval{}, err
-			}
-			stack = append(stack, pval{kind: pFloat, i: int64(binary.BigEndian.Uint64(data[i:]))})
-			i += 8
+			i, err = d.str(op, i)
+		case 'J', 'K', 'M', 0x8a, 'G': // BININT, BININT1, BININT2, LONG1, BINFLOAT
+			i, err = d.number(op, i)
 		case 'N':
-			stack = append(stack, pval{kind: pNone})
+			d.push(pval{kind: pNone})
 		case 0x88, 0x89: // NEWTRUE, NEWFALSE
-			stack = append(stack, pval{kind: pBool, i: int64(0x89 - op)})
+			d.push(pval{kind: pBool, i: int64(0x89 - op)})
 		default:
 			return pval{}, errSubset
+		}
+		if err != nil {
+			return pval{}, err
 		}
 	}
 	return pval{}, errors.New("snapshot pickle cut short (no STOP)")
 }
 
-// asFrame reads SETITEMS' key-value items as a Python frame: exactly the
-// keys "name", "filename" (strings) and "line" (an integer).
-func asFrame(items []pval) (pframe, bool) {
-	var f pframe
-	if len(items) != 6 {
-		return f, false
-	}
-	seen := 0
-	for k := 0; k < 6; k += 2 {
-		key, v := items[k], items[k+1]
-		switch {
-		case key.kind != pStr:
-			return f, false
-		case key.s == "name" && v.kind == pStr:
-			f.name, seen = v.s, seen|1
-		case key.s == "filename" && v.kind == pStr:
-			f.file, seen = v.s, seen|2
-		case key.s == "line" && v.kind == pInt:
-			f.line, seen = v.i, seen|4
-		default:
-			return f, false
+func (d *decoder) tuple(op byte) error {
+	var items []pval
+	if op == 't' {
+		m, err := d.popMark()
+		if err != nil {
+			return err
+		}
+		items = append([]pval(nil), m...)
+	} else {
+		n := int(op - 0x84)
+		if len(d.stack) < n {
+			return errors.New("malformed pickle (stack underflow)")
+		}
+		items = append([]pval(nil), d.stack[len(d.stack)-n:]...)
+		d.stack = d.stack[:len(d.stack)-n]
+		for _, it := range items {
+			if it.kind == pMark {
+				return errors.New("malformed pickle (MARK in a tuple)")
+			}
 		}
 	}
-	return f, seen == 7
+	d.push(pval{kind: pList, l: &items})
+	return nil
+}
+
+func (d *decoder) memoize() error {
+	if len(d.stack) == 0 || d.stack[len(d.stack)-1].kind == pMark {
+		return errors.New("malformed pickle (MEMOIZE on an empty stack)")
+	}
+	idx := d.memoLen
+	d.memoLen++
+	if !d.refs.has(idx) {
+		return nil
+	}
+	top := &d.stack[len(d.stack)-1]
+	if top.shared {
+		return errSubset // one object memoized twice: Python never does
+	}
+	top.shared, top.m = true, d.slot(idx)
+	switch {
+	case top.kind == pDict && top.d == nil:
+		top.d = new([]pval)
+	case top.kind == pList && top.l == nil:
+		top.l = new([]pval)
+	}
+	d.memo[top.m] = *top
+	return nil
+}
+
+func (d *decoder) get(op byte, i int) (int, error) {
+	n := 1
+	if op == 'j' {
+		n = 4
+	}
+	if err := d.need(i, n); err != nil {
+		return i, err
+	}
+	idx := uint64(d.data[i])
+	if n == 4 {
+		idx = uint64(binary.LittleEndian.Uint32(d.data[i:]))
+	}
+	if idx >= d.memoLen || !d.refs.has(idx) {
+		return i, fmt.Errorf("malformed pickle (memo %d not set)", idx)
+	}
+	m := d.slot(idx)
+	d.got[m/64] |= 1 << (m % 64)
+	d.push(d.memo[m]) // shared, at its slot
+	return i + n, nil
+}
+
+// seen reports whether v is kept in the memo and a GET has read it: then
+// copies of it may sit in other containers, and folding it into a compact
+// form, which changes the value rather than what it points to, would
+// leave them stale. Python's pickler fills a container before anything
+// reads it back, so this happens only in pickles from other writers.
+func (d *decoder) seen(v *pval) bool {
+	return v.shared && d.got[v.m/64]&(1<<(v.m%64)) != 0
+}
+
+// str pushes a string: a view of the data, which outlives the decoded
+// values (nothing in a Snapshot keeps one).
+func (d *decoder) str(op byte, i int) (int, error) {
+	n := argLen(op)
+	if err := d.need(i, n); err != nil {
+		return i, err
+	}
+	var l uint64
+	for k := n - 1; k >= 0; k-- {
+		l = l<<8 | uint64(d.data[i+k])
+	}
+	i += n
+	if l > uint64(len(d.data)-i) {
+		return i, errors.New("snapshot pickle cut short")
+	}
+	s := ""
+	if l > 0 {
+		s = unsafe.String(&d.data[i], int(l))
+	}
+	d.push(pval{kind: pStr, s: s})
+	return i + int(l), nil
+}
+
+func (d *decoder) number(op byte, i int) (int, error) {
+	data := d.data
+	switch op {
+	case 'G':
+		if err := d.need(i, 8); err != nil {
+			return i, err
+		}
+		d.push(pval{kind: pFloat, i: int64(binary.BigEndian.Uint64(data[i:]))})
+		return i + 8, nil
+	case 0x8a:
+		if err := d.need(i, 1); err != nil {
+			return i, err
+		}
+		n := int(data[i])
+		i++
+		if err := d.need(i, n); err != nil {
+			return i, err
+		}
+		d.push(long1(data[i : i+n]))
+		return i + n, nil
+	}
+	n := argLen(op)
+	if err := d.need(i, n); err != nil {
+		return i, err
+	}
+	var v int64
+	switch n {
+	case 1:
+		v = int64(data[i])
+	case 2:
+		v = int64(binary.LittleEndian.Uint16(data[i:]))
+	default:
+		v = int64(int32(binary.LittleEndian.Uint32(data[i:])))
+	}
+	d.push(pval{kind: pInt, i: v})
+	return i + n, nil
 }
 
 // argLen is the size of an opcode's fixed argument or length prefix.
@@ -351,80 +354,16 @@ func long1(b []byte) pval {
 	return pval{kind: pInt, i: int64(v)}
 }
 
-// fromGo converts what gopickle decoded into a pval (the fallback path).
-// A snapshot nests a few levels deep; deeper values (a list that holds
-// itself, in a hostile file) are left out.
-func fromGo(v any) pval { return fromGoDepth(v, 0) }
-
-func fromGoDepth(v any, depth int) pval {
-	if depth > 32 {
-		return pval{kind: pOther}
-	}
-	switch x := v.(type) {
-	case nil:
-		return pval{kind: pNone}
-	case bool:
-		if x {
-			return pval{kind: pBool, i: 1}
-		}
-		return pval{kind: pBool}
-	case int:
-		return pval{kind: pInt, i: int64(x)}
-	case int64:
-		return pval{kind: pInt, i: x}
-	case *big.Int:
-		if x.IsInt64() {
-			return pval{kind: pInt, i: x.Int64()}
-		}
-	case float64:
-		return pval{kind: pFloat, i: int64(math.Float64bits(x))}
-	case string:
-		return pval{kind: pStr, s: x}
-	case *types.List:
-		return fromGoList(*x, depth)
-	case *types.Tuple:
-		return fromGoList(*x, depth)
-	case *types.Dict:
-		d := make([]pkv, 0, len(*x))
-		for _, e := range *x {
-			d = append(d, pkv{fromGoDepth(e.Key, depth+1), fromGoDepth(e.Value, depth+1)})
-		}
-		return pval{kind: pDict, d: &d}
-	}
-	return pval{kind: pOther}
-}
-
-func fromGoList(xs []any, depth int) pval {
-	l := make([]pval, len(xs))
-	for i, x := range xs {
-		l[i] = fromGoDepth(x, depth+1)
-	}
-	return pval{kind: pList, l: &l}
-}
-
 // get is a dict lookup by string key; the zero pval (None) when absent or
 // v is not a dict.
 func (v pval) get(key string) pval {
-	if v.kind == pFrame {
-		switch key {
-		case "name":
-			return pval{kind: pStr, s: v.fr.name}
-		case "filename":
-			return pval{kind: pStr, s: v.fr.file}
-		case "line":
-			return pval{kind: pInt, i: v.fr.line}
-		}
+	if v.kind != pDict || v.d == nil {
 		return pval{}
 	}
-	if v.kind != pDict {
-		return pval{}
-	}
-	if v.d == nil {
-		return pval{}
-	}
-	for _, kv := range *v.d {
-		if kv.k.kind == pStr && kv.k.s == key {
-			return kv.v
+	items := *v.d
+	for k := 0; k+1 < len(items); k += 2 {
+		if items[k].kind == pStr && items[k].s == key {
+			return items[k+1]
 		}
 	}
 	return pval{}

@@ -33,15 +33,18 @@ func init() {
 // past the end of the data, before gopickle (v0.2.0) allocates what a
 // length asks for: a corrupt or hostile file must give an error, not
 // exhaust memory. It also returns the memo indices that BINGET and
-// LONG_BINGET read, for decodePickle to keep only those.
+// LONG_BINGET read, for decodePickle to keep only those, and the number of
+// EMPTY_DICTs (at most as many trace entries), to size its tables.
 func prescan(data []byte) (memoRefs, error) {
-	refs := memoRefs{}
+	refs := memoRefs{0}
 	for i := 0; i < len(data); {
 		op := data[i]
 		i++
 		switch {
 		case op == '.':
 			return refs, nil
+		case op == '}':
+			refs[0]++
 		case (op == 'h' || op == 'j') && i+fixedArg[op] <= len(data):
 			idx := uint64(data[i])
 			if op == 'j' {
@@ -85,8 +88,12 @@ func prescan(data []byte) (memoRefs, error) {
 	return nil, errors.New("snapshot pickle cut short (no STOP)")
 }
 
-// memoRefs is a set of memo indices, as a bitset.
+// memoRefs is a set of memo indices, as a bitset after a first word that
+// holds the count of EMPTY_DICTs.
 type memoRefs []uint64
+
+// dicts is the number of EMPTY_DICT opcodes prescan saw.
+func (m memoRefs) dicts() int { return int(m[0]) }
 
 // set adds idx; an index beyond the data's length cannot have been stored
 // (each MEMOIZE takes a byte) and is left out.
@@ -94,12 +101,15 @@ func (m *memoRefs) set(idx uint64, n int) {
 	if idx >= uint64(n) {
 		return
 	}
-	for uint64(len(*m)) <= idx/64 {
+	for uint64(len(*m)) <= 1+idx/64 {
 		*m = append(*m, 0)
 	}
-	(*m)[idx/64] |= 1 << (idx % 64)
+	(*m)[1+idx/64] |= 1 << (idx % 64)
 }
 
 func (m memoRefs) has(idx uint64) bool {
-	return idx/64 < uint64(len(m)) && m[idx/64]&(1<<(idx%64)) != 0
+	return 1+idx/64 < uint64(len(m)) && m[1+idx/64]&(1<<(idx%64)) != 0
 }
+
+// words is the bitset's words, index idx's at idx/64.
+func (m memoRefs) words() []uint64 { return m[1:] }

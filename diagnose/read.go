@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 )
 
 // Kind is the kind of an evidence file.
@@ -63,7 +64,50 @@ func Read(path string) (*Evidence, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if ev, ok := readMapped(path, f); ok {
+		return ev, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
 	return parse(path, f, sizeHint(f))
+}
+
+// mapAbove is the size from which an uncompressed snapshot is mapped into
+// memory rather than read.
+const mapAbove = 4 << 20
+
+// readMapped decodes a large uncompressed snapshot from the file mapped
+// into memory; false when the file is not one (or cannot be mapped), to be
+// read as any other. A snapshot that cannot be decoded is an error either
+// way.
+func readMapped(path string, f *os.File) (ev *Evidence, ok bool) {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() < mapAbove || int64(int(st.Size())) != st.Size() {
+		return nil, false
+	}
+	var head [1]byte
+	if _, err := f.ReadAt(head[:], 0); err != nil || head[0] != 0x80 {
+		return nil, false
+	}
+	data, unmap, err := mapFile(f, st.Size())
+	if err != nil {
+		return nil, false
+	}
+	defer unmap()
+	// A file cut short while mapped faults (SIGBUS) where the missing
+	// pages were: a panic here, then read as any other file.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recover() != nil {
+			ev, ok = nil, false
+		}
+	}()
+	s, err := decodeSnapshot(data)
+	if err != nil {
+		return nil, false // read again, for the same error from the reader
+	}
+	return &Evidence{File: path, Kind: KindSnapshot, Snapshot: s}, true
 }
 
 // sizeHint is a file's size after decompression, for reading it into one

@@ -31,6 +31,10 @@ type Snapshot struct {
 	// Growth is set when the trace shows allocated memory rising from one
 	// step to the next (see docs/diagnose.md, "Leaks in a snapshot").
 	Growth *Growth `json:"growth,omitempty"`
+	// Carried is set when blocks allocated before the trace began, by
+	// code that allocated again within it, are still live (see
+	// docs/diagnose.md, "Leaks in a snapshot").
+	Carried *Site `json:"carried,omitempty"`
 }
 
 // Growth is memory that rises step over step.
@@ -51,17 +55,16 @@ type Site struct {
 	Bytes  int64  `json:"bytes"`
 }
 
-type event struct {
-	action     string
-	addr, size int64
-	free       int64
-	frames     []pval
-}
-
 // ReadSnapshot unpickles a memory snapshot and digests it. The subset of
 // pickle torch writes is decoded by decodePickle; anything else falls back
 // to gopickle.
-func ReadSnapshot(r io.Reader) (*Snapshot, error) { return readSnapshot(r, 0) }
+func ReadSnapshot(r io.Reader) (*Snapshot, error) {
+	hint := int64(0)
+	if br, ok := r.(*bytes.Reader); ok {
+		hint = int64(br.Len())
+	}
+	return readSnapshot(r, hint)
+}
 
 // readSnapshot is ReadSnapshot with the data's size when known (hint > 0),
 // read into one buffer rather than one grown step by step.
@@ -70,16 +73,20 @@ func readSnapshot(r io.Reader, hint int64) (*Snapshot, error) {
 	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, err
 	}
-	data := buf.Bytes()
+	return decodeSnapshot(buf.Bytes())
+}
+
+// decodeSnapshot decodes and digests a snapshot's bytes.
+func decodeSnapshot(data []byte) (*Snapshot, error) {
 	refs, err := prescan(data)
 	if err != nil {
 		return nil, err
 	}
-	top, err := decodePickle(data, refs)
+	top, tabs, err := decodePickle(data, refs)
 	if errors.Is(err, errSubset) {
 		var v any
 		v, err = unpickle(bytes.NewReader(data))
-		top = fromGo(v)
+		top, tabs = fromGo(v), newTraceTables()
 	}
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -87,11 +94,11 @@ func readSnapshot(r io.Reader, hint int64) (*Snapshot, error) {
 		}
 		return nil, fmt.Errorf("snapshot pickle: %w", err)
 	}
-	return digest(top)
+	return digest(top, tabs)
 }
 
 // digest reads what diagnose needs from a decoded snapshot.
-func digest(top pval) (*Snapshot, error) {
+func digest(top pval, t *traceTables) (*Snapshot, error) {
 	if top.kind != pDict {
 		return nil, errors.New("snapshot pickle: not a dict (is this torch.cuda.memory._dump_snapshot()?)")
 	}
@@ -100,25 +107,30 @@ func digest(top pval) (*Snapshot, error) {
 	if segs.kind != pList {
 		return nil, errors.New(`snapshot pickle: no "segments" list`)
 	}
+	var blocks []liveBlock
 	for _, sv := range segs.list() {
-		if err := s.addSegment(sv); err != nil {
+		if err := s.addSegment(sv, t, &blocks); err != nil {
 			return nil, err
 		}
 	}
 	if set := top.get("allocator_settings").get("expandable_segments"); set.kind == pBool && set.i == 1 {
 		s.Expandable = true
 	}
-	evs, err := traceEvents(top.get("device_traces"))
+	evs, err := t.traceEvents(top.get("device_traces"))
 	if err != nil {
 		return nil, err
 	}
 	s.Events = len(evs)
 	for _, e := range evs {
-		if e.action == "oom" {
+		if e.act == actOOM {
 			s.Request, s.DeviceFree = e.size, e.free
 		}
 	}
-	s.Growth, s.HistorySteps = growth(evs)
+	var live map[int64]int
+	s.Growth, s.HistorySteps, live = growth(evs, t)
+	if s.HistorySteps > 0 {
+		s.Carried = carried(evs, t, live, blocks, s.Allocated)
+	}
 	return s, nil
 }
 
@@ -135,7 +147,8 @@ func unpickle(r io.Reader) (v any, err error) {
 	return u.Load()
 }
 
-func (s *Snapshot) addSegment(seg pval) error {
+// addSegment adds a segment's sizes and appends its allocated blocks.
+func (s *Snapshot) addSegment(seg pval, t *traceTables, blocks *[]liveBlock) error {
 	if seg.kind != pDict {
 		return errors.New("snapshot pickle: a segment is not a dict")
 	}
@@ -153,53 +166,17 @@ func (s *Snapshot) addSegment(seg pval) error {
 		if b.kind != pDict {
 			return errors.New("snapshot pickle: a block is not a dict")
 		}
-		if st := b.get("state"); st.kind == pStr && st.s == "inactive" {
-			n := max(b.get("size").num(), 0)
+		st := b.get("state")
+		if st.kind != pStr {
+			continue
+		}
+		switch n := max(b.get("size").num(), 0); st.s {
+		case "inactive":
 			s.Free += n
 			s.LargestFree = max(s.LargestFree, n)
+		case "active_allocated":
+			*blocks = append(*blocks, liveBlock{addr: b.get("address").num(), size: n, stack: t.stackOf(b.get("frames"))})
 		}
 	}
 	return nil
-}
-
-func traceEvents(v pval) ([]event, error) {
-	if v.kind != pList {
-		return nil, nil
-	}
-	n := 0
-	for _, tr := range v.list() {
-		n += len(tr.list())
-	}
-	out := make([]event, 0, n)
-	for _, tr := range v.list() {
-		if tr.kind != pList {
-			return nil, errors.New("snapshot pickle: a device trace is not a list")
-		}
-		for _, d := range tr.list() {
-			if d.kind != pDict {
-				return nil, errors.New("snapshot pickle: a trace entry is not a dict")
-			}
-			e := event{}
-			if d.d == nil {
-				out = append(out, e)
-				continue
-			}
-			for _, kv := range *d.d {
-				switch kv.k.s {
-				case "action":
-					e.action = kv.v.s
-				case "addr":
-					e.addr = kv.v.num()
-				case "size":
-					e.size = max(kv.v.num(), 0)
-				case "device_free":
-					e.free = max(kv.v.num(), 0)
-				case "frames":
-					e.frames = kv.v.list()
-				}
-			}
-			out = append(out, e)
-		}
-	}
-	return out, nil
 }

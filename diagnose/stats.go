@@ -26,6 +26,10 @@ type Stats struct {
 	// freeing its cache (num_alloc_retries); OOMs counts the errors raised.
 	Retries int64 `json:"alloc_retries"`
 	OOMs    int64 `json:"ooms"`
+	// Allocs and Frees count the allocations made and freed so far
+	// (allocation.all.allocated and .freed); 0 in a summary.
+	Allocs int64 `json:"allocations,omitempty"`
+	Frees  int64 `json:"frees,omitempty"`
 }
 
 // ParseStats reads one memory_stats() dump (JSON, possibly indented) or
@@ -91,6 +95,8 @@ func statsFrom(m map[string]any, index int) (Stats, error) {
 		InactiveSplit: get("inactive_split_bytes.all.current"),
 		Retries:       get("num_alloc_retries"),
 		OOMs:          get("num_ooms"),
+		Allocs:        get("allocation.all.allocated"),
+		Frees:         get("allocation.all.freed"),
 	}
 	if st, ok := m["step"]; ok {
 		if f, ok := st.(float64); ok && f >= 0 && f < math.MaxInt32 {

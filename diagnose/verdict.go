@@ -57,6 +57,16 @@ type Figures struct {
 	OOMs           int64 `json:"ooms,omitempty"`
 	GrowthPerStep  int64 `json:"growth_per_step_bytes,omitempty"`
 	GrowthSteps    int   `json:"growth_steps,omitempty"`
+	// KeptPerStep is a stats series' growth over steps that freed nothing
+	// (every allocation kept): not taken for a leak (docs/diagnose.md,
+	// "Rules"); KeptSteps is the number of those steps.
+	KeptPerStep int64 `json:"kept_per_step_bytes,omitempty"`
+	KeptSteps   int   `json:"kept_steps,omitempty"`
+	// CarriedBytes is memory a snapshot shows allocated before its trace
+	// began by code that allocated again within it, in CarriedCopies
+	// blocks (docs/diagnose.md, "Leaks in a snapshot").
+	CarriedBytes  int64 `json:"carried_bytes,omitempty"`
+	CarriedCopies int   `json:"carried_copies,omitempty"`
 	// StepsRun is the number of steps a stats series logged before the
 	// error; the job ran out in the step after them.
 	StepsRun int `json:"steps_run,omitempty"`
@@ -178,7 +188,9 @@ func figures(o OOM, evs []*Evidence, job Job) Figures {
 		if e.Kind == KindStats && len(e.Stats) > 1 {
 			f.StepsRun = stepsRun(e.Stats)
 		}
-		if g := seriesGrowth(e.Stats); g != nil && f.GrowthPerStep == 0 {
+		if g, keptAll := seriesGrowth(e.Stats); g != nil && keptAll {
+			f.KeptPerStep, f.KeptSteps = g.PerStep, g.Steps
+		} else if g != nil && f.GrowthPerStep == 0 {
 			f.GrowthPerStep, f.GrowthSteps = g.PerStep, g.Steps
 		}
 		if s := e.Snapshot; s != nil {
@@ -189,6 +201,9 @@ func figures(o OOM, evs []*Evidence, job Job) Figures {
 			f.HistorySteps = s.HistorySteps
 			if s.Growth != nil {
 				f.GrowthPerStep, f.GrowthSteps = s.Growth.PerStep, s.Growth.Steps
+			}
+			if s.Carried != nil {
+				f.CarriedBytes, f.CarriedCopies = s.Carried.Bytes, s.Carried.Allocs
 			}
 		}
 	}
@@ -246,12 +261,15 @@ func stepsRun(ss []Stats) int {
 // seriesGrowth is growth in a memory_stats series taken before the error
 // (lines with no error counted): the last points each higher than the one
 // before, by at least a quarter of the final allocated memory in all
-// (a tenth, over four or more steps).
-func seriesGrowth(ss []Stats) *Growth {
+// (a tenth, over four or more steps). keptAll reports that the series
+// counts allocations and the growing steps made some but freed none.
+func seriesGrowth(ss []Stats) (g *Growth, keptAll bool) {
 	var pts []int64
+	var counts []Stats
 	for _, s := range ss {
 		if s.OOMs == 0 {
 			pts = append(pts, s.Allocated)
+			counts = append(counts, s)
 		}
 	}
 	k := 0
@@ -259,14 +277,16 @@ func seriesGrowth(ss []Stats) *Growth {
 		k++
 	}
 	if k < 2 {
-		return nil
+		return nil, false
 	}
 	last := pts[len(pts)-1]
 	rise := last - pts[len(pts)-1-k]
 	if float64(rise) < 0.25*float64(last) && (k < 4 || float64(rise) < 0.10*float64(last)) {
-		return nil
+		return nil, false
 	}
-	return &Growth{PerStep: rise / int64(k), Steps: k}
+	from, to := counts[len(counts)-1-k], counts[len(counts)-1]
+	keptAll = to.Allocs > from.Allocs && to.Frees == from.Frees
+	return &Growth{PerStep: rise / int64(k), Steps: k}, keptAll
 }
 
 func gib(v int64) string { return units.Format(v) }

@@ -169,6 +169,7 @@ func printFigures(w io.Writer, v diagnose.Verdict) {
 		{"device free", f.DeviceFree}, {"other processes", f.OtherProcesses}, {"outside the allocator", f.NonPyTorch},
 		{"allocated", f.Allocated}, {"reserved", f.Reserved}, {"reserved but free", f.Stranded},
 		{"largest free block", f.LargestFree}, {"missing", f.Missing}, {"growth per step", f.GrowthPerStep},
+		{"kept per step, nothing freed", f.KeptPerStep}, {"carried from earlier steps", f.CarriedBytes},
 	}
 	if p := v.Predicted; p != nil {
 		rows = append(rows, struct {
