@@ -120,6 +120,11 @@ type Result struct {
 	Fill  float64  `json:"fill"`
 	Fits  bool     `json:"fits"`
 	Notes []string `json:"notes,omitempty"`
+	// Unmeasured lists the parts of the run modelled from source that no
+	// measurement checks: "quant" (a bitsandbytes int8/nf4 base) and
+	// "bnb_optimizer" (bitsandbytes' 8-bit or paged optimizers;
+	// docs/lora.md §6-§7).
+	Unmeasured []string `json:"unmeasured,omitempty"`
 }
 
 // Overheads outside the caching allocator (the CUDA context and the
@@ -180,6 +185,7 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		return nil, err
 	}
 	s.enter(0, 0, "load")
+	s.bnbSetup(spec)
 	layers := spec.Model.Lower()
 	ins := s.build(layers, map[string]*tensor{})
 	s.applyLoRA(spec)
@@ -200,9 +206,6 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // newConfig is what the simulated ops need to know about a spec's run.
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
-	if t.Quant != "" {
-		return nil, fmt.Errorf("quant %s is parsed but not simulated yet (docs/lora.md §6)", t.Quant)
-	}
 	cfg := &config{
 		amp:             t.Mixed(),
 		compute:         f32,
@@ -288,6 +291,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
 	r.Overhead = overhead(s.used, cfg.dp)
+	s.bnbResult(r)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceTotal = r.PeakReserved
@@ -305,6 +309,11 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	sort.SliceStable(r.AtPeak, func(i, j int) bool { return r.AtPeak[i].Bytes > r.AtPeak[j].Bytes })
 	return r
 }
+
+// OverheadPaged names the overhead item of a paged optimizer's state: CUDA
+// unified memory, resident on the device while it fits, outside PyTorch's
+// allocator (docs/lora.md §7).
+const OverheadPaged = "paged optimizer state (unified memory)"
 
 // OverheadNCCL names the overhead item of NCCL's communicators (their
 // buffers live outside PyTorch's allocator; docs/multigpu.md).

@@ -27,17 +27,7 @@ func (s *sim) applyLoRA(spec *model.Spec) {
 	if !l.Enabled() {
 		return
 	}
-	var attn, mlp, other []model.LoRALinear
-	for _, x := range spec.Model.LoRALinears() {
-		switch x.Group {
-		case model.TargetsAttn:
-			attn = append(attn, x)
-		case model.TargetsMLP:
-			mlp = append(mlp, x)
-		default:
-			other = append(other, x)
-		}
-	}
+	attn, mlp, other := splitLinears(spec)
 	base := s.params
 	s.params = nil
 	for _, p := range base {

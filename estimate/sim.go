@@ -55,6 +55,8 @@ type tensor struct {
 	last, second int64
 	// lora is the adapter pair of a frozen weight LoRA wraps (lora.go).
 	lora *adapter
+	// quant marks a bitsandbytes-quantized frozen weight (quant.go).
+	quant *qweight
 	// prefix and name label the tensor in traces (label); kept apart so
 	// that the simulation builds no strings.
 	prefix, name string
@@ -138,6 +140,7 @@ type sim struct {
 	scratch  []*tensor  // runNode's gradients, reused
 	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
 	err      error      // a failure to read a measured table
+	bnb      bnbState   // bitsandbytes: quantized base, paged state (quant.go)
 }
 
 // note adds a line to the result's notes, once.

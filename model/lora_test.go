@@ -118,3 +118,35 @@ func TestLoRAParse(t *testing.T) {
 		})
 	}
 }
+
+// TestParseBnbOptimizers checks bitsandbytes' optimizer names, in
+// memplan's and transformers' spellings (docs/lora.md §7).
+func TestParseBnbOptimizers(t *testing.T) {
+	tests := []struct {
+		in, want string
+		paged    bool
+	}{
+		{"adam8bit", Adam8bit, false},
+		{"adamw8bit", Adam8bit, false},
+		{"adamw_8bit", Adam8bit, false},
+		{"paged-adamw8bit", PagedAdamW8bit, true},
+		{"paged_adamw_8bit", PagedAdamW8bit, true},
+		{"paged_adamw_32bit", PagedAdamW32bit, true},
+		{"Paged-AdamW32bit", PagedAdamW32bit, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var o Optimizer
+			if err := parseOptimizer(tt.in, &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.Name != tt.want || o.Paged() != tt.paged || o.String() != tt.want {
+				t.Errorf("parseOptimizer(%q) = %+v (paged %v), want %s (paged %v)", tt.in, o, o.Paged(), tt.want, tt.paged)
+			}
+		})
+	}
+	var o Optimizer
+	if err := parseOptimizer("paged-adamw8bit-fused", &o); err == nil {
+		t.Errorf("paged-adamw8bit-fused accepted as %+v", o)
+	}
+}
