@@ -95,7 +95,14 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 	t := r.Training
 	fmt.Fprintf(w, "%s: %s, %s parameters\n", r.Name, r.ModelType, commas(r.Params))
 	if r.Trainable > 0 {
-		fmt.Fprintf(w, "LoRA: %s trainable (adapters, fp32), %s frozen\n", commas(r.Trainable), commas(r.Frozen))
+		base := ""
+		if q := t.Quant; q != "" {
+			if t.DoubleQuant {
+				q += " with double quantization"
+			}
+			base = " (" + q + ", bitsandbytes: modelled from source, unmeasured)"
+		}
+		fmt.Fprintf(w, "LoRA: %s trainable (adapters, fp32), %s frozen%s\n", commas(r.Trainable), commas(r.Frozen), base)
 	}
 	setup := fmt.Sprintf("batch %d", t.Batch)
 	if t.Seq > 0 {

@@ -114,6 +114,9 @@ func targetArgs(c *cli.Context) (f string, band tuner.Band, spec *model.Spec, er
 		return
 	}
 	spec, err = loadSpec(c)
+	if err == nil {
+		unmeasuredNote(c.App.ErrWriter, spec)
+	}
 	return
 }
 
