@@ -19,15 +19,20 @@ var loraRoles = map[string]int{"q.weight": 0, "qkv.weight": 0, "k.weight": 1, "v
 	"gate.weight": 0, "up.weight": 1, "down.weight": 2}
 
 // applyLoRA freezes every parameter built so far and gives each targeted
-// linear its adapters, allocated after the whole base in module order, in
-// fp32 (peft's autocast_adapter_dtype), as get_peft_model does after the
-// model is loaded. Only the adapters stay in s.params.
+// linear its adapters, allocated after the whole base in module order, as
+// get_peft_model does after the model is loaded: in fp32 (peft's
+// autocast_adapter_dtype) or in the base's dtype (adapter_dtype: base).
+// Only the adapters stay in s.params.
 func (s *sim) applyLoRA(spec *model.Spec) {
 	l := spec.Training.LoRA
 	if !l.Enabled() {
 		return
 	}
 	attn, mlp, other := splitLinears(spec)
+	dt := int64(f32)
+	if l.AdapterDtype == model.AdapterBase {
+		dt = s.cfg.param
+	}
 	base := s.params
 	s.params = nil
 	for _, p := range base {
@@ -39,12 +44,16 @@ func (s *sim) applyLoRA(spec *model.Spec) {
 			continue
 		}
 		ad := &adapter{rank: float64(l.Rank), dropout: l.Dropout}
-		ad.a = s.adapterParam(l.Rank, x.In, "lora_A.weight")
-		ad.b = s.adapterParam(x.Out, l.Rank, "lora_B.weight")
+		ad.a = s.adapterParam(l.Rank, x.In, dt, "lora_A.weight")
+		ad.b = s.adapterParam(x.Out, l.Rank, dt, "lora_B.weight")
 		p.lora = ad
 	}
 	s.frozen = base
-	s.note("LoRA: adapters in fp32 (peft's default autocast_adapter_dtype=True); enable_input_require_grads with checkpointing only; LoRA figures are not yet measured (docs/lora.md)")
+	how := "adapters in fp32 (peft's default autocast_adapter_dtype=True)"
+	if dt != f32 {
+		how = "adapters in the base's dtype (adapter_dtype: base)"
+	}
+	s.note("LoRA: " + how + "; enable_input_require_grads with checkpointing only; LoRA figures are not yet measured (docs/lora.md)")
 }
 
 // loraLinear finds which of the model's LoRA-targetable linears a base
@@ -74,9 +83,9 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 	return model.LoRALinear{}, false
 }
 
-// adapterParam allocates one trainable fp32 adapter matrix [second, last].
-func (s *sim) adapterParam(second, last int64, name string) *tensor {
-	t := s.alloc(second*last, f32, catParam, name)
+// adapterParam allocates one trainable adapter matrix [second, last].
+func (s *sim) adapterParam(second, last, dt int64, name string) *tensor {
+	t := s.alloc(second*last, dt, catParam, name)
 	t.param, t.req = true, true
 	t.second, t.last = second, last
 	s.params = append(s.params, t)

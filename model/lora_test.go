@@ -150,3 +150,36 @@ func TestParseBnbOptimizers(t *testing.T) {
 		t.Errorf("paged-adamw8bit-fused accepted as %+v", o)
 	}
 }
+
+// TestAdapterDtype checks training.lora.adapter_dtype and its flag: fp32
+// (the default, stored as "") or base.
+func TestAdapterDtype(t *testing.T) {
+	tests := []struct {
+		name, yaml, flag, want, err string
+	}{
+		{"default", "  lora: {rank: 8}\n", "", "", ""},
+		{"yaml base", "  lora: {rank: 8, adapter_dtype: base}\n", "", AdapterBase, ""},
+		{"flag over yaml", "  lora: {rank: 8, adapter_dtype: base}\n", "fp32", "", ""},
+		{"bad yaml", "  lora: {rank: 8, adapter_dtype: int8}\n", "", "", `x.yaml:7: adapter_dtype: want fp32 or base, got "int8"`},
+		{"flag without rank", "", "base", "", "--lora-adapter-dtype need a rank"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "name: x\nmodel: {type: llama, layers: 2, hidden: 64, intermediate: 128, heads: 4, vocab: 100}\ntraining:\n  batch: 1\n  seq: 8\n" +
+				"  precision: bf16\n" + tt.yaml + "device: h100-80gb\n"
+			s, err := Parse("x.yaml", []byte(src), Overrides{LoRAAdapterDtype: tt.flag})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Training.LoRA.AdapterDtype; got != tt.want {
+				t.Errorf("adapter dtype = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

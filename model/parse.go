@@ -30,6 +30,8 @@ type Overrides struct {
 	// and training.quant/double_quant ("" leaves them).
 	LoRA                                                    int64
 	LoRATargets, LoRAAlpha, LoRADropout, Quant, DoubleQuant string
+	// LoRAAdapterDtype replaces training.lora.adapter_dtype: fp32 or base.
+	LoRAAdapterDtype string
 }
 
 // Load reads and parses a spec file.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/tuner"
 )
 
@@ -102,7 +103,11 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 			}
 			base = " (" + q + ", bitsandbytes: modelled from source, unmeasured)"
 		}
-		fmt.Fprintf(w, "LoRA: %s trainable (adapters, fp32), %s frozen%s\n", commas(r.Trainable), commas(r.Frozen), base)
+		adt := "fp32"
+		if t.LoRA != nil && t.LoRA.AdapterDtype == model.AdapterBase {
+			adt = "base dtype"
+		}
+		fmt.Fprintf(w, "LoRA: %s trainable (adapters, %s), %s frozen%s\n", commas(r.Trainable), adt, commas(r.Frozen), base)
 	}
 	setup := fmt.Sprintf("batch %d", t.Batch)
 	if t.Seq > 0 {

@@ -33,6 +33,7 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "lora-targets", Usage: "linears the adapters wrap: attn, mlp, all (default) or module names such as q_proj,v_proj"},
 		&cli.StringFlag{Name: "lora-alpha", Usage: "lora_alpha (default 8; changes no bytes)"},
 		&cli.StringFlag{Name: "lora-dropout", Usage: "dropout on each adapter's input, in [0, 1) (default 0)"},
+		&cli.StringFlag{Name: "lora-adapter-dtype", Usage: "fp32 (peft's default autocast_adapter_dtype=True) or base (the base's dtype, as QLoRA's recipe casts them)"},
 		&cli.StringFlag{Name: "quant", Usage: "frozen base storage with LoRA: none, int8 or nf4 (bitsandbytes Linear8bitLt / Linear4bit; modelled from source, unmeasured)"},
 		&cli.StringFlag{Name: "double-quant", Usage: "true or false: nf4's double quantization of the absmax"},
 		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --seq is required; --batch defaults to 1)"},
@@ -48,6 +49,7 @@ func overrides(c *cli.Context) model.Overrides {
 		AllocConf: allocConf(c), BucketView: c.Bool("bucket-view"),
 		LoRA: c.Int64("lora"), LoRATargets: c.String("lora-targets"), LoRAAlpha: c.String("lora-alpha"),
 		LoRADropout: c.String("lora-dropout"), Quant: c.String("quant"), DoubleQuant: c.String("double-quant"),
+		LoRAAdapterDtype: c.String("lora-adapter-dtype"),
 	}
 }
 
