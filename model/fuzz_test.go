@@ -15,6 +15,8 @@ func FuzzParse(f *testing.F) {
 	seed(f, "../specs/*.yaml", "testdata/bad/*.yaml")
 	f.Add([]byte("name: x\nmodel: {type: gpt2, layers: 2, hidden: 64, heads: 4, vocab: 100}\ndevice: h100-80gb\n" +
 		"training:\n  batch: 1\n  seq: 8\n  quant: nf4\n  double_quant: true\n  lora: {rank: 4, alpha: 8, dropout: 0.1, targets: [c_attn, c_proj]}\n"))
+	f.Add([]byte("name: x\nmodel: {type: llama, layers: 2, hidden: 64, intermediate: 128, heads: 4, vocab: 100}\ndevice: h100-80gb\n" +
+		"training:\n  batch: 1\n  seq: 8\n  optimizer: paged_adamw_8bit\n  quant: int8\n  lora: {rank: 4, adapter_dtype: base}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data, Overrides{})
 		if err != nil {
