@@ -9,7 +9,8 @@ import (
 )
 
 // TestCompareLoRA checks that a bench/torch/lora.py record is predicted
-// with its adapters, and that setups the simulator lacks are skipped.
+// with its adapters (in fp32 or the base's dtype), and that setups the
+// simulator lacks are skipped.
 func TestCompareLoRA(t *testing.T) {
 	const rec = `{"spec": "specs/gpt2-124m.yaml", "hf": false, "label": "%s", "ok": true,
 "training": {"batch": 2, "seq": 128, "precision": "bf16", "checkpointing": "%s"},
@@ -35,8 +36,15 @@ func TestCompareLoRA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 1 || len(rep.Skipped) != 2 {
-		t.Fatalf("rows %d skipped %v, want 1 row and 2 skipped", len(rep.Rows), rep.Skipped)
+	if len(rep.Rows) != 2 || len(rep.Skipped) != 1 {
+		t.Fatalf("rows %d skipped %v, want 2 rows and 1 skipped", len(rep.Rows), rep.Skipped)
+	}
+	if o := recs[1].Overrides(); o.LoRAAdapterDtype != "base" {
+		t.Errorf("adapter dtype override %q, want base", o.LoRAAdapterDtype)
+	}
+	// bf16 adapters over the bf16 base: half the adapter bytes, no fp32 input copies.
+	if b, f := rep.Rows[1].Predicted[Allocated], rep.Rows[0].Predicted[Allocated]; b >= f {
+		t.Errorf("base-dtype adapters peak %d not below fp32 adapters' %d", b, f)
 	}
 	full, err := Compare("..", nil, []string{writeFull(t)})
 	if err != nil {
