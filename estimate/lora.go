@@ -92,27 +92,41 @@ func (s *sim) adapterParam(second, last, dt int64, name string) *tensor {
 	return t
 }
 
-// loraForward is peft's Linear.forward after the base product y:
-// x.to(adapter dtype), dropout, lora_A, lora_B, ·scaling, y + that (which
-// promotes to fp32 over a half base), cast back to y's dtype.
+// loraForward is peft's Linear.forward after the base product y, whose
+// hold it takes over: x = x.to(adapter dtype), result = result +
+// lora_B(lora_A(dropout(x))) · scaling (which promotes to fp32 over a half
+// base), result.to(y's dtype). The tensors live as the Python names hold
+// them: the cast input x is a local until the function returns, the base
+// output goes when result is rebound to the sum, each temporary of the
+// expression as soon as the next op has consumed it (docs/lora.md §3).
 func (s *sim) loraForward(x, y *tensor, ad *adapter, rows int64) *tensor {
 	xa := s.to(x, ad.a.dt)
-	if ad.dropout > 0 {
-		d := s.dropout(xa)
-		s.unref(xa)
-		xa = d
-	}
-	h := s.matmul(xa, ad.a, nil, rows, ad.a.second)
+	z := s.adapterProduct(xa, ad, rows)
+	sum := s.add(y, z)
+	s.unref(z)
+	dt := y.dt
+	s.unref(y)
+	out := s.to(sum, dt)
+	s.unref(sum)
 	s.unref(xa)
+	return out
+}
+
+// adapterProduct is lora_B(lora_A(dropout(xa))) · scaling, each
+// intermediate freed once the next op has consumed it.
+func (s *sim) adapterProduct(xa *tensor, ad *adapter, rows int64) *tensor {
+	in := s.ref(xa)
+	if ad.dropout > 0 {
+		s.unref(in)
+		in = s.dropout(xa)
+	}
+	h := s.matmul(in, ad.a, nil, rows, ad.a.second)
+	s.unref(in)
 	z := s.matmul(h, ad.b, nil, rows, ad.b.second)
 	s.unref(h)
 	sc := s.scalarOp(z)
 	s.unref(z)
-	sum := s.add(y, sc)
-	s.unref(sc)
-	out := s.to(sum, y.dt)
-	s.unref(sum)
-	return out
+	return sc
 }
 
 // requireGrad is output.requires_grad_(True) on a tensor without history

@@ -187,3 +187,66 @@ func TestAdapterDtypeBase(t *testing.T) {
 		t.Errorf("paged 32-bit state differs with the adapters' dtype: %d %v vs %d %v", p32.OptimizerBytes, p32.Overhead, p16.OptimizerBytes, p16.Overhead)
 	}
 }
+
+// TestLoRAForwardLifetimes checks peft's Linear.forward lifetimes
+// (docs/lora.md §3): under autocast a bf16 input (o_proj's) is cast to
+// fp32 and that copy, a local until the function returns, is freed after
+// the sum; the base output goes when result is rebound to the sum, before
+// the final cast. The measured GPT-2 amp-bf16 grid line's second-step
+// reserved memory depends on it (docs/accuracy.md, LoRA section).
+func TestLoRAForwardLifetimes(t *testing.T) {
+	const rows, in, out, r = 64, 32, 16, 4
+	for _, amp := range []bool{true, false} {
+		t.Run(fmt.Sprintf("amp %v", amp), func(t *testing.T) {
+			s := testSim(amp, half)
+			if !amp {
+				s.cfg.param = half
+			}
+			defer s.al.release()
+			x := s.alloc(rows*in, half, catTemp, "x")
+			x.req = true
+			wdt := int64(f32)
+			if !amp {
+				wdt = half
+			}
+			w := s.alloc(in*out, wdt, catParam, "w")
+			w.param = true
+			w.lora = &adapter{rank: r, a: s.adapterParam(r, in, f32, "A"), b: s.adapterParam(out, r, f32, "B")}
+			type event struct {
+				alloc bool
+				t     *tensor
+			}
+			var events []event
+			s.trace = func(t *tensor, alloc bool) { events = append(events, event{alloc, t}) }
+			s.unref(s.matmul(x, w, nil, rows, out))
+			// find returns the index of the n-th allocation named name, or
+			// of t's free.
+			find := func(alloc bool, name string, n int, t0 *tensor) (int, *tensor) {
+				for i, e := range events {
+					if e.alloc == alloc && (t0 == nil && e.t.name == name || e.t == t0) {
+						if n--; n < 0 {
+							return i, e.t
+						}
+					}
+				}
+				return len(events), nil
+			}
+			_, base := find(true, "matmul out", 0, nil)
+			sumAt, sum := find(true, "add", 0, nil)
+			if amp {
+				_, xa := find(true, "x", 0, nil)
+				if xa == nil || xa.dt != f32 {
+					t.Fatalf("no fp32 copy of the half input: %v", events)
+				}
+				if freeAt, _ := find(false, "", 0, xa); freeAt < sumAt {
+					t.Errorf("the fp32 copy of the input was freed (event %d) before the sum (event %d)", freeAt, sumAt)
+				}
+				return
+			}
+			castAt, _ := find(true, "add", 1, nil)
+			if freeAt, _ := find(false, "", 0, base); sum == nil || freeAt > castAt {
+				t.Errorf("the base output was freed (event %d) after the sum's cast (event %d)", freeAt, castAt)
+			}
+		})
+	}
+}

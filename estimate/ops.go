@@ -112,9 +112,7 @@ func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 	s.unref(wc)
 	s.unref(bc)
 	if w.lora != nil {
-		z := s.loraForward(x, y, w.lora, rows)
-		s.unref(y)
-		y = z
+		y = s.loraForward(x, y, w.lora, rows) // takes over y
 	}
 	return y
 }

@@ -23,9 +23,7 @@ func (s *sim) bnbLinear(x, w, b *tensor, rows int64) *tensor {
 		s.unref(y)
 		y = c
 	}
-	z := s.bnbLoRA(x, y, w.lora, rows)
-	s.unref(y)
-	return z
+	return s.bnbLoRA(x, y, w.lora, rows) // takes over y
 }
 
 // linear4bit is Linear4bit.forward over rows×in input: the compute dtype
@@ -119,10 +117,12 @@ func (s *sim) clone(x *tensor) *tensor {
 }
 
 // bnbLoRA is the adapter half of peft's lora.Linear4bit and
-// lora.Linear8bitLt forward: without autocast, x.to(adapter dtype), then
-// lora_B(lora_A(dropout(x))) · scaling cast back to the result's dtype
-// before the sum (unlike lora.Linear, which sums first); under autocast
-// neither cast happens.
+// lora.Linear8bitLt forward, taking over the hold on the base's result y:
+// without autocast, x = x.to(adapter dtype), then output =
+// lora_B(lora_A(dropout(x))) · scaling, output.to(the result's dtype)
+// before the sum (unlike lora.Linear, which sums first), result = result +
+// output; under autocast neither cast happens. The cast input and the
+// output are locals until the function returns.
 func (s *sim) bnbLoRA(x, y *tensor, ad *adapter, rows int64) *tensor {
 	var xa *tensor
 	if s.cfg.amp {
@@ -130,23 +130,15 @@ func (s *sim) bnbLoRA(x, y *tensor, ad *adapter, rows int64) *tensor {
 	} else {
 		xa = s.to(x, ad.a.dt)
 	}
-	if ad.dropout > 0 {
-		d := s.dropout(xa)
-		s.unref(xa)
-		xa = d
-	}
-	h := s.matmul(xa, ad.a, nil, rows, ad.a.second)
-	s.unref(xa)
-	z := s.matmul(h, ad.b, nil, rows, ad.b.second)
-	s.unref(h)
-	sc := s.scalarOp(z)
-	s.unref(z)
+	sc := s.adapterProduct(xa, ad, rows)
 	if !s.cfg.amp {
 		c := s.to(sc, y.dt)
 		s.unref(sc)
 		sc = c
 	}
 	sum := s.add(y, sc)
+	s.unref(y)
 	s.unref(sc)
+	s.unref(xa)
 	return sum
 }
