@@ -64,3 +64,43 @@ func writeFull(t *testing.T) string {
 	}
 	return path
 }
+
+// loraGaps are LoRA grid lines outside issue 15's targets, with what is
+// known of them (docs/accuracy.md, "LoRA with peft").
+var loraGaps = map[string][]int{
+	// 11% over in reserved with peak allocated exact: the measured run's
+	// first step holds two segments more (77.6 MB, the tied embedding's
+	// bf16 copy for the lm_head, and 12.6 MB) and its backward's cuBLAS
+	// workspace does not split a 1.6 GB logits block, so its second step
+	// does not grow; the simulation's does. The allocation that takes the
+	// last layer's free 100 MB block in the real run is not identified
+	// (bench/torch/trace-lora.sh records its history).
+	"specs/gpt2-124m.yaml --batch 8 --seq 1024 --precision amp-bf16 --rank 64 --targets all": {Reserved, Device},
+}
+
+// TestLoRAAccuracy holds the LoRA grid measured on the H100 with peft
+// (results/2026-11-23-h100-lora.jsonl) to issue 15's targets: peak
+// allocated within 3%, reserved and device within 6%, nothing more than
+// UnderLimit under, except the listed gaps (which may only be over).
+func TestLoRAAccuracy(t *testing.T) {
+	rep, err := Compare("..", []string{"results/2026-11-23-h100-lora.jsonl"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tuning.N != 15 {
+		t.Fatalf("%d configurations predicted, want the 15 of the grid that ran and are modelled", rep.Tuning.N)
+	}
+	worst := [NumMetrics]float64{0.03, 0.06, 0.06}
+	for _, r := range rep.Rows {
+		for m := 0; m < NumMetrics; m++ {
+			e := r.Err[m]
+			known := false
+			for _, x := range loraGaps[r.Label] {
+				known = known || x == m
+			}
+			if e < -UnderLimit || (abs(e) > worst[m] && !known) {
+				t.Errorf("%s: %s error %+.1f%%", r.Label, MetricNames[m], 100*e)
+			}
+		}
+	}
+}
