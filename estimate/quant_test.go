@@ -191,3 +191,43 @@ func TestBnbOptimizerState(t *testing.T) {
 		})
 	}
 }
+
+// TestQLoRASpecs estimates specs/qlora (the QLoRA paper's recipe,
+// docs/accuracy.md): every adapter tensor has ≥ 1e5 elements, so the
+// paged 32-bit state is two fp32 buffers per tensor in 64 KiB pages,
+// outside the allocator and inside the device total; the bf16 adapters
+// take 2 B each; the result lists both bitsandbytes parts as unmeasured.
+func TestQLoRASpecs(t *testing.T) {
+	for _, m := range []struct {
+		name         string
+		layers, d, f int64
+	}{{"7b", 32, 4096, 11008}, {"65b", 80, 8192, 22016}} {
+		t.Run(m.name, func(t *testing.T) {
+			r := estimateSpec(t, "../specs/qlora/llama-"+m.name+".yaml", model.Overrides{})
+			page := func(n int64) int64 { return (4*n + 65535) / 65536 * 65536 }
+			// q, k, v, o: A 64×d, B d×64; gate, up: A 64×d, B f×64; down: A 64×f, B d×64.
+			perLayer := 4*2*page(64*m.d) + 2*(page(64*m.d)+page(64*m.f)) + page(64*m.f) + page(64*m.d)
+			var paged int64
+			for _, o := range r.Overhead {
+				if o.Name == OverheadPaged {
+					paged = o.Bytes
+				}
+			}
+			if want := 2 * m.layers * perLayer; paged != want {
+				t.Errorf("paged state = %d, want %d", paged, want)
+			}
+			if r.OptimizerBytes != 0 {
+				t.Errorf("optimizer state in the allocator = %d, want 0 (all paged)", r.OptimizerBytes)
+			}
+			if r.GradBytes != 2*r.Trainable {
+				t.Errorf("adapter gradients = %d, want 2 B × %d", r.GradBytes, r.Trainable)
+			}
+			if !slices.Equal(r.Unmeasured, []string{"quant", "bnb_optimizer"}) {
+				t.Errorf("unmeasured = %v", r.Unmeasured)
+			}
+			if r.DeviceTotal < r.PeakReserved+paged {
+				t.Errorf("device total %d does not hold reserved %d + paged %d", r.DeviceTotal, r.PeakReserved, paged)
+			}
+		})
+	}
+}
