@@ -65,9 +65,6 @@ func (r Record) unmodelled() string {
 	if r.LoRA == nil {
 		return ""
 	}
-	if r.LoRA.AdapterDtype != "" && r.LoRA.AdapterDtype != "fp32" {
-		return "LoRA adapters in the base dtype are not simulated"
-	}
 	ckpt, _ := r.Training["checkpointing"].(string)
 	if r.LoRA.InputGrads != nil && *r.LoRA.InputGrads != (ckpt != "" && ckpt != "none") {
 		return "enable_input_require_grads other than with checkpointing is not simulated"
@@ -181,6 +178,7 @@ func (r Record) Overrides() model.Overrides {
 	if l := r.LoRA; l != nil && l.Rank > 0 {
 		o.LoRA, o.LoRATargets = l.Rank, l.Targets
 		o.LoRAAlpha, o.LoRADropout = fmt.Sprint(l.Alpha), fmt.Sprint(l.Dropout)
+		o.LoRAAdapterDtype = l.AdapterDtype
 	}
 	for _, d := range model.Devices() {
 		if d.Product == r.GPU {

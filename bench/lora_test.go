@@ -9,7 +9,8 @@ import (
 )
 
 // TestCompareLoRA checks that a bench/torch/lora.py record is predicted
-// with its adapters, and that setups the simulator lacks are skipped.
+// with its adapters (in fp32 or the base's dtype), and that setups the
+// simulator lacks are skipped.
 func TestCompareLoRA(t *testing.T) {
 	const rec = `{"spec": "specs/gpt2-124m.yaml", "hf": false, "label": "%s", "ok": true,
 "training": {"batch": 2, "seq": 128, "precision": "bf16", "checkpointing": "%s"},
@@ -35,8 +36,15 @@ func TestCompareLoRA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 1 || len(rep.Skipped) != 2 {
-		t.Fatalf("rows %d skipped %v, want 1 row and 2 skipped", len(rep.Rows), rep.Skipped)
+	if len(rep.Rows) != 2 || len(rep.Skipped) != 1 {
+		t.Fatalf("rows %d skipped %v, want 2 rows and 1 skipped", len(rep.Rows), rep.Skipped)
+	}
+	if o := recs[1].Overrides(); o.LoRAAdapterDtype != "base" {
+		t.Errorf("adapter dtype override %q, want base", o.LoRAAdapterDtype)
+	}
+	// bf16 adapters over the bf16 base: half the adapter bytes, no fp32 input copies.
+	if b, f := rep.Rows[1].Predicted[Allocated], rep.Rows[0].Predicted[Allocated]; b >= f {
+		t.Errorf("base-dtype adapters peak %d not below fp32 adapters' %d", b, f)
 	}
 	full, err := Compare("..", nil, []string{writeFull(t)})
 	if err != nil {
@@ -55,4 +63,49 @@ func writeFull(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// loraGaps are LoRA grid lines outside issue 15's targets, with what is
+// known of them (docs/accuracy.md, "LoRA with peft").
+var loraGaps = map[string][]int{
+	// 11% over in reserved with peak allocated exact: the measured run's
+	// first step holds two segments more (77.6 MB, the tied embedding's
+	// bf16 copy for the lm_head, and 12.6 MB, the last attention
+	// c_proj's scaled adapter output) and its backward's cuBLAS workspace
+	// lands in a 50 MB segment behind a dropout mask instead of splitting
+	// a 1.6 GB logits block, so its second step does not grow; the
+	// simulation's does. The allocator history
+	// (bench/results/lora-traces/c2-trace.json.gz, from
+	// bench/torch/trace-lora.sh) differs from the simulation's order in
+	// hundreds of places (autocast casts the weight before the input,
+	// GELU's 0.5·x comes first, GPT-2 keeps ln_1/ln_2's output until the
+	// residual add); none of them alone moves this line.
+	"specs/gpt2-124m.yaml --batch 8 --seq 1024 --precision amp-bf16 --rank 64 --targets all": {Reserved, Device},
+}
+
+// TestLoRAAccuracy holds the LoRA grid measured on the H100 with peft
+// (results/2026-11-23-h100-lora.jsonl) to issue 15's targets: peak
+// allocated within 3%, reserved and device within 6%, nothing more than
+// UnderLimit under, except the listed gaps (which may only be over).
+func TestLoRAAccuracy(t *testing.T) {
+	rep, err := Compare("..", []string{"results/2026-11-23-h100-lora.jsonl"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tuning.N != 15 {
+		t.Fatalf("%d configurations predicted, want the 15 of the grid that ran and are modelled", rep.Tuning.N)
+	}
+	worst := [NumMetrics]float64{0.03, 0.06, 0.06}
+	for _, r := range rep.Rows {
+		for m := 0; m < NumMetrics; m++ {
+			e := r.Err[m]
+			known := false
+			for _, x := range loraGaps[r.Label] {
+				known = known || x == m
+			}
+			if e < -UnderLimit || (abs(e) > worst[m] && !known) {
+				t.Errorf("%s: %s error %+.1f%%", r.Label, MetricNames[m], 100*e)
+			}
+		}
+	}
 }

@@ -81,6 +81,9 @@ func (s *sim) optParam(ok bool, elems int64, name string) *tensor {
 
 // matrix allocates a parameter of shape [..., second, last].
 func (s *sim) matrix(second, last, lead int64, name string) *tensor {
+	if q := s.quantMatrix(second, last, lead, name); q != nil {
+		return q // stored by bitsandbytes (quant.go)
+	}
 	t := s.param(lead*second*last, name)
 	t.second, t.last = second, last
 	return t

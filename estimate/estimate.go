@@ -128,6 +128,11 @@ type Result struct {
 	Fill  float64  `json:"fill"`
 	Fits  bool     `json:"fits"`
 	Notes []string `json:"notes,omitempty"`
+	// Unmeasured lists the parts of the run modelled from source that no
+	// measurement checks: "quant" (a bitsandbytes int8/nf4 base) and
+	// "bnb_optimizer" (bitsandbytes' 8-bit or paged optimizers;
+	// docs/lora.md §6-§7).
+	Unmeasured []string `json:"unmeasured,omitempty"`
 }
 
 // Overheads outside the caching allocator (the CUDA context and the
@@ -193,6 +198,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		return nil, err
 	}
 	s.enter(0, 0, "load")
+	s.bnbSetup(spec)
 	layers := spec.Model.Lower()
 	prog, err := spec.Model.LowerRank(&t)
 	if err != nil {
@@ -233,9 +239,6 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // newConfig is what the simulated ops need to know about a spec's run.
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
-	if t.Quant != "" {
-		return nil, fmt.Errorf("quant %s is parsed but not simulated yet (docs/lora.md §6)", t.Quant)
-	}
 	cfg := &config{
 		amp:             t.Mixed(),
 		compute:         f32,
@@ -321,6 +324,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
 	r.Overhead = overhead(s.used, ncclFor(spec.Training))
+	s.bnbResult(r)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceSized = s.used.sms || cfg.cudnn.used
@@ -339,6 +343,11 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	sort.SliceStable(r.AtPeak, func(i, j int) bool { return r.AtPeak[i].Bytes > r.AtPeak[j].Bytes })
 	return r
 }
+
+// OverheadPaged names the overhead item of a paged optimizer's state: CUDA
+// unified memory, resident on the device while it fits, outside PyTorch's
+// allocator (docs/lora.md §7).
+const OverheadPaged = "paged optimizer state (unified memory)"
 
 // OverheadNCCL names the overhead item of NCCL's communicators (their
 // buffers live outside PyTorch's allocator; docs/multigpu.md).

@@ -51,3 +51,29 @@ func ExampleEstimateOptions() {
 	// 4.00 GiB OOM: true
 	// 64.00 GiB OOM: false
 }
+
+// A QLoRA run (specs/qlora: nf4 base, bf16 adapters, paged 32-bit AdamW)
+// lists what is modelled from bitsandbytes' source and unmeasured, and
+// carries the paged optimizer state as device memory outside PyTorch's
+// allocator.
+func ExampleEstimate_qlora() {
+	s, err := model.Load("../specs/qlora/llama-7b.yaml", model.Overrides{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := estimate.Estimate(s)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("trainable:", r.Trainable, "unmeasured:", r.Unmeasured)
+	for _, o := range r.Overhead {
+		if o.Name == estimate.OverheadPaged {
+			fmt.Println(o.Name+":", units.Format(o.Bytes))
+		}
+	}
+	fmt.Println("peak reserved:", units.Format(r.PeakReserved), "device total:", units.Format(r.DeviceTotal))
+	// Output:
+	// trainable: 159907840 unmeasured: [quant bnb_optimizer]
+	// paged optimizer state (unified memory): 1.19 GiB
+	// peak reserved: 4.64 GiB device total: 6.58 GiB
+}

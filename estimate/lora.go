@@ -19,24 +19,19 @@ var loraRoles = map[string]int{"q.weight": 0, "qkv.weight": 0, "k.weight": 1, "v
 	"gate.weight": 0, "up.weight": 1, "down.weight": 2}
 
 // applyLoRA freezes every parameter built so far and gives each targeted
-// linear its adapters, allocated after the whole base in module order, in
-// fp32 (peft's autocast_adapter_dtype), as get_peft_model does after the
-// model is loaded. Only the adapters stay in s.params.
+// linear its adapters, allocated after the whole base in module order, as
+// get_peft_model does after the model is loaded: in fp32 (peft's
+// autocast_adapter_dtype) or in the base's dtype (adapter_dtype: base).
+// Only the adapters stay in s.params.
 func (s *sim) applyLoRA(spec *model.Spec) {
 	l := spec.Training.LoRA
 	if !l.Enabled() {
 		return
 	}
-	var attn, mlp, other []model.LoRALinear
-	for _, x := range spec.Model.LoRALinears() {
-		switch x.Group {
-		case model.TargetsAttn:
-			attn = append(attn, x)
-		case model.TargetsMLP:
-			mlp = append(mlp, x)
-		default:
-			other = append(other, x)
-		}
+	attn, mlp, other := splitLinears(spec)
+	dt := int64(f32)
+	if l.AdapterDtype == model.AdapterBase {
+		dt = s.cfg.param
 	}
 	base := s.params
 	s.params = nil
@@ -49,12 +44,16 @@ func (s *sim) applyLoRA(spec *model.Spec) {
 			continue
 		}
 		ad := &adapter{rank: float64(l.Rank), dropout: l.Dropout}
-		ad.a = s.adapterParam(l.Rank, x.In, "lora_A.weight")
-		ad.b = s.adapterParam(x.Out, l.Rank, "lora_B.weight")
+		ad.a = s.adapterParam(l.Rank, x.In, dt, "lora_A.weight")
+		ad.b = s.adapterParam(x.Out, l.Rank, dt, "lora_B.weight")
 		p.lora = ad
 	}
 	s.frozen = base
-	s.note("LoRA: adapters in fp32 (peft's default autocast_adapter_dtype=True); enable_input_require_grads with checkpointing only; LoRA figures are not yet measured (docs/lora.md)")
+	how := "adapters in fp32 (peft's default autocast_adapter_dtype=True)"
+	if dt != f32 {
+		how = "adapters in the base's dtype (adapter_dtype: base)"
+	}
+	s.note("LoRA: " + how + "; enable_input_require_grads with checkpointing only; LoRA with peft measured on an H100 (docs/accuracy.md)")
 }
 
 // loraLinear finds which of the model's LoRA-targetable linears a base
@@ -84,36 +83,50 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 	return model.LoRALinear{}, false
 }
 
-// adapterParam allocates one trainable fp32 adapter matrix [second, last].
-func (s *sim) adapterParam(second, last int64, name string) *tensor {
-	t := s.alloc(second*last, f32, catParam, name)
+// adapterParam allocates one trainable adapter matrix [second, last].
+func (s *sim) adapterParam(second, last, dt int64, name string) *tensor {
+	t := s.alloc(second*last, dt, catParam, name)
 	t.param, t.req = true, true
 	t.second, t.last = second, last
 	s.params = append(s.params, t)
 	return t
 }
 
-// loraForward is peft's Linear.forward after the base product y:
-// x.to(adapter dtype), dropout, lora_A, lora_B, ·scaling, y + that (which
-// promotes to fp32 over a half base), cast back to y's dtype.
+// loraForward is peft's Linear.forward after the base product y, whose
+// hold it takes over: x = x.to(adapter dtype), result = result +
+// lora_B(lora_A(dropout(x))) · scaling (which promotes to fp32 over a half
+// base), result.to(y's dtype). The tensors live as the Python names hold
+// them: the cast input x is a local until the function returns, the base
+// output goes when result is rebound to the sum, each temporary of the
+// expression as soon as the next op has consumed it (docs/lora.md §3).
 func (s *sim) loraForward(x, y *tensor, ad *adapter, rows int64) *tensor {
 	xa := s.to(x, ad.a.dt)
-	if ad.dropout > 0 {
-		d := s.dropout(xa)
-		s.unref(xa)
-		xa = d
-	}
-	h := s.matmul(xa, ad.a, nil, rows, ad.a.second)
+	z := s.adapterProduct(xa, ad, rows)
+	sum := s.add(y, z)
+	s.unref(z)
+	dt := y.dt
+	s.unref(y)
+	out := s.to(sum, dt)
+	s.unref(sum)
 	s.unref(xa)
+	return out
+}
+
+// adapterProduct is lora_B(lora_A(dropout(xa))) · scaling, each
+// intermediate freed once the next op has consumed it.
+func (s *sim) adapterProduct(xa *tensor, ad *adapter, rows int64) *tensor {
+	in := s.ref(xa)
+	if ad.dropout > 0 {
+		s.unref(in)
+		in = s.dropout(xa)
+	}
+	h := s.matmul(in, ad.a, nil, rows, ad.a.second)
+	s.unref(in)
 	z := s.matmul(h, ad.b, nil, rows, ad.b.second)
 	s.unref(h)
 	sc := s.scalarOp(z)
 	s.unref(z)
-	sum := s.add(y, sc)
-	s.unref(sc)
-	out := s.to(sum, y.dt)
-	s.unref(sum)
-	return out
+	return sc
 }
 
 // requireGrad is output.requires_grad_(True) on a tensor without history

@@ -3,6 +3,7 @@ package estimate
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -108,7 +109,7 @@ func TestLoRALinearSaves(t *testing.T) {
 			x.req = true
 			w := s.alloc(in*out, half, catParam, "w")
 			w.param = true
-			w.lora = &adapter{rank: r, dropout: tt.dropout, a: s.adapterParam(r, in, "A"), b: s.adapterParam(out, r, "B")}
+			w.lora = &adapter{rank: r, dropout: tt.dropout, a: s.adapterParam(r, in, f32, "A"), b: s.adapterParam(out, r, f32, "B")}
 			y := s.matmul(x, w, nil, rows, out)
 			if y.dt != half || !y.req {
 				t.Errorf("output dtype %d requires grad %v, want bf16 requiring grad", y.dt, y.req)
@@ -160,4 +161,92 @@ func ExampleEstimate_lora() {
 	}
 	fmt.Printf("trainable %d, frozen %d, gradients %d bytes\n", r.Trainable, r.Frozen, r.GradBytes)
 	// Output: trainable 11272192, frozen 1235814400, gradients 45088768 bytes
+}
+
+// TestAdapterDtypeBase checks adapter_dtype: base: the adapters, their
+// gradients and AdamW's state in the base's dtype (bf16: half of fp32's
+// bytes), and bitsandbytes' 32-bit state fp32 whatever the parameter's.
+func TestAdapterDtypeBase(t *testing.T) {
+	run := func(adt, opt string) *Result {
+		return estimateSpec(t, "../specs/llama-3.2-1b.yaml", model.Overrides{Precision: "bf16", LoRA: 16,
+			LoRAAdapterDtype: adt, Optimizer: opt, Checkpointing: "every-block", Batch: 1})
+	}
+	f32r, bf := run("fp32", "adamw"), run("base", "adamw")
+	n := bf.Trainable
+	if got, want := f32r.ParamBytes-bf.ParamBytes, 2*n; got != want {
+		t.Errorf("parameter bytes differ by %d, want %d (2 B per adapter element)", got, want)
+	}
+	if bf.GradBytes != 2*n || f32r.GradBytes != 4*n {
+		t.Errorf("gradient bytes %d (base), %d (fp32), want %d and %d", bf.GradBytes, f32r.GradBytes, 2*n, 4*n)
+	}
+	if bf.OptimizerBytes >= f32r.OptimizerBytes {
+		t.Errorf("AdamW state %d over bf16 adapters not below %d over fp32", bf.OptimizerBytes, f32r.OptimizerBytes)
+	}
+	p32, p16 := run("fp32", "paged-adamw32bit"), run("base", "paged-adamw32bit")
+	if p32.OptimizerBytes != p16.OptimizerBytes || !slices.Equal(p32.Overhead, p16.Overhead) {
+		t.Errorf("paged 32-bit state differs with the adapters' dtype: %d %v vs %d %v", p32.OptimizerBytes, p32.Overhead, p16.OptimizerBytes, p16.Overhead)
+	}
+}
+
+// TestLoRAForwardLifetimes checks peft's Linear.forward lifetimes
+// (docs/lora.md §3): under autocast a bf16 input (o_proj's) is cast to
+// fp32 and that copy, a local until the function returns, is freed after
+// the sum; the base output goes when result is rebound to the sum, before
+// the final cast. The measured GPT-2 amp-bf16 grid line's second-step
+// reserved memory depends on it (docs/accuracy.md, LoRA section).
+func TestLoRAForwardLifetimes(t *testing.T) {
+	const rows, in, out, r = 64, 32, 16, 4
+	for _, amp := range []bool{true, false} {
+		t.Run(fmt.Sprintf("amp %v", amp), func(t *testing.T) {
+			s := testSim(amp, half)
+			if !amp {
+				s.cfg.param = half
+			}
+			defer s.al.release()
+			x := s.alloc(rows*in, half, catTemp, "x")
+			x.req = true
+			wdt := int64(f32)
+			if !amp {
+				wdt = half
+			}
+			w := s.alloc(in*out, wdt, catParam, "w")
+			w.param = true
+			w.lora = &adapter{rank: r, a: s.adapterParam(r, in, f32, "A"), b: s.adapterParam(out, r, f32, "B")}
+			type event struct {
+				alloc bool
+				t     *tensor
+			}
+			var events []event
+			s.trace = func(t *tensor, alloc bool) { events = append(events, event{alloc, t}) }
+			s.unref(s.matmul(x, w, nil, rows, out))
+			// find returns the index of the n-th allocation named name, or
+			// of t's free.
+			find := func(alloc bool, name string, n int, t0 *tensor) (int, *tensor) {
+				for i, e := range events {
+					if e.alloc == alloc && (t0 == nil && e.t.name == name || e.t == t0) {
+						if n--; n < 0 {
+							return i, e.t
+						}
+					}
+				}
+				return len(events), nil
+			}
+			_, base := find(true, "matmul out", 0, nil)
+			sumAt, sum := find(true, "add", 0, nil)
+			if amp {
+				_, xa := find(true, "x", 0, nil)
+				if xa == nil || xa.dt != f32 {
+					t.Fatalf("no fp32 copy of the half input: %v", events)
+				}
+				if freeAt, _ := find(false, "", 0, xa); freeAt < sumAt {
+					t.Errorf("the fp32 copy of the input was freed (event %d) before the sum (event %d)", freeAt, sumAt)
+				}
+				return
+			}
+			castAt, _ := find(true, "add", 1, nil)
+			if freeAt, _ := find(false, "", 0, base); sum == nil || freeAt > castAt {
+				t.Errorf("the base output was freed (event %d) after the sum's cast (event %d)", freeAt, castAt)
+			}
+		})
+	}
 }

@@ -85,6 +85,9 @@ func (s *sim) to(x *tensor, dt int64) *tensor {
 // input is not saved. The bias is not saved. A weight LoRA wraps runs its
 // adapters after the base product.
 func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
+	if w.quant != nil {
+		return s.bnbLinear(x, w, b, rows) // bitsandbytes (quant_ops.go)
+	}
 	xc, wc := s.castLow(x), s.castLow(w)
 	var bc *tensor
 	if b != nil {
@@ -109,9 +112,7 @@ func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 	s.unref(wc)
 	s.unref(bc)
 	if w.lora != nil {
-		z := s.loraForward(x, y, w.lora, rows)
-		s.unref(y)
-		y = z
+		y = s.loraForward(x, y, w.lora, rows) // takes over y
 	}
 	return y
 }

@@ -56,6 +56,8 @@ type tensor struct {
 	last, second int64
 	// lora is the adapter pair of a frozen weight LoRA wraps (lora.go).
 	lora *adapter
+	// quant marks a bitsandbytes-quantized frozen weight (quant.go).
+	quant *qweight
 	// prefix and name label the tensor in traces (label); kept apart so
 	// that the simulation builds no strings.
 	prefix, name string
@@ -158,6 +160,7 @@ type sim struct {
 	// unreplaced are the whole parameters of a tensor-parallel load that
 	// the next parameters built replace, in order (loadWhole).
 	unreplaced []*tensor
+	bnb        bnbState // bitsandbytes: quantized base, paged state (quant.go)
 }
 
 // note adds a line to the result's notes, once.

@@ -121,21 +121,8 @@ func (s *sim) optimizerStep(o model.Optimizer, first bool) {
 			t := s.alloc(p.elems, p.dt, catTemp, "var_estimate")
 			s.unref(t)
 		}
-	case model.Adam8bit:
-		if first {
-			for _, p := range params {
-				if p.elems < 4096 {
-					state(p.elems, f32)
-					state(p.elems, f32)
-					continue
-				}
-				blocks := (p.elems + 255) / 256
-				state(p.elems, u8)
-				state(p.elems, u8)
-				state(blocks, f32)
-				state(blocks, f32)
-			}
-		}
+	case model.Adam8bit, model.PagedAdamW8bit, model.PagedAdamW32bit:
+		s.bnbStep(o, params, first) // bitsandbytes (bnbopt.go)
 	}
 }
 

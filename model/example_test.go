@@ -91,3 +91,15 @@ func ExampleLayerKinds() {
 	fmt.Println(model.LayerKinds()["groupnorm"])
 	// Output: GroupNorm over [channels, ...] in groups (affine defaults to true)
 }
+
+// Optimizer names accept transformers' spellings; a paged optimizer keeps
+// its large states in CUDA unified memory (docs/lora.md §7).
+func ExampleOptimizer_Paged() {
+	s, err := model.Parse("x.yaml", []byte("name: x\nmodel: {type: llama, layers: 2, hidden: 64, intermediate: 128, heads: 4, vocab: 100}\n"+
+		"training: {batch: 1, seq: 8, precision: bf16, optimizer: paged_adamw_8bit, quant: nf4, lora: {rank: 8}}\ndevice: h100-80gb\n"), model.Overrides{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Training.Optimizer, s.Training.Optimizer.Paged(), s.Training.Quant)
+	// Output: paged-adamw8bit true nf4
+}

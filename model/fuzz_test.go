@@ -17,6 +17,8 @@ func FuzzParse(f *testing.F) {
 		"training:\n  batch: 1\n  seq: 8\n  quant: nf4\n  double_quant: true\n  lora: {rank: 4, alpha: 8, dropout: 0.1, targets: [c_attn, c_proj]}\n"))
 	f.Add([]byte("name: x\nmodel: {type: llama, layers: 2, hidden: 64, heads: 4, kv_heads: 2, intermediate: 128, vocab: 101}\ndevice: h100-80gb\n" +
 		"training:\n  batch: 1\n  seq: 8\n  tp: 2\n  sp: true\n  loss_parallel: true\n  dp: 2\n  zero: 3\n"))
+	f.Add([]byte("name: x\nmodel: {type: llama, layers: 2, hidden: 64, intermediate: 128, heads: 4, vocab: 100}\ndevice: h100-80gb\n" +
+		"training:\n  batch: 1\n  seq: 8\n  optimizer: paged_adamw_8bit\n  quant: int8\n  lora: {rank: 4, adapter_dtype: base}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data, Overrides{})
 		if err != nil {

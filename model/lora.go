@@ -31,6 +31,27 @@ type LoRA struct {
 	// names (q_proj, v_proj, c_attn, ...) and Targets is "".
 	Targets string   `json:"targets,omitempty"`
 	Names   []string `json:"names,omitempty"`
+	// AdapterDtype is "" for fp32 adapters (peft's default
+	// autocast_adapter_dtype=True upcasts them) or AdapterBase for
+	// adapters in the base's dtype (autocast_adapter_dtype=False, or the
+	// QLoRA recipe's cast of the LoRA modules to bf16).
+	AdapterDtype string `json:"adapter_dtype,omitempty"`
+}
+
+// AdapterBase is LoRA.AdapterDtype for adapters in the base's dtype.
+const AdapterBase = "base"
+
+// parseAdapterDtype reads fp32 (stored as "") or base.
+func parseAdapterDtype(v string, dst *LoRA) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "fp32", "float32":
+		dst.AdapterDtype = ""
+	case AdapterBase:
+		dst.AdapterDtype = AdapterBase
+	default:
+		return fmt.Errorf("want fp32 or base, got %q", v)
+	}
+	return nil
 }
 
 // Quantization of the frozen base weights (bitsandbytes, docs/lora.md §6).
@@ -123,6 +144,13 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		lm.int("rank", &l.Rank, true)
 		lm.float("alpha", &l.Alpha, 0, 1e9)
 		lm.float("dropout", &l.Dropout, 0, 0.999999)
+		if s := ""; lm.vals["adapter_dtype"] != nil {
+			if ln, ok := lm.str("adapter_dtype", &s); ok {
+				if err := parseAdapterDtype(s, l); err != nil {
+					e.add(ln, "adapter_dtype: %v", err)
+				}
+			}
+		}
 		if tn := lm.vals["targets"]; tn != nil && tn.Kind == yaml.SequenceNode {
 			lm.known["targets"] = true
 			var parts []string
@@ -148,8 +176,8 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	}
 	if l.Rank > 0 {
 		t.LoRA = l
-	} else if o.LoRATargets != "" || o.LoRAAlpha != "" || o.LoRADropout != "" {
-		e.add(0, "--lora-targets, --lora-alpha and --lora-dropout need a rank (--lora R or training.lora.rank)")
+	} else if o.LoRATargets != "" || o.LoRAAlpha != "" || o.LoRADropout != "" || o.LoRAAdapterDtype != "" {
+		e.add(0, "--lora-targets, --lora-alpha, --lora-dropout and --lora-adapter-dtype need a rank (--lora R or training.lora.rank)")
 	}
 	if t.LoRA.Enabled() && LoRANames(m.Type) == nil && m.Type != "" {
 		e.add(line, "lora: adapters are modelled for gpt2, llama, bert and neox models, not %s", m.Type)
@@ -173,6 +201,11 @@ func loraFlags(e *errs, l *LoRA, m *Model, o Overrides) {
 	if o.LoRATargets != "" {
 		if err := parseTargets(o.LoRATargets, m.Type, l); err != nil {
 			e.add(0, "--lora-targets: %v", err)
+		}
+	}
+	if o.LoRAAdapterDtype != "" {
+		if err := parseAdapterDtype(o.LoRAAdapterDtype, l); err != nil {
+			e.add(0, "--lora-adapter-dtype: %v", err)
 		}
 	}
 	for _, f := range []struct {

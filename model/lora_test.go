@@ -118,3 +118,68 @@ func TestLoRAParse(t *testing.T) {
 		})
 	}
 }
+
+// TestParseBnbOptimizers checks bitsandbytes' optimizer names, in
+// memplan's and transformers' spellings (docs/lora.md §7).
+func TestParseBnbOptimizers(t *testing.T) {
+	tests := []struct {
+		in, want string
+		paged    bool
+	}{
+		{"adam8bit", Adam8bit, false},
+		{"adamw8bit", Adam8bit, false},
+		{"adamw_8bit", Adam8bit, false},
+		{"paged-adamw8bit", PagedAdamW8bit, true},
+		{"paged_adamw_8bit", PagedAdamW8bit, true},
+		{"paged_adamw_32bit", PagedAdamW32bit, true},
+		{"Paged-AdamW32bit", PagedAdamW32bit, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var o Optimizer
+			if err := parseOptimizer(tt.in, &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.Name != tt.want || o.Paged() != tt.paged || o.String() != tt.want {
+				t.Errorf("parseOptimizer(%q) = %+v (paged %v), want %s (paged %v)", tt.in, o, o.Paged(), tt.want, tt.paged)
+			}
+		})
+	}
+	var o Optimizer
+	if err := parseOptimizer("paged-adamw8bit-fused", &o); err == nil {
+		t.Errorf("paged-adamw8bit-fused accepted as %+v", o)
+	}
+}
+
+// TestAdapterDtype checks training.lora.adapter_dtype and its flag: fp32
+// (the default, stored as "") or base.
+func TestAdapterDtype(t *testing.T) {
+	tests := []struct {
+		name, yaml, flag, want, err string
+	}{
+		{"default", "  lora: {rank: 8}\n", "", "", ""},
+		{"yaml base", "  lora: {rank: 8, adapter_dtype: base}\n", "", AdapterBase, ""},
+		{"flag over yaml", "  lora: {rank: 8, adapter_dtype: base}\n", "fp32", "", ""},
+		{"bad yaml", "  lora: {rank: 8, adapter_dtype: int8}\n", "", "", `x.yaml:7: adapter_dtype: want fp32 or base, got "int8"`},
+		{"flag without rank", "", "base", "", "--lora-adapter-dtype need a rank"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "name: x\nmodel: {type: llama, layers: 2, hidden: 64, intermediate: 128, heads: 4, vocab: 100}\ntraining:\n  batch: 1\n  seq: 8\n" +
+				"  precision: bf16\n" + tt.yaml + "device: h100-80gb\n"
+			s, err := Parse("x.yaml", []byte(src), Overrides{LoRAAdapterDtype: tt.flag})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Training.LoRA.AdapterDtype; got != tt.want {
+				t.Errorf("adapter dtype = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -38,6 +38,8 @@ type Overrides struct {
 	// spec's); SP and LossParallel switch those on.
 	TP, CP           int64
 	SP, LossParallel bool
+	// LoRAAdapterDtype replaces training.lora.adapter_dtype: fp32 or base.
+	LoRAAdapterDtype string
 }
 
 // Load reads and parses a spec file.
@@ -210,9 +212,19 @@ func parsePrecision(v string, dst *string) error {
 }
 
 // parseOptimizer reads "adamw", "adamw-fused", "adam-for-loop", "sgd",
-// "sgd-momentum-foreach", "adafactor" or "adam8bit".
+// "sgd-momentum-foreach", "adafactor", "adam8bit" (or "adamw8bit"),
+// "paged-adamw8bit" or "paged-adamw32bit" (transformers' spellings with
+// underscores too: paged_adamw_8bit).
 func parseOptimizer(v string, dst *Optimizer) error {
-	s := strings.ToLower(v)
+	s := strings.ReplaceAll(strings.ToLower(v), "_", "-")
+	switch s {
+	case PagedAdamW8bit, "paged-adamw-8bit", "paged-adam8bit":
+		*dst = Optimizer{Name: PagedAdamW8bit, Impl: ImplFused}
+		return nil
+	case PagedAdamW32bit, "paged-adamw-32bit", "paged-adamw":
+		*dst = Optimizer{Name: PagedAdamW32bit, Impl: ImplFused}
+		return nil
+	}
 	impl := ImplForeach
 	for _, suf := range []string{ImplForeach, ImplFused, ImplForLoop, "forloop"} {
 		if strings.HasSuffix(s, "-"+suf) {
@@ -225,7 +237,7 @@ func parseOptimizer(v string, dst *Optimizer) error {
 	}
 	switch s {
 	case Adam, AdamW, SGD, SGDMomentum:
-	case Adafactor, Adam8bit, "adamw8bit", "adam-8bit":
+	case Adafactor, Adam8bit, "adamw8bit", "adam-8bit", "adamw-8bit":
 		if impl != ImplForeach || strings.Contains(strings.ToLower(v), "-"+ImplForeach) {
 			return fmt.Errorf("optimizer %q takes no implementation suffix", s)
 		}

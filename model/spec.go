@@ -137,6 +137,11 @@ const (
 	SGDMomentum = "sgd-momentum"
 	Adafactor   = "adafactor"
 	Adam8bit    = "adam8bit"
+	// PagedAdamW8bit and PagedAdamW32bit are bitsandbytes' paged AdamW:
+	// the state of tensors of at least 1e5 elements lives in CUDA unified
+	// memory, outside PyTorch's allocator (docs/lora.md §7).
+	PagedAdamW8bit  = "paged-adamw8bit"
+	PagedAdamW32bit = "paged-adamw32bit"
 )
 
 // Optimizer implementations (torch.optim's foreach, fused, for-loop).
@@ -148,7 +153,10 @@ const (
 
 // OptimizerNames lists the accepted optimizer names. Adam, AdamW and SGD
 // take an implementation suffix: "adamw-fused", "adam-for-loop".
-var OptimizerNames = []string{Adam, AdamW, SGD, SGDMomentum, Adafactor, Adam8bit}
+var OptimizerNames = []string{Adam, AdamW, SGD, SGDMomentum, Adafactor, Adam8bit, PagedAdamW8bit, PagedAdamW32bit}
+
+// Paged reports whether the optimizer keeps state in CUDA unified memory.
+func (o Optimizer) Paged() bool { return o.Name == PagedAdamW8bit || o.Name == PagedAdamW32bit }
 
 // Optimizer is the optimizer and its implementation.
 type Optimizer struct {
@@ -158,7 +166,7 @@ type Optimizer struct {
 
 func (o Optimizer) String() string {
 	switch o.Name {
-	case Adafactor, Adam8bit:
+	case Adafactor, Adam8bit, PagedAdamW8bit, PagedAdamW32bit:
 		return o.Name
 	}
 	return o.Name + "-" + o.Impl

@@ -163,6 +163,7 @@ def main():
     ap.add_argument("--adapter-dtype", dest="adapter_dtype", choices=("fp32", "base"), default="fp32")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--label", default="")
+    ap.add_argument("--trace", help="write the allocator's events (action, addr, size, top frame) to this JSON file")
     a = ap.parse_args()
     # measure.py's loaders read these attributes.
     for k in ("image", "zero_grad", "grad_accum", "dp", "zero"):
@@ -185,6 +186,8 @@ def main():
     free0, total = torch.cuda.mem_get_info()
     rec["device_total_bytes"] = total
     rec["context_bytes_before_model"] = total - free0
+    if a.trace:
+        torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     try:
         model, kind, targets, lora_modules, input_grads = build_lora(spec, a, torch)
         rec["lora"]["target_modules"] = targets if isinstance(targets, str) else list(targets)
@@ -227,7 +230,23 @@ def main():
         rec["ok"] = True
     except torch.cuda.OutOfMemoryError as e:
         rec["ok"], rec["error"] = False, "OOM: " + str(e).split("\n")[0]
+    finally:
+        if a.trace:
+            write_trace(a.trace, torch)
     print(json.dumps(rec), flush=True)
+
+
+def write_trace(path, torch):
+    """The allocator's history as measure.py writes it: [action, addr, size, top frame]."""
+    snap = torch.cuda.memory._snapshot()
+    ev = []
+    for e in snap["device_traces"][0]:
+        fr = e.get("frames") or []
+        top = next((f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in fr
+                    if "torch/utils" not in f["filename"]), "")
+        ev.append([e["action"], e.get("addr", 0), e.get("size", 0), top])
+    with open(path, "w") as f:
+        json.dump(ev, f)
 
 
 if __name__ == "__main__":

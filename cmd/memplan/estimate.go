@@ -9,6 +9,7 @@ import (
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/tuner"
 )
 
@@ -91,12 +92,31 @@ func printAllocAdvice(w io.Writer, adv *tuner.AllocAdvice) {
 	}
 }
 
+// printLoRA prints the trainable and frozen parameters of a LoRA run, and
+// the base's bitsandbytes storage (docs/lora.md).
+func printLoRA(w io.Writer, r *estimate.Result) {
+	t := r.Training
+	if r.Trainable == 0 {
+		return
+	}
+	base := ""
+	if q := t.Quant; q != "" {
+		if t.DoubleQuant {
+			q += " with double quantization"
+		}
+		base = " (" + q + ", bitsandbytes: modelled from source, unmeasured)"
+	}
+	adt := "fp32"
+	if t.LoRA != nil && t.LoRA.AdapterDtype == model.AdapterBase {
+		adt = "base dtype"
+	}
+	fmt.Fprintf(w, "LoRA: %s trainable (adapters, %s), %s frozen%s\n", commas(r.Trainable), adt, commas(r.Frozen), base)
+}
+
 func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) error {
 	t := r.Training
 	fmt.Fprintf(w, "%s: %s, %s parameters\n", r.Name, r.ModelType, commas(r.Params))
-	if r.Trainable > 0 {
-		fmt.Fprintf(w, "LoRA: %s trainable (adapters, fp32), %s frozen\n", commas(r.Trainable), commas(r.Frozen))
-	}
+	printLoRA(w, r)
 	setup := fmt.Sprintf("batch %d", t.Batch)
 	if t.Seq > 0 {
 		setup += fmt.Sprintf(" × seq %d", t.Seq)

@@ -19,7 +19,7 @@ func overrideFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "image", Usage: "image side in pixels (vision models)"},
 		&cli.Int64Flag{Name: "grad-accum", Usage: "gradient accumulation steps"},
 		&cli.StringFlag{Name: "precision", Usage: "fp32, amp-bf16, amp-fp16, bf16 or fsdp-bf16 (FSDP2's bf16 mixed-precision policy; needs --zero 2 or 3)"},
-		&cli.StringFlag{Name: "optimizer", Usage: "adamw, adam, sgd, sgd-momentum (each with -foreach, -fused or -for-loop), adafactor, adam8bit"},
+		&cli.StringFlag{Name: "optimizer", Usage: "adamw, adam, sgd, sgd-momentum (each with -foreach, -fused or -for-loop), adafactor, adam8bit (or adamw8bit), paged-adamw8bit, paged-adamw32bit (bitsandbytes; unmeasured)"},
 		&cli.StringFlag{Name: "checkpointing", Usage: "none, every-block, sqrt or every-K"},
 		&cli.StringFlag{Name: "attention", Usage: "sdpa or eager"},
 		&cli.StringFlag{Name: "zero-grad", Usage: "none (set_to_none=True) or zeros"},
@@ -40,7 +40,8 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "lora-targets", Usage: "linears the adapters wrap: attn, mlp, all (default) or module names such as q_proj,v_proj"},
 		&cli.StringFlag{Name: "lora-alpha", Usage: "lora_alpha (default 8; changes no bytes)"},
 		&cli.StringFlag{Name: "lora-dropout", Usage: "dropout on each adapter's input, in [0, 1) (default 0)"},
-		&cli.StringFlag{Name: "quant", Usage: "frozen base storage with LoRA: none, int8 or nf4 (bitsandbytes; unmeasured)"},
+		&cli.StringFlag{Name: "lora-adapter-dtype", Usage: "fp32 (peft's default autocast_adapter_dtype=True) or base (the base's dtype, as QLoRA's recipe casts them)"},
+		&cli.StringFlag{Name: "quant", Usage: "frozen base storage with LoRA: none, int8 or nf4 (bitsandbytes Linear8bitLt / Linear4bit; modelled from source, unmeasured)"},
 		&cli.StringFlag{Name: "double-quant", Usage: "true or false: nf4's double quantization of the absmax"},
 		&cli.StringFlag{Name: "hf", Usage: "read the model from a transformers config.json instead of a SPEC (then --seq is required; --batch defaults to 1)"},
 	}
@@ -57,6 +58,7 @@ func overrides(c *cli.Context) model.Overrides {
 		LoRA: c.Int64("lora"), LoRATargets: c.String("lora-targets"), LoRAAlpha: c.String("lora-alpha"),
 		LoRADropout: c.String("lora-dropout"), Quant: c.String("quant"), DoubleQuant: c.String("double-quant"),
 		TP: c.Int64("tp"), SP: c.Bool("sp"), LossParallel: c.Bool("loss-parallel"), CP: c.Int64("cp"),
+		LoRAAdapterDtype: c.String("lora-adapter-dtype"),
 	}
 }
 
@@ -123,6 +125,9 @@ func targetArgs(c *cli.Context) (f string, band tuner.Band, spec *model.Spec, er
 		return
 	}
 	spec, err = loadSpec(c)
+	if err == nil {
+		unmeasuredNote(c.App.ErrWriter, spec)
+	}
 	return
 }
 

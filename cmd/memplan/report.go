@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -81,10 +82,19 @@ func runReport(c *cli.Context) error {
 		}
 	}
 	o.Progress = progressBar(c.App.ErrWriter)
+	var mu sync.Mutex // report.Build loads from several goroutines
+	noted := map[string]bool{}
 	load := func(path, dev string) (*model.Spec, error) {
 		ov := overrides(c)
 		ov.Dev = dev
-		return model.Load(path, ov)
+		spec, err := model.Load(path, ov)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && !noted[path] {
+			noted[path] = true
+			unmeasuredNote(c.App.ErrWriter, spec)
+		}
+		return spec, err
 	}
 	r, berr := report.Build(c.Args().Slice(), devs, load, o)
 	w := c.App.Writer
