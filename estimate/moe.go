@@ -106,7 +106,6 @@ func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	hi := s.alloc(n, 4, catTemp, "expert ids (int32)")
 	tpe := s.alloc(k.Experts, 4, catTemp, "tokens_per_expert")
 	offs := s.alloc(k.Experts, 4, catTemp, "offsets")
-	s.unref(hi)
 	gu := s.groupedLinear(selg, o.gateUp, o.gateUpB, eg, n, 2*k.Hidden)
 	gate, up := s.view(gu, n*k.Hidden), s.view(gu, n*k.Hidden) // chunk(2)
 	s.record("Split", []*tensor{gu}, gate, up)
@@ -119,12 +118,11 @@ func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	out := s.groupedLinear(m, o.down, o.downB, eg, n, k.Dim)
 	s.unref(m)
 	sc := s.broadcastMul(out, wg)
-	s.unref(out)
-	y := s.restoreAndSum(sc, inv, n, rows*k.Dim)
-	s.unref(sc)
+	s.unref(out) // the name is rebound; the Mul node keeps it
+	r, y := s.restoreAndSum(sc, inv, n, rows*k.Dim)
 	// The function's locals go when it returns, in the order they were
-	// bound.
-	for _, t := range []*tensor{tok, sel, perm, inv, eg, wg, selg, tpe, offs} {
+	// first bound (gate_up_out and gated_out are saved for backward).
+	for _, t := range []*tensor{tok, sel, perm, inv, eg, wg, selg, hi, tpe, offs, sc, r} {
 		s.unref(t)
 	}
 	return y
@@ -189,16 +187,16 @@ func (s *sim) broadcastMul(big, small *tensor) *tensor {
 // must copy to reshape it to [S, h]; the index's backward then scatters
 // that copy into zeros of [S, h]. The one node here stands for the three:
 // its gradient is the zeros, the copy and the scatter's sorted indices are
-// transients.
-func (s *sim) restoreAndSum(sc, inv *tensor, n, outElems int64) *tensor {
-	r := s.alloc(sc.elems, sc.dt, catTemp, "out_per_sample")
-	y := s.alloc(outElems, sc.dt, catTemp, "moe out")
+// transients. It returns the reordered copy (the caller's local) and the
+// sum.
+func (s *sim) restoreAndSum(sc, inv *tensor, n, outElems int64) (r, y *tensor) {
+	r = s.alloc(sc.elems, sc.dt, catTemp, "out_per_sample")
+	y = s.alloc(outElems, sc.dt, catTemp, "moe out")
 	if nd := s.record("IndexSum", []*tensor{sc}, y); nd != nil {
 		s.save(nd, inv)
 		nd.bwdTemp = sc.bytes() + 3*n*i64
 	}
-	s.unref(r)
-	return y
+	return r, y
 }
 
 // addShared gates the shared expert's output with sigmoid(x·gᵀ) when the
