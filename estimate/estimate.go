@@ -203,6 +203,9 @@ func newConfig(spec *model.Spec) (*config, error) {
 	if t.Quant != "" {
 		return nil, fmt.Errorf("quant %s is parsed but not simulated yet (docs/lora.md §6)", t.Quant)
 	}
+	if err := model.CheckEP(&t, &spec.Model); err != nil {
+		return nil, fmt.Errorf("ep: %w", err)
+	}
 	cfg := &config{
 		amp:             t.Mixed(),
 		compute:         f32,
@@ -213,6 +216,8 @@ func newConfig(spec *model.Spec) (*config, error) {
 		sms:             int64(spec.Device.SMs),
 		threadsSM:       int64(spec.Device.ThreadsPerSM),
 		dp:              max(t.DP, 1),
+		ep:              max(t.EP, 1),
+		epSkew:          max(t.EPSkew, 1),
 		zero:            t.Zero,
 		offload:         t.Offload,
 		bucketView:      t.BucketView,
@@ -287,7 +292,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	if d := r.PeakAllocated - sum; d > 0 {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
-	r.Overhead = overhead(s.used, cfg.dp)
+	r.Overhead = append(overhead(s.used, cfg.dp), epOverhead(cfg)...)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceTotal = r.PeakReserved

@@ -25,10 +25,11 @@ type moeOp struct {
 func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.MoE)
 	o := &moeOp{k: k, router: s.matrix(k.Experts, k.Dim, 1, "router.weight")}
-	o.gateUp = s.matrix(2*k.Hidden, k.Dim, k.Experts, "experts.gate_up_proj")
-	o.gateUpB = s.optParam(k.Bias, k.Experts*2*k.Hidden, "experts.gate_up_proj_bias")
-	o.down = s.matrix(k.Dim, k.Hidden, k.Experts, "experts.down_proj")
-	o.downB = s.optParam(k.Bias, k.Experts*k.Dim, "experts.down_proj_bias")
+	e := s.localExperts(k.Experts) // all of them without --ep
+	o.gateUp = s.matrix(2*k.Hidden, k.Dim, e, "experts.gate_up_proj")
+	o.gateUpB = s.optParam(k.Bias, e*2*k.Hidden, "experts.gate_up_proj_bias")
+	o.down = s.matrix(k.Dim, k.Hidden, e, "experts.down_proj")
+	o.downB = s.optParam(k.Bias, e*k.Dim, "experts.down_proj_bias")
 	if k.Shared > 0 {
 		o.shared = s.mlpParams(k.Dim, k.Shared, false, &sharedNames)
 		if k.SharedGate {
@@ -47,7 +48,12 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		shared = s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
 	}
 	w, idx := s.route(o, x, rows)
-	y := s.groupedExperts(o, x, w, idx, rows)
+	var y *tensor
+	if s.cfg.ep > 1 {
+		y = s.expertsEP(o, x, w, idx, rows)
+	} else {
+		y = s.groupedExperts(o, x, w, idx, rows)
+	}
 	s.unref(w)
 	s.unref(idx)
 	if shared != nil {

@@ -30,6 +30,10 @@ type Overrides struct {
 	// and training.quant/double_quant ("" leaves them).
 	LoRA                                                    int64
 	LoRATargets, LoRAAlpha, LoRADropout, Quant, DoubleQuant string
+	// EP is the expert-parallel size (0 leaves the spec's); EPSkew
+	// replaces ep_skew ("" leaves it).
+	EP     int64
+	EPSkew string
 }
 
 // Load reads and parses a spec file.
@@ -148,6 +152,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	zline, _ := tm.str("offload", &s)
 	pline, _ := tm.str("precision", &s)
 	decodeLoRA(e, tm, t, m, o)
+	epLine := decodeEP(e, tm, t, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, o.Precision != "")
 	for _, ov := range []struct {
@@ -160,6 +165,9 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		} else if ov.v > 0 {
 			*ov.dst = ov.v
 		}
+	}
+	if len(e.list) == 0 {
+		checkEP(e, t, m, epLine)
 	}
 	if m.SeqInput() && t.Seq == 0 && m.Type != "" {
 		e.add(n.Line, "training: missing required field \"seq\" (the sequence length)")

@@ -40,8 +40,8 @@ type Oracle interface {
 }
 
 // NotSimulatedError is returned by an Oracle for a layout it cannot
-// simulate yet (Simulator: tensor, pipeline, context or expert
-// parallelism).
+// simulate yet (Simulator: tensor, pipeline or context parallelism, and
+// expert parallelism with a ZeRO stage).
 type NotSimulatedError struct {
 	// What lists the parallelisms, such as "tensor parallelism".
 	What []string
@@ -52,9 +52,10 @@ func (e *NotSimulatedError) Error() string {
 }
 
 // Simulator is the Oracle backed by memplan's estimator: it simulates
-// data parallelism with ZeRO stages 0–3, checkpointing and any
-// micro-batch and accumulation, and returns a *NotSimulatedError for
-// layouts with TP, SP, PP, CP or EP.
+// data parallelism with ZeRO stages 0–3, expert parallelism without ZeRO
+// (docs/moe.md §4), checkpointing and any micro-batch and accumulation,
+// and returns a *NotSimulatedError for layouts with TP, SP, PP, CP, or EP
+// with a ZeRO stage.
 type Simulator struct{}
 
 // Estimate implements Oracle.
@@ -82,7 +83,7 @@ func notSimulated(l Layout) error {
 	add(l.LossParallel, "loss parallelism")
 	add(l.PP > 1, "pipeline parallelism")
 	add(l.CP > 1, "context parallelism")
-	add(l.EP > 1, "expert parallelism")
+	add(l.EP > 1 && l.Zero > 0, "expert parallelism with ZeRO")
 	if what != nil {
 		return &NotSimulatedError{What: what}
 	}
@@ -90,12 +91,14 @@ func notSimulated(l Layout) error {
 }
 
 // Apply returns a copy of spec whose training setup is the layout's data
-// parallelism, ZeRO stage, checkpointing, micro-batch and accumulation,
-// with nothing offloaded (the planner keeps all state on the GPUs).
+// and expert parallelism, ZeRO stage, checkpointing, micro-batch and
+// accumulation, with nothing offloaded (the planner keeps all state on the
+// GPUs).
 func Apply(spec *model.Spec, l Layout) *model.Spec {
 	s := *spec
 	t := &s.Training
 	t.DP, t.Zero, t.Checkpointing = l.DP*l.CP, l.Zero, l.Checkpointing
+	t.EP = l.EP
 	t.Batch, t.GradAccum, t.Offload = l.Micro, l.Accum, model.OffloadNone
 	return &s
 }
