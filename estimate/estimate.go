@@ -217,7 +217,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 		threadsSM:       int64(spec.Device.ThreadsPerSM),
 		dp:              max(t.DP, 1),
 		ep:              max(t.EP, 1),
-		epSkew:          max(t.EPSkew, 1),
+		epSkew:          t.EPSkew,
 		zero:            t.Zero,
 		offload:         t.Offload,
 		bucketView:      t.BucketView,

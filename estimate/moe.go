@@ -62,57 +62,128 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	return y
 }
 
-// route is the top-k router (Qwen2MoeTopKRouter, MixtralTopKRouter):
-// logits = x·Wᵀ (bf16 under autocast), softmax in fp32, top-k. It returns
-// the fp32 routing weights [rows, k] and the int64 expert ids [rows, k].
-// The in-place renormalisation of the top-k weights (norm_topk_prob) keeps
-// two [rows, k] fp32 tensors more in the small pool; it is left out.
+// route is the top-k router (Qwen2MoeTopKRouter and the routers built on
+// it): logits = x·Wᵀ (bf16 under autocast), softmax in fp32, top-k, the
+// in-place renormalisation (norm_topk_prob; it saves a clone of the top-k
+// values and their sum, tensors of rows·k and rows, modelled for every
+// router), and the weights cast back to the logits' dtype. It returns the
+// routing weights [rows, k] and the int64 expert ids [rows, k].
 func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 	k := o.k
 	logits := s.matmul(x, o.router, nil, rows, k.Experts)
 	l32 := s.to(logits, f32) // softmax(..., dtype=float) converts first
-	s.unref(logits)
 	probs := s.unary("Softmax", l32, false, true)
 	s.unref(l32)
-	w = s.alloc(rows*k.TopK, f32, catTemp, "top-k weights")
+	top := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights")
 	idx = s.alloc(rows*k.TopK, i64, catTemp, "top-k experts")
-	if n := s.record("Topk", []*tensor{probs}, w); n != nil {
+	if n := s.record("Topk", []*tensor{probs}, top); n != nil {
 		s.save(n, idx)
 	}
 	s.unref(probs)
+	sum := s.alloc(rows, f32, catTemp, "top-k sum")
+	clone := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights (saved copy)")
+	norm := s.view(top, top.elems)
+	if n := s.record("Div", []*tensor{top}, norm); n != nil {
+		n.pass = true
+		s.save(n, clone, sum)
+	}
+	s.unref(top)
+	s.unref(sum)
+	s.unref(clone)
+	w = s.to(norm, logits.dt)
+	s.unref(norm)
+	s.unref(logits)
 	return w, idx
 }
 
-// groupedExperts is transformers' grouped_mm_experts_forward over the
-// S = rows·k routed pairs: gather the rows (hidden_states[token_idx]),
-// sort them by expert (argsort, then [perm]), two grouped GEMMs around the
-// gated activation, scale by the routing weights, restore the order
-// ([inv_perm]) and sum each token's k rows. Every intermediate is [S, ·],
-// whatever the routing: the per-expert counts only set the groups'
-// boundaries. torch's grouped GEMM is not autocast-enabled and the input
-// is cast to the weights' dtype, so under autocast over fp32 weights the
-// experts run in fp32 (through cuBLAS, group by group); bf16 weights take
-// the fused CUTLASS kernel.
+// groupedExperts is transformers 5.17's grouped_mm_experts_forward over
+// the S = rows·k routed pairs (its source, as it ran, is in
+// bench/results/moe-traces/*/source.txt): sort the expert ids (values and
+// permutation kept), gather the rows (hidden_states[perm // k]), mask the
+// EP sentinel rows in place, two grouped GEMMs around the gated
+// activation, each output masked out of place (the unmasked one is
+// dropped), scale by the routing weights, restore the order ([inv_perm],
+// the weighted rows dropped) and sum each token's k rows. Every
+// intermediate is [S, ·], whatever the routing: the per-expert counts only
+// set the groups' boundaries. torch's grouped GEMM is not autocast-enabled
+// and the input is cast to the weights' dtype, so under autocast over fp32
+// weights the experts run in fp32 (through cuBLAS, group by group); bf16
+// weights take the fused CUTLASS kernel.
 func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	k := o.k
 	n := rows * k.TopK
-	ar := s.alloc(rows, i64, catTemp, "arange")
-	tok := s.alloc(n, i64, catTemp, "token_idx") // expand(...).reshape(-1) copies
-	s.unref(ar)
-	sel := s.gatherRows(x, tok, n, k.Dim, "selected rows")
-	vals := s.alloc(n, i64, catTemp, "sort values")
-	perm := s.alloc(n, i64, catTemp, "perm") // argsort(expert_ids)
-	s.unref(vals)
-	inv := s.alloc(n, i64, catTemp, "inv_perm")
-	ar = s.alloc(n, i64, catTemp, "arange")
-	s.unref(ar) // inv_perm[perm] = arange(S)
-	eg := s.alloc(n, i64, catTemp, "expert_ids_g")
+	eg, perm := s.sortExperts(n)
+	pk := s.alloc(n, i64, catTemp, "perm // top_k")
+	selg := s.gatherRows(x, pk, n, k.Dim, "selected rows (sorted)")
+	s.unref(pk)
 	wg := s.gatherRows(w, perm, n, 1, "sample_weights_g")
-	selg := s.gatherRows(sel, perm, n, k.Dim, "selected rows (sorted)")
-	hi := s.alloc(n, 4, catTemp, "expert ids (int32)")
-	tpe := s.alloc(k.Experts, 4, catTemp, "tokens_per_expert")
-	offs := s.alloc(k.Experts, 4, catTemp, "offsets")
-	gu := s.groupedLinear(selg, o.gateUp, o.gateUpB, eg, n, 2*k.Hidden)
+	hi, tpe, offs, mask := s.groupOffsets(n, k.Experts)
+	selm := s.maskInPlace(selg, mask)
+	s.unref(selg)
+	out := s.expertMLP(o, selm, mask, eg, n)
+	s.unref(selm)
+	sc := s.broadcastMul(out, wg)
+	r, inv := s.restore(sc, perm, n)
+	s.unref(sc) // the name is rebound to the reordered rows
+	y := s.sumTopK(r, rows*k.Dim)
+	// The function's locals go when it returns, in the order they were
+	// first bound.
+	for _, t := range []*tensor{eg, perm, wg, hi, tpe, offs, mask, out, inv, r} {
+		s.unref(t)
+	}
+	return y
+}
+
+// sortExperts is torch.sort(expert_ids): the sorted ids and the
+// permutation, both kept, and the radix sort's scratch: a copy of the keys
+// and CUB's temporary storage, about 2.2 bytes per key byte in the traces
+// (283,135 bytes for 16,384 keys).
+func (s *sim) sortExperts(n int64) (eg, perm *tensor) {
+	eg = s.alloc(n, i64, catTemp, "expert_ids_g")
+	perm = s.alloc(n, i64, catTemp, "perm")
+	keys := s.alloc(n, i64, catTemp, "sort keys")
+	s.unref(s.alloc(n*i64*22/10, u8, catTemp, "sort scratch (CUB)"))
+	s.unref(keys)
+	return eg, perm
+}
+
+// groupOffsets is histc over the sorted ids (as int32), its cumsum and the
+// EP sentinel mask (expert_ids_g >= E, one byte per pair).
+func (s *sim) groupOffsets(n, experts int64) (hi, tpe, offs, mask *tensor) {
+	hi = s.alloc(n, 4, catTemp, "histc_input")
+	tpe = s.alloc(experts, 4, catTemp, "tokens_per_expert")
+	offs = s.alloc(experts, 4, catTemp, "offsets")
+	mask = s.alloc(n, u8, catTemp, "sentinel_mask")
+	return hi, tpe, offs, mask
+}
+
+// maskInPlace is x.masked_fill_(mask, 0): a new version of x's storage;
+// its backward masks the gradient out of place.
+func (s *sim) maskInPlace(x, mask *tensor) *tensor {
+	y := s.view(x, x.elems)
+	if n := s.record("MaskedFill", []*tensor{x}, y); n != nil {
+		s.save(n, mask)
+	}
+	return y
+}
+
+// maskCopy is x.masked_fill(mask, 0): a new tensor; the node keeps the
+// mask only.
+func (s *sim) maskCopy(x, mask *tensor) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "masked")
+	if n := s.record("MaskedFill", []*tensor{x}, y); n != nil {
+		s.save(n, mask)
+	}
+	return y
+}
+
+// expertMLP is the experts' two grouped GEMMs around the gated activation
+// over n sorted rows, each output masked: the [n, h] result.
+func (s *sim) expertMLP(o *moeOp, x, mask, eg *tensor, n int64) *tensor {
+	k := o.k
+	gu0 := s.groupedLinear(x, o.gateUp, o.gateUpB, eg, n, 2*k.Hidden)
+	gu := s.maskCopy(gu0, mask)
+	s.unref(gu0)
 	gate, up := s.view(gu, n*k.Hidden), s.view(gu, n*k.Hidden) // chunk(2)
 	s.record("Split", []*tensor{gu}, gate, up)
 	s.unref(gu)
@@ -121,17 +192,19 @@ func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	m := s.mul(a, up)
 	s.unref(a)
 	s.unref(up)
-	out := s.groupedLinear(m, o.down, o.downB, eg, n, k.Dim)
+	d0 := s.groupedLinear(m, o.down, o.downB, eg, n, k.Dim)
 	s.unref(m)
-	sc := s.broadcastMul(out, wg)
-	s.unref(out) // the name is rebound; the Mul node keeps it
-	r, y := s.restoreAndSum(sc, inv, n, rows*k.Dim)
-	// The function's locals go when it returns, in the order they were
-	// first bound (gate_up_out and gated_out are saved for backward).
-	for _, t := range []*tensor{tok, sel, perm, inv, eg, wg, selg, hi, tpe, offs, sc, r} {
-		s.unref(t)
-	}
-	return y
+	d := s.maskCopy(d0, mask)
+	s.unref(d0)
+	return d
+}
+
+// restore is inv_perm = empty_like(perm); inv_perm[perm] = arange(S);
+// weighted_out[inv_perm]: the reordered rows and inv_perm.
+func (s *sim) restore(sc, perm *tensor, n int64) (r, inv *tensor) {
+	inv = s.alloc(n, i64, catTemp, "inv_perm")
+	s.unref(s.alloc(n, i64, catTemp, "arange"))
+	return s.gatherRows(sc, inv, n, sc.elems/n, "weighted_out (restored)"), inv
 }
 
 // gatherRows is src[index] over n rows of width cols: a new tensor whose
@@ -186,23 +259,15 @@ func (s *sim) broadcastMul(big, small *tensor) *tensor {
 	return y
 }
 
-// restoreAndSum is out_per_sample_g[inv_perm] then
-// .view(tokens, k, h).sum(dim=1): the reordered copy is transient, the sum
-// is the block's output. In backward the sum expands the gradient to
-// [tokens, k, h] (a view with stride 0 over k), which the view's backward
-// must copy to reshape it to [S, h]; the index's backward then scatters
-// that copy into zeros of [S, h]. The one node here stands for the three:
-// its gradient is the zeros, the copy and the scatter's sorted indices are
-// transients. It returns the reordered copy (the caller's local) and the
-// sum.
-func (s *sim) restoreAndSum(sc, inv *tensor, n, outElems int64) (r, y *tensor) {
-	r = s.alloc(sc.elems, sc.dt, catTemp, "out_per_sample")
-	y = s.alloc(outElems, sc.dt, catTemp, "moe out")
-	if nd := s.record("IndexSum", []*tensor{sc}, y); nd != nil {
-		s.save(nd, inv)
-		nd.bwdTemp = sc.bytes() + 3*n*i64
-	}
-	return r, y
+// sumTopK is .view(tokens, k, h).sum(dim=1) of the restored rows r. Its
+// backward expands the gradient to [tokens, k, h] (a view with stride 0
+// over k), which the view's backward must copy to reshape it to [S, h]:
+// the gradient of r, which the [inv_perm] gather's backward then scatters
+// into zeros of [S, h].
+func (s *sim) sumTopK(r *tensor, outElems int64) *tensor {
+	y := s.alloc(outElems, r.dt, catTemp, "moe out")
+	s.record("SumTopK", []*tensor{r}, y)
+	return y
 }
 
 // addShared gates the shared expert's output with sigmoid(x·gᵀ) when the

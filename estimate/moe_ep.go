@@ -12,23 +12,32 @@ import (
 // routes its own tokens with the whole router, sends each routed row to
 // the rank that holds its expert (all-to-all dispatch), runs its local
 // experts over the rows it receives, and sends the results back
-// (all-to-all combine). The rows the busiest rank receives come from the
-// random routing of moe_routing.go, scaled by ep_skew.
+// (all-to-all combine). The rows the busiest rank receives are the
+// balanced share times a skew allowance (epRows).
 
 // localExperts is the number of experts of a block on one rank.
 func (s *sim) localExperts(experts int64) int64 { return experts / s.cfg.ep }
 
 // epRows is R, the rows the busiest rank receives for n = tokens·k routed
-// pairs per rank: the largest per-rank share of a random routing of
-// ep·tokens tokens, times ep_skew, at most every pair of every rank.
-func (s *sim) epRows(tokens, experts, k int64) int64 {
-	ep := s.cfg.ep
-	r := busiestShare(ep*tokens, experts, k, ep)
-	r = int64(math.Ceil(float64(r) * s.cfg.epSkew))
-	s.note(fmt.Sprintf("expert parallelism: the busiest rank receives %d routed rows per MoE block where balanced routing gives %d (random routing × ep_skew %g; a trained router's imbalance needs --ep-skew, docs/moe.md §4)",
-		r, tokens*k, s.cfg.epSkew))
-	return min(r, ep*tokens*k)
+// pairs per rank: n (balanced routing) times the skew allowance, ep_skew
+// or by default min(ep, 3) (docs/moe.md §3–4: random-init routing measured
+// up to 2.92× at ep 8), at most every pair of every rank.
+func (s *sim) epRows(tokens, k int64) int64 {
+	ep, skew := s.cfg.ep, s.cfg.epSkew
+	if skew == 0 {
+		skew = min(float64(ep), defaultEPSkew)
+	}
+	n := tokens * k
+	r := min(int64(math.Ceil(float64(n)*skew)), ep*n)
+	s.note(fmt.Sprintf("expert parallelism: the busiest rank is taken to receive %d routed rows per MoE block, %.3g× the balanced %d (--ep-skew; docs/moe.md §4)",
+		r, float64(r)/float64(n), n))
+	return r
 }
+
+// defaultEPSkew caps the default skew allowance: the largest busiest-rank
+// share measured with random router weights was 2.92× balanced
+// (bench/results/moe-traces, docs/moe.md §3).
+const defaultEPSkew = 3
 
 // expertsEP is groupedExperts with the experts on ep ranks: the sorted
 // rows are the dispatch all-to-all's send buffer; the local experts run on
@@ -38,40 +47,31 @@ func (s *sim) epRows(tokens, experts, k int64) int64 {
 func (s *sim) expertsEP(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	k := o.k
 	n := rows * k.TopK
-	r := s.epRows(rows, k.Experts, k.TopK)
-	ar := s.alloc(rows, i64, catTemp, "arange")
-	tok := s.alloc(n, i64, catTemp, "token_idx")
-	s.unref(ar)
-	sel := s.gatherRows(x, tok, n, k.Dim, "selected rows")
-	vals := s.alloc(n, i64, catTemp, "sort values")
-	perm := s.alloc(n, i64, catTemp, "perm")
-	s.unref(vals)
-	inv := s.alloc(n, i64, catTemp, "inv_perm")
+	r := s.epRows(rows, k.TopK)
+	eg, perm := s.sortExperts(n)
+	pk := s.alloc(n, i64, catTemp, "perm // top_k")
+	send := s.gatherRows(x, pk, n, k.Dim, "all-to-all send (dispatch)")
+	s.unref(pk)
 	wg := s.gatherRows(w, perm, n, 1, "sample_weights_g")
-	send := s.gatherRows(sel, perm, n, k.Dim, "all-to-all send (dispatch)")
 	recv := s.allToAll(send, r*k.Dim, "all-to-all receive (dispatch)")
+	s.unref(send)
 	lp := s.alloc(r, i64, catTemp, "local expert perm")
 	rg := s.gatherRows(recv, lp, r, k.Dim, "received rows (by local expert)")
-	eg := s.alloc(r, i64, catTemp, "local expert ids")
-	offs := s.alloc(s.localExperts(k.Experts), 4, catTemp, "offsets")
-	gu := s.groupedLinear(rg, o.gateUp, o.gateUpB, eg, r, 2*k.Hidden)
-	gate, up := s.view(gu, r*k.Hidden), s.view(gu, r*k.Hidden)
-	s.record("Split", []*tensor{gu}, gate, up)
-	s.unref(gu)
-	a := s.activation(k.Activation, gate, false)
-	s.unref(gate)
-	m := s.mul(a, up)
-	s.unref(a)
-	s.unref(up)
-	out := s.groupedLinear(m, o.down, o.downB, eg, r, k.Dim)
-	s.unref(m)
+	s.unref(recv)
+	hi, tpe, offs, mask := s.groupOffsets(r, s.localExperts(k.Experts))
+	out := s.expertMLP(o, rg, mask, hi, r)
+	s.unref(rg)
 	ilp := s.alloc(r, i64, catTemp, "local expert inverse perm")
 	back := s.gatherRows(out, ilp, r, k.Dim, "all-to-all send (combine)")
 	s.unref(out)
 	comb := s.allToAll(back, n*k.Dim, "all-to-all receive (combine)")
+	s.unref(back)
 	sc := s.broadcastMul(comb, wg)
-	rr, y := s.restoreAndSum(sc, inv, n, rows*k.Dim)
-	for _, t := range []*tensor{tok, sel, perm, inv, wg, send, recv, lp, rg, eg, offs, ilp, back, comb, sc, rr} {
+	s.unref(comb)
+	rr, inv := s.restore(sc, perm, n)
+	s.unref(sc)
+	y := s.sumTopK(rr, rows*k.Dim)
+	for _, t := range []*tensor{eg, perm, wg, lp, hi, tpe, offs, mask, ilp, inv, rr} {
 		s.unref(t)
 	}
 	return y

@@ -7,8 +7,8 @@ import (
 
 // Expert parallelism (docs/moe.md §4): training.ep splits every
 // mixture-of-experts block's experts over ep data-parallel ranks, which
-// exchange the routed tokens by all-to-all; training.ep_skew scales the
-// rows the busiest rank receives above what random routing gives.
+// exchange the routed tokens by all-to-all; training.ep_skew is the rows
+// the busiest rank receives over balanced routing's.
 
 // MaxEPSkew bounds ep_skew: no rank can receive more than every token.
 const MaxEPSkew = 1024

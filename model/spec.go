@@ -223,8 +223,8 @@ type Training struct {
 	// parameters (gathered a block at a time).
 	Zero int64 `json:"zero"`
 	// EP splits each mixture-of-experts block's experts over EP of the DP
-	// ranks (0 or 1: none); EPSkew scales the rows the busiest rank
-	// receives above random routing's (0 or 1: random routing).
+	// ranks (0 or 1: none); EPSkew is the rows the busiest rank receives
+	// over balanced routing's (0: the default allowance, min(EP, 3)).
 	// docs/moe.md §4.
 	EP     int64   `json:"ep,omitempty"`
 	EPSkew float64 `json:"ep_skew,omitempty"`

@@ -26,7 +26,7 @@ func overrideFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "dp", Usage: "data-parallel size: GPUs the batch is split over (memory is per GPU)"},
 		&cli.StringFlag{Name: "zero", Usage: "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)"},
 		&cli.Int64Flag{Name: "ep", Usage: "expert-parallel size: the experts of each MoE block split over this many of the data-parallel GPUs (docs/moe.md)"},
-		&cli.StringFlag{Name: "ep-skew", Usage: "with --ep: the busiest rank's received tokens over random routing's (default 1; a trained router's imbalance)"},
+		&cli.StringFlag{Name: "ep-skew", Usage: "with --ep: the busiest rank's received tokens over balanced routing's, 1 to 1024 (default min(ep, 3))"},
 		&cli.BoolFlag{Name: "bucket-view", Usage: "DDP with gradient_as_bucket_view=True: the gradients are views into the buckets"},
 		&cli.StringFlag{Name: "offload", Usage: "none, optimizer (ZeRO-Offload: optimizer state and step on the host) or params (also parameter shards; needs --zero 3)"},
 		&cli.StringFlag{Name: "device", Usage: "a catalog name (memplan devices) or a size such as 80GiB"},
