@@ -239,6 +239,9 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // newConfig is what the simulated ops need to know about a spec's run.
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
+	if err := model.CheckEP(&t, &spec.Model); err != nil {
+		return nil, fmt.Errorf("ep: %w", err)
+	}
 	cfg := &config{
 		amp:             t.Mixed(),
 		compute:         f32,
@@ -249,6 +252,8 @@ func newConfig(spec *model.Spec) (*config, error) {
 		sms:             int64(spec.Device.SMs),
 		threadsSM:       int64(spec.Device.ThreadsPerSM),
 		dp:              max(t.DP, 1),
+		ep:              max(t.EP, 1),
+		epSkew:          t.EPSkew,
 		zero:            t.Zero,
 		offload:         t.Offload,
 		bucketView:      t.BucketView,

@@ -28,6 +28,11 @@ type config struct {
 	// offload mode (sharding.go).
 	dp, zero int64
 	offload  string
+	// ep and epSkew are expert parallelism (moe_ep.go): the experts of a
+	// block split over ep ranks, the busiest's rows scaled by epSkew (0:
+	// the default allowance).
+	ep     int64
+	epSkew float64
 	// inputGrads is enable_input_require_grads: the frozen embedding's
 	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
 	inputGrads bool

@@ -243,12 +243,16 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 func ncclFor(t model.Training) int64 {
 	c := parallel.H200x2Defaults
 	c.Communicators = 0
-	for _, d := range []int64{t.DP, t.TP, t.CP} {
+	for _, d := range []int64{t.DP, t.TP, t.CP, t.EP} {
 		if d > 1 {
 			c.Communicators++
 		}
 	}
-	c.Recvs = t.TP > 1
+	c.Recvs = t.TP > 1 || t.EP > 1
+	// Expert parallelism's all-to-all sends and receives point to point
+	// (measured on two ranks; the per-peer buffers of an all-to-all over
+	// more ranks are not covered).
+	c.Sends = c.Sends || t.EP > 1
 	return mustNCCL(parallel.NCCLBytes(c))
 }
 

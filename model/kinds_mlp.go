@@ -10,7 +10,7 @@ const (
 
 func init() {
 	register(KGatedMLP, "down(act(gate(x)) * up(x)), SwiGLU when activation is silu", func() KindSpec { return &GatedMLP{} })
-	register(KMoE, "mixture of gated-MLP experts with a top-k router (transformers' eager expert loop); shared: an always-on shared expert's size", func() KindSpec { return &MoE{} })
+	register(KMoE, "mixture of gated-MLP experts with a top-k router (transformers 5's grouped_mm experts, docs/moe.md); shared: an always-on shared expert's size", func() KindSpec { return &MoE{} })
 }
 
 // GatedMLP is down(act(gate(x)) * up(x)).
@@ -73,6 +73,7 @@ func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 func (k *MoE) params(*Layer) float64 {
 	d := f64(k.Dim)
 	n := d*f64(k.Experts) + f64(k.Experts)*3*d*f64(k.Hidden)
+	n += b64(k.Bias) * f64(k.Experts) * (2*f64(k.Hidden) + d)
 	if k.Shared > 0 {
 		n += 3 * d * f64(k.Shared)
 		if k.SharedGate {

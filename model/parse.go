@@ -40,6 +40,10 @@ type Overrides struct {
 	SP, LossParallel bool
 	// LoRAAdapterDtype replaces training.lora.adapter_dtype: fp32 or base.
 	LoRAAdapterDtype string
+	// EP is the expert-parallel size (0 leaves the spec's); EPSkew
+	// replaces ep_skew ("" leaves it).
+	EP     int64
+	EPSkew string
 }
 
 // Load reads and parses a spec file.
@@ -160,6 +164,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	decodeLoRA(e, tm, t, m, o)
 	decodePipeline(tm, t, o)
 	decodeLayout(e, tm, t, m, o)
+	epLine := decodeEP(e, tm, t, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, o.Precision != "")
 	for _, ov := range []struct {
@@ -172,6 +177,9 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		} else if ov.v > 0 {
 			*ov.dst = ov.v
 		}
+	}
+	if len(e.list) == 0 {
+		checkEP(e, t, m, epLine)
 	}
 	if m.SeqInput() && t.Seq == 0 && m.Type != "" {
 		e.add(n.Line, "training: missing required field \"seq\" (the sequence length)")

@@ -230,6 +230,12 @@ type Training struct {
 	// 1 shards the optimizer state, 2 also the gradients, 3 also the
 	// parameters (gathered a block at a time).
 	Zero int64 `json:"zero"`
+	// EP splits each mixture-of-experts block's experts over EP of the DP
+	// ranks (0 or 1: none); EPSkew is the rows the busiest rank receives
+	// over balanced routing's (0: the default allowance, min(EP, 3)).
+	// docs/moe.md §4.
+	EP     int64   `json:"ep,omitempty"`
+	EPSkew float64 `json:"ep_skew,omitempty"`
 	// Offload moves ZeRO state to host memory: "optimizer" (optimizer
 	// state and its step, ZeRO-Offload) or "params" (also the parameter
 	// shards, ZeRO-Infinity; needs stage 3). "none" keeps all on the GPU.

@@ -41,8 +41,8 @@ type Oracle interface {
 }
 
 // NotSimulatedError is returned by an Oracle for a layout it cannot
-// simulate yet (Simulator: tensor, pipeline, context or expert
-// parallelism).
+// simulate yet (Simulator: tensor, pipeline or context parallelism, and
+// expert parallelism with a ZeRO stage).
 type NotSimulatedError struct {
 	// What lists the parallelisms, such as "tensor parallelism".
 	What []string
@@ -56,8 +56,9 @@ func (e *NotSimulatedError) Error() string {
 // data parallelism with ZeRO stages 0–3, tensor parallelism with sequence
 // and loss parallelism (torchtitan's plan, Llama models), pipeline
 // parallelism with the gpipe and 1f1b schedules (each kind of stage),
-// checkpointing and any micro-batch and accumulation, and returns a
-// *NotSimulatedError for layouts with CP or EP, TP together with PP, the
+// expert parallelism without ZeRO (docs/moe.md §4), checkpointing and any
+// micro-batch and accumulation, and returns a *NotSimulatedError for
+// layouts with CP, EP with a ZeRO stage, TP together with PP, the
 // interleaved schedule, tied embeddings under a pipeline, and tensor
 // parallelism of models the plan does not cover.
 type Simulator struct{}
@@ -103,7 +104,7 @@ func notSimulated(l Layout) error {
 	add(l.TP > 1 && l.PP > 1, "tensor parallelism with pipeline parallelism")
 	add(l.PP > 1 && l.Schedule == Interleaved, "the interleaved pipeline schedule")
 	add(l.CP > 1, "context parallelism")
-	add(l.EP > 1, "expert parallelism")
+	add(l.EP > 1 && l.Zero > 0, "expert parallelism with ZeRO")
 	if what != nil {
 		return &NotSimulatedError{What: what}
 	}
@@ -111,12 +112,14 @@ func notSimulated(l Layout) error {
 }
 
 // Apply returns a copy of spec whose training setup is the layout's data
-// and tensor parallelism, ZeRO stage, checkpointing, micro-batch and accumulation,
-// with nothing offloaded (the planner keeps all state on the GPUs).
+// and tensor, pipeline and expert parallelism, ZeRO stage, checkpointing,
+// micro-batch and accumulation, with nothing offloaded (the planner keeps
+// all state on the GPUs).
 func Apply(spec *model.Spec, l Layout) *model.Spec {
 	s := *spec
 	t := &s.Training
 	t.DP, t.Zero, t.Checkpointing = l.DP*l.CP, l.Zero, l.Checkpointing
+	t.EP = l.EP
 	t.Batch, t.GradAccum, t.Offload = l.Micro, l.Accum, model.OffloadNone
 	t.PP, t.PPSchedule = 0, ""
 	if l.PP > 1 {

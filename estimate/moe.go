@@ -1,0 +1,292 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// Mixtures of experts as transformers 5 runs them (docs/moe.md): a top-k
+// router, then the experts' fused weights applied to every routed (token,
+// slot) pair at once through torch's grouped GEMM (grouped_mm_experts_forward,
+// the default experts implementation), not a Python loop over experts.
+
+// moeOp is one sparse MoE block: the router, the experts' fused weights
+// (gate_up_proj [E, 2I, h] and down_proj [E, h, I], with [E, 2I] and [E, h]
+// biases when the experts have them) and the optional shared expert.
+type moeOp struct {
+	k              *model.MoE
+	router         *tensor
+	gateUp, down   *tensor
+	gateUpB, downB *tensor
+	shared         mlpParams // gate is nil without a shared expert
+	sharedGate     *tensor
+}
+
+// newMoE allocates the block's parameters in the order transformers 5
+// registers them: the router, the experts' two fused tensors, then the
+// shared expert and its gate.
+func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
+	k := l.Spec.(*model.MoE)
+	o := &moeOp{k: k, router: s.matrix(k.Experts, k.Dim, 1, "router.weight")}
+	e := s.localExperts(k.Experts) // all of them without --ep
+	o.gateUp = s.matrix(2*k.Hidden, k.Dim, e, "experts.gate_up_proj")
+	o.gateUpB = s.optParam(k.Bias, e*2*k.Hidden, "experts.gate_up_proj_bias")
+	o.down = s.matrix(k.Dim, k.Hidden, e, "experts.down_proj")
+	o.downB = s.optParam(k.Bias, e*k.Dim, "experts.down_proj_bias")
+	if k.Shared > 0 {
+		o.shared = s.mlpParams(k.Dim, k.Shared, false, &sharedNames)
+		if k.SharedGate {
+			o.sharedGate = s.matrix(1, k.Dim, 1, "shared_expert_gate")
+		}
+	}
+	return o
+}
+
+// forward is the sparse block: the shared expert first (Qwen2-MoE), the
+// router, the grouped experts, then the gated shared output added in place.
+func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	k, rows := o.k, s.rows(sh)
+	var shared *tensor
+	if k.Shared > 0 {
+		shared = s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
+	}
+	w, idx := s.route(o, x, rows)
+	var y *tensor
+	if s.cfg.ep > 1 {
+		y = s.expertsEP(o, x, w, idx, rows)
+	} else {
+		y = s.groupedExperts(o, x, w, idx, rows)
+	}
+	s.unref(w)
+	s.unref(idx)
+	if shared != nil {
+		y = s.addShared(o, x, y, shared, rows)
+	}
+	return y
+}
+
+// route is the top-k router (Qwen2MoeTopKRouter and the routers built on
+// it): logits = x·Wᵀ (bf16 under autocast), softmax in fp32, top-k, the
+// in-place renormalisation (norm_topk_prob; it saves a clone of the top-k
+// values and their sum, tensors of rows·k and rows, modelled for every
+// router), and the weights cast back to the logits' dtype. It returns the
+// routing weights [rows, k] and the int64 expert ids [rows, k].
+func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
+	k := o.k
+	logits := s.matmul(x, o.router, nil, rows, k.Experts)
+	l32 := s.to(logits, f32) // softmax(..., dtype=float) converts first
+	probs := s.unary("Softmax", l32, false, true)
+	s.unref(l32)
+	top := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights")
+	idx = s.alloc(rows*k.TopK, i64, catTemp, "top-k experts")
+	if n := s.record("Topk", []*tensor{probs}, top); n != nil {
+		s.save(n, idx)
+	}
+	s.unref(probs)
+	sum := s.alloc(rows, f32, catTemp, "top-k sum")
+	clone := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights (saved copy)")
+	norm := s.view(top, top.elems)
+	if n := s.record("Div", []*tensor{top}, norm); n != nil {
+		n.pass = true
+		s.save(n, clone, sum)
+	}
+	s.unref(top)
+	s.unref(sum)
+	s.unref(clone)
+	w = s.to(norm, logits.dt)
+	s.unref(norm)
+	s.unref(logits)
+	return w, idx
+}
+
+// groupedExperts is transformers 5.17's grouped_mm_experts_forward over
+// the S = rows·k routed pairs (its source, as it ran, is in
+// bench/results/moe-traces/*/source.txt): sort the expert ids (values and
+// permutation kept), gather the rows (hidden_states[perm // k]), mask the
+// EP sentinel rows in place, two grouped GEMMs around the gated
+// activation, each output masked out of place (the unmasked one is
+// dropped), scale by the routing weights, restore the order ([inv_perm],
+// the weighted rows dropped) and sum each token's k rows. Every
+// intermediate is [S, ·], whatever the routing: the per-expert counts only
+// set the groups' boundaries. torch's grouped GEMM is not autocast-enabled
+// and the input is cast to the weights' dtype, so under autocast over fp32
+// weights the experts run in fp32 (through cuBLAS, group by group); bf16
+// weights take the fused CUTLASS kernel.
+func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
+	k := o.k
+	n := rows * k.TopK
+	eg, perm := s.sortExperts(n)
+	pk := s.alloc(n, i64, catTemp, "perm // top_k")
+	selg := s.gatherRows(x, pk, n, k.Dim, "selected rows (sorted)")
+	s.unref(pk)
+	wg := s.gatherRows(w, perm, n, 1, "sample_weights_g")
+	hi, tpe, offs, mask := s.groupOffsets(n, k.Experts)
+	selm := s.maskInPlace(selg, mask)
+	s.unref(selg)
+	out := s.expertMLP(o, selm, mask, eg, n)
+	s.unref(selm)
+	sc := s.broadcastMul(out, wg)
+	r, inv := s.restore(sc, perm, n)
+	s.unref(sc) // the name is rebound to the reordered rows
+	y := s.sumTopK(r, rows*k.Dim)
+	// The function's locals go when it returns, in the order they were
+	// first bound.
+	for _, t := range []*tensor{eg, perm, wg, hi, tpe, offs, mask, out, inv, r} {
+		s.unref(t)
+	}
+	return y
+}
+
+// sortExperts is torch.sort(expert_ids): the sorted ids and the
+// permutation, both kept, and the radix sort's scratch: a copy of the keys
+// and CUB's temporary storage, about 2.2 bytes per key byte in the traces
+// (283,135 bytes for 16,384 keys).
+func (s *sim) sortExperts(n int64) (eg, perm *tensor) {
+	eg = s.alloc(n, i64, catTemp, "expert_ids_g")
+	perm = s.alloc(n, i64, catTemp, "perm")
+	keys := s.alloc(n, i64, catTemp, "sort keys")
+	s.unref(s.alloc(n*i64*22/10, u8, catTemp, "sort scratch (CUB)"))
+	s.unref(keys)
+	return eg, perm
+}
+
+// groupOffsets is histc over the sorted ids (as int32), its cumsum and the
+// EP sentinel mask (expert_ids_g >= E, one byte per pair).
+func (s *sim) groupOffsets(n, experts int64) (hi, tpe, offs, mask *tensor) {
+	hi = s.alloc(n, 4, catTemp, "histc_input")
+	tpe = s.alloc(experts, 4, catTemp, "tokens_per_expert")
+	offs = s.alloc(experts, 4, catTemp, "offsets")
+	mask = s.alloc(n, u8, catTemp, "sentinel_mask")
+	return hi, tpe, offs, mask
+}
+
+// maskInPlace is x.masked_fill_(mask, 0): a new version of x's storage;
+// its backward masks the gradient out of place.
+func (s *sim) maskInPlace(x, mask *tensor) *tensor {
+	y := s.view(x, x.elems)
+	if n := s.record("MaskedFill", []*tensor{x}, y); n != nil {
+		s.save(n, mask)
+	}
+	return y
+}
+
+// maskCopy is x.masked_fill(mask, 0): a new tensor; the node keeps the
+// mask only.
+func (s *sim) maskCopy(x, mask *tensor) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "masked")
+	if n := s.record("MaskedFill", []*tensor{x}, y); n != nil {
+		s.save(n, mask)
+	}
+	return y
+}
+
+// expertMLP is the experts' two grouped GEMMs around the gated activation
+// over n sorted rows, each output masked: the [n, h] result.
+func (s *sim) expertMLP(o *moeOp, x, mask, eg *tensor, n int64) *tensor {
+	k := o.k
+	gu0 := s.groupedLinear(x, o.gateUp, o.gateUpB, eg, n, 2*k.Hidden)
+	gu := s.maskCopy(gu0, mask)
+	s.unref(gu0)
+	gate, up := s.view(gu, n*k.Hidden), s.view(gu, n*k.Hidden) // chunk(2)
+	s.record("Split", []*tensor{gu}, gate, up)
+	s.unref(gu)
+	a := s.activation(k.Activation, gate, false)
+	s.unref(gate)
+	m := s.mul(a, up)
+	s.unref(a)
+	s.unref(up)
+	d0 := s.groupedLinear(m, o.down, o.downB, eg, n, k.Dim)
+	s.unref(m)
+	d := s.maskCopy(d0, mask)
+	s.unref(d0)
+	return d
+}
+
+// restore is inv_perm = empty_like(perm); inv_perm[perm] = arange(S);
+// weighted_out[inv_perm]: the reordered rows and inv_perm.
+func (s *sim) restore(sc, perm *tensor, n int64) (r, inv *tensor) {
+	inv = s.alloc(n, i64, catTemp, "inv_perm")
+	s.unref(s.alloc(n, i64, catTemp, "arange"))
+	return s.gatherRows(sc, inv, n, sc.elems/n, "weighted_out (restored)"), inv
+}
+
+// gatherRows is src[index] over n rows of width cols: a new tensor whose
+// node saves only the index; its backward scatters into zeros of src's
+// size with index_put_(accumulate=True), which sorts the indices (three
+// int64 arrays of n).
+func (s *sim) gatherRows(src, index *tensor, n, cols int64, name string) *tensor {
+	y := s.alloc(n*cols, src.dt, catTemp, name)
+	if nd := s.record("Index", []*tensor{src}, y); nd != nil {
+		s.save(nd, index)
+		nd.bwdTemp = 3 * n * i64
+	}
+	return y
+}
+
+// groupedLinear is transformers' _grouped_linear: _grouped_mm(input.to(W's
+// dtype), Wᵀ, offs) [+ bias[expert_ids_g]]. Its node saves the (cast)
+// input for W's gradient (W itself is a parameter); the backward's
+// gradient of W comes out in W's layout and is kept as .grad as it is.
+func (s *sim) groupedLinear(x, wt, b, eg *tensor, n, out int64) *tensor {
+	xc := s.to(x, wt.dt)
+	if wt.dt == f32 {
+		s.gemm(f32, false) // the fp32 fallback: one cuBLAS GEMM per group
+	}
+	y := s.alloc(n*out, xc.dt, catTemp, "grouped_mm out")
+	if nd := s.record("GroupedMM", []*tensor{xc, wt}, y); nd != nil {
+		nd.gemm = wt.dt == f32
+		s.save(nd, xc)
+	}
+	s.unref(xc)
+	if b == nil {
+		return y
+	}
+	bg := s.gatherRows(b, eg, n, out, "bias[expert_ids_g]")
+	z := s.add(y, bg)
+	s.unref(y)
+	s.unref(bg)
+	return z
+}
+
+// broadcastMul is out · weights.unsqueeze(-1): both are saved; the
+// gradient of the [S, 1] weights is the [S, h] product grad·out summed to
+// size, a transient of out's size.
+func (s *sim) broadcastMul(big, small *tensor) *tensor {
+	y := s.alloc(big.elems, promote(big.dt, small.dt), catTemp, "weighted out")
+	if n := s.record("Mul", []*tensor{big, small}, y); n != nil {
+		s.save(n, big, small)
+		if small.req {
+			n.bwdTemp = big.elems * y.dt
+		}
+	}
+	return y
+}
+
+// sumTopK is .view(tokens, k, h).sum(dim=1) of the restored rows r. Its
+// backward expands the gradient to [tokens, k, h] (a view with stride 0
+// over k), which the view's backward must copy to reshape it to [S, h]:
+// the gradient of r, which the [inv_perm] gather's backward then scatters
+// into zeros of [S, h].
+func (s *sim) sumTopK(r *tensor, outElems int64) *tensor {
+	y := s.alloc(outElems, r.dt, catTemp, "moe out")
+	s.record("SumTopK", []*tensor{r}, y)
+	return y
+}
+
+// addShared gates the shared expert's output with sigmoid(x·gᵀ) when the
+// block has the gate, and adds it into y in place (expert_output +=).
+func (s *sim) addShared(o *moeOp, x, y, sh *tensor, rows int64) *tensor {
+	if o.sharedGate != nil {
+		g := s.matmul(x, o.sharedGate, nil, rows, 1)
+		sg := s.unary("Sigmoid", g, false, true)
+		s.unref(g)
+		m := s.mul(sg, sh)
+		s.unref(sg)
+		s.unref(sh)
+		sh = m
+	}
+	next := s.view(y, y.elems)
+	if n := s.record("AddInplace", []*tensor{y, sh}, next); n != nil {
+		n.pass = true
+	}
+	s.unref(y)
+	s.unref(sh)
+	return next
+}

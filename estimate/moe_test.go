@@ -1,0 +1,139 @@
+package estimate
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// moeSpec is a small Qwen3-style MoE (8 layers, h 1024, experts of 512) in
+// AMP at batch 2, seq 512, with the given experts, top_k and training
+// overrides.
+func moeSpec(t *testing.T, experts, topK int64, o model.Overrides) *model.Spec {
+	t.Helper()
+	cfg := fmt.Sprintf(`{"model_type": "qwen3_moe", "hidden_size": 1024, "intermediate_size": 3072,
+ "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 32000,
+ "num_experts": %d, "num_experts_per_tok": %d, "moe_intermediate_size": 512, "decoder_sparse_step": 1,
+ "mlp_only_layers": [], "norm_topk_prob": true, "hidden_act": "silu", "tie_word_embeddings": false}`, experts, topK)
+	if o.Batch == 0 {
+		o.Batch = 2
+	}
+	if o.Seq == 0 {
+		o.Seq = 512
+	}
+	spec, err := model.ParseHF("moe.json", []byte(cfg), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestGroupedExpertsSaved holds the saved activations of the grouped
+// experts to docs/moe.md §1's table: per routed pair under autocast, the
+// sorted fp32 rows and the down projection's output (h each), gate_up
+// (2I), the activation and the product (I each), all fp32, the fp32
+// routing weight (bf16, the router's dtype), four int64 indices (perm,
+// perm // k, inv_perm, the top-k id), the one-byte sentinel mask and the
+// fp32 top-k copy the in-place renormalisation saves.
+func TestGroupedExpertsSaved(t *testing.T) {
+	const h, inter, layers, rows = 1024, 512, 8, 2 * 512
+	perPair := int64(4*(2*h+4*inter) + 2 + 4*8 + 1 + 4)
+	for _, k := range []int64{2, 4} {
+		t.Run(fmt.Sprintf("top%d-top%d", k, 2*k), func(t *testing.T) {
+			a, err := Estimate(moeSpec(t, 32, k, model.Overrides{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Estimate(moeSpec(t, 32, 2*k, model.Overrides{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := b.ActivationBytes-a.ActivationBytes, layers*rows*k*perPair
+			if got != want {
+				t.Errorf("saved bytes grow by %d from top-%d to top-%d, want %d (%d per routed pair)", got, k, 2*k, want, perPair)
+			}
+		})
+	}
+}
+
+// TestExpertParallelism checks --ep: each rank holds E/ep experts' fused
+// weights (with their gradients and AdamW state), the busiest rank's
+// received rows grow with ep_skew (balanced at 1, min(ep, 3) by default),
+// and the EP communicator is counted.
+func TestExpertParallelism(t *testing.T) {
+	const experts, h, inter, layers = 32, 1024, 512, 8
+	expertBytes := int64(layers * experts * 3 * h * inter * 4)
+	base, err := Estimate(moeSpec(t, experts, 4, model.Overrides{DP: 4}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []int64{2, 4} {
+		t.Run(fmt.Sprintf("ep%d", ep), func(t *testing.T) {
+			r, err := Estimate(moeSpec(t, experts, 4, model.Overrides{DP: 4, EP: ep, EPSkew: "1"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := base.ParamBytes - expertBytes + expertBytes/ep
+			if r.ParamBytes != want || r.GradBytes != want || r.OptimizerBytes != 2*want {
+				t.Errorf("parameters %d, gradients %d, optimizer %d; want %d, %d, %d", r.ParamBytes, r.GradBytes, r.OptimizerBytes, want, want, 2*want)
+			}
+			if r.ActivationBytes <= base.ActivationBytes*9/10 || r.ActivationBytes >= base.ActivationBytes*11/10 {
+				t.Errorf("activations %d, want close to one GPU's %d (about as many rows received as sent)", r.ActivationBytes, base.ActivationBytes)
+			}
+			noEP, err := Estimate(moeSpec(t, experts, 4, model.Overrides{DP: 4}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nccl(r) <= nccl(noEP) {
+				t.Errorf("NCCL %d B with ep %d, %d B without: want the expert-parallel communicator added", nccl(r), ep, nccl(noEP))
+			}
+			dflt, err := Estimate(moeSpec(t, experts, 4, model.Overrides{DP: 4, EP: ep}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			skewed, err := Estimate(moeSpec(t, experts, 4, model.Overrides{DP: 4, EP: ep, EPSkew: "2"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if skewed.ActivationBytes <= r.ActivationBytes || dflt.ActivationBytes < skewed.ActivationBytes {
+				t.Errorf("activations %d at ep_skew 2, want more than ep_skew 1's %d and at most the default's %d",
+					skewed.ActivationBytes, r.ActivationBytes, dflt.ActivationBytes)
+			}
+		})
+	}
+}
+
+// TestExpertParallelismRejected lists the setups --ep refuses.
+func TestExpertParallelismRejected(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    model.Overrides
+		want string
+	}{
+		{"ep without dp", model.Overrides{EP: 2}, "2 must divide dp (1)"},
+		{"experts not divisible", model.Overrides{DP: 6, EP: 3}, "3 does not divide the 32 experts"},
+		{"zero", model.Overrides{DP: 2, EP: 2, Zero: "1"}, "ZeRO stage 1 is not simulated yet"},
+		{"skew below one", model.Overrides{DP: 2, EP: 2, EPSkew: "0.5"}, "--ep-skew: want a number between 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := `{"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+ "vocab_size": 100, "num_experts": 32, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "intermediate_size": 64}`
+			_, err := model.ParseHF("moe.json", []byte(cfg), model.Overrides{Batch: 1, Seq: 8, DP: c.o.DP, EP: c.o.EP, Zero: c.o.Zero, EPSkew: c.o.EPSkew})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// nccl is a result's NCCL overhead.
+func nccl(r *Result) int64 {
+	for _, it := range r.Overhead {
+		if it.Name == OverheadNCCL {
+			return it.Bytes
+		}
+	}
+	return 0
+}

@@ -1,0 +1,92 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Expert parallelism (docs/moe.md §4): training.ep splits every
+// mixture-of-experts block's experts over ep data-parallel ranks, which
+// exchange the routed tokens by all-to-all; training.ep_skew is the rows
+// the busiest rank receives over balanced routing's.
+
+// MaxEPSkew bounds ep_skew: no rank can receive more than every token.
+const MaxEPSkew = 1024
+
+// decodeEP reads ep and ep_skew from the training mapping and applies
+// their flags; it returns the line of ep for later checks (0: none).
+func decodeEP(e *errs, tm *mapping, t *Training, o Overrides) int {
+	line := 0
+	if n := tm.get("ep"); n != nil {
+		line = n.Line
+	}
+	tm.int("ep", &t.EP, false)
+	tm.float("ep_skew", &t.EPSkew, 1, MaxEPSkew)
+	if o.EP < 0 {
+		e.add(0, "--ep: must be positive, got %d", o.EP)
+	} else if o.EP > 0 {
+		t.EP, line = o.EP, 0
+	}
+	if o.EPSkew != "" {
+		f, err := strconv.ParseFloat(o.EPSkew, 64)
+		if err != nil || !(f >= 1 && f <= MaxEPSkew) {
+			e.add(0, "--ep-skew: want a number between 1 and %d, got %q", MaxEPSkew, o.EPSkew)
+		} else {
+			t.EPSkew = f
+		}
+	}
+	return line
+}
+
+// checkEP checks ep against the rest of the spec once the data-parallel
+// size is final: the experts are split over data-parallel ranks, evenly,
+// and only without ZeRO (stages 1–3 shard expert state over the smaller
+// expert-data-parallel group, which is not simulated yet).
+func checkEP(e *errs, t *Training, m *Model, line int) {
+	if t.EP <= 1 {
+		return
+	}
+	if err := CheckEP(t, m); err != nil {
+		e.add(line, "ep: %v", err)
+	}
+}
+
+// CheckEP says why a training setup cannot split m's experts over
+// t.EP ranks, or nil.
+func CheckEP(t *Training, m *Model) error {
+	if t.EP <= 1 {
+		return nil
+	}
+	if dp := max(t.DP, 1); dp%t.EP != 0 {
+		return fmt.Errorf("%d must divide dp (%d): the experts are split over data-parallel ranks", t.EP, dp)
+	}
+	if t.Zero > 0 {
+		return fmt.Errorf("expert parallelism with ZeRO stage %d is not simulated yet (stage 0 only)", t.Zero)
+	}
+	experts := m.expertCounts()
+	if len(experts) == 0 {
+		return fmt.Errorf("needs a mixture-of-experts model")
+	}
+	for _, n := range experts {
+		if n%t.EP != 0 {
+			return fmt.Errorf("%d does not divide the %d experts of a block", t.EP, n)
+		}
+	}
+	return nil
+}
+
+// expertCounts lists the expert count of every MoE layer of the model.
+func (m *Model) expertCounts() []int64 {
+	var out []int64
+	var walk func(ls []Layer)
+	walk = func(ls []Layer) {
+		for i := range ls {
+			if k, ok := ls[i].Spec.(*MoE); ok {
+				out = append(out, k.Experts)
+			}
+			walk(ls[i].Body)
+		}
+	}
+	walk(m.Lower())
+	return out
+}

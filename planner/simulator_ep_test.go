@@ -1,0 +1,33 @@
+package planner
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestSimulatorExpertParallel: the Simulator estimates expert parallelism
+// without ZeRO (fewer experts per rank, less memory) and reports it not
+// simulated with a ZeRO stage.
+func TestSimulatorExpertParallel(t *testing.T) {
+	spec, err := model.LoadHF("../model/testdata/hf/tiny-qwen3-moe.json", model.Overrides{Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Layout{DP: 4, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 1}
+	one, err := Simulator{}.Estimate(spec, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.EP = 4
+	four, err := Simulator{}.Estimate(spec, l)
+	if err != nil || four.DeviceTotal >= one.DeviceTotal {
+		t.Errorf("dp4·ep4 = %+v, %v; want less than dp4's %d", four.RankMemory, err, one.DeviceTotal)
+	}
+	l.Zero = 1
+	var ns *NotSimulatedError
+	if _, err := (Simulator{}).Estimate(spec, l); !errors.As(err, &ns) {
+		t.Errorf("dp4·ep4 zero1: %v, want a *NotSimulatedError", err)
+	}
+}
