@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // OOM is one torch.OutOfMemoryError message. Byte counts are as PyTorch
@@ -44,15 +45,15 @@ type OOM struct {
 const sz = `([0-9]+(?:\.[0-9]+)? (?:bytes|B|KiB|MiB|GiB|TiB))`
 
 var (
-	rankPrefix = regexp.MustCompile(`^\[(?:rank|default)(\d+)\]:`)
-	current    = regexp.MustCompile(`Tried to allocate ` + sz + `\. GPU (\d+) has a total capac(?:i)?ty of ` + sz +
+	rankPrefix = lazyRegexp(`^\[(?:rank|default)(\d+)\]:`)
+	current    = lazyRegexp(`Tried to allocate ` + sz + `\. GPU (\d+) has a total capac(?:i)?ty of ` + sz +
 		` of which ` + sz + ` is free\.(.*?)Of the allocated memory ` + sz + ` is allocated by PyTorch, ` +
 		`(?:with ` + sz + ` allocated in private pools \(e\.g\., CUDA Graphs\), )?and ` + sz + ` is reserved by PyTorch but unallocated`)
-	legacy = regexp.MustCompile(`Tried to allocate ` + sz + ` \(GPU (\d+); ` + sz + ` total capacity; ` + sz +
+	legacy = lazyRegexp(`Tried to allocate ` + sz + ` \(GPU (\d+); ` + sz + ` total capacity; ` + sz +
 		` already allocated; ` + sz + ` free; (?:` + sz + ` allowed; )?` + sz + ` reserved in total by PyTorch\)`)
-	inUse   = regexp.MustCompile(`this process has ` + sz + ` memory in use`)
-	other   = regexp.MustCompile(`Process (\d+) has ` + sz + ` memory in use`)
-	allowed = regexp.MustCompile(sz + ` allowed;`)
+	inUse   = lazyRegexp(`this process has ` + sz + ` memory in use`)
+	other   = lazyRegexp(`Process (\d+) has ` + sz + ` memory in use`)
+	allowed = lazyRegexp(sz + ` allowed;`)
 )
 
 // errNoMessage is returned when a log holds no message diagnose can read.
@@ -69,7 +70,7 @@ func ParseLog(data []byte) ([]OOM, error) {
 		}
 		s := strings.TrimRight(string(line), "\r")
 		rank := -1
-		if m := rankPrefix.FindStringSubmatch(s); m != nil {
+		if m := rankPrefix().FindStringSubmatch(s); m != nil {
 			rank, _ = strconv.Atoi(m[1])
 		}
 		o, err := parseMessage(s)
@@ -90,25 +91,25 @@ func ParseLog(data []byte) ([]OOM, error) {
 }
 
 func parseMessage(s string) (OOM, error) {
-	if m := current.FindStringSubmatch(s); m != nil {
+	if m := current().FindStringSubmatch(s); m != nil {
 		o := OOM{Format: "current"}
 		o.GPU, _ = strconv.Atoi(m[2])
 		o.Request, o.Total, o.Free = size(m[1]), size(m[3]), size(m[4])
 		mid := m[5]
-		if x := inUse.FindStringSubmatch(mid); x != nil {
+		if x := inUse().FindStringSubmatch(mid); x != nil {
 			o.InUse = size(x[1])
 		}
-		for _, x := range other.FindAllStringSubmatch(mid, -1) {
+		for _, x := range other().FindAllStringSubmatch(mid, -1) {
 			o.Others += size(x[2])
 		}
-		if x := allowed.FindStringSubmatch(mid); x != nil {
+		if x := allowed().FindStringSubmatch(mid); x != nil {
 			o.Allowed = size(x[1])
 		}
 		o.Allocated = size(m[6]) + size(m[7])
 		o.Reserved = o.Allocated + size(m[8])
 		return o, o.check()
 	}
-	if m := legacy.FindStringSubmatch(s); m != nil {
+	if m := legacy().FindStringSubmatch(s); m != nil {
 		o := OOM{Format: "legacy"}
 		o.GPU, _ = strconv.Atoi(m[2])
 		o.Request, o.Total, o.Allocated, o.Free = size(m[1]), size(m[3]), size(m[4]), size(m[5])
@@ -144,4 +145,11 @@ func size(s string) int64 {
 		return -1
 	}
 	return int64(f)
+}
+
+// lazyRegexp compiles expr on first use: diagnose's patterns are linked into
+// every memplan command, and compiling them at start-up would cost each
+// `memplan estimate` about a millisecond (docs/performance.md).
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

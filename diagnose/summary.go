@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 )
 
 var (
-	summaryRow   = regexp.MustCompile(`^\|\s*([A-Za-z][A-Za-z \-]*?)\s*\|\s*([0-9]+(?: [KMGTP]?i?B)?)\s*\|\s*([0-9]+(?: [KMGTP]?i?B)?)\s*\|`)
-	summaryOOMs  = regexp.MustCompile(`CUDA OOMs:\s*([0-9]+)`)
-	summaryRetry = regexp.MustCompile(`cudaMalloc retries:\s*([0-9]+)`)
+	summaryRow   = lazyRegexp(`^\|\s*([A-Za-z][A-Za-z \-]*?)\s*\|\s*([0-9]+(?: [KMGTP]?i?B)?)\s*\|\s*([0-9]+(?: [KMGTP]?i?B)?)\s*\|`)
+	summaryOOMs  = lazyRegexp(`CUDA OOMs:\s*([0-9]+)`)
+	summaryRetry = lazyRegexp(`cudaMalloc retries:\s*([0-9]+)`)
 )
 
 // ParseSummary reads the table torch.cuda.memory_summary() prints. Its
@@ -22,13 +21,13 @@ func ParseSummary(data []byte) (Stats, error) {
 	rows := map[string]bool{}
 	for i, line := range bytes.Split(data, []byte("\n")) {
 		l := strings.TrimSpace(string(line))
-		if m := summaryOOMs.FindStringSubmatch(l); m != nil {
+		if m := summaryOOMs().FindStringSubmatch(l); m != nil {
 			s.OOMs, _ = strconv.ParseInt(m[1], 10, 64)
 		}
-		if m := summaryRetry.FindStringSubmatch(l); m != nil {
+		if m := summaryRetry().FindStringSubmatch(l); m != nil {
 			s.Retries, _ = strconv.ParseInt(m[1], 10, 64)
 		}
-		m := summaryRow.FindStringSubmatch(l)
+		m := summaryRow().FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/memplan/memplan/internal/units"
 )
@@ -14,7 +15,7 @@ import (
 // the memory breakdown as stacked bars; then a sortable table of every
 // cell. It loads nothing from the network.
 func HTML(w io.Writer, r *Report) error {
-	return page.Execute(w, r)
+	return page().Execute(w, r)
 }
 
 // segment is one part of a stacked bar.
@@ -129,17 +130,21 @@ func breakdownChart(row Row) template.HTML {
 	return template.HTML(b.String())
 }
 
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"fillChart": fillChart, "batchChart": batchChart, "breakdownChart": breakdownChart,
-	"segments": func() []segment { return segments },
-	"pct":      func(f float64) string { return fmt.Sprintf("%.1f", 100*f) },
-	"gib":      units.GiB2,
-	"short":    short,
-	"date":     func(r *Report) string { return r.Generated.Format("2006-01-02 15:04 UTC") },
-	"cost": func(c Cell) string {
-		if c.CostPerHour == 0 {
-			return ""
-		}
-		return fmt.Sprintf("%.2f", c.CostPerHour)
-	},
-}).Parse(pageHTML))
+// page is parsed on first use, not at start-up: every memplan command links
+// the report package (docs/performance.md).
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"fillChart": fillChart, "batchChart": batchChart, "breakdownChart": breakdownChart,
+		"segments": func() []segment { return segments },
+		"pct":      func(f float64) string { return fmt.Sprintf("%.1f", 100*f) },
+		"gib":      units.GiB2,
+		"short":    short,
+		"date":     func(r *Report) string { return r.Generated.Format("2006-01-02 15:04 UTC") },
+		"cost": func(c Cell) string {
+			if c.CostPerHour == 0 {
+				return ""
+			}
+			return fmt.Sprintf("%.2f", c.CostPerHour)
+		},
+	}).Parse(pageHTML))
+})
