@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/memplan/memplan/alloc"
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
@@ -78,6 +79,23 @@ func WithExpandable(conf string) string {
 	}
 	flush(len(conf))
 	return strings.Join(append(keep, Expandable), ",")
+}
+
+// AdviceMayHelp reports whether AdviseAllocConf can find a setting that
+// saves more than AdviceThreshold of r, spec's estimate, without running
+// it. Under PyTorch's default setting the only candidate adds
+// expandable_segments:True, which rounds every request as the default does
+// (docs/allocator.md), so peak allocated and the memory outside the
+// allocator stay and the candidate can save at most the bytes reserved but
+// unallocated at the peak. When those are within the threshold the
+// re-estimate is skipped (a third of a plain estimate's cost). For other
+// settings it answers true: their candidates may round differently.
+func AdviceMayHelp(spec *model.Spec, r *estimate.Result) bool {
+	c, err := alloc.Parse(spec.Training.AllocConf)
+	if err != nil || !c.IsDefault() || r.DeviceTotal <= 0 {
+		return true
+	}
+	return float64(r.PeakReserved-r.PeakAllocated) > AdviceThreshold*float64(r.DeviceTotal)
 }
 
 // AdviseAllocConf re-estimates spec under each of

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/memplan/memplan/alloc"
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
@@ -220,4 +221,41 @@ func ExampleTuneAllocConf() {
 	// "": batch 46
 	// "expandable_segments:True": batch 46
 	// chosen ""
+}
+
+// TestAdviceMayHelp holds the shortcut to the advice it skips: wherever
+// AdviceMayHelp says no, AdviseAllocConf finds nothing, over every bundled
+// spec at its own setting and at a batch twice as large.
+func TestAdviceMayHelp(t *testing.T) {
+	files, err := filepath.Glob("../specs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no specs: %v", err)
+	}
+	skipped := 0
+	for _, f := range files {
+		for _, twice := range []bool{false, true} {
+			s, err := model.Load(f, model.Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if twice {
+				s.Training.Batch *= 2
+			}
+			r, err := estimate.Estimate(s)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if AdviceMayHelp(s, r) {
+				continue
+			}
+			skipped++
+			a, err := AdviseAllocConf(s, r.DeviceTotal, Analytic)
+			if err != nil || a != nil {
+				t.Errorf("%s (batch %d): AdviceMayHelp false but AdviseAllocConf = %+v, %v", f, s.Training.Batch, a, err)
+			}
+		}
+	}
+	if skipped == 0 {
+		t.Error("AdviceMayHelp never skipped: the test checks nothing")
+	}
 }

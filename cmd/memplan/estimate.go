@@ -46,9 +46,12 @@ Example:
 			}
 			// The advice is extra: if a re-estimate fails, the estimate
 			// still stands, with a note.
-			adv, err := tuner.AdviseAllocConf(spec, r.DeviceTotal, tuner.Analytic)
-			if err != nil {
-				r.Notes = append(r.Notes, fmt.Sprintf("no allocator advice: %v", err))
+			var adv *tuner.AllocAdvice
+			if tuner.AdviceMayHelp(spec, r) {
+				adv, err = tuner.AdviseAllocConf(spec, r.DeviceTotal, tuner.Analytic)
+				if err != nil {
+					r.Notes = append(r.Notes, fmt.Sprintf("no allocator advice: %v", err))
+				}
 			}
 			if f == "json" {
 				return writeJSON(c.App.Writer, estimateJSON{r, adv})
