@@ -167,6 +167,22 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	epLine := decodeEP(e, tm, t, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, o.Precision != "")
+	applySizes(e, t, o)
+	if len(e.list) == 0 {
+		checkEP(e, t, m, epLine)
+	}
+	if m.SeqInput() && t.Seq == 0 && m.Type != "" {
+		e.add(n.Line, "training: missing required field \"seq\" (the sequence length)")
+	}
+	if m.ImageInput() && t.Image == 0 {
+		t.Image = 224
+	}
+	checkPipeline(e, tm, t, m, o)
+}
+
+// applySizes applies the command line's batch, seq, image, grad-accum and
+// dp over the spec's.
+func applySizes(e *errs, t *Training, o Overrides) {
 	for _, ov := range []struct {
 		v    int64
 		dst  *int64
@@ -178,16 +194,6 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 			*ov.dst = ov.v
 		}
 	}
-	if len(e.list) == 0 {
-		checkEP(e, t, m, epLine)
-	}
-	if m.SeqInput() && t.Seq == 0 && m.Type != "" {
-		e.add(n.Line, "training: missing required field \"seq\" (the sequence length)")
-	}
-	if m.ImageInput() && t.Image == 0 {
-		t.Image = 224
-	}
-	checkPipeline(e, tm, t, m, o)
 }
 
 func parseChoice(v string, dst *string, what string, valid ...string) error {
