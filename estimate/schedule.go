@@ -43,15 +43,7 @@ func (s *sim) trainPipeline(spec *model.Spec, ins []*inst) {
 			s.oneFOneB(it, m, ins)
 		}
 		s.stepEnd()
-		s.enter(it, 0, StageOptimizer)
-		s.thread = 0
-		s.optimizerStep(t.Optimizer, it == 0)
-		if t.ZeroGrad == model.ZeroGradNone {
-			for _, q := range s.params {
-				s.unref(q.pgrad)
-				q.pgrad = nil
-			}
-		}
+		s.stepOptimizer(t, it)
 	}
 }
 

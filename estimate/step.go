@@ -53,16 +53,23 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.mask = nil
 			s.releaseGathered()
 		}
-		s.enter(it, 0, StageOptimizer)
-		s.thread = 0
-		s.optimizerStep(t.Optimizer, it == 0)
-		if t.ZeroGrad == model.ZeroGradNone {
-			for _, p := range s.params {
-				s.unref(p.pgrad)
-				p.pgrad = nil
-			}
-			s.releaseWholeGrads() // tensorparallel.go
+		s.stepOptimizer(t, it)
+	}
+}
+
+// stepOptimizer is the loop's optimizer.step() and zero_grad(): the
+// optimizer's state (first iteration) and temporaries, then the gradients
+// dropped unless they are zeroed in place.
+func (s *sim) stepOptimizer(t model.Training, it int) {
+	s.enter(it, 0, StageOptimizer)
+	s.thread = 0
+	s.optimizerStep(t.Optimizer, it == 0)
+	if t.ZeroGrad == model.ZeroGradNone {
+		for _, p := range s.params {
+			s.unref(p.pgrad)
+			p.pgrad = nil
 		}
+		s.releaseWholeGrads() // tensorparallel.go
 	}
 }
 

@@ -238,15 +238,7 @@ def main():
 
 def write_trace(path, torch):
     """The allocator's history as measure.py writes it: [action, addr, size, top frame]."""
-    snap = torch.cuda.memory._snapshot()
-    ev = []
-    for e in snap["device_traces"][0]:
-        fr = e.get("frames") or []
-        top = next((f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in fr
-                    if "torch/utils" not in f["filename"]), "")
-        ev.append([e["action"], e.get("addr", 0), e.get("size", 0), top])
-    with open(path, "w") as f:
-        json.dump(ev, f)
+    measure.write_trace(path, torch)
 
 
 if __name__ == "__main__":

@@ -501,16 +501,23 @@ def main():
         rec["ok"], rec["error"] = False, "OOM: " + str(e).split("\n")[0]
     finally:
         if a.trace:
-            snap = torch.cuda.memory._snapshot()
-            ev = []
-            for e in snap["device_traces"][0]:
-                fr = e.get("frames") or []
-                top = next((f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in fr
-                            if "torch/utils" not in f["filename"]), "")
-                ev.append([e["action"], e.get("addr", 0), e.get("size", 0), top])
-            with open(a.trace, "w") as f:
-                json.dump(ev, f)
+            write_trace(a.trace, torch)
     print(json.dumps(rec), flush=True)
+
+
+def write_trace(path, torch):
+    """The allocator's history as JSON: one [action, addr, size, top frame]
+    per event, the top frame outside torch/utils (lora.py and moe_trace.py
+    write theirs with this too)."""
+    snap = torch.cuda.memory._snapshot()
+    ev = []
+    for e in snap["device_traces"][0]:
+        fr = e.get("frames") or []
+        top = next((f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in fr
+                    if "torch/utils" not in f["filename"]), "")
+        ev.append([e["action"], e.get("addr", 0), e.get("size", 0), top])
+    with open(path, "w") as f:
+        json.dump(ev, f)
 
 
 if __name__ == "__main__":

@@ -143,16 +143,8 @@ def main():
     rec["steps"] = steps
     rec["peak_allocated_bytes"] = max(s["max_allocated"] for s in steps)
     rec["peak_reserved_bytes"] = max(s["max_reserved"] for s in steps)
-    snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._dump_snapshot(os.path.join(a.out, "snapshot.pickle"))
-    ev = []
-    for e in snap["device_traces"][0]:
-        fr = e.get("frames") or []
-        top = next((f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in fr
-                    if "torch/utils" not in f["filename"]), "")
-        ev.append([e["action"], e.get("addr", 0), e.get("size", 0), top])
-    with open(os.path.join(a.out, "events.json"), "w") as f:
-        json.dump(ev, f)
+    measure.write_trace(os.path.join(a.out, "events.json"), torch)
     with open(os.path.join(a.out, "run.json"), "w") as f:
         json.dump(rec, f)
     print(json.dumps({k: v for k, v in rec.items() if k != "steps"}), flush=True)
