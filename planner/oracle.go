@@ -52,6 +52,14 @@ func (e *NotSimulatedError) Error() string {
 	return strings.Join(e.What, ", ") + " not yet simulated"
 }
 
+// MaxPipelineMicrobatches is the most micro-batches per step a pipeline
+// layout may have for Simulator to estimate it. The simulator replays a
+// schedule micro-batch by micro-batch (about 6 ms each for a Llama-3-8B
+// stage on one core), so a plan over hundreds of accumulation steps would
+// take minutes; such layouts are reported as not simulated instead
+// (docs/planner.md).
+const MaxPipelineMicrobatches = 32
+
 // Simulator is the Oracle backed by memplan's estimator: it simulates
 // data parallelism with ZeRO stages 0–3, tensor parallelism with sequence
 // and loss parallelism (torchtitan's plan, Llama models), pipeline
@@ -70,6 +78,11 @@ func (Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 	}
 	if l.PP > 1 && spec.Model.Tied {
 		return Busiest{}, &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}
+	}
+	if l.PP > 1 && l.Accum > MaxPipelineMicrobatches {
+		return Busiest{}, &NotSimulatedError{What: []string{fmt.Sprintf(
+			"a pipeline of %d micro-batches in the planner (at most %d; estimate --pp replays any number)",
+			l.Accum, MaxPipelineMicrobatches)}}
 	}
 	r, err := estimate.Estimate(Apply(spec, l))
 	if errors.Is(err, model.ErrNotSplittable) {
