@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -18,7 +19,22 @@ import (
 )
 
 func main() {
+	tuneGC()
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// tuneGC sets the collector for a short run with a small heap, unless the
+// user set GOGC or GOMEMLIMIT: collecting at five times the live heap
+// instead of twice saves 13–15% of an estimate, tune or plan command
+// (docs/performance.md), and a 1 GiB soft limit brings collection back
+// before large inputs (a 100 MB snapshot for diagnose) grow the heap far.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(1 << 30)
+	}
 }
 
 // usageError marks bad flags or arguments (exit code 2).
