@@ -253,7 +253,10 @@ def main():
         case += "-rank" + os.environ["RANK"]
     r = Run(case, outdir)
     torch.cuda.init()
-    torch.cuda.memory._record_memory_history(max_entries=20000, stacks="python")
+    # MEMPLAN_MAX_ENTRIES: a longer history (1000000 gives a snapshot of
+    # about 100 MB, diagnose's speed test on a real dump).
+    torch.cuda.memory._record_memory_history(max_entries=int(os.environ.get("MEMPLAN_MAX_ENTRIES", "20000")),
+                                             stacks="python")
     info = {"case": case, "cause": cause, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
             "torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "total_bytes": torch.cuda.get_device_properties(0).total_memory}
     t = time.time()
