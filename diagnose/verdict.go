@@ -157,6 +157,10 @@ func Diagnose(evs []*Evidence, job Job) *Report {
 		byRank[o.Rank] = true
 		v := decide(figures(o, evs, job), evs, job)
 		v.Rank = o.Rank
+		if noOOMRecorded(evs) {
+			v.Confidence = Low
+			v.Reason = "no out-of-memory error is recorded in these files (the figures are memory when they were written); " + v.Reason
+		}
 		r.Ranks = append(r.Ranks, v)
 	}
 	r.Verdict = r.Ranks[0]
@@ -290,3 +294,28 @@ func seriesGrowth(ss []Stats) (g *Growth, keptAll bool) {
 }
 
 func gib(v int64) string { return units.Format(v) }
+
+// noOOMRecorded reports whether the evidence shows that no out-of-memory
+// error happened: no log message, memory_stats or a summary counting no
+// OOMs, a snapshot whose history holds no oom event; and no file that
+// cannot tell (a snapshot without history). A dump taken from a healthy
+// job can still be read, but what it shows is not the cause of a crash.
+func noOOMRecorded(evs []*Evidence) bool {
+	for _, e := range evs {
+		switch {
+		case len(e.OOMs) > 0:
+			return false
+		case e.Snapshot != nil && (e.Snapshot.Events == 0 || e.Snapshot.Request > 0):
+			return false
+		}
+		for _, st := range e.Stats {
+			if st.OOMs > 0 {
+				return false
+			}
+		}
+		if e.Kind == KindLog {
+			return false
+		}
+	}
+	return len(evs) > 0
+}
