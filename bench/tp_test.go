@@ -22,6 +22,7 @@ type tpRecord struct {
 		Script        string `json:"script"`
 		Spec          string `json:"spec"`
 		TP            int64  `json:"tp"`
+		CP            int64  `json:"cp"`
 		DP            int64  `json:"dp"`
 		SP            bool   `json:"sp"`
 		LossParallel  bool   `json:"loss_parallel"`

@@ -182,6 +182,13 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // simulateRank is one rank's simulation: the whole model, or with s.pp set by
 // setup, one pipeline stage.
 func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
+	run := spec.Training
+	if run.CP > 1 {
+		var err error
+		if spec, err = cpRank(spec); err != nil {
+			return nil, err
+		}
+	}
 	t := spec.Training
 	cfg, err := newConfig(spec)
 	if err != nil {
@@ -228,6 +235,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		inspect(s)
 	}
 	r := s.result(spec, layers)
+	r.Training = run // the run's sequence and dp, not the rank's
 	if s.pp != nil {
 		s.pipelineOverhead(r)
 	}

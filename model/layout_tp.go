@@ -59,8 +59,8 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections and a dense MLP (torchtitan's plan), not %s", m.describe())
 		return
 	}
-	if t.CP > 1 {
-		e.add(line("cp"), "cp: context parallelism is not simulated yet (docs/parallelism.md §3.3)")
+	if t.CP > 1 && t.TP > 1 {
+		e.add(line("cp"), "cp: context parallelism together with tensor parallelism is not simulated yet (docs/parallelism.md §3.3)")
 		return
 	}
 	seq := t.Seq
@@ -70,7 +70,11 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	err := parallel.CheckSplit(parallel.Split{Heads: m.Heads, KVHeads: m.KVHeads, Intermediate: m.Intermediate,
 		Seq: seq, TP: t.TP, CP: t.CP, SP: t.SP})
 	if err != nil {
-		e.add(line("tp"), "tp: %v", err)
+		key := "tp"
+		if t.TP <= 1 {
+			key = "cp"
+		}
+		e.add(line(key), "%s: %v", key, err)
 	}
 }
 
@@ -214,6 +218,12 @@ var ErrNotSplittable = errors.New("tensor parallelism does not split this layer"
 // between. Without tensor parallelism it is Lower.
 func (m *Model) LowerRank(t *Training) ([]Layer, error) {
 	ls := m.Lower()
+	if t.CP > 1 {
+		if m.Type != Llama {
+			return nil, fmt.Errorf("%w: %s models (context parallelism is simulated for Llama)", ErrNotSplittable, m.Type)
+		}
+		return lowerCP(ls, t.CP)
+	}
 	if t.TP <= 1 {
 		return ls, nil
 	}

@@ -64,9 +64,11 @@ const MaxPipelineMicrobatches = 32
 // data parallelism with ZeRO stages 0–3, tensor parallelism with sequence
 // and loss parallelism (torchtitan's plan, Llama models), pipeline
 // parallelism with the gpipe and 1f1b schedules (each kind of stage),
-// expert parallelism without ZeRO (docs/moe.md §4), checkpointing and any
-// micro-batch and accumulation, and returns a *NotSimulatedError for
-// layouts with CP, EP with a ZeRO stage, TP together with PP, the
+// expert parallelism without ZeRO (docs/moe.md §4), context parallelism
+// alone or with FSDP over dp·cp (docs/parallelism.md §3.3), checkpointing
+// and any micro-batch and accumulation, and returns a *NotSimulatedError
+// for layouts with CP together with TP, PP, DDP or ZeRO 1, EP with a ZeRO
+// stage, TP together with PP, the
 // interleaved schedule, tied embeddings under a pipeline, and tensor
 // parallelism of models the plan does not cover.
 type Simulator struct{}
@@ -86,7 +88,7 @@ func (Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 	}
 	r, err := estimate.Estimate(Apply(spec, l))
 	if errors.Is(err, model.ErrNotSplittable) {
-		return Busiest{}, &NotSimulatedError{What: []string{"tensor parallelism of " + spec.Model.Type + " models"}}
+		return Busiest{}, &NotSimulatedError{What: []string{"tensor or context parallelism of " + spec.Model.Type + " models"}}
 	}
 	if err != nil {
 		return Busiest{}, fmt.Errorf("estimate %s: %w", l, err)
@@ -116,7 +118,8 @@ func notSimulated(l Layout) error {
 	}
 	add(l.TP > 1 && l.PP > 1, "tensor parallelism with pipeline parallelism")
 	add(l.PP > 1 && l.Schedule == Interleaved, "the interleaved pipeline schedule")
-	add(l.CP > 1, "context parallelism")
+	add(l.CP > 1 && (l.TP > 1 || l.PP > 1), "context parallelism with tensor or pipeline parallelism")
+	add(l.CP > 1 && (l.Zero == 1 || (l.DP > 1 && l.Zero == 0)), "context parallelism with DDP or ZeRO 1 (FSDP over dp·cp is simulated)")
 	add(l.EP > 1 && l.Zero > 0, "expert parallelism with ZeRO")
 	if what != nil {
 		return &NotSimulatedError{What: what}
@@ -131,7 +134,10 @@ func notSimulated(l Layout) error {
 func Apply(spec *model.Spec, l Layout) *model.Spec {
 	s := *spec
 	t := &s.Training
-	t.DP, t.Zero, t.Checkpointing = l.DP*l.CP, l.Zero, l.Checkpointing
+	t.DP, t.Zero, t.Checkpointing = l.DP, l.Zero, l.Checkpointing
+	// Context parallelism: the estimator shards over dp·cp with FSDP
+	// (docs/parallelism.md §3.3).
+	t.CP = l.CP
 	t.EP = l.EP
 	t.Batch, t.GradAccum, t.Offload = l.Micro, l.Accum, model.OffloadNone
 	t.PP, t.PPSchedule = 0, ""

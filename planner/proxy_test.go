@@ -47,7 +47,9 @@ func TestSimulatorNotSimulated(t *testing.T) {
 	spec := load(t, "llama-3.2-1b.yaml")
 	for _, l := range []Layout{
 		{DP: 1, TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1, Micro: 1, Accum: 2},
-		{DP: 1, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1},
+		{DP: 1, TP: 2, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1, SP: true},
+		{DP: 2, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1},
+		{DP: 1, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1, Zero: 1},
 	} {
 		t.Run(l.String(), func(t *testing.T) {
 			_, err := Simulator{}.Estimate(spec, l)
@@ -84,5 +86,36 @@ func TestSimulatorNotSimulated(t *testing.T) {
 	b, err = Simulator{}.Estimate(spec, Layout{DP: 2, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 2, Micro: 1, Accum: 1})
 	if err != nil || b.DeviceTotal <= 0 || len(b.Kinds) != 1 || b.Kinds[0].Kind != All {
 		t.Errorf("Simulator.Estimate(dp2 zero2) = %+v, %v; want one kind of rank", b, err)
+	}
+}
+
+// TestSimulatorCP checks that context-parallel layouts are simulated and
+// that splitting the sequence lowers the busiest rank's peak, alone and
+// with FSDP over dp·cp.
+func TestSimulatorCP(t *testing.T) {
+	spec := load(t, "llama-3.2-1b.yaml")
+	spec.Training.Seq = 8192
+	peak := func(l Layout) int64 {
+		t.Helper()
+		b, err := Simulator{}.Estimate(spec, l)
+		if err != nil {
+			t.Fatalf("Simulator.Estimate(%s): %v", l, err)
+		}
+		return b.PeakAllocated
+	}
+	one := Layout{DP: 1, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 1}
+	for _, tc := range []struct {
+		name     string
+		base, cp Layout
+	}{
+		{"cp alone", one, Layout{DP: 1, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1}},
+		{"fsdp over dp·cp", Layout{DP: 2, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 1, Zero: 3},
+			Layout{DP: 2, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1, Zero: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if b, c := peak(tc.base), peak(tc.cp); c >= b {
+				t.Errorf("%s peaks at %d B, not below %s's %d B", tc.cp, c, tc.base, b)
+			}
+		})
 	}
 }

@@ -1,0 +1,164 @@
+package estimate
+
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/model"
+)
+
+// Context parallelism (docs/parallelism.md §3.3). model.LowerRank lowers
+// the model to one rank's program: every layer runs on the rank's s/c
+// tokens (simulateRank sets the sequence), and each attention layer
+// becomes ring attention, simulated here; the projections, rotary
+// embeddings and output projection are attention's own.
+//
+// The ring is torch 2.11's torch/distributed/tensor/experimental/
+// _context_parallel/_attention.py with load balancing (rank r holds chunks
+// r and 2c − 1 − r of the sequence), the default all-gather rotation and
+// the cuDNN or flash kernel. The figures are rank 0's, the busiest
+// measured (its later ring steps run half its queries against all the
+// keys).
+
+func init() {
+	register(model.KRingAttention, func(s *sim, l *model.Layer, names map[string]*tensor) op {
+		k := l.Spec.(*model.RingAttention)
+		a := buildAttention(s, &model.Layer{Kind: model.KAttention, Spec: &k.Attention}, names).(*attnOp)
+		return &ringAttnOp{attnOp: a, ranks: k.Ranks}
+	})
+}
+
+type ringAttnOp struct {
+	*attnOp
+	ranks int64
+}
+
+// forward is common.Llama's attention under context_parallel: q, k, v and
+// their rotary embeddings on the rank's tokens, repeat_kv's copies of the
+// key/value heads (the ring's kernels take no enable_gqa), the ring, and
+// the output projection.
+func (r *ringAttnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	a, k := r.attnOp, r.k
+	st := &attnState{b: s.cfg.batch, seq: sh[0]}
+	st.rows = st.b * st.seq
+	a.project(s, x, st)
+	if k.RoPE {
+		a.rotary(s, x, st)
+	}
+	y := r.ring(s, st)
+	// The merged output has the queries' head-major layout ([b, heads,
+	// s, d]), so the caller's transpose(1, 2) and reshape copy it; the
+	// copy is what the output projection saves (measured: 32 MiB per
+	// layer for TinyLlama at s/c = 8192, common.py's o.transpose(1, 2)
+	// .reshape).
+	c := s.contiguous(y)
+	s.unref(y)
+	y = c
+	s.unref(st.q)
+	s.unref(st.k)
+	s.unref(st.v)
+	o := s.matmul(y, a.o, a.oB, st.rows, k.Dim)
+	s.unref(y)
+	for i := len(st.held) - 1; i >= 0; i-- {
+		s.unref(st.held[i])
+	}
+	return o
+}
+
+// ring is _templated_ring_attention's forward. The local keys and values
+// are concatenated (torch.cat of their flattened copies) and all-gathered
+// once into a buffer of the whole sequence's; each ring step's kernel
+// returns an output and a log-sum-exp that _SDPAMerger merges into an
+// fp32 output, cast back to the queries' dtype at the end. The autograd
+// node saves the local q, the repeated local k and v, the output and the
+// log-sum-exp: the backward gathers the keys and values again.
+func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
+	k, c := r.k, r.ranks
+	qc, kc, vc := s.castLow(st.q), s.castLow(st.k), s.castLow(st.v)
+	qn := st.rows * k.Heads * k.HeadDim
+	if k.KVHeads != k.Heads {
+		kr := s.alloc(qn, kc.dt, catTemp, "repeat_kv k (CP)")
+		s.record("RepeatKV", []*tensor{kc}, kr)
+		vr := s.alloc(qn, vc.dt, catTemp, "repeat_kv v (CP)")
+		s.record("RepeatKV", []*tensor{vc}, vr)
+		s.unref(kc)
+		s.unref(vc)
+		kc, vc = kr, vr
+	}
+	kvn := kc.elems + vc.elems
+	cat := s.alloc(kvn, kc.dt, catTemp, "k, v concatenation (CP)")
+	all := s.alloc(kvn*c, kc.dt, catTemp, "k, v all-gather (CP)")
+	lsen := st.rows * k.Heads
+	var out *tensor
+	for i := int64(0); i < c; i++ {
+		n, ln := qn, lsen
+		if i > 0 {
+			n, ln = qn/2, lsen/2 // rank 0: the second half of its queries
+		}
+		o := s.alloc(n, qc.dt, catTemp, "ring step output (CP)")
+		l := s.alloc(ln, f32, catTemp, "ring step log-sum-exp (CP)")
+		if i == 0 {
+			out = s.alloc(n, f32, catTemp, "merged output fp32 (CP)")
+		} else {
+			// out − sigmoid(lse_b − lse)·(out − block_out) in fp32.
+			d := s.alloc(n, f32, catTemp, "merge difference (CP)")
+			p := s.alloc(n, f32, catTemp, "merge product (CP)")
+			s.unref(d)
+			m := s.alloc(n, f32, catTemp, "merge result (CP)")
+			s.unref(p)
+			s.unref(m)
+		}
+		s.unref(o)
+		s.unref(l)
+	}
+	y := s.alloc(qn, qc.dt, catTemp, "attention out (CP)")
+	lse := s.alloc(lsen, f32, catTemp, "logsumexp (CP)")
+	s.unref(out)
+	s.unref(all)
+	s.unref(cat)
+	if n := s.record("RingSDPA", []*tensor{qc, kc, vc}, y); n != nil {
+		s.save(n, qc, kc, vc, y, lse)
+		n.bwdTemp = r.backwardTemp(qc, kvn, lsen)
+	}
+	s.unref(qc)
+	s.unref(kc)
+	s.unref(vc)
+	s.unref(lse)
+	return y
+}
+
+// backwardTemp is what _templated_ring_attention_backward holds beside
+// the gradients it returns: fp32 accumulators of dq, dk and dv (zeros_like
+// in fp32), the keys and values concatenated and all-gathered again, one
+// ring step's kernel gradients and the kernel's fp32 dq accumulator, and
+// the fp32 dk, dv concatenation with its all-to-all's output (the
+// gradients rotate with all-to-all).
+func (r *ringAttnOp) backwardTemp(q *tensor, kvn, lsen int64) int64 {
+	dt := q.dt
+	acc := q.elems*f32 + kvn*f32
+	gather := kvn*dt + kvn*r.ranks*dt
+	step := q.elems*dt + kvn*dt + q.elems*f32 + lsen*f32
+	rotate := 2 * kvn * f32
+	return acc + gather + step + rotate
+}
+
+// cpRank is the spec one context-parallel rank runs: its share of the
+// sequence (the model's checks make sure it splits into 2·cp chunks) and,
+// with FSDP (ZeRO 2 or 3), the parameters sharded over dp·cp ranks as
+// torchtitan's dp_shard_cp mesh does. Without FSDP, data parallelism with
+// context parallelism is refused: torchtitan does not replicate over dp
+// with DDP under context parallelism, and no run of it is measured.
+func cpRank(spec *model.Spec) (*model.Spec, error) {
+	r := *spec
+	t := &r.Training
+	if t.Zero == 1 || (t.DP > 1 && t.Zero == 0) {
+		return nil, fmt.Errorf("context parallelism with dp %d at ZeRO stage %d is not simulated (torchtitan shards over dp·cp with FSDP: use zero 3)", t.DP, t.Zero)
+	}
+	if t.Seq%(2*t.CP) != 0 {
+		return nil, fmt.Errorf("context parallelism: the sequence %d does not split into 2·cp = %d load-balanced chunks", t.Seq, 2*t.CP)
+	}
+	if t.Zero >= 2 {
+		t.DP = max(t.DP, 1) * t.CP
+	}
+	t.Seq /= t.CP
+	return &r, nil
+}

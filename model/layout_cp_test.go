@@ -1,0 +1,59 @@
+package model
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestLowerCP checks the program one context-parallel rank runs: every
+// attention layer becomes ring attention over cp ranks with the heads
+// whole, and nothing else changes.
+func TestLowerCP(t *testing.T) {
+	m := &Model{Type: Llama, NumLayers: 2, Hidden: 64, Heads: 8, KVHeads: 4, Intermediate: 256, Vocab: 1001}
+	ls, err := m.LowerRank(&Training{CP: 4, Seq: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "embedding [[rmsnorm ring_attention] [rmsnorm gated_mlp]] rmsnorm lm_head"
+	if got := strings.Join(kinds(ls), " "); got != want {
+		t.Errorf("LowerRank = %s\nwant %s", got, want)
+	}
+	a := ls[1].Body[0].Body[1].Spec.(*RingAttention)
+	if a.Ranks != 4 || a.Heads != 8 || a.KVHeads != 4 || a.HeadDim != 8 {
+		t.Errorf("ring attention ranks %d heads %d kv %d head_dim %d; want 4, 8, 4, 8", a.Ranks, a.Heads, a.KVHeads, a.HeadDim)
+	}
+	moe := *m
+	moe.Experts, moe.TopK = 4, 2
+	if _, err := moe.LowerRank(&Training{CP: 2}); !errors.Is(err, ErrNotSplittable) {
+		t.Errorf("LowerRank(moe) = %v, want ErrNotSplittable", err)
+	}
+}
+
+// TestCheckCP checks which data-parallel setups context parallelism is
+// refused with, and that the errors name the line of cp.
+func TestCheckCP(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tr   Training
+		o    Overrides
+		want string
+	}{
+		{"alone", Training{CP: 2}, Overrides{}, ""},
+		{"fsdp", Training{CP: 2, DP: 2, Zero: 3}, Overrides{}, ""},
+		{"ddp", Training{CP: 2, DP: 2}, Overrides{}, "x.yaml:7: cp: context parallelism with dp 2 at ZeRO stage 0"},
+		{"zero 1 from the flag", Training{CP: 2, Zero: 1}, Overrides{CP: 2}, "x.yaml: cp: context parallelism with dp 1 at ZeRO stage 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &errs{file: "x.yaml"}
+			checkCP(e, &tc.tr, &mapping{line: 7}, tc.o)
+			got := ""
+			if len(e.list) > 0 {
+				got = e.err().Error()
+			}
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("checkCP = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
