@@ -59,48 +59,21 @@ func (r *tpRecord) measured() (m [NumMetrics]int64) {
 // multi-GPU targets: medians within 2% (allocated) and 3% (reserved,
 // device), worst within 6% and 8%, nothing more than UnderLimit under.
 func TestTensorParallelAccuracy(t *testing.T) {
-	f, err := os.Open(filepath.Join("results", "2026-11-23-h200x2-tp.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var errs [NumMetrics][]float64
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var r tpRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		if !r.OK || r.Config.Script != "tp" {
-			continue
-		}
+	for _, r := range readScript(t, filepath.Join("results", "2026-11-23-h200x2-tp.jsonl"), "tp") {
 		c := r.Config
 		o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW,
 			Checkpointing: c.Checkpointing, TP: c.TP, SP: c.SP, LossParallel: c.LossParallel, Dev: "h200-141gb"}
 		if c.DP > 1 {
 			o.DP, o.Zero = c.DP, "3"
 		}
-		spec, err := model.Load(filepath.Join("..", c.Spec), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := estimate.Estimate(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := r.measured()
-		pred := [NumMetrics]int64{p.PeakAllocated, p.PeakReserved, p.DeviceTotal}
+		e := distErrors(t, r, o)
 		for k := 0; k < NumMetrics; k++ {
-			e := float64(pred[k])/float64(m[k]) - 1
-			errs[k] = append(errs[k], e)
-			if e < -UnderLimit {
-				t.Errorf("%s: %s %+.1f%% (predicted %d, measured %d)", r.Label, MetricNames[k], 100*e, pred[k], m[k])
+			errs[k] = append(errs[k], e[k])
+			if e[k] < -UnderLimit {
+				t.Errorf("%s: %s %+.1f%%", r.Label, MetricNames[k], 100*e[k])
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if n := len(errs[Allocated]); n < 8 {
 		t.Fatalf("%d tensor-parallel runs, want 8", n)
@@ -119,4 +92,51 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		}
 		t.Logf("%s: median %.2f%%, worst %.2f%% over %d runs", MetricNames[k], 100*med, 100*a[len(a)-1], len(a))
 	}
+}
+
+// readScript returns the successful lines of a results file written by
+// bench/torch/dist/common.report for one script ("tp", "pp" or "cp").
+func readScript(t *testing.T, path, script string) []tpRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []tpRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r tpRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.OK && r.Config.Script == script {
+			out = append(out, r)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// distErrors predicts run r's spec under o and returns the relative error
+// of each metric against the busiest rank's measurement.
+func distErrors(t *testing.T, r tpRecord, o model.Overrides) (e [NumMetrics]float64) {
+	t.Helper()
+	spec, err := model.Load(filepath.Join("..", r.Config.Spec), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := estimate.Estimate(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.measured()
+	pred := [NumMetrics]int64{p.PeakAllocated, p.PeakReserved, p.DeviceTotal}
+	for k := range e {
+		e[k] = float64(pred[k])/float64(m[k]) - 1
+	}
+	return e
 }
