@@ -232,13 +232,8 @@ def main():
         rec["ok"], rec["error"] = False, "OOM: " + str(e).split("\n")[0]
     finally:
         if a.trace:
-            write_trace(a.trace, torch)
+            measure.write_trace(a.trace, torch)
     print(json.dumps(rec), flush=True)
-
-
-def write_trace(path, torch):
-    """The allocator's history as measure.py writes it: [action, addr, size, top frame]."""
-    measure.write_trace(path, torch)
 
 
 if __name__ == "__main__":
