@@ -73,15 +73,7 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 		}
 	}
 	// Offload to host memory, on the GPUs the job already has.
-	for _, c := range []cand{
-		{"--zero 2 --offload optimizer", "ZeRO-Offload: optimizer state, gradients and the optimizer step on the host (slower steps)", 9,
-			func(x *model.Training) { x.Zero, x.Offload = max(x.Zero, 2), model.OffloadOptimizer }},
-		{"--zero 3 --offload params --checkpointing every-block", "ZeRO-Infinity: also the parameter shards on the host, with checkpointing (slowest)", 10,
-			func(x *model.Training) {
-				x.Zero, x.Offload = 3, model.OffloadParams
-				x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
-			}},
-	} {
+	for _, c := range offload() {
 		if f, ok := try(c); ok {
 			out = append(out, f)
 		}
