@@ -57,15 +57,15 @@ func CheckEP(t *Training, m *Model) error {
 	if t.EP <= 1 {
 		return nil
 	}
+	experts := m.expertCounts()
+	if len(experts) == 0 {
+		return fmt.Errorf("needs a mixture-of-experts model (%s has no experts to split)", m.Type)
+	}
 	if dp := max(t.DP, 1); dp%t.EP != 0 {
 		return fmt.Errorf("%d must divide dp (%d): the experts are split over data-parallel ranks", t.EP, dp)
 	}
 	if t.Zero > 0 {
 		return fmt.Errorf("expert parallelism with ZeRO stage %d is not simulated yet (stage 0 only)", t.Zero)
-	}
-	experts := m.expertCounts()
-	if len(experts) == 0 {
-		return fmt.Errorf("needs a mixture-of-experts model")
 	}
 	for _, n := range experts {
 		if n%t.EP != 0 {

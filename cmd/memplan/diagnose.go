@@ -56,6 +56,9 @@ func runDiagnose(c *cli.Context) error {
 		files = append(files, a)
 	}
 	if len(files) == 0 {
+		if specPath != "" {
+			return usageError{fmt.Sprintf("diagnose: give at least one evidence FILE (%s was taken as the job's SPEC; see memplan diagnose --help)", specPath)}
+		}
 		return usageError{"diagnose: give at least one evidence FILE (see memplan diagnose --help)"}
 	}
 	var evs []*diagnose.Evidence
