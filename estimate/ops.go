@@ -101,7 +101,13 @@ func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 	dt := promote(xc.dt, wc.dt)
 	s.gemm(dt, b != nil)
 	y := s.alloc(rows*out, dt, catTemp, "matmul out")
-	if n := s.record("Addmm", []*tensor{xc, wc, bc}, y); n != nil {
+	if b == nil {
+		s.recordMm(xc, wc, y)
+	} else if n := s.record("Addmm", []*tensor{xc, wc, bc}, y); n != nil {
+		// AddmmBackward0 (addmm(bias, x, Wᵀ)): PyTorch's generated
+		// backward computes the gradients in the sorted order of the
+		// input names (mat1 = x, mat2 = Wᵀ, self = bias) and releases the
+		// saved tensors sorted by name (mat1_, mat2_); docs/pytorch-memory.md §4.
 		n.gemm = true
 		if wc.req {
 			s.save(n, xc)
@@ -109,7 +115,7 @@ func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 		if xc.req {
 			s.save(n, wc)
 		}
-		if bc != nil && bc.req {
+		if bc.req {
 			n.reduceTemp = s.columnSumScratch(rows, out, dt)
 		}
 	}
@@ -120,6 +126,24 @@ func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 		y = s.loraForward(x, y, w.lora, rows) // takes over y
 	}
 	return y
+}
+
+// recordMm is a linear layer without bias: x.reshape(-1, in).mm(Wᵀ), whose
+// MmBackward0 names x self and Wᵀ mat2. The generated backward computes
+// mat2's gradient first, then self's, and releases mat2_ before self_
+// (sorted names; docs/pytorch-memory.md §4).
+func (s *sim) recordMm(xc, wc, y *tensor) {
+	n := s.record("Mm", []*tensor{wc, xc}, y)
+	if n == nil {
+		return
+	}
+	n.gemm = true
+	if xc.req {
+		s.save(n, wc)
+	}
+	if wc.req {
+		s.save(n, xc)
+	}
 }
 
 // unary is an elementwise op in the input's dtype; saveIn/saveOut say what

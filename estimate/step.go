@@ -156,8 +156,11 @@ func (s *sim) adamStep(o model.Optimizer, params []*tensor, first bool) {
 		for _, p := range params {
 			tmp = append(tmp, s.alloc(p.elems, p.dt, catTemp, "foreach sqrt"))
 		}
-		for _, t := range tmp {
-			s.unref(t)
+		// The list dies when _multi_tensor_adam returns, and CPython's
+		// list_dealloc drops its items from the last to the first
+		// (docs/pytorch-memory.md §4, order of allocations and frees).
+		for i := len(tmp) - 1; i >= 0; i-- {
+			s.unref(tmp[i])
 		}
 	case model.ImplForLoop:
 		// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
