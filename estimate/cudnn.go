@@ -21,11 +21,13 @@ import (
 // cuDNN's heuristics pick for the geometry, which no formula gives, so the
 // sizes are measured (bench/torch/convws.py: every distinct convolution of
 // torchvision's ResNets and ViT's patch embedding, in TF32 and bfloat16, at
-// batch 16 to 1024) and looked up. They grow in proportion to the batch,
-// so other batches interpolate between the measured ones and scale beyond
-// them. A geometry that was not measured takes the median ratio of its
-// class (1x1 or larger kernel, stride 1 or more) to the tensors the pass
-// reads. docs/formulas.md §F.
+// batch 16 to 1024; and with --dims 1 the 1-D convolutions of the audio
+// encoders' stems, Whisper's and wav2vec2's, at batch 1 to 256) and looked
+// up. They grow in proportion to the batch, so other batches interpolate
+// between the measured ones and scale beyond them. A geometry that was not
+// measured takes the median ratio of its class (1-D or 2-D, 1x1 or larger
+// kernel, stride 1 or more) to the tensors the pass reads. docs/formulas.md
+// §F.
 //
 // cuDNN's choice depends on the GPU architecture, so there is a table per
 // architecture where one was measured (only sm90, on the H100, so far); a
@@ -35,19 +37,27 @@ import (
 //go:embed data/cudnn-ws-*.jsonl
 var cudnnData embed.FS
 
-// cudnnSource is one measured table, parsed on first use: a model without
-// a convolution never reads it.
-type cudnnSource struct {
-	arch string
-	file string
+// cudnnFile is one embedded file of measurements and where it was taken.
+type cudnnFile struct {
+	name string
 	on   measured.Provenance
-	once sync.Once
-	data *wsData
+}
+
+// cudnnSource is one architecture's measured table, from one or more
+// files, parsed on first use: a model without a convolution never reads it.
+type cudnnSource struct {
+	arch  string
+	files []cudnnFile // the first one's provenance is the table's
+	once  sync.Once
+	data  *wsData
 }
 
 // cudnnTables are the measured tables by architecture (model.Device.Arch).
 var cudnnTables = map[string]*cudnnSource{
-	"hopper": {arch: "hopper", file: "data/cudnn-ws-h100.jsonl", on: measured.CudnnHopper},
+	"hopper": {arch: "hopper", files: []cudnnFile{
+		{"data/cudnn-ws-h100.jsonl", measured.CudnnHopper},
+		{"data/cudnn-ws-h100-1d.jsonl", measured.CudnnHopper1D},
+	}},
 }
 
 // cudnnFallback is the architecture whose table devices without their own
@@ -59,12 +69,17 @@ const cudnnFallback = "hopper"
 // a build defect: load panics then, as template.Must does.
 func (c *cudnnSource) load() *wsData {
 	c.once.Do(func() {
-		b, err := cudnnData.ReadFile(c.file)
-		if err == nil {
-			c.data, err = parseWSTable(b)
+		var tables [][]byte
+		for _, f := range c.files {
+			b, err := cudnnData.ReadFile(f.name)
+			if err != nil {
+				panic(fmt.Sprintf("estimate: embedded cuDNN table %s: %v", f.name, err))
+			}
+			tables = append(tables, b)
 		}
-		if err != nil {
-			panic(fmt.Sprintf("estimate: embedded cuDNN table %s: %v", c.file, err))
+		var err error
+		if c.data, err = parseWSTable(tables...); err != nil {
+			panic(fmt.Sprintf("estimate: embedded cuDNN tables of %s: %v", c.arch, err))
 		}
 	})
 	return c.data
@@ -112,16 +127,17 @@ func (t *wsTable) notes() []string {
 	if arch == "" {
 		arch = "an unknown architecture"
 	}
-	on := t.src.on
+	on := t.src.files[0].on
 	return []string{fmt.Sprintf("cuDNN convolution workspaces were measured on %s only (%s, cuDNN %s, %s); %s (%s) borrows that table, and its cuDNN may pick other algorithms with other workspaces",
 		t.src.arch, on.Device, on.CuDNN, on.Date, t.device.Name, arch)}
 }
 
 // convGeom is what cuDNN's choice depends on, for the convolutions memplan
-// builds (no groups, no dilation).
+// builds (no groups, no dilation). A 1-D convolution (oneD) is the 2-D one
+// cuDNN runs, of height 1 and a 1×kernel filter: h is 1, w its length.
 type convGeom struct {
 	in, out, kernel, stride, padding, h, w int64
-	half                                   bool
+	half, oneD                             bool
 }
 
 // convWS is the workspace of each pass, in bytes.
@@ -135,7 +151,7 @@ type wsPoint struct {
 }
 
 type convClass struct {
-	pointwise, unitStride, half bool
+	pointwise, unitStride, half, oneD bool
 }
 
 // wsData is a parsed table.
@@ -146,43 +162,17 @@ type wsData struct {
 	ratios map[convClass][3]float64
 }
 
-// parseWSTable reads convws.py's JSON lines (the first line describes the
-// machine).
-func parseWSTable(data []byte) (*wsData, error) {
+// parseWSTable reads convws.py's JSON lines, one or more tables of them
+// (the first line of each describes the machine). Lines for grouped
+// convolutions, which memplan does not build, and for runs out of memory
+// are skipped.
+func parseWSTable(tables ...[]byte) (*wsData, error) {
 	t := &wsData{points: map[convGeom][]wsPoint{}, ratios: map[convClass][3]float64{}}
 	samples := map[convClass][3][]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if line == 1 {
-			continue
+	for i, data := range tables {
+		if err := t.parseLines(data, samples); err != nil {
+			return nil, fmt.Errorf("cudnn table %d: %w", i+1, err)
 		}
-		var r struct {
-			In, Out, Kernel, Stride, Padding, H, W, Batch int64
-			Dtype                                         string
-			InputBytes                                    int64   `json:"input_bytes"`
-			OutputBytes                                   int64   `json:"output_bytes"`
-			Forward                                       []int64 `json:"forward"`
-			Backward                                      []int64 `json:"backward"`
-			WeightOnly                                    []int64 `json:"backward_weight_only"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("cudnn table line %d: %w", line, err)
-		}
-		g := convGeom{r.In, r.Out, r.Kernel, r.Stride, r.Padding, r.H, r.W, r.Dtype != "float32"}
-		ws := convWS{fwd: maxOf(r.Forward), weight: maxOf(r.WeightOnly), data: maxOf(without(r.Backward, r.WeightOnly))}
-		t.points[g] = append(t.points[g], wsPoint{r.Batch, ws})
-		c := classOf(g)
-		s := samples[c]
-		s[0] = append(s[0], float64(ws.fwd)/float64(r.OutputBytes))
-		s[1] = append(s[1], float64(ws.data)/float64(r.InputBytes))
-		s[2] = append(s[2], float64(ws.weight)/float64(r.InputBytes))
-		samples[c] = s
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	for g := range t.points {
 		p := t.points[g]
@@ -202,8 +192,52 @@ func parseWSTable(data []byte) (*wsData, error) {
 	return t, nil
 }
 
+// wsLine is one line of convws.py's output.
+type wsLine struct {
+	Dims, Groups                                  int64
+	In, Out, Kernel, Stride, Padding, H, W, Batch int64
+	Dtype                                         string
+	OOM                                           bool
+	InputBytes                                    int64   `json:"input_bytes"`
+	OutputBytes                                   int64   `json:"output_bytes"`
+	Forward                                       []int64 `json:"forward"`
+	Backward                                      []int64 `json:"backward"`
+	WeightOnly                                    []int64 `json:"backward_weight_only"`
+}
+
+// parseLines adds one table's measurements to the points and the class
+// samples.
+func (t *wsData) parseLines(data []byte, samples map[convClass][3][]float64) error {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		if line == 1 {
+			continue
+		}
+		var r wsLine
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
+		if r.OOM || r.Groups > 1 {
+			continue
+		}
+		g := convGeom{r.In, r.Out, r.Kernel, r.Stride, r.Padding, r.H, r.W, r.Dtype != "float32", r.Dims == 1}
+		ws := convWS{fwd: maxOf(r.Forward), weight: maxOf(r.WeightOnly), data: maxOf(without(r.Backward, r.WeightOnly))}
+		t.points[g] = append(t.points[g], wsPoint{r.Batch, ws})
+		c := classOf(g)
+		s := samples[c]
+		s[0] = append(s[0], float64(ws.fwd)/float64(r.OutputBytes))
+		s[1] = append(s[1], float64(ws.data)/float64(r.InputBytes))
+		s[2] = append(s[2], float64(ws.weight)/float64(r.InputBytes))
+		samples[c] = s
+	}
+	return sc.Err()
+}
+
 func classOf(g convGeom) convClass {
-	return convClass{pointwise: g.kernel == 1, unitStride: g.stride == 1, half: g.half}
+	return convClass{pointwise: g.kernel == 1, unitStride: g.stride == 1, half: g.half, oneD: g.oneD}
 }
 
 // lookup gives the workspaces of a convolution at a batch; inBytes and
@@ -211,7 +245,14 @@ func classOf(g convGeom) convClass {
 func (t *wsData) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 	p, ok := t.points[g]
 	if !ok {
-		r, ok := t.ratios[classOf(g)]
+		c := classOf(g)
+		r, ok := t.ratios[c]
+		if !ok && c.oneD {
+			// no 1-D convolution of this class was measured: the 2-D
+			// class's ratios
+			c.oneD = false
+			r, ok = t.ratios[c]
+		}
 		if !ok {
 			return convWS{}
 		}

@@ -8,43 +8,50 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/model"
 )
 
-// TestCudnnTables parses every embedded table and checks that its first
-// line, written by bench/torch/convws.py on the GPU, names the machine its
-// provenance (internal/measured) says.
+// TestCudnnTables parses every embedded table and checks that the first
+// line of each of its files, written by bench/torch/convws.py on the GPU,
+// names the machine its provenance (internal/measured) says.
 func TestCudnnTables(t *testing.T) {
 	for arch, src := range cudnnTables {
 		t.Run(arch, func(t *testing.T) {
 			if src.arch != arch {
 				t.Errorf("table under %q says arch %q", arch, src.arch)
 			}
-			b, err := cudnnData.ReadFile(src.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := parseWSTable(b)
-			if err != nil || len(d.points) == 0 {
-				t.Fatalf("parseWSTable(%s) = %d geometries, %v", src.file, len(d.points), err)
-			}
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			sc.Scan()
-			var h struct {
-				Date, GPU, Driver, Torch string
-				Cudnn                    int
-			}
-			if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
-				t.Fatal(err)
-			}
-			on := src.on
-			cudnn := fmt.Sprintf("%d.%d.%d", h.Cudnn/10000, h.Cudnn/100%100, h.Cudnn%100)
-			got := []string{h.Date, h.GPU, h.Driver, h.Torch, cudnn}
-			want := []string{on.Date, on.Device, on.Driver, on.Torch, on.CuDNN}
-			if strings.Join(got, "|") != strings.Join(want, "|") {
-				t.Errorf("%s header = %v, provenance %v", src.file, got, want)
+			for _, f := range src.files {
+				b, err := cudnnData.ReadFile(f.name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := parseWSTable(b)
+				if err != nil || len(d.points) == 0 {
+					t.Fatalf("parseWSTable(%s) = %d geometries, %v", f.name, len(d.points), err)
+				}
+				checkHeader(t, f.name, b, f.on)
 			}
 		})
+	}
+}
+
+func checkHeader(t *testing.T, name string, b []byte, on measured.Provenance) {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Scan()
+	var h struct {
+		Date, GPU, Driver, Torch string
+		Cudnn                    int
+	}
+	if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
+		t.Fatal(err)
+	}
+	cudnn := fmt.Sprintf("%d.%d.%d", h.Cudnn/10000, h.Cudnn/100%100, h.Cudnn%100)
+	got := []string{h.Date, h.GPU, h.Driver, h.Torch, cudnn}
+	want := []string{on.Date, on.Device, on.Driver, on.Torch, on.CuDNN}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("%s header = %v, provenance %v", name, got, want)
 	}
 }
 
@@ -79,7 +86,7 @@ training:
 func TestCudnnBorrowedNote(t *testing.T) {
 	saved := cudnnTables[cudnnFallback]
 	defer func() { cudnnTables[cudnnFallback] = saved }()
-	fresh := &cudnnSource{arch: saved.arch, file: saved.file, on: saved.on}
+	fresh := &cudnnSource{arch: saved.arch, files: saved.files}
 	cudnnTables[cudnnFallback] = fresh
 	tests := []struct {
 		name, spec, device string
@@ -113,4 +120,53 @@ func TestCudnnBorrowedNote(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCudnn1D checks the measured 1-D convolutions (Whisper's stem,
+// estimate/data/cudnn-ws-h100-1d.jsonl): a measured batch gives the
+// workspaces convws.py recorded, a batch between two measured ones
+// interpolates, one beyond the largest scales it, and the same numbers as
+// a 2-D geometry are not a measured one.
+func TestCudnn1D(t *testing.T) {
+	conv1 := convGeom{in: 80, out: 512, kernel: 3, stride: 1, padding: 1, h: 1, w: 3000, half: true, oneD: true}
+	conv2 := convGeom{in: 512, out: 512, kernel: 3, stride: 2, padding: 1, h: 1, w: 3000, oneD: true}
+	tests := []struct {
+		name  string
+		g     convGeom
+		batch int64
+		want  convWS
+	}{
+		// batch 64 is the held-out Whisper line's: its allocator trace has
+		// the same 217.03 MiB forward workspace
+		{"conv1 bf16 at 64, measured", conv1, 64, convWS{fwd: 227573907, data: 227573907, weight: 242516647}},
+		{"conv1 bf16 at 32, measured", conv1, 32, convWS{fwd: 113909907, data: 113909907, weight: 128852647}},
+		{"conv1 bf16 at 48, halfway", conv1, 48, convWS{fwd: 170741907, data: 170741907, weight: 185684647}},
+		{"conv2 tf32 at 1, measured", conv2, 1, convWS{fwd: 9289744, data: 12361875, weight: 14328223}},
+		{"conv2 tf32 at 512, twice 256's", conv2, 512, convWS{fwd: 2 * 2362441875, data: 2 * 2362441875, weight: 2 * 2368733551}},
+	}
+	tab := cudnnTables["hopper"].load()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, ok := tab.points[tt.g]; !ok {
+				t.Fatalf("geometry %+v is not in the table", tt.g)
+			}
+			if got := tab.lookup(tt.g, tt.batch, 0, 0); got != tt.want {
+				t.Errorf("lookup(%+v, %d) = %+v, want %+v", tt.g, tt.batch, got, tt.want)
+			}
+		})
+	}
+	t.Run("2-D twin unmeasured", func(t *testing.T) {
+		g := conv1
+		g.oneD = false
+		if _, ok := tab.points[g]; ok {
+			t.Errorf("2-D geometry %+v found in the table", g)
+		}
+	})
+	t.Run("1-D classes", func(t *testing.T) {
+		for _, half := range []bool{false, true} {
+			if _, ok := tab.ratios[convClass{unitStride: true, half: half, oneD: true}]; !ok {
+				t.Errorf("no 1-D class medians for half=%v", half)
+			}
+		}
+	})
 }

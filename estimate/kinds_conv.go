@@ -70,20 +70,25 @@ type conv1dOp struct {
 
 // forward is F.conv1d. cuDNN runs it as a 2-D convolution of unit height
 // (the input unsqueezed to [N, C, 1, L]), saving the same tensors as
-// conv2d. The workspace table holds square 2-D geometries only, so its
-// workspaces come from the table's class medians, which the result notes.
+// conv2d. Its workspaces come from the measured 1-D table (cudnn.go); a
+// geometry it does not hold takes the 1-D class medians, which the result
+// notes.
 func (o *conv1dOp) forward(s *sim, x *tensor, sh, out model.Shape) *tensor {
 	k := o.k
-	g := convGeom{in: k.In, out: k.Out, kernel: k.Kernel, stride: k.Stride, padding: k.Padding, h: 1, w: sh[1]}
+	g := convGeom{in: k.In, out: k.Out, kernel: k.Kernel, stride: k.Stride, padding: k.Padding, h: 1, w: sh[1], oneD: true}
 	if t := s.cudnn(); t != nil {
 		hg := g
 		hg.half = s.cfg.compute != f32
 		if !t.measured(hg) {
-			s.note("conv1d: cuDNN's workspace for this geometry is unmeasured; it is estimated from the measured 2-D convolutions' median ratios")
+			s.note(conv1dUnmeasured)
 		}
 	}
 	return s.conv2d(x, o.w, o.b, s.cfg.batch*out.Elems(), g)
 }
+
+// conv1dUnmeasured is the note of a 1-D convolution whose geometry the
+// workspace table does not hold.
+const conv1dUnmeasured = "conv1d: cuDNN's workspace for this geometry is unmeasured; it is estimated from the measured 1-D convolutions' median ratios"
 
 // transposeOp is x.transpose(1, 2): a view whose memory is not row-major,
 // so the kernels that need contiguous input copy it.

@@ -40,24 +40,26 @@ training: {batch: 1, image: 8, precision: fp32, optimizer: sgd}
 	}
 }
 
-// TestConv1dNote checks that a conv1d, whose cuDNN workspace the table
-// does not hold, says so, and that a model without one does not.
+// TestConv1dNote checks that a conv1d whose cuDNN workspace the table
+// does not hold says so, and that a measured one or a model without one
+// does not.
 func TestConv1dNote(t *testing.T) {
-	const note = "conv1d: cuDNN's workspace for this geometry is unmeasured; it is estimated from the measured 2-D convolutions' median ratios"
 	tests := []struct {
-		file string
-		want bool
+		name, file string
+		ov         model.Overrides
+		want       bool
 	}{
-		{"whisper-base-encoder.yaml", true},
-		{"cnn-groupnorm.yaml", false},
+		{"whisper measured", "whisper-base-encoder.yaml", model.Overrides{}, false},
+		{"whisper at 2000 frames", "whisper-base-encoder.yaml", model.Overrides{Seq: 2000}, true},
+		{"no conv1d", "cnn-groupnorm.yaml", model.Overrides{}, false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			r, err := Estimate(load(t, tt.file, model.Overrides{}))
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Estimate(load(t, tt.file, tt.ov))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := slices.Contains(r.Notes, note); got != tt.want {
+			if got := slices.Contains(r.Notes, conv1dUnmeasured); got != tt.want {
 				t.Errorf("note present = %v, want %v (notes %q)", got, tt.want, r.Notes)
 			}
 		})

@@ -3,6 +3,7 @@
 step's convolutions take from the caching allocator.
 
     python3 bench/torch/convws.py [--batches 16,64,128,256,512,1024] > convws.jsonl
+    python3 bench/torch/convws.py --dims 1 [--batches 1,2,4,...,256] > convws-1d.jsonl
 
 For every distinct convolution of torchvision's ResNet-18/50/101/152 and of
 ViT-B/16's patch embedding, in float32 (TF32, PyTorch's default for cuDNN)
@@ -11,8 +12,18 @@ and bfloat16, at each batch size, it runs the forward and the backward
 layer) with the allocator's history recorded, and prints one JSON line: the
 geometry and the sizes of the blocks each pass allocated and freed before
 returning, in order (the workspaces), besides the outputs it kept.
+
+With --dims 1 it does the same for 1-D convolutions (F.conv1d, which cuDNN
+runs as a 2-D convolution of unit height): the stems of the audio encoders
+(Whisper tiny to large, and specs/whisper-base-encoder.yaml, which is
+Whisper base's; wav2vec2/HuBERT's feature extractor over 1 s and 10 s of
+16 kHz audio, and its grouped positional convolution). Their lines carry
+"dims": 1, "h": 1 and the input length as "w", and "groups". A geometry and
+batch that does not fit prints a line with "oom": true instead.
+
+The last line describes the machine (torch, cuDNN, GPU, driver, date).
 """
-import argparse, json
+import argparse, datetime, json, subprocess
 
 import torch
 import torchvision
@@ -40,6 +51,45 @@ def geometries():
         for h in hooks:
             h.remove()
     return seen
+
+
+def geometries_1d():
+    """The 1-D convolutions of the audio encoders: (in, out, kernel, stride,
+    padding, length, bias, groups) -> where they are used."""
+    seen = {}
+
+    def add(key, user):
+        seen.setdefault(key, []).append(user)
+
+    # Whisper (openai/whisper model.py AudioEncoder): conv1 n_mels -> d, k3
+    # pad 1; conv2 d -> d, k3 stride 2 pad 1; over 3000 frames, with bias.
+    for name, mels, d in (("tiny", 80, 384), ("base", 80, 512), ("small", 80, 768), ("medium", 80, 1024),
+                          ("large-v2", 80, 1280), ("large-v3", 128, 1280)):
+        add((mels, d, 3, 1, 1, 3000, True, 1), "whisper-" + name + ".conv1")
+        add((d, d, 3, 2, 1, 3000, True, 1), "whisper-" + name + ".conv2")
+    # wav2vec2 / HuBERT feature extractor (conv_bias false in base): 1 -> 512
+    # k10 s5, then 512 -> 512 k3 s2 x4 and k2 s2 x2; positional convolution
+    # 768 -> 768 k128 pad 64, 16 groups, over the frames it yields.
+    for seconds in (1, 10):
+        n = 16000 * seconds
+        for i, (cin, k, s) in enumerate(((1, 10, 5), (512, 3, 2), (512, 3, 2), (512, 3, 2), (512, 3, 2),
+                                         (512, 2, 2), (512, 2, 2))):
+            add((cin, 512, k, s, 0, n, False, 1), "wav2vec2-%ds.conv%d" % (seconds, i))
+            n = (n - k) // s + 1
+        add((768, 768, 128, 1, 64, n, True, 16), "wav2vec2-%ds.pos_conv" % seconds)
+    return seen
+
+
+def machine():
+    try:
+        drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.split("\n")[0].strip()
+    except OSError:
+        drv = ""
+    return {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+            "gpu": torch.cuda.get_device_name(), "driver": drv, "cuda": torch.version.cuda,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+            "tf32": torch.backends.cudnn.allow_tf32, "benchmark": torch.backends.cudnn.benchmark}
 
 
 _marks = [0]
@@ -73,12 +123,59 @@ def transients(ev):
     return [s for s, freed in out if freed], [s for s, freed in out if not freed]
 
 
+def run_1d(batches):
+    dev = "cuda"
+    for key, users in sorted(geometries_1d().items()):
+        cin, cout, k, s, p, n, bias, groups = key
+        geo = {"dims": 1, "in": cin, "out": cout, "kernel": k, "stride": s, "padding": p, "h": 1, "w": n,
+               "groups": groups, "bias": bias}
+        for dt in (torch.float32, torch.bfloat16):
+            for b in batches:
+                try:
+                    line = one_1d(geo, dt, b, dev)
+                except torch.cuda.OutOfMemoryError:
+                    line = {**geo, "dtype": str(dt).split(".")[1], "batch": b, "oom": True}
+                torch.cuda.empty_cache()
+                print(json.dumps({**line, "used_by": users[:3]}), flush=True)
+
+
+def one_1d(geo, dt, b, dev):
+    cin, cout, k, s, p, n, groups = (geo[x] for x in ("in", "out", "kernel", "stride", "padding", "w", "groups"))
+    bias = geo["bias"]
+    x = torch.randn(b, cin, n, device=dev, dtype=dt)
+    wt = torch.randn(cout, cin // groups, k, device=dev, dtype=dt)
+    bs = torch.randn(cout, device=dev, dtype=dt) if bias else None
+    m = mark()
+    y = torch.nn.functional.conv1d(x, wt, bs, s, p, 1, groups)
+    torch.cuda.synchronize()
+    fwd, kept = transients(events_since(m))
+    gy = torch.randn_like(y)
+    res = {}
+    for label, mask in (("backward", [True, True, bias]), ("backward_weight_only", [False, True, bias])):
+        m = mark()
+        g = torch.ops.aten.convolution_backward(gy, x, wt, [cout] if bias else None, [s], [p], [1],
+                                                False, [0], groups, mask)
+        torch.cuda.synchronize()
+        res[label] = transients(events_since(m))[0]
+        del g
+    return {**geo, "dtype": str(dt).split(".")[1], "batch": b,
+            "input_bytes": x.numel() * x.element_size(), "output_bytes": y.numel() * y.element_size(),
+            "forward": fwd, "forward_kept": kept, **res}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--batches", default="16,64,128,256,512,1024")
+    ap.add_argument("--batches", default=None, help="default 16,...,1024 (2-D) or 1,2,...,256 (1-D)")
+    ap.add_argument("--dims", type=int, choices=(1, 2), default=2)
     a = ap.parse_args()
     dev = "cuda"
-    torch.cuda.memory._record_memory_history(max_entries=4000, stacks="python")
+    # a pass makes a handful of events: a short history keeps the snapshots cheap
+    torch.cuda.memory._record_memory_history(max_entries=4000 if a.dims == 2 else 400, stacks="python")
+    if a.dims == 1:
+        run_1d([int(x) for x in (a.batches or "1,2,4,8,16,32,64,128,256").split(",")])
+        print(json.dumps(machine()), flush=True)
+        return
+    a.batches = a.batches or "16,64,128,256,512,1024"
     for key, users in sorted(geometries().items()):
         cin, cout, k, s, p, h, w, bias = key
         for dt in (torch.float32, torch.bfloat16):
@@ -104,9 +201,7 @@ def main():
                                   "input_bytes": x.numel() * x.element_size(), "output_bytes": y.numel() * y.element_size(),
                                   "forward": fwd, "forward_kept": kept, **res, "used_by": users[:3]}), flush=True)
                 del x, wt, bs, y, gy
-    print(json.dumps({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-                      "gpu": torch.cuda.get_device_name(), "tf32": torch.backends.cudnn.allow_tf32,
-                      "benchmark": torch.backends.cudnn.benchmark}), flush=True)
+    print(json.dumps(machine()), flush=True)
 
 
 if __name__ == "__main__":

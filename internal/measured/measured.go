@@ -111,6 +111,14 @@ var CudnnHopper = Provenance{
 	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-22-h100-convws.jsonl",
 }
 
+// CudnnHopper1D is where the 1-D rows of that table
+// (estimate/data/cudnn-ws-h100-1d.jsonl, whose first line records the same)
+// were measured, by bench/torch/convws.py --dims 1.
+var CudnnHopper1D = Provenance{
+	Date: "2026-11-23", Device: "NVIDIA H100 80GB HBM3", Driver: "580.159.04", CUDA: "13.0",
+	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-23-h100-convws-1d.jsonl",
+}
+
 // All lists the measured sizes by name, for documentation and tests.
 func All() map[string]Bytes {
 	return map[string]Bytes{
