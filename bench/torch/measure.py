@@ -412,7 +412,13 @@ def main():
     if a.fraction:
         torch.cuda.set_per_process_memory_fraction(a.fraction)
     if a.trace:
-        torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+        if os.environ.get("MEASURE_TRACE_FRAMES", "1") == "0":
+            # Python frames off: torch 2.11 fails GPT-2's dropout backward
+            # ("returned NULL without setting an exception") while
+            # recording them; the events are the same without.
+            torch.cuda.memory._record_memory_history(max_entries=1_000_000, context=None)
+        else:
+            torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     try:
         model, kind = build(spec, torch)
         prec = t["precision"]
