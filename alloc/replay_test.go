@@ -91,23 +91,27 @@ func TestReplayOrder(t *testing.T) {
 	}
 }
 
-// TestReplayModelTraces replays the other single-stream traces the repo
-// holds (bench/results) with the real segment addresses and with the
-// address model: wherever the real addresses give PyTorch's segments to
-// the byte, the model must too (docs/allocator.md §8: ordering by age
-// misses four of these by 2 to 384 MiB).
+// TestReplayModelTraces replays the real traces with the real segment
+// addresses and with the address model: wherever the real addresses give
+// PyTorch's segments to the byte, the model must too (docs/allocator.md §8:
+// ordering by age misses four of these by 2 to 384 MiB). It logs the
+// peaks, and how many pairs of segments each order puts as the real
+// addresses do.
 func TestReplayModelTraces(t *testing.T) {
 	files := []string{
-		"traces/2026-11-22-h100-llama-3.2-1b-eager.json.gz",
-		"traces/2026-11-22-h100-pythia-160m-b8.json.gz",
-		"traces/2026-11-22-h100-vit-b-16-b1064-fraction0.9.json.gz",
-		"moe-traces/moe-amp-b4/events.json.gz",
-		"moe-traces/moe-amp-b4-eager/events.json.gz",
-		"moe-traces/moe-bf16-ckpt/events.json.gz",
+		"testdata/trace1.json.gz",
+		"testdata/trace2.json.gz",
+		"testdata/trace3.json.gz",
+		"../bench/results/traces/2026-11-22-h100-llama-3.2-1b-eager.json.gz",
+		"../bench/results/traces/2026-11-22-h100-pythia-160m-b8.json.gz",
+		"../bench/results/traces/2026-11-22-h100-vit-b-16-b1064-fraction0.9.json.gz",
+		"../bench/results/moe-traces/moe-amp-b4/events.json.gz",
+		"../bench/results/moe-traces/moe-amp-b4-eager/events.json.gz",
+		"../bench/results/moe-traces/moe-bf16-ckpt/events.json.gz",
+		"../bench/results/addr/2026-11-23-h100-bert-base-b16-fp32-trace.json.gz",
 	}
-	for _, f := range files {
-		t.Run(f, func(t *testing.T) {
-			path := "../bench/results/" + f
+	for _, path := range files {
+		t.Run(path, func(t *testing.T) {
 			_, segs, addrs := replay(t, path, New(Default()))
 			real := New(Default())
 			real.addr = func(n int) int64 { return addrs[n] }
@@ -124,7 +128,28 @@ func TestReplayModelTraces(t *testing.T) {
 			}
 			age := New(Default())
 			agePeak, _, _ := replay(t, path, age)
-			t.Logf("reserved %d; by age %+d B; peak allocated %d (by age %d)", segs, age.Reserved()-segs, peak, agePeak)
+			modelAddrs := make([]int64, len(addrs))
+			for i := range modelAddrs {
+				modelAddrs[i] = model.segs[i].order
+			}
+			t.Logf("reserved %d; by age %+d B; peak allocated %d (by age %d); pairs ordered as real: model %.1f%%, newest first %.1f%%, age %.1f%%",
+				segs, age.Reserved()-segs, peak, agePeak, 100*agreement(addrs, func(i int) int64 { return modelAddrs[i] }),
+				100*agreement(addrs, func(i int) int64 { return -int64(i) }), 100*agreement(addrs, func(i int) int64 { return int64(i) }))
 		})
 	}
+}
+
+// agreement is the share of pairs of segments that key orders as the real
+// addresses do.
+func agreement(real []int64, key func(int) int64) float64 {
+	var same, all int
+	for i := range real {
+		for j := i + 1; j < len(real); j++ {
+			all++
+			if (key(i) < key(j)) == (real[i] < real[j]) {
+				same++
+			}
+		}
+	}
+	return float64(same) / float64(all)
 }
