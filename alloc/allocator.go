@@ -25,7 +25,8 @@ type blockRec struct {
 }
 
 type segRec struct {
-	order      int64 // allocation order: the stand-in for the device address
+	order      int64 // the order key: the device address (address.go) or the allocation order
+	chunk      int32 // the driver's chunk holding the segment (address.go)
 	size       int64 // bytes reserved (mapped, for an expandable segment)
 	last       int32 // the block at the segment's end
 	small      bool
@@ -58,8 +59,10 @@ type Allocator struct {
 	scratch  []int32
 
 	// addr, when set, gives the order key (device address) of the n-th
-	// segment instead of n: the replay tests use real addresses.
+	// segment instead of the address model: the replay tests use real
+	// addresses.
 	addr func(n int) int64
+	va   vaSpace // the driver's placement of segments (address.go)
 
 	allocated, reserved int64
 	retries, ooms       int
@@ -91,7 +94,9 @@ func (a *Allocator) Reset(c Config) {
 		spareBk: a.spareBk[:0],
 		walkBuf: a.walkBuf[:0],
 		index:   [2][]bkey{a.index[0][:0], a.index[1][:0]},
+		va:      a.va,
 	}
+	a.va.reset()
 	a.init()
 }
 

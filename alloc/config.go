@@ -53,7 +53,25 @@ type Config struct {
 
 	// Source is the string Parse was given.
 	Source string
+
+	// SegmentOrder orders cached blocks of equal size that lie in
+	// different segments (docs/allocator.md §8). It is not a
+	// PYTORCH_ALLOC_CONF key: PyTorch orders by device address, and this
+	// chooses how the simulation stands in for the address.
+	SegmentOrder SegmentOrder
 }
+
+// SegmentOrder is how the simulation stands in for a segment's device
+// address when it orders equal-size cached blocks.
+type SegmentOrder uint8
+
+const (
+	// OrderAge orders segments by the time they were made, oldest first.
+	OrderAge SegmentOrder = iota
+	// OrderAddress orders them by the address the CUDA driver would give
+	// them (address.go, docs/allocator.md §8).
+	OrderAddress
+)
 
 // Default is PyTorch's default configuration.
 func Default() Config { return Config{Backend: "native"} }

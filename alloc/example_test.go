@@ -56,3 +56,25 @@ func ExampleAllocator_RecordStream() {
 	// 256 512 256
 	// 512 512
 }
+
+// Three 20 MiB tensors, each in a segment of its own; the first two are
+// freed and a fourth takes one of their cached blocks. By age it takes the
+// oldest; PyTorch takes the lowest address, and the driver placed the
+// second segment below the first (docs/allocator.md §8).
+func ExampleSegmentOrder() {
+	for _, order := range []alloc.SegmentOrder{alloc.OrderAge, alloc.OrderAddress} {
+		c := alloc.Default()
+		c.SegmentOrder = order
+		a := alloc.New(c)
+		first := a.Malloc(20<<20, 0)
+		second := a.Malloc(20<<20, 0)
+		a.Malloc(20<<20, 0)
+		a.Free(first)
+		a.Free(second)
+		fourth := a.Malloc(20<<20, 0)
+		fmt.Println(fourth == first, fourth == second)
+	}
+	// Output:
+	// true false
+	// false true
+}

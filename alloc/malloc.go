@@ -147,11 +147,8 @@ func (a *Allocator) grow(size int64, small bool, s Stream, force bool) int32 {
 	if !force && a.limit > 0 && a.reserved+as > a.limit {
 		return 0
 	}
-	order := int64(len(a.segs))
-	if a.addr != nil {
-		order = a.addr(len(a.segs))
-	}
-	a.segs = append(a.segs, segRec{order: order, size: as, small: small, stream: s})
+	order, chunk := a.segmentOrder(as)
+	a.segs = append(a.segs, segRec{order: order, chunk: chunk, size: as, small: small, stream: s})
 	g := int32(len(a.segs) - 1)
 	b := a.newBlock()
 	a.blocks[b] = blockRec{seg: g, size: as, stream: s}

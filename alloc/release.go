@@ -8,6 +8,9 @@ func (a *Allocator) freeSegment(b int32) {
 	g := &a.segs[x.seg]
 	a.reserved -= g.size
 	g.released = true
+	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
+		a.va.free(g.order, g.size, g.chunk)
+	}
 	if g.size >= a.conf.maxSplit() {
 		a.oversizeSegs--
 	}

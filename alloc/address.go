@@ -1,0 +1,266 @@
+package alloc
+
+// vaSpace models where the CUDA driver places the allocations cudaMalloc
+// returns, so that segments can be ordered by device address as PyTorch's
+// BlockComparatorSize orders cached blocks. docs/allocator.md §8 gives the
+// rules and the measurements they reproduce (every address of 3,380 raw
+// cudaMalloc calls, with 2,003 cudaFree calls between them):
+//
+//   - Allocations are carved from chunks of address space. A request
+//     (rounded up to 2 MiB) goes to the newest chunk that has a free piece
+//     large enough, into the smallest such piece of that chunk (the lowest
+//     of equal ones), at the piece's low end.
+//   - If no chunk has room, a new chunk of the request rounded up to 32 MiB
+//     is reserved top-down: in the highest gap between chunks of at least
+//     the chunk plus 30 MiB (an aligned reservation with its slack), at the
+//     gap's top; else below the lowest chunk (the frontier).
+//   - cudaFree returns the piece to its chunk; a chunk left empty is
+//     released, its range a gap again (or the frontier moves up).
+//   - A new context holds a chunk of its own above the frontier with a
+//     2 MiB piece free 414 MiB above it and a 24 MiB piece free 488 MiB
+//     above it.
+//
+// Only the order of the addresses is used. The chunks live in a slab in
+// creation order under a max-tree of their largest free piece, so that the
+// newest chunk with room is found in O(log n); their free pieces are
+// linked lists in a slab; the gaps are a treap keyed by address carrying
+// the largest gap of each subtree (gapTreap).
+type vaSpace struct {
+	frontier int64
+	chunks   []vaChunk
+	room     []int64 // max-tree over chunks: largest free piece, -1 if none
+	leaves   int     // leaves of room (a power of two)
+	pieces   []vaPiece
+	spare    []int32 // free piece slots
+	gaps     gapTreap
+}
+
+type vaChunk struct {
+	start, size int64
+	live        int32 // allocations in the chunk
+	head        int32 // its free pieces, by address (0: none)
+}
+
+type vaPiece struct {
+	start, size int64
+	next        int32
+}
+
+const (
+	vaTop    = int64(1) << 46 // the context chunk's start; only order matters
+	vaAlign  = 32 << 20       // chunk granule and alignment
+	vaSlack  = vaAlign - vaGrain
+	vaGrain  = 2 << 20 // allocation granule
+	ctxSmall = 414 << 20
+	ctxLarge = 488 << 20
+)
+
+// reset empties the space to a new context's, keeping its memory.
+func (v *vaSpace) reset() {
+	v.frontier = vaTop
+	v.chunks = v.chunks[:0]
+	v.pieces = append(v.pieces[:0], vaPiece{})
+	v.spare = v.spare[:0]
+	v.leaves = 1
+	v.room = append(v.room[:0], -1, -1)
+	v.gaps.reset()
+	c := v.addChunk(vaTop, 1<<40)
+	v.chunks[c].live = 1 // never released
+	v.chunks[c].head = v.newPiece(vaTop+ctxSmall, vaGrain, v.newPiece(vaTop+ctxLarge, 24<<20, 0))
+	v.update(c)
+}
+
+// alloc returns the address of an allocation of n bytes and its chunk.
+func (v *vaSpace) alloc(n int64) (addr int64, chunk int32) {
+	if len(v.chunks) == 0 {
+		v.reset()
+	}
+	n = (n + vaGrain - 1) / vaGrain * vaGrain
+	if c := v.newestWithRoom(n); c >= 0 {
+		return v.carve(c, n), c
+	}
+	size := (n + vaAlign - 1) / vaAlign * vaAlign
+	start := v.frontier - size
+	if g := v.gaps.highest(size + vaSlack); g != 0 {
+		x := v.gaps.nodes[g]
+		start = x.start + x.size - size
+		v.gaps.remove(x.start)
+		if rest := x.size - size; rest > 0 {
+			v.gaps.insert(x.start, rest)
+		}
+	} else {
+		v.frontier = start
+	}
+	c := v.addChunk(start, size)
+	if n < size {
+		v.chunks[c].head = v.newPiece(start+n, size-n, 0)
+	}
+	v.chunks[c].live = 1
+	v.update(c)
+	return start, c
+}
+
+// free returns the n bytes at addr to chunk c.
+func (v *vaSpace) free(addr, n int64, c int32) {
+	n = (n + vaGrain - 1) / vaGrain * vaGrain
+	ch := &v.chunks[c]
+	if ch.live--; ch.live == 0 {
+		v.release(c)
+		return
+	}
+	// Insert the piece in address order, merged with its neighbours.
+	var prev int32
+	p := ch.head
+	for p != 0 && v.pieces[p].start < addr {
+		prev, p = p, v.pieces[p].next
+	}
+	if p != 0 && v.pieces[p].start == addr+n {
+		n += v.pieces[p].size
+		next := v.pieces[p].next
+		v.spare = append(v.spare, p)
+		p = next
+	}
+	if prev != 0 && v.pieces[prev].start+v.pieces[prev].size == addr {
+		v.pieces[prev].size += n
+		v.pieces[prev].next = p
+	} else if prev != 0 {
+		v.pieces[prev].next = v.newPiece(addr, n, p)
+	} else {
+		ch.head = v.newPiece(addr, n, p)
+	}
+	v.update(c)
+}
+
+// release returns empty chunk c's range: a gap, or the frontier moves up.
+func (v *vaSpace) release(c int32) {
+	ch := &v.chunks[c]
+	for p := ch.head; p != 0; p = v.pieces[p].next {
+		v.spare = append(v.spare, p)
+	}
+	ch.head = 0
+	v.update(c)
+	start, end := ch.start, ch.start+ch.size
+	if g := v.gaps.find(end); g != 0 {
+		end += v.gaps.nodes[g].size
+		v.gaps.remove(ch.start + ch.size)
+	}
+	if start == v.frontier {
+		v.frontier = end
+		return
+	}
+	if g := v.gaps.floor(start); g != 0 && v.gaps.nodes[g].start+v.gaps.nodes[g].size == start {
+		start = v.gaps.nodes[g].start
+		v.gaps.remove(start)
+	}
+	v.gaps.insert(start, end-start)
+}
+
+// carve takes n bytes from chunk c's smallest free piece that fits.
+func (v *vaSpace) carve(c int32, n int64) int64 {
+	ch := &v.chunks[c]
+	var best, bestPrev, prev int32
+	for p := ch.head; p != 0; prev, p = p, v.pieces[p].next {
+		if s := v.pieces[p].size; s >= n && (best == 0 || s < v.pieces[best].size) {
+			best, bestPrev = p, prev
+		}
+	}
+	x := &v.pieces[best]
+	addr := x.start
+	if x.size > n {
+		x.start += n
+		x.size -= n
+	} else {
+		if bestPrev != 0 {
+			v.pieces[bestPrev].next = x.next
+		} else {
+			ch.head = x.next
+		}
+		v.spare = append(v.spare, best)
+	}
+	ch.live++
+	v.update(c)
+	return addr
+}
+
+func (v *vaSpace) newPiece(start, size int64, next int32) int32 {
+	if k := len(v.spare); k > 0 {
+		p := v.spare[k-1]
+		v.spare = v.spare[:k-1]
+		v.pieces[p] = vaPiece{start: start, size: size, next: next}
+		return p
+	}
+	v.pieces = append(v.pieces, vaPiece{start: start, size: size, next: next})
+	return int32(len(v.pieces) - 1)
+}
+
+// addChunk appends a chunk (with no free piece yet), growing the max-tree.
+func (v *vaSpace) addChunk(start, size int64) int32 {
+	v.chunks = append(v.chunks, vaChunk{start: start, size: size})
+	c := len(v.chunks) - 1
+	if c >= v.leaves {
+		// Double the leaves, keeping the slice's memory where it suffices.
+		old, need := v.leaves, 4*v.leaves
+		room := v.room
+		if cap(room) >= need {
+			room = room[:need]
+		} else {
+			room = make([]int64, need)
+		}
+		copy(room[2*old:3*old], v.room[old:2*old])
+		for i := 3 * old; i < need; i++ {
+			room[i] = -1
+		}
+		v.leaves = 2 * old
+		for i := v.leaves - 1; i > 0; i-- {
+			room[i] = max(room[2*i], room[2*i+1])
+		}
+		v.room = room
+	}
+	return int32(c)
+}
+
+// update sets chunk c's largest free piece in the max-tree.
+func (v *vaSpace) update(c int32) {
+	m := int64(-1)
+	for p := v.chunks[c].head; p != 0; p = v.pieces[p].next {
+		m = max(m, v.pieces[p].size)
+	}
+	i := v.leaves + int(c)
+	v.room[i] = m
+	for i /= 2; i > 0; i /= 2 {
+		v.room[i] = max(v.room[2*i], v.room[2*i+1])
+	}
+}
+
+// newestWithRoom returns the newest chunk with a free piece of at least n
+// bytes, or -1.
+func (v *vaSpace) newestWithRoom(n int64) int32 {
+	if v.room[1] < n {
+		return -1
+	}
+	i := 1
+	for i < v.leaves {
+		if v.room[2*i+1] >= n {
+			i = 2*i + 1
+		} else {
+			i = 2 * i
+		}
+	}
+	return int32(i - v.leaves)
+}
+
+// segmentOrder returns the order key of a new segment of n bytes (and its
+// chunk in the address model): the address the driver would give it under
+// OrderAddress, the count of segments so far under OrderAge.
+func (a *Allocator) segmentOrder(n int64) (int64, int32) {
+	switch {
+	case a.addr != nil:
+		return a.addr(len(a.segs)), 0
+	case a.conf.SegmentOrder == OrderAddress:
+		if len(a.va.chunks) == 0 {
+			a.va.reset()
+		}
+		return a.va.alloc(n)
+	}
+	return int64(len(a.segs)), 0
+}
