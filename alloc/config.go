@@ -66,11 +66,11 @@ type Config struct {
 type SegmentOrder uint8
 
 const (
-	// OrderAge orders segments by the time they were made, oldest first.
-	OrderAge SegmentOrder = iota
-	// OrderAddress orders them by the address the CUDA driver would give
-	// them (address.go, docs/allocator.md §8).
-	OrderAddress
+	// OrderAddress, the default, orders segments by the address the CUDA
+	// driver would give them (address.go, docs/allocator.md §8).
+	OrderAddress SegmentOrder = iota
+	// OrderAge orders them by the time they were made, oldest first.
+	OrderAge
 )
 
 // Default is PyTorch's default configuration.

@@ -11,10 +11,10 @@
 // reports memory_allocated, memory_reserved, the segments, and the
 // fragmentation at the peak.
 //
-// Equal-size cached blocks are ordered by the age of their segment, or with
-// Config.SegmentOrder set to OrderAddress by the address a model of the
-// CUDA driver's placement gives the segment (address.go; docs/allocator.md
-// §8 says why age is the default).
+// Equal-size cached blocks are ordered by the address a model of the CUDA
+// driver's placement gives their segment (address.go, the default
+// OrderAddress), or with Config.SegmentOrder set to OrderAge by the age of
+// their segment (docs/allocator.md §8 compares the two).
 //
 // Parse reads a PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF value with
 // PyTorch's syntax and checks every key and value.

@@ -72,9 +72,9 @@ func TestReplayOrder(t *testing.T) {
 		orders["model"] = nil
 		for name, order := range orders {
 			t.Run(tt.file+"/"+name, func(t *testing.T) {
-				c := Default()
-				if name == "model" {
-					c.SegmentOrder = OrderAddress
+				c := Default() // the address model
+				if name == "age" {
+					c.SegmentOrder = OrderAge
 				}
 				a := New(c)
 				a.addr = order
@@ -150,7 +150,9 @@ func TestReplayModelTraces(t *testing.T) {
 			if d := model.Reserved() - segs; d != 0 && (!near[path] || float64(max(d, -d)) > 0.01*float64(segs)) {
 				t.Errorf("address model: reserved %d, real segments %d", model.Reserved(), segs)
 			}
-			age := New(conf)
+			byAge := conf
+			byAge.SegmentOrder = OrderAge
+			age := New(byAge)
 			agePeak, _, _ := replay(t, path, age)
 			modelAddrs := make([]int64, len(addrs))
 			for i := range modelAddrs {

@@ -86,15 +86,17 @@ func TestAllocatorSequences(t *testing.T) {
 }
 
 // TestColumnSumScratch checks the ported reduction config against the
-// scratch buffers seen in allocator traces on the H100 (4096 rows).
+// scratch buffers seen in allocator traces on the H100: 4096 rows, and
+// BERT's decoder bias (30,522 columns, output vectorised by 2) over 8192.
 func TestColumnSumScratch(t *testing.T) {
 	s := &sim{cfg: &config{sms: 132, threadsSM: 2048}}
-	tests := []struct{ cols, want int64 }{
-		{768, 24*mib + 24}, {2304, 72*mib + 72}, {3072, 96*mib + 96}, {2048, 64*mib + 64},
+	tests := []struct{ rows, cols, want int64 }{
+		{4096, 768, 24 * mib}, {4096, 2304, 72 * mib}, {4096, 3072, 96 * mib}, {4096, 2048, 64 * mib},
+		{8192, 768, 48 * mib}, {8192, 30522, 31254528},
 	}
 	for _, tt := range tests {
-		if got := s.columnSumScratch(4096, tt.cols, 2); got != tt.want {
-			t.Errorf("columnSumScratch(4096, %d) = %d, want %d", tt.cols, got, tt.want)
+		if got := s.columnSumScratch(tt.rows, tt.cols, 2); got != tt.want {
+			t.Errorf("columnSumScratch(%d, %d) = %d, want %d", tt.rows, tt.cols, got, tt.want)
 		}
 	}
 	if got := s.columnSumScratch(64, 1000, 2); got != 0 {

@@ -164,8 +164,11 @@ func (s *sim) plain(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 }
 
 func (s *sim) step1(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	held := s.held // a holding residual's branch output, freed after this layer
+	s.held = nil
 	y, out := s.layer(in, x, sh)
 	s.unref(x)
+	s.unref(held)
 	return y, out
 }
 
@@ -289,7 +292,12 @@ func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 	} else {
 		y = s.add(sk, br)
 	}
-	s.unref(br)
+	if in.l.Spec.(*model.Residual).Hold {
+		s.unref(s.held) // nested holds: the inner one is done
+		s.held = br
+	} else {
+		s.unref(br)
+	}
 	s.unref(sk)
 	return y, o
 }

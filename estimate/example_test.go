@@ -27,7 +27,7 @@ func ExampleEstimate() {
 	fmt.Println("peak during:", r.PeakPhase)
 	// Output:
 	// parameters: 124439808
-	// peak allocated: 12.63 GiB
+	// peak allocated: 12.64 GiB
 	// peak reserved: 14.14 GiB
 	// device total: 14.89 GiB fits: true
 	// peak during: backward (later steps)
@@ -75,5 +75,5 @@ func ExampleEstimate_qlora() {
 	// Output:
 	// trainable: 159907840 unmeasured: [quant bnb_optimizer]
 	// paged optimizer state (unified memory): 1.19 GiB
-	// peak reserved: 4.64 GiB device total: 6.58 GiB
+	// peak reserved: 4.62 GiB device total: 6.56 GiB
 }

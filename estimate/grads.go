@@ -19,7 +19,12 @@ func (s *sim) accumulate(t, g *tensor) {
 		if t.pgrad == nil {
 			t.pgrad = g
 			g.fixed = catGrad
+			g.pass = s.passes
 			s.recat(g)
+			return
+		}
+		if t.pgrad.pass == s.passes && t.pgrad.product {
+			s.sumTied(t, g)
 			return
 		}
 		s.unref(g)
@@ -30,4 +35,22 @@ func (s *sim) accumulate(t, g *tensor) {
 		return
 	}
 	s.unref(g)
+}
+
+// sumTied adds a second gradient a parameter receives in the same backward
+// pass (a weight tied to two modules, such as BERT's embedding and its
+// decoder). The engine sums both in the parameter's input buffer before
+// AccumulateGrad runs (input_buffer.cpp), in place into the first only
+// when nothing else holds it. Measured (docs/pytorch-memory.md §4): when
+// the first came straight from a matrix product's backward (the
+// decoder's weight in full precision) the sum is a new tensor and both
+// are freed (BERT fp32); when it came through autocast's cast it is
+// summed in place (GPT-2 in AMP), which accumulate does by dropping g.
+func (s *sim) sumTied(t, g *tensor) {
+	sum := s.alloc(g.elems, g.dt, catGrad, "grad sum")
+	sum.fixed, sum.pass, sum.name = catGrad, s.passes, t.name
+	sum.prefix = "grad sum of "
+	s.unref(t.pgrad)
+	s.unref(g)
+	t.pgrad = sum
 }

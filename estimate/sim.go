@@ -51,6 +51,11 @@ type tensor struct {
 	fixed category // category for tensors that are not activations
 	grad  *tensor  // gradient accumulated during backward
 	pgrad *tensor  // .grad of a parameter
+	// product marks a parameter's gradient that came straight from a
+	// matrix product's backward, and pass the backward pass a .grad was
+	// set in (grads.go: a tied weight's two gradients).
+	product bool
+	pass    int32
 	// last and second are a parameter's last two dimensions (second is 0
 	// for a vector), for Adafactor's factored state.
 	last, second int64
@@ -113,6 +118,11 @@ type ckpt struct {
 
 // sim is the state of one simulated training run.
 type sim struct {
+	// passes counts backward passes (tensor.pass).
+	passes int32
+	// held is a holding residual's branch output (model.Residual.Hold),
+	// freed when the next layer returns.
+	held     *tensor
 	al       allocator
 	cfg      *config
 	tape     []*node
@@ -251,6 +261,9 @@ func (s *sim) observe() {
 }
 
 func (s *sim) enter(iter, micro int, stage string) {
+	if stage == StageBackward {
+		s.passes++
+	}
 	s.phase = Phase{Iteration: iter, Micro: micro, Stage: stage}
 	s.phases = append(s.phases, PhasePeak{Phase: s.phase, PeakAllocated: s.al.allocated, PeakReserved: s.al.reserved})
 }
@@ -401,6 +414,9 @@ func (s *sim) runNode(n *node) {
 		} else {
 			grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
 			grads[i].prefix = "grad of "
+		}
+		if n.gemm && in.param {
+			grads[i].product = true
 		}
 		if ws := n.wsFor(in); ws > 0 {
 			w := s.alloc(ws, u8, catWorkspace, " backward workspace")

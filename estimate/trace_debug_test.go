@@ -13,7 +13,7 @@ import (
 
 // TestTraceDebug prints the simulator's allocations for
 // MEMPLAN_TRACE="spec.yaml [--batch N] [--seq N] [--precision P]
-// [--checkpointing C] [--attention A] [--alloc-conf S]" (paths relative to
+// [--checkpointing C] [--attention A] [--alloc-conf S] [--device D]" (paths relative to
 // this package's directory; MEMPLAN_TRACE_HF=1 reads a transformers
 // config). With MEMPLAN_TRACE_OUT=file.json.gz it writes them instead in
 // the event format of bench/torch/measure.py's --trace, for
@@ -41,6 +41,8 @@ func TestTraceDebug(t *testing.T) {
 			o.Attention = v
 		case "--alloc-conf":
 			o.AllocConf = v
+		case "--device":
+			o.Dev = v
 		default:
 			t.Fatalf("flag %s not handled here", f[i])
 		}

@@ -77,7 +77,13 @@ func (*Block) params(l *Layer) float64 { return paramsFloat(l.Body) }
 
 // Residual is x + f(x), or shortcut(x) + f(x): f is the body. Inplace adds
 // into f(x)'s output (torchvision's out += identity).
-type Residual struct{ Inplace bool }
+type Residual struct {
+	Inplace bool
+	// Hold keeps f(x)'s output alive until the next layer returns, as
+	// post-norm code such as BERT's LayerNorm(h + x) keeps h bound to a
+	// Python variable while the norm runs (docs/spec.md).
+	Hold bool
+}
 
 // Kind is the name specs use for the kind.
 func (*Residual) Kind() string { return KResidual }
@@ -86,6 +92,7 @@ func (k *Residual) decode(a *args, l *Layer) {
 	a.layers("layers", KResidual+".layers", &l.Body, true)
 	a.layers("shortcut", "residual.shortcut", &l.Shortcut, false)
 	a.bool("inplace", &k.Inplace)
+	a.bool("hold", &k.Hold)
 }
 
 // decodeList reads "- residual: [layers]".

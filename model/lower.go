@@ -108,15 +108,18 @@ func (m *Model) mlp() Layer {
 	return L(&GatedMLP{Dim: m.Hidden, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias})
 }
 
+// lowerBERT follows transformers' BertLayer. BertSelfOutput and BertOutput
+// compute LayerNorm(dropout(dense(h)) + input) with the dropout's output
+// bound to h until the norm returns: the residuals hold their branch.
 func (m *Model) lowerBERT() []Layer {
 	d := m.Hidden
 	block := seq(
-		L(&Residual{}, cat(
+		L(&Residual{Hold: true}, cat(
 			seq(L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
 				Bias: true, OutBias: true, P: m.AttnDropout, Style: "hf"})),
 			dropout(m.Dropout))...),
 		ln(d),
-		L(&Residual{}, cat(
+		L(&Residual{Hold: true}, cat(
 			seq(linear(d, m.Intermediate, true),
 				Act(m.Activation),
 				linear(m.Intermediate, d, true)),
