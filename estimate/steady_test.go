@@ -1,0 +1,72 @@
+package estimate
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestSteadyStateExact compares the 1F1B replay that jumps over repeating
+// iterations with the full replay, for every stage of 2- and 4-stage
+// pipelines over many micro-batch counts: every figure of the results
+// (peaks, breakdowns, per-phase peaks, segments) must be the same, and
+// the jump must happen where the state repeats.
+func TestSteadyStateExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays dozens of pipelines")
+	}
+	type tc struct {
+		pp, seq int64
+		ckpt    string
+		ms      []int64
+	}
+	jumped := 0
+	for _, c := range []tc{
+		{2, 2048, "none", []int64{2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 33}},
+		{4, 1024, "every-block", []int64{4, 5, 8, 13, 16, 32}},
+		{2, 256, "none", []int64{24, 40}},
+	} {
+		for _, m := range c.ms {
+			for st := int64(0); st < c.pp; st++ {
+				t.Run(fmt.Sprintf("pp%d-s%d-m%d-stage%d-%s", c.pp, c.seq, m, st, c.ckpt), func(t *testing.T) {
+					o := model.Overrides{PP: c.pp, PPSchedule: model.PP1F1B, GradAccum: m, Checkpointing: c.ckpt,
+						Seq: c.seq, Batch: 1, Precision: "amp-bf16", Optimizer: "adamw-foreach"}
+					spec := load(t, "tinyllama-1.1b.yaml", o)
+					run := func(skip bool) ([]byte, int64) {
+						steadySkip = skip
+						defer func() { steadySkip = true }()
+						before := steadyJumps.Load()
+						p, err := newPipeline(spec, st)
+						if err != nil {
+							t.Fatal(err)
+						}
+						var segs []int64
+						r, err := simulateRank(spec, func(s *sim) { segs = s.al.Segments() }, func(s *sim) { s.pp = p })
+						if err != nil {
+							t.Fatal(err)
+						}
+						b, _ := json.Marshal(struct {
+							R *Result
+							S []int64
+						}{r, segs})
+						return b, steadyJumps.Load() - before
+					}
+					full, _ := run(false)
+					fast, n := run(true)
+					if string(full) != string(fast) {
+						t.Errorf("the replay with %d jumps differs from the full replay:\n%s\n%s", n, fast, full)
+					}
+					if n > 0 {
+						jumped++
+					}
+				})
+			}
+		}
+	}
+	t.Logf("%d replays jumped", jumped)
+	if jumped == 0 {
+		t.Errorf("no replay jumped: the steady state was never detected")
+	}
+}
