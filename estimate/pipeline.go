@@ -160,16 +160,29 @@ func (p *pipeline) setShapes(spec *model.Spec) {
 	for _, q := range p.local {
 		q.inSh = spec.InputShape()
 		if q.stage > 0 {
-			q.inSh = model.Shape{spec.Training.Seq, spec.Model.Hidden}
+			q.inSh = model.Shape{boundarySeq(spec), spec.Model.Hidden}
 		}
 	}
+}
+
+// boundarySeq is the tokens of the stage boundary: the rank's sequence
+// (under context parallelism its share, which the spec already has), or
+// its shard under sequence parallelism, where the residual stream between
+// modules is the local tensor of a Shard(1) DTensor (RowwiseParallel's
+// and SequenceParallel's outputs, use_local_output).
+func boundarySeq(spec *model.Spec) int64 {
+	t := spec.Training
+	if t.TP > 1 && t.SP {
+		return t.Seq / t.TP
+	}
+	return t.Seq
 }
 
 // boundary allocates one tensor of the stage boundary: [b, s, hidden] in
 // the residual stream's dtype, which is the parameters' (the embedding's
 // output, to which every block adds).
 func (s *sim) boundary(spec *model.Spec, name string) *tensor {
-	t := s.alloc(s.cfg.batch*spec.Training.Seq*spec.Model.Hidden, s.cfg.param, catTemp, name)
+	t := s.alloc(s.cfg.batch*boundarySeq(spec)*spec.Model.Hidden, s.cfg.param, catTemp, name)
 	t.fixed = catPipe
 	s.recat(t)
 	return t
@@ -212,7 +225,7 @@ func (s *sim) shapeInference(spec *model.Spec, q *pipeline) {
 	if q.first() {
 		x = s.alloc(s.cfg.batch*spec.Training.Seq, i64, catTemp, "shape inference input")
 	} else {
-		x = s.alloc(s.cfg.batch*spec.Training.Seq*spec.Model.Hidden, s.cfg.param, catTemp, "shape inference input")
+		x = s.alloc(s.cfg.batch*boundarySeq(spec)*spec.Model.Hidden, s.cfg.param, catTemp, "shape inference input")
 	}
 	s.gather()
 	saving := s.saving

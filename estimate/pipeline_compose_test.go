@@ -114,6 +114,12 @@ func TestPipelineTensorParallel(t *testing.T) {
 			t.Errorf("NCCL %d MiB, want %d (pipeline and tensor-parallel communicators, one neighbour)", ov.Bytes>>20, want>>20)
 		}
 	}
+	// With sequence parallelism the residual stream between modules is
+	// the sequence's shard: so are the stage boundary and its buffers.
+	_, pipe, _ := rankRun(t, o, 1)
+	if want := int64(2 * 1 * 256 * 2048 * f32); pipe != want {
+		t.Errorf("last stage's receive buffers %d B, want %d (s/t = 256 tokens)", pipe, want)
+	}
 	// Loss parallelism keeps the last stage's logits sharded: less than
 	// gathering them.
 	o.LossParallel = true
