@@ -118,7 +118,15 @@ func (st *steady) begin(f, m int) int {
 	if st == nil {
 		return 0
 	}
-	now := st.print()
+	// The bytes alive by category come first in a print: where they
+	// differ from every earlier print (the last stage, whose output chunks
+	// grow), the allocator's layout is not looked at.
+	var now []int64
+	if st.mayRepeat() {
+		now = st.print()
+	} else {
+		now = append([]int64(nil), st.s.live[:]...)
+	}
 	n := 0
 	for p := 1; p <= min(maxPeriod, len(st.prints)); p++ {
 		if equal(now, st.prints[len(st.prints)-p]) {
@@ -140,6 +148,17 @@ func (st *steady) begin(f, m int) int {
 	st.iter++
 	st.nth = 0
 	return 0
+}
+
+// mayRepeat says whether the bytes alive by category are those of an
+// earlier print.
+func (st *steady) mayRepeat() bool {
+	for _, p := range st.prints {
+		if equal(st.s.live[:], p[:numCats]) {
+			return true
+		}
+	}
+	return false
 }
 
 // replicatePhases adds the phases of the n iterations jumped: those of the
