@@ -47,8 +47,11 @@ type pipeline struct {
 	inSh          model.Shape
 	data, labels  *tensor
 	// casts are autocast's cached weight casts in the order they were
-	// made, with the ToCopy node each one's gradient goes through.
-	casts []cast
+	// made, with the ToCopy node each one's gradient goes through, less
+	// those no longer cached (a recompute clears the cache); nodeOf has
+	// every cast's node by its half copy, cached or not.
+	casts  []cast
+	nodeOf map[*tensor]*node
 	cur   *flight // the micro-batch in backward
 	// ins and params are the stage's built layers and parameters; params
 	// is nil for a rank of one stage (all of the rank's).
@@ -252,9 +255,8 @@ func (s *sim) shapeInference(spec *model.Spec, q *pipeline) {
 // here.
 func (s *sim) keepCasts(tape []*node, from *flight) {
 	p := s.pp
-	known := map[*tensor]bool{}
-	for _, c := range p.casts {
-		known[c.half] = true
+	if p.nodeOf == nil {
+		p.nodeOf = map[*tensor]*node{}
 	}
 	nodes := map[*tensor]*node{}
 	for _, n := range tape {
@@ -268,7 +270,7 @@ func (s *sim) keepCasts(tape []*node, from *flight) {
 	}
 	for _, in := range params {
 		c, ok := s.cache[in]
-		if !ok || known[c] {
+		if _, known := p.nodeOf[c]; !ok || known {
 			continue
 		}
 		n := nodes[c]
@@ -276,6 +278,7 @@ func (s *sim) keepCasts(tape []*node, from *flight) {
 			n = &node{name: "ToCopy", ins: []*tensor{in}, outs: []*tensor{c}}
 		}
 		p.casts = append(p.casts, cast{param: in, half: c, node: n, from: from})
+		p.nodeOf[c] = n
 	}
 }
 
@@ -293,10 +296,7 @@ func (s *sim) ppRecomputed(sub []*node) []*node {
 	if fl == nil {
 		return sub
 	}
-	nodeOf := map[*tensor]*node{}
-	for _, c := range p.casts {
-		nodeOf[c.half] = c.node
-	}
+	nodeOf := p.nodeOf
 	out := make([]*node, 0, len(sub))
 	placed := map[*node]bool{}
 	for _, n := range sub {
@@ -355,12 +355,15 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 		x = s.ref(p.recv[j])
 	}
 	fl := &flight{earlier: map[*tensor]bool{}}
+	cached := p.casts[:0]
 	for _, c := range p.casts {
 		if s.cache[c.param] == c.half {
 			fl.shared = append(fl.shared, c.node)
 			fl.earlier[c.param] = true
+			cached = append(cached, c)
 		}
 	}
+	p.casts = cached // a cast once evicted is never cached again
 	out, sh := s.run(ins, x, p.inSh)
 	fl.out = out
 	if p.last() {

@@ -194,6 +194,6 @@ func (s *sim) stepEnd() {
 	}
 	s.clearCache()
 	for _, q := range s.pp.local {
-		q.casts = nil
+		q.casts, q.nodeOf = nil, nil
 	}
 }
