@@ -52,7 +52,7 @@ type pipeline struct {
 	// every cast's node by its half copy, cached or not.
 	casts  []cast
 	nodeOf map[*tensor]*node
-	cur   *flight // the micro-batch in backward
+	cur    *flight // the micro-batch in backward
 	// ins and params are the stage's built layers and parameters; params
 	// is nil for a rank of one stage (all of the rank's).
 	ins    []*inst

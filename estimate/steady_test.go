@@ -18,21 +18,22 @@ func TestSteadyStateExact(t *testing.T) {
 		t.Skip("replays dozens of pipelines")
 	}
 	type tc struct {
-		pp, seq int64
-		ckpt    string
-		ms      []int64
+		pp, seq, tp int64
+		ckpt        string
+		ms          []int64
 	}
 	jumped := 0
 	for _, c := range []tc{
-		{2, 2048, "none", []int64{2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 33}},
-		{4, 1024, "every-block", []int64{4, 5, 8, 13, 16, 32}},
-		{2, 256, "none", []int64{24, 40}},
+		{2, 2048, 1, "none", []int64{2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 33}},
+		{4, 1024, 1, "every-block", []int64{4, 5, 8, 13, 16, 32}},
+		{2, 256, 1, "none", []int64{24, 40}},
+		{2, 2048, 2, "none", []int64{8, 20}},
 	} {
 		for _, m := range c.ms {
 			for st := int64(0); st < c.pp; st++ {
-				t.Run(fmt.Sprintf("pp%d-s%d-m%d-stage%d-%s", c.pp, c.seq, m, st, c.ckpt), func(t *testing.T) {
+				t.Run(fmt.Sprintf("pp%d-tp%d-s%d-m%d-stage%d-%s", c.pp, c.tp, c.seq, m, st, c.ckpt), func(t *testing.T) {
 					o := model.Overrides{PP: c.pp, PPSchedule: model.PP1F1B, GradAccum: m, Checkpointing: c.ckpt,
-						Seq: c.seq, Batch: 1, Precision: "amp-bf16", Optimizer: "adamw-foreach"}
+						TP: c.tp, SP: c.tp > 1, Seq: c.seq, Batch: 1, Precision: "amp-bf16", Optimizer: "adamw-foreach"}
 					spec := load(t, "tinyllama-1.1b.yaml", o)
 					run := func(skip bool) ([]byte, int64) {
 						steadySkip = skip
