@@ -7,9 +7,11 @@ import (
 )
 
 // TestInterleavedOrder checks the compute actions of each rank against
-// the order torch 2.11's ScheduleInterleaved1F1B makes
-// (_get_1f1b_rank_ops, no-ops left out), worked out by hand from its
-// warm-up count (v−1)·perRound + 2·(pp−1−rank) and its stage indices.
+// the order torch's ScheduleInterleaved1F1B makes (_get_1f1b_rank_ops,
+// no-ops left out): the first two cases are the compute actions of the
+// schedule torch's get_schedule_ops printed for pp 2, 4 micro-batches in
+// pytorch/pytorch#172833; the others worked out from its warm-up count
+// (v−1)·perRound + 2·(pp−1−rank) and its stage indices.
 func TestInterleavedOrder(t *testing.T) {
 	for _, tc := range []struct {
 		rank, pp, v, m int64
