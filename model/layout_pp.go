@@ -269,6 +269,10 @@ func checkPipeline(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		e.add(lineOf(tm, "pp"), "pp: must be positive, got %d", min(t.PP, o.PP))
 		return
 	}
+	if t.PPVirtual < 0 || o.PPVirtual < 0 {
+		e.add(lineOf(tm, "pp_virtual"), "pp_virtual: must be positive, got %d", min(t.PPVirtual, o.PPVirtual))
+		return
+	}
 	if err := t.PipelineOK(m); err != nil {
 		line := lineOf(tm, "pp")
 		if o.PP > 0 {

@@ -77,6 +77,11 @@ func InterleavedOrder(rank, pp, v, m int64) ([]PPAction, error) {
 	return out, nil
 }
 
+// maxLowered bounds the actions InterleavedOK lowers, so that a spec's
+// check stays cheap (no order up to pp 8, 4 stages per rank and 16
+// micro-batches fails the lowering).
+const maxLowered = 1 << 20
+
 // InterleavedOK says why ScheduleInterleaved1F1B cannot run pp ranks of v
 // stages each over m micro-batches, or nil. Besides its constructor's
 // check of the rounds, torch lowers the ranks' compute actions to a
@@ -86,8 +91,11 @@ func InterleavedOrder(rank, pp, v, m int64) ([]PPAction, error) {
 // s+1's); a turn in which no rank can go on is an error there, a hang
 // otherwise.
 func InterleavedOK(pp, v, m int64) error {
-	if pp < 2 || v < 1 || m < 1 {
+	if pp < 2 || v < 1 || m < 1 || pp > 1<<20 || v > 1<<20 || m > 1<<30 {
 		return fmt.Errorf("the interleaved schedule needs pp ≥ 2, stages per rank ≥ 1 and micro-batches ≥ 1 (got %d, %d, %d)", pp, v, m)
+	}
+	if pp*v*m > maxLowered {
+		return nil // the rounds are checked; the lowering is not replayed
 	}
 	orders := make([][]PPAction, pp)
 	for r := range orders {
