@@ -71,3 +71,59 @@ func TestSteadyStateExact(t *testing.T) {
 		t.Errorf("no replay jumped: the steady state was never detected")
 	}
 }
+
+// TestSteadyStateExactModels repeats the comparison on other models and
+// settings: grouped-query Llama-3-8B with checkpointing, Qwen2.5-7B's
+// biased projections, Mistral-7B, eager attention, a micro-batch of two.
+func TestSteadyStateExactModels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays dozens of pipelines")
+	}
+	for _, x := range []struct {
+		spec          string
+		pp, m, seq, b int64
+		ckpt, attn    string
+	}{
+		{"llama-3-8b.yaml", 4, 40, 2048, 1, "every-block", ""},
+		{"mistral-7b.yaml", 2, 30, 1024, 1, "none", ""},
+		{"qwen2.5-7b.yaml", 3, 30, 1024, 1, "none", ""},
+		{"tinyllama-1.1b.yaml", 2, 48, 1024, 2, "none", "eager"},
+		{"tinyllama-1.1b.yaml", 3, 48, 1024, 2, "every-block", ""},
+	} {
+		for st := int64(0); st < x.pp; st++ {
+			t.Run(fmt.Sprintf("%s-pp%d-stage%d", x.spec, x.pp, st), func(t *testing.T) {
+				o := model.Overrides{PP: x.pp, PPSchedule: model.PP1F1B, GradAccum: x.m, Checkpointing: x.ckpt,
+					Seq: x.seq, Batch: x.b, Precision: "amp-bf16", Attention: x.attn}
+				spec := load(t, x.spec, o)
+				if full, fast := replayBoth(t, spec, st); full != fast {
+					t.Errorf("the replay with jumps differs from the full replay:\n%s\n%s", fast, full)
+				}
+			})
+		}
+	}
+}
+
+// replayBoth simulates stage st of spec with and without the jumps and
+// returns both results (with the allocator's segments) as JSON.
+func replayBoth(t *testing.T, spec *model.Spec, st int64) (full, fast string) {
+	t.Helper()
+	run := func(skip bool) string {
+		steadySkip = skip
+		defer func() { steadySkip = true }()
+		p, err := newPipeline(spec, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var segs []int64
+		r, err := simulateRank(spec, func(s *sim) { segs = s.al.Segments() }, func(s *sim) { s.pp = p })
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(struct {
+			R *Result
+			S []int64
+		}{r, segs})
+		return string(b)
+	}
+	return run(false), run(true)
+}
