@@ -35,28 +35,10 @@ func TestSteadyStateExact(t *testing.T) {
 					o := model.Overrides{PP: c.pp, PPSchedule: model.PP1F1B, GradAccum: m, Checkpointing: c.ckpt,
 						TP: c.tp, SP: c.tp > 1, Seq: c.seq, Batch: 1, Precision: "amp-bf16", Optimizer: "adamw-foreach"}
 					spec := load(t, "tinyllama-1.1b.yaml", o)
-					run := func(skip bool) ([]byte, int64) {
-						steadySkip = skip
-						defer func() { steadySkip = true }()
-						before := steadyJumps.Load()
-						p, err := newPipeline(spec, st)
-						if err != nil {
-							t.Fatal(err)
-						}
-						var segs []int64
-						r, err := simulateRank(spec, func(s *sim) { segs = s.al.Segments() }, func(s *sim) { s.pp = p })
-						if err != nil {
-							t.Fatal(err)
-						}
-						b, _ := json.Marshal(struct {
-							R *Result
-							S []int64
-						}{r, segs})
-						return b, steadyJumps.Load() - before
-					}
-					full, _ := run(false)
-					fast, n := run(true)
-					if string(full) != string(fast) {
+					before := steadyJumps.Load()
+					full, fast := replayBoth(t, spec, st)
+					n := steadyJumps.Load() - before
+					if full != fast {
 						t.Errorf("the replay with %d jumps differs from the full replay:\n%s\n%s", n, fast, full)
 					}
 					if n > 0 {
