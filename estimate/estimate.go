@@ -211,20 +211,25 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if s.pp != nil {
-		// A stage's own layers (TP with PP is refused by the spec's checks).
-		layers, prog = s.pp.layers, s.pp.layers
-	}
+	var ins []*inst
 	done := func() {}
-	if t.TP > 1 {
+	switch {
+	case s.pp != nil:
+		// The rank's stages, each built on its own (pipeline.go); a
+		// pipeline's modules are made on the meta device, no whole load.
+		layers = s.pp.rankLayers()
+		ins = s.buildStages()
+	case t.TP > 1:
 		done = s.loadWhole(layers, prog)
+		fallthrough
+	default:
+		ins = s.build(prog, map[string]*tensor{})
 	}
-	ins := s.build(prog, map[string]*tensor{})
 	done()
 	s.applyLoRA(spec)
 	s.shardSetup(ins)
 	if s.pp != nil {
-		s.trainPipeline(spec, ins)
+		s.trainPipeline(spec)
 	} else {
 		s.train(spec, ins)
 	}

@@ -33,6 +33,9 @@ import "github.com/memplan/memplan/model"
 //     micro-batch's logits, returned and dropped by the caller).
 
 // pipeline is one stage's program and what it holds across micro-batches.
+// A rank holds one stage, or several under the interleaved schedule: local
+// lists them all (the rank's first stage leads), order is the rank's
+// compute actions then.
 type pipeline struct {
 	stage, stages int64
 	schedule      string
@@ -44,9 +47,20 @@ type pipeline struct {
 	inSh          model.Shape
 	data, labels  *tensor
 	// casts are autocast's cached weight casts in the order they were
-	// made, with the ToCopy node each one's gradient goes through.
-	casts []cast
-	cur   *flight // the micro-batch in backward
+	// made, with the ToCopy node each one's gradient goes through, less
+	// those no longer cached (a recompute clears the cache); nodeOf has
+	// every cast's node by its half copy, cached or not.
+	casts  []cast
+	nodeOf map[*tensor]*node
+	cur    *flight // the micro-batch in backward
+	// ins and params are the stage's built layers and parameters; params
+	// is nil for a rank of one stage (all of the rank's).
+	ins    []*inst
+	params []*tensor
+	local  []*pipeline
+	order  []model.PPAction
+	// lossParallel computes the last stage's loss on the logits' shards.
+	lossParallel bool
 }
 
 // cast is a cached weight cast: the parameter, its half copy, the copy's
@@ -76,74 +90,156 @@ type flight struct {
 func (p *pipeline) first() bool { return p.stage == 0 }
 func (p *pipeline) last() bool  { return p.stage == p.stages-1 }
 
-// newPipeline lowers spec to the program of one stage.
-func newPipeline(spec *model.Spec, stage int64) (*pipeline, error) {
+// newPipeline lowers spec to the program of one pipeline rank: its stage,
+// or under the interleaved schedule its stages (model.Training.RankStages).
+func newPipeline(spec *model.Spec, rank int64) (*pipeline, error) {
 	t := spec.Training
 	if err := t.PipelineOK(&spec.Model); err != nil {
 		return nil, err
 	}
-	layers, err := spec.Model.LowerStage(stage, t.PP)
+	stages := t.PipelineStages()
+	split, err := model.StageLayers(spec.Model.NumLayers, stages)
 	if err != nil {
 		return nil, err
 	}
-	split, err := model.StageLayers(spec.Model.NumLayers, t.PP)
-	if err != nil {
-		return nil, err
+	var local []*pipeline
+	for _, st := range t.RankStages(rank) {
+		layers, err := spec.Model.LowerStageRank(st, stages, &t)
+		if err != nil {
+			return nil, err
+		}
+		local = append(local, &pipeline{stage: st, stages: stages, schedule: t.PPSchedule, layers: layers,
+			blocks: split[st], flights: map[int]*flight{}, lossParallel: t.LossParallel && t.TP > 1})
 	}
-	p := &pipeline{stage: stage, stages: t.PP, schedule: t.PPSchedule, layers: layers,
-		blocks: split[stage], flights: map[int]*flight{}, inSh: spec.InputShape()}
-	if stage > 0 {
-		p.inSh = model.Shape{t.Seq, spec.Model.Hidden}
+	p := local[0]
+	p.local = local
+	if t.PPSchedule == model.PPInterleaved {
+		if p.order, err = model.InterleavedOrder(rank, t.PP, t.Virtual(), t.GradAccum); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// rankLayers is every layer the rank's stages hold.
+func (p *pipeline) rankLayers() []model.Layer {
+	if len(p.local) == 1 {
+		return p.layers
+	}
+	var out []model.Layer
+	for _, q := range p.local {
+		out = append(out, q.layers...)
+	}
+	return out
+}
+
+// rankBlocks is the blocks the rank's stages hold.
+func (p *pipeline) rankBlocks() int64 {
+	var n int64
+	for _, q := range p.local {
+		n += q.blocks
+	}
+	return n
+}
+
+// buildStages builds each of the rank's stages (each its own module, as
+// PipelineStage wraps one) and returns their layers' instances in order.
+func (s *sim) buildStages() []*inst {
+	var all []*inst
+	for _, q := range s.pp.local {
+		at := len(s.params)
+		q.ins = s.build(q.layers, map[string]*tensor{})
+		if len(s.pp.local) > 1 {
+			q.params = s.params[at:len(s.params):len(s.params)]
+		}
+		all = append(all, q.ins...)
+	}
+	return all
+}
+
+// setShapes sets each stage's input shape from the rank's spec (under
+// context parallelism, the rank's share of the sequence).
+func (p *pipeline) setShapes(spec *model.Spec) {
+	for _, q := range p.local {
+		q.inSh = spec.InputShape()
+		if q.stage > 0 {
+			q.inSh = model.Shape{boundarySeq(spec), spec.Model.Hidden}
+		}
+	}
+}
+
+// boundarySeq is the tokens of the stage boundary: the rank's sequence
+// (under context parallelism its share, which the spec already has), or
+// its shard under sequence parallelism, where the residual stream between
+// modules is the local tensor of a Shard(1) DTensor (RowwiseParallel's
+// and SequenceParallel's outputs, use_local_output).
+func boundarySeq(spec *model.Spec) int64 {
+	t := spec.Training
+	if t.TP > 1 && t.SP {
+		return t.Seq / t.TP
+	}
+	return t.Seq
 }
 
 // boundary allocates one tensor of the stage boundary: [b, s, hidden] in
 // the residual stream's dtype, which is the parameters' (the embedding's
 // output, to which every block adds).
 func (s *sim) boundary(spec *model.Spec, name string) *tensor {
-	t := s.alloc(s.cfg.batch*spec.Training.Seq*spec.Model.Hidden, s.cfg.param, catTemp, name)
+	t := s.alloc(s.cfg.batch*boundarySeq(spec)*spec.Model.Hidden, s.cfg.param, catTemp, name)
 	t.fixed = catPipe
 	s.recat(t)
 	return t
 }
 
 // pipelineSetup is what the first step() does before its first
-// micro-batch: the neighbours' warm-up send and receive, the shape
-// inference forward, and the receive buffers.
-func (s *sim) pipelineSetup(spec *model.Spec, ins []*inst) {
+// micro-batch (_initialize_stages): the neighbours' warm-up sends and
+// receives, then each stage's shape inference forward and receive
+// buffers, then each stage's gradient receive buffers.
+func (s *sim) pipelineSetup(spec *model.Spec) {
 	p := s.pp
 	s.enter(0, 0, "pipeline setup")
-	warm := [2]*tensor{s.alloc(1, f32, catTemp, "p2p warm-up recv"), s.alloc(1, f32, catTemp, "p2p warm-up send")}
-	s.unref(warm[0])
-	s.unref(warm[1])
-	// _shape_inference: zeros like the micro-batch's input, the stage's
-	// forward under no_grad (nothing saved, no graph kept).
+	var warm []*tensor
+	for range p.local {
+		warm = append(warm, s.alloc(1, f32, catTemp, "p2p warm-up recv"), s.alloc(1, f32, catTemp, "p2p warm-up send"))
+	}
+	s.dropAll(warm)
+	m := int(spec.Training.GradAccum)
+	for _, q := range p.local {
+		s.pp = q
+		s.shapeInference(spec, q)
+		for j := 0; j < m && !q.first(); j++ {
+			b := s.boundary(spec, "pipeline receive buffer")
+			b.req = true
+			q.recv = append(q.recv, b)
+		}
+	}
+	for _, q := range p.local {
+		for j := 0; j < m && !q.last(); j++ {
+			q.gradIn = append(q.gradIn, s.boundary(spec, "pipeline gradient receive buffer"))
+		}
+	}
+	s.pp = p
+}
+
+// shapeInference is _shape_inference: zeros like the micro-batch's input,
+// the stage's forward under no_grad (nothing saved, no graph kept).
+func (s *sim) shapeInference(spec *model.Spec, q *pipeline) {
 	var x *tensor
-	if p.first() {
+	if q.first() {
 		x = s.alloc(s.cfg.batch*spec.Training.Seq, i64, catTemp, "shape inference input")
 	} else {
-		x = s.alloc(s.cfg.batch*spec.Training.Seq*spec.Model.Hidden, s.cfg.param, catTemp, "shape inference input")
+		x = s.alloc(s.cfg.batch*boundarySeq(spec)*spec.Model.Hidden, s.cfg.param, catTemp, "shape inference input")
 	}
 	s.gather()
 	saving := s.saving
 	s.saving = false
-	out, _ := s.run(ins, x, p.inSh)
+	out, _ := s.run(q.ins, x, q.inSh)
 	s.saving = saving
 	s.keepCasts(s.tape, nil)
 	s.tape = nil
 	s.unref(out)
 	s.endForward()
 	s.dropRope()
-	m := int(spec.Training.GradAccum)
-	for j := 0; j < m && !p.first(); j++ {
-		b := s.boundary(spec, "pipeline receive buffer")
-		b.req = true
-		p.recv = append(p.recv, b)
-	}
-	for j := 0; j < m && !p.last(); j++ {
-		p.gradIn = append(p.gradIn, s.boundary(spec, "pipeline gradient receive buffer"))
-	}
 }
 
 // keepCasts notes the cached weight casts a forward made, with their
@@ -159,9 +255,8 @@ func (s *sim) pipelineSetup(spec *model.Spec, ins []*inst) {
 // here.
 func (s *sim) keepCasts(tape []*node, from *flight) {
 	p := s.pp
-	known := map[*tensor]bool{}
-	for _, c := range p.casts {
-		known[c.half] = true
+	if p.nodeOf == nil {
+		p.nodeOf = map[*tensor]*node{}
 	}
 	nodes := map[*tensor]*node{}
 	for _, n := range tape {
@@ -169,9 +264,13 @@ func (s *sim) keepCasts(tape []*node, from *flight) {
 			nodes[n.outs[0]] = n
 		}
 	}
-	for _, in := range s.params {
+	params := p.params
+	if params == nil {
+		params = s.params
+	}
+	for _, in := range params {
 		c, ok := s.cache[in]
-		if !ok || known[c] {
+		if _, known := p.nodeOf[c]; !ok || known {
 			continue
 		}
 		n := nodes[c]
@@ -179,6 +278,7 @@ func (s *sim) keepCasts(tape []*node, from *flight) {
 			n = &node{name: "ToCopy", ins: []*tensor{in}, outs: []*tensor{c}}
 		}
 		p.casts = append(p.casts, cast{param: in, half: c, node: n, from: from})
+		p.nodeOf[c] = n
 	}
 }
 
@@ -196,10 +296,7 @@ func (s *sim) ppRecomputed(sub []*node) []*node {
 	if fl == nil {
 		return sub
 	}
-	nodeOf := map[*tensor]*node{}
-	for _, c := range p.casts {
-		nodeOf[c.half] = c.node
-	}
+	nodeOf := p.nodeOf
 	out := make([]*node, 0, len(sub))
 	placed := map[*node]bool{}
 	for _, n := range sub {
@@ -258,18 +355,25 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 		x = s.ref(p.recv[j])
 	}
 	fl := &flight{earlier: map[*tensor]bool{}}
+	cached := p.casts[:0]
 	for _, c := range p.casts {
 		if s.cache[c.param] == c.half {
 			fl.shared = append(fl.shared, c.node)
 			fl.earlier[c.param] = true
+			cached = append(cached, c)
 		}
 	}
+	p.casts = cached // a cast once evicted is never cached again
 	out, sh := s.run(ins, x, p.inSh)
 	fl.out = out
 	if p.last() {
 		p.chunks = append(p.chunks, s.ref(out))
 		f := s.to(out, f32)
-		fl.loss = s.crossEntropy(f, s.rows(sh))
+		if p.lossParallel {
+			fl.loss = s.parallelCrossEntropy(f)
+		} else {
+			fl.loss = s.crossEntropy(f, s.rows(sh))
+		}
 		s.unref(f)
 	}
 	fl.tape, s.tape = s.tape, nil

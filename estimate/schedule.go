@@ -12,7 +12,7 @@ import "github.com/memplan/memplan/model"
 // trainPipeline simulates two optimizer steps of one stage, as the
 // training loop of bench/torch/dist/pp.py (and torchtitan) runs them:
 // step() under autocast, then the optimizer and zero_grad(set_to_none).
-func (s *sim) trainPipeline(spec *model.Spec, ins []*inst) {
+func (s *sim) trainPipeline(spec *model.Spec) {
 	p := s.pp
 	s.recomputed = s.ppRecomputed
 	if s.cfg.zero >= 2 {
@@ -28,19 +28,24 @@ func (s *sim) trainPipeline(spec *model.Spec, ins []*inst) {
 	rows := s.cfg.batch * int64(m) * t.Seq
 	p.labels = s.alloc(rows, i64, catData, "labels")
 	p.data = s.alloc(rows, i64, catData, "input ids")
+	p.setShapes(spec)
 	for it := 0; it < 2; it++ {
 		// step(): clear_runtime_states drops the last step's output chunks;
-		// the first step prepares the stage first.
-		s.dropAll(p.chunks)
-		p.chunks = nil
+		// the first step prepares the stages first.
+		for _, q := range p.local {
+			s.dropAll(q.chunks)
+			q.chunks = nil
+		}
 		if it == 0 {
-			s.pipelineSetup(spec, ins)
+			s.pipelineSetup(spec)
 		}
 		switch p.schedule {
 		case model.PPGPipe:
-			s.gpipe(it, m, ins)
+			s.gpipe(it, m, p.ins)
+		case model.PPInterleaved:
+			s.interleaved(it)
 		default:
-			s.oneFOneB(it, m, ins)
+			s.oneFOneB(it, m, p.ins)
 		}
 		s.stepEnd()
 		s.stepOptimizer(t, it)
@@ -94,7 +99,12 @@ func (s *sim) oneFOneB(it, m int, ins []*inst) {
 			s.let(&sendWork, out)
 		}
 	}
+	st := s.startSteady()
 	for {
+		if n := st.begin(f, m); n > 0 {
+			s.jump(b, f, n)
+			b, f = b+n, f+n
+		}
 		// fwd_sends and bwd_recvs fired and waited together.
 		g := s.ppBackward(it, b)
 		s.let(&bwdSends, g)
@@ -108,6 +118,7 @@ func (s *sim) oneFOneB(it, m int, ins []*inst) {
 		s.let(&fwdSends, out)
 		f++
 	}
+	st.stop()
 	s.let(&sendWork, bwdSends)
 	for ; b < m; b++ {
 		g := s.ppBackward(it, b)
@@ -121,12 +132,45 @@ func (s *sim) oneFOneB(it, m int, ins []*inst) {
 	s.drop(&bwdSends)
 }
 
+// interleaved is ScheduleInterleaved1F1B as _PipelineScheduleRuntime runs
+// it: the rank's compute actions in order (model.InterleavedOrder), each on
+// its stage. Every send's Work is kept in send_ops, with the tensor it
+// sends (a stage's output, a stage input's gradient), until the end of
+// step() waits on them, the last first; the receives fill the stages'
+// receive buffers.
+func (s *sim) interleaved(it int) {
+	p := s.pp
+	byStage := map[int64]*pipeline{}
+	for _, q := range p.local {
+		byStage[q.stage] = q
+	}
+	var sends []hold
+	for _, a := range p.order {
+		q := byStage[a.Stage]
+		s.pp = q
+		var h hold
+		if a.Backward {
+			g := s.ppBackward(it, int(a.MB))
+			s.let(&h, g)
+			s.dropAll(g)
+		} else {
+			s.let(&h, s.ppForward(it, int(a.MB), q.ins))
+		}
+		if len(h) > 0 {
+			sends = append(sends, h)
+		}
+	}
+	for i := len(sends) - 1; i >= 0; i-- {
+		s.drop(&sends[i])
+	}
+	s.pp = p
+}
+
 // stepEnd is the end of step(): with FSDP, _post_backward reduce-scatters
 // the whole gradients and reshards; the last stage merges its output
 // chunks (merge_chunks concatenates them along the batch), which the
 // caller drops; leaving the autocast region drops its weight casts.
 func (s *sim) stepEnd() {
-	p := s.pp
 	if s.noSync {
 		whole := make([]*tensor, len(s.params))
 		for i, q := range s.params {
@@ -139,13 +183,17 @@ func (s *sim) stepEnd() {
 		}
 		s.releaseGathered()
 	}
-	if p.last() && len(p.chunks) > 0 {
-		var n int64
-		for _, c := range p.chunks {
-			n += c.elems
+	for _, q := range s.pp.local {
+		if q.last() && len(q.chunks) > 0 {
+			var n int64
+			for _, c := range q.chunks {
+				n += c.elems
+			}
+			s.unref(s.alloc(n, q.chunks[0].dt, catTemp, "merged output chunks"))
 		}
-		s.unref(s.alloc(n, p.chunks[0].dt, catTemp, "merged output chunks"))
 	}
 	s.clearCache()
-	p.casts = nil
+	for _, q := range s.pp.local {
+		q.casts, q.nodeOf = nil, nil
+	}
 }

@@ -17,7 +17,9 @@ const (
 // StageMemory is one kind of pipeline rank's estimate.
 type StageMemory struct {
 	// Kind is KindFirst, KindMiddle or KindLast; Stage the stage (from 0)
-	// whose figures these are: the busiest of its kind.
+	// whose figures these are: the busiest of its kind. Under the
+	// interleaved schedule Stage is the rank (the first rank holds the
+	// first stage, the last rank the last) and Blocks its stages' blocks.
 	Kind   string `json:"kind"`
 	Stage  int64  `json:"stage"`
 	Blocks int64  `json:"blocks"`
@@ -33,9 +35,11 @@ type StageMemory struct {
 // Pipeline says how the stages of a pipeline-parallel run differ; the
 // Result's figures are the busiest stage's (docs/parallelism.md §3.2).
 type Pipeline struct {
-	Stages       int64  `json:"stages"`
-	Schedule     string `json:"schedule"`
-	MicroBatches int64  `json:"micro_batches"`
+	Stages   int64  `json:"stages"`
+	Schedule string `json:"schedule"`
+	// Virtual is the stages each rank holds (interleaved schedule).
+	Virtual      int64 `json:"virtual_stages,omitempty"`
+	MicroBatches int64 `json:"micro_batches"`
 	// Busiest is the stage with the largest device total.
 	Busiest int64 `json:"busiest_stage"`
 	// Kinds are the first, middle (with more than two stages) and last
@@ -70,7 +74,7 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 		case t.PP - 1:
 			kind = KindLast
 		}
-		sm := StageMemory{Kind: kind, Stage: st, Blocks: p.blocks, Params: r.Params,
+		sm := StageMemory{Kind: kind, Stage: st, Blocks: p.rankBlocks(), Params: r.Params,
 			PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal,
 			PeakPhase: r.PeakPhase, AtPeak: r.AtPeak}
 		if n := len(kinds); n > 0 && kinds[n-1].Kind == kind {
@@ -83,6 +87,9 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 		if best == nil || r.DeviceTotal > best.DeviceTotal {
 			best = r
 			best.Pipeline = &Pipeline{Stages: t.PP, Schedule: t.PPSchedule, MicroBatches: t.GradAccum, Busiest: st}
+			if v := t.Virtual(); v > 1 {
+				best.Pipeline.Virtual = v
+			}
 		}
 	}
 	best.Pipeline.Kinds = kinds
@@ -103,21 +110,41 @@ const (
 	ppP2PPeer  = 157<<20 - ppP2PFirst
 )
 
-// pipelineNCCL is the device memory NCCL holds on a pipeline rank: the
-// pipeline group's communicator, plus data parallelism's when dp > 1
-// (parallel.NCCLBytes), and the point-to-point connections to each
-// neighbouring stage. batch_isend_irecv runs on the group's communicator,
-// so it adds no communicator of its own.
-func pipelineNCCL(p *pipeline, dp int64) int64 {
+// pipelineNCCL is the device memory NCCL holds on a pipeline rank: one
+// communicator for the pipeline group and one for each other parallel
+// dimension larger than one (parallel.NCCLBytes; context parallelism's
+// all-to-all adds its point-to-point buffers, ncclFor), and the point-to-
+// point connections to each neighbouring rank. batch_isend_irecv runs on
+// the pipeline group's communicator, so it adds no communicator of its
+// own. A pipeline's modules are built on the meta device, so tensor
+// parallelism's scatter of the parameters (loadWhole) is not there.
+func pipelineNCCL(p *pipeline, t model.Training) int64 {
 	c := parallel.H200x2Defaults
-	if dp > 1 {
-		c.Communicators = 2
+	for _, d := range []int64{t.DP, t.TP, t.CP, t.EP} {
+		if d > 1 {
+			c.Communicators++
+		}
 	}
-	peers := int64(2)
-	if p.first() || p.last() {
-		peers = 1
+	c.Sends = c.Sends || t.CP > 1
+	c.Recvs = c.Recvs || t.CP > 1
+	return mustNCCL(parallel.NCCLBytes(c)) + ppP2PFirst + p.peers(t.PP)*ppP2PPeer
+}
+
+// peers is the number of other ranks the rank's stages send to or receive
+// from, of pp.
+func (p *pipeline) peers(pp int64) int64 {
+	rank := p.stage % pp
+	seen := map[int64]bool{}
+	for _, q := range p.local {
+		if q.stage > 0 {
+			seen[(q.stage-1)%pp] = true
+		}
+		if q.stage < q.stages-1 {
+			seen[(q.stage+1)%pp] = true
+		}
 	}
-	return mustNCCL(parallel.NCCLBytes(c)) + ppP2PFirst + peers*ppP2PPeer
+	delete(seen, rank)
+	return int64(len(seen))
 }
 
 // pipelineOverhead replaces the data-parallel NCCL line of a stage's
@@ -132,7 +159,7 @@ func (s *sim) pipelineOverhead(r *Result) {
 		}
 		items = append(items, o)
 	}
-	n := pipelineNCCL(s.pp, s.cfg.dp)
+	n := pipelineNCCL(s.pp, r.Training)
 	r.Overhead = append(items, Item{OverheadNCCL, n})
 	r.DeviceTotal += n - old
 	if r.Ranks != nil {

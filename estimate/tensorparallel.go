@@ -190,6 +190,9 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		s.unref(logits)
 		logits = full
 	}
+	if k.Output {
+		return logits // a pipeline's last stage: the schedule runs the loss
+	}
 	src := s.to(logits, f32)
 	var loss *tensor
 	if k.Gather {

@@ -19,6 +19,8 @@ func FuzzParse(f *testing.F) {
 		"training:\n  batch: 1\n  seq: 8\n  tp: 2\n  sp: true\n  loss_parallel: true\n  dp: 2\n  zero: 3\n"))
 	f.Add([]byte("name: x\nmodel: {type: llama, layers: 2, hidden: 64, intermediate: 128, heads: 4, vocab: 100}\ndevice: h100-80gb\n" +
 		"training:\n  batch: 1\n  seq: 8\n  optimizer: paged_adamw_8bit\n  quant: int8\n  lora: {rank: 4, adapter_dtype: base}\n"))
+	f.Add([]byte("name: x\nmodel: {type: llama, layers: 4, hidden: 64, heads: 4, kv_heads: 2, intermediate: 128, vocab: 101}\ndevice: h100-80gb\n" +
+		"training:\n  batch: 1\n  seq: 8\n  tp: 2\n  sp: true\n  pp: 2\n  pp_schedule: interleaved\n  pp_virtual: 2\n  grad_accum: 4\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data, Overrides{})
 		if err != nil {
@@ -41,6 +43,11 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := s.Model.LowerRank(&s.Training); err != nil {
 			t.Fatalf("accepted a layout it cannot lower: %v", err)
+		}
+		for st := int64(0); s.Training.PP > 1 && st < min(s.Training.PipelineStages(), 64); st++ {
+			if _, err := s.Model.LowerStageRank(st, s.Training.PipelineStages(), &s.Training); err != nil {
+				t.Fatalf("accepted a pipeline it cannot lower: stage %d: %v", st, err)
+			}
 		}
 		if s.InputShape().Elems() <= 0 {
 			t.Fatalf("empty input shape %v", s.InputShape())

@@ -7,7 +7,8 @@ import (
 
 // Pipeline parallelism as torch.distributed.pipelining runs it: how the
 // blocks are split over stages (StageLayers), which layers one stage holds
-// (LowerStage), and the spec fields pp and pp_schedule. The simulation of
+// (LowerStage, LowerStageRank), and the spec fields pp, pp_schedule and
+// pp_virtual. The simulation of
 // a stage is estimate's (docs/parallelism.md §3.2).
 
 // Pipeline schedules of torch.distributed.pipelining.
@@ -86,6 +87,27 @@ func (m *Model) splittable(layers []Layer) (int, error) {
 // whose logits are the stage's output: the schedule's loss function
 // (torchtitan's, logits.float() and cross_entropy) runs outside the model.
 func (m *Model) LowerStage(stage, stages int64) ([]Layer, error) {
+	out, err := m.stageSlice(stage, stages)
+	if err != nil {
+		return nil, err
+	}
+	return stageHead(out), nil
+}
+
+// stageHead makes the head of a last stage's layers a plain linear layer
+// whose logits are the stage's output.
+func stageHead(ls []Layer) []Layer {
+	for i, l := range ls {
+		if h, ok := l.Spec.(*LMHead); ok {
+			ls[i] = L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias})
+		}
+	}
+	return ls
+}
+
+// stageSlice is the top-level layers of one GPU's model that stage holds,
+// the head left as it is.
+func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 	all := m.Lower()
 	at, err := m.splittable(all)
 	if err != nil {
@@ -106,19 +128,76 @@ func (m *Model) LowerStage(stage, stages int64) ([]Layer, error) {
 	rep.Spec = &Repeat{Times: split[stage]}
 	out = append(out, rep)
 	if stage == stages-1 {
-		for _, l := range all[at+1:] {
-			if h, ok := l.Spec.(*LMHead); ok {
-				l = L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias})
-			}
-			out = append(out, l)
-		}
+		out = append(out, all[at+1:]...)
 	}
 	return out, nil
 }
 
+// LowerStageRank is the program one rank of a layout runs for a pipeline
+// stage: the stage's layers (stageSlice) lowered by the layout's tensor or
+// context parallelism as LowerRank lowers a whole model, then the head
+// made the stage's output (docs/parallelism.md §3.2): under tensor
+// parallelism a vocabulary-parallel linear whose logits are gathered, or
+// kept as the rank's shard with loss parallelism.
+func (m *Model) LowerStageRank(stage, stages int64, t *Training) ([]Layer, error) {
+	ls, err := m.stageSlice(stage, stages)
+	if err != nil {
+		return nil, err
+	}
+	if t.TP <= 1 && t.CP <= 1 {
+		return stageHead(ls), nil
+	}
+	ls, err = m.lowerLayers(ls, t)
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range ls {
+		if h, ok := l.Spec.(*VocabHead); ok {
+			c := *h
+			c.Output = true
+			ls[i] = L(&c)
+		}
+	}
+	return stageHead(ls), nil
+}
+
+// PipelineStages is the number of pipeline stages: pp, times the stages
+// per rank under the interleaved schedule.
+func (t *Training) PipelineStages() int64 {
+	if t.PPSchedule == PPInterleaved {
+		return t.PP * t.Virtual()
+	}
+	return t.PP
+}
+
+// Virtual is the stages each rank holds: PPVirtual under the interleaved
+// schedule (2 when unset), else 1.
+func (t *Training) Virtual() int64 {
+	if t.PPSchedule != PPInterleaved {
+		return 1
+	}
+	if t.PPVirtual < 1 {
+		return 2
+	}
+	return t.PPVirtual
+}
+
+// RankStages is the stages rank holds: rank itself, or under the
+// interleaved schedule rank, rank+pp, … (round robin, torch's
+// generate_stage_to_rank_mapping).
+func (t *Training) RankStages(rank int64) []int64 {
+	v := t.Virtual()
+	out := make([]int64, v)
+	for i := range out {
+		out[i] = rank + int64(i)*t.PP
+	}
+	return out
+}
+
 // PipelineOK says why a training setup's pipeline cannot run the model,
 // or nil: torchtitan's split must give every stage a block, the schedule
-// must be known, and Schedule1F1B refuses fewer micro-batches than stages.
+// must be known, Schedule1F1B refuses fewer micro-batches than stages and
+// ScheduleInterleaved1F1B what InterleavedOK refuses.
 func (t *Training) PipelineOK(m *Model) error {
 	if t.PP <= 1 {
 		return nil
@@ -126,9 +205,26 @@ func (t *Training) PipelineOK(m *Model) error {
 	if _, err := m.splittable(m.Lower()); err != nil {
 		return err
 	}
-	if _, err := StageLayers(m.NumLayers, t.PP); err != nil {
+	if t.PPVirtual > 1 && t.PPSchedule != PPInterleaved {
+		return fmt.Errorf("%d stages per rank needs the interleaved schedule (%s runs one)", t.PPVirtual, t.PPSchedule)
+	}
+	if _, err := StageLayers(m.NumLayers, t.PipelineStages()); err != nil {
 		return err
 	}
+	if err := t.scheduleOK(); err != nil {
+		return err
+	}
+	if t.LoRA.Enabled() {
+		return fmt.Errorf("LoRA with pipeline parallelism is not simulated")
+	}
+	if t.Offload != OffloadNone && t.Offload != "" {
+		return fmt.Errorf("offload with pipeline parallelism is not simulated")
+	}
+	return nil
+}
+
+// scheduleOK checks the schedule against the micro-batches as torch does.
+func (t *Training) scheduleOK() error {
 	switch t.PPSchedule {
 	case PPGPipe:
 	case PP1F1B:
@@ -136,18 +232,12 @@ func (t *Training) PipelineOK(m *Model) error {
 			return fmt.Errorf("1f1b needs at least as many micro-batches (%d) as stages (%d), as Schedule1F1B requires", t.GradAccum, t.PP)
 		}
 	case PPInterleaved:
-		return fmt.Errorf("the interleaved schedule is not simulated yet (gpipe and 1f1b are)")
+		if t.DP > 1 || t.Zero > 0 {
+			return fmt.Errorf("the interleaved schedule with data parallelism is not simulated yet")
+		}
+		return InterleavedOK(t.PP, t.Virtual(), max(t.GradAccum, 1))
 	default:
 		return fmt.Errorf("unknown pipeline schedule %q (valid: %s)", t.PPSchedule, strings.Join([]string{PPGPipe, PP1F1B, PPInterleaved}, ", "))
-	}
-	if t.LoRA.Enabled() {
-		return fmt.Errorf("LoRA with pipeline parallelism is not simulated")
-	}
-	if t.TP > 1 || t.CP > 1 {
-		return fmt.Errorf("tensor or context parallelism together with pipeline parallelism is not simulated yet")
-	}
-	if t.Offload != OffloadNone && t.Offload != "" {
-		return fmt.Errorf("offload with pipeline parallelism is not simulated")
 	}
 	return nil
 }
@@ -157,8 +247,12 @@ func (t *Training) PipelineOK(m *Model) error {
 func decodePipeline(tm *mapping, t *Training, o Overrides) {
 	tm.int("pp", &t.PP, false)
 	tm.str("pp_schedule", &t.PPSchedule)
+	tm.int("pp_virtual", &t.PPVirtual, false)
 	if o.PP > 0 {
 		t.PP = o.PP
+	}
+	if o.PPVirtual > 0 {
+		t.PPVirtual = o.PPVirtual
 	}
 	if o.PPSchedule != "" {
 		t.PPSchedule = strings.ToLower(o.PPSchedule)
@@ -173,6 +267,10 @@ func decodePipeline(tm *mapping, t *Training, o Overrides) {
 func checkPipeline(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	if t.PP < 0 || o.PP < 0 {
 		e.add(lineOf(tm, "pp"), "pp: must be positive, got %d", min(t.PP, o.PP))
+		return
+	}
+	if t.PPVirtual < 0 || o.PPVirtual < 0 {
+		e.add(lineOf(tm, "pp_virtual"), "pp_virtual: must be positive, got %d", min(t.PPVirtual, o.PPVirtual))
 		return
 	}
 	if err := t.PipelineOK(m); err != nil {

@@ -154,11 +154,13 @@ const KVocabHead = "vocab_parallel_head"
 // (tied to an embedding when Tie names one) and the loss: Gather
 // all-gathers the logits' vocabulary shards from Ranks ranks before the
 // loss (output_layouts=Replicate); without it the loss is computed on the
-// shards (loss_parallel).
+// shards (loss_parallel). Output makes the logits (gathered, or the
+// shard) the layer's output instead, as on a pipeline's last stage, whose
+// schedule runs the loss.
 type VocabHead struct {
 	Vocab, Dim, Ranks int64
 	Tie               string
-	Gather            bool
+	Gather, Output    bool
 }
 
 // Kind is the layer kind's name.
@@ -170,8 +172,17 @@ func (k *VocabHead) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error)
 	if err := needTokens(l, s); err != nil {
 		return nil, err
 	}
+	if err := needWidth(l, s, k.Dim, "dim"); err != nil {
+		return nil, err
+	}
+	switch {
+	case k.Output && k.Gather:
+		return Shape{s[0], k.Vocab * k.Ranks}, nil
+	case k.Output:
+		return Shape{s[0], k.Vocab}, nil
+	}
 	// The head computes the loss: its output is a scalar.
-	return Shape{1}, needWidth(l, s, k.Dim, "dim")
+	return Shape{1}, nil
 }
 
 func (k *VocabHead) params(*Layer) float64 {
@@ -217,7 +228,13 @@ var ErrNotSplittable = errors.New("tensor parallelism does not split this layer"
 // split as torchtitan's apply_tp splits them and DTensor's collectives in
 // between. Without tensor parallelism it is Lower.
 func (m *Model) LowerRank(t *Training) ([]Layer, error) {
-	ls := m.Lower()
+	return m.lowerLayers(m.Lower(), t)
+}
+
+// lowerLayers lowers ls, some of the model's top-level layers (all of
+// them, or a pipeline stage's), to one rank's program under the
+// training's tensor or context parallelism.
+func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if t.CP > 1 {
 		if m.Type != Llama {
 			return nil, fmt.Errorf("%w: %s models (context parallelism is simulated for Llama)", ErrNotSplittable, m.Type)

@@ -29,6 +29,10 @@ type Overrides struct {
 	// pipeline schedule ("" leaves it).
 	PP         int64
 	PPSchedule string
+	// PPVirtual is the stages per rank of the interleaved schedule (0
+	// leaves the spec's; left out of JSON when 0, as dumps of overrides
+	// predate it).
+	PPVirtual int64 `json:",omitempty"`
 	// LoRA is a LoRA rank (0 leaves the spec's); LoRATargets, LoRAAlpha,
 	// LoRADropout, Quant and DoubleQuant replace training.lora's fields
 	// and training.quant/double_quant ("" leaves them).

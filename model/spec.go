@@ -247,6 +247,10 @@ type Training struct {
 	// (docs/parallelism.md §3.2).
 	PP         int64  `json:"pp,omitempty"`
 	PPSchedule string `json:"pp_schedule,omitempty"`
+	// PPVirtual is the stages each rank holds under the interleaved
+	// schedule (ScheduleInterleaved1F1B; 0: 2), round robin: rank r holds
+	// stages r, r+PP, … (docs/parallelism.md §3.2).
+	PPVirtual int64 `json:"pp_virtual,omitempty"`
 	// BucketView is DDP's gradient_as_bucket_view=True (stages 0 and 1):
 	// the gradients are slices of the reducer's buckets, not a second
 	// copy. Other stages ignore it.

@@ -17,8 +17,15 @@ func printPipeline(w io.Writer, r *estimate.Result) error {
 	if p == nil {
 		return nil
 	}
-	fmt.Fprintf(w, "pipeline: %d stages, %s schedule, %d micro-batches of %d; figures below are the busiest stage's, stage %d\n",
-		p.Stages, p.Schedule, p.MicroBatches, r.Training.Batch, p.Busiest)
+	if p.Virtual > 1 {
+		// Interleaved: the kinds are ranks (the first holds stage 0, the
+		// last the last stage).
+		fmt.Fprintf(w, "pipeline: %d ranks × %d stages, %s schedule, %d micro-batches of %d; figures below are the busiest rank's, rank %d\n",
+			p.Stages, p.Virtual, p.Schedule, p.MicroBatches, r.Training.Batch, p.Busiest)
+	} else {
+		fmt.Fprintf(w, "pipeline: %d stages, %s schedule, %d micro-batches of %d; figures below are the busiest stage's, stage %d\n",
+			p.Stages, p.Schedule, p.MicroBatches, r.Training.Batch, p.Busiest)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  stage\tblocks\tparameters\tpeak allocated\tpeak reserved\tdevice total\tpeak in")
 	for _, k := range p.Kinds {

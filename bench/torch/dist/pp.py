@@ -1,28 +1,33 @@
 #!/usr/bin/env python3
-"""Pipeline parallelism with torch.distributed.pipelining: one stage per rank,
-the blocks split as torchtitan's generate_llm_fqn_per_model_part splits them
-(the embedding and the head count as one layer each; memplan's
-planner.StageLayers), GPipe or 1F1B.
+"""Pipeline parallelism with torch.distributed.pipelining, the blocks split as
+torchtitan's generate_llm_fqn_per_model_part splits them (the embedding and the
+head count as one layer each; memplan's model.StageLayers): one stage per rank
+(GPipe, 1F1B), or --virtual stages per rank round robin (interleaved 1F1B:
+rank r holds stages r, r+pp, ...); optionally tensor parallelism inside each
+stage (--tp, a pp × tp mesh, torchtitan's plan as tp.py applies it).
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 8
         [--batch 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
+    torchrun --standalone --nproc-per-node 2 bench/torch/dist/pp.py SPEC --schedule interleaved --virtual 2 --microbatches 4
+    torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 4 --tp 2 [--no-sp]
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
 amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
 name another implementation) and prints one JSON line on rank 0 with every
-rank's (stage's) peaks and the memplan command line; rank r runs stage r, whose
-figures memplan gives as estimate's pipeline.kinds (first and last stage).
+rank's peaks and the memplan command line. Pipeline rank r's figures are
+memplan's pipeline.kinds for stage r (one stage per rank) or rank r
+(interleaved). The modules are built on the meta device, as torchtitan does.
 """
 import argparse
 
 import torch
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
 import common
 
 
 def stage_layers(layers, stages):
-    """torchtitan's split with input and output weights of 1 (planner.StageLayers)."""
+    """torchtitan's split with input and output weights of 1 (model.StageLayers)."""
     if stages == 1:
         return [layers]
     eff = layers + 2
@@ -38,29 +43,55 @@ def stage_layers(layers, stages):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    common.add_common_args(ap)
-    ap.add_argument("--schedule", choices=["gpipe", "1f1b"], required=True)
-    ap.add_argument("--microbatches", type=int, required=True)
-    a = ap.parse_args()
-    rank, world, local = common.setup()
-    d = common.llama_dims(a.spec, a.seq)
-    if d["tied"]:
-        raise SystemExit(f"{a.spec}: tied embeddings cannot be split over pipeline stages (use an untied spec)")
-    split = stage_layers(d["layers"], world)
-    first = sum(split[:rank])
-    keep = {str(i) for i in range(first, first + split[rank])}
-    torch.manual_seed(0)
+def apply_tp_stage(model, mesh, sp):
+    """tp.py's apply_tp (torchtitan's plan, without loss parallelism) on a stage:
+    the embedding and the head only where the stage holds them."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
+    seq = Shard(1) if sp else Replicate()
+    root = {}
+    if model.tok_embeddings is not None:
+        root["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)
+    if model.output is not None:
+        root["output"] = ColwiseParallel(input_layouts=seq, output_layouts=Replicate())
+        if sp:
+            root["norm"] = SequenceParallel()
+    if root:
+        parallelize_module(model, mesh, root)
+    for block in model.layers.values():
+        plan = {
+            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+            "attention.wo": RowwiseParallel(output_layouts=seq),
+            "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=seq),
+        }
+        if sp:
+            plan.update({
+                "attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
+                "attention": PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)),
+                "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+            })
+        parallelize_module(block, mesh, plan)
+
+
+def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp):
+    """The module of one stage: its blocks (by name), the embedding on the
+    first stage, the final norm and the head on the last; built on meta,
+    tensor-parallel if asked, then materialised and initialised on the GPU."""
+    first = sum(split[:stage])
+    keep = {str(i) for i in range(first, first + split[stage])}
     with torch.device("meta"):
-        model = common.Llama(d, checkpointing=a.checkpointing == "every-block")
+        model = common.Llama(d, checkpointing=checkpointing)
     for name in list(model.layers.keys()):
         if name not in keep:
             del model.layers[name]
-    if rank != 0:
+    if stage != 0:
         model.tok_embeddings = None
-    if rank != world - 1:
+    if stage != n_stages - 1:
         model.norm, model.output = None, None
+    if tp_mesh is not None:
+        apply_tp_stage(model, tp_mesh, sp)
     model.to_empty(device="cuda")
     with torch.no_grad():
         for p in model.parameters():
@@ -69,10 +100,48 @@ def main():
         ang = torch.outer(torch.arange(d["seq"], dtype=torch.float32, device="cuda"), inv)
         ang = torch.cat((ang, ang), dim=-1)
         model.rope.copy_(torch.stack((ang.cos(), ang.sin())))
-    stage = PipelineStage(model, rank, world, torch.device("cuda", local))
-    cls = ScheduleGPipe if a.schedule == "gpipe" else Schedule1F1B
-    sched = cls(stage, n_microbatches=a.microbatches, loss_fn=common.loss_fn)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    return model
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    common.add_common_args(ap)
+    ap.add_argument("--schedule", choices=["gpipe", "1f1b", "interleaved"], required=True)
+    ap.add_argument("--microbatches", type=int, required=True)
+    ap.add_argument("--virtual", type=int, default=2, help="stages per rank (interleaved)")
+    ap.add_argument("--tp", type=int, default=1, help="tensor parallelism inside each stage (pp × tp mesh)")
+    ap.add_argument("--no-sp", action="store_true", help="with --tp: without sequence parallelism")
+    a = ap.parse_args()
+    rank, world, local = common.setup()
+    assert world % a.tp == 0, f"world {world} is not a multiple of tp {a.tp}"
+    pp, sp = world // a.tp, not a.no_sp
+    d = common.llama_dims(a.spec, a.seq)
+    if d["tied"]:
+        raise SystemExit(f"{a.spec}: tied embeddings cannot be split over pipeline stages (use an untied spec)")
+    tp_mesh, group, pp_rank = None, None, rank
+    if a.tp > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cuda", (pp, a.tp), mesh_dim_names=("pp", "tp"))
+        tp_mesh, group, pp_rank = mesh["tp"], mesh["pp"].get_group(), mesh["pp"].get_local_rank()
+    v = a.virtual if a.schedule == "interleaved" else 1
+    n_stages = pp * v
+    split = stage_layers(d["layers"], n_stages)
+    stage_ids = [pp_rank + k * pp for k in range(v)]
+    torch.manual_seed(0)
+    modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp) for s in stage_ids]
+    dev = torch.device("cuda", local)
+    stages = [PipelineStage(m, s, n_stages, dev, group=group) for m, s in zip(modules, stage_ids)]
+    if a.schedule == "interleaved":
+        sched = ScheduleInterleaved1F1B(stages, n_microbatches=a.microbatches, loss_fn=common.loss_fn)
+    else:
+        cls = ScheduleGPipe if a.schedule == "gpipe" else Schedule1F1B
+        sched = cls(stages[0], n_microbatches=a.microbatches, loss_fn=common.loss_fn)
+    # Tensor-parallel norms without sequence parallelism keep plain
+    # parameters: foreach AdamW gets them in their own group (as tp.py).
+    from torch.distributed.tensor import DTensor
+    params = [p for m in modules for p in m.parameters()]
+    groups = [[p for p in params if isinstance(p, DTensor)], [p for p in params if not isinstance(p, DTensor)]]
+    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
     n = a.batch * a.microbatches
     g = torch.Generator(device="cuda").manual_seed(0)
     inp = torch.randint(0, d["vocab"], (n, d["seq"]), device="cuda", generator=g)
@@ -82,9 +151,9 @@ def main():
     steps = []
     for _ in range(a.steps):
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            if rank == 0:
+            if pp_rank == 0:
                 sched.step(inp)
-            elif rank == world - 1:
+            elif pp_rank == pp - 1:
                 sched.step(target=labels, losses=[])
             else:
                 sched.step()
@@ -92,9 +161,16 @@ def main():
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
-    config = {"script": "pp", "spec": a.spec, "pp": world, "schedule": a.schedule, "microbatches": a.microbatches,
-              "stage_layers": split, "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world}
-    cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], pp=world, pp_schedule=a.schedule, microbatches=a.microbatches,
+    config = {"script": "pp", "spec": a.spec, "pp": pp, "schedule": a.schedule, "microbatches": a.microbatches,
+              "virtual": v, "stage_layers": split, "tp": a.tp, "sp": sp and a.tp > 1, "batch": a.batch,
+              "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
+              # Which runtime torch runs the schedule with: memplan models
+              # _PipelineScheduleRuntime for interleaved (send Works kept to
+              # the end of step()), PipelineScheduleSingle for gpipe and 1f1b.
+              "schedule_bases": [c.__name__ for c in type(sched).__mro__[1:4]]}
+    cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], pp=pp, pp_schedule=a.schedule,
+                             pp_virtual=v if a.schedule == "interleaved" else None, microbatches=a.microbatches,
+                             tp=a.tp if a.tp > 1 else None, sp=sp and a.tp > 1,
                              checkpointing=a.checkpointing, optimizer="adamw-foreach")
     common.report(a.label, config, cmd, steps, local)
 

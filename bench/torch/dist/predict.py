@@ -58,7 +58,12 @@ def script_cmd(script, nproc, args):
     elif script == "cp.py":
         cmd += ["--cp", nproc]
     elif script == "pp.py":
-        cmd += ["--pp", nproc, "--pp-schedule", opts["schedule"], "--grad-accum", opts["microbatches"]]
+        tp = int(opts.get("tp", "1"))
+        cmd += ["--pp", str(int(nproc) // tp), "--pp-schedule", opts["schedule"], "--grad-accum", opts["microbatches"]]
+        if opts["schedule"] == "interleaved":
+            cmd += ["--pp-virtual", opts.get("virtual", "2")]
+        if tp > 1:
+            cmd += ["--tp", str(tp)] + ([] if "no-sp" in opts else ["--sp"])
     # Always: a spec's own checkpointing (llama-3-8b.yaml: every-block) is
     # not what the script runs without --checkpointing.
     cmd += ["--checkpointing", opts.get("checkpointing", "none")]
@@ -85,4 +90,10 @@ for line in open(grid):
     for k, name in (("peak_allocated_bytes", "peak allocated"), ("peak_reserved_bytes", "peak reserved"),
                     ("device_total_bytes", "device total")):
         print("  %-15s %7.2f GiB  %d B" % (name, p[k] / G, p[k]))
+    # Pipelines: every kind of stage (one per rank with two ranks; under the
+    # interleaved schedule the kinds are ranks), pipeline rank r = kind r.
+    for kd in (p.get("pipeline") or {}).get("kinds", []):
+        print("  %s %d (%d blocks): allocated %d B, reserved %d B, device %d B" % (
+            kd["kind"], kd["stage"], kd["blocks"], kd["peak_allocated_bytes"], kd["peak_reserved_bytes"],
+            kd["device_total_bytes"]))
     print()
