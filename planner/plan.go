@@ -3,7 +3,6 @@ package planner
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/memplan/memplan/model"
@@ -180,17 +179,7 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 		}
 		return idx[i] < idx[j]
 	})
-	s := newSearch(spec, oracle, res.Limit)
-	for _, e := range es {
-		g := programOf(e.l).group
-		if d := s.dps[g]; len(d) == 0 || d[len(d)-1] != e.l.DP {
-			s.dps[g] = append(d, e.l.DP)
-		}
-	}
-	for g, d := range s.dps {
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		s.dps[g] = slices.Compact(d)
-	}
+	s := newSearch(spec, oracle, res.Limit, newStateBound(spec, sh.params))
 	misses := newMisses(req.Top)
 	for n, i := range idx {
 		if len(res.Layouts) == req.Top {

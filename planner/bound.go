@@ -1,0 +1,154 @@
+package planner
+
+import (
+	"slices"
+
+	"github.com/memplan/memplan/internal/measured"
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
+)
+
+// stateBound is a lower bound of a layout's busiest rank, computed
+// without the simulator (docs/planner.md §4): the model state that is live
+// at once during the first optimizer step, plus the device memory outside
+// PyTorch's allocator that every run has. Every term is a floor of what
+// the estimator allocates:
+//
+//   - the rank holds at least P/(tp·pp·ep) of the P parameters: tensor
+//     parallelism replicates norms and pads the vocabulary, a pipeline's
+//     busiest stage holds at least the mean, an expert-parallel rank
+//     keeps the dense layers whole, so the ranks together hold at least P;
+//   - parameters and gradients in the parameter dtype (2 bytes in bf16 and
+//     fsdp-bf16, whose fp32 shards only add, 4 otherwise), and the
+//     optimizer's state: two moments for Adam and AdamW, one for SGD with
+//     momentum, none counted for the others;
+//   - ZeRO 1 shards the optimizer state over dp·cp (whole parameters to a
+//     rank: the busiest holds at least the mean), ZeRO 2 and 3 (FSDP) also
+//     the parameters and gradients, which are resharded at the step;
+//   - the first step creates the optimizer's state while the gradients
+//     are live (estimate/step.go), so all three are held at once;
+//   - in the second step, at the end of a micro-batch's forward, the
+//     parameters and the optimizer's state are live (the gradients were
+//     set to None) with what autograd saved: at least one tensor of the
+//     block's input per transformer block (checkpointing every block
+//     keeps exactly that; without checkpointing the first norm saves it
+//     or its fp32 copy), micro · seq/cp · hidden elements (over tp with
+//     sequence parallelism) of 2 bytes (4 in fp32), over the blocks of the
+//     stage that has fewest, and on the last stage the log-softmax the
+//     loss saves (micro · seq/cp · vocab/tp elements); a pipeline stage
+//     holds at least one micro-batch, and the first stage the block
+//     inputs of every micro-batch in flight (min(pp, m) under 1F1B, m
+//     under GPipe: the first stage's parameters are not counted there);
+//   - with tensor parallelism the rank first loads its stage's parameters
+//     whole (the way bench/torch/dist/tp.py builds the model before
+//     parallelize_module; estimate/tensorparallel.go), P/(pp·ep) of them
+//     in the parameter dtype, live at once;
+//   - reserved memory is at least allocated, and the device total adds
+//     the CUDA context and the kernel modules (internal/measured).
+//
+// LoRA and quantized bases freeze or shrink the weights: there only the
+// fixed overhead is counted. TestStateBound checks the bound against the
+// estimator over many layouts.
+type stateBound struct {
+	params int64 // P
+	elem   int64 // bytes per parameter, gradient and moment element
+	// moments is the optimizer state per parameter, in elements.
+	moments int64
+	// fixed is the device memory outside the allocator.
+	fixed int64
+	// act is the bytes of one block's input per token and hidden unit
+	// (0: not counted); seq, hidden and layers the model's.
+	act, seq, hidden, layers, vocab int64
+}
+
+func newStateBound(spec *model.Spec, params int64) stateBound {
+	t := &spec.Training
+	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes}
+	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
+		b.elem = 2
+	}
+	switch t.Optimizer.Name {
+	case model.Adam, model.AdamW:
+		b.moments = 2
+	case model.SGDMomentum:
+		b.moments = 1
+	}
+	if t.LoRA.Enabled() || t.Quant != "" {
+		b.params, b.moments = 0, 0
+	}
+	if m := &spec.Model; transformer(m) && t.Seq > 0 && m.Hidden > 0 {
+		b.act, b.seq, b.hidden, b.layers, b.vocab = 2, t.Seq, m.Hidden, m.NumLayers, m.Vocab
+		if t.Precision == model.FP32 {
+			b.act = 4
+		}
+	}
+	return b
+}
+
+// bytes returns the bound for l and what it is: the largest of the
+// model state at the step, the state and block inputs at the end of a
+// forward, and the whole-model load of tensor parallelism.
+func (b stateBound) bytes(l Layout) (total int64, why string) {
+	n := b.params / (l.TP * l.PP * max(l.EP, 1))
+	d := l.DP * l.CP
+	param, grad, opt := n, n, b.moments*n
+	if l.Zero >= 1 {
+		opt = b.moments * n / d
+	}
+	if l.Zero >= 2 {
+		param, grad = n/d, n/d
+	}
+	state := (param + grad + opt) * b.elem
+	total, why = state, "model state alone needs "+units.Format(state)
+	least, first := b.acts(l)
+	if fwd := (param+opt)*b.elem + least; fwd > total {
+		total, why = fwd, "model state and one micro-batch's activations need at least "+units.Format(fwd)
+	}
+	if first > total {
+		total, why = first, "the first stage's micro-batches in flight need at least "+units.Format(first)
+	}
+	if l.TP > 1 {
+		if load := b.params / (l.PP * max(l.EP, 1)) * b.elem; load > total {
+			total, why = load, "loading the whole model before splitting it over tp needs "+units.Format(load)
+		}
+	}
+	return total + b.fixed, why
+}
+
+// acts is what one micro-batch of l leaves saved on the pipeline stage
+// with the fewest blocks (its block inputs, and on the last stage the
+// log-softmax of the logits), and what the first stage holds with the
+// micro-batches a schedule keeps in flight there (1F1B: min(pp, m),
+// GPipe: m); 0 when not counted.
+func (b stateBound) acts(l Layout) (least, first int64) {
+	switch l.Checkpointing.Mode {
+	case "", model.CkptNone, model.CkptBlock:
+	default:
+		return 0, 0 // every-k and sqrt keep fewer segment inputs
+	}
+	if b.act == 0 {
+		return 0, 0
+	}
+	tokens := l.Micro * (b.seq / l.CP)
+	block := tokens * b.hidden * b.act
+	if l.SP {
+		block /= l.TP
+	}
+	// The log-softmax the loss saves, split by vocabulary over tp at most.
+	logits := tokens * (b.vocab / l.TP) * b.act
+	if l.PP <= 1 {
+		return b.layers*block + logits, 0
+	}
+	per, err := StageLayers(b.layers, l.PP*max(l.Virtual, 1))
+	if err != nil {
+		return 0, 0
+	}
+	least = slices.Min(per) * block
+	switch l.Schedule {
+	case OneFOneB:
+		return least, min(l.PP, l.Accum) * per[0] * block
+	case GPipe:
+		return least, l.Accum * per[0] * block
+	}
+	return least, 0
+}
