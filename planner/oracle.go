@@ -91,6 +91,13 @@ func (Simulator) Simulates(spec *model.Spec, l Layout) error {
 	return nil
 }
 
+// LowerBound implements Bounder with stateBound: the model state, the
+// activations and the loads the simulator allocates at once, counted
+// without simulating (TestStateBound checks it never exceeds Estimate).
+func (Simulator) LowerBound(spec *model.Spec) func(Layout) (int64, string) {
+	return newStateBound(spec, model.Params(spec.Model.Lower())).bytes
+}
+
 // Estimate implements Oracle.
 func (sim Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 	if err := sim.Simulates(spec, l); err != nil {
