@@ -26,13 +26,16 @@ import (
 //     rank: the busiest holds at least the mean), ZeRO 2 and 3 (FSDP) also
 //     the parameters and gradients, which are resharded at the step;
 //   - the first step creates the optimizer's state while the gradients
-//     are live (estimate/step.go), so all three are held at once;
+//     are live (estimate/step.go), so all three are held at once, with
+//     Adam's foreach temporary (one moment's size) on top;
 //   - in the second step, at the end of a micro-batch's forward, the
 //     parameters and the optimizer's state are live (the gradients were
 //     set to None) with what autograd saved: at least one tensor of the
 //     block's input per transformer block (checkpointing every block
 //     keeps exactly that; without checkpointing the first norm saves it
-//     or its fp32 copy), micro · seq/cp · hidden elements (over tp with
+//     or its fp32 copy, and a Llama block's gated MLP saves its gate and
+//     up projections and the activation, 3 · intermediate/tp per token),
+//     micro · seq/cp · hidden elements (over tp with
 //     sequence parallelism) of 2 bytes (4 in fp32), over the blocks of the
 //     stage that has fewest, and on the last stage the log-softmax the
 //     loss saves (micro · seq/cp · vocab/tp elements); a pipeline stage
@@ -46,8 +49,8 @@ import (
 //   - reserved memory is at least allocated, and the device total adds
 //     the CUDA context and the kernel modules (internal/measured).
 //
-// LoRA and quantized bases freeze or shrink the weights: there only the
-// fixed overhead is counted. TestStateBound checks the bound against the
+// LoRA and quantized bases freeze or shrink the weights and change what
+// autograd saves: there only the fixed overhead is counted. TestStateBound checks the bound against the
 // estimator over many layouts.
 type stateBound struct {
 	params int64 // P
@@ -59,6 +62,10 @@ type stateBound struct {
 	// act is the bytes of one block's input per token and hidden unit
 	// (0: not counted); seq, hidden and layers the model's.
 	act, seq, hidden, layers, vocab int64
+	// mlp is a dense gated MLP's intermediate size (Llama), 0 otherwise.
+	mlp int64
+	// foreach: Adam's foreach step holds one moment-sized temporary.
+	foreach bool
 }
 
 func newStateBound(spec *model.Spec, params int64) stateBound {
@@ -70,16 +77,20 @@ func newStateBound(spec *model.Spec, params int64) stateBound {
 	switch t.Optimizer.Name {
 	case model.Adam, model.AdamW:
 		b.moments = 2
+		b.foreach = t.Optimizer.Impl == model.ImplForeach
 	case model.SGDMomentum:
 		b.moments = 1
 	}
 	if t.LoRA.Enabled() || t.Quant != "" {
-		b.params, b.moments = 0, 0
+		return stateBound{fixed: b.fixed}
 	}
 	if m := &spec.Model; transformer(m) && t.Seq > 0 && m.Hidden > 0 {
 		b.act, b.seq, b.hidden, b.layers, b.vocab = 2, t.Seq, m.Hidden, m.NumLayers, m.Vocab
 		if t.Precision == model.FP32 {
 			b.act = 4
+		}
+		if m.Type == model.Llama && m.Experts == 0 {
+			b.mlp = m.Intermediate
 		}
 	}
 	return b
@@ -98,8 +109,15 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	if l.Zero >= 2 {
 		param, grad = n/d, n/d
 	}
-	state := (param + grad + opt) * b.elem
+	tmp := int64(0)
+	if b.foreach {
+		tmp = opt / 2 // torch._foreach_sqrt(exp_avg_sqs), all at once
+	}
+	state := (param + grad + opt + tmp) * b.elem
 	total, why = state, "model state alone needs "+units.Format(state)
+	if tmp > 0 {
+		why = "model state and Adam's foreach step need " + units.Format(state)
+	}
 	least, first := b.acts(l)
 	if fwd := (param+opt)*b.elem + least; fwd > total {
 		total, why = fwd, "model state and one micro-batch's activations need at least "+units.Format(fwd)
@@ -133,6 +151,11 @@ func (b stateBound) acts(l Layout) (least, first int64) {
 	block := tokens * b.hidden * b.act
 	if l.SP {
 		block /= l.TP
+	}
+	if l.Checkpointing.Mode != model.CkptBlock {
+		// The gated MLP's gate and up projections and the activation
+		// (SiLU saves its input, the product both operands), split by tp.
+		block += 3 * tokens * (b.mlp / l.TP) * b.act
 	}
 	// The log-softmax the loss saves, split by vocabulary over tp at most.
 	logits := tokens * (b.vocab / l.TP) * b.act

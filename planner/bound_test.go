@@ -29,7 +29,7 @@ func TestStateBound(t *testing.T) {
 		every int // estimate every n-th layout, to keep the test short
 	}{
 		{"gpt2", gpt2, Request{GlobalBatch: 8, MaxGPUs: 8}, 1},
-		{"llama-1b", llama, Request{GlobalBatch: 16, MaxGPUs: 8}, 3},
+		{"llama-1b", llama, Request{GlobalBatch: 16, MaxGPUs: 8}, 7},
 		{"llama-1b-long", &long, Request{GlobalBatch: 64, MaxGPUs: 8}, 13},
 		{"qwen3-moe-tiny", moe, Request{GlobalBatch: 8, MaxGPUs: 8}, 2},
 	} {
