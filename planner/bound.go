@@ -39,9 +39,10 @@ import (
 //     sequence parallelism) of 2 bytes (4 in fp32), over the blocks of the
 //     stage that has fewest, and on the last stage the log-softmax the
 //     loss saves (micro · seq/cp · vocab/tp elements); a pipeline stage
-//     holds at least one micro-batch, and the first stage the block
-//     inputs of every micro-batch in flight (min(pp, m) under 1F1B, m
-//     under GPipe: the first stage's parameters are not counted there);
+//     holds at least one micro-batch, the first stage the block inputs
+//     of every micro-batch in flight (min(pp, m) under 1F1B, m under
+//     GPipe), and the last stage every micro-batch's logits and input
+//     receive buffer (acts; the stage's parameters are not counted there);
 //   - with tensor parallelism the rank first loads its stage's parameters
 //     whole (the way bench/torch/dist/tp.py builds the model before
 //     parallelize_module; estimate/tensorparallel.go), P/(pp·ep) of them
@@ -118,12 +119,12 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	if tmp > 0 {
 		why = "model state and Adam's foreach step need " + units.Format(state)
 	}
-	least, first := b.acts(l)
+	least, stage := b.acts(l)
 	if fwd := (param+opt)*b.elem + least; fwd > total {
 		total, why = fwd, "model state and one micro-batch's activations need at least "+units.Format(fwd)
 	}
-	if first > total {
-		total, why = first, "the first stage's micro-batches in flight need at least "+units.Format(first)
+	if stage > total {
+		total, why = stage, "a pipeline stage's buffers for the step's micro-batches need at least "+units.Format(stage)
 	}
 	if l.TP > 1 {
 		if load := b.params / (l.PP * max(l.EP, 1)) * b.elem; load > total {
@@ -135,19 +136,25 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 
 // acts is what one micro-batch of l leaves saved on the pipeline stage
 // with the fewest blocks (its block inputs, and on the last stage the
-// log-softmax of the logits), and what the first stage holds with the
-// micro-batches a schedule keeps in flight there (1F1B: min(pp, m),
-// GPipe: m); 0 when not counted.
-func (b stateBound) acts(l Layout) (least, first int64) {
-	switch l.Checkpointing.Mode {
-	case "", model.CkptNone, model.CkptBlock:
-	default:
-		return 0, 0 // every-k and sqrt keep fewer segment inputs
-	}
+// log-softmax of the logits), and what one stage alone holds with the
+// schedule's micro-batches: the first stage the block inputs of those in
+// flight (1F1B: min(pp, m), GPipe: m), the last stage every micro-batch's
+// logits (output_chunks, kept until the next step) and input receive
+// buffer (estimate/pipeline.go); 0 when not counted.
+func (b stateBound) acts(l Layout) (least, stage int64) {
 	if b.act == 0 {
 		return 0, 0
 	}
 	tokens := l.Micro * (b.seq / l.CP)
+	logits := tokens * (b.vocab / l.TP) * b.act
+	if l.PP > 1 && (l.Schedule == OneFOneB || l.Schedule == GPipe) {
+		stage = l.Accum * (logits + tokens*b.hidden*b.act)
+	}
+	switch l.Checkpointing.Mode {
+	case "", model.CkptNone, model.CkptBlock:
+	default:
+		return 0, stage // every-k and sqrt keep fewer segment inputs
+	}
 	block := tokens * b.hidden * b.act
 	if l.SP {
 		block /= l.TP
@@ -158,20 +165,19 @@ func (b stateBound) acts(l Layout) (least, first int64) {
 		block += 3 * tokens * (b.mlp / l.TP) * b.act
 	}
 	// The log-softmax the loss saves, split by vocabulary over tp at most.
-	logits := tokens * (b.vocab / l.TP) * b.act
 	if l.PP <= 1 {
 		return b.layers*block + logits, 0
 	}
 	per, err := StageLayers(b.layers, l.PP*max(l.Virtual, 1))
 	if err != nil {
-		return 0, 0
+		return 0, stage
 	}
 	least = slices.Min(per) * block
 	switch l.Schedule {
 	case OneFOneB:
-		return least, min(l.PP, l.Accum) * per[0] * block
+		return least, max(stage, min(l.PP, l.Accum)*per[0]*block)
 	case GPipe:
-		return least, l.Accum * per[0] * block
+		return least, max(stage, l.Accum*per[0]*block)
 	}
-	return least, 0
+	return least, stage
 }
