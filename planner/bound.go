@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/memplan/memplan/internal/measured"
@@ -131,7 +132,8 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 			total, why = load, "loading the whole model before splitting it over tp needs "+units.Format(load)
 		}
 	}
-	return total + b.fixed, why
+	total += b.fixed
+	return total, fmt.Sprintf("%s: at least %s on the device", why, units.Format(total))
 }
 
 // acts is what one micro-batch of l leaves saved on the pipeline stage

@@ -256,8 +256,12 @@ func (s *search) judge(c *Candidate) {
 	}
 }
 
-// prune marks c over the limit when a failing layout needs no more.
+// prune marks c over the limit when a failing layout needs no more, and
+// c's own answer is not known already (a probe may have estimated it).
 func (s *search) prune(c *Candidate) bool {
+	if _, known := s.memo[programOf(c.Layout)]; known {
+		return false
+	}
 	f, ok := s.dominated(c.Layout)
 	if !ok {
 		return false
