@@ -42,8 +42,9 @@ import (
 //     loss saves (micro · seq/cp · vocab/tp elements); a pipeline stage
 //     holds at least one micro-batch, the first stage the block inputs
 //     of every micro-batch in flight (min(pp, m) under 1F1B, m under
-//     GPipe), and the last stage every micro-batch's logits and input
-//     receive buffer (acts; the stage's parameters are not counted there);
+//     GPipe) and a receive buffer per micro-batch, and the last stage
+//     every micro-batch's logits twice (merge_chunks) and a receive buffer
+//     per micro-batch (acts; the stage's parameters are not counted there);
 //   - with tensor parallelism the rank first loads its stage's parameters
 //     whole (the way bench/torch/dist/tp.py builds the model before
 //     parallelize_module; estimate/tensorparallel.go), P/(pp·ep) of them
@@ -66,6 +67,9 @@ type stateBound struct {
 	act, seq, hidden, layers, vocab int64
 	// mlp is a dense gated MLP's intermediate size (Llama), 0 otherwise.
 	mlp int64
+	// casts is the bytes of autocast's half copies of a Llama block's
+	// projection weights (amp only), before tensor parallelism.
+	casts int64
 	// foreach: Adam's foreach step holds one moment-sized temporary.
 	foreach bool
 }
@@ -93,6 +97,17 @@ func newStateBound(spec *model.Spec, params int64) stateBound {
 		}
 		if m.Type == model.Llama && m.Experts == 0 {
 			b.mlp = m.Intermediate
+			if t.Mixed() {
+				// Autocast's cache: a half copy of each projection weight.
+				hd, kv := m.HeadDim, m.KVHeads
+				if hd == 0 && m.Heads > 0 {
+					hd = m.Hidden / m.Heads
+				}
+				if kv == 0 {
+					kv = m.Heads
+				}
+				b.casts = 2 * (m.Hidden*hd*(2*m.Heads+2*kv) + 3*m.Hidden*m.Intermediate)
+			}
 		}
 	}
 	return b
@@ -139,18 +154,23 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 // acts is what one micro-batch of l leaves saved on the pipeline stage
 // with the fewest blocks (its block inputs, and on the last stage the
 // log-softmax of the logits), and what one stage alone holds with the
-// schedule's micro-batches: the first stage the block inputs of those in
-// flight (1F1B: min(pp, m), GPipe: m), the last stage every micro-batch's
-// logits (output_chunks, kept until the next step) and input receive
-// buffer (estimate/pipeline.go); 0 when not counted.
+// schedule's micro-batches (estimate/pipeline.go, estimate/schedule.go):
+// the first stage a gradient receive buffer per micro-batch and the block
+// inputs of those in flight (1F1B: min(pp, m), GPipe: m), the last stage
+// at the step's end an input receive buffer per micro-batch, every
+// micro-batch's logits (output_chunks) and their concatenation
+// (merge_chunks); 0 when not counted.
 func (b stateBound) acts(l Layout) (least, stage int64) {
 	if b.act == 0 {
 		return 0, 0
 	}
 	tokens := l.Micro * (b.seq / l.CP)
 	logits := tokens * (b.vocab / l.TP) * b.act
+	buffers := l.Accum * tokens * b.hidden * b.act // a receive buffer per micro-batch
 	if l.PP > 1 && (l.Schedule == OneFOneB || l.Schedule == GPipe) {
-		stage = l.Accum * (logits + tokens*b.hidden*b.act)
+		// The last stage at the step's end: its input receive buffers,
+		// every micro-batch's logits and their concatenation.
+		stage = 2*l.Accum*logits + buffers
 	}
 	switch l.Checkpointing.Mode {
 	case "", model.CkptNone, model.CkptBlock:
@@ -167,19 +187,25 @@ func (b stateBound) acts(l Layout) (least, stage int64) {
 		block += 3 * tokens * (b.mlp / l.TP) * b.act
 	}
 	// The log-softmax the loss saves, split by vocabulary over tp at most.
+	// Autocast caches its weight casts until the forward ends (with a
+	// pipeline, until the step ends), once per block whatever the
+	// micro-batches in flight or the checkpointing.
+	casts := b.casts / l.TP
 	if l.PP <= 1 {
-		return b.layers*block + logits, 0
+		return b.layers*(block+casts) + logits, 0
 	}
 	per, err := StageLayers(b.layers, l.PP*max(l.Virtual, 1))
 	if err != nil {
 		return 0, stage
 	}
-	least = slices.Min(per) * block
+	least = slices.Min(per) * (block + casts)
+	// The first stage: its output-gradient receive buffers and the block
+	// inputs of the micro-batches in flight.
 	switch l.Schedule {
 	case OneFOneB:
-		return least, max(stage, min(l.PP, l.Accum)*per[0]*block)
+		return least, max(stage, buffers+min(l.PP, l.Accum)*per[0]*block+per[0]*casts)
 	case GPipe:
-		return least, max(stage, l.Accum*per[0]*block)
+		return least, max(stage, buffers+l.Accum*per[0]*block+per[0]*casts)
 	}
 	return least, stage
 }
