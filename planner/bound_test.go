@@ -22,6 +22,7 @@ func TestStateBound(t *testing.T) {
 	llama.Model.Tied = false // pipelines over tied embeddings are not simulated
 	long := *llama
 	long.Training.Seq = 8192
+	bert := load(t, "bert-base.yaml")
 	for _, tc := range []struct {
 		name  string
 		spec  *model.Spec
@@ -29,6 +30,7 @@ func TestStateBound(t *testing.T) {
 		every int // estimate every n-th layout, to keep the test short
 	}{
 		{"gpt2", gpt2, Request{GlobalBatch: 8, MaxGPUs: 8}, 1},
+		{"bert", bert, Request{GlobalBatch: 64, MaxGPUs: 8}, 1},
 		{"llama-1b", llama, Request{GlobalBatch: 16, MaxGPUs: 8}, 7},
 		{"llama-1b-long", &long, Request{GlobalBatch: 64, MaxGPUs: 8}, 13},
 		{"qwen3-moe-tiny", moe, Request{GlobalBatch: 8, MaxGPUs: 8}, 2},
