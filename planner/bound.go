@@ -26,6 +26,11 @@ import (
 //   - ZeRO 1 shards the optimizer state over dp·cp (whole parameters to a
 //     rank: the busiest holds at least the mean), ZeRO 2 and 3 (FSDP) also
 //     the parameters and gradients, which are resharded at the step;
+//   - DDP (ZeRO 0 and 1 over dp > 1) keeps gradient buckets the size of
+//     the rank's parameters for the whole run; FSDP holds, from a
+//     forward's start to its backward's end, every gathered parameter
+//     (ZeRO 2) or the root and two blocks (ZeRO 3: counted as two Llama
+//     blocks' projections, without a pipeline);
 //   - the first step creates the optimizer's state while the gradients
 //     are live (estimate/step.go), so all three are held at once, with
 //     Adam's foreach temporary (one moment's size) on top;
@@ -67,6 +72,8 @@ type stateBound struct {
 	act, seq, hidden, layers, vocab int64
 	// mlp is a dense gated MLP's intermediate size (Llama), 0 otherwise.
 	mlp int64
+	// linear is a Llama block's projection parameters (dense only).
+	linear int64
 	// casts is the bytes of autocast's half copies of a Llama block's
 	// projection weights (amp only), before tensor parallelism.
 	casts int64
@@ -97,16 +104,17 @@ func newStateBound(spec *model.Spec, params int64) stateBound {
 		}
 		if m.Type == model.Llama && m.Experts == 0 {
 			b.mlp = m.Intermediate
+			hd, kv := m.HeadDim, m.KVHeads
+			if hd == 0 && m.Heads > 0 {
+				hd = m.Hidden / m.Heads
+			}
+			if kv == 0 {
+				kv = m.Heads
+			}
+			b.linear = m.Hidden*hd*(2*m.Heads+2*kv) + 3*m.Hidden*m.Intermediate
 			if t.Mixed() {
 				// Autocast's cache: a half copy of each projection weight.
-				hd, kv := m.HeadDim, m.KVHeads
-				if hd == 0 && m.Heads > 0 {
-					hd = m.Hidden / m.Heads
-				}
-				if kv == 0 {
-					kv = m.Heads
-				}
-				b.casts = 2 * (m.Hidden*hd*(2*m.Heads+2*kv) + 3*m.Hidden*m.Intermediate)
+				b.casts = 2 * b.linear
 			}
 		}
 	}
@@ -130,13 +138,31 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	if b.foreach {
 		tmp = opt / 2 // torch._foreach_sqrt(exp_avg_sqs), all at once
 	}
-	state := (param + grad + opt + tmp) * b.elem
+	// Held for the whole run (estimate/sharding.go, shardSetup): DDP's
+	// gradient buckets; from the start of a forward to the end of its
+	// backward, the parameters FSDP gathers (ZeRO 2: all of them; ZeRO 3:
+	// the root and two blocks, at least two blocks' projections).
+	var buckets, gathered int64
+	switch {
+	case l.Zero <= 1 && l.DP > 1:
+		buckets = n
+	case l.Zero == 2:
+		gathered = n
+	case l.Zero >= 3 && l.PP <= 1:
+		gathered = 2 * b.linear / l.TP
+	}
+	state := (param + grad + opt + tmp + buckets) * b.elem
 	total, why = state, "model state alone needs "+units.Format(state)
-	if tmp > 0 {
+	switch {
+	case tmp > 0 && buckets > 0:
+		why = "model state, DDP's buckets and Adam's foreach step need " + units.Format(state)
+	case tmp > 0:
 		why = "model state and Adam's foreach step need " + units.Format(state)
+	case buckets > 0:
+		why = "model state and DDP's buckets need " + units.Format(state)
 	}
 	least, stage := b.acts(l)
-	if fwd := (param+opt)*b.elem + least; fwd > total {
+	if fwd := (param+opt+buckets+gathered)*b.elem + least; fwd > total {
 		total, why = fwd, "model state and one micro-batch's activations need at least "+units.Format(fwd)
 	}
 	if stage > total {
