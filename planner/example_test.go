@@ -41,3 +41,21 @@ func ExampleValidate() {
 	// Output:
 	// dp4·tp16 zero0 mb1×acc1: 8 key/value heads are not divisible by tp 16 (Megatron-LM and torchtitan split them, they do not replicate them)
 }
+
+// The simulator's lower bound rules a layout out without simulating it:
+// Llama-3-70B in bf16 with ZeRO 3 over 8 GPUs needs more than an H100 for
+// its model state and Adam's step alone.
+func ExampleSimulator_LowerBound() {
+	spec, err := model.Load("../specs/llama-3-70b.yaml", model.Overrides{Precision: model.BF16})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	bound := planner.Simulator{}.LowerBound(spec)
+	l := planner.Layout{DP: 8, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 3,
+		Checkpointing: model.Checkpointing{Mode: model.CkptBlock}, Micro: 1, Accum: 128}
+	_, why := bound(l)
+	fmt.Println(why)
+	// Output:
+	// model state and Adam's foreach step need 82.14 GiB: at least 82.87 GiB on the device
+}

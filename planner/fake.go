@@ -19,6 +19,15 @@ type Fake struct {
 	params      map[*model.Spec]int64
 }
 
+// Simulates implements Screener: with Unsupported, what Simulator
+// does not simulate by the layout alone.
+func (f *Fake) Simulates(_ *model.Spec, l Layout) error {
+	if f.Unsupported {
+		return notSimulated(l)
+	}
+	return nil
+}
+
 // Estimate implements Oracle: 16 bytes of model state per parameter
 // (mixed-precision AdamW) split by TP·PP and sharded by ZeRO, activations
 // of 34 bytes per token and hidden unit per layer (2 with checkpointing)

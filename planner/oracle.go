@@ -73,18 +73,35 @@ const MaxPipelineMicrobatches = 32
 // parallelism of models the plan does not cover.
 type Simulator struct{}
 
-// Estimate implements Oracle.
-func (Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
+// Simulates implements Screener: the layouts Estimate refuses before
+// simulating (tensor parallelism of models the plan does not cover is
+// found only by lowering the model, in Estimate).
+func (Simulator) Simulates(spec *model.Spec, l Layout) error {
 	if err := notSimulated(l); err != nil {
-		return Busiest{}, err
+		return err
 	}
 	if l.PP > 1 && spec.Model.Tied {
-		return Busiest{}, &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}
+		return &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}
 	}
 	if l.PP > 1 && l.Accum > MaxPipelineMicrobatches {
-		return Busiest{}, &NotSimulatedError{What: []string{fmt.Sprintf(
+		return &NotSimulatedError{What: []string{fmt.Sprintf(
 			"a pipeline of %d micro-batches in the planner (at most %d; estimate --pp replays any number)",
 			l.Accum, MaxPipelineMicrobatches)}}
+	}
+	return nil
+}
+
+// LowerBound implements Bounder with stateBound: the model state, the
+// activations and the loads the simulator allocates at once, counted
+// without simulating (TestStateBound checks it never exceeds Estimate).
+func (Simulator) LowerBound(spec *model.Spec) func(Layout) (int64, string) {
+	return newStateBound(spec, model.Params(spec.Model.Lower())).bytes
+}
+
+// Estimate implements Oracle.
+func (sim Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
+	if err := sim.Simulates(spec, l); err != nil {
+		return Busiest{}, err
 	}
 	r, err := estimate.Estimate(Apply(spec, l))
 	if errors.Is(err, model.ErrNotSplittable) {

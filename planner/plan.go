@@ -3,7 +3,6 @@ package planner
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/memplan/memplan/model"
@@ -145,11 +144,43 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 		Limit: limitBytes(spec, req.Band, req.Margin), GlobalBatch: req.GlobalBatch, Seq: spec.Training.Seq,
 		InvalidReasons: map[string]int{}}
 	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
-	type entry struct {
-		l Layout
-		p Proxy
+	es := rank(spec, &req, res, sh)
+	s := newSearch(spec, oracle, res.Limit)
+	misses := newMisses(req.Top)
+	for n, e := range es {
+		if len(res.Layouts) == req.Top {
+			res.Stats.Unvisited = len(es) - n
+			break
+		}
+		c := Candidate{Layout: e.l, GPUs: e.l.GPUs(), Proxy: e.p}
+		s.judge(&c)
+		if c.Verdict == Fits {
+			c.Name = c.Layout.String()
+			res.Layouts = append(res.Layouts, c)
+		} else {
+			misses.add(c)
+		}
 	}
-	es := make([]entry, 0, 1<<16)
+	res.Stats.Evaluated, res.Stats.OracleCalls, res.Stats.Pruned = s.evaluated, s.calls, s.pruned
+	res.Stats.NotSimulated = s.notSim
+	res.NearMisses = misses.pick()
+	if len(res.Layouts) == 0 {
+		return res, fmt.Errorf("%w: %d layouts of %s on %s", ErrNoLayout, res.Stats.Layouts, spec.Name, spec.Device.Name)
+	}
+	return res, nil
+}
+
+// ranked is a valid layout and its proxy.
+type ranked struct {
+	l Layout
+	p Proxy
+}
+
+// rank enumerates req's layouts for spec and returns the valid ones in
+// rank order (fewest GPUs, the smallest proxy step time, the larger
+// micro-batch), counting them and the invalid ones in res.
+func rank(spec *model.Spec, req *Request, res *Result, sh shape) []ranked {
+	es := make([]ranked, 0, 1<<16)
 	req.enumerate(spec, func(l Layout) {
 		res.Stats.Layouts++
 		if err := Validate(spec, l); err != nil {
@@ -160,7 +191,7 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 			}
 			return
 		}
-		es = append(es, entry{l, proxyOf(sh, l, req.NodeSize)})
+		es = append(es, ranked{l, proxyOf(sh, l, req.NodeSize)})
 	})
 	// Sort indices: the entries are large.
 	idx := make([]int32, len(es))
@@ -180,39 +211,11 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 		}
 		return idx[i] < idx[j]
 	})
-	s := newSearch(spec, oracle, res.Limit)
-	for _, e := range es {
-		g := programOf(e.l).group
-		if d := s.dps[g]; len(d) == 0 || d[len(d)-1] != e.l.DP {
-			s.dps[g] = append(d, e.l.DP)
-		}
-	}
-	for g, d := range s.dps {
-		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-		s.dps[g] = slices.Compact(d)
-	}
-	misses := newMisses(req.Top)
+	out := make([]ranked, len(es))
 	for n, i := range idx {
-		if len(res.Layouts) == req.Top {
-			res.Stats.Unvisited = len(idx) - n
-			break
-		}
-		c := Candidate{Layout: es[i].l, GPUs: es[i].l.GPUs(), Proxy: es[i].p}
-		s.judge(&c)
-		if c.Verdict == Fits {
-			c.Name = c.Layout.String()
-			res.Layouts = append(res.Layouts, c)
-		} else {
-			misses.add(c)
-		}
+		out[n] = es[i]
 	}
-	res.Stats.Evaluated, res.Stats.OracleCalls, res.Stats.Pruned = s.evaluated, s.calls, s.pruned
-	res.Stats.NotSimulated = s.notSim
-	res.NearMisses = misses.pick()
-	if len(res.Layouts) == 0 {
-		return res, fmt.Errorf("%w: %d layouts of %s on %s", ErrNoLayout, res.Stats.Layouts, spec.Name, spec.Device.Name)
-	}
-	return res, nil
+	return out
 }
 
 // ranksBefore is the ranking Plan sorts by, for tests.

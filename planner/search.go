@@ -40,16 +40,17 @@ func programOf(l Layout) program {
 }
 
 // atLeast reports whether program c needs at least the memory of program
-// f, by the monotonicity rules of docs/planner.md §4: at the same
-// accumulation (memplan predicts less with two micro-batches than with one
-// in some cases; with a pipeline, more micro-batches never need less), a
-// larger micro-batch, less checkpointing, a lower ZeRO stage within DDP/ZeRO-1
-// or within FSDP (stages 2 and 3), or fewer shards when both layouts are
-// data-parallel, never need less; nor do smaller TP, PP, CP or EP degrees with the
-// same schedule (assumed of the simulator to come: TestMonotone checks
-// the rules on what the estimator simulates).
+// f, by the monotonicity rules of docs/planner.md §4, within one group
+// (the same tp, pp, cp, ep, sp, loss parallelism and schedule: across
+// groups the simulator is not monotone, as tensor parallelism loads the
+// whole model first). At the same accumulation (memplan predicts less with
+// two micro-batches than with one in some cases; with a pipeline, more
+// micro-batches never need less), a larger micro-batch, less
+// checkpointing, a lower ZeRO stage within DDP/ZeRO-1 or within FSDP
+// (stages 2 and 3), or fewer shards when both layouts are data-parallel,
+// never need less. TestMonotone checks the rules against the estimator.
 func atLeast(c, f program) bool {
-	if !groupAtLeast(c.group, f.group) || c.micro < f.micro {
+	if c.group != f.group || c.micro < f.micro {
 		return false
 	}
 	if c.accum != f.accum && (c.pp <= 1 || c.accum < f.accum) {
@@ -68,16 +69,23 @@ func atLeast(c, f program) bool {
 	return f.zero >= c.zero && f.shard >= c.shard
 }
 
-func groupAtLeast(c, f group) bool {
-	if c == f {
-		return true
-	}
-	if c.tp > f.tp || c.pp > f.pp || c.cp > f.cp || c.ep > f.ep || (c.sp && !f.sp) || (c.lp && !f.lp) {
-		return false
-	}
-	// A pipeline's first stage holds no less than the whole model
-	// without one only under 1F1B; interleaving holds more.
-	return (c.sched == f.sched && c.virtual == f.virtual) || (c.pp <= 1 && f.sched == OneFOneB)
+// Screener is implemented by an Oracle that can say, without estimating,
+// which layouts it does not simulate. The search asks it first, so that
+// those layouts cost nothing and the layouts it probes are ones the
+// oracle can answer.
+type Screener interface {
+	// Simulates returns a *NotSimulatedError for a layout the oracle
+	// cannot simulate, and nil otherwise.
+	Simulates(spec *model.Spec, l Layout) error
+}
+
+// Bounder is implemented by an Oracle that can bound its answers from
+// below without estimating (Simulator: stateBound). The search rejects a
+// layout whose bound is over the limit without asking the oracle.
+type Bounder interface {
+	// LowerBound returns, for spec, a function that gives a layout's
+	// lower bound of the busiest rank's device total and what it counts.
+	LowerBound(spec *model.Spec) func(Layout) (bytes int64, why string)
 }
 
 type outcome struct {
@@ -91,32 +99,43 @@ type fail struct {
 	mem Busiest
 }
 
+// search judges layouts in rank order (docs/planner.md §4): a layout the
+// oracle does not simulate is said so; one whose lower bound (Bounder)
+// is over the limit, or that needs at least the memory of a layout already
+// over it, is over without an estimate; otherwise the lightest layouts of
+// its family are estimated first, then the layout itself.
 type search struct {
 	spec   *model.Spec
 	oracle Oracle
+	screen Screener // nil when the oracle is not one
 	limit  int64
+	bound  func(Layout) (int64, string)
 	memo   map[program]outcome
-	fails  []fail
-	fits   []program // estimated and fitting
-	// dps lists each group's data-parallel sizes in the plan, ascending;
-	// bisected marks the floors bisected over them (bisectDP).
-	dps      map[group][]int64
-	bisected map[Layout]bool
-	// boundary is, for a layout with its data-parallel size zeroed, the
-	// smallest size at which it fits (fitsAcrossDP); 0 when none does.
-	boundary map[Layout]int64
-	asked    map[group]bool
-	// unsupported holds the groups whose floor the oracle cannot
-	// simulate: no layout of theirs is asked again.
-	unsupported map[group]error
+	fails  map[group][]fail
+	fits   map[group][]program
 	// counters for Stats
 	evaluated, calls, pruned, notSim int
 }
 
 func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
-	return &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
-		unsupported: map[group]error{}, dps: map[group][]int64{}, bisected: map[Layout]bool{}, boundary: map[Layout]int64{}, asked: map[group]bool{}}
+	s := &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
+		fails: map[group][]fail{}, fits: map[group][]program{}}
+	s.screen, _ = o.(Screener)
+	s.bound = func(Layout) (int64, string) { return 0, "" }
+	if b, ok := o.(Bounder); ok {
+		s.bound = b.LowerBound(spec)
+	}
+	return s
 }
+
+func (s *search) screened(l Layout) error {
+	if s.screen == nil {
+		return nil
+	}
+	return s.screen.Simulates(s.spec, l)
+}
+
+func (s *search) fitsIn(o outcome) bool { return o.err == nil && o.mem.DeviceTotal <= s.limit }
 
 // eval returns the oracle's answer for l, once per program.
 func (s *search) eval(l Layout) outcome {
@@ -130,54 +149,88 @@ func (s *search) eval(l Layout) outcome {
 	s.memo[p] = o
 	switch {
 	case err == nil && m.DeviceTotal > s.limit:
-		s.fails = append(s.fails, fail{p, l, m})
+		s.fails[p.group] = append(s.fails[p.group], fail{p, l, m})
 	case err == nil:
-		s.fits = append(s.fits, p)
+		s.fits[p.group] = append(s.fits[p.group], p)
 	}
 	return o
 }
 
+// dominanceFloor is the least a layout that needs at least the memory of
+// one predicted at m by atLeast is taken to need: the simulator is
+// monotone by those rules only up to the caching allocator's reuse of
+// blocks, which TestMonotone finds to be under 5% (a micro-batch of 2 can
+// reserve less than one of 1).
+func dominanceFloor(m int64) int64 { return m - m/20 }
+
+// dominated returns a failing layout that l needs at least as much as,
+// by enough to be over the limit too.
 func (s *search) dominated(l Layout) (fail, bool) {
 	p := programOf(l)
-	for _, f := range s.fails {
-		if atLeast(p, f.p) {
+	for _, f := range s.fails[p.group] {
+		if dominanceFloor(f.mem.DeviceTotal) > s.limit && atLeast(p, f.p) {
 			return f, true
 		}
 	}
 	return fail{}, false
 }
 
-// judge sets c's verdict: pruned by a failing layout that needs no more,
-// or from the oracle. When a layout does not fit, a layout that needs less
-// is estimated too, so that a whole family that cannot fit is pruned at
-// once.
+// known answers whether l fits from what is known: its own estimate, a
+// failing layout it needs at least as much as, a fitting layout that
+// needs at least as much as it, or its lower bound.
+func (s *search) known(l Layout) (fits, ok bool) {
+	p := programOf(l)
+	if o, done := s.memo[p]; done {
+		return s.fitsIn(o), o.err == nil
+	}
+	if lb, _ := s.bound(l); lb > s.limit {
+		return false, true
+	}
+	if _, bad := s.dominated(l); bad {
+		return false, true
+	}
+	for _, f := range s.fits[p.group] {
+		if atLeast(f, p) {
+			return true, true
+		}
+	}
+	return false, false
+}
+
+// probe says whether x fits, estimating it when nothing known settles it
+// and the oracle simulates it; ok is false when it stays unknown.
+func (s *search) probe(x Layout) (fits, ok bool) {
+	if fits, ok := s.known(x); ok {
+		return fits, true
+	}
+	if s.screened(x) != nil {
+		return false, false
+	}
+	o := s.eval(x)
+	return s.fitsIn(o), o.err == nil
+}
+
+// judge sets c's verdict.
 func (s *search) judge(c *Candidate) {
 	l := c.Layout
-	g := programOf(l).group
-	if err := s.unsupported[g]; err != nil {
+	if err := s.screened(l); err != nil {
 		s.notSim++
 		c.Verdict, c.Reason = NotSimulated, err.Error()
+		return
+	}
+	if lb, why := s.bound(l); lb > s.limit {
+		s.pruned++
+		s.over(c, Busiest{RankMemory: RankMemory{Kind: All, DeviceTotal: lb}}, true)
+		c.Reason = fmt.Sprintf("%s, %s over", why, units.Format(c.OverBytes))
 		return
 	}
 	if s.prune(c) {
 		return
 	}
-	// The least each data-parallel size of l's group can need, bisected
-	// over the sizes once per group: below the smallest size whose floor
-	// fits, nothing fits.
-	if err := s.bisectDP(l); err != nil {
-		s.unsupported[g] = err
-		s.notSim++
-		c.Verdict, c.Reason = NotSimulated, err.Error()
-		return
-	}
-	if s.prune(c) {
-		return
-	}
-	// Then the least l's checkpointing and l's family need: a failure
-	// there prunes more than l's own would.
+	// The lightest layouts of l's family first: when one does not fit,
+	// neither does l, nor the rest of the family.
 	for _, x := range s.lighter(l) {
-		if !s.fitsAcrossDP(x) {
+		if fits, ok := s.probe(x); ok && !fits {
 			break
 		}
 	}
@@ -199,57 +252,82 @@ func (s *search) judge(c *Candidate) {
 	default:
 		s.over(c, o.mem, false)
 		c.Reason = fmt.Sprintf("busiest rank %s, %s over the limit", units.Format(o.mem.DeviceTotal), units.Format(c.OverBytes))
-		s.widen(l)
+		s.bisect(l)
 	}
 }
 
-// prune marks c over the limit when a failing layout needs no more.
+// prune marks c over the limit when a failing layout needs no more, and
+// c's own answer is not known already (a probe may have estimated it).
 func (s *search) prune(c *Candidate) bool {
+	if _, known := s.memo[programOf(c.Layout)]; known {
+		return false
+	}
 	f, ok := s.dominated(c.Layout)
 	if !ok {
 		return false
 	}
 	s.pruned++
-	s.over(c, f.mem, true)
-	c.Reason = fmt.Sprintf("needs at least the %s of %s, %s over", units.Format(f.mem.DeviceTotal), f.l, units.Format(f.mem.DeviceTotal-s.limit))
+	least := dominanceFloor(f.mem.DeviceTotal)
+	s.over(c, Busiest{RankMemory: RankMemory{Kind: f.mem.Kind, DeviceTotal: least}}, true)
+	c.Reason = fmt.Sprintf("needs at least %s (%s needs %s, less 5%%), %s over", units.Format(least), f.l, units.Format(f.mem.DeviceTotal), units.Format(c.OverBytes))
 	return true
 }
 
-// lighter returns, lightest first, l's checkpointing at micro-batch 1 with
-// the most sharding and l's family at micro-batch 1.
-func (s *search) lighter(l Layout) []Layout {
-	mid := l
-	mid.Micro = 1
-	if l.DP*l.CP > 1 {
-		mid.Zero = 3
+// fewestMicrobatches is the fewest micro-batches l's schedule runs: pp
+// for 1F1B and interleaving, 1 for GPipe.
+func fewestMicrobatches(l Layout) int64 {
+	if l.Schedule == GPipe {
+		return 1
 	}
-	family := l
-	family.Micro = 1
-	return []Layout{mid, family}
+	return l.PP
 }
 
-// widen follows a layout l that does not fit with layouts that need less,
-// so that what cannot fit is pruned in few estimates: l's checkpointing at
-// micro-batch 1 with the most sharding, then l's family at micro-batch 1,
-// then, without a pipeline, a bisection of the family's micro-batches
-// (which share l's accumulation class) for the largest that fits.
-func (s *search) widen(l Layout) {
-	fits := func(x Layout) bool {
-		o := s.eval(x)
-		return o.err == nil && o.mem.DeviceTotal <= s.limit
+// lighter returns, lightest first, the layouts of l's family that need no
+// more than l by atLeast: the floor (every block checkpointed, the
+// highest ZeRO stage of l's kind, the smallest micro-batch of l's
+// accumulation class, or with a pipeline the fewest micro-batches), then
+// l's own checkpointing and ZeRO stage there. They need not reach the
+// global batch: they are probes.
+func (s *search) lighter(l Layout) []Layout {
+	low := l
+	switch {
+	case l.PP <= 1 && l.Accum > 1:
+		per := l.Micro * l.Accum
+		low.Micro, low.Accum = 1, per
+	case l.PP > 1:
+		// A pipeline's fewest micro-batches: cheaper to replay, and a
+		// failure there prunes every accumulation of the micro-batch.
+		low.Accum = min(l.Accum, fewestMicrobatches(l))
 	}
-	for _, x := range s.lighter(l) {
-		if !s.fitsAcrossDP(x) {
-			return
+	floor := low
+	floor.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+	switch {
+	case l.Zero >= 2:
+		floor.Zero = 3
+	case l.DP*l.CP > 1:
+		floor.Zero = 1
+	}
+	var out []Layout
+	for _, x := range []Layout{floor, low} {
+		if x != l && (len(out) == 0 || out[0] != x) {
+			out = append(out, x)
 		}
 	}
-	if l.Micro == 1 || l.PP > 1 {
+	return out
+}
+
+// bisect follows a layout l that does not fit, without a pipeline, with a
+// bisection of its family's smaller micro-batches (of l's accumulation
+// class) for the largest that fits, so that the family's larger ones are
+// pruned by the smallest that does not.
+func (s *search) bisect(l Layout) {
+	if l.Micro == 1 || l.PP > 1 || l.Accum == 1 {
 		return
 	}
 	per := l.Micro * l.Accum
 	var ms []int64
 	for _, m := range divisors(per) {
-		if min(per/m, 2) == min(l.Accum, 2) && m > 1 && m < l.Micro {
+		if per/m >= 2 && m > 1 && m < l.Micro {
 			ms = append(ms, m)
 		}
 	}
@@ -258,7 +336,11 @@ func (s *search) widen(l Layout) {
 		i := (lo + hi) / 2
 		x := l
 		x.Micro, x.Accum = ms[i], per/ms[i]
-		if fits(x) {
+		fits, ok := s.probe(x)
+		if !ok {
+			return
+		}
+		if fits {
 			lo = i
 		} else {
 			hi = i
@@ -270,129 +352,4 @@ func (s *search) over(c *Candidate, m Busiest, bound bool) {
 	c.Verdict, c.Memory, c.Bound = Over, &m, bound
 	c.Fill = float64(m.DeviceTotal) / float64(s.spec.Device.Memory)
 	c.OverBytes = m.DeviceTotal - s.limit
-}
-
-// floorOf is the layout of l's group and data-parallel size that needs
-// the least memory by the rules of atLeast: ZeRO-3 (when there is anything
-// to shard), checkpointing every block, micro-batch 1 and the fewest
-// micro-batches.
-func (s *search) floorOf(l Layout) Layout {
-	f := l
-	f.Zero, f.Micro = 0, 1
-	if f.DP*f.CP > 1 {
-		f.Zero = 3
-	}
-	f.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
-	if l.PP > 1 {
-		f.Accum = 1
-	} else {
-		f.Accum = min(l.Accum, 2)
-	}
-	return f
-}
-
-// bisectDP finds, for l's group and accumulation class, the smallest
-// data-parallel size whose floor (floorOf) fits, by bisection over the
-// group's sizes: floors fit from there up (more shards never need more),
-// and the failing floors below prune everything at their size. It returns
-// the oracle's *NotSimulatedError when it cannot simulate the group.
-func (s *search) bisectDP(l Layout) error {
-	key := s.floorOf(l)
-	key.DP, key.Zero = 0, 0
-	if s.bisected[key] {
-		return nil
-	}
-	s.bisected[key] = true
-	dps := s.dps[programOf(l).group]
-	lo, hi := -1, len(dps) // dps[hi] fits (or none), dps[lo] fails (or none)
-	for hi-lo > 1 {
-		i := (lo + hi) / 2
-		if hi == len(dps) {
-			i = len(dps) - 1 // the largest first: it settles most groups
-		}
-		f := s.floorOf(l)
-		f.DP, f.Zero = dps[i], 0
-		if f.DP*f.CP > 1 {
-			f.Zero = 3
-		}
-		if _, done := s.memo[programOf(f)]; !done && !s.asked[programOf(f).group] {
-			// The first question to a group tells whether the oracle
-			// simulates it at all.
-			s.asked[programOf(f).group] = true
-			var ns *NotSimulatedError
-			if o := s.eval(f); errors.As(o.err, &ns) {
-				return o.err
-			}
-		}
-		if s.fitsBound(f) {
-			hi = i
-		} else {
-			lo = i
-		}
-	}
-	return nil
-}
-
-// fitsAcrossDP says whether x fits. With ZeRO ≥ 1 more data-parallel
-// ranks never need more, so the first question about x's shape bisects
-// the group's data-parallel sizes (the largest first) for the smallest at
-// which it fits, and later sizes are answered from that; the failures met
-// prune as usual. Without sharding it estimates x.
-func (s *search) fitsAcrossDP(x Layout) bool {
-	if x.Zero == 0 {
-		o := s.eval(x)
-		return o.err == nil && o.mem.DeviceTotal <= s.limit
-	}
-	key := x
-	key.DP = 0
-	b, ok := s.boundary[key]
-	if !ok {
-		var dps []int64
-		for _, d := range s.dps[programOf(x).group] {
-			if d*x.CP > 1 {
-				dps = append(dps, d)
-			}
-		}
-		lo, hi := -1, len(dps)
-		for hi-lo > 1 {
-			i := (lo + hi) / 2
-			if hi == len(dps) {
-				i = len(dps) - 1
-			}
-			y := x
-			y.DP = dps[i]
-			if s.fitsBound(y) {
-				hi = i
-			} else {
-				lo = i
-			}
-		}
-		if hi < len(dps) {
-			b = dps[hi]
-		}
-		s.boundary[key] = b
-	}
-	return b > 0 && x.DP >= b
-}
-
-// fitsBound answers whether x fits from what is known, estimating it only
-// when no failure needs no more than x and no fitting layout needs at
-// least as much.
-func (s *search) fitsBound(x Layout) bool {
-	p := programOf(x)
-	if o, ok := s.memo[p]; ok {
-		return o.err == nil && o.mem.DeviceTotal <= s.limit
-	}
-	for _, f := range s.fails {
-		if atLeast(p, f.p) {
-			return false
-		}
-	}
-	for _, f := range s.fits {
-		if atLeast(f, p) {
-			return true
-		}
-	}
-	o := s.eval(x)
-	return o.err == nil && o.mem.DeviceTotal <= s.limit
 }

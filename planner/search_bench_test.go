@@ -11,7 +11,8 @@ import (
 // estimator (Simulator): layouts enumerated per second of a plan (every
 // one validated, ranked, and judged or left unvisited below the last one
 // returned), estimates per second, and per plan the estimates, the layouts
-// ruled out by the dominance rules and those left unvisited
+// ruled out without an estimate (by the lower bound or the dominance
+// rules) and those left unvisited
 // (docs/performance.md, "Searches"). Run it at GOMAXPROCS=1 for the
 // per-core figure.
 func BenchmarkSearchRate(b *testing.B) {

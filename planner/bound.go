@@ -1,0 +1,237 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/memplan/memplan/internal/measured"
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
+)
+
+// stateBound is a lower bound of a layout's busiest rank, computed
+// without the simulator (docs/planner.md §4): the model state that is live
+// at once during the first optimizer step, plus the device memory outside
+// PyTorch's allocator that every run has. Every term is a floor of what
+// the estimator allocates:
+//
+//   - the rank holds at least P/(tp·pp·ep) of the P parameters: tensor
+//     parallelism replicates norms and pads the vocabulary, a pipeline's
+//     busiest stage holds at least the mean, an expert-parallel rank
+//     keeps the dense layers whole, so the ranks together hold at least P;
+//   - parameters and gradients in the parameter dtype (2 bytes in bf16 and
+//     fsdp-bf16, whose fp32 shards only add, 4 otherwise), and the
+//     optimizer's state: two moments for Adam and AdamW, one for SGD with
+//     momentum, none counted for the others;
+//   - ZeRO 1 shards the optimizer state over dp·cp (whole parameters to a
+//     rank: the busiest holds at least the mean), ZeRO 2 and 3 (FSDP) also
+//     the parameters and gradients, which are resharded at the step;
+//   - DDP (ZeRO 0 and 1 over dp > 1) keeps gradient buckets the size of
+//     the rank's parameters for the whole run; FSDP holds, from a
+//     forward's start to its backward's end, every gathered parameter
+//     (ZeRO 2) or the root and two blocks (ZeRO 3: counted as two Llama
+//     blocks' projections, without a pipeline);
+//   - the first step creates the optimizer's state while the gradients
+//     are live (estimate/step.go), so all three are held at once, with
+//     Adam's foreach temporary (one moment's size) on top;
+//   - in the second step, at the end of a micro-batch's forward, the
+//     parameters and the optimizer's state are live (the gradients were
+//     set to None) with what autograd saved: at least one tensor of the
+//     block's input per transformer block (checkpointing every block
+//     keeps exactly that; without checkpointing the first norm saves it
+//     or its fp32 copy, and a Llama block's gated MLP saves its gate and
+//     up projections and the activation, 3 · intermediate/tp per token),
+//     micro · seq/cp · hidden elements (over tp with
+//     sequence parallelism) of 2 bytes (4 in fp32), over the blocks of the
+//     stage that has fewest, and on the last stage the log-softmax the
+//     loss saves (micro · seq/cp · vocab/tp elements); a pipeline stage
+//     holds at least one micro-batch, the first stage the block inputs
+//     of every micro-batch in flight (min(pp, m) under 1F1B, m under
+//     GPipe) and a receive buffer per micro-batch, and the last stage
+//     every micro-batch's logits twice (merge_chunks) and a receive buffer
+//     per micro-batch (acts; the stage's parameters are not counted there);
+//   - with tensor parallelism the rank first loads its stage's parameters
+//     whole (the way bench/torch/dist/tp.py builds the model before
+//     parallelize_module; estimate/tensorparallel.go), P/(pp·ep) of them
+//     in the parameter dtype, live at once;
+//   - reserved memory is at least allocated, and the device total adds
+//     the CUDA context and the kernel modules (internal/measured).
+//
+// LoRA and quantized bases freeze or shrink the weights and change what
+// autograd saves: there only the fixed overhead is counted. TestStateBound checks the bound against the
+// estimator over many layouts.
+type stateBound struct {
+	params int64 // P
+	elem   int64 // bytes per parameter, gradient and moment element
+	// moments is the optimizer state per parameter, in elements.
+	moments int64
+	// fixed is the device memory outside the allocator.
+	fixed int64
+	// act is the bytes of one block's input per token and hidden unit
+	// (0: not counted); seq, hidden and layers the model's.
+	act, seq, hidden, layers, vocab int64
+	// mlp is a dense gated MLP's intermediate size (Llama), 0 otherwise.
+	mlp int64
+	// linear is a Llama block's projection parameters (dense only).
+	linear int64
+	// casts is the bytes of autocast's half copies of a Llama block's
+	// projection weights (amp only), before tensor parallelism.
+	casts int64
+	// foreach: Adam's foreach step holds one moment-sized temporary.
+	foreach bool
+}
+
+func newStateBound(spec *model.Spec, params int64) stateBound {
+	t := &spec.Training
+	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes}
+	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
+		b.elem = 2
+	}
+	switch t.Optimizer.Name {
+	case model.Adam, model.AdamW:
+		b.moments = 2
+		b.foreach = t.Optimizer.Impl == model.ImplForeach
+	case model.SGDMomentum:
+		b.moments = 1
+	}
+	if t.LoRA.Enabled() || t.Quant != "" {
+		return stateBound{fixed: b.fixed}
+	}
+	if m := &spec.Model; transformer(m) && t.Seq > 0 && m.Hidden > 0 {
+		b.act, b.seq, b.hidden, b.layers, b.vocab = 2, t.Seq, m.Hidden, m.NumLayers, m.Vocab
+		if t.Precision == model.FP32 {
+			b.act = 4
+		}
+		if m.Type == model.Llama && m.Experts == 0 {
+			b.mlp = m.Intermediate
+			hd, kv := m.HeadDim, m.KVHeads
+			if hd == 0 && m.Heads > 0 {
+				hd = m.Hidden / m.Heads
+			}
+			if kv == 0 {
+				kv = m.Heads
+			}
+			b.linear = m.Hidden*hd*(2*m.Heads+2*kv) + 3*m.Hidden*m.Intermediate
+			if t.Mixed() {
+				// Autocast's cache: a half copy of each projection weight.
+				b.casts = 2 * b.linear
+			}
+		}
+	}
+	return b
+}
+
+// bytes returns the bound for l and what it is: the largest of the
+// model state at the step, the state and block inputs at the end of a
+// forward, and the whole-model load of tensor parallelism.
+func (b stateBound) bytes(l Layout) (total int64, why string) {
+	n := b.params / (l.TP * l.PP * max(l.EP, 1))
+	d := l.DP * l.CP
+	param, grad, opt := n, n, b.moments*n
+	if l.Zero >= 1 {
+		opt = b.moments * n / d
+	}
+	if l.Zero >= 2 {
+		param, grad = n/d, n/d
+	}
+	tmp := int64(0)
+	if b.foreach {
+		tmp = opt / 2 // torch._foreach_sqrt(exp_avg_sqs), all at once
+	}
+	// Held for the whole run (estimate/sharding.go, shardSetup): DDP's
+	// gradient buckets; from the start of a forward to the end of its
+	// backward, the parameters FSDP gathers (ZeRO 2: all of them; ZeRO 3:
+	// the root and two blocks, at least two blocks' projections).
+	var buckets, gathered int64
+	switch {
+	case l.Zero <= 1 && l.DP > 1:
+		buckets = n
+	case l.Zero == 2:
+		gathered = n
+	case l.Zero >= 3 && l.PP <= 1:
+		gathered = 2 * b.linear / l.TP
+	}
+	state := (param + grad + opt + tmp + buckets) * b.elem
+	total, why = state, "model state alone needs "+units.Format(state)
+	switch {
+	case tmp > 0 && buckets > 0:
+		why = "model state, DDP's buckets and Adam's foreach step need " + units.Format(state)
+	case tmp > 0:
+		why = "model state and Adam's foreach step need " + units.Format(state)
+	case buckets > 0:
+		why = "model state and DDP's buckets need " + units.Format(state)
+	}
+	least, stage := b.acts(l)
+	if fwd := (param+opt+buckets+gathered)*b.elem + least; fwd > total {
+		total, why = fwd, "model state and one micro-batch's activations need at least "+units.Format(fwd)
+	}
+	if stage > total {
+		total, why = stage, "a pipeline stage's buffers for the step's micro-batches need at least "+units.Format(stage)
+	}
+	if l.TP > 1 {
+		if load := b.params / (l.PP * max(l.EP, 1)) * b.elem; load > total {
+			total, why = load, "loading the whole model before splitting it over tp needs "+units.Format(load)
+		}
+	}
+	total += b.fixed
+	return total, fmt.Sprintf("%s: at least %s on the device", why, units.Format(total))
+}
+
+// acts is what one micro-batch of l leaves saved on the pipeline stage
+// with the fewest blocks (its block inputs, and on the last stage the
+// log-softmax of the logits), and what one stage alone holds with the
+// schedule's micro-batches (estimate/pipeline.go, estimate/schedule.go):
+// the first stage a gradient receive buffer per micro-batch and the block
+// inputs of those in flight (1F1B: min(pp, m), GPipe: m), the last stage
+// at the step's end an input receive buffer per micro-batch, every
+// micro-batch's logits (output_chunks) and their concatenation
+// (merge_chunks); 0 when not counted.
+func (b stateBound) acts(l Layout) (least, stage int64) {
+	if b.act == 0 {
+		return 0, 0
+	}
+	tokens := l.Micro * (b.seq / l.CP)
+	logits := tokens * (b.vocab / l.TP) * b.act
+	buffers := l.Accum * tokens * b.hidden * b.act // a receive buffer per micro-batch
+	if l.PP > 1 && (l.Schedule == OneFOneB || l.Schedule == GPipe) {
+		// The last stage at the step's end: its input receive buffers,
+		// every micro-batch's logits and their concatenation.
+		stage = 2*l.Accum*logits + buffers
+	}
+	switch l.Checkpointing.Mode {
+	case "", model.CkptNone, model.CkptBlock:
+	default:
+		return 0, stage // every-k and sqrt keep fewer segment inputs
+	}
+	block := tokens * b.hidden * b.act
+	if l.SP {
+		block /= l.TP
+	}
+	if l.Checkpointing.Mode != model.CkptBlock {
+		// The gated MLP's gate and up projections and the activation
+		// (SiLU saves its input, the product both operands), split by tp.
+		block += 3 * tokens * (b.mlp / l.TP) * b.act
+	}
+	// The log-softmax the loss saves, split by vocabulary over tp at most.
+	// Autocast caches its weight casts until the forward ends (with a
+	// pipeline, until the step ends), once per block whatever the
+	// micro-batches in flight or the checkpointing.
+	casts := b.casts / l.TP
+	if l.PP <= 1 {
+		return b.layers*(block+casts) + logits, 0
+	}
+	per, err := StageLayers(b.layers, l.PP*max(l.Virtual, 1))
+	if err != nil {
+		return 0, stage
+	}
+	least = slices.Min(per) * (block + casts)
+	// The first stage: its output-gradient receive buffers and the block
+	// inputs of the micro-batches in flight.
+	switch l.Schedule {
+	case OneFOneB:
+		return least, max(stage, buffers+min(l.PP, l.Accum)*per[0]*block+per[0]*casts)
+	case GPipe:
+		return least, max(stage, buffers+l.Accum*per[0]*block+per[0]*casts)
+	}
+	return least, stage
+}

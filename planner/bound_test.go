@@ -1,0 +1,90 @@
+package planner
+
+import (
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestStateBound checks that stateBound never exceeds what the simulator
+// predicts, over the layouts the planner enumerates for small models in
+// every precision and with the optimizers whose state it counts: a bound
+// above the simulator would reject a layout that fits.
+func TestStateBound(t *testing.T) {
+	moe, err := model.LoadHF("../model/testdata/hf/tiny-qwen3-moe.json", model.Overrides{Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpt2 := load(t, "gpt2-124m.yaml")
+	gpt2.Training.Seq = 512
+	llama := load(t, "llama-3.2-1b.yaml")
+	llama.Training.Seq = 2048
+	llama.Model.Tied = false // pipelines over tied embeddings are not simulated
+	long := *llama
+	long.Training.Seq = 8192
+	bert := load(t, "bert-base.yaml")
+	for _, tc := range []struct {
+		name  string
+		spec  *model.Spec
+		req   Request
+		every int // estimate every n-th layout, to keep the test short
+	}{
+		{"gpt2", gpt2, Request{GlobalBatch: 8, MaxGPUs: 8}, 1},
+		{"bert", bert, Request{GlobalBatch: 64, MaxGPUs: 8}, 1},
+		{"llama-1b", llama, Request{GlobalBatch: 16, MaxGPUs: 8}, 7},
+		{"llama-1b-long", &long, Request{GlobalBatch: 64, MaxGPUs: 8}, 13},
+		{"qwen3-moe-tiny", moe, Request{GlobalBatch: 8, MaxGPUs: 8}, 2},
+	} {
+		for _, prec := range model.Precisions {
+			for _, opt := range []string{model.AdamW, model.SGDMomentum} {
+				t.Run(tc.name+"/"+prec+"/"+opt, func(t *testing.T) {
+					spec := *tc.spec
+					spec.Training.Precision = prec
+					spec.Training.Optimizer = model.Optimizer{Name: opt, Impl: model.ImplForeach}
+					checkBound(t, &spec, tc.req, tc.every)
+				})
+			}
+		}
+	}
+}
+
+func checkBound(t *testing.T, spec *model.Spec, req Request, every int) {
+	t.Helper()
+	if err := req.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newStateBound(spec, model.Params(spec.Model.Lower()))
+	var n, checked int
+	var tightest float64
+	req.enumerate(spec, func(l Layout) {
+		if Validate(spec, l) != nil {
+			return
+		}
+		if n++; n%every != 0 {
+			return
+		}
+		ls := []Layout{l}
+		if l.Schedule == OneFOneB {
+			g := l
+			g.Schedule = GPipe
+			ls = append(ls, g)
+		}
+		for _, l := range ls {
+			m, err := Simulator{}.Estimate(spec, l)
+			if err != nil {
+				// Not simulated, or fsdp-bf16 without ZeRO 2 or 3.
+				continue
+			}
+			checked++
+			lb, why := b.bytes(l)
+			if lb > m.DeviceTotal {
+				t.Errorf("%s: bound %d B (%s) above the simulator's %d B", l, lb, why, m.DeviceTotal)
+			}
+			tightest = max(tightest, float64(lb)/float64(m.DeviceTotal))
+		}
+	})
+	if checked < 10 {
+		t.Fatalf("only %d layouts simulated", checked)
+	}
+	t.Logf("%d layouts checked; the bound reaches %.0f%% of the simulator's device total at most", checked, 100*tightest)
+}
