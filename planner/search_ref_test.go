@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -107,8 +108,10 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 // TestPlanMatchesOldSearch: on the requests of BenchmarkSearchRate, the
 // search returns the layouts the search before the lower bound returned
 // (recorded from memplan plan --format json at commit 42b2381, which ran
-// 1,348 and 506 estimates for them), in the same order, with the same
-// memory.
+// 1,348 and 506 estimates for them), in the same order. The memory they
+// were recorded with is the estimator's of that commit, which has changed
+// since (the fourth session's allocator order): only the layouts are
+// compared here; TestSearchMatchesBruteForce checks the memory.
 func TestPlanMatchesOldSearch(t *testing.T) {
 	llama8 := load(t, "llama-3-8b.yaml")
 	llama70 := load(t, "llama-3-70b.yaml")
@@ -147,7 +150,14 @@ func TestPlanMatchesOldSearch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, st := planned(t, tc.spec, tc.req, Simulator{})
 			t.Logf("%d estimates", st.OracleCalls)
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			layouts := func(l []string) []string {
+				out := make([]string, len(l))
+				for i, s := range l {
+					out[i], _, _ = strings.Cut(s, " = ")
+				}
+				return out
+			}
+			if fmt.Sprint(layouts(got)) != fmt.Sprint(layouts(tc.want)) {
 				t.Errorf("search:\n%q\nbefore:\n%q", got, tc.want)
 			}
 		})
