@@ -63,14 +63,16 @@ const MaxPipelineMicrobatches = 32
 // Simulator is the Oracle backed by memplan's estimator: it simulates
 // data parallelism with ZeRO stages 0–3, tensor parallelism with sequence
 // and loss parallelism (torchtitan's plan, Llama models), pipeline
-// parallelism with the gpipe and 1f1b schedules (each kind of stage),
+// parallelism with the gpipe, 1f1b and interleaved schedules (each kind of
+// stage),
 // expert parallelism without ZeRO (docs/moe.md §4), context parallelism
 // alone or with FSDP over dp·cp (docs/parallelism.md §3.3), checkpointing
 // and any micro-batch and accumulation, and returns a *NotSimulatedError
-// for layouts with CP together with TP, PP, DDP or ZeRO 1, EP with a ZeRO
-// stage, TP together with PP, the
-// interleaved schedule, tied embeddings under a pipeline, and tensor
-// parallelism of models the plan does not cover.
+// for layouts with CP together with TP, DDP or ZeRO 1, EP with a ZeRO
+// stage, the interleaved schedule with data parallelism, tied embeddings
+// under a pipeline, and tensor parallelism of models the plan does not
+// cover. Pipelines run gpipe, 1f1b or interleaved, with TP or CP inside
+// their stages (docs/parallelism.md).
 type Simulator struct{}
 
 // Simulates implements Screener: the layouts Estimate refuses before
@@ -133,9 +135,8 @@ func notSimulated(l Layout) error {
 			what = append(what, s)
 		}
 	}
-	add(l.TP > 1 && l.PP > 1, "tensor parallelism with pipeline parallelism")
-	add(l.PP > 1 && l.Schedule == Interleaved, "the interleaved pipeline schedule")
-	add(l.CP > 1 && (l.TP > 1 || l.PP > 1), "context parallelism with tensor or pipeline parallelism")
+	add(l.PP > 1 && l.Schedule == Interleaved && l.DP > 1, "the interleaved pipeline schedule with data parallelism")
+	add(l.CP > 1 && l.TP > 1, "context parallelism with tensor parallelism")
 	add(l.CP > 1 && (l.Zero == 1 || (l.DP > 1 && l.Zero == 0)), "context parallelism with DDP or ZeRO 1 (FSDP over dp·cp is simulated)")
 	add(l.EP > 1 && l.Zero > 0, "expert parallelism with ZeRO")
 	if what != nil {
@@ -157,9 +158,12 @@ func Apply(spec *model.Spec, l Layout) *model.Spec {
 	t.CP = l.CP
 	t.EP = l.EP
 	t.Batch, t.GradAccum, t.Offload = l.Micro, l.Accum, model.OffloadNone
-	t.PP, t.PPSchedule = 0, ""
+	t.PP, t.PPSchedule, t.PPVirtual = 0, "", 0
 	if l.PP > 1 {
 		t.PP, t.PPSchedule = l.PP, string(l.Schedule)
+		if l.Schedule == Interleaved {
+			t.PPVirtual = l.Virtual
+		}
 	}
 	t.TP, t.SP, t.LossParallel = l.TP, l.SP, l.LossParallel
 	return &s
