@@ -47,10 +47,9 @@ type Allocator struct {
 	blocks   []blockRec // slab; index 0 is unused
 	spare    []int32    // recycled block slots
 	segs     []segRec
-	index    [2][]bkey // free-block buckets by (stream, size): 0 small pool, 1 large pool
-	buckets  []bucket  // slab of buckets (tree.go); index 0 is unused
-	spareBk  []int32   // recycled buckets
-	empty    int       // empty buckets left in the treaps
+	index    [2][]sizeIndex // free-block buckets by stream, then size: 0 small pool, 1 large pool
+	buckets  []bucket       // slab of buckets (tree.go); index 0 is unused
+	spareBk  []int32        // recycled buckets
 	walkBuf  []hent
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	streams  int32    // highest stream used, +1
@@ -90,7 +89,13 @@ func (a *Allocator) Reset(c Config) {
 		buckets: a.buckets[:0],
 		spareBk: a.spareBk[:0],
 		walkBuf: a.walkBuf[:0],
-		index:   [2][]bkey{a.index[0][:0], a.index[1][:0]},
+		index:   a.index,
+	}
+	for p := range a.index {
+		for i := range a.index[p] {
+			x := &a.index[p][i]
+			x.sizes, x.ks = x.sizes[:0], x.ks[:0]
+		}
 	}
 	a.init()
 }
@@ -217,7 +222,7 @@ func (a *Allocator) cache(b int32) {
 
 // uncache takes block b out of its pool.
 func (a *Allocator) uncache(b int32) {
-	a.popBlock(b)
+	a.popBlock(a.pool(b), b)
 	x := &a.blocks[b]
 	if x.counted {
 		a.inactiveSplit -= x.size

@@ -5,7 +5,8 @@ import "testing"
 // TestFreePoolOrder checks the bucketed free pools against a scan of every
 // free block: after random mallocs and frees on three streams, lowerBound,
 // successor and lastOn must give the blocks the pools' order
-// (stream, size, segment order, offset) puts there.
+// (stream, size, segment order, offset) puts there, on the stream asked
+// for (every caller wants a block of its own stream).
 func TestFreePoolOrder(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:True"} {
 		t.Run(conf, func(t *testing.T) {
@@ -64,7 +65,7 @@ func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 			if !x.free || poolOf(a.segs[x.seg].small) != p {
 				continue
 			}
-			if (x.stream > s || (x.stream == s && x.size >= size)) && (lb == 0 || keyLess(x, &a.blocks[lb])) {
+			if x.stream == s && x.size >= size && (lb == 0 || keyLess(x, &a.blocks[lb])) {
 				lb = i
 			}
 			if x.stream == s && (last == 0 || keyLess(&a.blocks[last], x)) {
@@ -83,7 +84,7 @@ func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 		var next int32
 		for i := int32(1); i < int32(len(a.blocks)); i++ {
 			x := &a.blocks[i]
-			if x.free && poolOf(a.segs[x.seg].small) == p && keyLess(&a.blocks[lb], x) && (next == 0 || keyLess(x, &a.blocks[next])) {
+			if x.free && poolOf(a.segs[x.seg].small) == p && x.stream == s && keyLess(&a.blocks[lb], x) && (next == 0 || keyLess(x, &a.blocks[next])) {
 				next = i
 			}
 		}
