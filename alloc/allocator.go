@@ -1,5 +1,11 @@
 package alloc
 
+import (
+	"unsafe"
+
+	"github.com/memplan/memplan/internal/prefault"
+)
+
 // Block is a handle to a block handed out by Malloc; the zero Block is no
 // block. A handle is valid until the block is freed.
 type Block int32
@@ -186,7 +192,11 @@ func (a *Allocator) newBlock() int32 {
 	if len(a.blocks) == cap(a.blocks) {
 		// Double: append grows large slices by a quarter, copying a
 		// large simulation's slab many times over on its first run.
-		a.blocks = append(make([]blockRec, 0, 2*cap(a.blocks)), a.blocks...)
+		// The new slab is fresh memory: map its pages in one call
+		// (internal/prefault).
+		nb := make([]blockRec, 0, 2*cap(a.blocks))
+		prefault.Range(unsafe.Pointer(unsafe.SliceData(nb)), uintptr(cap(nb))*unsafe.Sizeof(blockRec{}))
+		a.blocks = append(nb, a.blocks...)
 	}
 	a.blocks = append(a.blocks, blockRec{})
 	return int32(len(a.blocks) - 1)

@@ -1,6 +1,11 @@
 package estimate
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/memplan/memplan/internal/prefault"
+)
 
 // slabs hand out tensors, nodes and short pointer lists from chunks, so
 // that a simulation makes a few dozen heap objects instead of one per
@@ -42,7 +47,9 @@ func (c *chunkStack[T]) get() *T {
 		c.free = c.free[:n-1]
 		return x
 	}
-	return new(T)
+	x := new(T) // fresh memory: map its pages in one call (internal/prefault)
+	prefault.Range(unsafe.Pointer(x), unsafe.Sizeof(*x))
+	return x
 }
 
 // put keeps x, which must be zeroed.
