@@ -144,8 +144,11 @@ type sim struct {
 	saved    int64      // bytes saved for backward at the end of the last forward
 	notes    []string   // things the result should say about how it was simulated
 	scratch  []*tensor  // runNode's gradients, reused
-	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
-	err      error      // a failure to read a measured table
+	// spareTapes are recomputed segments' tapes, whose memory the next
+	// recompute reuses (subTape).
+	spareTapes [][]*node
+	slab       slabs // tensors, nodes and pointer lists, allocated in chunks
+	err        error // a failure to read a measured table
 
 	// recomputed, when set, orders a recomputed segment's nodes as
 	// autograd's sequence numbers do when some of its casts were made by
@@ -443,10 +446,11 @@ func (s *sim) recompute(n *node) {
 	// recompute finds casts an enclosing forward region cached, and
 	// leaving its region clears them all.
 	outer := s.tape
-	s.tape = nil
+	s.tape = s.subTape()
 	r := s.ckptForward(n.ckpt, x)
 	s.clearCache()
-	sub := s.tape
+	own := s.tape
+	sub := own
 	if s.recomputed != nil {
 		sub = s.recomputed(sub)
 	}
@@ -454,11 +458,25 @@ func (s *sim) recompute(n *node) {
 	r.grad, out.grad = out.grad, nil
 	s.unref(r)
 	s.backward(sub)
+	s.spareTapes = append(s.spareTapes, own[:0])
 	if r.grad != nil {
 		s.unref(r.grad)
 		r.grad = nil
 	}
 	s.release(n)
+}
+
+// subTape returns an empty tape for a recomputed segment, with the memory
+// of an earlier one: a segment's backward is over before its tape goes
+// back to spareTapes, and a segment recomputed inside it takes another.
+func (s *sim) subTape() []*node {
+	n := len(s.spareTapes)
+	if n == 0 {
+		return nil
+	}
+	t := s.spareTapes[n-1]
+	s.spareTapes = s.spareTapes[:n-1]
+	return t
 }
 
 func (s *sim) ckptForward(c *ckpt, x *tensor) *tensor {
