@@ -98,11 +98,14 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 	var out []*inst
 	for i := range ls {
 		l := &ls[i]
-		in := &inst{l: l}
+		in := s.slab.inst()
+		in.l = l
 		switch k := l.Spec.(type) {
 		case *model.Repeat:
 			for j := int64(0); j < k.Times; j++ {
-				out = append(out, &inst{l: l, unit: true, body: s.build(l.Body, names)})
+				r := s.slab.inst()
+				r.l, r.unit, r.body = l, true, s.build(l.Body, names)
+				out = append(out, r)
 			}
 			continue
 		case *model.Block:

@@ -300,6 +300,10 @@ func (s *sim) save(n *node, ts ...*tensor) {
 		}
 		b.saves++
 		s.recat(b)
+		if len(n.saved) == cap(n.saved) {
+			// Grow within the slab rather than on the heap.
+			n.saved = append(s.slab.ptrs(2*cap(n.saved)+2), n.saved...)
+		}
 		n.saved = append(n.saved, t)
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"github.com/memplan/memplan/internal/prefault"
 )
 
-// slabs hand out tensors, nodes and short pointer lists from chunks, so
+// slabs hand out tensors, nodes, short pointer lists and layer instances
+// from chunks, so
 // that a simulation makes a few dozen heap objects instead of one per
 // tensor, node and list (the garbage collector's work grows with the
 // number of objects). Chunks return to pools when the simulation ends
@@ -16,8 +17,9 @@ type slabs struct {
 	tensors []*[slabChunk]tensor
 	nodes   []*[slabChunk]node
 	lists   []*[listChunk]*tensor
-	// nt, nn and nl are how much of the last chunk of each is used.
-	nt, nn, nl int
+	insts   []*[instChunk]inst
+	// nt, nn, nl and ni are how much of the last chunk of each is used.
+	nt, nn, nl, ni int
 	// tape is the autograd tape's memory, kept between simulations too.
 	tape []*node
 }
@@ -25,6 +27,7 @@ type slabs struct {
 const (
 	slabChunk = 1024
 	listChunk = 4 * slabChunk
+	instChunk = 256
 )
 
 // chunkStack keeps released chunks for the next simulation. It is a plain
@@ -66,6 +69,7 @@ var (
 	tensorPool chunkStack[[slabChunk]tensor]
 	nodePool   chunkStack[[slabChunk]node]
 	listPool   chunkStack[[listChunk]*tensor]
+	instPool   chunkStack[[instChunk]inst]
 )
 
 // tensor returns a zeroed tensor (chunks are zeroed when released).
@@ -86,6 +90,16 @@ func (s *slabs) node() *node {
 	}
 	s.nn++
 	return &s.nodes[len(s.nodes)-1][s.nn-1]
+}
+
+// inst returns a zeroed layer instance (driver.go).
+func (s *slabs) inst() *inst {
+	if len(s.insts) == 0 || s.ni == instChunk {
+		s.insts = append(s.insts, instPool.get())
+		s.ni = 0
+	}
+	s.ni++
+	return &s.insts[len(s.insts)-1][s.ni-1]
 }
 
 // ptrs returns an empty list with room for n pointers; appending past n
@@ -129,6 +143,10 @@ func (s *slabs) release(tape []*node) {
 	for _, c := range s.lists {
 		*c = [listChunk]*tensor{}
 		listPool.put(c)
+	}
+	for _, c := range s.insts {
+		*c = [instChunk]inst{}
+		instPool.put(c)
 	}
 	*s = slabs{}
 }
