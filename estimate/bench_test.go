@@ -149,7 +149,7 @@ func dropPools() {
 	allocators.Lock()
 	allocators.free = nil
 	allocators.Unlock()
-	tensorPool.free, nodePool.free, listPool.free, instPool.free = nil, nil, nil, nil
+	tensorPool.free, nodePool.free, listPool.free, instPool.free, castPool.free = nil, nil, nil, nil, nil
 }
 
 // BenchmarkAllocatorReplay replays the caching-allocator operations of one

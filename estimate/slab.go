@@ -20,8 +20,8 @@ type slabs struct {
 	insts   []*[instChunk]inst
 	// nt, nn, nl and ni are how much of the last chunk of each is used.
 	nt, nn, nl, ni int
-	// tape is the autograd tape's memory, kept between simulations too.
-	tape []*node
+	// cast is the weight-cast cache's map (castCache).
+	cast *map[*tensor]*tensor
 }
 
 const (
@@ -70,7 +70,20 @@ var (
 	nodePool   chunkStack[[slabChunk]node]
 	listPool   chunkStack[[listChunk]*tensor]
 	instPool   chunkStack[[instChunk]inst]
+	castPool   chunkStack[map[*tensor]*tensor]
 )
+
+// castCache returns an empty map for autocast's weight-cast cache
+// (sim.cache), with the memory of an earlier simulation's: the map grows
+// to every weight of the model in each forward.
+func (s *slabs) castCache() map[*tensor]*tensor {
+	m := castPool.get()
+	if *m == nil {
+		*m = map[*tensor]*tensor{}
+	}
+	s.cast = m
+	return *m
+}
 
 // tensor returns a zeroed tensor (chunks are zeroed when released).
 func (s *slabs) tensor() *tensor {
@@ -143,6 +156,10 @@ func (s *slabs) release(tape []*node) {
 	for _, c := range s.lists {
 		*c = [listChunk]*tensor{}
 		listPool.put(c)
+	}
+	if s.cast != nil {
+		clear(*s.cast)
+		castPool.put(s.cast)
 	}
 	for _, c := range s.insts {
 		*c = [instChunk]inst{}
