@@ -219,9 +219,10 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 	s.saving = saving
 	s.tape = s.tape[:start]
 	y.req = true
-	n := &node{name: "Checkpoint", outs: []*tensor{y}, ckpt: &ckpt{run: run}}
+	n := s.slab.node()
+	n.name, n.outs, n.ckpt = "Checkpoint", append(s.slab.ptrs(1), y), &ckpt{run: run}
 	if x.req {
-		n.ins = []*tensor{x}
+		n.ins = append(s.slab.ptrs(1), x)
 	}
 	s.save(n, x)
 	s.tape = append(s.tape, n)
