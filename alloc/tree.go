@@ -99,7 +99,10 @@ func (a *Allocator) newBucket(s Stream, size int64) int32 {
 }
 
 // bucketFor returns the bucket of (s, size) in pool p, adding an empty one
-// to the index if there is none.
+// to the index if there is none. An emptied bucket still in the index
+// (a.held) that sits where size goes takes size instead of leaving: a
+// malloc that splits a block and the free that merges it back each empty
+// one bucket and need one of a neighbouring size.
 func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
 	x := a.on(p, s)
 	if x == nil {
@@ -110,7 +113,31 @@ func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
 	}
 	i := x.search(size)
 	if i < len(x.sizes) && x.sizes[i] == size {
-		return x.ks[i]
+		k := x.ks[i]
+		if k == a.held.k {
+			a.held = heldBucket{}
+		}
+		return k
+	}
+	if h := a.held; h.k != 0 && h.p == p && a.buckets[h.k].stream == s {
+		// Between its neighbours, the held bucket can take size.
+		j := -1
+		if i < len(x.ks) && x.ks[i] == h.k {
+			j = i
+		} else if i > 0 && x.ks[i-1] == h.k {
+			j = i - 1
+		}
+		if j >= 0 {
+			a.held = heldBucket{}
+			x.sizes[j] = size
+			a.buckets[h.k].size = size
+			return h.k
+		}
+	}
+	if a.held.k != 0 {
+		if a.dropHeld() == x && a.held.at < i {
+			i--
+		}
 	}
 	k := a.newBucket(s, size)
 	x.sizes = slices.Insert(x.sizes, i, size)
@@ -118,14 +145,34 @@ func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
 	return k
 }
 
-// dropBucket takes emptied bucket k out of pool p's index.
-func (a *Allocator) dropBucket(p int, k int32) {
+// heldBucket is a bucket that emptied and is still in pool p's index
+// (bucketFor): at most one at a time, 0 for none. at is its position once
+// dropHeld has found it.
+type heldBucket struct {
+	k  int32
+	p  int
+	at int
+}
+
+// dropHeld takes the held bucket out of its index and returns the index.
+func (a *Allocator) dropHeld() *sizeIndex {
+	k := a.held.k
 	bk := &a.buckets[k]
-	x := a.on(p, bk.stream)
+	x := a.on(a.held.p, bk.stream)
 	i := x.search(bk.size)
 	x.sizes = slices.Delete(x.sizes, i, i+1)
 	x.ks = slices.Delete(x.ks, i, i+1)
 	a.spareBk = append(a.spareBk, k)
+	a.held = heldBucket{at: i}
+	return x
+}
+
+// settle takes a held bucket out of its index before a lookup that must
+// see only non-empty buckets.
+func (a *Allocator) settle() {
+	if a.held.k != 0 {
+		a.dropHeld()
+	}
 }
 
 // pushBlock adds free block b to its bucket.
@@ -151,7 +198,8 @@ func (a *Allocator) popBlock(p int, b int32) {
 	}
 	bk.heap = h[:n]
 	if n == 0 {
-		a.dropBucket(p, k)
+		a.settle()
+		a.held = heldBucket{k: k, p: p}
 		return
 	}
 	if i != n {
@@ -202,6 +250,7 @@ func (a *Allocator) siftDown(h []hent, i int) {
 // lowerBucket returns the first bucket of pool p on stream s of at least
 // size bytes, or 0.
 func (a *Allocator) lowerBucket(p int, s Stream, size int64) int32 {
+	a.settle()
 	x := a.on(p, s)
 	if x == nil {
 		return 0
@@ -238,6 +287,7 @@ func (a *Allocator) successor(p int, b int32) int32 {
 
 // lastBucket returns the last bucket of pool p on stream s, or 0.
 func (a *Allocator) lastBucket(p int, s Stream) int32 {
+	a.settle()
 	if x := a.on(p, s); x != nil && len(x.ks) > 0 {
 		return x.ks[len(x.ks)-1]
 	}
@@ -264,6 +314,7 @@ func (a *Allocator) lastOn(p int, s Stream) int32 {
 // walk calls f for every free block of pool p in order, while f returns
 // true.
 func (a *Allocator) walk(p int, f func(int32) bool) bool {
+	a.settle()
 	for i := range a.index[p] {
 		for _, k := range a.index[p][i].ks {
 			if !a.walkBucket(k, f) {
