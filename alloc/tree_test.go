@@ -93,3 +93,23 @@ func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 		}
 	}
 }
+
+// TestSearch checks sizeIndex.search against a scan on every length up to
+// 40 and every probe around the stored sizes.
+func TestSearch(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		x := &sizeIndex{}
+		for i := 0; i < n; i++ {
+			x.sizes = append(x.sizes, int64(10*i+10))
+		}
+		for size := int64(0); size <= int64(10*n+20); size++ {
+			want := 0
+			for want < n && x.sizes[want] < size {
+				want++
+			}
+			if got := x.search(size); got != want {
+				t.Fatalf("search(%d) over %d sizes = %d, want %d", size, n, got, want)
+			}
+		}
+	}
+}
