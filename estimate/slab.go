@@ -145,25 +145,36 @@ func (s *slabs) release(tape []*node) {
 		clear(tape)
 		tapePool.put(&tape)
 	}
-	for _, c := range s.tensors {
-		*c = [slabChunk]tensor{}
+	// Only the first used elements of each last chunk were handed out
+	// (the rest is still zero); earlier chunks are zeroed whole.
+	for i, c := range s.tensors {
+		clear(c[:used(i, len(s.tensors), s.nt, slabChunk)])
 		tensorPool.put(c)
 	}
-	for _, c := range s.nodes {
-		*c = [slabChunk]node{}
+	for i, c := range s.nodes {
+		clear(c[:used(i, len(s.nodes), s.nn, slabChunk)])
 		nodePool.put(c)
 	}
-	for _, c := range s.lists {
-		*c = [listChunk]*tensor{}
+	for i, c := range s.lists {
+		clear(c[:used(i, len(s.lists), s.nl, listChunk)])
 		listPool.put(c)
+	}
+	for i, c := range s.insts {
+		clear(c[:used(i, len(s.insts), s.ni, instChunk)])
+		instPool.put(c)
 	}
 	if s.cast != nil {
 		clear(*s.cast)
 		castPool.put(s.cast)
 	}
-	for _, c := range s.insts {
-		*c = [instChunk]inst{}
-		instPool.put(c)
-	}
 	*s = slabs{}
+}
+
+// used is how much of chunk i of n was handed out: all of it but the
+// last's last elements.
+func used(i, n, last, size int) int {
+	if i == n-1 {
+		return last
+	}
+	return size
 }
