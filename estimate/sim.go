@@ -470,19 +470,6 @@ func (s *sim) recompute(n *node) {
 	s.release(n)
 }
 
-// subTape returns an empty tape for a recomputed segment, with the memory
-// of an earlier one: a segment's backward is over before its tape goes
-// back to spareTapes, and a segment recomputed inside it takes another.
-func (s *sim) subTape() []*node {
-	n := len(s.spareTapes)
-	if n == 0 {
-		return nil
-	}
-	t := s.spareTapes[n-1]
-	s.spareTapes = s.spareTapes[:n-1]
-	return t
-}
-
 func (s *sim) ckptForward(c *ckpt, x *tensor) *tensor {
 	saving := s.saving
 	s.saving = true

@@ -178,3 +178,16 @@ func used(i, n, last, size int) int {
 	}
 	return size
 }
+
+// subTape returns an empty tape for a recomputed segment, with the memory
+// of an earlier one: a segment's backward is over before its tape goes
+// back to spareTapes, and a segment recomputed inside it takes another.
+func (s *sim) subTape() []*node {
+	n := len(s.spareTapes)
+	if n == 0 {
+		return nil
+	}
+	t := s.spareTapes[n-1]
+	s.spareTapes = s.spareTapes[:n-1]
+	return t
+}
