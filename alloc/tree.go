@@ -100,10 +100,10 @@ func (a *Allocator) newBucket(s Stream, size int64) int32 {
 }
 
 // bucketFor returns the bucket of (s, size) in pool p, adding an empty one
-// to the index if there is none. An emptied bucket still in the index
-// (a.held) that sits where size goes takes size instead of leaving: a
-// malloc that splits a block and the free that merges it back each empty
-// one bucket and need one of a neighbouring size.
+// to the index if there is none. An emptied bucket still in the same index
+// (a.held) takes size instead of leaving (relocate): a malloc that splits
+// a block and the free that merges it back each empty one bucket and need
+// one of a neighbouring size.
 func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
 	x := a.on(p, s)
 	if x == nil {
@@ -121,19 +121,9 @@ func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
 		return k
 	}
 	if h := a.held; h.k != 0 && h.p == p && a.buckets[h.k].stream == s {
-		// Between its neighbours, the held bucket can take size.
-		j := -1
-		if i < len(x.ks) && x.ks[i] == h.k {
-			j = i
-		} else if i > 0 && x.ks[i-1] == h.k {
-			j = i - 1
-		}
-		if j >= 0 {
-			a.held = heldBucket{}
-			x.sizes[j] = size
-			a.buckets[h.k].size = size
-			return h.k
-		}
+		a.held = heldBucket{}
+		a.relocate(x, h.k, i, size)
+		return h.k
 	}
 	if a.held.k != 0 {
 		if a.dropHeld() == x && a.held.at < i {
@@ -144,6 +134,34 @@ func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
 	x.sizes = slices.Insert(x.sizes, i, size)
 	x.ks = slices.Insert(x.ks, i, k)
 	return k
+}
+
+// relocate gives emptied bucket k of index x the size size, whose place
+// in x is i (the first size above it), moving the sizes between its old
+// place and the new one by one: usually none, since a split's remainder
+// or a merged block sorts next to the block it came from.
+func (a *Allocator) relocate(x *sizeIndex, k int32, i int, size int64) {
+	var j int
+	switch {
+	case i < len(x.ks) && x.ks[i] == k:
+		j = i
+	case i > 0 && x.ks[i-1] == k:
+		j = i - 1
+	default:
+		j = x.search(a.buckets[k].size)
+	}
+	switch {
+	case j < i-1: // the old size was smaller: the ones between move down
+		copy(x.sizes[j:i-1], x.sizes[j+1:i])
+		copy(x.ks[j:i-1], x.ks[j+1:i])
+		j = i - 1
+	case j > i: // it was larger: the ones between move up
+		copy(x.sizes[i+1:j+1], x.sizes[i:j])
+		copy(x.ks[i+1:j+1], x.ks[i:j])
+		j = i
+	}
+	x.sizes[j], x.ks[j] = size, k
+	a.buckets[k].size = size
 }
 
 // heldBucket is a bucket that emptied and is still in pool p's index
