@@ -20,8 +20,8 @@ import "slices"
 // search of a short array of integers plus the root of a heap. A bucket
 // that empties leaves the array (a move of a few dozen bytes) before the
 // next lookup, and goes to a spare list with its heap's memory, so a
-// lookup never steps over empty buckets; until then it can take the size
-// of the next block cached when that size sorts where it is (bucketFor). A block costs O(log n) in the blocks of its size.
+// lookup never steps over empty buckets; until then the next block cached
+// on its stream takes it over (bucketFor). A block costs O(log n) in the blocks of its size.
 // There is no heap allocation once the slices have grown, and no pointer
 // for the garbage collector to scan. The order is total (no two free
 // blocks share a segment and offset), so the blocks handed out are those
