@@ -219,16 +219,18 @@ func (a *Allocator) pool(b int32) int {
 // cache puts free block b into its pool.
 func (a *Allocator) cache(b int32) {
 	x := &a.blocks[b]
+	g := &a.segs[x.seg]
+	p := poolOf(g.small)
 	x.free = true
-	x.gcBase = a.searches[poolOf(a.segs[x.seg].small)]
-	x.order = a.segs[x.seg].order
+	x.gcBase = a.searches[p]
+	x.order = g.order
 	// inactive_split leaves out expandable segments, whose free pages can
 	// always be unmapped (free_block).
-	x.counted = (x.prev != 0 || x.next != 0) && !a.segs[x.seg].expandable
+	x.counted = (x.prev != 0 || x.next != 0) && !g.expandable
 	if x.counted {
 		a.inactiveSplit += x.size
 	}
-	a.pushBlock(a.pool(b), b)
+	a.pushBlock(p, b)
 }
 
 // uncache takes block b out of its pool.
