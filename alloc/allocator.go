@@ -1,5 +1,11 @@
 package alloc
 
+import (
+	"unsafe"
+
+	"github.com/memplan/memplan/internal/prefault"
+)
+
 // Block is a handle to a block handed out by Malloc; the zero Block is no
 // block. A handle is valid until the block is freed.
 type Block int32
@@ -48,10 +54,10 @@ type Allocator struct {
 	blocks   []blockRec // slab; index 0 is unused
 	spare    []int32    // recycled block slots
 	segs     []segRec
-	index    [2][]bkey // free-block buckets by (stream, size): 0 small pool, 1 large pool
-	buckets  []bucket  // slab of buckets (tree.go); index 0 is unused
-	spareBk  []int32   // recycled buckets
-	empty    int       // empty buckets left in the treaps
+	index    [2][]sizeIndex // free-block buckets by stream, then size: 0 small pool, 1 large pool
+	buckets  []bucket       // slab of buckets (tree.go); index 0 is unused
+	spareBk  []int32        // recycled buckets
+	held     heldBucket     // an emptied bucket still in its index (bucketFor)
 	walkBuf  []hent
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	streams  int32    // highest stream used, +1
@@ -93,8 +99,14 @@ func (a *Allocator) Reset(c Config) {
 		buckets: a.buckets[:0],
 		spareBk: a.spareBk[:0],
 		walkBuf: a.walkBuf[:0],
-		index:   [2][]bkey{a.index[0][:0], a.index[1][:0]},
+		index:   a.index,
 		va:      a.va,
+	}
+	for p := range a.index {
+		for i := range a.index[p] {
+			x := &a.index[p][i]
+			x.sizes, x.ks = x.sizes[:0], x.ks[:0]
+		}
 	}
 	a.va.reset()
 	a.init()
@@ -186,7 +198,11 @@ func (a *Allocator) newBlock() int32 {
 	if len(a.blocks) == cap(a.blocks) {
 		// Double: append grows large slices by a quarter, copying a
 		// large simulation's slab many times over on its first run.
-		a.blocks = append(make([]blockRec, 0, 2*cap(a.blocks)), a.blocks...)
+		// The new slab is fresh memory: map its pages in one call
+		// (internal/prefault).
+		nb := make([]blockRec, 0, 2*cap(a.blocks))
+		prefault.Range(unsafe.Pointer(unsafe.SliceData(nb)), uintptr(cap(nb))*unsafe.Sizeof(blockRec{}))
+		a.blocks = append(nb, a.blocks...)
 	}
 	a.blocks = append(a.blocks, blockRec{})
 	return int32(len(a.blocks) - 1)
@@ -208,21 +224,23 @@ func (a *Allocator) pool(b int32) int {
 // cache puts free block b into its pool.
 func (a *Allocator) cache(b int32) {
 	x := &a.blocks[b]
+	g := &a.segs[x.seg]
+	p := poolOf(g.small)
 	x.free = true
-	x.gcBase = a.searches[poolOf(a.segs[x.seg].small)]
-	x.order = a.segs[x.seg].order
+	x.gcBase = a.searches[p]
+	x.order = g.order
 	// inactive_split leaves out expandable segments, whose free pages can
 	// always be unmapped (free_block).
-	x.counted = (x.prev != 0 || x.next != 0) && !a.segs[x.seg].expandable
+	x.counted = (x.prev != 0 || x.next != 0) && !g.expandable
 	if x.counted {
 		a.inactiveSplit += x.size
 	}
-	a.pushBlock(a.pool(b), b)
+	a.pushBlock(p, b)
 }
 
 // uncache takes block b out of its pool.
 func (a *Allocator) uncache(b int32) {
-	a.popBlock(b)
+	a.popBlock(a.pool(b), b)
 	x := &a.blocks[b]
 	if x.counted {
 		a.inactiveSplit -= x.size

@@ -7,8 +7,9 @@ import "slices"
 // segment's order standing in for the address (then the offset in the
 // segment; docs/allocator.md §3). They are kept in two levels:
 //
-//   - a bucket per (stream, size), the buckets of a pool in a sorted array
-//     of their (stream, size) keys;
+//   - a bucket per (stream, size); each pool keeps, per stream, the sizes
+//     of its non-empty buckets in a sorted array, with the buckets beside
+//     them;
 //   - in each bucket, a binary min-heap of its blocks ordered by
 //     (segment order, offset), each entry a copy of its block's key so that
 //     the heap is one contiguous array.
@@ -16,18 +17,16 @@ import "slices"
 // A simulation has few distinct sizes and many blocks of each (a mixture
 // of experts caches tens of thousands of equal remainders; a 7B decoder's
 // pools hold about 15 distinct sizes at a time), so a lookup is a binary
-// search of a short array plus the root of a heap.
-//
-// A bucket that empties stays in the array, to be filled again without
-// moving the array (a malloc that splits a block and the free that merges
-// it back empty and refill the same few buckets); lookups step over empty
-// buckets, and when there are more than maxEmpty of them they are all
-// removed. A block costs O(log n) in the blocks of its size; a size not
-// in the array costs a move of the array's tail. There is no heap
-// allocation once the slices have grown, and no pointer for the garbage
-// collector to scan. The order is total (no two free blocks share a
-// segment and offset), so the blocks handed out are those of any other
-// structure keeping the same order.
+// search of a short array of integers plus the root of a heap. A bucket
+// that empties leaves the array (a move of a few dozen bytes) before the
+// next lookup, and goes to a spare list with its heap's memory, so a
+// lookup never steps over empty buckets; until then the next block cached
+// on its stream takes it over (bucketFor). A block costs O(log n) in the blocks of its size.
+// There is no heap allocation once the slices have grown, and no pointer
+// for the garbage collector to scan. The order is total (no two free
+// blocks share a segment and offset), so the blocks handed out are those
+// of any other structure keeping the same order; every caller of a lookup
+// wants a block of the stream it names, so lookups stay on one stream.
 
 // bucket is the free blocks of one (stream, size) in a pool.
 type bucket struct {
@@ -36,19 +35,11 @@ type bucket struct {
 	heap   []hent
 }
 
-// bkey is a bucket's place in its pool's sorted array.
-type bkey struct {
-	size   int64
-	stream Stream
-	k      int32
-}
-
-// before reports whether key x orders before (s, size).
-func (x bkey) before(s Stream, size int64) bool {
-	if x.stream != s {
-		return x.stream < s
-	}
-	return x.size < size
+// sizeIndex is one stream's non-empty buckets in a pool: their sizes in
+// increasing order, and the bucket of each.
+type sizeIndex struct {
+	sizes []int64
+	ks    []int32
 }
 
 // hent is a heap entry: a block and its (segment order, offset) key.
@@ -64,17 +55,22 @@ func (x hent) less(y hent) bool {
 	return x.off < y.off
 }
 
-// maxEmpty bounds the empty buckets kept in the arrays.
-const maxEmpty = 256
+// on returns the index of pool p for stream s, or nil when the stream has
+// none.
+func (a *Allocator) on(p int, s Stream) *sizeIndex {
+	if ix := a.index[p]; int(s) < len(ix) && s >= 0 {
+		return &ix[s]
+	}
+	return nil
+}
 
-// search returns the index of the first key of pool p at or after
-// (s, size).
-func (a *Allocator) search(p int, s Stream, size int64) int {
-	ix := a.index[p]
-	lo, hi := 0, len(ix)
+// search returns the position of the first size at or above size.
+func (x *sizeIndex) search(size int64) int {
+	sz := x.sizes
+	lo, hi := 0, len(sz)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if ix[m].before(s, size) {
+		if sz[m] < size {
 			lo = m + 1
 		} else {
 			hi = m
@@ -104,32 +100,98 @@ func (a *Allocator) newBucket(s Stream, size int64) int32 {
 }
 
 // bucketFor returns the bucket of (s, size) in pool p, adding an empty one
-// if there is none.
+// to the index if there is none. An emptied bucket still in the same index
+// (a.held) takes size instead of leaving (relocate): a malloc that splits
+// a block and the free that merges it back each empty one bucket and need
+// one of a neighbouring size.
 func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
-	i := a.search(p, s, size)
-	if ix := a.index[p]; i < len(ix) && ix[i].stream == s && ix[i].size == size {
-		return ix[i].k
+	x := a.on(p, s)
+	if x == nil {
+		for int(s) >= len(a.index[p]) {
+			a.index[p] = append(a.index[p], sizeIndex{})
+		}
+		x = &a.index[p][s]
+	}
+	i := x.search(size)
+	if i < len(x.sizes) && x.sizes[i] == size {
+		k := x.ks[i]
+		if k == a.held.k {
+			a.held = heldBucket{}
+		}
+		return k
+	}
+	if h := a.held; h.k != 0 && h.p == p && a.buckets[h.k].stream == s {
+		a.held = heldBucket{}
+		a.relocate(x, h.k, i, size)
+		return h.k
+	}
+	if a.held.k != 0 {
+		if a.dropHeld() == x && a.held.at < i {
+			i--
+		}
 	}
 	k := a.newBucket(s, size)
-	a.index[p] = slices.Insert(a.index[p], i, bkey{size: size, stream: s, k: k})
-	a.empty++ // until its first block
+	x.sizes = slices.Insert(x.sizes, i, size)
+	x.ks = slices.Insert(x.ks, i, k)
 	return k
 }
 
-// purgeEmpty removes every empty bucket from the arrays.
-func (a *Allocator) purgeEmpty() {
-	for p := range a.index {
-		kept := a.index[p][:0]
-		for _, x := range a.index[p] {
-			if len(a.buckets[x.k].heap) == 0 {
-				a.spareBk = append(a.spareBk, x.k)
-				continue
-			}
-			kept = append(kept, x)
-		}
-		a.index[p] = kept
+// relocate gives emptied bucket k of index x the size size, whose place
+// in x is i (the first size above it), moving the sizes between its old
+// place and the new one by one: usually none, since a split's remainder
+// or a merged block sorts next to the block it came from.
+func (a *Allocator) relocate(x *sizeIndex, k int32, i int, size int64) {
+	var j int
+	switch {
+	case i < len(x.ks) && x.ks[i] == k:
+		j = i
+	case i > 0 && x.ks[i-1] == k:
+		j = i - 1
+	default:
+		j = x.search(a.buckets[k].size)
 	}
-	a.empty = 0
+	switch {
+	case j < i-1: // the old size was smaller: the ones between move down
+		copy(x.sizes[j:i-1], x.sizes[j+1:i])
+		copy(x.ks[j:i-1], x.ks[j+1:i])
+		j = i - 1
+	case j > i: // it was larger: the ones between move up
+		copy(x.sizes[i+1:j+1], x.sizes[i:j])
+		copy(x.ks[i+1:j+1], x.ks[i:j])
+		j = i
+	}
+	x.sizes[j], x.ks[j] = size, k
+	a.buckets[k].size = size
+}
+
+// heldBucket is a bucket that emptied and is still in pool p's index
+// (bucketFor): at most one at a time, 0 for none. at is its position once
+// dropHeld has found it.
+type heldBucket struct {
+	k  int32
+	p  int
+	at int
+}
+
+// dropHeld takes the held bucket out of its index and returns the index.
+func (a *Allocator) dropHeld() *sizeIndex {
+	k := a.held.k
+	bk := &a.buckets[k]
+	x := a.on(a.held.p, bk.stream)
+	i := x.search(bk.size)
+	x.sizes = slices.Delete(x.sizes, i, i+1)
+	x.ks = slices.Delete(x.ks, i, i+1)
+	a.spareBk = append(a.spareBk, k)
+	a.held = heldBucket{at: i}
+	return x
+}
+
+// settle takes a held bucket out of its index before a lookup that must
+// see only non-empty buckets.
+func (a *Allocator) settle() {
+	if a.held.k != 0 {
+		a.dropHeld()
+	}
 }
 
 // pushBlock adds free block b to its bucket.
@@ -138,16 +200,13 @@ func (a *Allocator) pushBlock(p int, b int32) {
 	k := a.bucketFor(p, x.stream, x.size)
 	bk := &a.buckets[k]
 	x.bkt = k
-	if len(bk.heap) == 0 {
-		a.empty--
-	}
 	bk.heap = append(bk.heap, hent{order: x.order, off: x.off, b: b})
 	a.siftUp(bk.heap, len(bk.heap)-1)
 }
 
-// popBlock takes free block b out of its bucket (an emptied bucket stays
-// in the array).
-func (a *Allocator) popBlock(b int32) {
+// popBlock takes free block b out of its bucket in pool p (an emptied
+// bucket leaves the index).
+func (a *Allocator) popBlock(p int, b int32) {
 	k := a.blocks[b].bkt
 	bk := &a.buckets[k]
 	h := bk.heap
@@ -158,10 +217,8 @@ func (a *Allocator) popBlock(b int32) {
 	}
 	bk.heap = h[:n]
 	if n == 0 {
-		a.empty++
-		if a.empty > maxEmpty {
-			a.purgeEmpty()
-		}
+		a.settle()
+		a.held = heldBucket{k: k, p: p}
 		return
 	}
 	if i != n {
@@ -209,20 +266,22 @@ func (a *Allocator) siftDown(h []hent, i int) {
 	a.blocks[e.b].hpos = int32(i)
 }
 
-// lowerBucket returns the first non-empty bucket of pool p at or after
-// (s, size) in (stream, size) order, or 0.
+// lowerBucket returns the first bucket of pool p on stream s of at least
+// size bytes, or 0.
 func (a *Allocator) lowerBucket(p int, s Stream, size int64) int32 {
-	ix := a.index[p]
-	for i := a.search(p, s, size); i < len(ix); i++ {
-		if k := ix[i].k; len(a.buckets[k].heap) > 0 {
-			return k
-		}
+	a.settle()
+	x := a.on(p, s)
+	if x == nil {
+		return 0
+	}
+	if i := x.search(size); i < len(x.ks) {
+		return x.ks[i]
 	}
 	return 0
 }
 
 // lowerBound returns the first free block of pool p (in the pools' order)
-// with stream above s, or on stream s of at least size bytes; or 0.
+// on stream s of at least size bytes, or 0.
 func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
 	if k := a.lowerBucket(p, s, size); k != 0 {
 		return a.buckets[k].heap[0].b
@@ -230,8 +289,9 @@ func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
 	return 0
 }
 
-// successor returns the block that follows b in pool p's order, or 0.
-// b must be the first block of its bucket (as lowerBound returns).
+// successor returns the block that follows b on its stream in pool p's
+// order, or 0. b must be the first block of its bucket (as lowerBound
+// returns).
 func (a *Allocator) successor(p int, b int32) int32 {
 	x := &a.blocks[b]
 	if h := a.buckets[x.bkt].heap; len(h) > 1 {
@@ -244,13 +304,11 @@ func (a *Allocator) successor(p int, b int32) int32 {
 	return a.lowerBound(p, x.stream, x.size+1)
 }
 
-// lastBucket returns the last non-empty bucket of pool p on stream s, or 0.
+// lastBucket returns the last bucket of pool p on stream s, or 0.
 func (a *Allocator) lastBucket(p int, s Stream) int32 {
-	ix := a.index[p]
-	for i := a.search(p, s+1, 0) - 1; i >= 0 && ix[i].stream == s; i-- {
-		if k := ix[i].k; len(a.buckets[k].heap) > 0 {
-			return k
-		}
+	a.settle()
+	if x := a.on(p, s); x != nil && len(x.ks) > 0 {
+		return x.ks[len(x.ks)-1]
 	}
 	return 0
 }
@@ -275,19 +333,31 @@ func (a *Allocator) lastOn(p int, s Stream) int32 {
 // walk calls f for every free block of pool p in order, while f returns
 // true.
 func (a *Allocator) walk(p int, f func(int32) bool) bool {
-	for _, x := range a.index[p] {
-		h := append(a.walkBuf[:0], a.buckets[x.k].heap...)
-		a.walkBuf = h[:0]
-		slices.SortFunc(h, func(p, q hent) int {
-			if p.less(q) {
-				return -1
-			}
-			return 1
-		})
-		for _, e := range h {
-			if !f(e.b) {
+	a.settle()
+	for i := range a.index[p] {
+		for _, k := range a.index[p][i].ks {
+			if !a.walkBucket(k, f) {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// walkBucket calls f for the blocks of bucket k in order, while f returns
+// true.
+func (a *Allocator) walkBucket(k int32, f func(int32) bool) bool {
+	h := append(a.walkBuf[:0], a.buckets[k].heap...)
+	a.walkBuf = h[:0]
+	slices.SortFunc(h, func(p, q hent) int {
+		if p.less(q) {
+			return -1
+		}
+		return 1
+	})
+	for _, e := range h {
+		if !f(e.b) {
+			return false
 		}
 	}
 	return true

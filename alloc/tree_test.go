@@ -5,7 +5,8 @@ import "testing"
 // TestFreePoolOrder checks the bucketed free pools against a scan of every
 // free block: after random mallocs and frees on three streams, lowerBound,
 // successor and lastOn must give the blocks the pools' order
-// (stream, size, segment order, offset) puts there.
+// (stream, size, segment order, offset) puts there, on the stream asked
+// for (every caller wants a block of its own stream).
 func TestFreePoolOrder(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:True"} {
 		t.Run(conf, func(t *testing.T) {
@@ -33,6 +34,7 @@ func TestFreePoolOrder(t *testing.T) {
 					held[i] = held[len(held)-1]
 					held = held[:len(held)-1]
 				}
+				checkIndex(t, a)
 				if step%50 == 0 {
 					checkPools(t, a, int64(rnd(8<<20))+1, Stream(rnd(3)))
 				}
@@ -57,6 +59,7 @@ func keyLess(x, y *blockRec) bool {
 
 func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 	t.Helper()
+	checkIndex(t, a)
 	for p := range a.index {
 		var lb, last int32
 		for i := int32(1); i < int32(len(a.blocks)); i++ {
@@ -64,7 +67,7 @@ func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 			if !x.free || poolOf(a.segs[x.seg].small) != p {
 				continue
 			}
-			if (x.stream > s || (x.stream == s && x.size >= size)) && (lb == 0 || keyLess(x, &a.blocks[lb])) {
+			if x.stream == s && x.size >= size && (lb == 0 || keyLess(x, &a.blocks[lb])) {
 				lb = i
 			}
 			if x.stream == s && (last == 0 || keyLess(&a.blocks[last], x)) {
@@ -83,12 +86,65 @@ func checkPools(t *testing.T, a *Allocator, size int64, s Stream) {
 		var next int32
 		for i := int32(1); i < int32(len(a.blocks)); i++ {
 			x := &a.blocks[i]
-			if x.free && poolOf(a.segs[x.seg].small) == p && keyLess(&a.blocks[lb], x) && (next == 0 || keyLess(x, &a.blocks[next])) {
+			if x.free && poolOf(a.segs[x.seg].small) == p && x.stream == s && keyLess(&a.blocks[lb], x) && (next == 0 || keyLess(x, &a.blocks[next])) {
 				next = i
 			}
 		}
 		if got := a.successor(p, lb); got != next {
 			t.Fatalf("pool %d successor(%d) = %d, want %d", p, lb, got, next)
+		}
+	}
+}
+
+// TestSearch checks sizeIndex.search against a scan on every length up to
+// 40 and every probe around the stored sizes.
+func TestSearch(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		x := &sizeIndex{}
+		for i := 0; i < n; i++ {
+			x.sizes = append(x.sizes, int64(10*i+10))
+		}
+		for size := int64(0); size <= int64(10*n+20); size++ {
+			want := 0
+			for want < n && x.sizes[want] < size {
+				want++
+			}
+			if got := x.search(size); got != want {
+				t.Fatalf("search(%d) over %d sizes = %d, want %d", size, n, got, want)
+			}
+		}
+	}
+}
+
+// checkIndex checks the size indexes: strictly increasing sizes, each
+// naming a bucket of that size and stream, every bucket non-empty but the
+// one held (bucketFor), and every free block in the bucket its record
+// names, at the place it names.
+func checkIndex(t *testing.T, a *Allocator) {
+	t.Helper()
+	for p := range a.index {
+		for st := range a.index[p] {
+			x := &a.index[p][st]
+			if len(x.sizes) != len(x.ks) {
+				t.Fatalf("pool %d stream %d: %d sizes, %d buckets", p, st, len(x.sizes), len(x.ks))
+			}
+			for i, k := range x.ks {
+				bk := &a.buckets[k]
+				if i > 0 && x.sizes[i-1] >= x.sizes[i] {
+					t.Fatalf("pool %d stream %d: sizes %v not increasing", p, st, x.sizes)
+				}
+				if bk.size != x.sizes[i] || bk.stream != Stream(st) {
+					t.Fatalf("pool %d stream %d: bucket %d is (%d, %d), index says (%d, %d)", p, st, k, bk.stream, bk.size, st, x.sizes[i])
+				}
+				if len(bk.heap) == 0 && k != a.held.k {
+					t.Fatalf("pool %d stream %d: bucket %d of size %d is empty and not held", p, st, k, bk.size)
+				}
+				for j, e := range bk.heap {
+					if b := &a.blocks[e.b]; !b.free || b.bkt != k || int(b.hpos) != j || b.size != bk.size {
+						t.Fatalf("bucket %d entry %d: block %d free %v bkt %d hpos %d size %d", k, j, e.b, b.free, b.bkt, b.hpos, b.size)
+					}
+				}
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"testing"
 
+	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/model"
 )
 
@@ -148,5 +149,58 @@ func dropPools() {
 	allocators.Lock()
 	allocators.free = nil
 	allocators.Unlock()
-	tensorPool.free, nodePool.free, listPool.free = nil, nil, nil
+	tensorPool.free, nodePool.free, listPool.free, instPool.free, castPool.free = nil, nil, nil, nil, nil
+}
+
+// BenchmarkAllocatorReplay replays the caching-allocator operations of one
+// estimate (every malloc and free, in order) on alloc.Allocator alone: the
+// allocator's share of an estimate, without the simulator's bookkeeping.
+func BenchmarkAllocatorReplay(b *testing.B) {
+	for _, c := range []struct{ name, file string }{
+		{"7b-32layer", "../specs/mistral-7b.yaml"},
+		{"gpt2-xl", "../specs/gpt2-xl.yaml"},
+	} {
+		spec, err := model.Load(c.file, model.Overrides{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops := recordOps(b, spec)
+		b.Run(c.name, func(b *testing.B) {
+			a := alloc.New(alloc.Default())
+			held := make([]alloc.Block, len(ops))
+			cpu := cpuTime()
+			for i := 0; i < b.N; i++ {
+				a.Reset(alloc.Default())
+				for j, op := range ops {
+					if op > 0 {
+						held[j] = a.Malloc(op, 0)
+					} else {
+						a.Free(held[-op-1])
+					}
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N)/float64(len(ops))*2, "cpu-ns/pair")
+		})
+	}
+}
+
+// recordOps lists the allocator operations of an estimate of spec: a
+// positive entry mallocs that many bytes, -i-1 frees the block of entry i.
+func recordOps(b *testing.B, spec *model.Spec) []int64 {
+	var ops []int64
+	at := map[*tensor]int{}
+	_, err := estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(t *tensor, alloc bool) {
+			if alloc {
+				at[t] = len(ops)
+				ops = append(ops, t.bytes())
+				return
+			}
+			ops = append(ops, int64(-at[t]-1))
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ops
 }

@@ -98,11 +98,14 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 	var out []*inst
 	for i := range ls {
 		l := &ls[i]
-		in := &inst{l: l}
+		in := s.slab.inst()
+		in.l = l
 		switch k := l.Spec.(type) {
 		case *model.Repeat:
 			for j := int64(0); j < k.Times; j++ {
-				out = append(out, &inst{l: l, unit: true, body: s.build(l.Body, names)})
+				r := s.slab.inst()
+				r.l, r.unit, r.body = l, true, s.build(l.Body, names)
+				out = append(out, r)
 			}
 			continue
 		case *model.Block:
@@ -219,9 +222,10 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 	s.saving = saving
 	s.tape = s.tape[:start]
 	y.req = true
-	n := &node{name: "Checkpoint", outs: []*tensor{y}, ckpt: &ckpt{run: run}}
+	n := s.slab.node()
+	n.name, n.outs, n.ckpt = "Checkpoint", append(s.slab.ptrs(1), y), &ckpt{run: run}
 	if x.req {
-		n.ins = []*tensor{x}
+		n.ins = append(s.slab.ptrs(1), x)
 	}
 	s.save(n, x)
 	s.tape = append(s.tape, n)

@@ -194,8 +194,8 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	s := &sim{cfg: cfg, cache: map[*tensor]*tensor{}, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
-	s.tape = s.slab.newTape()
+	s := &sim{cfg: cfg, ckptMode: t.Checkpointing.Mode, ckptK: t.Checkpointing.K}
+	s.tape, s.cache = s.slab.newTape(), s.slab.castCache()
 	if setup != nil {
 		setup(s)
 	}

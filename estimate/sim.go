@@ -154,8 +154,11 @@ type sim struct {
 	saved    int64      // bytes saved for backward at the end of the last forward
 	notes    []string   // things the result should say about how it was simulated
 	scratch  []*tensor  // runNode's gradients, reused
-	slab     slabs      // tensors, nodes and pointer lists, allocated in chunks
-	err      error      // a failure to read a measured table
+	// spareTapes are recomputed segments' tapes, whose memory the next
+	// recompute reuses (subTape).
+	spareTapes [][]*node
+	slab       slabs // tensors, nodes and pointer lists, allocated in chunks
+	err        error // a failure to read a measured table
 
 	// recomputed, when set, orders a recomputed segment's nodes as
 	// autograd's sequence numbers do when some of its casts were made by
@@ -310,6 +313,10 @@ func (s *sim) save(n *node, ts ...*tensor) {
 		}
 		b.saves++
 		s.recat(b)
+		if len(n.saved) == cap(n.saved) {
+			// Grow within the slab rather than on the heap.
+			n.saved = append(s.slab.ptrs(2*cap(n.saved)+2), n.saved...)
+		}
 		n.saved = append(n.saved, t)
 	}
 }
@@ -459,10 +466,11 @@ func (s *sim) recompute(n *node) {
 	// recompute finds casts an enclosing forward region cached, and
 	// leaving its region clears them all.
 	outer := s.tape
-	s.tape = nil
+	s.tape = s.subTape()
 	r := s.ckptForward(n.ckpt, x)
 	s.clearCache()
-	sub := s.tape
+	own := s.tape
+	sub := own
 	if s.recomputed != nil {
 		sub = s.recomputed(sub)
 	}
@@ -470,6 +478,7 @@ func (s *sim) recompute(n *node) {
 	r.grad, out.grad = out.grad, nil
 	s.unref(r)
 	s.backward(sub)
+	s.spareTapes = append(s.spareTapes, own[:0])
 	if r.grad != nil {
 		s.unref(r.grad)
 		r.grad = nil

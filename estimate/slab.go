@@ -1,8 +1,14 @@
 package estimate
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
 
-// slabs hand out tensors, nodes and short pointer lists from chunks, so
+	"github.com/memplan/memplan/internal/prefault"
+)
+
+// slabs hand out tensors, nodes, short pointer lists and layer instances
+// from chunks, so
 // that a simulation makes a few dozen heap objects instead of one per
 // tensor, node and list (the garbage collector's work grows with the
 // number of objects). Chunks return to pools when the simulation ends
@@ -11,15 +17,17 @@ type slabs struct {
 	tensors []*[slabChunk]tensor
 	nodes   []*[slabChunk]node
 	lists   []*[listChunk]*tensor
-	// nt, nn and nl are how much of the last chunk of each is used.
-	nt, nn, nl int
-	// tape is the autograd tape's memory, kept between simulations too.
-	tape []*node
+	insts   []*[instChunk]inst
+	// nt, nn, nl and ni are how much of the last chunk of each is used.
+	nt, nn, nl, ni int
+	// cast is the weight-cast cache's map (castCache).
+	cast *map[*tensor]*tensor
 }
 
 const (
 	slabChunk = 1024
 	listChunk = 4 * slabChunk
+	instChunk = 256
 )
 
 // chunkStack keeps released chunks for the next simulation. It is a plain
@@ -42,7 +50,9 @@ func (c *chunkStack[T]) get() *T {
 		c.free = c.free[:n-1]
 		return x
 	}
-	return new(T)
+	x := new(T) // fresh memory: map its pages in one call (internal/prefault)
+	prefault.Range(unsafe.Pointer(x), unsafe.Sizeof(*x))
+	return x
 }
 
 // put keeps x, which must be zeroed.
@@ -59,7 +69,21 @@ var (
 	tensorPool chunkStack[[slabChunk]tensor]
 	nodePool   chunkStack[[slabChunk]node]
 	listPool   chunkStack[[listChunk]*tensor]
+	instPool   chunkStack[[instChunk]inst]
+	castPool   chunkStack[map[*tensor]*tensor]
 )
+
+// castCache returns an empty map for autocast's weight-cast cache
+// (sim.cache), with the memory of an earlier simulation's: the map grows
+// to every weight of the model in each forward.
+func (s *slabs) castCache() map[*tensor]*tensor {
+	m := castPool.get()
+	if *m == nil {
+		*m = map[*tensor]*tensor{}
+	}
+	s.cast = m
+	return *m
+}
 
 // tensor returns a zeroed tensor (chunks are zeroed when released).
 func (s *slabs) tensor() *tensor {
@@ -79,6 +103,16 @@ func (s *slabs) node() *node {
 	}
 	s.nn++
 	return &s.nodes[len(s.nodes)-1][s.nn-1]
+}
+
+// inst returns a zeroed layer instance (driver.go).
+func (s *slabs) inst() *inst {
+	if len(s.insts) == 0 || s.ni == instChunk {
+		s.insts = append(s.insts, instPool.get())
+		s.ni = 0
+	}
+	s.ni++
+	return &s.insts[len(s.insts)-1][s.ni-1]
 }
 
 // ptrs returns an empty list with room for n pointers; appending past n
@@ -111,17 +145,49 @@ func (s *slabs) release(tape []*node) {
 		clear(tape)
 		tapePool.put(&tape)
 	}
-	for _, c := range s.tensors {
-		*c = [slabChunk]tensor{}
+	// Only the first used elements of each last chunk were handed out
+	// (the rest is still zero); earlier chunks are zeroed whole.
+	for i, c := range s.tensors {
+		clear(c[:used(i, len(s.tensors), s.nt, slabChunk)])
 		tensorPool.put(c)
 	}
-	for _, c := range s.nodes {
-		*c = [slabChunk]node{}
+	for i, c := range s.nodes {
+		clear(c[:used(i, len(s.nodes), s.nn, slabChunk)])
 		nodePool.put(c)
 	}
-	for _, c := range s.lists {
-		*c = [listChunk]*tensor{}
+	for i, c := range s.lists {
+		clear(c[:used(i, len(s.lists), s.nl, listChunk)])
 		listPool.put(c)
 	}
+	for i, c := range s.insts {
+		clear(c[:used(i, len(s.insts), s.ni, instChunk)])
+		instPool.put(c)
+	}
+	if s.cast != nil {
+		clear(*s.cast)
+		castPool.put(s.cast)
+	}
 	*s = slabs{}
+}
+
+// used is how much of chunk i of n was handed out: all of it but the
+// last's last elements.
+func used(i, n, last, size int) int {
+	if i == n-1 {
+		return last
+	}
+	return size
+}
+
+// subTape returns an empty tape for a recomputed segment, with the memory
+// of an earlier one: a segment's backward is over before its tape goes
+// back to spareTapes, and a segment recomputed inside it takes another.
+func (s *sim) subTape() []*node {
+	n := len(s.spareTapes)
+	if n == 0 {
+		return nil
+	}
+	t := s.spareTapes[n-1]
+	s.spareTapes = s.spareTapes[:n-1]
+	return t
 }
