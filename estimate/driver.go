@@ -281,14 +281,22 @@ func (s *sim) fork(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 // residual is shortcut(x) + body(x), in place into body's output when the
 // kind says so.
 func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
-	br, o := s.run(in.body, s.ref(x), sh)
+	r := in.l.Spec.(*model.Residual)
+	var first *tensor // HoldFirst: the first layer's output, kept until the add
+	body := in.body
+	h, hsh := s.ref(x), sh
+	if r.HoldFirst && len(body) > 0 {
+		h, hsh = s.step1(body[0], h, sh)
+		first, body = s.ref(h), body[1:]
+	}
+	br, o := s.run(body, h, hsh)
 	sk := s.ref(x)
 	if len(in.short) > 0 {
 		s.unref(sk)
 		sk, _ = s.run(in.short, s.ref(x), sh)
 	}
 	var y *tensor
-	if in.l.Spec.(*model.Residual).Inplace && br.elems == sk.elems {
+	if r.Inplace && br.elems == sk.elems {
 		y = s.view(br, br.elems)
 		if n := s.record("AddInplace", []*tensor{br, sk}, y); n != nil {
 			n.pass = true
@@ -296,7 +304,8 @@ func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 	} else {
 		y = s.add(sk, br)
 	}
-	if in.l.Spec.(*model.Residual).Hold {
+	s.unref(first)
+	if r.Hold {
 		s.unref(s.held) // nested holds: the inner one is done
 		s.held = br
 	} else {

@@ -28,8 +28,8 @@ func ExampleEstimate() {
 	// Output:
 	// parameters: 124439808
 	// peak allocated: 12.64 GiB
-	// peak reserved: 14.14 GiB
-	// device total: 14.89 GiB fits: true
+	// peak reserved: 14.15 GiB
+	// device total: 14.90 GiB fits: true
 	// peak during: backward (later steps)
 }
 

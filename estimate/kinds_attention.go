@@ -81,6 +81,11 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	}
 	o := s.matmul(y, a.o, a.oB, st.rows, k.Dim)
 	s.unref(y)
+	if k.OutDropout > 0 {
+		d := s.dropout(o)
+		s.unref(o)
+		o = d
+	}
 	// nn.MultiheadAttention(batch_first=True) returns the out_proj result
 	// transposed back to [batch, seq, dim]: a view, not row-major.
 	o.perm = k.Style == "torch"

@@ -24,6 +24,9 @@ type Attention struct {
 	KVCache bool
 	// P is the dropout on the attention probabilities.
 	P float64
+	// OutDropout is a dropout on the output projection inside the module
+	// (GPT-2's resid_dropout), before the module's locals are released.
+	OutDropout float64
 	// Style selects an implementation whose saved tensors differ: "hf"
 	// (transformers) or "torch" (nn.MultiheadAttention).
 	Style string
@@ -45,6 +48,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("qk_norm", &k.QKNorm)
 	a.bool("kv_cache", &k.KVCache)
 	a.float("p", &k.P, 0, 1, false)
+	a.float("out_dropout", &k.OutDropout, 0, 1, false)
 	if line, ok := a.str("style", &k.Style); ok && k.Style != "hf" && k.Style != "torch" {
 		a.e.add(line, "style: unknown attention style %q (valid: hf, torch)", k.Style)
 	}

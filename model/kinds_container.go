@@ -81,8 +81,13 @@ type Residual struct {
 	Inplace bool
 	// Hold keeps f(x)'s output alive until the next layer returns, as
 	// post-norm code such as BERT's LayerNorm(h + x) keeps h bound to a
-	// Python variable while the norm runs (docs/spec.md).
+	// Python variable while the norm runs, and GPT-2's block keeps
+	// attn_output until it returns (docs/spec.md).
 	Hold bool
+	// HoldFirst keeps the output of f's first layer (a pre-norm's norm)
+	// alive until the add, as GPT-2's block keeps hidden_states =
+	// ln_1(x) bound while the attention computes attn_output.
+	HoldFirst bool
 }
 
 // Kind is the name specs use for the kind.
@@ -93,6 +98,7 @@ func (k *Residual) decode(a *args, l *Layer) {
 	a.layers("shortcut", "residual.shortcut", &l.Shortcut, false)
 	a.bool("inplace", &k.Inplace)
 	a.bool("hold", &k.Hold)
+	a.bool("hold_first", &k.HoldFirst)
 }
 
 // decodeList reads "- residual: [layers]".

@@ -40,15 +40,20 @@ func cat(parts ...[]Layer) []Layer {
 	return out
 }
 
+// lowerGPT2 follows transformers' GPT2Block: resid_dropout runs inside
+// the attention module, which frees its packed projection on return;
+// hidden_states = ln_1(x) stays bound until the residual add, and
+// attn_output until the block returns (after the MLP's add); ln_2's
+// output likewise until the second add (docs/pytorch-memory.md §4).
 func (m *Model) lowerGPT2() []Layer {
 	d, inter := m.Hidden, m.Intermediate
 	block := cat(
-		seq(L(&Residual{}, cat(
+		seq(L(&Residual{Hold: true, HoldFirst: true}, cat(
 			seq(ln(d),
 				L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
-					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: true, P: m.AttnDropout, Style: "hf"})),
-			dropout(m.Dropout))...)),
-		seq(L(&Residual{}, cat(
+					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: true, P: m.AttnDropout,
+					OutDropout: m.Dropout, Style: "hf"})))...)),
+		seq(L(&Residual{HoldFirst: true}, cat(
 			seq(ln(d),
 				linear(d, inter, true),
 				Act(m.Activation),

@@ -66,7 +66,7 @@ func ExampleNewSession() {
 		return
 	}
 	fmt.Printf("batch 8 uses %.1f%% of the device\n", 100*float64(used)/float64(s.Total()))
-	// Output: batch 8 uses 18.8% of the device
+	// Output: batch 8 uses 18.9% of the device
 }
 
 // Open fails with a typed error, carrying the loader's message and a
