@@ -3,9 +3,7 @@ package alloc
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"os"
 	"testing"
 )
 
@@ -19,15 +17,7 @@ type probeCase struct {
 
 func readProbe(t *testing.T) []probeCase {
 	t.Helper()
-	f, err := os.Open("testdata/probe-va.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	z := openGzip(t, "testdata/probe-va.jsonl.gz")
 	var out []probeCase
 	s := bufio.NewScanner(z)
 	s.Buffer(nil, 1<<24)

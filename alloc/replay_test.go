@@ -3,6 +3,7 @@ package alloc
 import (
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"testing"
 )
@@ -13,15 +14,7 @@ import (
 // their device addresses in the order they were made.
 func replay(t *testing.T, file string, a *Allocator) (peak, segs int64, addrs []int64) {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	z := openGzip(t, file)
 	var ev [][]any
 	if err := json.NewDecoder(z).Decode(&ev); err != nil {
 		t.Fatal(err)
@@ -178,4 +171,19 @@ func agreement(real []int64, key func(int) int64) float64 {
 		}
 	}
 	return float64(same) / float64(all)
+}
+
+// openGzip opens a gzipped test file; the file closes when the test ends.
+func openGzip(t *testing.T, path string) io.Reader {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return z
 }

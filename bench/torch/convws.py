@@ -145,21 +145,27 @@ def one_1d(geo, dt, b, dev):
     x = torch.randn(b, cin, n, device=dev, dtype=dt)
     wt = torch.randn(cout, cin // groups, k, device=dev, dtype=dt)
     bs = torch.randn(cout, device=dev, dtype=dt) if bias else None
+    return {**geo, "dtype": str(dt).split(".")[1], "batch": b, **passes(x, wt, bs, 1, s, p, groups)}
+
+
+def passes(x, wt, bs, dims, s, p, groups):
+    """The forward's and both backwards' transient blocks of one
+    convolution (dims 1 or 2), with the input's and output's sizes."""
     m = mark()
-    y = torch.nn.functional.conv1d(x, wt, bs, s, p, 1, groups)
+    conv = torch.nn.functional.conv1d if dims == 1 else torch.nn.functional.conv2d
+    y = conv(x, wt, bs, s, p, 1, groups)
     torch.cuda.synchronize()
     fwd, kept = transients(events_since(m))
     gy = torch.randn_like(y)
     res = {}
-    for label, mask in (("backward", [True, True, bias]), ("backward_weight_only", [False, True, bias])):
+    for label, mask in (("backward", [True, True, bs is not None]), ("backward_weight_only", [False, True, bs is not None])):
         m = mark()
-        g = torch.ops.aten.convolution_backward(gy, x, wt, [cout] if bias else None, [s], [p], [1],
-                                                False, [0], groups, mask)
+        g = torch.ops.aten.convolution_backward(gy, x, wt, [wt.shape[0]] if bs is not None else None, [s] * dims,
+                                                [p] * dims, [1] * dims, False, [0] * dims, groups, mask)
         torch.cuda.synchronize()
         res[label] = transients(events_since(m))[0]
         del g
-    return {**geo, "dtype": str(dt).split(".")[1], "batch": b,
-            "input_bytes": x.numel() * x.element_size(), "output_bytes": y.numel() * y.element_size(),
+    return {"input_bytes": x.numel() * x.element_size(), "output_bytes": y.numel() * y.element_size(),
             "forward": fwd, "forward_kept": kept, **res}
 
 
@@ -183,24 +189,11 @@ def main():
                 x = torch.randn(b, cin, h, w, device=dev, dtype=dt)
                 wt = torch.randn(cout, cin, k, k, device=dev, dtype=dt)
                 bs = torch.randn(cout, device=dev, dtype=dt) if bias else None
-                m = mark()
-                y = torch.nn.functional.conv2d(x, wt, bs, s, p)
-                torch.cuda.synchronize()
-                fwd, kept = transients(events_since(m))
-                gy = torch.randn_like(y)
-                res = {}
-                for label, mask in (("backward", [True, True, bias]), ("backward_weight_only", [False, True, bias])):
-                    m = mark()
-                    g = torch.ops.aten.convolution_backward(gy, x, wt, [cout] if bias else None, [s, s], [p, p], [1, 1],
-                                                            False, [0, 0], 1, mask)
-                    torch.cuda.synchronize()
-                    res[label] = transients(events_since(m))[0]
-                    del g
+                line = passes(x, wt, bs, 2, s, p, 1)
                 print(json.dumps({"in": cin, "out": cout, "kernel": k, "stride": s, "padding": p, "h": h, "w": w,
-                                  "bias": bias, "dtype": str(dt).split(".")[1], "batch": b,
-                                  "input_bytes": x.numel() * x.element_size(), "output_bytes": y.numel() * y.element_size(),
-                                  "forward": fwd, "forward_kept": kept, **res, "used_by": users[:3]}), flush=True)
-                del x, wt, bs, y, gy
+                                  "bias": bias, "dtype": str(dt).split(".")[1], "batch": b, **line,
+                                  "used_by": users[:3]}), flush=True)
+                del x, wt, bs
     print(json.dumps(machine()), flush=True)
 
 

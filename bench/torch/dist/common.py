@@ -201,3 +201,27 @@ def add_common_args(ap):
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--checkpointing", choices=["none", "every-block"], default="none")
     ap.add_argument("--label", default="")
+
+
+def apply_tp_blocks(model, mesh, sp):
+    """torchtitan's per-block tensor-parallel plan (torchtitan/models/llama3/
+    infra/parallelize.py) on every block of model: attention and MLP split
+    by columns then rows, with sequence parallelism (sp) on the norms."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
+    seq = Shard(1) if sp else Replicate()
+    for block in model.layers.values():
+        plan = {
+            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+            "attention.wo": RowwiseParallel(output_layouts=seq),
+            "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=seq),
+        }
+        if sp:
+            plan.update({
+                "attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
+                "attention": PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)),
+                "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+            })
+        parallelize_module(block, mesh, plan)

@@ -47,8 +47,7 @@ def apply_tp_stage(model, mesh, sp):
     """tp.py's apply_tp (torchtitan's plan, without loss parallelism) on a stage:
     the embedding and the head only where the stage holds them."""
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                                   SequenceParallel, parallelize_module)
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
     seq = Shard(1) if sp else Replicate()
     root = {}
     if model.tok_embeddings is not None:
@@ -59,20 +58,7 @@ def apply_tp_stage(model, mesh, sp):
             root["norm"] = SequenceParallel()
     if root:
         parallelize_module(model, mesh, root)
-    for block in model.layers.values():
-        plan = {
-            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
-            "attention.wo": RowwiseParallel(output_layouts=seq),
-            "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
-            "feed_forward.w2": RowwiseParallel(output_layouts=seq),
-        }
-        if sp:
-            plan.update({
-                "attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
-                "attention": PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)),
-                "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-            })
-        parallelize_module(block, mesh, plan)
+    common.apply_tp_blocks(model, mesh, sp)
 
 
 def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp):
