@@ -27,9 +27,9 @@ func ExampleEstimate() {
 	fmt.Println("peak during:", r.PeakPhase)
 	// Output:
 	// parameters: 124439808
-	// peak allocated: 12.64 GiB
-	// peak reserved: 14.15 GiB
-	// device total: 14.90 GiB fits: true
+	// peak allocated: 12.63 GiB
+	// peak reserved: 14.17 GiB
+	// device total: 14.92 GiB fits: true
 	// peak during: backward (later steps)
 }
 

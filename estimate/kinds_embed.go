@@ -15,11 +15,11 @@ func init() {
 	})
 	register(model.KPositions, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.Positions)
-		return &addedEmbeddingOp{k.Dim, false, s.matrix(k.Max, k.Dim, 1, model.KPositions+".weight")}
+		return &addedEmbeddingOp{k.Dim, false, k.Hold, s.matrix(k.Max, k.Dim, 1, model.KPositions+".weight")}
 	})
 	register(model.KTokenTypes, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.TokenTypes)
-		return &addedEmbeddingOp{k.Dim, true, s.matrix(k.Max, k.Dim, 1, model.KTokenTypes+".weight")}
+		return &addedEmbeddingOp{k.Dim, true, false, s.matrix(k.Max, k.Dim, 1, model.KTokenTypes+".weight")}
 	})
 	register(model.KClsToken, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		return &clsTokenOp{s.param(l.Spec.(*model.ClsToken).Dim, "class_token")}
@@ -46,10 +46,12 @@ func (o *embeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 
 // addedEmbeddingOp is a learned embedding added to the stream: positions
 // (wpe(position_ids) is [1, seq, dim], broadcast over the batch) or token
-// types (a [batch, seq] index).
+// types (a [batch, seq] index). hold keeps the stream input and the
+// looked-up rows until the model's forward returns (model.Positions.Hold).
 type addedEmbeddingOp struct {
 	dim      int64
 	perBatch bool
+	hold     bool
 	w        *tensor
 }
 
@@ -61,8 +63,22 @@ func (o *addedEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor
 	ids := &tensor{elems: rows, dt: i64, refs: 1}
 	e := s.embedding(ids, o.w, rows, o.dim)
 	y := s.add(x, e)
-	s.unref(e)
+	if o.hold {
+		s.bodyHold = append(s.bodyHold, s.ref(x), e)
+	} else {
+		s.unref(e)
+	}
 	return y
+}
+
+// dropBodyHold releases what the model's forward kept bound in its locals
+// (model.Positions.Hold): when it returns, before the LM head, or at the
+// end of a forward without one.
+func (s *sim) dropBodyHold() {
+	for _, t := range s.bodyHold {
+		s.unref(t)
+	}
+	s.bodyHold = s.bodyHold[:0]
 }
 
 type clsTokenOp struct{ w *tensor }
@@ -90,6 +106,7 @@ type lmHeadOp struct {
 // LM loss) the logits are cast to fp32 first and the labels are shifted
 // with a pad and a contiguous copy.
 func (o *lmHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	s.dropBodyHold() // the base model's forward has returned
 	k := o.k
 	rows := s.rows(sh)
 	logits := s.matmul(x, o.w, o.b, rows, k.Vocab)

@@ -250,3 +250,66 @@ func TestLoRAForwardLifetimes(t *testing.T) {
 		})
 	}
 }
+
+// TestGPT2EmbeddingsHeldUntilHead checks GPT2Model.forward's lifetimes
+// (docs/pytorch-memory.md §4, docs/lora.md §10.1): inputs_embeds (wte's
+// output) and position_embeds stay allocated through the blocks and ln_f
+// and are freed before the LM head's logits, with LoRA (where nothing
+// saves them) and without.
+func TestGPT2EmbeddingsHeldUntilHead(t *testing.T) {
+	const batch, seq = 2, 128
+	for _, o := range []model.Overrides{
+		{Batch: batch, Seq: seq, Precision: "amp-bf16", LoRA: 64, LoRATargets: "all"},
+		{Batch: batch, Seq: seq, Precision: "bf16"},
+	} {
+		t.Run(fmt.Sprintf("%s lora %d", o.Precision, o.LoRA), func(t *testing.T) {
+			spec, err := model.Load(filepath.Join("..", "specs", "gpt2-124m.yaml"), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := spec.Model
+			// Tensors are recycled once freed: keep what each event saw.
+			type event struct {
+				alloc       bool
+				t           *tensor
+				elems       int64
+				name, stage string
+			}
+			var ev []event
+			_, err = estimateWith(spec, func(*sim) {}, func(s *sim) {
+				s.trace = func(x *tensor, alloc bool) {
+					ev = append(ev, event{alloc, x, x.elems, x.name, s.phase.Stage})
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			logits := slices.IndexFunc(ev, func(e event) bool {
+				return e.alloc && e.elems == batch*seq*m.Vocab && e.stage == StageForward
+			})
+			lastNorm := -1
+			for i, e := range ev[:max(logits, 0)] {
+				if e.alloc && e.name == "rstd" { // ln_f's statistics
+
+					lastNorm = i
+				}
+			}
+			if logits < 0 || lastNorm < 0 {
+				t.Fatalf("no logits (%d) or final norm (%d) in the first forward", logits, lastNorm)
+			}
+			for _, rows := range []int64{batch * seq, seq} { // inputs_embeds, position_embeds
+				at := slices.IndexFunc(ev, func(e event) bool {
+					return e.alloc && e.name == "embedding" && e.elems == rows*m.Hidden
+				})
+				free := -1
+				if at >= 0 {
+					free = at + slices.IndexFunc(ev[at:], func(e event) bool { return !e.alloc && e.t == ev[at].t })
+				}
+				if at < 0 || free < lastNorm || free > logits {
+					t.Errorf("embedding of %d rows allocated at event %d, freed at %d: want freed between ln_f (%d) and the logits (%d)",
+						rows, at, free, lastNorm, logits)
+				}
+			}
+		})
+	}
+}

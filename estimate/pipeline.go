@@ -330,6 +330,7 @@ func (s *sim) endForward() {
 		s.unref(t)
 	}
 	s.kvHold = nil
+	s.dropBodyHold()
 }
 
 // dropRope drops the rotary tables of the current forward.

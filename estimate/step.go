@@ -26,12 +26,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 				s.unref(out)
 			}
 			s.clearCache()
-			s.unref(s.mask)
-			s.mask = nil
-			for _, t := range s.kvHold {
-				s.unref(t)
-			}
-			s.kvHold = nil
+			s.endForward()
 			s.saved = s.live[catSaved]
 
 			s.enter(it, m, StageBackward)

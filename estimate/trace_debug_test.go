@@ -13,7 +13,8 @@ import (
 
 // TestTraceDebug prints the simulator's allocations for
 // MEMPLAN_TRACE="spec.yaml [--batch N] [--seq N] [--precision P]
-// [--checkpointing C] [--attention A] [--alloc-conf S] [--device D]" (paths relative to
+// [--checkpointing C] [--attention A] [--alloc-conf S] [--device D]
+// [--rank R] [--targets T] [--dropout P] [--adapter-dtype D]" (paths relative to
 // this package's directory; MEMPLAN_TRACE_HF=1 reads a transformers
 // config). With MEMPLAN_TRACE_OUT=file.json.gz it writes them instead in
 // the event format of bench/torch/measure.py's --trace, for
@@ -43,6 +44,14 @@ func TestTraceDebug(t *testing.T) {
 			o.AllocConf = v
 		case "--device":
 			o.Dev = v
+		case "--rank", "--lora":
+			o.LoRA = n
+		case "--targets", "--lora-targets":
+			o.LoRATargets = v
+		case "--dropout", "--lora-dropout":
+			o.LoRADropout = v
+		case "--adapter-dtype", "--lora-adapter-dtype":
+			o.LoRAAdapterDtype = v
 		default:
 			t.Fatalf("flag %s not handled here", f[i])
 		}

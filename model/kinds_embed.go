@@ -50,7 +50,14 @@ func (k *Embedding) infer(l *Layer, s Shape, names map[string]*Layer) (Shape, er
 func (k *Embedding) params(*Layer) float64 { return f64(k.Vocab) * f64(k.Dim) }
 
 // Positions are learned absolute position embeddings added to the stream.
-type Positions struct{ Max, Dim int64 }
+// Hold keeps the stream input (the token embeddings) and the looked-up
+// positions alive until the model's forward returns, before the LM head:
+// GPT-2's GPT2Model.forward binds them to inputs_embeds and
+// position_embeds for the whole block loop (docs/pytorch-memory.md §4).
+type Positions struct {
+	Max, Dim int64
+	Hold     bool
+}
 
 // Kind is the name specs use for the kind.
 func (*Positions) Kind() string { return KPositions }
@@ -58,6 +65,7 @@ func (*Positions) Kind() string { return KPositions }
 func (k *Positions) decode(a *args, _ *Layer) {
 	a.int("max", &k.Max, true)
 	a.int("dim", &k.Dim, true)
+	a.bool("hold", &k.Hold)
 }
 
 func (k *Positions) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

@@ -44,7 +44,8 @@ func cat(parts ...[]Layer) []Layer {
 // the attention module, which frees its packed projection on return;
 // hidden_states = ln_1(x) stays bound until the residual add, and
 // attn_output until the block returns (after the MLP's add); ln_2's
-// output likewise until the second add (docs/pytorch-memory.md §4).
+// output likewise until the second add; GPT2Model.forward keeps
+// inputs_embeds and position_embeds until it returns (docs/pytorch-memory.md §4).
 func (m *Model) lowerGPT2() []Layer {
 	d, inter := m.Hidden, m.Intermediate
 	block := cat(
@@ -66,7 +67,7 @@ func (m *Model) lowerGPT2() []Layer {
 	}
 	return cat(
 		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "wte"}),
-			L(&Positions{Max: m.Positions, Dim: d})),
+			L(&Positions{Max: m.Positions, Dim: d, Hold: true})),
 		dropout(m.Dropout),
 		seq(L(&Repeat{Times: m.NumLayers}, block...),
 			ln(d),
