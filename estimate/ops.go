@@ -227,9 +227,12 @@ func (s *sim) activation(kind string, x *tensor, inplace bool) *tensor {
 }
 
 // geluNew is transformers' NewGELUActivation, written out in Python:
-// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). pow is in autocast's fp32
-// list, so under autocast everything after it runs in fp32.
+// 0.5 * input * (1.0 + tanh(√(2/π)·(input + 0.044715·input³))). Python
+// evaluates 0.5 * input first and holds it while the bracket is computed.
+// pow is in autocast's fp32 list, so under autocast everything after it
+// runs in fp32.
 func (s *sim) geluNew(x *tensor) *tensor {
+	h := s.scalarOp(x)
 	xc := s.castF32(x)
 	p := s.alloc(x.elems, xc.dt, catTemp, "pow")
 	if n := s.record("Pow", []*tensor{xc}, p); n != nil {
@@ -246,7 +249,6 @@ func (s *sim) geluNew(x *tensor) *tensor {
 	s.unref(c)
 	u := s.scalarOp(t)
 	s.unref(t)
-	h := s.scalarOp(x)
 	y := s.mul(h, u)
 	s.unref(h)
 	s.unref(u)
@@ -352,8 +354,10 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
 	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
 		s.save(n, qc, kc, vc, y, lse)
-		// The backward keeps an fp32 dq accumulator and fp32 row sums.
-		n.bwdTemp = qc.elems*f32 + b*heads*sq*f32
+		// The backward allocates dq, dk and dv, then its workspace: an
+		// fp32 dq accumulator and fp32 row sums, freed before it returns.
+		last := n.ins[len(n.ins)-1]
+		n.gradWS = &[2]inputWS{{last, qc.elems*f32 + b*heads*sq*f32}}
 	}
 	s.unref(qc)
 	s.unref(kc)
