@@ -212,3 +212,40 @@ func TestQwen3QKNormOrder(t *testing.T) {
 		t.Errorf("first layer's projections and norms %v, want %v", names[:min(len(names), len(want))], want)
 	}
 }
+
+// TestThirdStepUnderMaxSplit checks that a third optimizer step is
+// simulated under max_split_size_mb when the second still created
+// segments, and only then (docs/moe.md §2.2): the tiny MoE in bf16 with
+// max_split_size_mb:64 keeps growing (its 62.5 MiB blocks round to 64 MiB
+// segments that, once free, no longer serve them), and the estimate says
+// so; without the setting two steps are simulated.
+func TestThirdStepUnderMaxSplit(t *testing.T) {
+	tests := []struct {
+		conf  string
+		steps int
+		note  bool
+	}{
+		{"", 2, false},
+		{"max_split_size_mb:64", 3, true},
+	}
+	for _, tt := range tests {
+		t.Run("conf="+tt.conf, func(t *testing.T) {
+			o := model.Overrides{Batch: 4, Seq: 1024, Precision: "bf16", Checkpointing: "every-block", AllocConf: tt.conf}
+			r, err := Estimate(moeSpec(t, 32, 4, o))
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps := 0
+			for _, p := range r.Phases {
+				steps = max(steps, p.Iteration+1)
+			}
+			note := false
+			for _, n := range r.Notes {
+				note = note || strings.Contains(n, "still grows in step 3")
+			}
+			if steps != tt.steps || note != tt.note {
+				t.Errorf("%d steps simulated, growth noted %v; want %d, %v (notes %q)", steps, note, tt.steps, tt.note, r.Notes)
+			}
+		})
+	}
+}
