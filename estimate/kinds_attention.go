@@ -51,14 +51,6 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	st := &attnState{b: s.cfg.batch, seq: sh[0]}
 	st.rows = st.b * st.seq
 	a.project(s, x, st)
-	if k.QKNorm {
-		// Qwen3: RMSNorm over head_dim on every query and key head.
-		q2 := s.rmsNorm(st.q, a.qNorm, st.rows*k.Heads)
-		k2 := s.rmsNorm(st.k, a.kNorm, st.rows*k.KVHeads)
-		s.unref(st.q)
-		s.unref(st.k)
-		st.q, st.k = q2, k2
-	}
 	if k.RoPE {
 		a.rotary(s, x, st)
 	}
@@ -126,10 +118,25 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 		// at module return, after the output projection).
 		st.held = append(st.held, qkv)
 	default:
-		st.q = s.matmul(x, a.q, a.qB, st.rows, qd)
-		st.k = s.matmul(x, a.kw, a.kB, st.rows, kvd)
+		// Qwen3 normalises each query and key head (RMSNorm over
+		// head_dim) right after its projection, before the next
+		// projection: q_norm(q_proj(x)), then k_norm(k_proj(x)), then
+		// v_proj(x) (modeling_qwen3.py, modeling_qwen3_moe.py).
+		st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
+		st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
 		st.v = s.matmul(x, a.v, a.vB, st.rows, kvd)
 	}
+}
+
+// qkNorm is Qwen3's RMSNorm over head_dim on rows heads (QKNorm), or t
+// itself without it.
+func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
+	if !a.k.QKNorm {
+		return t
+	}
+	y := s.rmsNorm(t, w, rows)
+	s.unref(t)
+	return y
 }
 
 // rotary applies rotary embeddings to q and k.

@@ -224,13 +224,17 @@ func (s *sim) gatherRows(src, index *tensor, n, cols int64, name string) *tensor
 // dtype), Wᵀ, offs) [+ bias[expert_ids_g]]. Its node saves the (cast)
 // input for W's gradient (W itself is a parameter); the backward's
 // gradient of W comes out in W's layout and is kept as .grad as it is.
+// GroupedMmBackward0 names the input self and Wᵀ mat2 (derivatives.yaml)
+// and, like every generated node, computes the gradients in sorted name
+// order: W's first, then the input's (docs/moe.md §1,
+// docs/pytorch-memory.md §4).
 func (s *sim) groupedLinear(x, wt, b, eg *tensor, n, out int64) *tensor {
 	xc := s.to(x, wt.dt)
 	if wt.dt == f32 {
 		s.gemm(f32, false) // the fp32 fallback: one cuBLAS GEMM per group
 	}
 	y := s.alloc(n*out, xc.dt, catTemp, "grouped_mm out")
-	if nd := s.record("GroupedMM", []*tensor{xc, wt}, y); nd != nil {
+	if nd := s.record("GroupedMM", []*tensor{wt, xc}, y); nd != nil {
 		nd.gemm = wt.dt == f32
 		s.save(nd, xc)
 	}

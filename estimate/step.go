@@ -1,16 +1,36 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
+)
+
+// maxSteps is the most optimizer steps train simulates (under
+// max_split_size_mb).
+const maxSteps = 3
 
 // train simulates two optimizer steps (Adam's state exists only from the
 // first step on, so the second shows the steady state), each with up to two
 // micro-batches of gradient accumulation (the second runs with gradients
-// already allocated).
+// already allocated). Under max_split_size_mb a third follows when the
+// second still had to create segments: a freed block at or above the limit
+// never serves the smaller requests that made its segment, so the cache can
+// grow every step (docs/moe.md §2.2); without the setting any cached block
+// can be split for a smaller request, and a third step changed the reserved
+// memory of none of the committed measurements. A cache that grows in the
+// last step is said in the notes.
 func (s *sim) train(spec *model.Spec, ins []*inst) {
 	t := spec.Training
 	data := s.batchData(spec)
 	micro := int(min(t.GradAccum, 2))
-	for it := 0; it < 2; it++ {
+	steps := 2
+	if a := s.al.a; a != nil && a.Config().MaxSplitSize > 0 {
+		steps = maxSteps
+	}
+	for it, grew := 0, true; it < 2 || it < steps && grew; it++ {
+		start := s.al.reserved
 		for m := 0; m < micro; m++ {
 			s.enter(it, m, StageForward)
 			s.thread = 0
@@ -49,6 +69,12 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.releaseGathered()
 		}
 		s.stepOptimizer(t, it)
+		grew = s.al.reserved > start
+		if grew && it == maxSteps-1 && steps == maxSteps {
+			s.note(fmt.Sprintf("the allocator's cache still grows in step %d (%s more reserved): "+
+				"a longer run may reserve more, up to the device's memory, where PyTorch frees cached blocks and retries (docs/moe.md §2.2)",
+				it+1, units.Format(s.al.reserved-start)))
+		}
 	}
 }
 
