@@ -161,14 +161,16 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	case buckets > 0:
 		why = "model state and DDP's buckets need " + units.Format(state)
 	}
-	least, stage := b.acts(l)
+	least, first, last := b.acts(l)
 	if fwd := (param+opt+buckets+gathered)*b.elem + least; fwd > total {
 		total, why = fwd, "model state and one micro-batch's activations need at least "+units.Format(fwd)
 	}
-	if stage > total {
-		total, why = stage, "a pipeline stage's buffers for the step's micro-batches need at least "+units.Format(stage)
+	if stage := b.stageState(l, first, last); stage > total {
+		total, why = stage, "a pipeline stage's state and buffers for the step's micro-batches need at least "+units.Format(stage)
 	}
-	if l.TP > 1 {
+	// A pipeline's stages are built on the meta device: no whole load
+	// (estimate/estimate.go, simulateRank).
+	if l.TP > 1 && l.PP <= 1 {
 		if load := b.params / (l.PP * max(l.EP, 1)) * b.elem; load > total {
 			total, why = load, "loading the whole model before splitting it over tp needs "+units.Format(load)
 		}
@@ -177,31 +179,101 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	return total, fmt.Sprintf("%s: at least %s on the device", why, units.Format(total))
 }
 
+// stageState is the larger of the first and the last pipeline stage's
+// buffers (acts), each with the model state that stage holds at that
+// moment (0 without a pipeline's stage terms). Its blocks' projections
+// (per[k] blocks of linear/tp parameters each: a floor, the norms, the
+// embedding and the head left out) are held by the rank in both steps:
+//   - the first stage's buffers peak at the end of the warm-up forwards of
+//     the second step (estimate/schedule.go), where the parameters, the
+//     optimizer state made by the first step and DDP's buckets are live
+//     (the gradients were set to None); under FSDP the pipeline gathers the
+//     stage's parameters whole for the step (trainPipeline: no resharding
+//     after forward), beside their shards;
+//   - the interleaved schedule's first rank's after a forward of the
+//     second step, over its virtual stages (interleavedFirst);
+//   - the last stage's at the step's end (merge_chunks), before the
+//     optimizer step and zero_grad: the gradients are live too (under
+//     FSDP reduce-scattered to shards by then, the gathered parameters
+//     released).
+func (b stateBound) stageState(l Layout, first, last int64) int64 {
+	if first == 0 && last == 0 {
+		return 0
+	}
+	per, err := StageLayers(b.layers, l.PP*max(l.Virtual, 1))
+	if err != nil || b.linear == 0 {
+		return max(first, last)
+	}
+	d := l.DP * l.CP
+	state := func(blocks int64, grads bool) int64 {
+		n := blocks * b.linear / l.TP / max(l.EP, 1)
+		param, grad, opt, held := n, n, b.moments*n, int64(0)
+		if l.Zero >= 1 {
+			opt = b.moments * n / d
+		}
+		switch {
+		case l.Zero >= 2:
+			param, grad = n/d, n/d
+			if !grads {
+				held = n // gathered whole for the step
+			}
+		case l.DP > 1:
+			held = n // DDP's buckets
+		}
+		if !grads {
+			grad = 0
+		}
+		return (param + grad + opt + held) * b.elem
+	}
+	switch {
+	case first > 0 && l.Schedule == Interleaved:
+		// The first rank's virtual stages 0, pp, 2pp, …, in the second
+		// step after its first forward.
+		var blocks int64
+		for k := int64(0); k < int64(len(per)); k += l.PP {
+			blocks += per[k]
+		}
+		first += state(blocks, false)
+	case first > 0:
+		first += state(per[0], false)
+	}
+	if last > 0 {
+		last += state(per[len(per)-1], true)
+	}
+	return max(first, last)
+}
+
 // acts is what one micro-batch of l leaves saved on the pipeline stage
 // with the fewest blocks (its block inputs, and on the last stage the
-// log-softmax of the logits), and what one stage alone holds with the
-// schedule's micro-batches (estimate/pipeline.go, estimate/schedule.go):
-// the first stage a gradient receive buffer per micro-batch and the block
-// inputs of those in flight (1F1B: min(pp, m), GPipe: m), the last stage
-// at the step's end an input receive buffer per micro-batch, every
-// micro-batch's logits (output_chunks) and their concatenation
-// (merge_chunks); 0 when not counted.
-func (b stateBound) acts(l Layout) (least, stage int64) {
+// log-softmax of the logits), and what the first and the last stage alone
+// hold with the schedule's micro-batches (estimate/pipeline.go,
+// estimate/schedule.go): the first stage a gradient receive buffer per
+// micro-batch and the block inputs of those in flight (1F1B: min(pp, m),
+// GPipe: m), the last stage at the step's end an input receive buffer per
+// micro-batch, every micro-batch's logits (output_chunks) and their
+// concatenation (merge_chunks); 0 when not counted.
+func (b stateBound) acts(l Layout) (least, first, last int64) {
 	if b.act == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	tokens := l.Micro * (b.seq / l.CP)
 	logits := tokens * (b.vocab / l.TP) * b.act
-	buffers := l.Accum * tokens * b.hidden * b.act // a receive buffer per micro-batch
+	// A receive buffer per micro-batch, of the stage boundary: its
+	// sequence shard under sequence parallelism (estimate/pipeline.go,
+	// boundarySeq).
+	buffers := l.Accum * tokens * b.hidden * b.act
+	if l.SP {
+		buffers /= l.TP
+	}
 	if l.PP > 1 && (l.Schedule == OneFOneB || l.Schedule == GPipe) {
 		// The last stage at the step's end: its input receive buffers,
 		// every micro-batch's logits and their concatenation.
-		stage = 2*l.Accum*logits + buffers
+		last = 2*l.Accum*logits + buffers
 	}
 	switch l.Checkpointing.Mode {
 	case "", model.CkptNone, model.CkptBlock:
 	default:
-		return 0, stage // every-k and sqrt keep fewer segment inputs
+		return 0, 0, last // every-k and sqrt keep fewer segment inputs
 	}
 	block := tokens * b.hidden * b.act
 	if l.SP {
@@ -218,20 +290,61 @@ func (b stateBound) acts(l Layout) (least, stage int64) {
 	// micro-batches in flight or the checkpointing.
 	casts := b.casts / l.TP
 	if l.PP <= 1 {
-		return b.layers*(block+casts) + logits, 0
+		return b.layers*(block+casts) + logits, 0, 0
 	}
 	per, err := StageLayers(b.layers, l.PP*max(l.Virtual, 1))
 	if err != nil {
-		return 0, stage
+		return 0, 0, last
 	}
 	least = slices.Min(per) * (block + casts)
 	// The first stage: its output-gradient receive buffers and the block
 	// inputs of the micro-batches in flight.
 	switch l.Schedule {
 	case OneFOneB:
-		return least, max(stage, buffers+min(l.PP, l.Accum)*per[0]*block+per[0]*casts)
+		first = buffers + min(l.PP, l.Accum)*per[0]*block + per[0]*casts
 	case GPipe:
-		return least, max(stage, buffers+l.Accum*per[0]*block+per[0]*casts)
+		first = buffers + l.Accum*per[0]*block + per[0]*casts
+	case Interleaved:
+		out := tokens * b.hidden * b.act
+		if l.SP {
+			out /= l.TP
+		}
+		// Autocast's casts of the rank's blocks, held until the step ends.
+		var blocks int64
+		for k := int64(0); k < int64(len(per)); k += l.PP {
+			blocks += per[k]
+		}
+		if first = interleavedFirst(l, per, block, out); first > 0 {
+			first += blocks * casts
+		}
 	}
-	return least, stage
+	return least, first, last
+}
+
+// interleavedFirst is the most the first rank of the interleaved schedule
+// holds at once of two things (estimate/schedule.go, interleaved): the
+// block inputs (block each) of the micro-batches in flight on each of its
+// virtual stages (per[k] blocks on stage k), and the stage outputs (out
+// each) it has sent, every one of which the schedule keeps with its Work
+// until the step's end (none of the first rank's stages is the last, so
+// every forward there sends). It follows the rank's actions in order
+// (model.InterleavedOrder); 0 when the order cannot be made.
+func interleavedFirst(l Layout, per []int64, block, out int64) int64 {
+	order, err := model.InterleavedOrder(0, l.PP, max(l.Virtual, 1), l.Accum)
+	if err != nil {
+		return 0
+	}
+	var held, most int64
+	for _, a := range order {
+		if a.Stage < 0 || a.Stage >= int64(len(per)) {
+			return 0
+		}
+		if a.Backward {
+			held -= per[a.Stage] * block
+			continue
+		}
+		held += per[a.Stage]*block + out
+		most = max(most, held)
+	}
+	return most
 }
