@@ -79,11 +79,15 @@ type stateBound struct {
 	casts int64
 	// foreach: Adam's foreach step holds one moment-sized temporary.
 	foreach bool
+	// bucketView: DDP's gradients are views of its buckets
+	// (gradient_as_bucket_view), not a second copy.
+	bucketView bool
 }
 
 func newStateBound(spec *model.Spec, params int64) stateBound {
 	t := &spec.Training
-	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes}
+	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes,
+		bucketView: t.BucketView}
 	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
 		b.elem = 2
 	}
@@ -144,7 +148,7 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	// the root and two blocks, at least two blocks' projections).
 	var buckets, gathered int64
 	switch {
-	case l.Zero <= 1 && l.DP > 1:
+	case l.Zero <= 1 && l.DP > 1 && !b.bucketView:
 		buckets = n
 	case l.Zero == 2:
 		gathered = n
@@ -217,7 +221,7 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 			if !grads {
 				held = n // gathered whole for the step
 			}
-		case l.DP > 1:
+		case l.DP > 1 && !b.bucketView:
 			held = n // DDP's buckets
 		}
 		if !grads {

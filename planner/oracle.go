@@ -97,7 +97,14 @@ func (Simulator) Simulates(spec *model.Spec, l Layout) error {
 // activations and the loads the simulator allocates at once, counted
 // without simulating (TestStateBound checks it never exceeds Estimate).
 func (Simulator) LowerBound(spec *model.Spec) func(Layout) (int64, string) {
-	return newStateBound(spec, model.Params(spec.Model.Lower())).bytes
+	return LowerBoundWith(spec, model.Params(spec.Model.Lower()))
+}
+
+// LowerBoundWith is Simulator.LowerBound for a model of params
+// parameters (model.Params of its lowered layers), for callers that
+// bound many trainings of one model (the report's fixes).
+func LowerBoundWith(spec *model.Spec, params int64) func(Layout) (int64, string) {
+	return newStateBound(spec, params).bytes
 }
 
 // Canonical implements Canonicalizer: under a pipeline, FSDP's stages 2
