@@ -193,7 +193,10 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 //     optimizer state made by the first step and DDP's buckets are live
 //     (the gradients were set to None); under FSDP the pipeline gathers the
 //     stage's parameters whole for the step (trainPipeline: no resharding
-//     after forward), beside their shards;
+//     after forward), beside their shards. Under 1F1B with more
+//     micro-batches than stages, the forward after the first backward has
+//     as many in flight, with the gradients (whole under FSDP, reduced
+//     only after the step's last backward: estimate/grads.go);
 //   - the interleaved schedule's first rank's after a forward of the
 //     second step, over its virtual stages (interleavedFirst);
 //   - the last stage's at the step's end (merge_chunks), before the
@@ -209,7 +212,19 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 		return max(first, last)
 	}
 	d := l.DP * l.CP
-	state := func(blocks int64, grads bool) int64 {
+	// The state of a stage's blocks at one of three moments of the
+	// second step: after a forward before any backward (warm: no
+	// gradients, FSDP's gathered copy), after a forward that follows a
+	// backward (steady: the gradients too, whole under FSDP, which keeps
+	// them unreduced until the step's last backward), and at the step's
+	// end (end: the gradients, reduce-scattered to shards under FSDP,
+	// whose gathered copy is released by then).
+	const (
+		warm = iota
+		steady
+		end
+	)
+	state := func(blocks int64, at int) int64 {
 		n := blocks * b.linear / l.TP / max(l.EP, 1)
 		param, grad, opt, held := n, n, b.moments*n, int64(0)
 		if l.Zero >= 1 {
@@ -218,13 +233,16 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 		switch {
 		case l.Zero >= 2:
 			param, grad = n/d, n/d
-			if !grads {
+			if at != end {
 				held = n // gathered whole for the step
+			}
+			if at == steady {
+				grad = n
 			}
 		case l.DP > 1 && !b.bucketView:
 			held = n // DDP's buckets
 		}
-		if !grads {
+		if at == warm {
 			grad = 0
 		}
 		return (param + grad + opt + held) * b.elem
@@ -237,12 +255,16 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 		for k := int64(0); k < int64(len(per)); k += l.PP {
 			blocks += per[k]
 		}
-		first += state(blocks, false)
+		first += state(blocks, warm)
+	case first > 0 && l.Schedule == OneFOneB && l.Accum > l.PP:
+		// 1F1B's first stage runs a forward after its first backward
+		// with pp micro-batches in flight again.
+		first += state(per[0], steady)
 	case first > 0:
-		first += state(per[0], false)
+		first += state(per[0], warm)
 	}
 	if last > 0 {
-		last += state(per[len(per)-1], true)
+		last += state(per[len(per)-1], end)
 	}
 	return max(first, last)
 }
@@ -287,6 +309,13 @@ func (b stateBound) acts(l Layout) (least, first, last int64) {
 		// The gated MLP's gate and up projections and the activation
 		// (SiLU saves its input, the product both operands), split by tp.
 		block += 3 * tokens * (b.mlp / l.TP) * b.act
+		if b.mlp > 0 {
+			// The two RMSNorms' outputs, inputs of the q, k, v and of
+			// the gate and up projections, which save them for their
+			// weight gradients: the whole sequence (all-gathered under
+			// sequence parallelism).
+			block += 2 * tokens * b.hidden * b.act
+		}
 	}
 	// The log-softmax the loss saves, split by vocabulary over tp at most.
 	// Autocast caches its weight casts until the forward ends (with a
