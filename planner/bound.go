@@ -342,32 +342,28 @@ func (b stateBound) acts(l Layout) (least, first, last int64) {
 		if l.SP {
 			out /= l.TP
 		}
-		// Autocast's casts of the rank's blocks, held until the step ends.
-		var blocks int64
-		for k := int64(0); k < int64(len(per)); k += l.PP {
-			blocks += per[k]
-		}
-		if first = interleavedFirst(l, per, block, out); first > 0 {
-			first += blocks * casts
-		}
+		first = interleavedFirst(l, per, block, out, casts)
 	}
 	return least, first, last
 }
 
 // interleavedFirst is the most the first rank of the interleaved schedule
-// holds at once of two things (estimate/schedule.go, interleaved): the
+// holds at once of three things (estimate/schedule.go, interleaved): the
 // block inputs (block each) of the micro-batches in flight on each of its
-// virtual stages (per[k] blocks on stage k), and the stage outputs (out
-// each) it has sent, every one of which the schedule keeps with its Work
-// until the step's end (none of the first rank's stages is the last, so
-// every forward there sends). It follows the rank's actions in order
-// (model.InterleavedOrder); 0 when the order cannot be made.
-func interleavedFirst(l Layout, per []int64, block, out int64) int64 {
+// virtual stages (per[k] blocks on stage k), the stage outputs (out each)
+// it has sent, every one of which the schedule keeps with its Work until
+// the step's end (none of the first rank's stages is the last, so every
+// forward there sends), and autocast's casts (casts a block) of the
+// stages it has run a forward on, kept until the step ends. It follows the
+// rank's actions in order (model.InterleavedOrder); 0 when the order
+// cannot be made.
+func interleavedFirst(l Layout, per []int64, block, out, casts int64) int64 {
 	order, err := model.InterleavedOrder(0, l.PP, max(l.Virtual, 1), l.Accum)
 	if err != nil {
 		return 0
 	}
 	var held, most int64
+	cast := map[int64]bool{}
 	for _, a := range order {
 		if a.Stage < 0 || a.Stage >= int64(len(per)) {
 			return 0
@@ -377,6 +373,10 @@ func interleavedFirst(l Layout, per []int64, block, out int64) int64 {
 			continue
 		}
 		held += per[a.Stage]*block + out
+		if !cast[a.Stage] {
+			cast[a.Stage] = true
+			held += per[a.Stage] * casts
+		}
 		most = max(most, held)
 	}
 	return most
