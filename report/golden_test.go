@@ -17,8 +17,11 @@ import (
 // goldenReport is the JSON report of the benchmark's 50 jobs on the 12
 // catalog devices as main built it at commit 53d7461, before the report
 // shared batch searches and fix estimates between devices
-// (docs/performance.md, "Fourth session, second round"). Regenerate only
-// from a tree whose report is known right: MEMPLAN_WRITE_GOLDEN=1.
+// (docs/performance.md, "Fourth session, second round"). It pins the
+// estimator's predictions too: after a change to the estimator that moves
+// them on purpose, regenerate it (MEMPLAN_WRITE_GOLDEN=1) from that tree
+// with the report's sharing unchanged, then check the report's changes
+// against it; TestSharedMatchesUnshared checks the sharing on its own.
 const goldenReport = "testdata/report50x12.json.gz"
 
 // TestReportMatchesGolden: the report's every cell, as JSON, is the one
