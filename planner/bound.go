@@ -79,11 +79,15 @@ type stateBound struct {
 	casts int64
 	// foreach: Adam's foreach step holds one moment-sized temporary.
 	foreach bool
+	// bucketView: DDP's gradients are views of its buckets
+	// (gradient_as_bucket_view), not a second copy.
+	bucketView bool
 }
 
 func newStateBound(spec *model.Spec, params int64) stateBound {
 	t := &spec.Training
-	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes}
+	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes,
+		bucketView: t.BucketView}
 	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
 		b.elem = 2
 	}
@@ -144,7 +148,7 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	// the root and two blocks, at least two blocks' projections).
 	var buckets, gathered int64
 	switch {
-	case l.Zero <= 1 && l.DP > 1:
+	case l.Zero <= 1 && l.DP > 1 && !b.bucketView:
 		buckets = n
 	case l.Zero == 2:
 		gathered = n
@@ -161,14 +165,16 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	case buckets > 0:
 		why = "model state and DDP's buckets need " + units.Format(state)
 	}
-	least, stage := b.acts(l)
+	least, first, last := b.acts(l)
 	if fwd := (param+opt+buckets+gathered)*b.elem + least; fwd > total {
 		total, why = fwd, "model state and one micro-batch's activations need at least "+units.Format(fwd)
 	}
-	if stage > total {
-		total, why = stage, "a pipeline stage's buffers for the step's micro-batches need at least "+units.Format(stage)
+	if stage := b.stageState(l, first, last); stage > total {
+		total, why = stage, "a pipeline stage's state and buffers for the step's micro-batches need at least "+units.Format(stage)
 	}
-	if l.TP > 1 {
+	// A pipeline's stages are built on the meta device: no whole load
+	// (estimate/estimate.go, simulateRank).
+	if l.TP > 1 && l.PP <= 1 {
 		if load := b.params / (l.PP * max(l.EP, 1)) * b.elem; load > total {
 			total, why = load, "loading the whole model before splitting it over tp needs "+units.Format(load)
 		}
@@ -177,31 +183,123 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	return total, fmt.Sprintf("%s: at least %s on the device", why, units.Format(total))
 }
 
+// stageState is the larger of the first and the last pipeline stage's
+// buffers (acts), each with the model state that stage holds at that
+// moment (0 without a pipeline's stage terms). Its blocks' projections
+// (per[k] blocks of linear/tp parameters each: a floor, the norms, the
+// embedding and the head left out) are held by the rank in both steps:
+//   - the first stage's buffers peak at the end of the warm-up forwards of
+//     the second step (estimate/schedule.go), where the parameters, the
+//     optimizer state made by the first step and DDP's buckets are live
+//     (the gradients were set to None); under FSDP the pipeline gathers the
+//     stage's parameters whole for the step (trainPipeline: no resharding
+//     after forward), beside their shards. Under 1F1B with more
+//     micro-batches than stages, the forward after the first backward has
+//     as many in flight, with the gradients (whole under FSDP, reduced
+//     only after the step's last backward: estimate/grads.go);
+//   - the interleaved schedule's first rank's after a forward of the
+//     second step, over its virtual stages (interleavedFirst);
+//   - the last stage's at the step's end (merge_chunks), before the
+//     optimizer step and zero_grad: the gradients are live too (under
+//     FSDP reduce-scattered to shards by then, the gathered parameters
+//     released).
+func (b stateBound) stageState(l Layout, first, last int64) int64 {
+	if first == 0 && last == 0 {
+		return 0
+	}
+	per, err := StageLayers(b.layers, l.PP*max(l.Virtual, 1))
+	if err != nil || b.linear == 0 {
+		return max(first, last)
+	}
+	d := l.DP * l.CP
+	// The state of a stage's blocks at one of three moments of the
+	// second step: after a forward before any backward (warm: no
+	// gradients, FSDP's gathered copy), after a forward that follows a
+	// backward (steady: the gradients too, whole under FSDP, which keeps
+	// them unreduced until the step's last backward), and at the step's
+	// end (end: the gradients, reduce-scattered to shards under FSDP,
+	// whose gathered copy is released by then).
+	const (
+		warm = iota
+		steady
+		end
+	)
+	state := func(blocks int64, at int) int64 {
+		n := blocks * b.linear / l.TP / max(l.EP, 1)
+		param, grad, opt, held := n, n, b.moments*n, int64(0)
+		if l.Zero >= 1 {
+			opt = b.moments * n / d
+		}
+		switch {
+		case l.Zero >= 2:
+			param, grad = n/d, n/d
+			if at != end {
+				held = n // gathered whole for the step
+			}
+			if at == steady {
+				grad = n
+			}
+		case l.DP > 1 && !b.bucketView:
+			held = n // DDP's buckets
+		}
+		if at == warm {
+			grad = 0
+		}
+		return (param + grad + opt + held) * b.elem
+	}
+	switch {
+	case first > 0 && l.Schedule == Interleaved:
+		// The first rank's virtual stages 0, pp, 2pp, …, in the second
+		// step after its first forward.
+		var blocks int64
+		for k := int64(0); k < int64(len(per)); k += l.PP {
+			blocks += per[k]
+		}
+		first += state(blocks, warm)
+	case first > 0 && l.Schedule == OneFOneB && l.Accum > l.PP:
+		// 1F1B's first stage runs a forward after its first backward
+		// with pp micro-batches in flight again.
+		first += state(per[0], steady)
+	case first > 0:
+		first += state(per[0], warm)
+	}
+	if last > 0 {
+		last += state(per[len(per)-1], end)
+	}
+	return max(first, last)
+}
+
 // acts is what one micro-batch of l leaves saved on the pipeline stage
 // with the fewest blocks (its block inputs, and on the last stage the
-// log-softmax of the logits), and what one stage alone holds with the
-// schedule's micro-batches (estimate/pipeline.go, estimate/schedule.go):
-// the first stage a gradient receive buffer per micro-batch and the block
-// inputs of those in flight (1F1B: min(pp, m), GPipe: m), the last stage
-// at the step's end an input receive buffer per micro-batch, every
-// micro-batch's logits (output_chunks) and their concatenation
-// (merge_chunks); 0 when not counted.
-func (b stateBound) acts(l Layout) (least, stage int64) {
+// log-softmax of the logits), and what the first and the last stage alone
+// hold with the schedule's micro-batches (estimate/pipeline.go,
+// estimate/schedule.go): the first stage a gradient receive buffer per
+// micro-batch and the block inputs of those in flight (1F1B: min(pp, m),
+// GPipe: m), the last stage at the step's end an input receive buffer per
+// micro-batch, every micro-batch's logits (output_chunks) and their
+// concatenation (merge_chunks); 0 when not counted.
+func (b stateBound) acts(l Layout) (least, first, last int64) {
 	if b.act == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	tokens := l.Micro * (b.seq / l.CP)
 	logits := tokens * (b.vocab / l.TP) * b.act
-	buffers := l.Accum * tokens * b.hidden * b.act // a receive buffer per micro-batch
+	// A receive buffer per micro-batch, of the stage boundary: its
+	// sequence shard under sequence parallelism (estimate/pipeline.go,
+	// boundarySeq).
+	buffers := l.Accum * tokens * b.hidden * b.act
+	if l.SP {
+		buffers /= l.TP
+	}
 	if l.PP > 1 && (l.Schedule == OneFOneB || l.Schedule == GPipe) {
 		// The last stage at the step's end: its input receive buffers,
 		// every micro-batch's logits and their concatenation.
-		stage = 2*l.Accum*logits + buffers
+		last = 2*l.Accum*logits + buffers
 	}
 	switch l.Checkpointing.Mode {
 	case "", model.CkptNone, model.CkptBlock:
 	default:
-		return 0, stage // every-k and sqrt keep fewer segment inputs
+		return 0, 0, last // every-k and sqrt keep fewer segment inputs
 	}
 	block := tokens * b.hidden * b.act
 	if l.SP {
@@ -211,6 +309,13 @@ func (b stateBound) acts(l Layout) (least, stage int64) {
 		// The gated MLP's gate and up projections and the activation
 		// (SiLU saves its input, the product both operands), split by tp.
 		block += 3 * tokens * (b.mlp / l.TP) * b.act
+		if b.mlp > 0 {
+			// The two RMSNorms' outputs, inputs of the q, k, v and of
+			// the gate and up projections, which save them for their
+			// weight gradients: the whole sequence (all-gathered under
+			// sequence parallelism).
+			block += 2 * tokens * b.hidden * b.act
+		}
 	}
 	// The log-softmax the loss saves, split by vocabulary over tp at most.
 	// Autocast caches its weight casts until the forward ends (with a
@@ -218,20 +323,61 @@ func (b stateBound) acts(l Layout) (least, stage int64) {
 	// micro-batches in flight or the checkpointing.
 	casts := b.casts / l.TP
 	if l.PP <= 1 {
-		return b.layers*(block+casts) + logits, 0
+		return b.layers*(block+casts) + logits, 0, 0
 	}
 	per, err := StageLayers(b.layers, l.PP*max(l.Virtual, 1))
 	if err != nil {
-		return 0, stage
+		return 0, 0, last
 	}
 	least = slices.Min(per) * (block + casts)
 	// The first stage: its output-gradient receive buffers and the block
 	// inputs of the micro-batches in flight.
 	switch l.Schedule {
 	case OneFOneB:
-		return least, max(stage, buffers+min(l.PP, l.Accum)*per[0]*block+per[0]*casts)
+		first = buffers + min(l.PP, l.Accum)*per[0]*block + per[0]*casts
 	case GPipe:
-		return least, max(stage, buffers+l.Accum*per[0]*block+per[0]*casts)
+		first = buffers + l.Accum*per[0]*block + per[0]*casts
+	case Interleaved:
+		out := tokens * b.hidden * b.act
+		if l.SP {
+			out /= l.TP
+		}
+		first = interleavedFirst(l, per, block, out, casts)
 	}
-	return least, stage
+	return least, first, last
+}
+
+// interleavedFirst is the most the first rank of the interleaved schedule
+// holds at once of three things (estimate/schedule.go, interleaved): the
+// block inputs (block each) of the micro-batches in flight on each of its
+// virtual stages (per[k] blocks on stage k), the stage outputs (out each)
+// it has sent, every one of which the schedule keeps with its Work until
+// the step's end (none of the first rank's stages is the last, so every
+// forward there sends), and autocast's casts (casts a block) of the
+// stages it has run a forward on, kept until the step ends. It follows the
+// rank's actions in order (model.InterleavedOrder); 0 when the order
+// cannot be made.
+func interleavedFirst(l Layout, per []int64, block, out, casts int64) int64 {
+	order, err := model.InterleavedOrder(0, l.PP, max(l.Virtual, 1), l.Accum)
+	if err != nil {
+		return 0
+	}
+	var held, most int64
+	cast := map[int64]bool{}
+	for _, a := range order {
+		if a.Stage < 0 || a.Stage >= int64(len(per)) {
+			return 0
+		}
+		if a.Backward {
+			held -= per[a.Stage] * block
+			continue
+		}
+		held += per[a.Stage]*block + out
+		if !cast[a.Stage] {
+			cast[a.Stage] = true
+			held += per[a.Stage] * casts
+		}
+		most = max(most, held)
+	}
+	return most
 }

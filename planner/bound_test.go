@@ -88,3 +88,47 @@ func checkBound(t *testing.T, spec *model.Spec, req Request, every int) {
 	}
 	t.Logf("%d layouts checked; the bound reaches %.0f%% of the simulator's device total at most", checked, 100*tightest)
 }
+
+// TestStateBound70BPipelines checks the bound against the estimator on
+// Llama-3-70B pipelines of the 70B plan, where its terms are tightest:
+// tensor parallelism inside a pipeline's stages (built on the meta device,
+// no whole load: the bound counted one until the fourth session's second
+// round and was 43% over the estimate there), the stage's model state with
+// its buffers, and the interleaved schedule's sends.
+func TestStateBound70BPipelines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("70B estimates")
+	}
+	spec := load(t, "llama-3-70b.yaml")
+	every, none := model.Checkpointing{Mode: model.CkptBlock}, model.Checkpointing{Mode: model.CkptNone}
+	bound := Simulator{}.LowerBound(spec)
+	for _, l := range []Layout{
+		{DP: 16, TP: 8, PP: 4, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 3, Schedule: OneFOneB, Checkpointing: every, Micro: 4, Accum: 4},
+		{DP: 16, TP: 8, PP: 4, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 1, Schedule: OneFOneB, Checkpointing: every, Micro: 2, Accum: 4},
+		{DP: 32, TP: 8, PP: 2, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 2, Schedule: OneFOneB, Checkpointing: every, Micro: 2, Accum: 2},
+		{DP: 16, TP: 8, PP: 2, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 1, Schedule: OneFOneB, Checkpointing: none, Micro: 2, Accum: 2},
+		{DP: 64, TP: 1, PP: 4, CP: 1, EP: 1, Zero: 3, Schedule: OneFOneB, Checkpointing: every, Micro: 1, Accum: 4},
+		{DP: 64, TP: 1, PP: 4, CP: 1, EP: 1, Zero: 1, Schedule: OneFOneB, Checkpointing: none, Micro: 1, Accum: 4},
+		{DP: 16, TP: 8, PP: 2, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 2, Schedule: OneFOneB, Checkpointing: every, Micro: 4, Accum: 8},
+		{DP: 32, TP: 8, PP: 2, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 1, Schedule: OneFOneB, Checkpointing: every, Micro: 1, Accum: 8},
+		{DP: 64, TP: 1, PP: 2, CP: 1, EP: 1, Zero: 0, Schedule: OneFOneB, Checkpointing: none, Micro: 1, Accum: 4},
+		{DP: 32, TP: 4, PP: 8, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 2, Schedule: GPipe, Checkpointing: none, Micro: 1, Accum: 8},
+		{DP: 1, TP: 8, PP: 16, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 0, Schedule: Interleaved, Virtual: 2, Checkpointing: every, Micro: 4, Accum: 16},
+		{DP: 1, TP: 1, PP: 16, CP: 1, EP: 1, Zero: 0, Schedule: Interleaved, Virtual: 2, Checkpointing: every, Micro: 1, Accum: 16},
+	} {
+		t.Run(l.String(), func(t *testing.T) {
+			if err := Validate(spec, l); err != nil {
+				t.Fatal(err)
+			}
+			m, err := Simulator{}.Estimate(spec, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, why := bound(l)
+			t.Logf("bound %d, estimate %d (%.0f%%)", b, m.DeviceTotal, 100*float64(b)/float64(m.DeviceTotal))
+			if b > m.DeviceTotal {
+				t.Errorf("bound %d over the estimate %d: %s", b, m.DeviceTotal, why)
+			}
+		})
+	}
+}

@@ -97,7 +97,28 @@ func (Simulator) Simulates(spec *model.Spec, l Layout) error {
 // activations and the loads the simulator allocates at once, counted
 // without simulating (TestStateBound checks it never exceeds Estimate).
 func (Simulator) LowerBound(spec *model.Spec) func(Layout) (int64, string) {
-	return newStateBound(spec, model.Params(spec.Model.Lower())).bytes
+	return LowerBoundWith(spec, model.Params(spec.Model.Lower()))
+}
+
+// LowerBoundWith is Simulator.LowerBound for a model of params
+// parameters (model.Params of its lowered layers), for callers that
+// bound many trainings of one model (the report's fixes).
+func LowerBoundWith(spec *model.Spec, params int64) func(Layout) (int64, string) {
+	return newStateBound(spec, params).bytes
+}
+
+// Canonical implements Canonicalizer: under a pipeline, FSDP's stages 2
+// and 3 are simulated alike (torchtitan's stages neither reshard after
+// forward nor reduce-scatter before the step's last backward;
+// estimate/schedule.go, trainPipeline, sets the gathered size for both,
+// over the one place the simulator tells them apart, shardSetup), so a
+// ZeRO-3 pipeline is estimated as its ZeRO-2 twin. TestCanonical checks
+// the equality.
+func (Simulator) Canonical(l Layout) Layout {
+	if l.PP > 1 && l.Zero == 3 {
+		l.Zero = 2
+	}
+	return l
 }
 
 // Estimate implements Oracle.

@@ -79,6 +79,15 @@ type Screener interface {
 	Simulates(spec *model.Spec, l Layout) error
 }
 
+// Canonicalizer is implemented by an Oracle that gives some layouts the
+// same answer as another, simpler one (Simulator: FSDP's stages 2 and 3
+// under a pipeline). The search estimates the canonical layout once for
+// all of them.
+type Canonicalizer interface {
+	// Canonical returns the layout whose answer is l's.
+	Canonical(l Layout) Layout
+}
+
 // Bounder is implemented by an Oracle that can bound its answers from
 // below without estimating (Simulator: stateBound). The search rejects a
 // layout whose bound is over the limit without asking the oracle.
@@ -110,6 +119,7 @@ type search struct {
 	screen Screener // nil when the oracle is not one
 	limit  int64
 	bound  func(Layout) (int64, string)
+	canon  Canonicalizer // nil when the oracle is not one
 	memo   map[program]outcome
 	fails  map[group][]fail
 	fits   map[group][]program
@@ -121,11 +131,21 @@ func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
 	s := &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
 		fails: map[group][]fail{}, fits: map[group][]program{}}
 	s.screen, _ = o.(Screener)
+	s.canon, _ = o.(Canonicalizer)
 	s.bound = func(Layout) (int64, string) { return 0, "" }
 	if b, ok := o.(Bounder); ok {
 		s.bound = b.LowerBound(spec)
 	}
 	return s
+}
+
+// programOf is l's program, of its canonical layout when the oracle
+// gives one.
+func (s *search) programOf(l Layout) program {
+	if s.canon != nil {
+		l = s.canon.Canonical(l)
+	}
+	return programOf(l)
 }
 
 func (s *search) screened(l Layout) error {
@@ -139,7 +159,7 @@ func (s *search) fitsIn(o outcome) bool { return o.err == nil && o.mem.DeviceTot
 
 // eval returns the oracle's answer for l, once per program.
 func (s *search) eval(l Layout) outcome {
-	p := programOf(l)
+	p := s.programOf(l)
 	if o, ok := s.memo[p]; ok {
 		return o
 	}
@@ -166,7 +186,7 @@ func dominanceFloor(m int64) int64 { return m - m/20 }
 // dominated returns a failing layout that l needs at least as much as,
 // by enough to be over the limit too.
 func (s *search) dominated(l Layout) (fail, bool) {
-	p := programOf(l)
+	p := s.programOf(l)
 	for _, f := range s.fails[p.group] {
 		if dominanceFloor(f.mem.DeviceTotal) > s.limit && atLeast(p, f.p) {
 			return f, true
@@ -179,7 +199,7 @@ func (s *search) dominated(l Layout) (fail, bool) {
 // failing layout it needs at least as much as, a fitting layout that
 // needs at least as much as it, or its lower bound.
 func (s *search) known(l Layout) (fits, ok bool) {
-	p := programOf(l)
+	p := s.programOf(l)
 	if o, done := s.memo[p]; done {
 		return s.fitsIn(o), o.err == nil
 	}
@@ -259,7 +279,7 @@ func (s *search) judge(c *Candidate) {
 // prune marks c over the limit when a failing layout needs no more, and
 // c's own answer is not known already (a probe may have estimated it).
 func (s *search) prune(c *Candidate) bool {
-	if _, known := s.memo[programOf(c.Layout)]; known {
+	if _, known := s.memo[s.programOf(c.Layout)]; known {
 		return false
 	}
 	f, ok := s.dominated(c.Layout)

@@ -75,6 +75,11 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 	mistral.Training.Precision = model.BF16
 	mistral.Device.Memory = 40 << 30
 	llama70 := load(t, "llama-3-70b.yaml")
+	// Pipelines of every schedule with FSDP and TP inside the stages,
+	// where the stage bounds (state, buffers, the interleaved sends) and
+	// the ZeRO-3 pipelines' ZeRO-2 twins (Simulator.Canonical) prune.
+	piped := small
+	piped.Device.Memory = 14 << 30
 	for _, tc := range []struct {
 		name string
 		spec *model.Spec
@@ -88,6 +93,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 		{"llama-1b bf16 24 GiB up to 16 GPUs", &bf16, Request{GlobalBatch: 64, MaxGPUs: 16, Top: 5}, Simulator{}},
 		{"gpt2 8 GiB", gpt2, Request{GlobalBatch: 64, MaxGPUs: 8}, Simulator{}},
 		{"qwen3-moe-tiny 12 GiB", moe, Request{GlobalBatch: 16, MaxGPUs: 8}, Simulator{}},
+		{"llama-1b untied 14 GiB up to 16 GPUs, pipelines", &piped, Request{GlobalBatch: 64, MaxGPUs: 16, Top: 5}, Simulator{}},
 		{"llama-70b fake", llama70, Request{GlobalBatch: 1024, MaxGPUs: 1024}, &Fake{}},
 		{"llama-70b fake dp only", llama70, Request{GlobalBatch: 1024, MaxGPUs: 1024}, &Fake{Unsupported: true}},
 	} {

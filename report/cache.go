@@ -2,9 +2,11 @@ package report
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/planner"
 )
 
 // The cells of one row (one spec on every device) share their estimates.
@@ -67,6 +69,9 @@ type rowCache struct {
 	// state and act hold the bounds (bounds) learned so far, by
 	// boundKey and by training.
 	state, act map[model.Training]int64
+	// params is the row's model's parameter count (model.Params), for
+	// the model-state bound (stateBound); 0 until first needed.
+	params int64
 	// check, in tests, verifies on every estimate that the bound holds
 	// and does not depend on the device, and records violations.
 	check      bool
@@ -98,7 +103,7 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 	if !r.DeviceSized {
 		c.plainResults[k.plain()] = r
 	}
-	c.keep(k, r)
+	c.keep(s, k, r)
 	return r, nil
 }
 
@@ -116,12 +121,18 @@ func (c *rowCache) oracle(s *model.Spec) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c.keep(k, r)
+	c.keep(s, k, r)
 	return r.DeviceTotal, nil
 }
 
-// keep records an estimate: its total and its bounds.
-func (c *rowCache) keep(k cacheKey, r *estimate.Result) {
+// estimatesMade counts the estimates every report made (for the
+// benchmark's estimates/op).
+var estimatesMade atomic.Int64
+
+// keep records an estimate of s: its total and its bounds; in tests it
+// checks the model-state bound against it.
+func (c *rowCache) keep(s *model.Spec, k cacheKey, r *estimate.Result) {
+	estimatesMade.Add(1)
 	c.totals[k] = r.DeviceTotal
 	if !r.DeviceSized {
 		c.plainTotals[k.plain()] = r.DeviceTotal
@@ -129,6 +140,12 @@ func (c *rowCache) keep(k cacheKey, r *estimate.Result) {
 	state, act := bounds(r)
 	c.keepBound(c.state, boundKey(k.training), state, r, k)
 	c.keepBound(c.act, k.training, act, r, k)
+	if c.check {
+		if b := c.stateBound(s); b > r.DeviceTotal {
+			c.violations = append(c.violations, fmt.Sprintf("%+v on %s: model-state bound %d, device total %d",
+				k.training, k.device.Arch, b, r.DeviceTotal))
+		}
+	}
 }
 
 // keepBound records bound b under key in m; in tests it checks that the
@@ -176,5 +193,26 @@ func boundKey(t model.Training) model.Training {
 // the activation bound of the spec's training estimated on another device;
 // 0 when neither is known.
 func (c *rowCache) lowerBound(s *model.Spec) int64 {
-	return max(c.state[boundKey(s.Training)], c.act[s.Training])
+	return max(c.state[boundKey(s.Training)], c.act[s.Training], c.stateBound(s))
+}
+
+// stateBound is the planner's lower bound of the device total
+// (planner.LowerBoundWith: the model state, DDP's buckets and the saved
+// block inputs the simulator allocates at once, counted without
+// simulating), for trainings a planner layout describes: data parallelism
+// and ZeRO on whole GPUs, nothing offloaded; 0 for the others. It needs no
+// estimate, so it bounds a fix no device has estimated yet (an 8-bit
+// optimizer, bf16, a ZeRO stage over n GPUs).
+func (c *rowCache) stateBound(s *model.Spec) int64 {
+	t := &s.Training
+	if t.TP > 1 || t.PP > 1 || t.CP > 1 || t.EP > 1 || (t.Offload != "" && t.Offload != model.OffloadNone) {
+		return 0
+	}
+	if c.params == 0 {
+		c.params = model.Params(s.Model.Lower())
+	}
+	l := planner.Layout{DP: int64(max(t.DP, 1)), TP: 1, PP: 1, CP: 1, EP: 1, Zero: int64(t.Zero),
+		Checkpointing: t.Checkpointing, Micro: t.Batch, Accum: max(t.GradAccum, 1)}
+	b, _ := planner.LowerBoundWith(s, c.params)(l)
+	return b
 }

@@ -139,7 +139,7 @@ func TestSharedMatchesUnshared(t *testing.T) {
 func BenchmarkReport50x12(b *testing.B) {
 	jobs, devs := fiftyJobs(b), model.DeviceNames()
 	o := Options{Band: tuner.DefaultBand, Margin: tuner.DefaultMargin}
-	cpu, n := cpuTime(), 0
+	cpu, n, made := cpuTime(), 0, estimatesMade.Load()
 	for b.Loop() {
 		n++
 		// Some configs are rejected at seq 4096 (longer than their
@@ -151,4 +151,5 @@ func BenchmarkReport50x12(b *testing.B) {
 	// CPU time counts this process's work only, not its waits for a core
 	// on a shared machine (docs/performance.md).
 	b.ReportMetric(float64(cpuTime()-cpu)/float64(n)/1e9, "cpu-s/op")
+	b.ReportMetric(float64(estimatesMade.Load()-made)/float64(n), "estimates/op")
 }

@@ -1,0 +1,79 @@
+package report
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/tuner"
+)
+
+// goldenReport is the JSON report of the benchmark's 50 jobs on the 12
+// catalog devices as main built it at commit 53d7461, before the report
+// shared batch searches and fix estimates between devices
+// (docs/performance.md, "Fourth session, second round"). It pins the
+// estimator's predictions too: after a change to the estimator that moves
+// them on purpose, regenerate it (MEMPLAN_WRITE_GOLDEN=1) from that tree
+// with the report's sharing unchanged, then check the report's changes
+// against it; TestSharedMatchesUnshared checks the sharing on its own.
+const goldenReport = "testdata/report50x12.json.gz"
+
+// TestReportMatchesGolden: the report's every cell, as JSON, is the one
+// recorded before the searches were shared.
+func TestReportMatchesGolden(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the 50 × 12 report")
+	}
+	o := Options{Band: tuner.DefaultBand, Margin: tuner.DefaultMargin, Version: "golden",
+		Now: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}
+	r, err := Build(fiftyJobs(t), model.DeviceNames(), benchLoad, o)
+	if err != nil && !errors.Is(err, ErrSomeFailed) {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := Write(&got, r, "json"); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("MEMPLAN_WRITE_GOLDEN") != "" {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var z bytes.Buffer
+		w := gzip.NewWriter(&z)
+		w.Write(got.Bytes())
+		w.Close()
+		if err := os.WriteFile(goldenReport, z.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	f, err := os.Open(goldenReport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() == string(want) {
+		return
+	}
+	g, w := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
+	for i := range min(len(g), len(w)) {
+		if g[i] != w[i] {
+			t.Fatalf("line %d differs:\n got %s\nwant %s", i+1, g[i], w[i])
+		}
+	}
+	t.Fatalf("%d lines, want %d", len(g), len(w))
+}
