@@ -25,34 +25,16 @@ func TestTraceDebug(t *testing.T) {
 		t.Skip(`set MEMPLAN_TRACE="../specs/x.yaml [--batch N ...]"`)
 	}
 	var o model.Overrides
+	strs := map[string]*string{"--precision": &o.Precision, "--checkpointing": &o.Checkpointing,
+		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
+		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype}
+	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA}
 	for i := 1; i+1 < len(f); i += 2 {
-		v := f[i+1]
-		var n int64
-		fmt.Sscan(v, &n)
-		switch f[i] {
-		case "--batch":
-			o.Batch = n
-		case "--seq":
-			o.Seq = n
-		case "--precision":
-			o.Precision = v
-		case "--checkpointing":
-			o.Checkpointing = v
-		case "--attention":
-			o.Attention = v
-		case "--alloc-conf":
-			o.AllocConf = v
-		case "--device":
-			o.Dev = v
-		case "--rank", "--lora":
-			o.LoRA = n
-		case "--targets", "--lora-targets":
-			o.LoRATargets = v
-		case "--dropout", "--lora-dropout":
-			o.LoRADropout = v
-		case "--adapter-dtype", "--lora-adapter-dtype":
-			o.LoRAAdapterDtype = v
-		default:
+		if p, ok := strs[f[i]]; ok {
+			*p = f[i+1]
+		} else if p, ok := ints[f[i]]; ok {
+			fmt.Sscan(f[i+1], p)
+		} else {
 			t.Fatalf("flag %s not handled here", f[i])
 		}
 	}
