@@ -216,14 +216,16 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 		outSh = o
 		return y
 	}
-	start, saving := len(s.tape), s.saving
-	s.saving = false
+	start, saving, counted := len(s.tape), s.saving, s.stop.counted
+	s.saving, s.stop.counted = false, 0
 	y := run(x)
-	s.saving = saving
+	saves := s.stop.counted
+	s.saving, s.stop.counted = saving, counted
 	s.tape = s.tape[:start]
 	y.req = true
 	n := s.slab.node()
-	n.name, n.outs, n.ckpt = "Checkpoint", append(s.slab.ptrs(1), y), &ckpt{run: run}
+	n.name, n.outs = "Checkpoint", append(s.slab.ptrs(1), y)
+	n.ckpt = &ckpt{run: run, saves: saves}
 	if x.req {
 		n.ins = append(s.slab.ptrs(1), x)
 	}

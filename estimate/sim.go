@@ -114,6 +114,23 @@ func (n *node) wsFor(t *tensor) int64 {
 
 type ckpt struct {
 	run func(x *tensor) *tensor
+	// saves counts the tensors the segment's first forward would have
+	// saved: the recompute stops after as many (earlyStop).
+	saves int
+}
+
+// earlyStop is torch.utils.checkpoint's early stop (use_reentrant=False,
+// on by default): the recompute's pack hook raises _StopRecomputationError
+// once it has saved as many tensors as the first forward, so the op making
+// the last save has allocated its outputs and nothing after it runs
+// (docs/pytorch-memory.md §4). The ops after it are simulated as no-ops:
+// their allocations are placeholders that take no memory and they save
+// nothing, but their nodes are recorded, so gradients still flow through
+// them (the segment's last residual add).
+type earlyStop struct {
+	counted int  // saves counted: in a first forward, or in a recompute
+	limit   int  // the recompute's ckpt.saves; 0 outside a recompute
+	stopped bool // the limit was reached
 }
 
 // sim is the state of one simulated training run.
@@ -127,6 +144,7 @@ type sim struct {
 	cfg      *config
 	tape     []*node
 	saving   bool
+	stop     earlyStop
 	cache    map[*tensor]*tensor // autocast's weight-cast cache
 	live     [numCats]int64
 	thread   int // 0 forward (main), 1 backward (autograd's device thread)
@@ -227,6 +245,9 @@ func (s *sim) recat(t *tensor) {
 func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
 	t := s.slab.tensor() // zeroed: set the fields one by one, no struct copy
 	t.elems, t.dt, t.refs, t.fixed, t.cat, t.name = elems, dt, 1, cat, cat, name
+	if s.stop.stopped {
+		return t // never made: no block (earlyStop)
+	}
 	n := t.bytes()
 	t.blk = s.al.malloc(n)
 	if s.trace != nil {
@@ -298,14 +319,23 @@ func (s *sim) unref(t *tensor) {
 }
 
 // save makes node n hold t for backward. Inside a checkpointed segment's
-// first forward nothing is held.
+// first forward nothing is held, but the saves are counted (earlyStop).
 func (s *sim) save(n *node, ts ...*tensor) {
-	if !s.saving {
+	if !s.saving || s.stop.stopped {
+		for _, t := range ts {
+			if t != nil && !s.saving {
+				s.stop.counted++
+			}
+		}
 		return
 	}
 	for _, t := range ts {
 		if t == nil {
 			continue
+		}
+		if s.stop.limit > 0 {
+			s.stop.counted++
+			s.stop.stopped = s.stop.counted == s.stop.limit
 		}
 		s.ref(t)
 		b := t
@@ -451,7 +481,10 @@ func (s *sim) recompute(n *node) {
 	// leaving its region clears them all.
 	outer := s.tape
 	s.tape = s.subTape()
+	stop := s.stop
+	s.stop = earlyStop{limit: n.ckpt.saves}
 	r := s.ckptForward(n.ckpt, x)
+	s.stop = stop
 	s.clearCache()
 	own := s.tape
 	sub := own
