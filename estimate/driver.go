@@ -207,7 +207,8 @@ func (s *sim) segments(n int) []span {
 }
 
 // checkpointed runs units under torch.utils.checkpoint (non-reentrant):
-// nothing inside is saved; the segment keeps its input and recomputes in
+// nothing inside is saved, but the saves are counted for the recompute's
+// early stop (earlyStop); the segment keeps its input and recomputes in
 // backward.
 func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	var outSh model.Shape
