@@ -3,6 +3,9 @@ package estimate
 // gemm notes a matrix product on the current thread: the first one creates
 // that thread's cuBLAS handle and its workspace, which is never freed.
 func (s *sim) gemm(dt int64, bias bool) {
+	if s.stop.stopped {
+		return // the op never runs (earlyStop)
+	}
 	if dt != f32 {
 		s.used.gemmHalf = true
 	}

@@ -207,7 +207,8 @@ func (s *sim) segments(n int) []span {
 }
 
 // checkpointed runs units under torch.utils.checkpoint (non-reentrant):
-// nothing inside is saved; the segment keeps its input and recomputes in
+// nothing inside is saved, but the saves are counted for the recompute's
+// early stop (earlyStop); the segment keeps its input and recomputes in
 // backward.
 func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	var outSh model.Shape
@@ -216,14 +217,16 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 		outSh = o
 		return y
 	}
-	start, saving := len(s.tape), s.saving
-	s.saving = false
+	start, saving, counted := len(s.tape), s.saving, s.stop.counted
+	s.saving, s.stop.counted = false, 0
 	y := run(x)
-	s.saving = saving
+	saves := s.stop.counted
+	s.saving, s.stop.counted = saving, counted
 	s.tape = s.tape[:start]
 	y.req = true
 	n := s.slab.node()
-	n.name, n.outs, n.ckpt = "Checkpoint", append(s.slab.ptrs(1), y), &ckpt{run: run}
+	n.name, n.outs = "Checkpoint", append(s.slab.ptrs(1), y)
+	n.ckpt = &ckpt{run: run, saves: saves}
 	if x.req {
 		n.ins = append(s.slab.ptrs(1), x)
 	}

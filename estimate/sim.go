@@ -112,10 +112,6 @@ func (n *node) wsFor(t *tensor) int64 {
 	return 0
 }
 
-type ckpt struct {
-	run func(x *tensor) *tensor
-}
-
 // sim is the state of one simulated training run.
 type sim struct {
 	// passes counts backward passes (tensor.pass).
@@ -127,6 +123,7 @@ type sim struct {
 	cfg      *config
 	tape     []*node
 	saving   bool
+	stop     earlyStop
 	cache    map[*tensor]*tensor // autocast's weight-cast cache
 	live     [numCats]int64
 	thread   int // 0 forward (main), 1 backward (autograd's device thread)
@@ -227,6 +224,9 @@ func (s *sim) recat(t *tensor) {
 func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
 	t := s.slab.tensor() // zeroed: set the fields one by one, no struct copy
 	t.elems, t.dt, t.refs, t.fixed, t.cat, t.name = elems, dt, 1, cat, cat, name
+	if s.stop.stopped {
+		return t // never made: no block (earlyStop)
+	}
 	n := t.bytes()
 	t.blk = s.al.malloc(n)
 	if s.trace != nil {
@@ -298,14 +298,23 @@ func (s *sim) unref(t *tensor) {
 }
 
 // save makes node n hold t for backward. Inside a checkpointed segment's
-// first forward nothing is held.
+// first forward nothing is held, but the saves are counted (earlyStop).
 func (s *sim) save(n *node, ts ...*tensor) {
-	if !s.saving {
+	if !s.saving || s.stop.stopped {
+		for _, t := range ts {
+			if t != nil && !s.saving {
+				s.stop.counted++
+			}
+		}
 		return
 	}
 	for _, t := range ts {
 		if t == nil {
 			continue
+		}
+		if s.stop.limit > 0 {
+			s.stop.counted++
+			s.stop.stopped = s.stop.counted == s.stop.limit
 		}
 		s.ref(t)
 		b := t
@@ -434,48 +443,6 @@ func (s *sim) runNode(n *node) {
 		}
 	}
 	s.release(n)
-}
-
-// recompute runs a checkpointed segment's forward again, saving this time,
-// then its backward (torch.utils.checkpoint, use_reentrant=False).
-func (s *sim) recompute(n *node) {
-	x, out := n.saved[0], n.outs[0]
-	if out.grad == nil {
-		s.release(n)
-		return
-	}
-	// The recompute enters its own autocast region on the backward thread.
-	// Autocast's weight-cast cache is one per process (PyTorch 2.11,
-	// autocast_mode.cpp) and its nesting count one per thread, so the
-	// recompute finds casts an enclosing forward region cached, and
-	// leaving its region clears them all.
-	outer := s.tape
-	s.tape = s.subTape()
-	r := s.ckptForward(n.ckpt, x)
-	s.clearCache()
-	own := s.tape
-	sub := own
-	if s.recomputed != nil {
-		sub = s.recomputed(sub)
-	}
-	s.tape = outer
-	r.grad, out.grad = out.grad, nil
-	s.unref(r)
-	s.backward(sub)
-	s.spareTapes = append(s.spareTapes, own[:0])
-	if r.grad != nil {
-		s.unref(r.grad)
-		r.grad = nil
-	}
-	s.release(n)
-}
-
-func (s *sim) ckptForward(c *ckpt, x *tensor) *tensor {
-	saving := s.saving
-	s.saving = true
-	out := c.run(x)
-	s.saving = saving
-	return out
 }
 
 // clearCache drops autocast's cached weight casts, as leaving the
