@@ -172,8 +172,18 @@ func (s *sim) contiguous(x *tensor) *tensor {
 	return y
 }
 
-// scalarOp is x·c or x+c: nothing saved.
+// scalarOp is x·c: nothing saved; its backward allocates grad·c.
 func (s *sim) scalarOp(x *tensor) *tensor { return s.unary("scalar op", x, false, false) }
+
+// addScalar is x + c: nothing saved, and its backward passes the gradient
+// through (AddBackward0: handle_r_to_c(self, grad), no new tensor).
+func (s *sim) addScalar(x *tensor) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "add scalar")
+	if n := s.record("AddScalar", []*tensor{x}, y); n != nil {
+		n.pass = true
+	}
+	return y
+}
 
 // add is a + b with broadcasting: nothing saved, the gradient passes
 // through to inputs of the output's size and is reduced for the others.
@@ -247,7 +257,7 @@ func (s *sim) geluNew(x *tensor) *tensor {
 	s.unref(b)
 	t := s.unary("Tanh", c, false, true)
 	s.unref(c)
-	u := s.scalarOp(t)
+	u := s.addScalar(t)
 	s.unref(t)
 	y := s.mul(h, u)
 	s.unref(h)
@@ -308,7 +318,7 @@ func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor {
 	v := s.alloc(rows, f32, catTemp, "mean")
 	s.record("Mean", []*tensor{p}, v)
 	s.unref(p)
-	ve := s.scalarOp(v)
+	ve := s.addScalar(v)
 	s.unref(v)
 	r := s.unary("Rsqrt", ve, false, true)
 	s.unref(ve)
