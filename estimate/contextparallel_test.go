@@ -14,14 +14,7 @@ import (
 // and nothing else more; NCCL adds the cp communicator and the
 // all-to-all's point-to-point buffers; FSDP shards over dp·cp.
 func TestContextParallel(t *testing.T) {
-	est := func(o model.Overrides) *Result {
-		t.Helper()
-		r, err := Estimate(load(t, "llama-3.2-1b.yaml", o))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	est := func(o model.Overrides) *Result { return estimateSpec(t, "llama-3.2-1b.yaml", o) }
 	const b, s, c, h, kvd, layers = 2, 4096, 2, 2048, 512, 16
 	half := est(model.Overrides{Batch: b, Seq: s / c, Precision: "amp-bf16"})
 	cp := est(model.Overrides{Batch: b, Seq: s, CP: c, Precision: "amp-bf16"})

@@ -13,14 +13,7 @@ import (
 // no gathered logits; FSDP over dp shards the rank's parameters again.
 func TestTensorParallel(t *testing.T) {
 	base := model.Overrides{Batch: 2, Seq: 1024, Precision: "amp-bf16"}
-	est := func(o model.Overrides) *Result {
-		t.Helper()
-		r, err := Estimate(load(t, "llama-3.2-1b.yaml", o))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	est := func(o model.Overrides) *Result { return estimateSpec(t, "llama-3.2-1b.yaml", o) }
 	with := func(f func(*model.Overrides)) model.Overrides {
 		o := base
 		f(&o)
