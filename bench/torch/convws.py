@@ -4,6 +4,7 @@ step's convolutions take from the caching allocator.
 
     python3 bench/torch/convws.py [--batches 16,64,128,256,512,1024] > convws.jsonl
     python3 bench/torch/convws.py --dims 1 [--batches 1,2,4,...,256] > convws-1d.jsonl
+    python3 bench/torch/convws.py --spec specs/cnn-groupnorm.yaml [--batches ...] > convws-spec.jsonl
 
 For every distinct convolution of torchvision's ResNet-18/50/101/152 and of
 ViT-B/16's patch embedding, in float32 (TF32, PyTorch's default for cuDNN)
@@ -20,6 +21,10 @@ Whisper base's; wav2vec2/HuBERT's feature extractor over 1 s and 10 s of
 16 kHz audio, and its grouped positional convolution). Their lines carry
 "dims": 1, "h": 1 and the input length as "w", and "groups". A geometry and
 batch that does not fit prints a line with "oom": true instead.
+
+With --spec FILE (repeatable) it measures the 2-D convolutions of the
+given memplan specs (sequential models with an image input, at the spec's
+image size) instead of torchvision's.
 
 The last line describes the machine (torch, cuDNN, GPU, driver, date).
 """
@@ -48,6 +53,37 @@ def geometries():
                 hooks.append(mod.register_forward_hook(hook))
         with torch.device("meta"):
             m(torch.empty(1, 3, side, side))
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def spec_geometries(paths):
+    """The 2-D convolutions of memplan specs, keyed as geometries() keys
+    them, found by running each spec's model (measure.py's builder) on the
+    meta device at the spec's image size."""
+    import os, sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import measure
+
+    seen = {}
+    for path in paths:
+        spec = measure.load_spec(path, argparse.Namespace())
+        with torch.device("meta"):
+            m, _ = measure.build(spec, torch)
+        side = spec["training"].get("image", 224)
+        channels = ((spec["model"].get("input") or {}).get("image") or {}).get("channels", 3)
+        hooks = []
+        for mod_name, mod in m.named_modules():
+            if isinstance(mod, torch.nn.Conv2d):
+                def hook(mod, inp, out, mod_name=mod_name):
+                    x = inp[0]
+                    key = (mod.in_channels, mod.out_channels, mod.kernel_size[0], mod.stride[0], mod.padding[0],
+                           x.shape[2], x.shape[3], mod.bias is not None)
+                    seen.setdefault(key, []).append(os.path.basename(path) + ":" + mod_name)
+                hooks.append(mod.register_forward_hook(hook))
+        with torch.device("meta"):
+            m(torch.empty(1, channels, side, side))
         for h in hooks:
             h.remove()
     return seen
@@ -173,6 +209,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default=None, help="default 16,...,1024 (2-D) or 1,2,...,256 (1-D)")
     ap.add_argument("--dims", type=int, choices=(1, 2), default=2)
+    ap.add_argument("--spec", action="append", help="measure this spec's 2-D convolutions (repeatable)")
     a = ap.parse_args()
     dev = "cuda"
     # a pass makes a handful of events: a short history keeps the snapshots cheap
@@ -182,7 +219,8 @@ def main():
         print(json.dumps(machine()), flush=True)
         return
     a.batches = a.batches or "16,64,128,256,512,1024"
-    for key, users in sorted(geometries().items()):
+    geos = spec_geometries(a.spec) if a.spec else geometries()
+    for key, users in sorted(geos.items()):
         cin, cout, k, s, p, h, w, bias = key
         for dt in (torch.float32, torch.bfloat16):
             for b in [int(x) for x in a.batches.split(",")]:
