@@ -57,6 +57,7 @@ var cudnnTables = map[string]*cudnnSource{
 	"hopper": {arch: "hopper", files: []cudnnFile{
 		{"data/cudnn-ws-h100.jsonl", measured.CudnnHopper},
 		{"data/cudnn-ws-h100-1d.jsonl", measured.CudnnHopper1D},
+		{"data/cudnn-ws-h100-spec.jsonl", measured.CudnnHopperSpec},
 	}},
 }
 

@@ -119,6 +119,14 @@ var CudnnHopper1D = Provenance{
 	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-23-h100-convws-1d.jsonl",
 }
 
+// CudnnHopperSpec is where the rows of that table for the bundled specs'
+// own convolutions (estimate/data/cudnn-ws-h100-spec.jsonl: those of
+// specs/cnn-groupnorm.yaml) were measured, by bench/torch/convws.py --spec.
+var CudnnHopperSpec = Provenance{
+	Date: "2026-11-23", Device: "NVIDIA H100 80GB HBM3", Driver: "580.159.04", CUDA: "13.0",
+	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-23-h100-convws-cnn-gn.jsonl",
+}
+
 // All lists the measured sizes by name, for documentation and tests.
 func All() map[string]Bytes {
 	return map[string]Bytes{
