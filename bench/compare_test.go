@@ -15,8 +15,8 @@ var knownGaps = []struct {
 	metrics []int
 	why     string
 }{
-	{"specs/llama-3.2-1b.yaml --batch 1 --seq 1024 --attention eager", []int{Reserved, Device}, "6% under in reserved with peak allocated exact since the KV cache's copies are held to the end of forward (which fixed Qwen3 and Pythia); the same tensors are allocated, placement in the allocator differs (trace bench/results/traces/2026-11-22-h100-llama-3.2-1b-eager.json.gz; cause not isolated)"},
-	{"specs/gpt2-xl.yaml --batch 6 --precision bf16 --checkpointing every-block", []int{Reserved, Device}, "second held-out set, measured after this session's changes: 3.6% under in reserved with peak allocated exact; not traced"},
+	{"specs/gpt2-xl.yaml --batch 6 --precision bf16 --checkpointing every-block", []int{Reserved, Device}, "held out: 3.9% under in reserved with peak allocated exact; traced (bench/results/2026-11-23-h100-traces/gpt2xl-bf16ckpt): the live tensors at the peak match, which cached blocks are free there does not (GELU's and SDPA's backward orders)"},
+	{"specs/vit-b-16.yaml --batch 128 --checkpointing every-block", []int{Reserved, Device}, "8.6% under in reserved with peak allocated exact; traced (bench/results/2026-11-23-h100-traces2/vit-ckpt): the first step matches segment for segment, but the end of its backward (the stream gradient summed out of place, the patch embedding's bias reduction) leaves other free blocks, so the head's Adam states land elsewhere and the second step's forward needs one 148 MiB segment more, its backward one 162 MiB more"},
 }
 
 func gap(label string, m int) bool {
@@ -56,6 +56,9 @@ func TestAccuracyTargets(t *testing.T) {
 			if gap(r.Label, m) {
 				if e > Targets.Worst[m] {
 					t.Errorf("%s: %s %+.1f%% over; known gaps are under-predictions", r.Label, MetricNames[m], 100*e)
+				}
+				if e >= -UnderLimit {
+					t.Errorf("%s: %s %+.1f%% meets the targets: no longer a known gap", r.Label, MetricNames[m], 100*e)
 				}
 				continue
 			}

@@ -9,6 +9,42 @@ type ckpt struct {
 	// saves counts the tensors the segment's first forward would have
 	// saved: the recompute stops after as many (earlyStop).
 	saves int
+	// tail are the gradients the backward of the segment's ops after its
+	// last save allocates, in order (tailGrads).
+	tail []gradShape
+}
+
+// gradShape is a gradient's size and dtype.
+type gradShape struct{ elems, dt int64 }
+
+// tailGrads lists the gradients the backward of a segment's tail (the
+// nodes recorded after its last save, in a first forward) allocates. The
+// engine runs the first forward's own nodes: those that save nothing run
+// their backward before the first node that unpacks a saved tensor
+// starts the recompute (torch/utils/checkpoint.py, use_reentrant=False),
+// so their gradients exist before the recompute allocates anything; in a
+// residual block under autocast, the half-precision branch output's
+// gradient, cast down from the fp32 stream's (measured: ViT-B/16,
+// bench/results/2026-11-23-h100-traces2/vit-ckpt). The simulator records
+// the tail again in the recompute and runs it first in backward, so
+// recompute allocates these before the recompute and runNode hands them
+// to the tail's nodes. A tail whose backward takes anything else
+// (temporaries, workspaces) is left as it is: nil.
+func tailGrads(tail []*node) []gradShape {
+	var out []gradShape
+	for i := len(tail) - 1; i >= 0; i-- {
+		n := tail[i]
+		if n.ckpt != nil || n.bwdTemp > 0 || n.gemm || n.reduceTemp > 0 || n.gradWS != nil || len(n.outs) == 0 {
+			return nil
+		}
+		g0 := n.outs[0]
+		for _, in := range n.ins {
+			if !(n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt) {
+				out = append(out, gradShape{in.elems, in.dt})
+			}
+		}
+	}
+	return out
 }
 
 // earlyStop is torch.utils.checkpoint's early stop (use_reentrant=False,
@@ -21,6 +57,7 @@ type ckpt struct {
 // them (the segment's last residual add).
 type earlyStop struct {
 	counted int  // saves counted: in a first forward, or in a recompute
+	tape    int  // the tape's length at the first forward's last save
 	limit   int  // the recompute's ckpt.saves; 0 outside a recompute
 	stopped bool // the limit was reached
 }
@@ -40,12 +77,39 @@ func (s *sim) recompute(n *node) {
 	// leaving its region clears them all.
 	outer := s.tape
 	s.tape = s.subTape()
+	for _, g := range n.ckpt.tail {
+		t := s.alloc(g.elems, g.dt, catTemp, "segment tail")
+		t.prefix = "grad of "
+		s.preGrads = append(s.preGrads, t)
+	}
 	stop := s.stop
 	s.stop = earlyStop{limit: n.ckpt.saves}
 	r := s.ckptForward(n.ckpt, x)
 	s.stop = stop
 	s.clearCache()
 	own := s.tape
+	// torch.utils.checkpoint (use_reentrant=False): a node's unpack hook
+	// takes the recomputed tensor out of the frame, so the node's backward
+	// holds the only reference and it dies when that returns, before the
+	// engine reduces broadcast gradients (a bias's column sum) and before
+	// release_variables (docs/pytorch-memory.md §4).
+	for _, m := range own {
+		m.early = true
+	}
+	// The frame keeps the segment's inputs for the recompute, and the
+	// recomputed nodes' saved-tensor holders keep the frame: it dies, and
+	// the input with it, when the last of those nodes to run its backward
+	// releases its saved tensors (the first recorded that saves any),
+	// before the engine runs the nodes that follow it (measured: the
+	// checkpointed GroupNorm CNN frees each block's input before the
+	// input cast's backward allocates its gradient;
+	// bench/results/2026-11-23-h100-traces/cnn-gn).
+	for _, m := range own {
+		if len(m.saved) > 0 {
+			m.frameEnd = n
+			break
+		}
+	}
 	sub := own
 	if s.recomputed != nil {
 		sub = s.recomputed(sub)
@@ -54,6 +118,10 @@ func (s *sim) recompute(n *node) {
 	r.grad, out.grad = out.grad, nil
 	s.unref(r)
 	s.backward(sub)
+	for _, t := range s.preGrads {
+		s.unref(t) // not taken (a tail that changed): dropped
+	}
+	s.preGrads = s.preGrads[:0]
 	s.spareTapes = append(s.spareTapes, own[:0])
 	if r.grad != nil {
 		s.unref(r.grad)

@@ -219,14 +219,19 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 	}
 	start, saving, counted := len(s.tape), s.saving, s.stop.counted
 	s.saving, s.stop.counted = false, 0
+	s.stop.tape = start
 	y := run(x)
 	saves := s.stop.counted
+	var tail []gradShape
+	if saves > 0 {
+		tail = tailGrads(s.tape[s.stop.tape:])
+	}
 	s.saving, s.stop.counted = saving, counted
 	s.tape = s.tape[:start]
 	y.req = true
 	n := s.slab.node()
 	n.name, n.outs = "Checkpoint", append(s.slab.ptrs(1), y)
-	n.ckpt = &ckpt{run: run, saves: saves}
+	n.ckpt = &ckpt{run: run, saves: saves, tail: tail}
 	if x.req {
 		n.ins = append(s.slab.ptrs(1), x)
 	}
@@ -285,14 +290,18 @@ func (s *sim) fork(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 // kind says so.
 func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	r := in.l.Spec.(*model.Residual)
-	var first *tensor // HoldFirst: the first layer's output, kept until the add
+	var first *tensor // HoldFirst(Body): the first layer's output, kept until the add (the body's end)
 	body := in.body
 	h, hsh := s.ref(x), sh
-	if r.HoldFirst && len(body) > 0 {
+	if (r.HoldFirst || r.HoldFirstBody) && len(body) > 0 {
 		h, hsh = s.step1(body[0], h, sh)
 		first, body = s.ref(h), body[1:]
 	}
 	br, o := s.run(body, h, hsh)
+	if r.HoldFirstBody {
+		s.unref(first)
+		first = nil
+	}
 	sk := s.ref(x)
 	if len(in.short) > 0 {
 		s.unref(sk)

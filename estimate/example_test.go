@@ -28,8 +28,8 @@ func ExampleEstimate() {
 	// Output:
 	// parameters: 124439808
 	// peak allocated: 12.63 GiB
-	// peak reserved: 14.17 GiB
-	// device total: 14.92 GiB fits: true
+	// peak reserved: 14.21 GiB
+	// device total: 14.95 GiB fits: true
 	// peak during: backward (later steps)
 }
 
@@ -75,5 +75,5 @@ func ExampleEstimate_qlora() {
 	// Output:
 	// trainable: 159907840 unmeasured: [quant bnb_optimizer]
 	// paged optimizer state (unified memory): 1.19 GiB
-	// peak reserved: 4.62 GiB device total: 6.56 GiB
+	// peak reserved: 4.71 GiB device total: 6.65 GiB
 }

@@ -100,16 +100,16 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 		// unflatten/transpose/contiguous copies the projection; q, k, v
 		// are views of it.
 		// Under autocast the cast to half comes first and keeps the
-		// transposed layout; the copy is of the half tensor.
-		xh := s.castLow(x)
-		xc := s.contiguous(xh)
-		s.unref(xh)
-		proj := s.matmul(xc, a.qkv, a.qkvB, st.rows, qd+2*kvd)
-		s.unref(xc)
+		// transposed layout; the copy is of the half tensor (matmulView).
+		// q, k and v stay bound in multi_head_attention_forward until it
+		// returns, after the output projection (measured: ViT-B/16,
+		// bench/results/2026-11-23-h100-traces2).
+		proj := s.matmulView(x, a.qkv, a.qkvB, st.rows, qd+2*kvd, true)
 		c := s.unary("Clone", proj, false, false)
 		s.unref(proj)
-		st.q, st.k, st.v = s.split(c, qd, kvd, st.rows)
+		st.q, st.k, st.v = s.selectQKV(c, qd, st.rows)
 		s.unref(c)
+		st.held = append(st.held, s.ref(st.q), s.ref(st.k), s.ref(st.v))
 	case k.FusedQKV:
 		qkv := s.matmul(x, a.qkv, a.qkvB, st.rows, qd+2*kvd)
 		st.q, st.k, st.v = s.split(qkv, qd, kvd, st.rows)
@@ -213,6 +213,20 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 
 // split makes q, k, v views of a packed projection; its backward builds
 // one gradient of the packed size.
+// selectQKV is nn.MultiheadAttention's proj[0], proj[1], proj[2]
+// (_in_projection_packed): three selects, whose SelectBackward0 each
+// allocate a zero tensor of proj's size and copy their gradient into it;
+// the engine adds the later ones into the first in place (input_buffer.cpp)
+// and frees them (measured: ViT-B/16, bench/results/2026-11-23-h100-traces2).
+func (s *sim) selectQKV(c *tensor, d, rows int64) (q, k, v *tensor) {
+	views := [3]*tensor{}
+	for i := range views {
+		views[i] = s.view(c, rows*d)
+		s.record("Select", []*tensor{c}, views[i])
+	}
+	return views[0], views[1], views[2]
+}
+
 func (s *sim) split(c *tensor, qd, kvd, rows int64) (q, k, v *tensor) {
 	q, k, v = s.view(c, rows*qd), s.view(c, rows*kvd), s.view(c, rows*kvd)
 	s.record("Split", []*tensor{c}, q, k, v)

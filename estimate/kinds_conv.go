@@ -107,11 +107,13 @@ func (transposeOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 // workspace for the forward, and in backward one after allocating the
 // input's gradient and one after the weight's (cudnn.go).
 func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
-	xc, wc := s.castLow(x), s.castLow(w)
+	// autocast casts the bias, the weight, then the input (right to left:
+	// matmulView).
 	var bc *tensor
 	if b != nil {
 		bc = s.castLow(b)
 	}
+	wc, xc := s.castLow(w), s.castLow(x)
 	y := s.alloc(outElems, promote(xc.dt, wc.dt), catTemp, "conv out")
 	g.half = y.dt != f32
 	ws := s.convWorkspace(g, xc.bytes(), y.bytes())

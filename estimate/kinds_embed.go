@@ -15,11 +15,11 @@ func init() {
 	})
 	register(model.KPositions, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.Positions)
-		return &addedEmbeddingOp{k.Dim, false, k.Hold, s.matrix(k.Max, k.Dim, 1, model.KPositions+".weight")}
+		return &addedEmbeddingOp{k.Dim, false, k.Hold, k.Parameter, s.matrix(k.Max, k.Dim, 1, model.KPositions+".weight")}
 	})
 	register(model.KTokenTypes, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.TokenTypes)
-		return &addedEmbeddingOp{k.Dim, true, false, s.matrix(k.Max, k.Dim, 1, model.KTokenTypes+".weight")}
+		return &addedEmbeddingOp{k.Dim, true, false, false, s.matrix(k.Max, k.Dim, 1, model.KTokenTypes+".weight")}
 	})
 	register(model.KClsToken, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		return &clsTokenOp{s.param(l.Spec.(*model.ClsToken).Dim, "class_token")}
@@ -52,10 +52,18 @@ type addedEmbeddingOp struct {
 	dim      int64
 	perBatch bool
 	hold     bool
+	param    bool // model.Positions.Parameter: w is added as it is
 	w        *tensor
 }
 
 func (o *addedEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	if o.param {
+		y := s.add(x, o.w)
+		if o.hold {
+			s.bodyHold = append(s.bodyHold, s.ref(x))
+		}
+		return y
+	}
 	rows := sh[0]
 	if o.perBatch {
 		rows *= s.cfg.batch

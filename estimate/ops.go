@@ -90,19 +90,55 @@ func (s *sim) to(x *tensor, dt int64) *tensor {
 // input is not saved. The bias is not saved. A weight LoRA wraps runs its
 // adapters after the base product.
 func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
+	return s.matmulView(x, w, b, rows, out, false)
+}
+
+// matmulView is matmul; transposed says x is a transposed view (as
+// nn.MultiheadAttention's in_proj sees its input), which F.linear copies to
+// a row-major matrix after autocast's casts: the copy is what the product
+// reads and saves, and it dies when the product returns, before the cast.
+//
+// Autocast's wrapper casts the op's arguments in one call expression
+// (`(*F)(cached_cast(to_type, args, device_type)...)`,
+// aten/src/ATen/autocast_mode.h), and GCC, which builds PyTorch's Linux
+// wheels, evaluates call arguments right to left: F.linear(input, weight,
+// bias) casts the bias, then the weight, then the input (measured:
+// ViT-B/16's checkpointed blocks, bench/results/2026-11-23-h100-traces2).
+// The casts die when the op returns.
+func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *tensor {
 	if w.quant != nil {
 		return s.bnbLinear(x, w, b, rows) // bitsandbytes (quant_ops.go)
 	}
-	xc, wc := s.castLow(x), s.castLow(w)
 	var bc *tensor
 	if b != nil {
 		bc = s.castLow(b)
 	}
+	wc, xc := s.castLow(w), s.castLow(x)
+	if transposed {
+		xh := xc
+		xc = s.contiguous(xh)
+		defer s.unref(xh)
+	}
 	dt := promote(xc.dt, wc.dt)
-	s.gemm(dt, b != nil)
+	// A transposed input goes through at::matmul and add_ (mm, no cublasLt
+	// epilogue) rather than addmm.
+	s.gemm(dt, b != nil && !transposed)
 	y := s.alloc(rows*out, dt, catTemp, "matmul out")
 	if b == nil {
 		s.recordMm(xc, wc, y)
+	} else if transposed {
+		// output = matmul(input, weight.t()); output.add_(bias): the add's
+		// node runs first in backward and sums the bias's gradient.
+		s.recordMm(xc, wc, y)
+		v := s.view(y, y.elems)
+		if n := s.record("AddInplace", []*tensor{y, bc}, v); n != nil {
+			n.pass = true
+			if bc.req {
+				n.reduceTemp = s.columnSumScratch(rows, out, dt)
+			}
+		}
+		s.unref(y)
+		y = v
 	} else if n := s.record("Addmm", []*tensor{xc, wc, bc}, y); n != nil {
 		// AddmmBackward0 (addmm(bias, x, Wᵀ)): PyTorch's generated
 		// backward computes the gradients in the sorted order of the

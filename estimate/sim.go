@@ -91,6 +91,12 @@ type node struct {
 	ckpt   *ckpt // a checkpointed segment to recompute
 	pass   bool  // gradient passes through when sizes match (add, views)
 	gemm   bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
+	// early marks a node recorded by a checkpoint's recompute: its saved
+	// tensors die when its backward returns (recompute).
+	early bool
+	// frameEnd is the checkpoint node whose frame this node's saved
+	// tensors keep alive last: it is released with them (recompute).
+	frameEnd *node
 }
 
 // inputWS is the workspace taken after the gradient of input t.
@@ -124,6 +130,7 @@ type sim struct {
 	tape     []*node
 	saving   bool
 	stop     earlyStop
+	preGrads []*tensor           // a segment tail's gradients, allocated before its recompute (ckpt.tail)
 	cache    map[*tensor]*tensor // autocast's weight-cast cache
 	live     [numCats]int64
 	thread   int // 0 forward (main), 1 backward (autograd's device thread)
@@ -304,6 +311,7 @@ func (s *sim) save(n *node, ts ...*tensor) {
 		for _, t := range ts {
 			if t != nil && !s.saving {
 				s.stop.counted++
+				s.stop.tape = len(s.tape)
 			}
 		}
 		return
@@ -394,6 +402,7 @@ func (s *sim) runNode(n *node) {
 	}
 	if g0 == nil {
 		s.release(n)
+		s.endFrame(n)
 		return
 	}
 	var tmp *tensor
@@ -409,9 +418,12 @@ func (s *sim) runNode(n *node) {
 		grads = append(grads, nil)
 	}
 	for i, in := range n.ins {
-		if n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt {
+		switch {
+		case n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt:
 			grads[i] = s.ref(g0)
-		} else {
+		case len(s.preGrads) > 0 && s.preGrads[0].elems == in.elems && s.preGrads[0].dt == in.dt:
+			grads[i], s.preGrads = s.preGrads[0], s.preGrads[1:] // allocated before a recompute
+		default:
 			grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
 			grads[i].prefix = "grad of "
 		}
@@ -423,6 +435,9 @@ func (s *sim) runNode(n *node) {
 			w.prefix = n.name
 			s.unref(w)
 		}
+	}
+	if n.early {
+		s.release(n)
 	}
 	if n.reduceTemp > 0 {
 		r := s.alloc(n.reduceTemp, u8, catTemp, " reduction scratch")
@@ -443,6 +458,16 @@ func (s *sim) runNode(n *node) {
 		}
 	}
 	s.release(n)
+	s.endFrame(n)
+}
+
+// endFrame releases the checkpoint whose frame n's saved tensors were the
+// last to hold (node.frameEnd).
+func (s *sim) endFrame(n *node) {
+	if c := n.frameEnd; c != nil {
+		n.frameEnd = nil
+		s.release(c)
+	}
 }
 
 // clearCache drops autocast's cached weight casts, as leaving the

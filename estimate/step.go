@@ -95,7 +95,10 @@ func (s *sim) stepOptimizer(t model.Training, it int) {
 }
 
 // batchData allocates the input batch the way a training loop holds it:
-// token ids and labels (int64), or float inputs and int64 labels.
+// token ids and labels (int64), or float inputs and int64 labels. Float
+// inputs arrive in fp32; under pure bf16 the loop casts them on the device
+// (`x.cuda().bfloat16()`, as bench/torch/measure.py does), so the fp32 batch
+// lives until the cast returns.
 func (s *sim) batchData(spec *model.Spec) *tensor {
 	b := spec.Training.Batch
 	in := spec.InputShape()
@@ -103,11 +106,16 @@ func (s *sim) batchData(spec *model.Spec) *tensor {
 		s.alloc(b*in[0], i64, catData, "labels")
 		return s.alloc(b*in[0], i64, catData, "input ids")
 	}
-	s.alloc(b, i64, catData, "labels")
 	dt := int64(f32)
 	if spec.Training.Precision == model.BF16 {
 		dt = half
+		st := s.alloc(b*in.Elems(), f32, catData, "staging")
+		x := s.alloc(b*in.Elems(), dt, catData, "inputs")
+		s.unref(st)
+		s.alloc(b, i64, catData, "labels")
+		return x
 	}
+	s.alloc(b, i64, catData, "labels")
 	return s.alloc(b*in.Elems(), dt, catData, "inputs")
 }
 

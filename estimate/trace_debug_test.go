@@ -27,8 +27,9 @@ func TestTraceDebug(t *testing.T) {
 	var o model.Overrides
 	strs := map[string]*string{"--precision": &o.Precision, "--checkpointing": &o.Checkpointing,
 		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
-		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype}
-	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA}
+		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype,
+		"--zero": &o.Zero, "--optimizer": &o.Optimizer}
+	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP}
 	for i := 1; i+1 < len(f); i += 2 {
 		if p, ok := strs[f[i]]; ok {
 			*p = f[i+1]

@@ -88,6 +88,10 @@ type Residual struct {
 	// alive until the add, as GPT-2's block keeps hidden_states =
 	// ln_1(x) bound while the attention computes attn_output.
 	HoldFirst bool
+	// HoldFirstBody keeps the output of f's first layer alive until f's
+	// last layer returns, before the add, as torchvision's EncoderBlock
+	// binds y = ln_2(x) while y = self.mlp(y) runs.
+	HoldFirstBody bool
 }
 
 // Kind is the name specs use for the kind.
@@ -99,6 +103,7 @@ func (k *Residual) decode(a *args, l *Layer) {
 	a.bool("inplace", &k.Inplace)
 	a.bool("hold", &k.Hold)
 	a.bool("hold_first", &k.HoldFirst)
+	a.bool("hold_first_body", &k.HoldFirstBody)
 }
 
 // decodeList reads "- residual: [layers]".

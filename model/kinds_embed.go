@@ -54,9 +54,16 @@ func (k *Embedding) params(*Layer) float64 { return f64(k.Vocab) * f64(k.Dim) }
 // positions alive until the model's forward returns, before the LM head:
 // GPT-2's GPT2Model.forward binds them to inputs_embeds and
 // position_embeds for the whole block loop (docs/pytorch-memory.md §4).
+//
+// Parameter says the embeddings are one parameter tensor added to the
+// stream as it is, broadcast over the batch (torchvision's ViT
+// pos_embedding), rather than rows looked up by position ids (GPT-2's
+// wpe): nothing is allocated for them, and their gradient is the stream's
+// gradient summed over the batch.
 type Positions struct {
-	Max, Dim int64
-	Hold     bool
+	Max, Dim  int64
+	Hold      bool
+	Parameter bool
 }
 
 // Kind is the name specs use for the kind.
@@ -66,6 +73,7 @@ func (k *Positions) decode(a *args, _ *Layer) {
 	a.int("max", &k.Max, true)
 	a.int("dim", &k.Dim, true)
 	a.bool("hold", &k.Hold)
+	a.bool("parameter", &k.Parameter)
 }
 
 func (k *Positions) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

@@ -219,7 +219,7 @@ func (m *Model) lowerViT() []Layer {
 				L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
 					Bias: true, OutBias: true, FusedQKV: true, P: m.AttnDropout, Style: "torch"})),
 			dropout(m.Dropout))...),
-		L(&Residual{}, cat(
+		L(&Residual{HoldFirstBody: true}, cat(
 			seq(ln(d),
 				linear(d, m.Intermediate, true),
 				Act(m.Activation)),
@@ -230,7 +230,9 @@ func (m *Model) lowerViT() []Layer {
 	return cat(
 		seq(L(&PatchEmbed{Channels: m.Channels, Dim: d, Kernel: m.Patch}),
 			L(&ClsToken{Dim: d}),
-			L(&Positions{Max: m.Positions, Dim: d})),
+			// VisionTransformer.forward keeps the class-token concatenation
+			// bound to x while self.encoder(x) runs.
+			L(&Positions{Max: m.Positions, Dim: d, Parameter: true, Hold: true})),
 		dropout(m.Dropout),
 		seq(L(&Repeat{Times: m.NumLayers}, block...),
 			ln(d),

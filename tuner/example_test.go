@@ -30,7 +30,7 @@ func ExampleTune() {
 	}
 	fmt.Println("batch", r.Batch+1, tuner.Fits(next, spec.Device.Memory, tuner.DefaultBand, tuner.DefaultMargin))
 	// Output:
-	// batch 22: 34.12 GiB, 86.3% of a100-40gb
+	// batch 22: 34.11 GiB, 86.3% of a100-40gb
 	// batch 23 above-target
 }
 
