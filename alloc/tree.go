@@ -40,6 +40,7 @@ type bucket struct {
 type sizeIndex struct {
 	sizes []int64
 	ks    []int32
+	hint  int // the last search's answer, tried first (search)
 }
 
 // hent is a heap entry: a block and its (segment order, offset) key.
@@ -64,9 +65,15 @@ func (a *Allocator) on(p int, s Stream) *sizeIndex {
 	return nil
 }
 
-// search returns the position of the first size at or above size.
+// search returns the position of the first size at or above size. A
+// simulation asks for the same few sizes over and over, so the last
+// answer is checked first: it is the answer whenever its size is at or
+// above size and the one before it below.
 func (x *sizeIndex) search(size int64) int {
 	sz := x.sizes
+	if h := x.hint; h < len(sz) && sz[h] >= size && (h == 0 || sz[h-1] < size) {
+		return h
+	}
 	lo, hi := 0, len(sz)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -76,6 +83,7 @@ func (x *sizeIndex) search(size int64) int {
 			hi = m
 		}
 	}
+	x.hint = lo
 	return lo
 }
 
