@@ -1,7 +1,11 @@
 package estimate
 
 // gemm notes a matrix product on the current thread: the first one creates
-// that thread's cuBLAS handle and its workspace, which is never freed.
+// that thread's cuBLAS handle and its workspace, which is never freed. The
+// handle is made when the product runs, after its output is allocated
+// (measured: GPT-2 XL, bench/results/2026-11-23-h100-traces/gpt2xl-bf16ckpt;
+// the forward's first linear layer and the backward's first product), so
+// callers note it after allocating the output.
 func (s *sim) gemm(dt int64, bias bool) {
 	if s.stop.stopped {
 		return // the op never runs (earlyStop)

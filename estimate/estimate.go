@@ -114,6 +114,8 @@ type Result struct {
 	// Hopper() gets the same estimate but for Fill, Fits, Device and the
 	// notes (report/cache.go shares it).
 	DeviceSized bool `json:"-"`
+	// sized is what sized it (SharesWith).
+	sized deviceSizing
 
 	// Segments are the allocator's segments at the end of the run, which
 	// is when it holds the most (nothing is returned to the driver): the
@@ -346,6 +348,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.DeviceSized = s.used.sms || cfg.cudnn.used
+	r.sized = deviceSizing{cudnn: cfg.cudnn.used, reds: s.smReds, sms: cfg.sms, threadsSM: cfg.threadsSM}
 	r.DeviceTotal = r.PeakReserved
 	for _, o := range r.Overhead {
 		r.DeviceTotal += o.Bytes

@@ -230,10 +230,10 @@ func (s *sim) gatherRows(src, index *tensor, n, cols int64, name string) *tensor
 // docs/pytorch-memory.md §4).
 func (s *sim) groupedLinear(x, wt, b, eg *tensor, n, out int64) *tensor {
 	xc := s.to(x, wt.dt)
+	y := s.alloc(n*out, xc.dt, catTemp, "grouped_mm out")
 	if wt.dt == f32 {
 		s.gemm(f32, false) // the fp32 fallback: one cuBLAS GEMM per group
 	}
-	y := s.alloc(n*out, xc.dt, catTemp, "grouped_mm out")
 	if nd := s.record("GroupedMM", []*tensor{wt, xc}, y); nd != nil {
 		nd.gemm = wt.dt == f32
 		s.save(nd, xc)

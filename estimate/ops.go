@@ -120,10 +120,10 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *ten
 		defer s.unref(xh)
 	}
 	dt := promote(xc.dt, wc.dt)
+	y := s.alloc(rows*out, dt, catTemp, "matmul out")
 	// A transposed input goes through at::matmul and add_ (mm, no cublasLt
 	// epilogue) rather than addmm.
 	s.gemm(dt, b != nil && !transposed)
-	y := s.alloc(rows*out, dt, catTemp, "matmul out")
 	if b == nil {
 		s.recordMm(xc, wc, y)
 	} else if transposed {
@@ -237,7 +237,12 @@ func (s *sim) add(a, b *tensor) *tensor {
 // mul is a * b: each operand is saved when the other requires grad.
 func (s *sim) mul(a, b *tensor) *tensor {
 	y := s.alloc(max(a.elems, b.elems), promote(a.dt, b.dt), catTemp, "mul")
-	if n := s.record("Mul", []*tensor{a, b}, y); n != nil {
+	// MulBackward0 names a self and b other and, like every generated
+	// node, computes the gradients in sorted name order: b's first
+	// (docs/pytorch-memory.md §4; measured: GPT-2's GELU, whose tanh
+	// branch gets its gradient before the 0.5·x branch).
+	if n := s.record("Mul", []*tensor{b, a}, y); n != nil {
+		n.bcast = true
 		if b.req {
 			s.save(n, a)
 		}
@@ -283,6 +288,7 @@ func (s *sim) geluNew(x *tensor) *tensor {
 	p := s.alloc(x.elems, xc.dt, catTemp, "pow")
 	if n := s.record("Pow", []*tensor{xc}, p); n != nil {
 		s.save(n, xc)
+		n.powTemps = xc.bytes()
 	}
 	s.unref(xc)
 	a := s.scalarOp(p)
@@ -350,6 +356,7 @@ func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor {
 	p := s.alloc(x.elems, f32, catTemp, "pow")
 	if n := s.record("Pow", []*tensor{h}, p); n != nil {
 		s.save(n, h)
+		n.powTemps = h.bytes()
 	}
 	v := s.alloc(rows, f32, catTemp, "mean")
 	s.record("Mean", []*tensor{p}, v)
@@ -368,12 +375,24 @@ func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor {
 	return y
 }
 
+// embeddingDirectRows is the most ids embedding_dense_backward_cuda sums
+// without sorting them.
+const embeddingDirectRows = 3072
+
 // embedding looks rows up: it saves only the int64 ids; its backward makes a
 // dense gradient of the whole table.
 func (s *sim) embedding(ids, w *tensor, rows, dim int64) *tensor {
 	y := s.alloc(rows*dim, w.dt, catTemp, "embedding")
 	if n := s.record("Embedding", []*tensor{w}, y); n != nil {
 		s.save(n, ids)
+		if rows <= embeddingDirectRows {
+			// embedding_dense_backward_cuda (Embedding.cu) adds up to
+			// 3,072 rows straight into a zeroed gradient
+			// (embedding_backward_feature_kernel): no sort, no partial
+			// sums (measured: GPT-2 XL's 1,024 positions,
+			// bench/results/2026-11-23-h100-traces/gpt2xl-bf16ckpt).
+			return y
+		}
 		// embedding_dense_backward sorts the ids: a few int64 arrays per row.
 		n.bwdTemp = 4 * rows * i64
 		// embedding_backward_cuda_kernel (EmbeddingBackwardKernel.cu)
@@ -391,6 +410,10 @@ func (s *sim) embedding(ids, w *tensor, rows, dim int64) *tensor {
 	return y
 }
 
+// sdpaWSExtra is what the fused SDPA backward's workspace takes beyond
+// its dq accumulator and row sums (sdpa).
+const sdpaWSExtra = 256
+
 // sdpa is scaled_dot_product_attention with a fused kernel (cuDNN or
 // flash on Hopper in bf16; memory-efficient in fp32). It saves q, k, v, the
 // output and an fp32 logsumexp per (batch, head, query).
@@ -401,9 +424,12 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
 		s.save(n, qc, kc, vc, y, lse)
 		// The backward allocates dq, dk and dv, then its workspace: an
-		// fp32 dq accumulator and fp32 row sums, freed before it returns.
+		// fp32 dq accumulator and fp32 row sums, and 256 bytes more
+		// (measured, the same in every trace: GPT-2 124M in AMP at
+		// batch 4, GPT-2 XL in AMP at batch 4 and in bf16 at batch 6),
+		// freed before it returns.
 		last := n.ins[len(n.ins)-1]
-		n.gradWS = &[2]inputWS{{last, qc.elems*f32 + b*heads*sq*f32}}
+		n.gradWS = &[2]inputWS{{last, qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra}}
 	}
 	s.unref(qc)
 	s.unref(kc)

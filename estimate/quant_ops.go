@@ -48,8 +48,8 @@ func (s *sim) linear4bit(x, w, b *tensor, rows int64) *tensor {
 		dt = half
 		tmp = append(tmp, s.alloc(rows*in, half, catTemp, "half copy of input"), s.alloc(in*out, half, catTemp, "half copy of dequantized weight"))
 	}
-	s.gemm(dt, b != nil)
 	y := s.alloc(rows*out, dt, catTemp, "matmul out")
+	s.gemm(dt, b != nil)
 	for i := len(tmp) - 1; i >= 0; i-- {
 		s.unref(tmp[i])
 	}

@@ -1,5 +1,7 @@
 package estimate
 
+import "github.com/memplan/memplan/model"
+
 // columnSumScratch is the scratch PyTorch's reduction kernel allocates to
 // sum a [rows, cols] tensor over its rows (a bias gradient) when it splits
 // the rows across thread blocks: setReduceConfig and global_memory_size in
@@ -50,17 +52,58 @@ func (s *sim) columnSumScratch(rows, cols, dt int64) int64 {
 	if vpt < 256 {
 		return 0
 	}
-	s.used.sms = true // from here the SM count sizes the scratch
-	target := s.cfg.sms * (s.cfg.threadsSM / (bw * bh))
-	grid := divUp(dim0, stepOut)
-	if grid > target {
+	// From here the SM count sizes the scratch: the reduction is kept so
+	// that Result.SharesWith can size it for another device.
+	r := smReduce{grid: divUp(dim0, stepOut), vpt: vpt, block: bw * bh, unit: f32 * cols * bw * vec}
+	s.used.sms = true
+	s.smReds = append(s.smReds, r)
+	return r.scratch(s.cfg.sms, s.cfg.threadsSM)
+}
+
+// smReduce is a column sum whose scratch the SM count sizes
+// (columnSumScratch): its grid of output columns, values per thread,
+// threads per block, and scratch bytes per block row.
+type smReduce struct{ grid, vpt, block, unit int64 }
+
+// scratch is the reduction's scratch on a GPU of sms SMs of threadsSM
+// threads each, or 0.
+func (r smReduce) scratch(sms, threadsSM int64) int64 {
+	divUp := func(a, b int64) int64 { return (a + b - 1) / b }
+	target := sms * (threadsSM / r.block)
+	if r.grid > target {
 		return 0
 	}
-	ctas := max(min(divUp(target, grid), divUp(vpt, 16)), divUp(vpt, 256))
+	ctas := max(min(divUp(target, r.grid), divUp(r.vpt, 16)), divUp(r.vpt, 256))
 	if ctas <= 1 {
 		return 0
 	}
 	// The semaphores (4 bytes per block column) are a second, small
 	// allocation, left out.
-	return f32 * cols * ctas * bw * vec
+	return r.unit * ctas
+}
+
+// deviceSizing records what sized an estimate by its device: a cuDNN
+// table, or the SM count through reduction scratch (smReduce), on a GPU
+// of sms SMs of threadsSM threads.
+type deviceSizing struct {
+	cudnn          bool
+	reds           []smReduce
+	sms, threadsSM int64
+}
+
+// SharesWith reports whether r, estimated on one device, is also the
+// estimate on device d when d has the same cuBLAS workspace (Hopper()):
+// no cuDNN table sized it, and every reduction scratch the SM count sized
+// comes out the same size on d. Then r holds for d but for Fill, Fits,
+// Device and the notes (report/cache.go shares it).
+func (r *Result) SharesWith(d model.Device) bool {
+	if r.sized.cudnn {
+		return false
+	}
+	for _, x := range r.sized.reds {
+		if x.scratch(int64(d.SMs), int64(d.ThreadsPerSM)) != x.scratch(r.sized.sms, r.sized.threadsSM) {
+			return false
+		}
+	}
+	return true
 }

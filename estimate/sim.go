@@ -94,6 +94,15 @@ type node struct {
 	// early marks a node recorded by a checkpoint's recompute: its saved
 	// tensors die when its backward returns (recompute).
 	early bool
+	// bcast marks a product whose inputs may be broadcast (Mul): a
+	// broadcast input's gradient is computed at the output's size and
+	// summed down to the input's by validate_outputs (runNode).
+	bcast bool
+	// powTemps is pow_backward's two temporaries, each this size:
+	// grad * (exponent * self.pow(exponent - 1)) makes self.pow(e - 1)
+	// and exponent times it before the product, and frees them when the
+	// expression ends (FunctionsManual.cpp).
+	powTemps int64
 	// frameEnd is the checkpoint node whose frame this node's saved
 	// tensors keep alive last: it is released with them (recompute).
 	frameEnd *node
@@ -137,6 +146,7 @@ type sim struct {
 	ws       [2]bool
 	lt       [2]bool
 	used     usage
+	smReds   []smReduce // the reductions the SM count sized (columnSumScratch)
 	phase    Phase
 	peak     peakState
 	phases   []PhasePeak
@@ -410,22 +420,33 @@ func (s *sim) runNode(n *node) {
 		tmp = s.alloc(n.bwdTemp, u8, catTemp, " backward temp")
 		tmp.prefix = n.name
 	}
-	if n.gemm {
-		s.gemm(s.cfg.compute, false)
+	var pow [2]*tensor
+	if n.powTemps > 0 {
+		for i := range pow {
+			pow[i] = s.alloc(n.powTemps, u8, catTemp, " pow_backward temp")
+			pow[i].prefix = n.name
+		}
 	}
 	grads := s.scratch[:0]
 	for range n.ins {
 		grads = append(grads, nil)
 	}
+	var full [2]*tensor // broadcast inputs' gradients at the output's size
 	for i, in := range n.ins {
 		switch {
 		case n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt:
 			grads[i] = s.ref(g0)
+		case n.bcast && in.elems < g0.elems && i < len(full):
+			full[i] = s.alloc(g0.elems, g0.dt, catTemp, in.name)
+			full[i].prefix = "unreduced grad of "
 		case len(s.preGrads) > 0 && s.preGrads[0].elems == in.elems && s.preGrads[0].dt == in.dt:
 			grads[i], s.preGrads = s.preGrads[0], s.preGrads[1:] // allocated before a recompute
 		default:
 			grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
 			grads[i].prefix = "grad of "
+		}
+		if i == 0 && n.gemm {
+			s.gemm(s.cfg.compute, false) // after the first product's output
 		}
 		if n.gemm && in.param {
 			grads[i].product = true
@@ -436,6 +457,8 @@ func (s *sim) runNode(n *node) {
 			s.unref(w)
 		}
 	}
+	s.unref(pow[1])
+	s.unref(pow[0])
 	if n.early {
 		s.release(n)
 	}
@@ -444,13 +467,14 @@ func (s *sim) runNode(n *node) {
 		r.prefix = n.name
 		s.unref(r)
 	}
-	// The engine adds the outputs into the next nodes' input buffers
-	// after the whole function has returned.
-	for i, in := range n.ins {
-		s.accumulate(in, grads[i])
-	}
-	s.scratch = grads[:0]
+	s.sumBroadcast(n, full[:], grads, g0)
 	s.unref(tmp)
+	// The engine's call_function returns, dropping the incoming
+	// gradients; evaluate_function then releases the saved variables and
+	// only then adds the outputs into the next nodes' input buffers
+	// (torch/csrc/autograd/engine.cpp; measured: GPT-2 XL's tied
+	// embedding, whose incoming gradient is freed before the sum of its
+	// weight's two gradients is allocated).
 	for _, o := range n.outs {
 		if o.grad != nil {
 			s.unref(o.grad)
@@ -459,6 +483,34 @@ func (s *sim) runNode(n *node) {
 	}
 	s.release(n)
 	s.endFrame(n)
+	for i, in := range n.ins {
+		s.accumulate(in, grads[i])
+	}
+	s.scratch = grads[:0]
+}
+
+// sumBroadcast is validate_outputs' sum_to for a product's broadcast
+// inputs (node.bcast): the reduced gradient, the reduction's scratch, then
+// the full-size one freed. A parameter broadcast over the rows (RMSNorm's
+// weight) is a column sum, with the scratch columnSumScratch gives; a
+// per-row factor (RMSNorm's rsqrt) sums each row in one block, with none
+// (measured: Llama-3.2-1B, bench/results/2026-11-23-h100-traces/llama1b-eager).
+func (s *sim) sumBroadcast(n *node, full, grads []*tensor, g0 *tensor) {
+	for i, f := range full {
+		if f == nil {
+			continue
+		}
+		in := n.ins[i]
+		grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
+		grads[i].prefix = "grad of "
+		if in.param {
+			if b := s.columnSumScratch(g0.elems/in.elems, in.elems, g0.dt); b > 0 {
+				s.unref(s.alloc(b, u8, catTemp, "sum_to scratch"))
+			}
+		}
+		s.unref(f)
+		full[i] = nil
+	}
 }
 
 // endFrame releases the checkpoint whose frame n's saved tensors were the

@@ -36,10 +36,10 @@ type cacheKey struct {
 	device   model.Device
 }
 
-// plainKey identifies an estimate that neither the cuDNN tables nor the SM
-// count sized (estimate.Result.DeviceSized unset): the same on every
-// device with the same cuBLAS workspace, which is most transformers (no
-// convolutions, no biases) on 10 of the 12 catalog devices.
+// plainKey identifies an estimate that no cuDNN table sized: the same on
+// every device with the same cuBLAS workspace whose SM count sizes its
+// reduction scratch the same (estimate.Result.SharesWith), which is most
+// transformers on 10 of the 12 catalog devices.
 type plainKey struct {
 	training model.Training
 	hopper   bool
@@ -62,9 +62,10 @@ func (k cacheKey) plain() plainKey { return plainKey{k.training, k.device.Hopper
 type rowCache struct {
 	totals  map[cacheKey]int64
 	results map[cacheKey]*estimate.Result // the full estimates at the spec's own batch
-	// plainTotals and plainResults hold the estimates no device sized
-	// beyond the cuBLAS workspace, for every device class.
-	plainTotals  map[plainKey]int64
+	// plainEst and plainResults hold, for every device class, estimates
+	// other devices may share (plainKey): any estimate, and the full ones
+	// at the spec's own batch.
+	plainEst     map[plainKey]*estimate.Result
 	plainResults map[plainKey]*estimate.Result
 	// state and act hold the bounds (bounds) learned so far, by
 	// boundKey and by training.
@@ -80,7 +81,7 @@ type rowCache struct {
 
 func newRowCache() *rowCache {
 	return &rowCache{totals: map[cacheKey]int64{}, results: map[cacheKey]*estimate.Result{},
-		plainTotals: map[plainKey]int64{}, plainResults: map[plainKey]*estimate.Result{},
+		plainEst: map[plainKey]*estimate.Result{}, plainResults: map[plainKey]*estimate.Result{},
 		state: map[model.Training]int64{}, act: map[model.Training]int64{}}
 }
 
@@ -92,7 +93,7 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 	if r, ok := c.results[k]; ok {
 		return r, nil
 	}
-	if r, ok := c.plainResults[k.plain()]; ok {
+	if r, ok := c.plainResults[k.plain()]; ok && r.SharesWith(s.Device) {
 		return r, nil
 	}
 	r, err := estimate.Estimate(s)
@@ -100,9 +101,7 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 		return nil, err
 	}
 	c.results[k] = r
-	if !r.DeviceSized {
-		c.plainResults[k.plain()] = r
-	}
+	c.plainResults[k.plain()] = r
 	c.keep(s, k, r)
 	return r, nil
 }
@@ -114,8 +113,8 @@ func (c *rowCache) oracle(s *model.Spec) (int64, error) {
 	if v, ok := c.totals[k]; ok {
 		return v, nil
 	}
-	if v, ok := c.plainTotals[k.plain()]; ok {
-		return v, nil
+	if r, ok := c.plainEst[k.plain()]; ok && r.SharesWith(s.Device) {
+		return r.DeviceTotal, nil
 	}
 	r, err := estimate.Estimate(s)
 	if err != nil {
@@ -134,9 +133,7 @@ var estimatesMade atomic.Int64
 func (c *rowCache) keep(s *model.Spec, k cacheKey, r *estimate.Result) {
 	estimatesMade.Add(1)
 	c.totals[k] = r.DeviceTotal
-	if !r.DeviceSized {
-		c.plainTotals[k.plain()] = r.DeviceTotal
-	}
+	c.plainEst[k.plain()] = r
 	state, act := bounds(r)
 	c.keepBound(c.state, boundKey(k.training), state, r, k)
 	c.keepBound(c.act, k.training, act, r, k)
