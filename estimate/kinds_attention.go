@@ -24,6 +24,16 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.Attention)
 	a := &attnOp{k: k}
 	q, kv := k.Heads*k.HeadDim, k.KVHeads*k.HeadDim
+	outProj := func() {
+		a.o, a.oB = s.matrix(k.Dim, q, 1, "o.weight"), s.optParam(k.OutBias, k.Dim, "o.bias")
+	}
+	if k.Style == "torch" {
+		// nn.MultiheadAttention's out_proj is a child module, and
+		// Module.to() moves children's parameters before the module's
+		// own (in_proj_weight, in_proj_bias) (measured: ViT-B/16's load,
+		// bench/results/2026-11-23-h100-traces2/vit-ckpt).
+		outProj()
+	}
 	if k.FusedQKV || k.Style == "torch" {
 		a.qkv, a.qkvB = s.matrix(q+2*kv, k.Dim, 1, "qkv.weight"), s.optParam(k.Bias, q+2*kv, "qkv.bias")
 	} else {
@@ -31,7 +41,9 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		a.kw, a.kB = s.matrix(kv, k.Dim, 1, "k.weight"), s.optParam(k.Bias, kv, "k.bias")
 		a.v, a.vB = s.matrix(kv, k.Dim, 1, "v.weight"), s.optParam(k.Bias, kv, "v.bias")
 	}
-	a.o, a.oB = s.matrix(k.Dim, q, 1, "o.weight"), s.optParam(k.OutBias, k.Dim, "o.bias")
+	if k.Style != "torch" {
+		outProj()
+	}
 	if k.QKNorm {
 		a.qNorm, a.kNorm = s.param(k.HeadDim, "q_norm.weight"), s.param(k.HeadDim, "k_norm.weight")
 	}
@@ -78,9 +90,20 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		s.unref(o)
 		o = d
 	}
-	// nn.MultiheadAttention(batch_first=True) returns the out_proj result
-	// transposed back to [batch, seq, dim]: a view, not row-major.
-	o.perm = k.Style == "torch"
+	if k.Style == "torch" {
+		// nn.MultiheadAttention(batch_first=True) returns the out_proj
+		// result viewed as [seq, batch, dim] and transposed back to
+		// [batch, seq, dim]: a view, not row-major. In backward the
+		// gradient, row-major in [batch, seq, dim], comes back through
+		// the transpose as a strided view, which the view's backward
+		// (reshape) copies (measured: ViT-B/16,
+		// bench/results/2026-11-23-h100-traces2).
+		v := s.view(o, o.elems)
+		v.perm = true
+		s.record("ViewTranspose", []*tensor{o}, v)
+		s.unref(o)
+		o = v
+	}
 	for i := len(st.held) - 1; i >= 0; i-- {
 		s.unref(st.held[i])
 	}

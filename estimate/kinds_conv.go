@@ -52,7 +52,11 @@ type patchEmbedOp struct {
 func (o *patchEmbedOp) forward(s *sim, x *tensor, sh, out model.Shape) *tensor {
 	k := o.k
 	g := convGeom{in: k.Channels, out: k.Dim, kernel: k.Kernel, stride: k.Kernel, h: sh[1], w: sh[2]}
-	return s.conv2d(x, o.w, o.b, s.cfg.batch*out.Elems(), g)
+	// torchvision reshapes the output and permutes it to [batch, patches,
+	// dim]: its gradient comes back through the permute, strided.
+	y := s.conv2d(x, o.w, o.b, s.cfg.batch*out.Elems(), g)
+	y.gradPerm = true
+	return y
 }
 
 func init() {
@@ -123,6 +127,7 @@ func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
 	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
 		s.save(n, xc, wc)
 		n.gradWS = &[2]inputWS{{xc, ws.data}, {wc, ws.weight}}
+		n.dyFirst = true
 	}
 	s.unref(xc)
 	s.unref(wc)

@@ -100,6 +100,9 @@ func (o *clsTokenOp) forward(s *sim, x *tensor, _, out model.Shape) *tensor {
 type takeClsOp struct{}
 
 func (takeClsOp) forward(s *sim, x *tensor, _, out model.Shape) *tensor {
+	// torchvision's x = self.encoder(x) has returned and rebound x
+	// (model.Positions.Hold): x[:, 0] follows.
+	s.dropBodyHold()
 	v := s.view(x, s.cfg.batch*out.Elems())
 	s.record("Select", []*tensor{x}, v)
 	return v

@@ -118,12 +118,18 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *ten
 		xh := xc
 		xc = s.contiguous(xh)
 		defer s.unref(xh)
+		x.gradPerm = true
 	}
 	dt := promote(xc.dt, wc.dt)
-	y := s.alloc(rows*out, dt, catTemp, "matmul out")
-	// A transposed input goes through at::matmul and add_ (mm, no cublasLt
-	// epilogue) rather than addmm.
-	s.gemm(dt, b != nil && !transposed)
+	// The product's autograd node saves its operands before the product
+	// runs (VariableType's generated code saves inputs first), so in a
+	// recompute a checkpoint's early stop on these saves comes before the
+	// output exists (measured: ViT-B/16's MLP, whose second linear makes
+	// the block's last saves, bench/results/2026-11-23-h100-traces2): the
+	// output is made after the node's saves, unless they stopped the
+	// recompute.
+	y := s.unmade(rows*out, dt, catTemp, "matmul out")
+	out0 := y
 	if b == nil {
 		s.recordMm(xc, wc, y)
 	} else if transposed {
@@ -154,6 +160,12 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *ten
 		if bc.req {
 			n.reduceTemp = s.columnSumScratch(rows, out, dt)
 		}
+	}
+	if !s.stop.stopped {
+		s.make(out0)
+		// A transposed input goes through at::matmul and add_ (mm, no
+		// cublasLt epilogue) rather than addmm.
+		s.gemm(dt, b != nil && !transposed)
 	}
 	s.unref(xc)
 	s.unref(wc)
@@ -342,6 +354,7 @@ func (s *sim) layerNorm(x, w, b *tensor, rows int64) *tensor {
 		if xc.perm {
 			n.bwdTemp = xc.bytes()
 		}
+		n.dyCopy = true
 	}
 	s.unref(xc)
 	s.unref(mean)

@@ -46,11 +46,15 @@ type tensor struct {
 	// perm marks a tensor whose memory is not in row-major order (a
 	// transposed view, or an elementwise result that took such a layout):
 	// kernels that need contiguous input copy it first.
-	perm  bool
-	cat   category // category the bytes are counted in now
-	fixed category // category for tensors that are not activations
-	grad  *tensor  // gradient accumulated during backward
-	pgrad *tensor  // .grad of a parameter
+	perm bool
+	// gradPerm marks a tensor whose gradient arrives strided: it was
+	// read through a transposed view (matmulView), so the gradient comes
+	// back through the transpose.
+	gradPerm bool
+	cat      category // category the bytes are counted in now
+	fixed    category // category for tensors that are not activations
+	grad     *tensor  // gradient accumulated during backward
+	pgrad    *tensor  // .grad of a parameter
 	// product marks a parameter's gradient that came straight from a
 	// matrix product's backward, and pass the backward pass a .grad was
 	// set in (grads.go: a tied weight's two gradients).
@@ -98,6 +102,14 @@ type node struct {
 	// broadcast input's gradient is computed at the output's size and
 	// summed down to the input's by validate_outputs (runNode).
 	bcast bool
+	// dyFirst marks a backward that makes its incoming gradient
+	// contiguous before anything else (cuDNN's convolution_backward),
+	// which copies when the output's gradient arrives strided (gradPerm).
+	dyFirst bool
+	// dyCopy marks a backward that makes its incoming gradient contiguous
+	// after allocating its own (layer_norm_backward_cuda's dY.contiguous()),
+	// which copies when the output's gradient arrives strided (gradPerm).
+	dyCopy bool
 	// powTemps is pow_backward's two temporaries, each this size:
 	// grad * (exponent * self.pow(exponent - 1)) makes self.pow(e - 1)
 	// and exponent times it before the product, and frees them when the
@@ -239,11 +251,24 @@ func (s *sim) recat(t *tensor) {
 
 // alloc allocates a tensor held once by the caller.
 func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
-	t := s.slab.tensor() // zeroed: set the fields one by one, no struct copy
-	t.elems, t.dt, t.refs, t.fixed, t.cat, t.name = elems, dt, 1, cat, cat, name
+	t := s.unmade(elems, dt, cat, name)
 	if s.stop.stopped {
 		return t // never made: no block (earlyStop)
 	}
+	s.make(t)
+	return t
+}
+
+// unmade is a tensor held once by the caller, with no memory yet (make).
+func (s *sim) unmade(elems, dt int64, cat category, name string) *tensor {
+	t := s.slab.tensor() // zeroed: set the fields one by one, no struct copy
+	t.elems, t.dt, t.refs, t.fixed, t.cat, t.name = elems, dt, 1, cat, cat, name
+	return t
+}
+
+// make allocates t's memory.
+func (s *sim) make(t *tensor) {
+	cat := t.cat
 	n := t.bytes()
 	t.blk = s.al.malloc(n)
 	if s.trace != nil {
@@ -251,7 +276,6 @@ func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
 	}
 	s.live[cat] += n
 	s.observe()
-	return t
 }
 
 // view returns a tensor that shares x's storage and keeps it alive.
@@ -415,7 +439,11 @@ func (s *sim) runNode(n *node) {
 		s.endFrame(n)
 		return
 	}
-	var tmp *tensor
+	var tmp, dyc *tensor
+	if n.dyFirst && n.outs[0].gradPerm {
+		dyc = s.alloc(g0.elems, g0.dt, catTemp, " backward copy of the gradient")
+		dyc.prefix = n.name
+	}
 	if n.bwdTemp > 0 {
 		tmp = s.alloc(n.bwdTemp, u8, catTemp, " backward temp")
 		tmp.prefix = n.name
@@ -457,6 +485,13 @@ func (s *sim) runNode(n *node) {
 			s.unref(w)
 		}
 	}
+	var dy *tensor
+	if n.dyCopy && n.outs[0].gradPerm {
+		dy = s.alloc(g0.elems, g0.dt, catTemp, " backward copy of the gradient")
+		dy.prefix = n.name
+	}
+	s.unref(dy)
+	s.unref(dyc)
 	s.unref(pow[1])
 	s.unref(pow[0])
 	if n.early {
