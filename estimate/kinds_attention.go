@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"slices"
+
+	"github.com/memplan/memplan/model"
+)
 
 // Self-attention: projections, query/key norms, rotary embeddings, the
 // KV cache, the attention kernel and the output projection.
@@ -27,10 +31,13 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	outProj := func() {
 		a.o, a.oB = s.matrix(k.Dim, q, 1, "o.weight"), s.optParam(k.OutBias, k.Dim, "o.bias")
 	}
+	first := len(s.params)
 	if k.Style == "torch" {
 		// nn.MultiheadAttention's out_proj is a child module, and
 		// Module.to() moves children's parameters before the module's
-		// own (in_proj_weight, in_proj_bias) (measured: ViT-B/16's load,
+		// own (in_proj_weight, in_proj_bias), while parameters() lists
+		// the module's own first, which the optimizer's state follows
+		// (measured: ViT-B/16's load and first step,
 		// bench/results/2026-11-23-h100-traces2/vit-ckpt).
 		outProj()
 	}
@@ -43,6 +50,17 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	}
 	if k.Style != "torch" {
 		outProj()
+	} else {
+		// parameters() order: in_proj first, then out_proj (a rotation
+		// of the layer's parameters by out_proj's count).
+		ps := s.params[first:]
+		nOut := 1
+		if a.oB != nil {
+			nOut++
+		}
+		slices.Reverse(ps)
+		slices.Reverse(ps[:len(ps)-nOut])
+		slices.Reverse(ps[len(ps)-nOut:])
 	}
 	if k.QKNorm {
 		a.qNorm, a.kNorm = s.param(k.HeadDim, "q_norm.weight"), s.param(k.HeadDim, "k_norm.weight")
