@@ -1,0 +1,161 @@
+package estimate
+
+// Backward: the autograd engine's run over the recorded nodes, in the
+// order PyTorch's engine and generated code allocate and free
+// (docs/pytorch-memory.md §4).
+
+// backward runs the tape in reverse creation order, which is the order
+// autograd's ready queue takes for these graphs.
+func (s *sim) backward(tape []*node) {
+	for i := len(tape) - 1; i >= 0; i-- {
+		s.runNode(tape[i])
+	}
+}
+
+func (s *sim) runNode(n *node) {
+	if n.ckpt != nil {
+		s.recompute(n)
+		return
+	}
+	var g0 *tensor
+	for _, o := range n.outs {
+		if o.grad != nil {
+			g0 = o.grad
+			break
+		}
+	}
+	if g0 == nil {
+		s.release(n)
+		s.endFrame(n)
+		return
+	}
+	var tmp, dyc *tensor
+	if n.dyFirst && n.outs[0].gradPerm {
+		dyc = s.alloc(g0.elems, g0.dt, catTemp, " backward copy of the gradient")
+		dyc.prefix = n.name
+	}
+	if n.bwdTemp > 0 {
+		tmp = s.alloc(n.bwdTemp, u8, catTemp, " backward temp")
+		tmp.prefix = n.name
+	}
+	var pow [2]*tensor
+	if n.powTemps > 0 {
+		for i := range pow {
+			pow[i] = s.alloc(n.powTemps, u8, catTemp, " pow_backward temp")
+			pow[i].prefix = n.name
+		}
+	}
+	grads, full := s.nodeGrads(n, g0)
+	var dy *tensor
+	if n.dyCopy && n.outs[0].gradPerm {
+		dy = s.alloc(g0.elems, g0.dt, catTemp, " backward copy of the gradient")
+		dy.prefix = n.name
+	}
+	s.unref(dy)
+	s.unref(dyc)
+	s.unref(pow[1])
+	s.unref(pow[0])
+	if n.early {
+		s.release(n)
+	}
+	if n.reduceTemp > 0 {
+		r := s.alloc(n.reduceTemp, u8, catTemp, " reduction scratch")
+		r.prefix = n.name
+		s.unref(r)
+	}
+	s.sumBroadcast(n, full[:], grads, g0)
+	s.unref(tmp)
+	s.finishNode(n, grads)
+}
+
+// nodeGrads allocates node n's gradients for its inputs, in the order
+// the generated code computes them, with the workspaces their products
+// take; a broadcast input's comes back at the output's size in full, to
+// be summed down (sumBroadcast).
+func (s *sim) nodeGrads(n *node, g0 *tensor) (grads []*tensor, full [2]*tensor) {
+	grads = s.scratch[:0]
+	for range n.ins {
+		grads = append(grads, nil)
+	}
+	for i, in := range n.ins {
+		switch {
+		case n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt:
+			grads[i] = s.ref(g0)
+		case n.bcast && in.elems < g0.elems && i < len(full):
+			full[i] = s.alloc(g0.elems, g0.dt, catTemp, in.name)
+			full[i].prefix = "unreduced grad of "
+		case len(s.preGrads) > 0 && s.preGrads[0].elems == in.elems && s.preGrads[0].dt == in.dt:
+			grads[i], s.preGrads = s.preGrads[0], s.preGrads[1:] // allocated before a recompute
+		default:
+			grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
+			grads[i].prefix = "grad of "
+		}
+		if i == 0 && n.gemm {
+			s.gemm(s.cfg.compute, false) // after the first product's output
+		}
+		if n.gemm && in.param && grads[i] != nil {
+			grads[i].product = true
+		}
+		if ws := n.wsFor(in); ws > 0 {
+			w := s.alloc(ws, u8, catWorkspace, " backward workspace")
+			w.prefix = n.name
+			s.unref(w)
+		}
+	}
+	return grads, full
+}
+
+// finishNode is what the engine does after node n's function: its
+// call_function returns, dropping the incoming gradients;
+// evaluate_function then releases the saved variables and only then adds
+// the outputs into the next nodes' input buffers
+// (torch/csrc/autograd/engine.cpp; measured: GPT-2 XL's tied embedding,
+// whose incoming gradient is freed before the sum of its weight's two
+// gradients is allocated).
+func (s *sim) finishNode(n *node, grads []*tensor) {
+	for _, o := range n.outs {
+		if o.grad != nil {
+			s.unref(o.grad)
+			o.grad = nil
+		}
+	}
+	s.release(n)
+	s.endFrame(n)
+	for i, in := range n.ins {
+		s.accumulate(in, grads[i])
+	}
+	s.scratch = grads[:0]
+}
+
+// sumBroadcast is validate_outputs' sum_to for a product's broadcast
+// inputs (node.bcast): the reduced gradient, the reduction's scratch, then
+// the full-size one freed. A parameter broadcast over the rows (RMSNorm's
+// weight) is a column sum, with the scratch columnSumScratch gives; a
+// per-row factor (RMSNorm's rsqrt) sums each row in one block, with none
+// (measured: Llama-3.2-1B, bench/results/2026-11-23-h100-traces/llama1b-eager).
+func (s *sim) sumBroadcast(n *node, full, grads []*tensor, g0 *tensor) {
+	for i, f := range full {
+		if f == nil {
+			continue
+		}
+		in := n.ins[i]
+		grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
+		grads[i].prefix = "grad of "
+		if in.param {
+			if b := s.columnSumScratch(g0.elems/in.elems, in.elems, g0.dt); b > 0 {
+				s.unref(s.alloc(b, u8, catTemp, "sum_to scratch"))
+			}
+		}
+		s.unref(f)
+		full[i] = nil
+	}
+}
+
+// endFrame releases the checkpoint whose frame n's saved tensors were the
+// last to hold (node.frameEnd).
+func (s *sim) endFrame(n *node) {
+	if c := n.frameEnd; c != nil {
+		n.frameEnd = nil
+		s.release(c)
+	}
+}
