@@ -85,3 +85,50 @@ func TestSpecDocListsKinds(t *testing.T) {
 		t.Errorf("docs/spec.md documents %q, which is not a layer kind", k)
 	}
 }
+
+// TestLifetimeKeys: the keys that say how long Python keeps a tensor bound
+// (docs/spec.md) decode into the kinds, and ViT's lowering uses them as
+// torchvision's code does.
+func TestLifetimeKeys(t *testing.T) {
+	spec := "name: x\nmodel:\n  type: sequential\n  input: tokens\n  layers:\n" +
+		"    - embedding: {vocab: 10, dim: 8}\n" +
+		"    - positions: {max: 16, dim: 8, hold: true, parameter: true}\n" +
+		"    - residual: {hold_first_body: true, layers: [{layernorm: {dim: 8}}, {linear: {in: 8, out: 8}}]}\n" +
+		"training: {batch: 1, seq: 4}\n"
+	s, err := Parse("x.yaml", []byte(spec), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := s.Model.Layers
+	if p, ok := ls[1].Spec.(*Positions); !ok || !p.Hold || !p.Parameter {
+		t.Errorf("positions = %+v, want hold and parameter", ls[1].Spec)
+	}
+	if r, ok := ls[2].Spec.(*Residual); !ok || !r.HoldFirstBody || r.HoldFirst || r.Hold {
+		t.Errorf("residual = %+v, want hold_first_body only", ls[2].Spec)
+	}
+
+	vit := (&Model{Type: ViT, NumLayers: 1, Hidden: 8, Heads: 2, Intermediate: 16, Patch: 16, Channels: 3, Positions: 197, Classes: 10, Activation: "gelu"}).lowerViT()
+	var pos *Positions
+	var mlp *Residual
+	var walk func([]Layer)
+	walk = func(ls []Layer) {
+		for _, l := range ls {
+			switch k := l.Spec.(type) {
+			case *Positions:
+				pos = k
+			case *Residual:
+				if k.HoldFirstBody {
+					mlp = k
+				}
+			}
+			walk(l.Body)
+		}
+	}
+	walk(vit)
+	if pos == nil || !pos.Parameter || !pos.Hold {
+		t.Errorf("ViT positions = %+v, want a held parameter", pos)
+	}
+	if mlp == nil {
+		t.Error("ViT's MLP residual does not hold ln_2's output through the MLP")
+	}
+}
