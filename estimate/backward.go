@@ -4,6 +4,12 @@ package estimate
 // order PyTorch's engine and generated code allocate and free
 // (docs/pytorch-memory.md §4).
 
+// passes says whether node n hands its incoming gradient g to input in as
+// it is (node.pass, and the same size and dtype).
+func (n *node) passes(g, in *tensor) bool {
+	return n.pass && len(n.outs) == 1 && g.elems == in.elems && g.dt == in.dt
+}
+
 // backward runs the tape in reverse creation order, which is the order
 // autograd's ready queue takes for these graphs.
 func (s *sim) backward(tape []*node) {
@@ -79,7 +85,7 @@ func (s *sim) nodeGrads(n *node, g0 *tensor) (grads []*tensor, full [2]*tensor) 
 	}
 	for i, in := range n.ins {
 		switch {
-		case n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt:
+		case n.passes(g0, in):
 			grads[i] = s.ref(g0)
 		case n.bcast && in.elems < g0.elems && i < len(full):
 			full[i] = s.alloc(g0.elems, g0.dt, catTemp, in.name)

@@ -39,7 +39,7 @@ func tailGrads(tail []*node) []gradShape {
 		}
 		g0 := n.outs[0]
 		for _, in := range n.ins {
-			if !(n.pass && len(n.outs) == 1 && g0.elems == in.elems && g0.dt == in.dt) {
+			if !n.passes(g0, in) {
 				out = append(out, gradShape{in.elems, in.dt})
 			}
 		}

@@ -109,12 +109,8 @@ type Result struct {
 	OOM          bool `json:"oom,omitempty"`
 	AllocRetries int  `json:"alloc_retries,omitempty"`
 
-	// DeviceSized is set when the cuDNN tables (by architecture) or the
-	// SM count sized something. When it is not, every device with the same
-	// Hopper() gets the same estimate but for Fill, Fits, Device and the
-	// notes (report/cache.go shares it).
-	DeviceSized bool `json:"-"`
-	// sized is what sized it (SharesWith).
+	// sized is what the device sized in it: a cuDNN table, reduction
+	// scratch by SM count (SharesWith).
 	sized deviceSizing
 
 	// Segments are the allocator's segments at the end of the run, which
@@ -347,7 +343,6 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	s.bnbResult(r)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
-	r.DeviceSized = s.used.sms || cfg.cudnn.used
 	r.sized = deviceSizing{cudnn: cfg.cudnn.used, reds: s.smReds, sms: cfg.sms, threadsSM: cfg.threadsSM}
 	r.DeviceTotal = r.PeakReserved
 	for _, o := range r.Overhead {

@@ -55,7 +55,6 @@ func (s *sim) columnSumScratch(rows, cols, dt int64) int64 {
 	// From here the SM count sizes the scratch: the reduction is kept so
 	// that Result.SharesWith can size it for another device.
 	r := smReduce{grid: divUp(dim0, stepOut), vpt: vpt, block: bw * bh, unit: f32 * cols * bw * vec}
-	s.used.sms = true
 	s.smReds = append(s.smReds, r)
 	return r.scratch(s.cfg.sms, s.cfg.threadsSM)
 }

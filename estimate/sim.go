@@ -217,7 +217,6 @@ func (s *sim) note(msg string) {
 // GEMMs load more kernel modules outside the allocator (docs/formulas.md §D).
 type usage struct {
 	gemmHalf bool
-	sms      bool // the reduction scratch read the SM count
 }
 
 type peakState struct {

@@ -8,12 +8,12 @@ import (
 	"github.com/memplan/memplan/model"
 )
 
-// TestDeviceSized: an estimate the cache shares with another device of the
+// TestSharesWith: an estimate the cache shares with another device of the
 // same cuBLAS workspace (estimate.Result.SharesWith) equals that device's
 // own; convolutions (cuDNN) are never shared, and transformers, whose
 // reduction scratch the SM count sizes only on some devices, are shared
 // between most.
-func TestDeviceSized(t *testing.T) {
+func TestSharesWith(t *testing.T) {
 	for _, c := range []struct {
 		file  string
 		share bool // some pair of distinct devices shares
