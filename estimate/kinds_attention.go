@@ -58,9 +58,7 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		if a.oB != nil {
 			nOut++
 		}
-		slices.Reverse(ps)
-		slices.Reverse(ps[:len(ps)-nOut])
-		slices.Reverse(ps[len(ps)-nOut:])
+		copy(ps, slices.Concat(ps[nOut:], ps[:nOut]))
 	}
 	if k.QKNorm {
 		a.qNorm, a.kNorm = s.param(k.HeadDim, "q_norm.weight"), s.param(k.HeadDim, "k_norm.weight")
