@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Interleaved one-core benchmarks of four commits on the development VM.
+# Build each commit's test binaries first, from a detached worktree:
+#   git worktree add --detach /tmp/wC C && (cd /tmp/wC && go test -c -o /tmp/rep-C.test ./report && go test -c -o /tmp/est-C.test ./estimate)
+# (HEAD: the commit this file was added in). Then, from the repository root:
+#   bash bench/results/2026-11-23-devvm-speed-5th/run.sh > OUT.txt
+set -u
+for round in 1 2 3; do
+  for c in ce5fe3b 2960d20 b259b25 HEAD; do
+    echo "== round $round $c $(uptime)"
+    (cd estimate && GOMAXPROCS=1 /tmp/est-$c.test -test.run XXX -test.bench 'BenchmarkEstimate$/(gpt2$|7b)' -test.benchtime 40x | grep Bench)
+    (cd report && GOMAXPROCS=1 /tmp/rep-$c.test -test.run XXX -test.bench BenchmarkReport50x12 -test.benchtime 2x | grep Bench)
+  done
+done
