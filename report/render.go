@@ -63,7 +63,9 @@ func Text(w io.Writer, r *Report) error {
 	for _, row := range r.Rows {
 		fmt.Fprintf(w, "\n%s (%s)\n", row.Spec, row.Path)
 		if row.Error != "" {
-			fmt.Fprintf(w, "  error: %s\n", row.Error)
+			// One line per message, all under the row (a spec with several
+			// bad fields reports each on its own line).
+			fmt.Fprintf(w, "  error: %s\n", strings.ReplaceAll(row.Error, "\n", "\n         "))
 			continue
 		}
 		for k := 0; k < len(row.Cells); k += textCols {

@@ -153,3 +153,17 @@ func BenchmarkReport50x12(b *testing.B) {
 	b.ReportMetric(float64(cpuTime()-cpu)/float64(n)/1e9, "cpu-s/op")
 	b.ReportMetric(float64(estimatesMade.Load()-made)/float64(n), "estimates/op")
 }
+
+// TestTextErrorRow: a row whose spec failed with several messages lists
+// each on its own line, all indented under the row.
+func TestTextErrorRow(t *testing.T) {
+	r := &Report{Rows: []Row{{Path: "bad.yaml", Spec: "bad.yaml", Error: "bad.yaml:7: a\nbad.yaml:8: b"}}}
+	var b strings.Builder
+	if err := Text(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	want := "  error: bad.yaml:7: a\n         bad.yaml:8: b\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("Text() =\n%s\nwant it to contain\n%s", b.String(), want)
+	}
+}
