@@ -60,13 +60,11 @@ func (k cacheKey) plain() plainKey { return plainKey{k.training, k.device.Hopper
 // rowCache memoizes the estimator over the cells of one row. A row is
 // computed by one goroutine, so it needs no lock.
 type rowCache struct {
-	totals  map[cacheKey]int64
-	results map[cacheKey]*estimate.Result // the full estimates at the spec's own batch
-	// plainEst and plainResults hold, for every device class, estimates
-	// other devices may share (plainKey): any estimate, and the full ones
-	// at the spec's own batch.
-	plainEst     map[plainKey]*estimate.Result
-	plainResults map[plainKey]*estimate.Result
+	// results holds every estimate made, by device class; plain holds the
+	// last one of each plainKey, which other devices may share
+	// (estimate.Result.SharesWith).
+	results map[cacheKey]*estimate.Result
+	plain   map[plainKey]*estimate.Result
 	// state and act hold the bounds (bounds) learned so far, by
 	// boundKey and by training.
 	state, act map[model.Training]int64
@@ -80,8 +78,7 @@ type rowCache struct {
 }
 
 func newRowCache() *rowCache {
-	return &rowCache{totals: map[cacheKey]int64{}, results: map[cacheKey]*estimate.Result{},
-		plainEst: map[plainKey]*estimate.Result{}, plainResults: map[plainKey]*estimate.Result{},
+	return &rowCache{results: map[cacheKey]*estimate.Result{}, plain: map[plainKey]*estimate.Result{},
 		state: map[model.Training]int64{}, act: map[model.Training]int64{}}
 }
 
@@ -93,15 +90,13 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 	if r, ok := c.results[k]; ok {
 		return r, nil
 	}
-	if r, ok := c.plainResults[k.plain()]; ok && r.SharesWith(s.Device) {
+	if r, ok := c.plain[k.plain()]; ok && r.SharesWith(s.Device) {
 		return r, nil
 	}
 	r, err := estimate.Estimate(s)
 	if err != nil {
 		return nil, err
 	}
-	c.results[k] = r
-	c.plainResults[k.plain()] = r
 	c.keep(s, k, r)
 	return r, nil
 }
@@ -109,18 +104,10 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 // oracle is tuner.Analytic through the cache (the same estimate, whose
 // DeviceTotal Analytic returns).
 func (c *rowCache) oracle(s *model.Spec) (int64, error) {
-	k := keyOf(s)
-	if v, ok := c.totals[k]; ok {
-		return v, nil
-	}
-	if r, ok := c.plainEst[k.plain()]; ok && r.SharesWith(s.Device) {
-		return r.DeviceTotal, nil
-	}
-	r, err := estimate.Estimate(s)
+	r, err := c.estimate(s)
 	if err != nil {
 		return 0, err
 	}
-	c.keep(s, k, r)
 	return r.DeviceTotal, nil
 }
 
@@ -132,8 +119,8 @@ var estimatesMade atomic.Int64
 // checks the model-state bound against it.
 func (c *rowCache) keep(s *model.Spec, k cacheKey, r *estimate.Result) {
 	estimatesMade.Add(1)
-	c.totals[k] = r.DeviceTotal
-	c.plainEst[k.plain()] = r
+	c.results[k] = r
+	c.plain[k.plain()] = r
 	state, act := bounds(r)
 	c.keepBound(c.state, boundKey(k.training), state, r, k)
 	c.keepBound(c.act, k.training, act, r, k)
