@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// singleGPUTuning is every committed set of single-GPU training runs on the
+// H100 used in tuning (docs/accuracy.md lists them with the command that
+// compares them); the held-out sets are every results/*h100*heldout*.jsonl.
+// Workspace probes, parameter counts, diagnose and max-batch runs are not
+// training runs and are left out.
+var singleGPUTuning = []string{
+	"results/2026-11-22-h100.jsonl",
+	"results/2026-11-22-h100-convws.jsonl",
+	"results/2026-11-22-h100-hf.jsonl",
+	"results/2026-11-22-h100-zero.jsonl",
+	"results/2026-11-23-h100-allocconf.jsonl",
+	"results/2026-11-23-h100-convws-1d.jsonl",
+	"results/2026-11-23-h100-lora.jsonl",
+	"results/2026-11-23-h100-newkinds.jsonl",
+	"results/2026-11-23-h100-traces2/runs.jsonl",
+	"results/2026-11-23-h100-zero-emptycache.jsonl",
+}
+
+// setGaps are the runs of the committed single-GPU sets that miss issue 14's
+// targets for the default setting (reserved within 10%, nothing more than
+// UnderLimit under), with the metrics that miss and what is known of each
+// (docs/accuracy.md). knownGaps, the tuning gaps of TestAccuracyTargets,
+// count here too.
+var setGaps = []struct {
+	match   string
+	metrics []int
+	why     string
+}{
+	{"specs/cnn-groupnorm.yaml --batch 32 --precision bf16", []int{Reserved, Device}, "7.6% under: PyTorch's own requests (traces2/cnn-bf16-b32) replayed through the allocator model give the same shortfall: the driver placed segments in room its kernel loads made (docs/allocator.md §8)"},
+	{"model/testdata/hf/tiny-qwen3-moe.json --hf --batch 4 --seq 1024 --checkpointing every-block", []int{Reserved, Device}, "4.0% under: driver placement, as above (traces2/moe-ckpt-amp)"},
+	{"model/testdata/hf/tiny-qwen3-moe.json --hf --batch 2 --seq 2048 --checkpointing every-block", []int{Reserved, Device}, "held out, 3.9% under: its tuning neighbour's trace shows driver placement"},
+	// Over-predictions beyond 10%: one rank of a fake process group, whose
+	// collectives launch nothing and whose device total has no NCCL.
+	{"specs/llama-3.2-1b.yaml --batch 2 --dp 8 --zero 3 --checkpointing every-block", []int{Reserved, Device}, "fake process group, 13–16% over; under real NCCL the same model's FSDP2 runs are within 1%"},
+	{"specs/llama-3.2-1b.yaml --batch 1 --seq 4096 --dp 8 --zero 3 --checkpointing every-block", []int{Reserved, Device}, "the same, held out"},
+}
+
+// setGap reports whether the run labelled label is a listed gap for metric
+// m: its label is the gap's, exactly (a longer label, such as the same
+// run under an allocator setting, is another run).
+func setGap(label string, m int) bool {
+	label = strings.TrimSpace(label)
+	for _, g := range setGaps {
+		if label == g.match && contains(g.metrics, m) {
+			return true
+		}
+	}
+	for _, g := range knownGaps {
+		if label == g.match && contains(g.metrics, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(ms []int, m int) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEverySingleGPUSet holds every committed single-GPU set to issue 14's
+// targets for the default setting and the medians of Targets: a run that
+// misses is listed in setGaps or knownGaps with its cause, and a listed
+// gap that meets the targets again must leave the list.
+func TestEverySingleGPUSet(t *testing.T) {
+	held, err := filepath.Glob("results/*h100*heldout*.jsonl")
+	if err != nil || len(held) < 8 {
+		t.Fatalf("held-out sets %v (%v), want at least 8", held, err)
+	}
+	rep, err := Compare("..", singleGPUTuning, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tuning.N < 100 || rep.HeldOut.N < rep.All.N/5 {
+		t.Fatalf("%d tuning and %d held-out runs; want ≥ 100 and a fifth held out", rep.Tuning.N, rep.HeldOut.N)
+	}
+	for name, s := range map[string]Summary{"tuning": rep.Tuning, "held-out": rep.HeldOut} {
+		for m := 0; m < NumMetrics; m++ {
+			if s.Median[m] > Targets.Median[m] {
+				t.Errorf("%s: %s median %.2f%%, target %.0f%%", name, MetricNames[m], 100*s.Median[m], 100*Targets.Median[m])
+			}
+		}
+	}
+	matched := map[string]bool{}
+	for _, r := range rep.Rows {
+		for m := 0; m < NumMetrics; m++ {
+			e := r.Err[m]
+			miss := e < -UnderLimit || abs(e) > Targets.Worst[m]
+			switch {
+			case setGap(r.Label, m):
+				matched[strings.TrimSpace(r.Label)] = true
+				if !miss {
+					t.Errorf("%s: %s %+.1f%% meets the targets: no longer a gap", r.Label, MetricNames[m], 100*e)
+				}
+			case miss:
+				t.Errorf("%s: %s %+.1f%% (worst %.0f%%, under limit %.0f%%)", r.Label, MetricNames[m], 100*e, 100*Targets.Worst[m], 100*UnderLimit)
+			}
+		}
+	}
+	for _, g := range setGaps {
+		if !matched[g.match] {
+			t.Errorf("gap %q matches no run", g.match)
+		}
+	}
+}
