@@ -93,6 +93,9 @@ func TestColumnSumScratch(t *testing.T) {
 	tests := []struct{ rows, cols, want int64 }{
 		{4096, 768, 24 * mib}, {4096, 2304, 72 * mib}, {4096, 3072, 96 * mib}, {4096, 2048, 64 * mib},
 		{8192, 768, 48 * mib}, {8192, 30522, 31254528},
+		// ViT-B/16's patch-embedding bias over a channels-last gradient
+		// at batch 128 (128 × 14 × 14 rows; traces2/vit-ckpt).
+		{25088, 768, 132 * mib},
 	}
 	for _, tt := range tests {
 		if got := s.columnSumScratch(tt.rows, tt.cols, 2); got != tt.want {

@@ -51,7 +51,7 @@ func (s *sim) runNode(n *node) {
 			pow[i].prefix = n.name
 		}
 	}
-	grads, full := s.nodeGrads(n, g0)
+	grads, full := s.nodeGrads(n, g0, &dyc)
 	var dy *tensor
 	if n.dyCopy && n.outs[0].gradPerm {
 		dy = s.alloc(g0.elems, g0.dt, catTemp, " backward copy of the gradient")
@@ -77,13 +77,19 @@ func (s *sim) runNode(n *node) {
 // nodeGrads allocates node n's gradients for its inputs, in the order
 // the generated code computes them, with the workspaces their products
 // take; a broadcast input's comes back at the output's size in full, to
-// be summed down (sumBroadcast).
-func (s *sim) nodeGrads(n *node, g0 *tensor) (grads []*tensor, full [2]*tensor) {
+// be summed down (sumBroadcast). A convolution's copy of its strided
+// gradient (*dyc) dies before its bias's gradient (inputWS.sum).
+func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, full [2]*tensor) {
 	grads = s.scratch[:0]
 	for range n.ins {
 		grads = append(grads, nil)
 	}
 	for i, in := range n.ins {
+		ws := n.wsFor(in)
+		if ws.sum {
+			s.unref(*dyc)
+			*dyc = nil
+		}
 		switch {
 		case n.passes(g0, in):
 			grads[i] = s.ref(g0)
@@ -102,8 +108,15 @@ func (s *sim) nodeGrads(n *node, g0 *tensor) (grads []*tensor, full [2]*tensor) 
 		if n.gemm && in.param && grads[i] != nil {
 			grads[i].product = true
 		}
-		if ws := n.wsFor(in); ws > 0 {
-			w := s.alloc(ws, u8, catWorkspace, " backward workspace")
+		if ws.sum && n.outs[0].gradPerm {
+			ws.bytes = s.columnSumScratch(g0.elems/in.elems, in.elems, g0.dt)
+		}
+		if ws.sum && ws.bytes > 0 {
+			w := s.alloc(ws.bytes, u8, catTemp, " bias reduction scratch")
+			w.prefix = n.name
+			s.unref(w)
+		} else if ws.bytes > 0 {
+			w := s.alloc(ws.bytes, u8, catWorkspace, " backward workspace")
 			w.prefix = n.name
 			s.unref(w)
 		}

@@ -306,7 +306,7 @@ func (s *sim) embedding(ids, w *tensor, rows, dim int64) *tensor {
 		// a small-pool block, are left out). Traces: 13,839,360 B
 		// for GPT-2's 4,096 rows, 27,681,792 B for BERT's 8,192.
 		parts := (rows + rows/10) * dim * f32
-		n.gradWS = &[2]inputWS{{w, parts}}
+		n.gradWS = &[3]inputWS{{t: w, bytes: parts}}
 	} else if s.cfg.inputGrads {
 		s.requireGrad(y)
 	}
@@ -332,7 +332,7 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 		// batch 4, GPT-2 XL in AMP at batch 4 and in bf16 at batch 6),
 		// freed before it returns.
 		last := n.ins[len(n.ins)-1]
-		n.gradWS = &[2]inputWS{{last, qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra}}
+		n.gradWS = &[3]inputWS{{t: last, bytes: qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra}}
 	}
 	s.unref(qc)
 	s.unref(kc)

@@ -89,9 +89,10 @@ type node struct {
 	// and freed at once (columnSumScratch).
 	reduceTemp int64
 	// gradWS are library workspaces taken and freed right after the
-	// gradient of an input is allocated (cuDNN's convolution backward);
+	// gradient of an input is allocated (cuDNN's convolution backward,
+	// the embedding's and SDPA's), and a convolution's bias (inputWS.sum);
 	// nil for every other node, which keeps nodes small.
-	gradWS *[2]inputWS
+	gradWS *[3]inputWS
 	ckpt   *ckpt // a checkpointed segment to recompute
 	pass   bool  // gradient passes through when sizes match (add, views)
 	gemm   bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
@@ -120,23 +121,31 @@ type node struct {
 	frameEnd *node
 }
 
-// inputWS is the workspace taken after the gradient of input t.
+// inputWS is the workspace taken after the gradient of input t. With sum
+// set, t is a convolution's bias, whose gradient convolution_backward
+// (aten/src/ATen/native/Convolution.cpp) sums from grad_output itself once
+// the cuDNN call has returned: the call's contiguous copy of a strided
+// grad_output (node.dyFirst) is gone by then, and the sum over a
+// channels-last gradient is a column sum with its scratch
+// (columnSumScratch; measured: ViT-B/16's patch embedding at batch 128,
+// 132 MiB on an H100, bench/results/2026-11-23-h100-traces2/vit-ckpt).
 type inputWS struct {
 	t     *tensor
 	bytes int64
+	sum   bool
 }
 
-// wsFor is the workspace taken after the gradient of input t, or 0.
-func (n *node) wsFor(t *tensor) int64 {
-	if n.gradWS == nil {
-		return 0
-	}
-	for _, w := range n.gradWS {
-		if w.t == t {
-			return w.bytes
+// wsFor is the workspace taken after the gradient of input t, or the zero
+// inputWS.
+func (n *node) wsFor(t *tensor) inputWS {
+	if n.gradWS != nil {
+		for _, w := range n.gradWS {
+			if w.t == t {
+				return w
+			}
 		}
 	}
-	return 0
+	return inputWS{}
 }
 
 // sim is the state of one simulated training run.
