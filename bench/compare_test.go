@@ -15,7 +15,6 @@ var knownGaps = []struct {
 	metrics []int
 	why     string
 }{
-	{"model/testdata/hf/tiny-qwen3-moe.json --hf --batch 4 --seq 1024 --precision bf16 --checkpointing every-block", []int{Reserved, Device}, "7.9% under in reserved with peak allocated exact, since PyTorch's own product order (MulBackward0's gradients in sorted name order, their broadcast sums) is simulated; before, errors in the opposite direction cancelled. Its trace (bench/results/moe-traces/moe-bf16-ckpt) differs from the simulated program from the first layer on (first: the forward thread's 32 MiB cuBLAS workspace, which PyTorch creates at the rotary embedding's fp32 matmul in the model's forward, modeling_qwen3_moe.py:430, before the first layer, and memplan at the first linear layer), and in step 2 PyTorch maps a third 500 MiB segment for the loss that memplan fits into freed blocks"},
 	{"specs/vit-b-16.yaml --batch 128 --checkpointing every-block", []int{Reserved, Device}, "4.5% under in reserved with peak allocated exact; traced (bench/results/2026-11-23-h100-traces2/vit-ckpt): memplan's requests for both steps are PyTorch's, block for block (the patch embedding's 132 MiB bias-gradient scratch included since the sixth session); PyTorch's own requests replayed through the allocator model reserve the same 3.38 GiB at the end of step 2, and reach PyTorch's 3.54 GiB only in step 3: the model of the driver's addresses takes another free block for step 2's last 162 MiB workspace (docs/allocator.md §8)"},
 }
 

@@ -75,5 +75,5 @@ func ExampleEstimate_qlora() {
 	// Output:
 	// trainable: 159907840 unmeasured: [quant bnb_optimizer]
 	// paged optimizer state (unified memory): 1.19 GiB
-	// peak reserved: 4.62 GiB device total: 6.56 GiB
+	// peak reserved: 4.71 GiB device total: 6.65 GiB
 }

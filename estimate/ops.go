@@ -272,9 +272,9 @@ func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor {
 	s.unref(h)
 	s.unref(r)
 	nc := s.to(nrm, x.dt)
-	s.unref(nrm)
 	y := s.mul(w, nc)
 	s.unref(nc)
+	s.unref(nrm)
 	return y
 }
 
