@@ -51,7 +51,7 @@ func (s *sim) runNode(n *node) {
 			pow[i].prefix = n.name
 		}
 	}
-	grads, full := s.nodeGrads(n, g0, &dyc)
+	grads, full, cast := s.nodeGrads(n, g0, &dyc)
 	var dy *tensor
 	if n.dyCopy && n.outs[0].gradPerm {
 		dy = s.alloc(g0.elems, g0.dt, catTemp, " backward copy of the gradient")
@@ -71,7 +71,7 @@ func (s *sim) runNode(n *node) {
 	}
 	s.sumBroadcast(n, full[:], grads, g0)
 	s.unref(tmp)
-	s.finishNode(n, grads)
+	s.finishNode(n, grads, cast)
 }
 
 // nodeGrads allocates node n's gradients for its inputs, in the order
@@ -79,7 +79,12 @@ func (s *sim) runNode(n *node) {
 // take; a broadcast input's comes back at the output's size in full, to
 // be summed down (sumBroadcast). A convolution's copy of its strided
 // gradient (*dyc) dies before its bias's gradient (inputWS.sum).
-func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, full [2]*tensor) {
+//
+// A product's gradient for an input of another dtype than the output's
+// (a bf16 factor of an fp32 product under autocast) is computed in the
+// output's dtype (mul_tensor_backward: grad * other) and cast by
+// validate_outputs (finishNode); bit i of cast marks input i's.
+func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, full [2]*tensor, cast uint32) {
 	grads = s.scratch[:0]
 	for range n.ins {
 		grads = append(grads, nil)
@@ -98,6 +103,10 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 			full[i].prefix = "unreduced grad of "
 		case len(s.preGrads) > 0 && s.preGrads[0].elems == in.elems && s.preGrads[0].dt == in.dt:
 			grads[i], s.preGrads = s.preGrads[0], s.preGrads[1:] // allocated before a recompute
+		case n.bcast && in.dt != g0.dt && i < 32:
+			grads[i] = s.alloc(in.elems, g0.dt, catTemp, in.name)
+			grads[i].prefix = "uncast grad of "
+			cast |= 1 << i
 		default:
 			grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
 			grads[i].prefix = "grad of "
@@ -121,25 +130,38 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 			s.unref(w)
 		}
 	}
-	return grads, full
+	return grads, full, cast
 }
 
-// finishNode is what the engine does after node n's function: its
-// call_function returns, dropping the incoming gradients;
-// evaluate_function then releases the saved variables and only then adds
-// the outputs into the next nodes' input buffers
+// finishNode is what the engine does after node n's function: the saved
+// variables go first, then validate_outputs casts a gradient computed in
+// another dtype (nodeGrads' cast; measured: GPT-2 XL in AMP, whose GELU
+// product frees both saved factors, then allocates the bf16 cast of the
+// fp32 gradient and frees that, bench/results/2026-11-23-h100-traces/
+// gpt2xl-round2), call_function returns, dropping the incoming gradients,
+// and only then are the outputs added into the next nodes' input buffers
 // (torch/csrc/autograd/engine.cpp; measured: GPT-2 XL's tied embedding,
 // whose incoming gradient is freed before the sum of its weight's two
 // gradients is allocated).
-func (s *sim) finishNode(n *node, grads []*tensor) {
+func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
+	s.release(n)
+	s.endFrame(n)
+	for i := 0; cast != 0; i++ {
+		if cast&(1<<i) != 0 {
+			cast &^= 1 << i
+			in := n.ins[i]
+			c := s.alloc(in.elems, in.dt, catTemp, in.name)
+			c.prefix = "grad of "
+			s.unref(grads[i])
+			grads[i] = c
+		}
+	}
 	for _, o := range n.outs {
 		if o.grad != nil {
 			s.unref(o.grad)
 			o.grad = nil
 		}
 	}
-	s.release(n)
-	s.endFrame(n)
 	for i, in := range n.ins {
 		s.accumulate(in, grads[i])
 	}
