@@ -136,6 +136,9 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 // and returns a tensor the caller holds.
 func (s *sim) run(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	for i := 0; i < len(ins); {
+		if ins[i].unit && s.cfg.modelRope && s.ropeT[0] == nil {
+			s.prologue(ins[i:], x, sh)
+		}
 		if !ins[i].unit || s.ckptMode == model.CkptNone {
 			x, sh = s.step1(ins[i], x, sh)
 			i++

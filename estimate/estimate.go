@@ -219,9 +219,10 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		ins = s.buildStages()
 	case t.TP > 1:
 		done = s.loadWhole(layers, prog)
-		fallthrough
+		ins = s.build(prog, map[string]*tensor{})
 	default:
 		ins = s.build(prog, map[string]*tensor{})
+		s.cfg.modelRope = run.CP <= 1
 	}
 	done()
 	s.applyLoRA(spec)

@@ -272,6 +272,51 @@ func (s *sim) split(c *tensor, qd, kvd, rows int64) (q, k, v *tensor) {
 	return
 }
 
+// prologue is what a transformers decoder's forward does between its
+// embedding and its first block, for the first of blocks' attention
+// layers that applies rotary embeddings in transformers' style: eager
+// attention's causal mask (create_causal_mask), then the rotary tables
+// (LlamaRotaryEmbedding.forward: an fp32 matmul with autocast off, the
+// first product of the step's forward, which creates the thread's cuBLAS
+// workspace, then cos and sin in x's dtype). Measured: the Llama-3.2-1B
+// eager and tiny MoE traces (bench/results/2026-11-23-h100-traces), where
+// the mask and the 32 MiB workspace come before the first RMSNorm.
+func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
+	a := firstRope(blocks)
+	if a == nil || len(sh) == 0 {
+		return
+	}
+	if s.cfg.eager && a.k.Causal {
+		s.causalMask(sh[0], x.dt)
+		// A local of the model's forward, freed when it returns
+		// (dropBodyHold); with checkpointing the segments keep it as an
+		// input until the step's backward is done.
+		s.maskLocal = s.ckptMode == model.CkptNone
+	}
+	s.gemm(f32, false)
+	frac := 1.0
+	if a.k.Rotary > 0 {
+		frac = a.k.Rotary
+	}
+	s.ropeTables(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt)
+}
+
+// firstRope is the first attention layer in ins that applies rotary
+// embeddings in transformers' style, or nil.
+func firstRope(ins []*inst) *attnOp {
+	for _, in := range ins {
+		if a, ok := in.op.(*attnOp); ok && a.k.RoPE && a.k.Style == "hf" {
+			return a
+		}
+		for _, list := range append([][]*inst{in.body, in.short}, in.fork...) {
+			if a := firstRope(list); a != nil {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
 // ropeTables returns the cos and sin tables ([1, seq, head_dim] in the
 // stream's dtype), made once per forward like transformers'
 // LlamaRotaryEmbedding.

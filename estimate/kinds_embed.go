@@ -87,6 +87,10 @@ func (s *sim) dropBodyHold() {
 		s.unref(t)
 	}
 	s.bodyHold = s.bodyHold[:0]
+	if s.maskLocal {
+		s.unref(s.mask)
+		s.mask, s.maskLocal = nil, false
+	}
 }
 
 type clsTokenOp struct{ w *tensor }

@@ -72,7 +72,7 @@ func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 	k := o.k
 	logits := s.matmul(x, o.router, nil, rows, k.Experts)
 	l32 := s.to(logits, f32) // softmax(..., dtype=float) converts first
-	probs := s.unary("Softmax", l32, false, true)
+	probs := s.softmax(l32)
 	s.unref(l32)
 	top := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights")
 	idx = s.alloc(rows*k.TopK, i64, catTemp, "top-k experts")

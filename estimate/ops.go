@@ -36,6 +36,11 @@ type config struct {
 	// inputGrads is enable_input_require_grads: the frozen embedding's
 	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
 	inputGrads bool
+	// modelRope says that the model's forward makes its attention mask
+	// and rotary tables before its first block, as transformers' decoders
+	// do (prologue); the tensor-, context- and pipeline-parallel programs
+	// (bench/torch/dist/common.py) keep the tables as a buffer instead.
+	modelRope bool
 }
 
 const cublasLtWorkspace = 1 << 20
@@ -95,6 +100,21 @@ func (s *sim) unary(name string, x *tensor, saveIn, saveOut bool) *tensor {
 		if saveOut {
 			s.save(n, y)
 		}
+	}
+	return y
+}
+
+// softmax is torch.softmax over the last dimension: it saves its output,
+// and softmax_backward_cuda_out (aten/src/ATen/native/cuda/SoftMax.cu)
+// computes grad * output into a temporary after the gradient is allocated
+// and frees it on return (measured: Llama-3.2-1B eager,
+// 2026-11-23-h100-traces/llama1b-eager, a 128 MiB fp32 temporary after
+// the probabilities' gradient).
+func (s *sim) softmax(x *tensor) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "Softmax")
+	if n := s.record("Softmax", []*tensor{x}, y); n != nil {
+		s.save(n, y)
+		n.reduceTemp = y.bytes()
 	}
 	return y
 }
@@ -352,10 +372,17 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 		s.ref(k)
 		s.ref(v)
 	}
-	qc, kc := s.castLow(q), s.castLow(k)
+	// Autocast casts right to left (matmulView): the key, then the query;
+	// the values, then the probabilities.
+	kc := s.castLow(k)
+	qc := s.castLow(q)
 	scores := b * heads * sq * sq
 	sc := s.alloc(scores, qc.dt, catTemp, "scores")
-	if n := s.record("Bmm", []*tensor{qc, kc}, sc); n != nil {
+	// BmmBackward0 computes its inputs' gradients in the sorted order of
+	// their names, mat2 before self (as MulBackward0 does, nodeGrads):
+	// the key's, then the query's (measured: Llama-3.2-1B eager,
+	// 2026-11-23-h100-traces/llama1b-eager).
+	if n := s.record("Bmm", []*tensor{kc, qc}, sc); n != nil {
 		n.gemm = true
 		s.save(n, qc, kc)
 	}
@@ -371,7 +398,7 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 	}
 	w32 := s.to(w, f32)
 	s.unref(w)
-	sm := s.unary("Softmax", w32, false, true)
+	sm := s.softmax(w32)
 	s.unref(w32)
 	pr := s.to(sm, q.dt)
 	s.unref(sm)
@@ -380,20 +407,24 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 		s.unref(pr)
 		pr = d
 	}
-	prc, vc := s.castLow(pr), s.castLow(v)
+	vc := s.castLow(v)
+	prc := s.castLow(pr)
 	y := s.alloc(b*heads*sq*hd, prc.dt, catTemp, "attention out")
-	if n := s.record("Bmm", []*tensor{prc, vc}, y); n != nil {
+	if n := s.record("Bmm", []*tensor{vc, prc}, y); n != nil {
 		n.gemm = true
 		s.save(n, prc, vc)
 	}
 	s.unref(prc)
 	s.unref(vc)
 	s.unref(pr)
+	// transpose(1, 2).contiguous(): a copy whose backward passes the
+	// gradient on. repeat_kv's copies are eager_attention_forward's locals:
+	// freed when it returns, after the copy (measured: Llama-3.2-1B eager,
+	// 2026-11-23-h100-traces).
+	c := s.contiguous(y)
+	s.unref(y)
 	s.unref(k)
 	s.unref(v)
-	// transpose(1, 2).contiguous(): a copy.
-	c := s.unary("Clone", y, false, false)
-	s.unref(y)
 	return c
 }
 

@@ -85,8 +85,9 @@ type node struct {
 	ins     []*tensor
 	outs    []*tensor
 	bwdTemp int64 // transient bytes while the node runs in backward
-	// reduceTemp is a reduction's scratch, allocated after the gradients
-	// and freed at once (columnSumScratch).
+	// reduceTemp is a temporary allocated after the gradients and freed
+	// at once: a reduction's scratch (columnSumScratch), softmax's
+	// grad * output (softmax).
 	reduceTemp int64
 	// gradWS are library workspaces taken and freed right after the
 	// gradient of an input is allocated (cuDNN's convolution backward,
@@ -187,9 +188,12 @@ type sim struct {
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
 	mask     *tensor    // eager attention's causal mask of the current forward
-	saved    int64      // bytes saved for backward at the end of the last forward
-	notes    []string   // things the result should say about how it was simulated
-	scratch  []*tensor  // runNode's gradients, reused
+	// maskLocal: mask is the model forward's local, freed when it returns
+	// (prologue, dropBodyHold).
+	maskLocal bool
+	saved     int64     // bytes saved for backward at the end of the last forward
+	notes     []string  // things the result should say about how it was simulated
+	scratch   []*tensor // runNode's gradients, reused
 	// spareTapes are recomputed segments' tapes, whose memory the next
 	// recompute reuses (subTape).
 	spareTapes [][]*node
