@@ -85,6 +85,14 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if k.KVCache && s.ckptMode == model.CkptNone {
 		a.kvCache(s, st)
 	}
+	if k.RoPE && k.Style == "hf" {
+		// key_states and value_states, like query_states (rotary), stay
+		// bound until the module returns, after the output projection;
+		// a KV cache's update rebinds them to its own tensors first
+		// (measured: the tiny MoE's traces, bench/results/moe-traces, and
+		// Llama-3.2-1B eager, which frees the rotated key at the update).
+		st.held = append(st.held, s.ref(st.k), s.ref(st.v))
+	}
 	y, mathSDPA := a.kernel(s, x, st)
 	s.unref(st.q)
 	s.unref(st.k)

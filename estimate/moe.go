@@ -121,14 +121,15 @@ func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	selm := s.maskInPlace(selg, mask)
 	s.unref(selg)
 	out := s.expertMLP(o, selm, mask, eg, n)
-	s.unref(selm)
 	sc := s.broadcastMul(out, wg)
 	r, inv := s.restore(sc, perm, n)
 	s.unref(sc) // the name is rebound to the reordered rows
 	y := s.sumTopK(r, rows*k.Dim)
 	// The function's locals go when it returns, in the order they were
 	// first bound.
-	for _, t := range []*tensor{eg, perm, wg, hi, tpe, offs, mask, out, inv, r} {
+	// (selected_hidden_states_g, masked in place, is one of them: measured,
+	// bench/results/2026-11-23-h100-traces2/moe-ckpt-amp.)
+	for _, t := range []*tensor{eg, perm, selm, wg, hi, tpe, offs, mask, out, inv, r} {
 		s.unref(t)
 	}
 	return y

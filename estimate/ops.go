@@ -341,7 +341,12 @@ const sdpaWSExtra = 256
 // flash on Hopper in bf16; memory-efficient in fp32). It saves q, k, v, the
 // output and an fp32 logsumexp per (batch, head, query).
 func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
-	qc, kc, vc := s.castLow(q), s.castLow(k), s.castLow(v)
+	// Autocast casts right to left (matmulView): the values, the keys,
+	// then the queries (measured: the tiny MoE in AMP, whose rotated q and
+	// k are fp32, bench/results/2026-11-23-h100-traces2/moe-ckpt-amp).
+	vc := s.castLow(v)
+	kc := s.castLow(k)
+	qc := s.castLow(q)
 	y := s.alloc(b*sq*heads*hd, qc.dt, catTemp, "attention out")
 	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
 	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
