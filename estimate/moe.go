@@ -212,11 +212,19 @@ func (s *sim) restore(sc, perm *tensor, n int64) (r, inv *tensor) {
 // node saves only the index; its backward scatters into zeros of src's
 // size with index_put_(accumulate=True), which sorts the indices (three
 // int64 arrays of n).
+//
+// The node saves the index before the gather runs (VariableType saves an
+// op's inputs first), so a checkpoint's recompute that stops on that save
+// never makes the output (matmulView; measured: the restore gather ends
+// the tiny MoE's recompute, bench/results/moe-traces/moe-bf16-ckpt).
 func (s *sim) gatherRows(src, index *tensor, n, cols int64, name string) *tensor {
-	y := s.alloc(n*cols, src.dt, catTemp, name)
+	y := s.unmade(n*cols, src.dt, catTemp, name)
 	if nd := s.record("Index", []*tensor{src}, y); nd != nil {
 		s.save(nd, index)
 		nd.bwdTemp = 3 * n * i64
+	}
+	if !s.stop.stopped {
+		s.make(y)
 	}
 	return y
 }

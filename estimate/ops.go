@@ -356,8 +356,18 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 		// (measured, the same in every trace: GPT-2 124M in AMP at
 		// batch 4, GPT-2 XL in AMP at batch 4 and in bf16 at batch 6),
 		// freed before it returns.
+		// With fewer key-value heads than query heads (grouped-query
+		// attention) the workspace also holds dK and dV expanded to every
+		// query head, in the inputs' dtype, summed down before it is freed
+		// (measured: the tiny MoE, 16 query and 4 key-value heads, 32 MiB
+		// more than dq's accumulator at batch 4 × 1024,
+		// bench/results/moe-traces/moe-bf16-ckpt).
+		ws := qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
+		if kc.elems < qc.elems {
+			ws += 2 * qc.elems * kc.dt
+		}
 		last := n.ins[len(n.ins)-1]
-		n.gradWS = &[3]inputWS{{t: last, bytes: qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra}}
+		n.gradWS = &[3]inputWS{{t: last, bytes: ws}}
 	}
 	s.unref(qc)
 	s.unref(kc)
