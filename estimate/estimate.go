@@ -219,10 +219,10 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		ins = s.buildStages()
 	case t.TP > 1:
 		done = s.loadWhole(layers, prog)
-		ins = s.build(prog, map[string]*tensor{})
+		fallthrough
 	default:
 		ins = s.build(prog, map[string]*tensor{})
-		s.cfg.modelRope = run.CP <= 1
+		s.cfg.modelRope = t.TP <= 1 && run.CP <= 1
 	}
 	done()
 	s.applyLoRA(spec)

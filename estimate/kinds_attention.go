@@ -72,11 +72,13 @@ type attnState struct {
 	b, seq, rows int64
 	q, k, v      *tensor
 	held         []*tensor
+	heldBuf      [4]*tensor // held's memory: at most q, k, v and a packed projection
 }
 
 func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	k := a.k
 	st := &attnState{b: s.cfg.batch, seq: sh[0]}
+	st.held = st.heldBuf[:0]
 	st.rows = st.b * st.seq
 	a.project(s, x, st)
 	if k.RoPE {
@@ -281,8 +283,8 @@ func (s *sim) split(c *tensor, qd, kvd, rows int64) (q, k, v *tensor) {
 }
 
 // prologue is what a transformers decoder's forward does between its
-// embedding and its first block, for the first of blocks' attention
-// layers that applies rotary embeddings in transformers' style: eager
+// embedding and its first block, sized by the first attention layer in
+// blocks that applies rotary embeddings in transformers' style: eager
 // attention's causal mask (create_causal_mask), then the rotary tables
 // (LlamaRotaryEmbedding.forward: an fp32 matmul with autocast off, the
 // first product of the step's forward, which creates the thread's cuBLAS
