@@ -20,12 +20,8 @@ var knownGaps = []struct {
 
 func gap(label string, m int) bool {
 	for _, g := range knownGaps {
-		if strings.HasPrefix(label, g.match) {
-			for _, x := range g.metrics {
-				if x == m {
-					return true
-				}
-			}
+		if strings.HasPrefix(label, g.match) && contains(g.metrics, m) {
+			return true
 		}
 	}
 	return false
@@ -42,13 +38,7 @@ func TestAccuracyTargets(t *testing.T) {
 	if rep.Tuning.N < 30 || rep.HeldOut.N < rep.All.N/5 {
 		t.Fatalf("%d tuning and %d held-out configurations; want ≥ 30 and a fifth held out", rep.Tuning.N, rep.HeldOut.N)
 	}
-	for name, s := range map[string]Summary{"tuning": rep.Tuning, "held-out": rep.HeldOut} {
-		for m := 0; m < NumMetrics; m++ {
-			if s.Median[m] > Targets.Median[m] {
-				t.Errorf("%s: %s median error %.2f%%, target %.0f%%", name, MetricNames[m], 100*s.Median[m], 100*Targets.Median[m])
-			}
-		}
-	}
+	checkMedians(t, rep)
 	for _, r := range rep.Rows {
 		for m := 0; m < NumMetrics; m++ {
 			e := r.Err[m]
