@@ -98,6 +98,8 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 		switch {
 		case n.passes(g0, in):
 			grads[i] = s.ref(g0)
+		case n.split:
+			grads[i] = s.view(g0, in.elems)
 		case n.bcast && in.elems < g0.elems && i < len(full):
 			full[i] = s.alloc(g0.elems, g0.dt, catTemp, in.name)
 			full[i].prefix = "unreduced grad of "

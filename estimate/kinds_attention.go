@@ -350,11 +350,23 @@ func (s *sim) rope(x, cos, sin *tensor, frac float64) *tensor {
 		s.record("Slice", []*tensor{x}, xr)
 	}
 	a := s.mul(xr, cos)
+	// rotate_half: two slices, the second negated, concatenated. In
+	// backward the concatenation hands views of its gradient on, the
+	// negation allocates half, and each slice pads its gradient back to
+	// the full width (measured: the tiny MoE's bf16 checkpointed trace,
+	// bench/results/moe-traces/moe-bf16-ckpt).
+	x1, x2 := s.view(xr, xr.elems/2), s.view(xr, xr.elems/2)
+	s.record("Slice", []*tensor{xr}, x1)
+	s.record("Slice", []*tensor{xr}, x2)
 	neg := s.alloc(xr.elems/2, x.dt, catTemp, "neg")
-	s.record("Neg", []*tensor{xr}, neg)
+	s.record("Neg", []*tensor{x2}, neg)
 	rh := s.alloc(xr.elems, x.dt, catTemp, "rotate_half")
-	s.record("Cat", []*tensor{neg, xr}, rh)
+	if n := s.record("Cat", []*tensor{neg, x1}, rh); n != nil {
+		n.split = true
+	}
 	s.unref(neg)
+	s.unref(x1)
+	s.unref(x2)
 	bb := s.mul(rh, sin)
 	s.unref(rh)
 	y := s.add(a, bb)

@@ -96,6 +96,9 @@ type node struct {
 	gradWS *[3]inputWS
 	ckpt   *ckpt // a checkpointed segment to recompute
 	pass   bool  // gradient passes through when sizes match (add, views)
+	// split marks a concatenation: its inputs' gradients are views of the
+	// incoming one (CatBackward0 narrows it), no new tensor.
+	split bool
 	gemm   bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
 	// early marks a node recorded by a checkpoint's recompute: its saved
 	// tensors die when its backward returns (recompute).
