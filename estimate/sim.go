@@ -99,7 +99,7 @@ type node struct {
 	// split marks a concatenation: its inputs' gradients are views of the
 	// incoming one (CatBackward0 narrows it), no new tensor.
 	split bool
-	gemm   bool  // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
+	gemm  bool // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
 	// early marks a node recorded by a checkpoint's recompute: its saved
 	// tensors die when its backward returns (recompute).
 	early bool
