@@ -183,8 +183,16 @@ func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 	if !a.k.QKNorm {
 		return t
 	}
-	y := s.rmsNorm(t, w, rows)
+	// The norm runs on the projection's view(hidden_shape) and its output
+	// is transposed, so its gradient comes back strided through all of
+	// its elementwise backward and the view's backward (reshape) copies
+	// it (measured: the tiny MoE's bf16 checkpointed trace,
+	// bench/results/moe-traces/moe-bf16-ckpt).
+	v := s.view(t, t.elems)
+	s.record("View", []*tensor{t}, v)
 	s.unref(t)
+	y := s.rmsNorm(v, w, rows)
+	s.unref(v)
 	return y
 }
 
