@@ -116,7 +116,7 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 		if i == 0 && n.gemm {
 			s.gemm(s.cfg.compute, false) // after the first product's output
 		}
-		if n.gemm && in.param && grads[i] != nil {
+		if n.gemm && grads[i] != nil && (in.param || n.viewGrad) {
 			grads[i].product = true
 		}
 		if ws.sum && n.outs[0].gradPerm {

@@ -264,6 +264,7 @@ func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 	if in.l.Kind == model.KLMHead {
 		out = scalarShape
 	}
+	s.rank = len(sh)
 	return in.op.forward(s, x, sh, in.outSh), out
 }
 

@@ -34,7 +34,32 @@ func (s *sim) accumulate(t, g *tensor) {
 		t.grad = g
 		return
 	}
-	s.unref(g)
+	// InputBuffer::accumulate (torch/csrc/autograd/input_buffer.cpp) adds
+	// in place into whichever addend it holds the last reference to, the
+	// first if it can; a gradient still shared (a pass-through) or a view
+	// (a linear layer's input gradient, reshaped from the product's matrix)
+	// cannot be, and when neither can the sum is a new tensor (measured:
+	// the tiny MoE in bf16, whose key and value projections' input
+	// gradients sum out of place, bench/results/moe-traces/moe-bf16-ckpt).
+	switch old := t.grad; {
+	case stealable(old):
+		s.unref(g)
+	case stealable(g):
+		s.unref(old)
+		t.grad = g
+	default:
+		sum := s.alloc(g.elems, g.dt, catTemp, t.name)
+		sum.prefix = "grad sum of "
+		s.unref(old)
+		s.unref(g)
+		t.grad = sum
+	}
+}
+
+// stealable reports whether the engine may add into gradient g in place:
+// nothing else holds it and it is not a view.
+func stealable(g *tensor) bool {
+	return g.refs == 1 && g.base == nil && !g.product
 }
 
 // sumTied adds a second gradient a parameter receives in the same backward

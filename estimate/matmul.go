@@ -70,6 +70,7 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *ten
 		// input names (mat1 = x, mat2 = Wᵀ, self = bias) and releases the
 		// saved tensors sorted by name (mat1_, mat2_); docs/pytorch-memory.md §4.
 		n.gemm = true
+		n.viewGrad = s.rank >= 2
 		if wc.req {
 			s.save(n, xc)
 		}
@@ -105,6 +106,7 @@ func (s *sim) recordMm(xc, wc, y *tensor) {
 		return
 	}
 	n.gemm = true
+	n.viewGrad = s.rank >= 2
 	if xc.req {
 		s.save(n, wc)
 	}

@@ -99,7 +99,10 @@ type node struct {
 	// split marks a concatenation: its inputs' gradients are views of the
 	// incoming one (CatBackward0 narrows it), no new tensor.
 	split bool
-	gemm  bool // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
+	// viewGrad marks a product over a reshaped 3-D input: the input's
+	// gradient is a view of the product's output (accumulate).
+	viewGrad bool
+	gemm     bool // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
 	// early marks a node recorded by a checkpoint's recompute: its saved
 	// tensors die when its backward returns (recompute).
 	early bool
@@ -190,7 +193,10 @@ type sim struct {
 	ckptMode string
 	ckptK    int64
 	ropeT    [2]*tensor // cos and sin tables of the current forward
-	mask     *tensor    // eager attention's causal mask of the current forward
+	// rank is the running layer's per-sample input rank: 2 or more makes
+	// a linear layer's input 3-D, reshaped to a matrix (viewGrad).
+	rank int
+	mask *tensor // eager attention's causal mask of the current forward
 	// maskLocal: mask is the model forward's local, freed when it returns
 	// (prologue, dropBodyHold).
 	maskLocal bool
