@@ -37,27 +37,21 @@ func (s *sim) runNode(n *node) {
 	}
 	var tmp, dyc *tensor
 	if n.dyFirst && n.outs[0].gradPerm {
-		dyc = s.alloc(g0.elems, g0.dt, catTemp, " backward copy of the gradient")
-		dyc.prefix = n.name
+		dyc = s.nodeTemp(n, g0.bytes(), catTemp, " backward copy of the gradient")
 	}
 	if n.bwdTemp > 0 {
-		tmp = s.alloc(n.bwdTemp, u8, catTemp, " backward temp")
-		tmp.prefix = n.name
+		tmp = s.nodeTemp(n, n.bwdTemp, catTemp, " backward temp")
 	}
 	var pow [2]*tensor
 	if n.powTemps > 0 {
 		for i := range pow {
-			pow[i] = s.alloc(n.powTemps, u8, catTemp, " pow_backward temp")
-			pow[i].prefix = n.name
+			pow[i] = s.nodeTemp(n, n.powTemps, catTemp, " pow_backward temp")
 		}
 	}
 	grads, full, cast := s.nodeGrads(n, g0, &dyc)
-	var dy *tensor
 	if n.dyCopy && n.outs[0].gradPerm {
-		dy = s.alloc(g0.elems, g0.dt, catTemp, " backward copy of the gradient")
-		dy.prefix = n.name
+		s.unref(s.nodeTemp(n, g0.bytes(), catTemp, " backward copy of the gradient"))
 	}
-	s.unref(dy)
 	s.unref(dyc)
 	s.unref(pow[1])
 	s.unref(pow[0])
@@ -65,9 +59,7 @@ func (s *sim) runNode(n *node) {
 		s.release(n)
 	}
 	if n.reduceTemp > 0 {
-		r := s.alloc(n.reduceTemp, u8, catTemp, " reduction scratch")
-		r.prefix = n.name
-		s.unref(r)
+		s.unref(s.nodeTemp(n, n.reduceTemp, catTemp, " reduction scratch"))
 	}
 	s.sumBroadcast(n, full[:], grads, g0)
 	s.unref(tmp)
@@ -119,17 +111,15 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 		if n.gemm && grads[i] != nil && (in.param || n.viewGrad) {
 			grads[i].product = true
 		}
-		if ws.sum && n.outs[0].gradPerm {
-			ws.bytes = s.columnSumScratch(g0.elems/in.elems, in.elems, g0.dt)
+		cat, label := catWorkspace, " backward workspace"
+		if ws.sum {
+			cat, label = catTemp, " bias reduction scratch"
+			if n.outs[0].gradPerm {
+				ws.bytes = s.columnSumScratch(g0.elems/in.elems, in.elems, g0.dt)
+			}
 		}
-		if ws.sum && ws.bytes > 0 {
-			w := s.alloc(ws.bytes, u8, catTemp, " bias reduction scratch")
-			w.prefix = n.name
-			s.unref(w)
-		} else if ws.bytes > 0 {
-			w := s.alloc(ws.bytes, u8, catWorkspace, " backward workspace")
-			w.prefix = n.name
-			s.unref(w)
+		if ws.bytes > 0 {
+			s.unref(s.nodeTemp(n, ws.bytes, cat, label))
 		}
 	}
 	return grads, full, cast
@@ -192,6 +182,14 @@ func (s *sim) sumBroadcast(n *node, full, grads []*tensor, g0 *tensor) {
 		s.unref(f)
 		full[i] = nil
 	}
+}
+
+// nodeTemp allocates bytes that node n's backward takes for itself,
+// labelled with the node's name.
+func (s *sim) nodeTemp(n *node, bytes int64, cat category, label string) *tensor {
+	t := s.alloc(bytes, u8, cat, label)
+	t.prefix = n.name
+	return t
 }
 
 // endFrame releases the checkpoint whose frame n's saved tensors were the

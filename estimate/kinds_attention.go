@@ -268,8 +268,6 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 	return y, mathSDPA
 }
 
-// split makes q, k, v views of a packed projection; its backward builds
-// one gradient of the packed size.
 // selectQKV is nn.MultiheadAttention's proj[0], proj[1], proj[2]
 // (_in_projection_packed): three selects, whose SelectBackward0 each
 // allocate a zero tensor of proj's size and copy their gradient into it;
@@ -284,6 +282,8 @@ func (s *sim) selectQKV(c *tensor, d, rows int64) (q, k, v *tensor) {
 	return views[0], views[1], views[2]
 }
 
+// split makes q, k, v views of a packed projection; its backward builds
+// one gradient of the packed size.
 func (s *sim) split(c *tensor, qd, kvd, rows int64) (q, k, v *tensor) {
 	q, k, v = s.view(c, rows*qd), s.view(c, rows*kvd), s.view(c, rows*kvd)
 	s.record("Split", []*tensor{c}, q, k, v)

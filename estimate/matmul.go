@@ -81,12 +81,10 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *ten
 			n.reduceTemp = s.columnSumScratch(rows, out, dt)
 		}
 	}
-	if !s.stop.stopped {
-		s.make(out0)
-		// A transposed input goes through at::matmul and add_ (mm, no
-		// cublasLt epilogue) rather than addmm.
-		s.gemm(dt, b != nil && !transposed)
-	}
+	s.make(out0)
+	// A transposed input goes through at::matmul and add_ (mm, no cublasLt
+	// epilogue) rather than addmm.
+	s.gemm(dt, b != nil && !transposed)
 	s.unref(xc)
 	s.unref(wc)
 	s.unref(bc)

@@ -55,9 +55,11 @@ type tensor struct {
 	fixed    category // category for tensors that are not activations
 	grad     *tensor  // gradient accumulated during backward
 	pgrad    *tensor  // .grad of a parameter
-	// product marks a parameter's gradient that came straight from a
-	// matrix product's backward, and pass the backward pass a .grad was
-	// set in (grads.go: a tied weight's two gradients).
+	// product marks a gradient that came straight from a matrix
+	// product's backward: a parameter's (a tied weight's two gradients,
+	// sumTied) or a view of the product over a 3-D input (node.viewGrad,
+	// which accumulate cannot add into in place); pass is the backward
+	// pass a parameter's .grad was set in.
 	product bool
 	pass    int32
 	// last and second are a parameter's last two dimensions (second is 0
@@ -273,9 +275,6 @@ func (s *sim) recat(t *tensor) {
 // alloc allocates a tensor held once by the caller.
 func (s *sim) alloc(elems, dt int64, cat category, name string) *tensor {
 	t := s.unmade(elems, dt, cat, name)
-	if s.stop.stopped {
-		return t // never made: no block (earlyStop)
-	}
 	s.make(t)
 	return t
 }
@@ -287,8 +286,12 @@ func (s *sim) unmade(elems, dt int64, cat category, name string) *tensor {
 	return t
 }
 
-// make allocates t's memory.
+// make allocates t's memory, unless a checkpoint's recompute has stopped
+// (earlyStop): then t stays a placeholder with no block.
 func (s *sim) make(t *tensor) {
+	if s.stop.stopped {
+		return
+	}
 	cat := t.cat
 	n := t.bytes()
 	t.blk = s.al.malloc(n)

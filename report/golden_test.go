@@ -15,13 +15,14 @@ import (
 )
 
 // goldenReport is the JSON report of the benchmark's 50 jobs on the 12
-// catalog devices as main built it at commit 53d7461, before the report
+// catalog devices, first recorded at commit 53d7461, before the report
 // shared batch searches and fix estimates between devices
-// (docs/performance.md, "Fourth session, second round"). It pins the
-// estimator's predictions too: after a change to the estimator that moves
-// them on purpose, regenerate it (MEMPLAN_WRITE_GOLDEN=1) from that tree
-// with the report's sharing unchanged, then check the report's changes
-// against it; TestSharedMatchesUnshared checks the sharing on its own.
+// (docs/performance.md, "Fourth session, second round"), and regenerated
+// after each change to the estimator that moved its predictions on purpose
+// (MEMPLAN_WRITE_GOLDEN=1, with the report's code unchanged). It pins the
+// report's answers and the estimator's predictions together; a change to
+// the report's sharing is checked against it, and TestSharedMatchesUnshared
+// checks the sharing on its own.
 const goldenReport = "testdata/report50x12.json.gz"
 
 // TestReportMatchesGolden: the report's every cell, as JSON, is the one
