@@ -69,14 +69,7 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *ten
 		// backward computes the gradients in the sorted order of the
 		// input names (mat1 = x, mat2 = Wᵀ, self = bias) and releases the
 		// saved tensors sorted by name (mat1_, mat2_); docs/pytorch-memory.md §4.
-		n.gemm = true
-		n.viewGrad = s.rank >= 2
-		if wc.req {
-			s.save(n, xc)
-		}
-		if xc.req {
-			s.save(n, wc)
-		}
+		s.linearNode(n, xc, wc)
 		if bc.req {
 			n.reduceTemp = s.columnSumScratch(rows, out, dt)
 		}
@@ -103,12 +96,20 @@ func (s *sim) recordMm(xc, wc, y *tensor) {
 	if n == nil {
 		return
 	}
+	s.linearNode(n, wc, xc)
+}
+
+// linearNode marks n a linear layer's product node and saves its operands:
+// a when b requires grad, then b when a does, the order the node releases
+// them in. Over a 3-D input (rank) the input's gradient is a view of the
+// product (node.viewGrad).
+func (s *sim) linearNode(n *node, a, b *tensor) {
 	n.gemm = true
 	n.viewGrad = s.rank >= 2
-	if xc.req {
-		s.save(n, wc)
+	if b.req {
+		s.save(n, a)
 	}
-	if wc.req {
-		s.save(n, xc)
+	if a.req {
+		s.save(n, b)
 	}
 }
