@@ -6,12 +6,17 @@ nccl_sweep.sh). Prints one JSON line per rank.
 
 Stages: context, first tensor, default process group (eager init through
 device_id), first all_reduce (1 MiB and 64 MiB), all_gather_into_tensor,
-reduce_scatter_tensor, broadcast, send/recv, then --groups further process
-groups (new_group over all ranks) each with its first all_reduce."""
+reduce_scatter_tensor, broadcast, send/recv (even ranks to the next odd one),
+with --subgroups K the world split into groups of K ranks, each with its first
+all_reduce, then --groups further process groups (new_group over all ranks)
+each with its first all_reduce."""
 import argparse, json, os, time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--groups", type=int, default=2)
+ap.add_argument("--subgroups", type=int, default=0,
+                help="with 4 ranks or more: split the world into groups of this many ranks (new_subgroups), "
+                     "as a 2-D mesh's inner dimension does, and run a first all_reduce in each")
 ap.add_argument("--label", default="")
 a = ap.parse_args()
 import torch
@@ -46,12 +51,18 @@ dist.reduce_scatter_tensor(x[: (1 << 18) // w], x)
 mark("reduce_scatter")
 dist.broadcast(x, 0)
 mark("broadcast")
-if w == 2:
-    if r == 0:
-        dist.send(x, 1)
+if w % 2 == 0:
+    # Even ranks send to the next odd one (with two ranks: 0 sends, 1 receives).
+    if r % 2 == 0:
+        dist.send(x, r + 1)
     else:
-        dist.recv(x, 0)
+        dist.recv(x, r - 1)
     mark("send_recv")
+if a.subgroups and w > a.subgroups:
+    sub, _ = dist.new_subgroups(group_size=a.subgroups)
+    mark("subgroup_created")
+    dist.all_reduce(x, group=sub)
+    mark("subgroup_all_reduce")
 groups = []
 for i in range(a.groups):
     g = dist.new_group(list(range(w)))

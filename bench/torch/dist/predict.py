@@ -9,9 +9,11 @@ Two grid formats: train.py's (heldout.txt: SPEC --mode ... lines, mapped as
 train.py's memplan_command does) and tp-run.sh's (tp-heldout.txt: SCRIPT
 NPROC ARGS lines, mapped as common.memplan_cmd does, with --optimizer adamw
 because tp.py, pp.py and cp.py train with AdamW foreach)."""
-import json, shlex, subprocess, sys
+import json, os, shlex, subprocess, sys
 
 grid, exe = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "memplan")
+# train.py's grids run on every GPU of the machine (run.sh's NGPU): the world size.
+WORLD = os.environ.get("NGPU", "2")
 G = 1 << 30
 
 
@@ -33,7 +35,7 @@ def train_cmd(args):
     if zero is None:
         zero = 2 if opts.get("reshard") == "false" else 3
     cmd = ["estimate", spec, "--batch", opts["batch"], "--seq", opts["seq"], "--precision", opts["precision"],
-           "--dp", "2", "--zero", str(zero)]
+           "--dp", WORLD, "--zero", str(zero)]
     if opts.get("checkpointing", "none") != "none":
         cmd += ["--checkpointing", opts["checkpointing"]]
     if mode == "ddp-view":
