@@ -18,6 +18,7 @@ ap.add_argument("--subgroups", type=int, default=0,
                 help="with 4 ranks or more: split the world into groups of this many ranks (new_subgroups), "
                      "as a 2-D mesh's inner dimension does, and run a first all_reduce in each")
 ap.add_argument("--label", default="")
+ap.add_argument("--out", default="", help="write this rank's JSON line to OUT/rankR.json instead of stdout")
 a = ap.parse_args()
 import torch
 import torch.distributed as dist
@@ -74,7 +75,13 @@ for i in range(a.groups):
     dist.reduce_scatter_tensor(x[: (1 << 18) // w], x, group=g)
     mark("group%d_ag_rs" % (i + 2))
 env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-print("RESULT " + json.dumps({"label": a.label, "rank": r, "world": w, "env": env, "date": time.strftime("%Y-%m-%d"),
-                              "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-                              "gpu": torch.cuda.get_device_name(), "stages": st}), flush=True)
+res = json.dumps({"label": a.label, "rank": r, "world": w, "env": env, "date": time.strftime("%Y-%m-%d"),
+                  "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                  "gpu": torch.cuda.get_device_name(), "stages": st})
+if a.out:
+    # Ranks printing at once can share a line of torchrun's output: one file each.
+    with open(os.path.join(a.out, "rank%d.json" % r), "w") as f:
+        f.write(res + "\n")
+else:
+    print("RESULT " + res, flush=True)
 dist.destroy_process_group()

@@ -14,19 +14,20 @@ mkdir -p "$out"
 while read -r setting; do
   [[ -z $setting || $setting == \#* ]] && continue
   log=$(mktemp)
+  res=$(mktemp -d)
   # shellcheck disable=SC2086
   env $setting NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC timeout -k 5 60 \
-    torchrun --standalone --nproc_per_node="$ngpu" "$here/nccl_sweep.py" ${ARGS:-} --label "$setting" >"$log" 2>&1
+    torchrun --standalone --nproc_per_node="$ngpu" "$here/nccl_sweep.py" ${ARGS:-} --out "$res" --label "$setting" >"$log" 2>&1
   rc=$?
   ch=$(grep -c 'Channel [0-9]*/[0-9]* : ' "$log")
   chn=$(grep -o 'Channel 00/[0-9]*' "$log" | head -1 | cut -d/ -f2)
   allocs=$(grep -c 'Alloc' "$log")
-  grep '^RESULT ' "$log" | sed 's/^RESULT //' | while read -r j; do
+  cat "$res"/rank*.json 2>/dev/null | while read -r j; do
     echo "$j" | python3 -c "import json,sys; d=json.load(sys.stdin); d.update(exit=$rc, channels_logged='$chn', channel_lines=$ch, alloc_lines=$allocs); print(json.dumps(d))"
   done >>"$out/nccl.jsonl"
   [[ $rc == 0 ]] || tail -n 20 "$log" >>"$out/log.txt"
   grep -E 'ALLOC|Alloc|Channel 00|nvls|Connected|Trees|Ring 00|comm 0x' "$log" | head -n 120 >>"$out/nccl-alloc.log"
-  rm -f "$log"
+  rm -rf "$log" "$res"
 done < <(if [[ -n ${SETTINGS:-} ]]; then printf '%s\n' "$SETTINGS"; else cat <<'SETTINGS'
 NCCL_BUFFSIZE=4194304
 NCCL_BUFFSIZE=1048576
