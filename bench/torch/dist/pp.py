@@ -2,13 +2,13 @@
 """Pipeline parallelism with torch.distributed.pipelining, the blocks split as
 torchtitan's generate_llm_fqn_per_model_part splits them (the embedding and the
 head count as one layer each; memplan's model.StageLayers): one stage per rank
-(GPipe, 1F1B), or --virtual stages per rank round robin (interleaved 1F1B:
+(GPipe, 1F1B), or --stages-per-rank stages per rank round robin (interleaved 1F1B:
 rank r holds stages r, r+pp, ...); optionally tensor parallelism inside each
 stage (--tp, a pp × tp mesh, torchtitan's plan as tp.py applies it).
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 8
         [--batch 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
-    torchrun --standalone --nproc-per-node 2 bench/torch/dist/pp.py SPEC --schedule interleaved --virtual 2 --microbatches 4
+    torchrun --standalone --nproc-per-node 2 bench/torch/dist/pp.py SPEC --schedule interleaved --stages-per-rank 2 --microbatches 4
     torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 4 --tp 2 [--no-sp]
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
@@ -94,7 +94,8 @@ def main():
     common.add_common_args(ap)
     ap.add_argument("--schedule", choices=["gpipe", "1f1b", "interleaved"], required=True)
     ap.add_argument("--microbatches", type=int, required=True)
-    ap.add_argument("--virtual", type=int, default=2, help="stages per rank (interleaved)")
+    ap.add_argument("--stages-per-rank", dest="virtual", type=int, default=2,
+                    help="stages per rank (interleaved); not --virtual, which torchrun takes for its --virtual-local-rank")
     ap.add_argument("--tp", type=int, default=1, help="tensor parallelism inside each stage (pp × tp mesh)")
     ap.add_argument("--no-sp", action="store_true", help="with --tp: without sequence parallelism")
     a = ap.parse_args()

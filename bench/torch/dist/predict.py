@@ -63,7 +63,7 @@ def script_cmd(script, nproc, args):
         tp = int(opts.get("tp", "1"))
         cmd += ["--pp", str(int(nproc) // tp), "--pp-schedule", opts["schedule"], "--grad-accum", opts["microbatches"]]
         if opts["schedule"] == "interleaved":
-            cmd += ["--pp-virtual", opts.get("virtual", "2")]
+            cmd += ["--pp-virtual", opts.get("stages-per-rank", opts.get("virtual", "2"))]
         if tp > 1:
             cmd += ["--tp", str(tp)] + ([] if "no-sp" in opts else ["--sp"])
     # Always: a spec's own checkpointing (llama-3-8b.yaml: every-block) is
