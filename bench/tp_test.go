@@ -28,6 +28,12 @@ type tpRecord struct {
 		LossParallel  bool   `json:"loss_parallel"`
 		Batch, Seq    int64
 		Checkpointing string `json:"checkpointing"`
+		// Pipelines (pp.py): stages, schedule, micro-batches and stages
+		// per rank.
+		PP           int64  `json:"pp"`
+		Schedule     string `json:"schedule"`
+		Microbatches int64  `json:"microbatches"`
+		Virtual      int64  `json:"virtual"`
 	} `json:"config"`
 	Ranks []struct {
 		Steps []tpPeaks `json:"steps"`
@@ -54,13 +60,19 @@ func (r *tpRecord) measured() (m [NumMetrics]int64) {
 }
 
 // TestTensorParallelAccuracy holds memplan's predictions for the
-// tensor-parallel runs of bench/torch/dist/tp-grid.txt on two H200s
-// (tp.py: torchtitan's plan, AdamW foreach, amp-bf16) to issue 12's
-// multi-GPU targets: medians within 2% (allocated) and 3% (reserved,
-// device), worst within 6% and 8%, nothing more than UnderLimit under.
+// tensor-parallel runs of bench/torch/dist/tp-grid.txt on two H200s and,
+// with FSDP2 over a dp × tp mesh, on four (tp.py: torchtitan's plan, AdamW
+// foreach, amp-bf16; with the 4-GPU line of tp-heldout.txt, measured after
+// its prediction was committed) to issue 12's multi-GPU targets: medians
+// within 2% (allocated) and 3% (reserved, device), worst within 6% and 8%,
+// nothing more than UnderLimit under.
 func TestTensorParallelAccuracy(t *testing.T) {
 	var errs [NumMetrics][]float64
-	for _, r := range readScript(t, filepath.Join("results", "2026-11-23-h200x2-tp.jsonl"), "tp") {
+	var runs []tpRecord
+	for _, f := range []string{"2026-11-23-h200x2-tp.jsonl", "2026-11-26-h200x4-tp.jsonl", "2026-11-26-h200x4-tp-heldout.jsonl"} {
+		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
+	}
+	for _, r := range runs {
 		c := r.Config
 		o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW,
 			Checkpointing: c.Checkpointing, TP: c.TP, SP: c.SP, LossParallel: c.LossParallel, Dev: "h200-141gb"}
@@ -75,8 +87,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			}
 		}
 	}
-	if n := len(errs[Allocated]); n < 8 {
-		t.Fatalf("%d tensor-parallel runs, want 8", n)
+	if n := len(errs[Allocated]); n < 11 {
+		t.Fatalf("%d tensor-parallel runs, want 11", n)
 	}
 	median := [NumMetrics]float64{0.02, 0.03, 0.03}
 	worst := [NumMetrics]float64{0.06, 0.08, 0.08}
@@ -122,7 +134,8 @@ func readScript(t *testing.T, path, script string) []tpRecord {
 }
 
 // distErrors predicts run r's spec under o and returns the relative error
-// of each metric against the busiest rank's measurement.
+// of each metric against the busiest rank's measurement (for pipelines,
+// the busiest kind of stage's prediction, metric by metric).
 func distErrors(t *testing.T, r tpRecord, o model.Overrides) (e [NumMetrics]float64) {
 	t.Helper()
 	spec, err := model.Load(filepath.Join("..", r.Config.Spec), o)
@@ -135,6 +148,13 @@ func distErrors(t *testing.T, r tpRecord, o model.Overrides) (e [NumMetrics]floa
 	}
 	m := r.measured()
 	pred := [NumMetrics]int64{p.PeakAllocated, p.PeakReserved, p.DeviceTotal}
+	if p.Pipeline != nil {
+		// The measurement is the largest over the ranks, metric by
+		// metric; so is the prediction over the kinds of stage.
+		for _, k := range p.Pipeline.Kinds {
+			pred = [NumMetrics]int64{max(pred[Allocated], k.PeakAllocated), max(pred[Reserved], k.PeakReserved), max(pred[Device], k.DeviceTotal)}
+		}
+	}
 	for k := range e {
 		e[k] = float64(pred[k])/float64(m[k]) - 1
 	}

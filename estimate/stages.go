@@ -110,21 +110,19 @@ const (
 	ppP2PPeer  = 157<<20 - ppP2PFirst
 )
 
-// pipelineNCCL is the device memory NCCL holds on a pipeline rank: one
-// communicator for the pipeline group and one for each other parallel
-// dimension larger than one (parallel.NCCLBytes; context parallelism's
-// all-to-all adds its point-to-point buffers, ncclFor), and the point-to-
-// point connections to each neighbouring rank. batch_isend_irecv runs on
-// the pipeline group's communicator, so it adds no communicator of its
-// own. A pipeline's modules are built on the meta device, so tensor
-// parallelism's scatter of the parameters (loadWhole) is not there.
+// pipelineNCCL is the device memory NCCL holds on a pipeline rank: the
+// communicators of its layout (communicators: the pipeline group's and one
+// for each other parallel dimension larger than one, and the default
+// group's when tensor parallelism draws the stage's DTensor parameters on
+// a mesh of two dimensions or more; context parallelism's all-to-all adds
+// its point-to-point buffers, ncclFor), and the point-to-point connections
+// to each neighbouring rank. batch_isend_irecv runs on the pipeline
+// group's communicator, so it adds no communicator of its own. A
+// pipeline's modules are built on the meta device, so tensor parallelism's
+// scatter of the parameters (loadWhole) is not there.
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
 	c := parallel.H200x2Defaults
-	for _, d := range []int64{t.DP, t.TP, t.CP, t.EP} {
-		if d > 1 {
-			c.Communicators++
-		}
-	}
+	c.Communicators = communicators(t, true)
 	c.Sends = c.Sends || t.CP > 1
 	c.Recvs = c.Recvs || t.CP > 1
 	return mustNCCL(parallel.NCCLBytes(c)) + ppP2PFirst + p.peers(t.PP)*ppP2PPeer

@@ -233,11 +233,10 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 }
 
 // ncclFor is the device memory NCCL takes on the busiest rank of a
-// layout (docs/parallelism.md §3.5): one communicator per parallel
-// dimension larger than one, with the channel counts measured on 2 x H200
-// (parallel.H200x2Defaults, docs/multigpu.md: 840 MiB for one; other
-// hosts pick other channel counts, two H200s are the only measurement).
-// Loading a tensor-parallel model that was
+// layout (docs/parallelism.md §3.5): the communicators (communicators),
+// with the channel counts measured on H200s (parallel.H200x2Defaults,
+// docs/multigpu.md: 840 MiB for one, the same on 2 and on 4 GPUs; other
+// hosts pick other channel counts). Loading a tensor-parallel model that was
 // built whole on the GPU (loadWhole) scatters each sharded parameter from
 // rank 0 (distribute_tensor's mesh_scatter, point-to-point sends): the
 // other ranks receive, which sets up NCCL's receive buffers, the most a
@@ -245,12 +244,7 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 // 128 MiB on rank 0, the sender).
 func ncclFor(t model.Training) int64 {
 	c := parallel.H200x2Defaults
-	c.Communicators = 0
-	for _, d := range []int64{t.DP, t.TP, t.CP, t.EP} {
-		if d > 1 {
-			c.Communicators++
-		}
-	}
+	c.Communicators = communicators(t, false)
 	c.Recvs = t.TP > 1 || t.EP > 1
 	// Expert parallelism's all-to-all sends and receives point to point
 	// (measured on two ranks; the per-peer buffers of an all-to-all over
@@ -264,6 +258,33 @@ func ncclFor(t model.Training) int64 {
 	c.Sends = c.Sends || t.CP > 1
 	c.Recvs = c.Recvs || t.CP > 1
 	return mustNCCL(parallel.NCCLBytes(c))
+}
+
+// communicators is the number of NCCL communicators a rank has connected
+// by the end of its first training step: one per parallel dimension
+// larger than one (each dimension of the device mesh is its own process
+// group; a dimension that spans the whole world is the default group), and
+// the default group's own when no dimension spans the world but the
+// default group runs a collective. It does when the parameters are
+// DTensors initialised by a random op (dtensorInit: modules built on the
+// meta device, tensor-parallel, then materialised and drawn on the GPU, as
+// torchtitan and bench/torch/dist/pp.py do): DTensor's random-number
+// tracker broadcasts its state from rank 0 over the default group first.
+// Measured on 4 × H200 with NCCL's INIT log (bench/results/2026-11-26-h200x4-nccl-init.txt):
+// every rank of pp.py on a pp × tp mesh connects three communicators, the
+// world's first; tp.py on a dp × tp mesh, which builds the model whole and
+// distributes it, connects the world's only after the measured steps.
+func communicators(t model.Training, dtensorInit bool) int {
+	n := 0
+	for _, d := range []int64{t.DP, t.TP, t.CP, t.EP, t.PP} {
+		if d > 1 {
+			n++
+		}
+	}
+	if n > 1 && dtensorInit && t.TP > 1 {
+		n++
+	}
+	return n
 }
 
 // loadWhole replays how bench/torch/dist/tp.py (and any script that builds

@@ -69,3 +69,30 @@ func TestTensorParallel(t *testing.T) {
 		t.Errorf("NCCL: tp %d MiB, tp × dp %d MiB; want 1218 and more", nccl(sp)>>20, nccl(fsdp)>>20)
 	}
 }
+
+// TestCommunicators holds the NCCL communicators a rank connects, as NCCL's
+// INIT log showed them on 4 × H200 (bench/results/2026-11-26-h200x4-nccl-init.txt):
+// one per mesh dimension larger than one, and the default group's when
+// DTensor parameters are drawn on a mesh none of whose dimensions spans
+// the world.
+func TestCommunicators(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		t           model.Training
+		dtensorInit bool
+		want        int
+	}{
+		{"one gpu", model.Training{}, false, 0},
+		{"dp 4", model.Training{DP: 4}, false, 1},
+		{"tp 2, whole load", model.Training{TP: 2}, false, 1},
+		{"pp 2", model.Training{PP: 2}, true, 1},
+		{"dp 2 x tp 2, whole load (tp.py)", model.Training{DP: 2, TP: 2}, false, 2},
+		{"pp 2 x tp 2, meta build (pp.py)", model.Training{PP: 2, TP: 2}, true, 3},
+		{"pp 2 x tp 1, meta build", model.Training{PP: 2, DP: 2}, true, 2},
+		{"tp 2 x cp 2 x dp 2, meta build", model.Training{TP: 2, CP: 2, DP: 2}, true, 4},
+	} {
+		if got := communicators(tc.t, tc.dtensorInit); got != tc.want {
+			t.Errorf("%s: %d communicators, want %d", tc.name, got, tc.want)
+		}
+	}
+}

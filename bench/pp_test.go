@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// pipelineGaps are the pipeline runs more than UnderLimit under, with what
+// is known of them (docs/parallelism.md §3.2.4): in both, peak allocated is
+// exact and reserved memory grows in later steps by segments the two
+// simulated steps do not map.
+var pipelineGaps = map[string][]int{
+	// GPipe, 8 micro-batches: the last stage's reserve still grows in the
+	// third step (32.41 GiB after two, 33.63 after three).
+	"pp.py 2 specs/tinyllama-1.1b.yaml --schedule gpipe --microbatches 8 --seq 2048 --batch 1": {Reserved, Device},
+	// Llama-3-8B on a pp × tp mesh: the last stage maps a new 1002 MiB
+	// segment in each later step for the fp32 head-gradient temporary of
+	// a micro-batch, and a 2004 MiB one for merging the output chunks
+	// (allocator history, bench/results/2026-11-26-h200x4-pp-tp-8b-segments.txt).
+	"pp.py 4 specs/llama-3-8b.yaml --schedule 1f1b --microbatches 4 --tp 2 --seq 2048 --batch 1 --checkpointing every-block": {Reserved, Device},
+}
+
+// TestPipelineAccuracy holds memplan's predictions for every pipeline run
+// of bench/torch/dist/pp.py (torch.distributed.pipelining; GPipe, 1F1B and
+// the interleaved schedule on two H200s, and tensor parallelism inside the
+// stages on a pp × tp mesh of four) to issue 13's targets against the
+// busiest rank: medians within 2% (allocated) and 3% (reserved, device),
+// worst within 6% and 8%, nothing more than UnderLimit under except the
+// listed gaps. The held-out lines (predictions committed before they were
+// measured) are among them; docs/parallelism.md reports them apart.
+func TestPipelineAccuracy(t *testing.T) {
+	files := []string{
+		"2026-11-23-h200x2-tp.jsonl", "2026-11-23-h200x2-tp-heldout.jsonl",
+		"2026-11-26-h200x4-pp-interleaved.jsonl", "2026-11-26-h200x4-pp-interleaved-heldout.jsonl",
+		"2026-11-26-h200x4-pp-tp.jsonl", "2026-11-26-h200x4-pp-tp-heldout.jsonl",
+	}
+	var errs [NumMetrics][]float64
+	for _, f := range files {
+		for _, r := range readScript(t, filepath.Join("results", f), "pp") {
+			c := r.Config
+			o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW + "-" + model.ImplForeach,
+				Checkpointing: c.Checkpointing, PP: c.PP, PPSchedule: c.Schedule, GradAccum: c.Microbatches,
+				TP: c.TP, SP: c.SP, Dev: "h200-141gb"}
+			if c.Schedule == "interleaved" {
+				o.PPVirtual = c.Virtual
+			}
+			e := distErrors(t, r, o)
+			for k := 0; k < NumMetrics; k++ {
+				errs[k] = append(errs[k], e[k])
+				known := false
+				for _, m := range pipelineGaps[r.Label] {
+					known = known || m == k
+				}
+				if (e[k] < -UnderLimit && !known) || abs(e[k]) > [NumMetrics]float64{0.06, 0.08, 0.08}[k] {
+					t.Errorf("%s: %s %+.1f%%", r.Label, MetricNames[k], 100*e[k])
+				}
+			}
+		}
+	}
+	if n := len(errs[Allocated]); n != 21 {
+		t.Fatalf("%d pipeline runs, want 21", n)
+	}
+	for k := 0; k < NumMetrics; k++ {
+		a := make([]float64, len(errs[k]))
+		for i, e := range errs[k] {
+			a[i] = abs(e)
+		}
+		sort.Float64s(a)
+		med := (a[(len(a)-1)/2] + a[len(a)/2]) / 2
+		if med > [NumMetrics]float64{0.02, 0.03, 0.03}[k] {
+			t.Errorf("%s: median error %.2f%%", MetricNames[k], 100*med)
+		}
+		t.Logf("%s: median %.2f%%, worst %.2f%% over %d runs", MetricNames[k], 100*med, 100*a[len(a)-1], len(a))
+	}
+}
