@@ -218,7 +218,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		layers = s.pp.rankLayers()
 		ins = s.buildStages()
 	case t.TP > 1:
-		done = s.loadWhole(layers, prog)
+		done = s.loadWhole(layers, prog, t.TP)
 		fallthrough
 	default:
 		ins = s.build(prog, map[string]*tensor{})

@@ -30,6 +30,13 @@ func init() {
 		w := names[k.Tie]
 		if k.Tie == "" || w == nil {
 			w = s.matrix(k.Vocab, k.Dim, 1, "lm_head.weight")
+		} else if s.wholeBuild {
+			// Built on the GPU (loadWhole): the head's Linear allocates
+			// its own weight, which tying to the embedding then frees;
+			// the tied weight now has two modules to be replaced in.
+			s.unref(s.alloc(k.Vocab*k.Dim, s.cfg.param, catParam, "lm_head.weight (before tying)"))
+			w.refs++
+			s.tiedWhole = w
 		}
 		return &lmHeadOp{k, w, s.optParam(k.Bias, k.Vocab, "lm_head.bias")}
 	})

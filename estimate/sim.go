@@ -224,6 +224,13 @@ type sim struct {
 	// unreplaced are the whole parameters of a tensor-parallel load that
 	// the next parameters built replace, in order (loadWhole).
 	unreplaced []*tensor
+	// wholeBuild is set while loadWhole builds the whole model, and
+	// tiedWhole is then its weight tied to two modules; untied are the
+	// shards parallelize_module makes of it for its second module, freed
+	// when the script ties the two again (loadWhole).
+	wholeBuild bool
+	tiedWhole  *tensor
+	untied     []*tensor
 	bnb        bnbState // bitsandbytes: quantized base, paged state (quant.go)
 }
 

@@ -103,12 +103,25 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 // use less reserved was 1,767 MiB on every rank of every pp.py run, against
 // 1,608–1,612 MiB for data parallelism (docs/multigpu.md), so 157 MiB for
 // a stage that sends to and receives from one neighbour. The first
-// send/recv's one-off 58 MiB (parallel.NCCLBytes) is part of it; a middle
-// stage's second neighbour is assumed to add the rest again (unmeasured).
+// send/recv's one-off 58 MiB (parallel.NCCLBytes) is part of it, and the
+// first and last of four stages take the same (1,769 MiB,
+// bench/results/2026-11-26-h200x4-layouts.jsonl). A middle stage's second
+// neighbour adds a whole peer's buffers (p2pPeerBytes).
 const (
 	ppP2PFirst = 58 << 20
 	ppP2PPeer  = 157<<20 - ppP2PFirst
 )
+
+// p2pPeerBytes is what one more point-to-point peer that a rank both
+// sends to and receives from adds to NCCL's memory (parallel.NCCLBytes:
+// 384 MiB at the default channels and NCCL_BUFFSIZE).
+func p2pPeerBytes() int64 {
+	c := parallel.H200x2Defaults
+	c.SendPeers, c.RecvPeers = 1, 1
+	two := c
+	two.SendPeers, two.RecvPeers = 2, 2
+	return mustNCCL(parallel.NCCLBytes(two)) - mustNCCL(parallel.NCCLBytes(c))
+}
 
 // pipelineNCCL is the device memory NCCL holds on a pipeline rank: the
 // communicators of its layout (communicators: the pipeline group's and one
@@ -123,9 +136,17 @@ const (
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
 	c := parallel.H200x2Defaults
 	c.Communicators = communicators(t, true)
-	c.Sends = c.Sends || t.CP > 1
-	c.Recvs = c.Recvs || t.CP > 1
-	return mustNCCL(parallel.NCCLBytes(c)) + ppP2PFirst + p.peers(t.PP)*ppP2PPeer
+	if t.CP > 1 {
+		c.SendPeers, c.RecvPeers = int(t.CP)-1, int(t.CP)-1
+	}
+	n := mustNCCL(parallel.NCCLBytes(c)) + ppP2PFirst + ppP2PPeer
+	if peers := p.peers(t.PP); peers > 1 {
+		// Every further neighbour: measured on the middle stages of four
+		// (device in use less reserved 2,153 MiB against the first and
+		// last stages' 1,769), what a peer of an all-to-all costs.
+		n += (peers - 1) * p2pPeerBytes()
+	}
+	return n
 }
 
 // peers is the number of other ranks the rank's stages send to or receive

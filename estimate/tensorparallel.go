@@ -43,6 +43,17 @@ func init() {
 		if k.Name != "" {
 			names[k.Name] = o.w
 		}
+		if k.Tied && s.tiedWhole != nil {
+			// Loaded whole and tied (loadWhole): torchtitan's plan
+			// distributes the embedding and the head before the blocks,
+			// each module its own shard of the tied weight; the whole
+			// weight goes once both have replaced it, the head's shard
+			// when the script ties the two again (measured on 4 x H200:
+			// bench/results/2026-11-26-h200x4-tp4-segments.txt).
+			s.untied = append(s.untied, s.alloc(o.w.elems, o.w.dt, catParam, "output.weight (vocabulary shard, untied)"))
+			s.unref(s.tiedWhole)
+			s.tiedWhole = nil
+		}
 		if !k.Tied && s.cfg.zero < 2 {
 			o.whole = &tensor{elems: k.Whole * k.Dim, dt: o.w.dt, refs: 1, param: true, req: true,
 				fixed: catGrad, cat: catGrad, name: "embedding.weight (whole gradient)"}
@@ -245,18 +256,21 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 func ncclFor(t model.Training) int64 {
 	c := parallel.H200x2Defaults
 	c.Communicators = communicators(t, false)
-	c.Recvs = t.TP > 1 || t.EP > 1
-	// Expert parallelism's all-to-all sends and receives point to point
-	// (measured on two ranks; the per-peer buffers of an all-to-all over
-	// more ranks are not covered).
-	c.Sends = c.Sends || t.EP > 1
-	// Context parallelism's backward rotates the key/value gradients with
-	// all-to-all, NCCL sends and receives with the peer: both sides'
-	// point-to-point buffers (measured: device in use less reserved was
-	// 2,057 MiB on both ranks of every cp.py run, 447 more than data
-	// parallelism's 1,610; 442 modelled).
-	c.Sends = c.Sends || t.CP > 1
-	c.Recvs = c.Recvs || t.CP > 1
+	// Expert parallelism's and context parallelism's all-to-all send to
+	// and receive from every other rank of their group, point to point
+	// (measured: device in use less reserved 2,057 MiB on both ranks of
+	// every cp.py run on two GPUs, 447 more than data parallelism's 1,610,
+	// and 2,827 on four, 58 + 3 x 384 more).
+	peers := int(max(t.EP, t.CP, 1)) - 1
+	c.SendPeers, c.RecvPeers = peers, peers
+	if t.TP > 1 {
+		// The whole load's scatter: rank 0 sends to the tp-1 others, each
+		// of which receives from it; the busier of the two.
+		send, recv := c, c
+		send.SendPeers += int(t.TP) - 1
+		recv.RecvPeers++
+		return max(mustNCCL(parallel.NCCLBytes(send)), mustNCCL(parallel.NCCLBytes(recv)))
+	}
 	return mustNCCL(parallel.NCCLBytes(c))
 }
 
@@ -297,8 +311,12 @@ func communicators(t model.Training, dtensorInit bool) int {
 // same with the tensor-parallel shards and its dp shards. It allocates the
 // whole parameters now and returns the function to call once the rank's
 // parameters are built; each parameter the build allocates frees the next
-// whole one.
-func (s *sim) loadWhole(whole, prog []model.Layer) (done func()) {
+// whole one. A weight tied to two modules is replaced twice: the whole
+// model's head allocates its own weight before tying (kinds_embed.go), and
+// the rank's embedding and head each get a shard before the whole goes
+// (vocabEmbeddingOp's registration). tp is the tensor-parallel degree: the
+// scatter's source sends to tp-1 ranks.
+func (s *sim) loadWhole(whole, prog []model.Layer, tp int64) (done func()) {
 	build := func(ls []model.Layer) []*tensor {
 		zero := s.cfg.zero
 		s.cfg.zero = 0
@@ -314,14 +332,23 @@ func (s *sim) loadWhole(whole, prog []model.Layer) (done func()) {
 			s.unref(p)
 		}
 		s.unreplaced = nil
+		for _, p := range s.untied {
+			s.unref(p)
+		}
+		s.untied = nil
 	}
+	s.wholeBuild = true
 	s.unreplaced = build(whole)
+	s.wholeBuild = false
 	c := parallel.H200x2Defaults
-	c.Recvs = true
+	c.RecvPeers = 1
 	recv := mustNCCL(parallel.NCCLBytes(c))
-	c.Recvs, c.Sends = false, true
-	diff := recv - mustNCCL(parallel.NCCLBytes(c))
-	s.note(fmt.Sprintf("ranks differ: the figures are a receiving rank's; rank 0 scatters the parameters and its NCCL buffers take %s less (docs/parallelism.md §3.5)", units.Format(diff)))
+	c.RecvPeers, c.SendPeers = 0, int(tp)-1
+	if diff := recv - mustNCCL(parallel.NCCLBytes(c)); diff > 0 {
+		s.note(fmt.Sprintf("ranks differ: the figures are a receiving rank's; rank 0 scatters the parameters and its NCCL buffers take %s less (docs/parallelism.md §3.5)", units.Format(diff)))
+	} else if diff < 0 {
+		s.note(fmt.Sprintf("ranks differ: the figures are rank 0's, which scatters the parameters to the others; its NCCL buffers take %s more than a receiving rank's (docs/parallelism.md §3.5)", units.Format(-diff)))
+	}
 	if s.cfg.zero >= 2 {
 		// fully_shard replaces the tensor-parallel shards in turn.
 		local := build(prog)

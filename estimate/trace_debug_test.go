@@ -14,7 +14,9 @@ import (
 // TestTraceDebug prints the simulator's allocations for
 // MEMPLAN_TRACE="spec.yaml [--batch N] [--seq N] [--precision P]
 // [--checkpointing C] [--attention A] [--alloc-conf S] [--device D]
-// [--rank R] [--targets T] [--dropout P] [--adapter-dtype D]" (paths relative to
+// [--rank R] [--targets T] [--dropout P] [--adapter-dtype D] [--dp N]
+// [--zero Z] [--optimizer O] [--tp N] [--sp] [--loss-parallel] [--cp N]
+// [--pp N] [--grad-accum M]" (paths relative to
 // this package's directory; MEMPLAN_TRACE_HF=1 reads a transformers
 // config). With MEMPLAN_TRACE_OUT=file.json.gz it writes them instead in
 // the event format of bench/torch/measure.py's --trace, for
@@ -29,9 +31,16 @@ func TestTraceDebug(t *testing.T) {
 		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
 		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype,
 		"--zero": &o.Zero, "--optimizer": &o.Optimizer}
-	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP}
-	for i := 1; i+1 < len(f); i += 2 {
-		if p, ok := strs[f[i]]; ok {
+	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
+		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum}
+	bools := map[string]*bool{"--sp": &o.SP, "--loss-parallel": &o.LossParallel}
+	for i := 1; i < len(f); i += 2 {
+		if p, ok := bools[f[i]]; ok {
+			*p = true
+			i--
+		} else if i+1 >= len(f) {
+			t.Fatalf("flag %s needs a value", f[i])
+		} else if p, ok := strs[f[i]]; ok {
 			*p = f[i+1]
 		} else if p, ok := ints[f[i]]; ok {
 			fmt.Sscan(f[i+1], p)

@@ -34,9 +34,10 @@ type NCCL struct {
 	// BuffSize is NCCL_BUFFSIZE (the SIMPLE protocol's buffer); 0 means the
 	// default 4 MiB.
 	BuffSize int64
-	// Sends and Recvs say whether this rank sends or receives with
-	// point-to-point operations (pipeline parallelism).
-	Sends, Recvs bool
+	// SendPeers and RecvPeers are the ranks this rank sends to and
+	// receives from with point-to-point operations (an all-to-all over n
+	// ranks: n-1 each; a scatter's source: n-1 sends; a receiver: 1).
+	SendPeers, RecvPeers int
 }
 
 // RecvBufferBytes is one channel's receive buffer for one peer: the LL,
@@ -61,13 +62,18 @@ func RecvBufferBytes(buffSize int64) int64 {
 //     (three tiny allocations per channel, each rounded up to 2 MiB);
 //   - per communicator at its first collective: Channels x (receive buffer
 //   - 2 MiB send), the ring connection to the one peer;
-//   - at the first send/recv: 58 MiB, plus P2PChannels x 2 MiB on a sender
-//     and P2PChannels x receive buffer on a receiver.
+//   - at the first send/recv: 58 MiB, plus P2PChannels x 2 MiB for each
+//     peer it sends to and P2PChannels x receive buffer for each peer it
+//     receives from (measured on 4 x H200, NCCL 2.28.9: a scatter's source
+//     +257 MiB with three peers, each receiver +385; context parallelism's
+//     all-to-all over four ranks 1,217 MiB, 58 + 3 x 384).
 //
-// With more ranks a ring still has one peer per channel; trees, NVLS and
-// all-to-all add connections that this two-GPU measurement does not cover.
+// The world size does not enter: on one host of 2 and of 4 H200s NCCL
+// picks the same channels and a ring with one peer per channel, and every
+// figure above is the same (bench/results/2026-11-26-h200x4-nccl.jsonl).
+// NVLS and hosts of more GPUs are not covered.
 func NCCLBytes(c NCCL) (int64, error) {
-	if c.Communicators < 0 || c.Channels < 0 || c.P2PChannels < 0 || c.BuffSize < 0 {
+	if c.Communicators < 0 || c.Channels < 0 || c.P2PChannels < 0 || c.BuffSize < 0 || c.SendPeers < 0 || c.RecvPeers < 0 {
 		return 0, fmt.Errorf("nccl memory: negative setting in %+v", c)
 	}
 	if c.Communicators == 0 {
@@ -80,15 +86,11 @@ func NCCLBytes(c NCCL) (int64, error) {
 	perComm := ncclCommInit + ncclChannelInit*int64(max(c.Channels, c.P2PChannels)) +
 		int64(c.Channels)*(recv+ncclSendBytes)
 	total := ncclProcessInit + ncclProcessFirstOp + int64(c.Communicators)*perComm
-	if c.Sends || c.Recvs {
+	if c.SendPeers+c.RecvPeers > 0 {
 		total += ncclP2PFirst
 	}
-	if c.Sends {
-		total += int64(c.P2PChannels) * ncclSendBytes
-	}
-	if c.Recvs {
-		total += int64(c.P2PChannels) * recv
-	}
+	total += int64(c.SendPeers) * int64(c.P2PChannels) * ncclSendBytes
+	total += int64(c.RecvPeers) * int64(c.P2PChannels) * recv
 	return total, nil
 }
 

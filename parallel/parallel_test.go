@@ -180,9 +180,9 @@ func TestNCCLBytesMeasured(t *testing.T) {
 		{"4 channels", NCCL{Communicators: 1, Channels: 4, P2PChannels: 4}, 432 * mib},
 		{"8 channels, 3 groups", NCCL{Communicators: 3, Channels: 8, P2PChannels: 8}, (880 - 78) * mib},
 		{"16 channels", NCCL{Communicators: 1, Channels: 16, P2PChannels: 16}, 648 * mib},
-		{"sender", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32, Sends: true}, (966 - 4) * mib},
-		{"receiver", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32, Recvs: true}, (1222 - 4) * mib},
-		{"receiver, 4 channels", NCCL{Communicators: 1, Channels: 4, P2PChannels: 4, Recvs: true}, (534 - 4) * mib},
+		{"sender", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32, SendPeers: 1}, (966 - 4) * mib},
+		{"receiver", NCCL{Communicators: 1, Channels: 24, P2PChannels: 32, RecvPeers: 1}, (1222 - 4) * mib},
+		{"receiver, 4 channels", NCCL{Communicators: 1, Channels: 4, P2PChannels: 4, RecvPeers: 1}, (534 - 4) * mib},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,6 +194,34 @@ func TestNCCLBytesMeasured(t *testing.T) {
 				t.Errorf("got %d MiB, measured %d MiB", got/mib, tc.want/mib)
 			}
 		})
+	}
+}
+
+// TestNCCLBytesPeers holds the point-to-point buffers per peer against
+// training runs on 4 x H200 (bench/results/2026-11-26-h200x4-layouts.jsonl):
+// device in use less reserved, less the 770 MiB that a data-parallel run
+// holds besides NCCL's 840 (the CUDA context and the modules loaded during
+// training, docs/multigpu.md), on ranks of one communicator.
+func TestNCCLBytesPeers(t *testing.T) {
+	one := NCCL{Communicators: 1, Channels: 24, P2PChannels: 32}
+	for _, tc := range []struct {
+		name       string
+		send, recv int
+		want       int64
+	}{
+		{"context parallel all-to-all over 4 ranks (cp.py 4)", 3, 3, (2827 - 770) * mib},
+		{"scatter's source to 3 ranks (tp.py 4, rank 0)", 3, 0, (1867 - 770) * mib},
+		{"scatter's receiver (tp.py 4, ranks 1-3)", 0, 1, (1995 - 770) * mib},
+	} {
+		c := one
+		c.SendPeers, c.RecvPeers = tc.send, tc.recv
+		got, err := NCCLBytes(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got - tc.want; d > 8*mib || d < -8*mib {
+			t.Errorf("%s: got %d MiB, measured %d MiB", tc.name, got/mib, tc.want/mib)
+		}
 	}
 }
 
