@@ -16,18 +16,19 @@ import (
 // Llama-3.2-1B at s = 16384, was measured before its prediction was
 // committed, docs/parallelism.md §3.3); the four of
 // bench/torch/dist/cp-heldout.txt were measured on 2026-11-26 after theirs
-// were, with one line over four GPUs (grid-4-layouts.txt, tuning).
+// were, with one line over four GPUs (grid-4-layouts.txt, tuning) and two
+// more held out (heldout-4-layouts.txt).
 func TestContextParallelAccuracy(t *testing.T) {
 	n := 0
 	for _, file := range []string{"2026-11-23-h200x2-tp.jsonl", "2026-11-23-h200x2-tp-heldout.jsonl", "2026-11-26-h200x4-cp-heldout.jsonl",
-		"2026-11-26-h200x4-layouts.jsonl"} {
+		"2026-11-26-h200x4-layouts.jsonl", "2026-11-26-h200x4-layouts-heldout.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 10 {
-		t.Fatalf("%d context-parallel runs, want 10", n)
+	if n != 12 {
+		t.Fatalf("%d context-parallel runs, want 12", n)
 	}
 }
 

@@ -37,7 +37,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-23-h200x2-tp.jsonl", "2026-11-23-h200x2-tp-heldout.jsonl",
 		"2026-11-26-h200x4-pp-interleaved.jsonl", "2026-11-26-h200x4-pp-interleaved-heldout.jsonl",
 		"2026-11-26-h200x4-pp-tp.jsonl", "2026-11-26-h200x4-pp-tp-heldout.jsonl",
-		"2026-11-26-h200x4-layouts.jsonl",
+		"2026-11-26-h200x4-layouts.jsonl", "2026-11-26-h200x4-layouts-heldout.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	for _, f := range files {
@@ -62,8 +62,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			}
 		}
 	}
-	if n := len(errs[Allocated]); n != 24 {
-		t.Fatalf("%d pipeline runs, want 24", n)
+	if n := len(errs[Allocated]); n != 25 {
+		t.Fatalf("%d pipeline runs, want 25", n)
 	}
 	for k := 0; k < NumMetrics; k++ {
 		a := make([]float64, len(errs[k]))

@@ -42,10 +42,14 @@ func (s *sim) runNode(n *node) {
 	if n.bwdTemp > 0 {
 		tmp = s.nodeTemp(n, n.bwdTemp, catTemp, " backward temp")
 	}
-	var pow [2]*tensor
-	if n.powTemps > 0 {
-		for i := range pow {
-			pow[i] = s.nodeTemp(n, n.powTemps, catTemp, " pow_backward temp")
+	var pair [2]*tensor
+	if n.pairTemps > 0 {
+		for i := range pair {
+			pair[i] = s.nodeTemp(n, n.pairTemps, catTemp, " backward pair temp")
+		}
+		if n.pairFirstDies {
+			s.unref(pair[0])
+			pair[0] = nil
 		}
 	}
 	grads, full, cast := s.nodeGrads(n, g0, &dyc)
@@ -53,8 +57,8 @@ func (s *sim) runNode(n *node) {
 		s.unref(s.nodeTemp(n, g0.bytes(), catTemp, " backward copy of the gradient"))
 	}
 	s.unref(dyc)
-	s.unref(pow[1])
-	s.unref(pow[0])
+	s.unref(pair[1])
+	s.unref(pair[0])
 	if n.early {
 		s.release(n)
 	}
@@ -62,6 +66,11 @@ func (s *sim) runNode(n *node) {
 		s.unref(s.nodeTemp(n, n.reduceTemp, catTemp, " reduction scratch"))
 	}
 	s.sumBroadcast(n, full[:], grads, g0)
+	if n.tempHeld {
+		s.finishNode(n, grads, cast)
+		s.unref(tmp)
+		return
+	}
 	s.unref(tmp)
 	s.finishNode(n, grads, cast)
 }

@@ -211,6 +211,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	}
 	var ins []*inst
 	done := func() {}
+	s.dtensor = t.TP > 1
 	switch {
 	case s.pp != nil:
 		// The rank's stages, each built on its own (pipeline.go); a

@@ -23,7 +23,7 @@ func (s *sim) accumulate(t, g *tensor) {
 			s.recat(g)
 			return
 		}
-		if t.pgrad.pass == s.passes && t.pgrad.product {
+		if t.pgrad.pass == s.passes && (t.pgrad.product || s.dtensor) {
 			s.sumTied(t, g)
 			return
 		}
@@ -70,7 +70,10 @@ func stealable(g *tensor) bool {
 // the first came straight from a matrix product's backward (the
 // decoder's weight in full precision) the sum is a new tensor and both
 // are freed (BERT fp32); when it came through autocast's cast it is
-// summed in place (GPT-2 in AMP), which accumulate does by dropping g.
+// summed in place (GPT-2 in AMP), which accumulate does by dropping g. A
+// DTensor's (tensor parallelism, sim.dtensor) is always a new tensor
+// (measured on 4 × H200: Llama-3.2-1B's tied embedding at t = 4,
+// bench/results/2026-11-26-h200x4-tp4ckpt-trace.jsonl).
 func (s *sim) sumTied(t, g *tensor) {
 	sum := s.alloc(g.elems, g.dt, catGrad, "grad sum")
 	sum.fixed, sum.pass, sum.name = catGrad, s.passes, t.name

@@ -210,7 +210,7 @@ func (s *sim) geluNew(x *tensor) *tensor {
 	p := s.alloc(x.elems, xc.dt, catTemp, "pow")
 	if n := s.record("Pow", []*tensor{xc}, p); n != nil {
 		s.save(n, xc)
-		n.powTemps = xc.bytes()
+		n.pairTemps = xc.bytes()
 	}
 	s.unref(xc)
 	a := s.scalarOp(p)
@@ -279,7 +279,7 @@ func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor {
 	p := s.alloc(x.elems, f32, catTemp, "pow")
 	if n := s.record("Pow", []*tensor{h}, p); n != nil {
 		s.save(n, h)
-		n.powTemps = h.bytes()
+		n.pairTemps = h.bytes()
 	}
 	v := s.alloc(rows, f32, catTemp, "mean")
 	s.record("Mean", []*tensor{p}, v)

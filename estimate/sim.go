@@ -87,6 +87,10 @@ type node struct {
 	ins     []*tensor
 	outs    []*tensor
 	bwdTemp int64 // transient bytes while the node runs in backward
+	// tempHeld keeps bwdTemp until the node's gradients are accumulated:
+	// a tied DTensor weight's whole gradient, freed only once the rank's
+	// shard of it has been summed with the head's (vocabEmbeddingOp).
+	tempHeld bool
 	// reduceTemp is a temporary allocated after the gradients and freed
 	// at once: a reduction's scratch (columnSumScratch), softmax's
 	// grad * output (softmax).
@@ -120,11 +124,15 @@ type node struct {
 	// after allocating its own (layer_norm_backward_cuda's dY.contiguous()),
 	// which copies when the output's gradient arrives strided (gradPerm).
 	dyCopy bool
-	// powTemps is pow_backward's two temporaries, each this size:
+	// pairTemps is two temporaries of this size the backward makes
+	// before the gradients and frees after them: pow_backward's
 	// grad * (exponent * self.pow(exponent - 1)) makes self.pow(e - 1)
-	// and exponent times it before the product, and frees them when the
-	// expression ends (FunctionsManual.cpp).
-	powTemps int64
+	// and exponent times it before the product (FunctionsManual.cpp).
+	// With pairFirstDies the first is freed as soon as the second exists:
+	// loss parallelism's (grad_input + exp(x)) * grad_output frees exp(x)
+	// once the sum is made (torch/distributed/tensor/parallel/loss.py).
+	pairTemps     int64
+	pairFirstDies bool
 	// frameEnd is the checkpoint node whose frame this node's saved
 	// tensors keep alive last: it is released with them (recompute).
 	frameEnd *node
@@ -231,7 +239,12 @@ type sim struct {
 	wholeBuild bool
 	tiedWhole  *tensor
 	untied     []*tensor
-	bnb        bnbState // bitsandbytes: quantized base, paged state (quant.go)
+	// dtensor is set when the parameters are DTensors (tensor
+	// parallelism): the engine sums a tied weight's two gradients out of
+	// place, since InputBuffer::accumulate adds in place into plain
+	// tensors only (torch/csrc/autograd/input_buffer.cpp).
+	dtensor bool
+	bnb     bnbState // bitsandbytes: quantized base, paged state (quant.go)
 }
 
 // note adds a line to the result's notes, once.

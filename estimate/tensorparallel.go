@@ -98,6 +98,7 @@ func (o *vocabEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor
 		n.bwdTemp = 4 * rows * i64
 		if o.whole == nil {
 			n.bwdTemp, n.reduceTemp = o.k.Whole*o.k.Dim*o.w.dt, n.bwdTemp
+			n.tempHeld = o.k.Tied
 		}
 	}
 	return y
@@ -221,9 +222,12 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 // _log_softmax keeps the shifted logits x − max alive beside exp(shifted),
 // then beside the result, which its node saves. The backward is fused
 // into the NLL loss's (_nll_loss_and_log_softmax_backward):
-// (grad_input + exp(x)) · grad_output with grad_input a zeros_like(x), so
-// three shard-sized tensors beside the saved result; the log-softmax's own
-// backward returns its gradient unchanged.
+// (grad_input + exp(x)) · grad_output with grad_input a zeros_like(x),
+// made in that order, exp(x) freed once the sum exists and the sum once
+// the product does, then grad_input: three shard-sized tensors beside the
+// saved result, each its own block (measured on 4 × H200:
+// bench/results/2026-11-26-h200x4-tp4ckpt-trace.jsonl's loss-parallel
+// line). The log-softmax's own backward returns its gradient unchanged.
 func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 	shifted := s.alloc(x.elems, f32, catTemp, "shifted logits (loss parallel)")
 	e := s.alloc(x.elems, f32, catTemp, "exp (loss parallel)")
@@ -237,7 +241,8 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 	loss := s.alloc(1, f32, catTemp, "loss")
 	if n := s.record("NllLossParallel", []*tensor{lp}, loss); n != nil {
 		s.save(n, lp)
-		n.bwdTemp = 2 * lp.bytes()
+		n.bwdTemp = lp.bytes()                          // grad_input
+		n.pairTemps, n.pairFirstDies = lp.bytes(), true // exp(x), the sum
 	}
 	s.unref(lp)
 	return loss

@@ -117,7 +117,9 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 // 1,348 and 506 estimates for them), in the same order. The memory they
 // were recorded with is the estimator's of that commit, which has changed
 // since (the fourth session's allocator order): only the layouts are
-// compared here; TestSearchMatchesBruteForce checks the memory.
+// compared here; TestSearchMatchesBruteForce checks the memory. When the
+// estimator changes which layouts fit, a list is re-recorded from the
+// reference search (bruteForce) and says so.
 func TestPlanMatchesOldSearch(t *testing.T) {
 	llama8 := load(t, "llama-3-8b.yaml")
 	llama70 := load(t, "llama-3-70b.yaml")
@@ -140,17 +142,21 @@ func TestPlanMatchesOldSearch(t *testing.T) {
 			"dp8·cp4 zero3 ckpt=every-block mb4×acc32 = 62026416128",
 			"dp4·cp8 zero3 ckpt=every-block mb8×acc32 = 61697163264",
 		}},
+		// Re-recorded on 2026-11-26, when the tensor-parallel load of a
+		// tied weight, NCCL's communicators and loss parallelism's
+		// backward changed which layouts fit (checked equal, memory and
+		// order, to bruteForce's at that commit: 954 estimates, 11 s).
 		{"llama-3-8b up to 64 GPUs", llama8, Request{GlobalBatch: 512, MaxGPUs: 64}, []string{
-			"dp1·tp4+sp zero0 loss-parallel mb1×acc512 = 70347915264",
-			"dp2·tp2+sp zero3 loss-parallel ckpt=every-block mb1×acc256 = 64092110848",
+			"dp1·tp4+sp zero0 loss-parallel mb1×acc512 = 71400685568",
+			"dp2·tp2+sp zero3 loss-parallel ckpt=every-block mb2×acc128 = 70396149760",
+			"dp2·tp2+sp zero2 loss-parallel ckpt=every-block mb1×acc256 = 72975646720",
+			"dp2·tp2+sp zero3 loss-parallel ckpt=every-block mb1×acc256 = 59889418240",
 			"dp1·tp4+sp zero0 loss-parallel ckpt=every-block mb4×acc128 = 64152928256",
-			"dp1·tp4+sp zero0 loss-parallel ckpt=every-block mb2×acc256 = 51544850432",
+			"dp1·tp4+sp zero0 loss-parallel ckpt=every-block mb2×acc256 = 52306116608",
 			"dp1·tp4+sp zero0 loss-parallel ckpt=every-block mb1×acc512 = 45993689088",
-			"dp2·cp2 zero3 ckpt=every-block mb1×acc256 = 71071432704",
-			"dp1·cp4 zero3 ckpt=every-block mb2×acc256 = 71157415936",
-			"dp1·cp4 zero3 ckpt=every-block mb1×acc512 = 69228036096",
-			"dp2·tp4+sp zero1 loss-parallel mb1×acc256 = 70859620352",
-			"dp2·tp4+sp zero2 loss-parallel mb1×acc256 = 62563287040",
+			"dp2·cp2 zero3 ckpt=every-block mb1×acc256 = 71264370688",
+			"dp1·cp4 zero3 ckpt=every-block mb2×acc256 = 71937556480",
+			"dp1·cp4 zero3 ckpt=every-block mb1×acc512 = 70066896896",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
