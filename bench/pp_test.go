@@ -2,7 +2,6 @@ package bench
 
 import (
 	"path/filepath"
-	"sort"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -56,7 +55,7 @@ func TestPipelineAccuracy(t *testing.T) {
 				for _, m := range pipelineGaps[r.Label] {
 					known = known || m == k
 				}
-				if (e[k] < -UnderLimit && !known) || abs(e[k]) > [NumMetrics]float64{0.06, 0.08, 0.08}[k] {
+				if e[k] < -UnderLimit && !known {
 					t.Errorf("%s: %s %+.1f%%", r.Label, MetricNames[k], 100*e[k])
 				}
 			}
@@ -65,16 +64,5 @@ func TestPipelineAccuracy(t *testing.T) {
 	if n := len(errs[Allocated]); n != 25 {
 		t.Fatalf("%d pipeline runs, want 25", n)
 	}
-	for k := 0; k < NumMetrics; k++ {
-		a := make([]float64, len(errs[k]))
-		for i, e := range errs[k] {
-			a[i] = abs(e)
-		}
-		sort.Float64s(a)
-		med := (a[(len(a)-1)/2] + a[len(a)/2]) / 2
-		if med > [NumMetrics]float64{0.02, 0.03, 0.03}[k] {
-			t.Errorf("%s: median error %.2f%%", MetricNames[k], 100*med)
-		}
-		t.Logf("%s: median %.2f%%, worst %.2f%% over %d runs", MetricNames[k], 100*med, 100*a[len(a)-1], len(a))
-	}
+	checkSpread(t, errs)
 }

@@ -92,6 +92,14 @@ func TestTensorParallelAccuracy(t *testing.T) {
 	if n := len(errs[Allocated]); n < 15 {
 		t.Fatalf("%d tensor-parallel runs, want 15", n)
 	}
+	checkSpread(t, errs)
+}
+
+// checkSpread holds errors (predicted / measured − 1, per metric) to the
+// multi-GPU targets of issues 12 and 13: medians within 2% (allocated) and
+// 3% (reserved, device), worst within 6% and 8%.
+func checkSpread(t *testing.T, errs [NumMetrics][]float64) {
+	t.Helper()
 	median := [NumMetrics]float64{0.02, 0.03, 0.03}
 	worst := [NumMetrics]float64{0.06, 0.08, 0.08}
 	for k := 0; k < NumMetrics; k++ {
