@@ -252,12 +252,15 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 // layout (docs/parallelism.md §3.5): the communicators (communicators),
 // with the channel counts measured on H200s (parallel.H200x2Defaults,
 // docs/multigpu.md: 840 MiB for one, the same on 2 and on 4 GPUs; other
-// hosts pick other channel counts). Loading a tensor-parallel model that was
-// built whole on the GPU (loadWhole) scatters each sharded parameter from
-// rank 0 (distribute_tensor's mesh_scatter, point-to-point sends): the
-// other ranks receive, which sets up NCCL's receive buffers, the most a
-// rank takes (measured: 384 MiB more than a data-parallel run on rank 1,
-// 128 MiB on rank 0, the sender).
+// hosts pick other channel counts), and the point-to-point buffers of
+// each peer. Loading a tensor-parallel model that was built whole on the
+// GPU (loadWhole) scatters each sharded parameter from rank 0
+// (distribute_tensor's mesh_scatter, point-to-point sends): the other
+// ranks receive from it, which sets up a receive buffer per channel, and
+// rank 0 sends to each (measured at t = 2: 384 MiB more than a
+// data-parallel run on rank 1, 128 on rank 0; at t = 4: 385 on each
+// receiver, 257 on rank 0). The busier of the two counts: a receiver up to
+// t = 5, rank 0 beyond.
 func ncclFor(t model.Training) int64 {
 	c := parallel.H200x2Defaults
 	c.Communicators = communicators(t, false)
