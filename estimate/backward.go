@@ -101,6 +101,9 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 			grads[i] = s.ref(g0)
 		case n.split:
 			grads[i] = s.view(g0, in.elems)
+			if in.dt != g0.dt && i < 32 {
+				cast |= 1 << i // validate_outputs casts the narrowed view
+			}
 		case n.bcast && in.elems < g0.elems && i < len(full):
 			full[i] = s.alloc(g0.elems, g0.dt, catTemp, in.name)
 			full[i].prefix = "unreduced grad of "

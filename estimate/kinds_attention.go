@@ -223,9 +223,18 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 // under autocast with rotary embeddings (fp32 keys) the value copy is
 // promoted to fp32 as well (measured: Pythia, cache_utils.py:147).
 func (a *attnOp) kvCache(s *sim, st *attnState) {
-	k2 := s.unary("CacheCat", st.k, false, false)
+	// In backward each concatenation narrows its gradient (CatBackward0):
+	// the key's is a view, the value's too, cast to the value's dtype when
+	// the copy was promoted (measured: the tiny MoE in AMP,
+	// bench/results/2026-11-23-h100-traces/moe-amp).
+	k2 := s.alloc(st.k.elems, st.k.dt, catTemp, "CacheCat")
+	if n := s.record("CacheCat", []*tensor{st.k}, k2); n != nil {
+		n.split = true
+	}
 	v2 := s.alloc(st.v.elems, promote(st.v.dt, st.k.dt), catTemp, "CacheCat")
-	s.record("CacheCat", []*tensor{st.v}, v2)
+	if n := s.record("CacheCat", []*tensor{st.v}, v2); n != nil {
+		n.split = true
+	}
 	s.unref(st.k)
 	s.unref(st.v)
 	st.k, st.v = k2, v2
