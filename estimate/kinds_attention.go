@@ -171,10 +171,54 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 		// head_dim) right after its projection, before the next
 		// projection: q_norm(q_proj(x)), then k_norm(k_proj(x)), then
 		// v_proj(x) (modeling_qwen3.py, modeling_qwen3_moe.py).
-		st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
-		st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
-		st.v = s.matmul(x, a.v, a.vB, st.rows, kvd)
+		// Without the norms, the view's copy comes straight after each
+		// projection whose gradient returns heads-major (headView).
+		heads := a.headsMajorGrads(s)
+		if k.QKNorm {
+			st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
+			st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
+		} else {
+			st.q = headView(s, s.matmul(x, a.q, a.qB, st.rows, qd), heads || k.RoPE)
+			st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || k.RoPE)
+		}
+		st.v = headView(s, s.matmul(x, a.v, a.vB, st.rows, kvd), heads)
 	}
+}
+
+// headView is transformers' proj(x).view(hidden_shape).transpose(1, 2) on
+// a projection. When the gradient comes back contiguous in the transposed
+// [batch, heads, seq, head_dim] layout (copy), the transpose hands a
+// strided view to the view's backward, whose reshape copies it before the
+// projection's backward (measured: the query's copy in Llama-3.2-1B eager,
+// the value's in the tiny MoE in AMP, bench/results/2026-11-23-h100-traces;
+// none for the value in its checkpointed traces, which keep no cache).
+// Qwen3's normed queries and keys make that copy at the norm's view
+// (qkNorm).
+func headView(s *sim, t *tensor, copy bool) *tensor {
+	if !copy {
+		return t
+	}
+	v := s.view(t, t.elems)
+	s.record("View", []*tensor{t}, v)
+	s.unref(t)
+	return v
+}
+
+// headsMajorGrads says whether the attention hands its inputs' gradients
+// back contiguous in the heads-major layout: eager attention's and the
+// math kernel's matrix products make them so, and a KV cache's copies are
+// heads-major, which fused SDPA's gradients keep. Fused SDPA on the
+// projections' own transposed views returns them in those views' layout.
+// The rotary embedding's elementwise backward makes the query's and key's
+// heads-major whatever the kernel (measured on Qwen3's q_norm and k_norm,
+// qkNorm).
+func (a *attnOp) headsMajorGrads(s *sim) bool {
+	return s.cfg.eager || a.mathSDPA(s) || (a.k.KVCache && s.ckptMode == model.CkptNone)
+}
+
+// mathSDPA says whether SDPA falls back to its math kernel (kernel).
+func (a *attnOp) mathSDPA(s *sim) bool {
+	return !s.cfg.eager && s.cfg.compute == f32 && a.k.KVHeads != a.k.Heads
 }
 
 // qkNorm is Qwen3's RMSNorm over head_dim on rows heads (QKNorm), or t
@@ -250,7 +294,7 @@ func (a *attnOp) kvCache(s *sim, st *attnState) {
 // bench/results); mathSDPA reports that case.
 func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA bool) {
 	k := a.k
-	mathSDPA = !s.cfg.eager && s.cfg.compute == f32 && k.KVHeads != k.Heads
+	mathSDPA = a.mathSDPA(s)
 	switch {
 	case mathSDPA:
 		y = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P)

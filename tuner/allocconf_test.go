@@ -201,7 +201,7 @@ func ExampleAdviseAllocConf() {
 		panic(err)
 	}
 	fmt.Printf("%s saves %.1f%%\n", a.AllocConf, 100*a.Fraction)
-	// Output: expandable_segments:True saves 4.7%
+	// Output: expandable_segments:True saves 4.6%
 }
 
 func ExampleTuneAllocConf() {
