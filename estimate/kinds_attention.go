@@ -84,7 +84,7 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if k.RoPE {
 		a.rotary(s, x, st)
 	}
-	if k.KVCache && s.ckptMode == model.CkptNone {
+	if a.cached(s) {
 		a.kvCache(s, st)
 	}
 	if k.RoPE && k.Style == "hf" {
@@ -187,15 +187,15 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 
 // headView is transformers' proj(x).view(hidden_shape).transpose(1, 2) on
 // a projection. When the gradient comes back contiguous in the transposed
-// [batch, heads, seq, head_dim] layout (copy), the transpose hands a
+// [batch, heads, seq, head_dim] layout (strided), the transpose hands a
 // strided view to the view's backward, whose reshape copies it before the
 // projection's backward (measured: the query's copy in Llama-3.2-1B eager,
 // the value's in the tiny MoE in AMP, bench/results/2026-11-23-h100-traces;
 // none for the value in its checkpointed traces, which keep no cache).
 // Qwen3's normed queries and keys make that copy at the norm's view
 // (qkNorm).
-func headView(s *sim, t *tensor, copy bool) *tensor {
-	if !copy {
+func headView(s *sim, t *tensor, strided bool) *tensor {
+	if !strided {
 		return t
 	}
 	v := s.view(t, t.elems)
@@ -213,7 +213,13 @@ func headView(s *sim, t *tensor, copy bool) *tensor {
 // heads-major whatever the kernel (measured on Qwen3's q_norm and k_norm,
 // qkNorm).
 func (a *attnOp) headsMajorGrads(s *sim) bool {
-	return s.cfg.eager || a.mathSDPA(s) || (a.k.KVCache && s.ckptMode == model.CkptNone)
+	return s.cfg.eager || a.mathSDPA(s) || a.cached(s)
+}
+
+// cached says whether transformers keeps its KV cache in this training:
+// use_cache stays on unless gradient checkpointing turns it off (kvCache).
+func (a *attnOp) cached(s *sim) bool {
+	return a.k.KVCache && s.ckptMode == model.CkptNone
 }
 
 // mathSDPA says whether SDPA falls back to its math kernel (kernel).
