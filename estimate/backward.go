@@ -53,9 +53,12 @@ func (s *sim) runNode(n *node) {
 		}
 	}
 	grads, full, cast := s.nodeGrads(n, g0, &dyc)
+	var dcopy *tensor
 	if n.dyCopy && n.outs[0].gradPerm {
-		s.unref(s.nodeTemp(n, g0.bytes(), catTemp, " backward copy of the gradient"))
+		dcopy = s.nodeTemp(n, g0.bytes(), catTemp, " backward copy of the gradient")
 	}
+	s.partialSums(n)
+	s.unref(dcopy)
 	s.unref(dyc)
 	s.unref(pair[1])
 	s.unref(pair[0])
@@ -73,6 +76,29 @@ func (s *sim) runNode(n *node) {
 	}
 	s.unref(tmp)
 	s.finishNode(n, grads, cast)
+}
+
+// partialSums runs a two-pass column reduction's second pass (node.partials):
+// the partial sums of each gradient, each summed down with its scratch,
+// then the partial sums freed, the last made first, as the kernel's locals
+// go (the tensors the node's backward made before them, such as its
+// contiguous copy of the incoming gradient, outlive them).
+func (s *sim) partialSums(n *node) {
+	if n.partials == 0 {
+		return
+	}
+	var parts [2]*tensor
+	for i := range parts[:n.partialCount] {
+		parts[i] = s.nodeTemp(n, n.partials, catTemp, " partial sums")
+	}
+	dt := n.partials / (n.partialRows * n.partialCols)
+	for range parts[:n.partialCount] {
+		if b := s.columnSumScratch(n.partialRows, n.partialCols, dt); b > 0 {
+			s.unref(s.nodeTemp(n, b, catTemp, " partial sums' reduction scratch"))
+		}
+	}
+	s.unref(parts[1])
+	s.unref(parts[0])
 }
 
 // nodeGrads allocates node n's gradients for its inputs, in the order

@@ -265,11 +265,36 @@ func (s *sim) layerNorm(x, w, b *tensor, rows int64) *tensor {
 			n.bwdTemp = xc.bytes()
 		}
 		n.dyCopy = true
+		s.layerNormPartials(n, rows, w, b)
 	}
 	s.unref(xc)
 	s.unref(mean)
 	s.unref(rstd)
 	return y
+}
+
+// layerNormPartials sets the two-pass weight and bias gradients of a
+// LayerNorm over rows rows: with more than 65,536 rows and fewer than half
+// the SMs' worth of 32-column tiles, LaunchGammaBetaBackwardCUDAKernel
+// (aten/src/ATen/native/cuda/layer_norm_kernel.cu) writes partial sums of
+// min(32768 / ceil(N / 32), ceil(M / 32)) rows for each gradient and sums
+// them down (measured: Whisper's encoder at batch 64, 96,000 rows of 512,
+// two 4 MiB partials and two 8 MiB column-sum scratches,
+// bench/results/2026-11-23-h100-traces/whisper).
+func (s *sim) layerNormPartials(n *node, rows int64, w, b *tensor) {
+	const tile = 32
+	cols := w.elems
+	if rows <= 65536 || cols/tile >= s.cfg.sms/2 {
+		return
+	}
+	tiles := (cols + tile - 1) / tile
+	n.partialRows = min(32768/tiles, (rows+tile-1)/tile)
+	n.partialCols = cols
+	n.partials = n.partialRows * cols * w.dt
+	n.partialCount = 1
+	if b != nil {
+		n.partialCount = 2
+	}
 }
 
 // rmsNorm is transformers' LlamaRMSNorm: h = x.float();

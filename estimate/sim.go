@@ -133,6 +133,14 @@ type node struct {
 	// once the sum is made (torch/distributed/tensor/parallel/loss.py).
 	pairTemps     int64
 	pairFirstDies bool
+	// partials is a two-pass column reduction's per-block partial sums
+	// (partialRows × partialCols in the weight's dtype), one per reduced
+	// gradient (partialCount): made after the gradients, each summed down
+	// with a column sum's scratch, freed after the node's temporaries
+	// (layerNormPartials).
+	partials                 int64
+	partialRows, partialCols int64
+	partialCount             int8
 	// frameEnd is the checkpoint node whose frame this node's saved
 	// tensors keep alive last: it is released with them (recompute).
 	frameEnd *node
