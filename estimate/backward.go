@@ -163,19 +163,17 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 	return grads, full, cast
 }
 
-// finishNode is what the engine does after node n's function: the saved
-// variables go first, then validate_outputs casts a gradient computed in
-// another dtype (nodeGrads' cast; measured: GPT-2 XL in AMP, whose GELU
-// product frees both saved factors, then allocates the bf16 cast of the
-// fp32 gradient and frees that, bench/results/2026-11-23-h100-traces/
-// gpt2xl-round2), call_function returns, dropping the incoming gradients,
-// and only then are the outputs added into the next nodes' input buffers
-// (torch/csrc/autograd/engine.cpp; measured: GPT-2 XL's tied embedding,
-// whose incoming gradient is freed before the sum of its weight's two
-// gradients is allocated).
+// finishNode is what the engine does after node n's function
+// (torch/csrc/autograd/engine.cpp): call_function's validate_outputs casts
+// a gradient computed in another dtype (nodeGrads' cast), call_function
+// returns and drops the incoming gradients, evaluate_function then
+// releases the saved variables, and only then are the outputs added into
+// the next nodes' input buffers (measured: the tiny MoE in AMP, whose
+// Qwen3 norm weight product casts its input's gradient before its saved
+// cast input goes, bench/results/2026-11-23-h100-traces/moe-amp; GPT-2 XL's
+// tied embedding, whose incoming gradient is freed before the sum of its
+// weight's two gradients is allocated).
 func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
-	s.release(n)
-	s.endFrame(n)
 	for i := 0; cast != 0; i++ {
 		if cast&(1<<i) != 0 {
 			cast &^= 1 << i
@@ -192,6 +190,8 @@ func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
 			o.grad = nil
 		}
 	}
+	s.release(n)
+	s.endFrame(n)
 	for i, in := range n.ins {
 		s.accumulate(in, grads[i])
 	}
