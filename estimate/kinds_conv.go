@@ -99,6 +99,13 @@ const conv1dUnmeasured = "conv1d: cuDNN's workspace for this geometry is unmeasu
 type transposeOp struct{}
 
 func (transposeOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
+	// The gradient comes back through the transpose, strided, and stays
+	// so through elementwise activations to the tensor before them
+	// (measured: Whisper's second convolution, whose backward copies its
+	// incoming gradient after GELU's, bench/results/2026-11-23-h100-traces/whisper).
+	for t := x; t != nil; t = t.from {
+		t.gradPerm = true
+	}
 	v := s.view(x, x.elems)
 	v.perm = true
 	if n := s.record("Transpose", []*tensor{x}, v); n != nil {

@@ -190,9 +190,13 @@ func (s *sim) activation(kind string, x *tensor, inplace bool) *tensor {
 		}
 		return s.unary("Relu", x, false, true)
 	case "tanh":
-		return s.unary("Tanh", x, false, true)
+		y := s.unary("Tanh", x, false, true)
+		y.from = x
+		return y
 	case "gelu", "silu":
-		return s.unary(kind, x, true, false)
+		y := s.unary(kind, x, true, false)
+		y.from = x
+		return y
 	case "gelu_new":
 		return s.geluNew(x)
 	}

@@ -48,9 +48,13 @@ type tensor struct {
 	// kernels that need contiguous input copy it first.
 	perm bool
 	// gradPerm marks a tensor whose gradient arrives strided: it was
-	// read through a transposed view (matmulView), so the gradient comes
-	// back through the transpose.
+	// read through a transposed view (matmulView, transposeOp), so the
+	// gradient comes back through the transpose.
 	gradPerm bool
+	// from is the input of the elementwise activation that made this
+	// tensor (activation): its backward computes the input's gradient in
+	// the layout of this tensor's, so a strided gradient stays strided.
+	from *tensor
 	cat      category // category the bytes are counted in now
 	fixed    category // category for tensors that are not activations
 	grad     *tensor  // gradient accumulated during backward
