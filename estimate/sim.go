@@ -54,11 +54,11 @@ type tensor struct {
 	// from is the input of the elementwise activation that made this
 	// tensor (activation): its backward computes the input's gradient in
 	// the layout of this tensor's, so a strided gradient stays strided.
-	from *tensor
-	cat      category // category the bytes are counted in now
-	fixed    category // category for tensors that are not activations
-	grad     *tensor  // gradient accumulated during backward
-	pgrad    *tensor  // .grad of a parameter
+	from  *tensor
+	cat   category // category the bytes are counted in now
+	fixed category // category for tensors that are not activations
+	grad  *tensor  // gradient accumulated during backward
+	pgrad *tensor  // .grad of a parameter
 	// product marks a gradient that came straight from a matrix
 	// product's backward: a parameter's (a tied weight's two gradients,
 	// sumTied) or a view of the product over a 3-D input (node.viewGrad,
