@@ -69,13 +69,12 @@ func (s *sim) runNode(n *node) {
 		s.unref(s.nodeTemp(n, n.reduceTemp, catTemp, " reduction scratch"))
 	}
 	s.sumBroadcast(n, full[:], grads, g0)
-	if n.tempHeld {
-		s.finishNode(n, grads, cast)
+	if !n.tempHeld {
 		s.unref(tmp)
-		return
+		tmp = nil
 	}
-	s.unref(tmp)
 	s.finishNode(n, grads, cast)
+	s.unref(tmp)
 }
 
 // partialSums runs a two-pass column reduction's second pass (node.partials):
@@ -84,16 +83,16 @@ func (s *sim) runNode(n *node) {
 // go (the tensors the node's backward made before them, such as its
 // contiguous copy of the incoming gradient, outlive them).
 func (s *sim) partialSums(n *node) {
-	if n.partials == 0 {
+	p := n.partials
+	if p == nil {
 		return
 	}
 	var parts [2]*tensor
-	for i := range parts[:n.partialCount] {
-		parts[i] = s.nodeTemp(n, n.partials, catTemp, " partial sums")
+	for i := range parts[:p.count] {
+		parts[i] = s.nodeTemp(n, p.rows*p.cols*p.dt, catTemp, " partial sums")
 	}
-	dt := n.partials / (n.partialRows * n.partialCols)
-	for range parts[:n.partialCount] {
-		if b := s.columnSumScratch(n.partialRows, n.partialCols, dt); b > 0 {
+	for range parts[:p.count] {
+		if b := s.columnSumScratch(p.rows, p.cols, p.dt); b > 0 {
 			s.unref(s.nodeTemp(n, b, catTemp, " partial sums' reduction scratch"))
 		}
 	}

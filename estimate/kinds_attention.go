@@ -238,9 +238,7 @@ func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 	// its elementwise backward and the view's backward (reshape) copies
 	// it (measured: the tiny MoE's bf16 checkpointed trace,
 	// bench/results/moe-traces/moe-bf16-ckpt).
-	v := s.view(t, t.elems)
-	s.record("View", []*tensor{t}, v)
-	s.unref(t)
+	v := headView(s, t, true)
 	y := s.rmsNorm(v, w, rows)
 	s.unref(v)
 	return y

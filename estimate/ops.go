@@ -292,12 +292,9 @@ func (s *sim) layerNormPartials(n *node, rows int64, w, b *tensor) {
 		return
 	}
 	tiles := (cols + tile - 1) / tile
-	n.partialRows = min(32768/tiles, (rows+tile-1)/tile)
-	n.partialCols = cols
-	n.partials = n.partialRows * cols * w.dt
-	n.partialCount = 1
+	n.partials = &partials{rows: min(32768/tiles, (rows+tile-1)/tile), cols: cols, dt: w.dt, count: 1}
 	if b != nil {
-		n.partialCount = 2
+		n.partials.count = 2
 	}
 }
 

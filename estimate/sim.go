@@ -83,6 +83,14 @@ func (t *tensor) bytes() int64 { return t.elems * t.dt }
 // label is the tensor's name in traces.
 func (t *tensor) label() string { return t.prefix + t.name }
 
+// partials is a two-pass column reduction's per-block partial sums: count
+// tensors (one per reduced gradient) of rows × cols elements of dt bytes,
+// made after the gradients, each summed down with a column sum's scratch.
+type partials struct {
+	rows, cols, dt int64
+	count          int
+}
+
 // node is an autograd node: what it saved, the inputs it produces gradients
 // for, and the outputs whose gradients it consumes.
 type node struct {
@@ -138,13 +146,8 @@ type node struct {
 	pairTemps     int64
 	pairFirstDies bool
 	// partials is a two-pass column reduction's per-block partial sums
-	// (partialRows × partialCols in the weight's dtype), one per reduced
-	// gradient (partialCount): made after the gradients, each summed down
-	// with a column sum's scratch, freed after the node's temporaries
-	// (layerNormPartials).
-	partials                 int64
-	partialRows, partialCols int64
-	partialCount             int8
+	// (layerNormPartials, partialSums); nil for every other node.
+	partials *partials
 	// frameEnd is the checkpoint node whose frame this node's saved
 	// tensors keep alive last: it is released with them (recompute).
 	frameEnd *node

@@ -272,14 +272,19 @@ func ncclFor(t model.Training) int64 {
 	peers := int(max(t.EP, t.CP, 1)) - 1
 	c.SendPeers, c.RecvPeers = peers, peers
 	if t.TP > 1 {
-		// The whole load's scatter: rank 0 sends to the tp-1 others, each
-		// of which receives from it; the busier of the two.
-		send, recv := c, c
-		send.SendPeers += int(t.TP) - 1
-		recv.RecvPeers++
-		return max(mustNCCL(parallel.NCCLBytes(send)), mustNCCL(parallel.NCCLBytes(recv)))
+		return max(scatterNCCL(c, t.TP))
 	}
 	return mustNCCL(parallel.NCCLBytes(c))
+}
+
+// scatterNCCL is NCCL's memory on the two kinds of rank of a whole load's
+// scatter (loadWhole) over tp ranks, given the rest of the layout's NCCL
+// c: rank 0 sends to the tp-1 others, each of which receives from it.
+func scatterNCCL(c parallel.NCCL, tp int64) (source, receiver int64) {
+	send, recv := c, c
+	send.SendPeers += int(tp) - 1
+	recv.RecvPeers++
+	return mustNCCL(parallel.NCCLBytes(send)), mustNCCL(parallel.NCCLBytes(recv))
 }
 
 // communicators is the number of NCCL communicators a rank has connected
@@ -348,11 +353,8 @@ func (s *sim) loadWhole(whole, prog []model.Layer, tp int64) (done func()) {
 	s.wholeBuild = true
 	s.unreplaced = build(whole)
 	s.wholeBuild = false
-	c := parallel.H200x2Defaults
-	c.RecvPeers = 1
-	recv := mustNCCL(parallel.NCCLBytes(c))
-	c.RecvPeers, c.SendPeers = 0, int(tp)-1
-	if diff := recv - mustNCCL(parallel.NCCLBytes(c)); diff > 0 {
+	source, recv := scatterNCCL(parallel.H200x2Defaults, tp)
+	if diff := recv - source; diff > 0 {
 		s.note(fmt.Sprintf("ranks differ: the figures are a receiving rank's; rank 0 scatters the parameters and its NCCL buffers take %s less (docs/parallelism.md §3.5)", units.Format(diff)))
 	} else if diff < 0 {
 		s.note(fmt.Sprintf("ranks differ: the figures are rank 0's, which scatters the parameters to the others; its NCCL buffers take %s more than a receiving rank's (docs/parallelism.md §3.5)", units.Format(-diff)))
