@@ -127,7 +127,8 @@ func p2pPeerBytes() int64 {
 // communicators of its layout (communicators: the pipeline group's and one
 // for each other parallel dimension larger than one, and the default
 // group's when tensor parallelism draws the stage's DTensor parameters on
-// a mesh of two dimensions or more; context parallelism's all-to-all adds
+// a mesh of two dimensions or more; an expert- or context-parallel
+// all-to-all adds
 // its point-to-point buffers, ncclFor), and the point-to-point connections
 // to each neighbouring rank. batch_isend_irecv runs on the pipeline
 // group's communicator, so it adds no communicator of its own. A
@@ -136,9 +137,7 @@ func p2pPeerBytes() int64 {
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
 	c := parallel.H200x2Defaults
 	c.Communicators = communicators(t, true)
-	if t.CP > 1 {
-		c.SendPeers, c.RecvPeers = int(t.CP)-1, int(t.CP)-1
-	}
+	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)
 	n := mustNCCL(parallel.NCCLBytes(c)) + ppP2PFirst + ppP2PPeer
 	if peers := p.peers(t.PP); peers > 1 {
 		// Every further neighbour: measured on the middle stages of four

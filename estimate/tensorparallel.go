@@ -269,12 +269,18 @@ func ncclFor(t model.Training) int64 {
 	// (measured: device in use less reserved 2,057 MiB on both ranks of
 	// every cp.py run on two GPUs, 447 more than data parallelism's 1,610,
 	// and 2,827 on four, 58 + 3 x 384 more).
-	peers := int(max(t.EP, t.CP, 1)) - 1
-	c.SendPeers, c.RecvPeers = peers, peers
+	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)
 	if t.TP > 1 {
 		return max(scatterNCCL(c, t.TP))
 	}
 	return mustNCCL(parallel.NCCLBytes(c))
+}
+
+// allToAllPeers is the ranks an all-to-all sends to and receives from,
+// point to point: every other rank of the expert- or context-parallel
+// group.
+func allToAllPeers(t model.Training) int {
+	return int(max(t.EP, t.CP, 1)) - 1
 }
 
 // scatterNCCL is NCCL's memory on the two kinds of rank of a whole load's
