@@ -128,9 +128,8 @@ func p2pPeerBytes() int64 {
 // for each other parallel dimension larger than one, and the default
 // group's when tensor parallelism draws the stage's DTensor parameters on
 // a mesh of two dimensions or more; an expert- or context-parallel
-// all-to-all adds
-// its point-to-point buffers, ncclFor), and the point-to-point connections
-// to each neighbouring rank. batch_isend_irecv runs on the pipeline
+// all-to-all adds its point-to-point buffers, allToAllPeers), and the
+// point-to-point connections to each neighbouring rank. batch_isend_irecv runs on the pipeline
 // group's communicator, so it adds no communicator of its own. A
 // pipeline's modules are built on the meta device, so tensor parallelism's
 // scatter of the parameters (loadWhole) is not there.
