@@ -194,6 +194,9 @@ func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
 	for i, in := range n.ins {
 		s.accumulate(in, grads[i])
 	}
+	if s.ddp != nil {
+		s.ddpReady(n) // ddp.go
+	}
 	s.scratch = grads[:0]
 }
 

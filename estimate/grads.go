@@ -8,15 +8,15 @@ func (s *sim) accumulate(t, g *tensor) {
 		s.reduceScatter(t, g)
 		return
 	}
-	if t.param && t.pgrad == nil && s.buckets != nil && s.cfg.bucketView {
-		// gradient_as_bucket_view: AccumulateGrad copies into the
-		// parameter's bucket slice, which becomes its .grad.
-		t.pgrad = s.view(s.buckets, t.bytes())
-		s.unref(g)
-		return
-	}
 	if t.param {
 		if t.pgrad == nil {
+			if b := s.ddpBucket(t); b != nil {
+				// gradient_as_bucket_view: AccumulateGrad copies into the
+				// parameter's bucket slice, which becomes its .grad.
+				t.pgrad = s.view(b, t.bytes())
+				s.unref(g)
+				return
+			}
 			t.pgrad = g
 			g.fixed = catGrad
 			g.pass = s.passes

@@ -70,6 +70,7 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *ten
 		// input names (mat1 = x, mat2 = Wᵀ, self = bias) and releases the
 		// saved tensors sorted by name (mat1_, mat2_); docs/pytorch-memory.md §4.
 		s.linearNode(n, xc, wc)
+		n.biasFirst = wc.req && bc.req // ins end [W, b]
 		if bc.req {
 			n.reduceTemp = s.columnSumScratch(rows, out, dt)
 		}

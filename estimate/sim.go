@@ -121,6 +121,11 @@ type node struct {
 	// gradient is a view of the product's output (accumulate).
 	viewGrad bool
 	gemm     bool // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
+	// biasFirst marks AddmmBackward0 over [x, W, b]: its edges are
+	// (self = b, mat1 = x, mat2 = W), so the engine runs the bias's
+	// AccumulateGrad before the weight's (the gradient-ready order DDP
+	// rebuilds its buckets in, ddp.go).
+	biasFirst bool
 	// early marks a node recorded by a checkpoint's recompute: its saved
 	// tensors die when its backward returns (recompute).
 	early bool
@@ -212,7 +217,7 @@ type sim struct {
 	gatherT  *tensor               // the gathered parameters while they are held
 	units    []*fsdpUnit           // FSDP2's units, the root first (fsdp.go)
 	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
-	buckets  *tensor               // DDP's flat gradient buckets
+	ddp      *ddpState             // DDP's reducer (ddp.go)
 	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
 	pp       *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
 	ckptMode string

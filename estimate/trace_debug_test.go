@@ -16,7 +16,7 @@ import (
 // [--checkpointing C] [--attention A] [--alloc-conf S] [--device D]
 // [--rank R] [--targets T] [--dropout P] [--adapter-dtype D] [--dp N]
 // [--zero Z] [--optimizer O] [--tp N] [--sp] [--loss-parallel] [--cp N]
-// [--pp N] [--grad-accum M]" (paths relative to
+// [--pp N] [--grad-accum M] [--bucket-view]" (paths relative to
 // this package's directory; MEMPLAN_TRACE_HF=1 reads a transformers
 // config). With MEMPLAN_TRACE_OUT=file.json.gz it writes them instead in
 // the event format of bench/torch/measure.py's --trace, for
@@ -26,33 +26,15 @@ func TestTraceDebug(t *testing.T) {
 	if len(f) == 0 {
 		t.Skip(`set MEMPLAN_TRACE="../specs/x.yaml [--batch N ...]"`)
 	}
-	var o model.Overrides
-	strs := map[string]*string{"--precision": &o.Precision, "--checkpointing": &o.Checkpointing,
-		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
-		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype,
-		"--zero": &o.Zero, "--optimizer": &o.Optimizer}
-	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
-		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum}
-	bools := map[string]*bool{"--sp": &o.SP, "--loss-parallel": &o.LossParallel}
-	for i := 1; i < len(f); i += 2 {
-		if p, ok := bools[f[i]]; ok {
-			*p = true
-			i--
-		} else if i+1 >= len(f) {
-			t.Fatalf("flag %s needs a value", f[i])
-		} else if p, ok := strs[f[i]]; ok {
-			*p = f[i+1]
-		} else if p, ok := ints[f[i]]; ok {
-			fmt.Sscan(f[i+1], p)
-		} else {
-			t.Fatalf("flag %s not handled here", f[i])
-		}
+	o, err := argsOverrides(f[1:])
+	if err != nil {
+		t.Fatal(err)
 	}
 	load := model.Load
 	if os.Getenv("MEMPLAN_TRACE_HF") != "" {
 		load = model.LoadHF
 	}
-	s, err := load(f[0], o)
+	s, err := load(f[0], *o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,4 +76,34 @@ func TestTraceDebug(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// argsOverrides reads memplan's command-line flags (the subset the tests
+// use) into model.Overrides.
+func argsOverrides(f []string) (*model.Overrides, error) {
+	var o model.Overrides
+	strs := map[string]*string{"--precision": &o.Precision, "--checkpointing": &o.Checkpointing,
+		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
+		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype,
+		"--zero": &o.Zero, "--optimizer": &o.Optimizer}
+	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
+		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum}
+	bools := map[string]*bool{"--sp": &o.SP, "--loss-parallel": &o.LossParallel, "--bucket-view": &o.BucketView}
+	for i := 0; i < len(f); i += 2 {
+		if p, ok := bools[f[i]]; ok {
+			*p = true
+			i--
+		} else if i+1 >= len(f) {
+			return nil, fmt.Errorf("flag %s needs a value", f[i])
+		} else if p, ok := strs[f[i]]; ok {
+			*p = f[i+1]
+		} else if p, ok := ints[f[i]]; ok {
+			if _, err := fmt.Sscan(f[i+1], p); err != nil {
+				return nil, fmt.Errorf("flag %s: %w", f[i], err)
+			}
+		} else {
+			return nil, fmt.Errorf("flag %s not handled here", f[i])
+		}
+	}
+	return &o, nil
 }

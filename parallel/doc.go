@@ -4,7 +4,9 @@
 //
 //   - ZeroPartition: how torch's ZeroRedundancyOptimizer (ZeRO-1) assigns
 //     whole parameters to ranks, so the busiest rank's optimizer state;
-//   - DDPBuckets: DistributedDataParallel's gradient buckets;
+//   - DDPBuckets: DistributedDataParallel's gradient buckets, and
+//     AssignBuckets, the bucketing rule behind them and DDP's initial
+//     broadcast (c10d's compute_bucket_assignment_by_size);
 //   - FSDPStreamPools: the reserved bytes of FSDP2's all-gather and
 //     reduce-scatter streams' allocator pools (SegmentsFor, PaddedNumel);
 //   - NCCLBytes: the device memory NCCL's communicators take outside the

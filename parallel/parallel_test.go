@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 )
@@ -236,5 +237,53 @@ func TestNCCLBytesEdges(t *testing.T) {
 	}
 	if RecvBufferBytes(0) != 10<<20 || RecvBufferBytes(1<<20) != 8<<20 || RecvBufferBytes(8<<20) != 14<<20 {
 		t.Errorf("receive buffers %d %d %d", RecvBufferBytes(0), RecvBufferBytes(1<<20), RecvBufferBytes(8<<20))
+	}
+}
+
+func TestAssignBuckets(t *testing.T) {
+	tests := []struct {
+		name   string
+		bytes  []int64
+		keys   []int
+		limits []int64
+		ready  bool
+		want   [][]int
+	}{
+		// DDP's init broadcast of Llama-3.2-1B in fp32 (250 MiB buckets):
+		// the 1,002 MiB embedding alone, then layers' tensors until a
+		// bucket reaches the limit.
+		{"broadcast", []int64{1002 << 20, 100 << 20, 100 << 20, 60 << 20, 10 << 20}, nil, []int64{250 << 20}, false,
+			[][]int{{0}, {1, 2, 3}, {4}}},
+		// Two kinds: each fills its own bucket; sorted by smallest index.
+		{"kinds sorted", []int64{4, 8, 4, 8, 4}, []int{1, 2, 1, 2, 1}, []int64{8}, false,
+			[][]int{{0, 2}, {1}, {3}, {4}}},
+		// Ready order: buckets keep the order they closed in, the open
+		// remainder last.
+		{"kinds ready", []int64{4, 8, 4, 8, 4}, []int{1, 2, 1, 2, 1}, []int64{8}, true,
+			[][]int{{1}, {0, 2}, {3}, {4}}},
+		// The first limit for each kind's first bucket, then the next.
+		{"limits advance", []int64{1, 1, 3, 2, 2}, nil, []int64{1, 4}, true,
+			[][]int{{0}, {1, 2}, {3, 4}}},
+		{"empty", nil, nil, []int64{1}, true, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := AssignBuckets(tc.bytes, tc.keys, tc.limits, tc.ready)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for _, bad := range []struct {
+		bytes  []int64
+		keys   []int
+		limits []int64
+	}{{[]int64{1}, nil, nil}, {[]int64{1}, nil, []int64{0}}, {[]int64{-1}, nil, []int64{1}}, {[]int64{1}, []int{1, 2}, []int64{1}}} {
+		if _, err := AssignBuckets(bad.bytes, bad.keys, bad.limits, true); err == nil {
+			t.Errorf("AssignBuckets(%v, %v, %v): no error", bad.bytes, bad.keys, bad.limits)
+		}
 	}
 }

@@ -1,0 +1,158 @@
+package estimate
+
+import (
+	"sort"
+
+	"github.com/memplan/memplan/parallel"
+)
+
+// DistributedDataParallel's reducer (DDP, and ZeroRedundancyOptimizer over
+// DDP), from torch/nn/parallel/distributed.py and
+// torch/csrc/distributed/c10d/{comm,reducer}.cpp (docs/multigpu.md, DDP):
+//
+//   - construction: _sync_module_states broadcasts every parameter and
+//     buffer from rank 0 (broadcast_coalesced): the tensors are grouped into
+//     buckets of at least 250 MiB, each flattened into a new tensor, at most
+//     two in flight, each freed once its broadcast is done. Then the reducer
+//     allocates one flat bucket holding every gradient.
+//   - the first backward records the order in which the gradients become
+//     ready; the next forward (_pre_forward → _rebuild_buckets) frees the
+//     flat bucket and allocates buckets cut in that order (a first of at
+//     least 1 MiB, then 25 MiB), before the model runs.
+//
+// With gradient_as_bucket_view the gradients are views of their bucket.
+
+// ddpState is the reducer's state in the simulation.
+type ddpState struct {
+	flat     *tensor             // the construction's single bucket, until rebuilt
+	ready    map[*tensor]int     // each parameter's last gradient in the first step
+	n        int                 // gradients seen
+	rebuilt  bool                // the buckets were rebuilt
+	bucketOf map[*tensor]*tensor // a parameter's rebuilt bucket
+	sizes    []int64             // the buckets' bytes as allocated: the flat one, then the rebuilt
+}
+
+// ddpConstruct is DistributedDataParallel's constructor on this rank, once
+// the model is on the device: the initial broadcast's flattened buckets,
+// then the reducer's flat bucket of every gradient.
+func (s *sim) ddpConstruct() {
+	states := append(append([]*tensor(nil), s.frozen...), s.params...)
+	bytes := make([]int64, len(states))
+	keys := make([]int, len(states))
+	for i, t := range states {
+		bytes[i], keys[i] = t.bytes(), int(t.dt)
+	}
+	buckets, err := parallel.AssignBuckets(bytes, keys, []int64{parallel.BroadcastBucketBytes}, false)
+	if err != nil {
+		s.err = err
+		return
+	}
+	var inFlight []*tensor
+	for _, b := range buckets {
+		if len(inFlight) == 2 {
+			s.unref(inFlight[0])
+			inFlight = inFlight[1:]
+		}
+		var n int64
+		for _, k := range b {
+			n += bytes[k]
+		}
+		inFlight = append(inFlight, s.alloc(n, u8, catTemp, "DDP init broadcast"))
+	}
+	for _, t := range inFlight {
+		s.unref(t)
+	}
+	n := s.paramTotal()
+	s.ddp = &ddpState{ready: map[*tensor]int{}, sizes: []int64{n}}
+	s.ddp.flat = s.alloc(n, u8, catGrad, "DDP gradient buckets")
+}
+
+// ddpReady records that node n's backward has made its parameters'
+// gradients ready: their AccumulateGrad hooks fire in the node's edge
+// order (for AddmmBackward0 the bias before the weight, node.biasFirst),
+// and a parameter's last arrival in the first step is when it is ready.
+func (s *sim) ddpReady(n *node) {
+	d := s.ddp
+	if d.rebuilt {
+		return
+	}
+	k := len(n.ins) - 1
+	for i := range n.ins {
+		if n.biasFirst && i >= k-1 {
+			i = 2*k - 1 - i // ins end [W, b]: b, then W
+		}
+		if p := n.ins[i]; p.param {
+			d.ready[p] = d.n
+			d.n++
+		}
+	}
+}
+
+// ddpRebuild is _rebuild_buckets at the second step's first forward.
+func (s *sim) ddpRebuild() {
+	d := s.ddp
+	if d == nil || d.rebuilt || len(d.ready) == 0 {
+		return
+	}
+	d.rebuilt = true
+	order := make([]*tensor, 0, len(d.ready))
+	for _, p := range s.params {
+		if _, ok := d.ready[p]; ok {
+			order = append(order, p)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return d.ready[order[i]] < d.ready[order[j]] })
+	bytes := make([]int64, len(order))
+	keys := make([]int, len(order))
+	for i, p := range order {
+		bytes[i], keys[i] = p.bytes(), int(p.dt)
+	}
+	buckets, err := parallel.AssignBuckets(bytes, keys,
+		[]int64{parallel.DDPFirstBucketBytes, parallel.DDPBucketCapBytes}, true)
+	if err != nil {
+		s.err = err
+		return
+	}
+	// buckets_.clear() drops the flat bucket first; gradients still alive
+	// as its views (zero_grad without set_to_none) keep it until they are
+	// copied into their new bucket.
+	old := d.flat
+	d.flat = nil
+	s.unref(old)
+	if s.cfg.bucketView {
+		d.bucketOf = make(map[*tensor]*tensor, len(order))
+	}
+	for _, b := range buckets {
+		var n int64
+		for _, k := range b {
+			n += bytes[k]
+		}
+		t := s.alloc(n, u8, catGrad, "DDP gradient buckets")
+		d.sizes = append(d.sizes, n)
+		for _, k := range b {
+			p := order[k]
+			if d.bucketOf != nil {
+				d.bucketOf[p] = t
+			}
+			if p.pgrad != nil && p.pgrad.base != nil && s.cfg.bucketView {
+				// bucket_view.copy_(grad); grad = bucket_view.
+				v := s.view(t, p.bytes())
+				s.unref(p.pgrad)
+				p.pgrad = v
+			}
+		}
+	}
+}
+
+// ddpBucket is the bucket a parameter's gradient is a view of under
+// gradient_as_bucket_view, or nil.
+func (s *sim) ddpBucket(p *tensor) *tensor {
+	d := s.ddp
+	if d == nil || !s.cfg.bucketView {
+		return nil
+	}
+	if d.bucketOf != nil {
+		return d.bucketOf[p]
+	}
+	return d.flat
+}
