@@ -3,7 +3,7 @@
 
     torchrun --nproc_per_node=2 bench/torch/dist/train.py SPEC --mode MODE
         [--reshard true|false|INT] [--batch N] [--seq N] [--precision P]
-        [--checkpointing C] [--steps 3] [--snapshot DIR] --result DIR
+        [--checkpointing C] [--steps 3] [--snapshot] [--lag S] --result DIR
 
 MODE is ddp (DistributedDataParallel, default buckets), ddp-view (the same
 with gradient_as_bucket_view=True), zero1 (ZeroRedundancyOptimizer over DDP,
@@ -167,6 +167,9 @@ def main():
         ap.add_argument("--" + k, dest=k)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--snapshot", action="store_true")
+    ap.add_argument("--lag", type=float, default=0,
+                    help="seconds the last rank sleeps before the second step (ranks out of step: "
+                         "DDP's bucket rebuild waits on a broadcast from rank 0)")
     ap.add_argument("--alloc-conf", dest="alloc_conf", default=None,
                     help="PYTORCH_ALLOC_CONF for this run (set before torch is imported)")
     ap.add_argument("--result", required=True)
@@ -247,6 +250,8 @@ def main():
             if a.snapshot and step == 1:
                 torch.cuda.memory._record_memory_history(max_entries=400000, context="alloc", stacks="python")
             torch.cuda.reset_peak_memory_stats()
+            if a.lag and step == 1 and rank == a.world - 1:
+                time.sleep(a.lag)
             t0 = time.time()
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
                 loss = model(input_ids=ids, labels=labels).loss
