@@ -30,17 +30,38 @@ type ddpState struct {
 	rebuilt  bool                // the buckets were rebuilt
 	bucketOf map[*tensor]*tensor // a parameter's rebuilt bucket
 	sizes    []int64             // the buckets' bytes as allocated: the flat one, then the rebuilt
+	bcast    []int64             // the initial broadcast's flattened buckets' bytes
 }
 
 // ddpConstruct is DistributedDataParallel's constructor on this rank, once
-// the model is on the device: the initial broadcast's flattened buckets,
-// then the reducer's flat bucket of every gradient.
-func (s *sim) ddpConstruct() {
-	states := append(append([]*tensor(nil), s.frozen...), s.params...)
-	bytes := make([]int64, len(states))
-	keys := make([]int, len(states))
+// the model is on the device: the initial broadcast of the parameters (in
+// registration order) and buffers, then the reducer's flat bucket of every
+// gradient.
+func (s *sim) ddpConstruct(ins []*inst) {
+	d := &ddpState{ready: map[*tensor]int{}}
+	states := registered(ins, map[*tensor]bool{}, nil)
+	seen := make(map[*tensor]bool, len(states))
+	for _, t := range states {
+		seen[t] = true
+	}
+	// Parameters no layer holds (LoRA's adapters, bitsandbytes' pieces)
+	// follow in the order they were made.
+	for _, t := range append(append([]*tensor(nil), s.frozen...), s.params...) {
+		if !seen[t] {
+			states = append(states, t)
+		}
+	}
+	states = append(states, s.buffers...)
+	bytes := make([]int64, len(states), len(states)+2)
+	keys := make([]int, len(states), len(states)+2)
 	for i, t := range states {
 		bytes[i], keys[i] = t.bytes(), int(t.dt)
+	}
+	if s.rotaryElems > 0 {
+		// inv_freq and original_inv_freq (kinds_attention.go).
+		for range 2 {
+			bytes, keys = append(bytes, s.rotaryElems*f32), append(keys, f32)
+		}
 	}
 	buckets, err := parallel.AssignBuckets(bytes, keys, []int64{parallel.BroadcastBucketBytes}, false)
 	if err != nil {
@@ -53,18 +74,80 @@ func (s *sim) ddpConstruct() {
 			s.unref(inFlight[0])
 			inFlight = inFlight[1:]
 		}
+		if len(b) == 1 {
+			// flatten_dense_tensors of one tensor is a view of it.
+			inFlight = append(inFlight, nil)
+			continue
+		}
 		var n int64
 		for _, k := range b {
 			n += bytes[k]
 		}
 		inFlight = append(inFlight, s.alloc(n, u8, catTemp, "DDP init broadcast"))
+		d.bcast = append(d.bcast, n)
 	}
 	for _, t := range inFlight {
 		s.unref(t)
 	}
 	n := s.paramTotal()
-	s.ddp = &ddpState{ready: map[*tensor]int{}, sizes: []int64{n}}
-	s.ddp.flat = s.alloc(n, u8, catGrad, "DDP gradient buckets")
+	d.sizes = []int64{n}
+	d.flat = s.alloc(n, u8, catGrad, "DDP gradient buckets")
+	s.ddp = d
+}
+
+// registered appends the parameters of ins to out in module registration
+// order, each once: forward order, except that within a block (a repeat's
+// copy) the layers marked model.Layer.Registered come after the others.
+func registered(ins []*inst, seen map[*tensor]bool, out []*tensor) []*tensor {
+	for _, in := range ins {
+		if in.unit {
+			out = registeredPass(in.body, seen, out, 0)
+			out = registeredPass(in.body, seen, out, 1)
+			continue
+		}
+		out = registeredPass([]*inst{in}, seen, out, -1)
+	}
+	return out
+}
+
+// registeredPass appends the parameters of the layers in ins (and their
+// sublayers) whose Registered is reg, or of all of them when reg < 0.
+func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8) []*tensor {
+	for _, in := range ins {
+		if reg >= 0 && in.l != nil && in.l.Registered != reg {
+			if reg == 0 {
+				continue // placed by the later pass
+			}
+			// A sublayer of a later layer is placed with it.
+			out = registeredPass(children(in), seen, out, reg)
+			continue
+		}
+		for _, p := range in.p {
+			if p != nil && !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+		sub := reg
+		if reg > 0 {
+			sub = -1 // the whole subtree of a later layer, in order
+		}
+		out = registeredPass(children(in), seen, out, sub)
+	}
+	return out
+}
+
+// children are a layer instance's sublayers in forward order.
+func children(in *inst) []*inst {
+	if len(in.short) == 0 && len(in.fork) == 0 {
+		return in.body
+	}
+	out := append([]*inst(nil), in.body...)
+	out = append(out, in.short...)
+	for _, f := range in.fork {
+		out = append(out, f...)
+	}
+	return out
 }
 
 // ddpReady records that node n's backward has made its parameters'

@@ -90,3 +90,27 @@ func sum(xs []int64) int64 {
 	}
 	return n
 }
+
+// TestDDPBroadcastMeasured checks DDP's initial broadcast against the
+// allocator history of a real construction (Llama-3.2-1B, fake process
+// group, H200, torch 2.11, transformers 5.17:
+// bench/results/2026-11-26-h200x4-ddp-fakepg/trace.json.gz, the requests
+// made from _sync_params_and_buffers): the embedding alone is a view, not
+// a copy; every other bucket holds whole layers in registration order
+// (the norms after the projections); the last holds the final norm and
+// the rotary embedding's two inv_freq buffers.
+func TestDDPBroadcastMeasured(t *testing.T) {
+	want := []int64{264257536, 264257536, 310394880, 310394880, 310394880, 264273920, 264257536,
+		310394880, 310394880, 310394880, 264273920, 264257536, 310394880, 134242560}
+	spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 2, DP: 8, Zero: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	if _, err := estimateWith(spec, func(s *sim) { got = s.ddp.bcast }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("broadcast buckets:\n got %v\nwant %v", got, want)
+	}
+}

@@ -90,8 +90,8 @@ func (s *sim) matrix(second, last, lead int64, name string) *tensor {
 }
 
 // buffer allocates a module buffer held for the whole run.
-func (s *sim) buffer(elems int64, name string) {
-	s.alloc(elems, f32, catParam, name)
+func (s *sim) buffer(elems, dt int64, name string) {
+	s.buffers = append(s.buffers, s.alloc(elems, dt, catParam, name))
 }
 
 func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {

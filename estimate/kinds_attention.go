@@ -27,6 +27,12 @@ type attnOp struct {
 func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.Attention)
 	a := &attnOp{k: k}
+	if k.RoPE && k.Style == "hf" {
+		// The model's rotary embedding module: inv_freq and
+		// original_inv_freq, fp32 buffers of half the rotated dims,
+		// moved to the device with the model (ddp.go broadcasts them).
+		s.rotaryElems = int64(rotaryFrac(k)*float64(k.HeadDim)) / 2
+	}
 	q, kv := k.Heads*k.HeadDim, k.KVHeads*k.HeadDim
 	outProj := func() {
 		a.o, a.oB = s.matrix(k.Dim, q, 1, "o.weight"), s.optParam(k.OutBias, k.Dim, "o.bias")
@@ -247,10 +253,7 @@ func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 // rotary applies rotary embeddings to q and k.
 func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	k := a.k
-	frac := 1.0
-	if k.Rotary > 0 {
-		frac = k.Rotary
-	}
+	frac := rotaryFrac(k)
 	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), x.dt)
 	q2, k2 := s.rope(st.q, cos, sin, frac), s.rope(st.k, cos, sin, frac)
 	s.unref(st.q)
@@ -457,4 +460,13 @@ func (s *sim) causalMask(seq, dt int64) *tensor {
 		s.mask = s.alloc(s.cfg.batch*seq*seq, dt, catTemp, "causal mask")
 	}
 	return s.mask
+}
+
+// rotaryFrac is the fraction of each head the rotary embedding rotates
+// (GPT-NeoX's rotary_pct; 1 for the rest).
+func rotaryFrac(k *model.Attention) float64 {
+	if k.Rotary > 0 {
+		return k.Rotary
+	}
+	return 1
 }

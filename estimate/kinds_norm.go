@@ -8,9 +8,9 @@ func init() {
 	register(model.KBatchNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.BatchNorm)
 		o := &batchNormOp{k: k, w: s.param(k.Channels, "bn.weight"), b: s.param(k.Channels, "bn.bias")}
-		s.buffer(k.Channels, "bn.running_mean")
-		s.buffer(k.Channels, "bn.running_var")
-		s.buffer(2, "bn.num_batches_tracked")
+		s.buffer(k.Channels, f32, "bn.running_mean")
+		s.buffer(k.Channels, f32, "bn.running_var")
+		s.buffer(1, i64, "bn.num_batches_tracked")
 		return o
 	})
 	register(model.KLayerNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {

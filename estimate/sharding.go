@@ -75,7 +75,7 @@ func (s *sim) shards() []*tensor {
 func (s *sim) shardSetup(ins []*inst) {
 	switch {
 	case s.cfg.dp > 1 && s.cfg.zero <= 1:
-		s.ddpConstruct() // ddp.go
+		s.ddpConstruct(ins) // ddp.go
 	case s.cfg.zero == 2:
 		s.gathered = s.paramTotal()
 	case s.cfg.zero >= 3:

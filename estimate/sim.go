@@ -218,6 +218,10 @@ type sim struct {
 	units    []*fsdpUnit           // FSDP2's units, the root first (fsdp.go)
 	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
 	ddp      *ddpState             // DDP's reducer (ddp.go)
+	buffers  []*tensor             // module buffers, in the order built
+	// rotaryElems is the length of a transformers rotary embedding's
+	// inv_freq buffers (0 without one), which DDP broadcasts.
+	rotaryElems int64
 	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
 	pp       *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
 	ckptMode string

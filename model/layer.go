@@ -23,6 +23,12 @@ type Layer struct {
 	Shortcut []Layer
 	// Branches are a fork's parallel paths; their outputs are summed.
 	Branches [][]Layer
+	// Registered places the layer's parameters among those of its block
+	// (a repeat's body) in module registration order, the order of
+	// module.named_parameters() and of DDP's initial broadcast: 1 after
+	// the block's other layers, 0 in forward order. transformers' Llama
+	// decoder layers register self_attn and mlp before their norms.
+	Registered int8
 }
 
 // KindSpec is what one layer kind declares, in one place: its arguments

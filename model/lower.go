@@ -77,20 +77,22 @@ func (m *Model) lowerGPT2() []Layer {
 
 func (m *Model) lowerLlama() []Layer {
 	d := m.Hidden
+	// The decoder layer registers self_attn and mlp, then its norms.
+	norm := func() Layer { l := L(&RMSNorm{Dim: d}); l.Registered = 1; return l }
 	post := func() []Layer {
 		if m.SandwichNorm {
-			return seq(L(&RMSNorm{Dim: d}))
+			return seq(norm())
 		}
 		return nil
 	}
 	block := seq(
 		L(&Residual{}, cat(seq(
-			L(&RMSNorm{Dim: d}),
+			norm(),
 			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
 				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true})), post())...),
 		L(&Residual{}, cat(seq(
-			L(&RMSNorm{Dim: d}),
+			norm(),
 			m.mlp()), post())...),
 	)
 	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap}

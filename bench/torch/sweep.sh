@@ -36,4 +36,5 @@ done <<'LIST'
 2026-11-23-h100-traces2/cnn-bf16-b32.json.gz|specs/cnn-groupnorm.yaml --batch 32 --precision bf16
 2026-11-23-h100-traces2/moe-ckpt-amp.json.gz|model/testdata/hf/tiny-qwen3-moe.json --hf --batch 4 --seq 1024 --checkpointing every-block
 moe-traces/moe-bf16-ckpt/events.json.gz|model/testdata/hf/tiny-qwen3-moe.json --hf --batch 4 --seq 1024 --precision bf16 --checkpointing every-block
+2026-11-26-h200x4-ddp-fakepg/trace.json.gz|specs/llama-3.2-1b.yaml --batch 2 --dp 8 --zero 0
 LIST
