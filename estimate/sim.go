@@ -219,9 +219,6 @@ type sim struct {
 	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
 	ddp      *ddpState             // DDP's reducer (ddp.go)
 	buffers  []*tensor             // module buffers, in the order built
-	// rotaryElems is the length of a transformers rotary embedding's
-	// inv_freq buffers (0 without one), which DDP broadcasts.
-	rotaryElems int64
 	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
 	pp       *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
 	ckptMode string
@@ -269,6 +266,10 @@ type sim struct {
 	// tensors only (torch/csrc/autograd/input_buffer.cpp).
 	dtensor bool
 	bnb     bnbState // bitsandbytes: quantized base, paged state (quant.go)
+
+	// rotaryElems is the length of a transformers rotary embedding's
+	// inv_freq buffers (0 without one), which DDP broadcasts.
+	rotaryElems int64
 }
 
 // note adds a line to the result's notes, once.
