@@ -11,10 +11,11 @@ import (
 // torch/csrc/distributed/c10d/{comm,reducer}.cpp (docs/multigpu.md, DDP):
 //
 //   - construction: _sync_module_states broadcasts every parameter and
-//     buffer from rank 0 (broadcast_coalesced): the tensors are grouped into
-//     buckets of at least 250 MiB, each flattened into a new tensor, at most
-//     two in flight, each freed once its broadcast is done. Then the reducer
-//     allocates one flat bucket holding every gradient.
+//     buffer from rank 0 (broadcast_coalesced): the tensors, in module
+//     registration order, are grouped into buckets of at least 250 MiB,
+//     each flattened into a new tensor (a view for a bucket of one tensor),
+//     at most two in flight, each freed once its broadcast is done. Then
+//     the reducer allocates one flat bucket holding every gradient.
 //   - the first backward records the order in which the gradients become
 //     ready; the next forward (_pre_forward → _rebuild_buckets) frees the
 //     flat bucket and allocates buckets cut in that order (a first of at
