@@ -125,10 +125,13 @@ func TestDistOverrides(t *testing.T) {
 // multiGPUGaps are the real multi-GPU configurations more than UnderLimit
 // under, with what is known of them (docs/multigpu.md).
 var multiGPUGaps = map[string][]int{
-	// ZeRO-1 in pure bf16: rank 0 holds one more bf16 copy of the
-	// parameters than rank 1 at its peak; not traced.
+	// ZeRO-1 in pure bf16: rank 0 held one more bf16 copy of the
+	// parameters than rank 1 at its peak in one run of eighteen; not
+	// explained (docs/multigpu.md).
 	"specs/gpt2-124m.yaml --mode zero1 --batch 4 --seq 1024 --precision bf16": {Allocated},
-	// FSDP without resharding, pure bf16: not explained (docs/multigpu.md).
+	// FSDP without resharding, pure bf16: FSDP2 gives each parameter its
+	// own unsharded storage per block, memplan one block for all
+	// (docs/multigpu.md, "FSDP2's unsharded parameters").
 	"specs/gpt2-xl.yaml --mode fsdp --reshard false --batch 2 --seq 1024 --precision bf16": {Reserved, Device},
 }
 
