@@ -129,10 +129,6 @@ var multiGPUGaps = map[string][]int{
 	// parameters than rank 1 at its peak in one run of eighteen; not
 	// explained (docs/multigpu.md).
 	"specs/gpt2-124m.yaml --mode zero1 --batch 4 --seq 1024 --precision bf16": {Allocated},
-	// FSDP without resharding, pure bf16: FSDP2 gives each parameter its
-	// own unsharded storage per block, memplan one block for all
-	// (docs/multigpu.md, "FSDP2's unsharded parameters").
-	"specs/gpt2-xl.yaml --mode fsdp --reshard false --batch 2 --seq 1024 --precision bf16": {Reserved, Device},
 }
 
 // TestMultiGPUAccuracy holds the predictions for real torchrun runs (the

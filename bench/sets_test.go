@@ -42,6 +42,7 @@ var setGaps = []struct {
 	// collectives launch nothing and whose device total has no NCCL.
 	{"specs/llama-3.2-1b.yaml --batch 2 --dp 8 --zero 3 --checkpointing every-block", []int{Reserved, Device}, "fake process group, 13–16% over; under real NCCL the same model's FSDP2 runs are within 1%"},
 	{"specs/llama-3.2-1b.yaml --batch 1 --seq 4096 --dp 8 --zero 3 --checkpointing every-block", []int{Reserved, Device}, "the same, held out"},
+	{"specs/resnet-50.yaml --batch 128 --dp 8 --zero 3", []int{Device}, "fake process group: its device total has no NCCL communicators (840 MiB that memplan counts), so +9.8–10.0% over with reserved within 0.4%"},
 }
 
 // setGap reports whether the run labelled label is a listed gap for metric
@@ -88,19 +89,27 @@ func TestEverySingleGPUSet(t *testing.T) {
 		t.Fatalf("%d tuning and %d held-out runs; want ≥ 100 and a fifth held out", rep.Tuning.N, rep.HeldOut.N)
 	}
 	checkMedians(t, rep)
-	matched := map[string]bool{}
+	// A listed gap must still miss in at least one run of its label (one
+	// configuration can be in several sets).
+	matched, missed := map[string]bool{}, map[gapKey]bool{}
 	for _, r := range rep.Rows {
+		label := strings.TrimSpace(r.Label)
 		for m := 0; m < NumMetrics; m++ {
 			e := r.Err[m]
 			miss := e < -UnderLimit || abs(e) > Targets.Worst[m]
 			switch {
 			case setGap(r.Label, m):
-				matched[strings.TrimSpace(r.Label)] = true
-				if !miss {
-					t.Errorf("%s: %s %+.1f%% meets the targets: no longer a gap", r.Label, MetricNames[m], 100*e)
-				}
+				matched[label] = true
+				missed[gapKey{label, m}] = missed[gapKey{label, m}] || miss
 			case miss:
 				t.Errorf("%s: %s %+.1f%% (worst %.0f%%, under limit %.0f%%)", r.Label, MetricNames[m], 100*e, 100*Targets.Worst[m], 100*UnderLimit)
+			}
+		}
+	}
+	for _, g := range append(setGaps[:len(setGaps):len(setGaps)], knownGaps...) {
+		for _, m := range g.metrics {
+			if matched[g.match] && !missed[gapKey{g.match, m}] {
+				t.Errorf("%s: %s meets the targets in every run: no longer a gap", g.match, MetricNames[m])
 			}
 		}
 	}

@@ -14,6 +14,9 @@ func (n *node) passes(g, in *tensor) bool {
 // autograd's ready queue takes for these graphs.
 func (s *sim) backward(tape []*node) {
 	for i := len(tape) - 1; i >= 0; i-- {
+		if s.perParam && tape[i].unit != s.bwdUnit {
+			s.fsdpBackwardAt(tape[i].unit) // fsdp.go
+		}
 		s.runNode(tape[i])
 	}
 }

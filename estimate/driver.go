@@ -47,6 +47,8 @@ type inst struct {
 	body  []*inst
 	short []*inst
 	unit  bool // one checkpointing unit (a block, or one copy of a repeat)
+	// fsdp is the FSDP2 unit a block is (fsdp.go), or nil.
+	fsdp *fsdpUnit
 	// inSh and outSh cache the layer's shapes: every pass sees the same.
 	inSh, outSh model.Shape
 }
@@ -235,6 +237,9 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 	n := s.slab.node()
 	n.name, n.outs = "Checkpoint", append(s.slab.ptrs(1), y)
 	n.ckpt = &ckpt{run: run, saves: saves, tail: tail}
+	if u := units[len(units)-1].fsdp; u != nil {
+		n.unit = u.idx // the first of the segment's units in backward
+	}
 	if x.req {
 		n.ins = append(s.slab.ptrs(1), x)
 	}
@@ -250,6 +255,9 @@ func (s *sim) rows(sh model.Shape) int64 { return s.cfg.batch * sh.Elems() / sh[
 func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	switch in.l.Spec.(type) {
 	case *model.Repeat, *model.Block:
+		if in.fsdp != nil {
+			return s.fsdpForward(in, x, sh) // fsdp.go
+		}
 		return s.run(in.body, s.ref(x), sh) // a block, or one copy of a repeat
 	case *model.Fork:
 		return s.fork(in, x, sh)

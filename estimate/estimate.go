@@ -227,6 +227,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	}
 	done()
 	s.applyLoRA(spec)
+	s.cpRun = run.CP > 1
 	s.shardSetup(ins)
 	if s.pp != nil {
 		s.trainPipeline(spec)

@@ -1,6 +1,8 @@
 package estimate
 
 import (
+	"sort"
+
 	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/model"
 )
@@ -20,12 +22,22 @@ type fsdpUnit struct {
 	params []*tensor
 	elems  int64 // whole elements, each parameter counted once
 	shard  int64 // this rank's elements: Σ ceil(elems / W) per parameter
+	idx    int16 // position in sim.units (0: the root)
+	// order is params in registration order, the order of the unsharded
+	// storages; held are those storages while the unit is unsharded.
+	order     []*tensor
+	held      []*tensor
+	unsharded bool
+	// grads are the unit\'s unsharded gradients, held from AccumulateGrad
+	// to its post-backward.
+	grads []*tensor
 }
 
 // fsdpUnits groups the parameters by unit, the root first (it is gathered
 // first), then the blocks in order; a shared (tied) parameter belongs to
-// the first unit that holds it.
-func fsdpUnits(ins []*inst, dp int64) []*fsdpUnit {
+// the first unit that holds it. With mark, each block's instance points to
+// its unit.
+func fsdpUnits(ins []*inst, dp int64, mark bool) []*fsdpUnit {
 	root := &fsdpUnit{}
 	units := []*fsdpUnit{root}
 	seen := map[*tensor]bool{}
@@ -36,6 +48,9 @@ func fsdpUnits(ins []*inst, dp int64) []*fsdpUnit {
 			if in.unit {
 				own = &fsdpUnit{}
 				units = append(units, own)
+				if mark {
+					in.fsdp = own // the block's forward unshards it (fsdpForward)
+				}
 			}
 			for _, p := range in.p {
 				if p != nil && !seen[p] {
@@ -54,8 +69,18 @@ func fsdpUnits(ins []*inst, dp int64) []*fsdpUnit {
 	out := units[:0]
 	for _, u := range units {
 		if len(u.params) > 0 {
+			u.idx = int16(len(out))
 			out = append(out, u)
 		}
+	}
+	// Registration order within each unit (ddp.go's registered).
+	pos := map[*tensor]int{}
+	for i, p := range registered(ins, map[*tensor]bool{}, nil) {
+		pos[p] = i
+	}
+	for _, u := range out {
+		u.order = append([]*tensor(nil), u.params...)
+		sort.SliceStable(u.order, func(i, j int) bool { return pos[u.order[i]] < pos[u.order[j]] })
 	}
 	return out
 }
@@ -115,4 +140,99 @@ func (s *sim) gradShard(t *tensor) *tensor {
 	}
 	s.unref(flat)
 	return t.pgrad
+}
+
+// FSDP2's unsharded parameters (docs/multigpu.md, "FSDP2's unsharded
+// parameters"): each is a storage of its own on the default stream
+// (FSDPParam.alloc_storage), made when its unit is unsharded — the root's
+// at the forward's start, a block's before its forward and, when it was
+// resharded after the forward (zero 3), again before its backward — and
+// freed when the unit is resharded: after its forward (zero 3, blocks only;
+// not in a checkpoint's recompute) and after its backward (the root's at
+// the end of the backward). Measured: GPT-2 XL without resharding, rank 0's
+// allocator history (bench/results/2026-11-26-h200x4-fsdp-noreshard).
+
+// unshard allocates u's unsharded storages, unless it holds them.
+func (s *sim) unshard(u *fsdpUnit) {
+	if u.unsharded {
+		return
+	}
+	u.unsharded = true
+	u.held = u.held[:0]
+	for _, p := range u.order {
+		t := s.alloc(p.elems, s.cfg.param, catParam, p.name)
+		t.prefix = "unsharded "
+		u.held = append(u.held, t)
+	}
+}
+
+// reshard frees u's unsharded storages.
+func (s *sim) reshard(u *fsdpUnit) {
+	if !u.unsharded {
+		return
+	}
+	u.unsharded = false
+	for _, t := range u.held {
+		s.unref(t)
+	}
+	u.held = u.held[:0]
+}
+
+// fsdpForward runs a block that is an FSDP2 unit: unsharded first, and
+// with zero 3 resharded after, except in a checkpoint's recompute, which
+// the unit's pre-backward has unsharded and its post-backward reshards.
+func (s *sim) fsdpForward(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
+	u, prev := in.fsdp, s.curUnit
+	s.curUnit = u.idx
+	s.unshard(u)
+	y, out := s.run(in.body, s.ref(x), sh)
+	if s.cfg.zero >= 3 && s.stop.limit == 0 {
+		s.reshard(u)
+	}
+	s.curUnit = prev
+	return y, out
+}
+
+// fsdpBackwardAt is the backward reaching a node of unit k: the block it
+// leaves runs its post-backward and the block it enters is unsharded (its
+// pre-backward; a no-op unless resharded after forward).
+func (s *sim) fsdpBackwardAt(k int16) {
+	if s.bwdUnit > 0 {
+		s.postBackward(s.units[s.bwdUnit])
+	}
+	s.bwdUnit = k
+	if k > 0 {
+		s.unshard(s.units[k])
+	}
+}
+
+// postBackward is FSDPParamGroup.post_backward: the unit is resharded,
+// then foreach_reduce copies its gradients into one reduce-scatter input
+// (the reduce dtype × the unit's padded elements, on the default stream),
+// after freeing the previous unit's, and drops them; the input is kept
+// until the next unit's post-backward (reduce_scatter_state).
+func (s *sim) postBackward(u *fsdpUnit) {
+	s.reshard(u)
+	if len(u.grads) == 0 {
+		return
+	}
+	s.unref(s.rsInput)
+	s.rsInput = s.alloc(u.shard*s.cfg.dp, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")
+	for i, g := range u.grads {
+		s.unref(g)
+		u.grads[i] = nil
+	}
+	u.grads = u.grads[:0]
+}
+
+// fsdpEndBackward runs the post-backward of every unit still unsharded
+// after a backward, the root's last (its final callback), and frees the
+// last reduce-scatter input.
+func (s *sim) fsdpEndBackward() {
+	for i := len(s.units) - 1; i >= 0; i-- {
+		s.postBackward(s.units[i])
+	}
+	s.unref(s.rsInput)
+	s.rsInput = nil
+	s.bwdUnit = 0
 }

@@ -83,7 +83,11 @@ func (s *sim) shardSetup(ins []*inst) {
 		s.gathered = root + 2*unit
 	}
 	if s.fsdpStreams() {
-		s.units = fsdpUnits(ins, s.cfg.dp)
+		// Per-parameter unsharded storages (fsdp.go); a pipeline stage
+		// still gathers one block (schedule.go), and so does context
+		// parallelism over dp·cp (not measured with FSDP).
+		s.perParam = s.pp == nil && !s.cpRun
+		s.units = fsdpUnits(ins, s.cfg.dp, s.perParam)
 		s.unitOf = map[*tensor]*fsdpUnit{}
 		for _, u := range s.units {
 			for _, p := range u.params {
@@ -123,6 +127,13 @@ func paramBytes(ins []*inst, seen map[*tensor]bool) (root, unit int64) {
 // gather allocates the gathered parameters at the start of a forward and
 // releaseGathered frees them after the backward (ZeRO-2 and 3).
 func (s *sim) gather() {
+	if s.perParam {
+		if !s.units[0].unsharded {
+			s.unshardAll()
+			s.unshard(s.units[0])
+		}
+		return
+	}
 	if s.gathered > 0 && s.gatherT == nil {
 		if s.units != nil {
 			s.unshardAll()
@@ -132,6 +143,10 @@ func (s *sim) gather() {
 }
 
 func (s *sim) releaseGathered() {
+	if s.perParam {
+		s.fsdpEndBackward()
+		return
+	}
 	if s.gatherT != nil {
 		s.unref(s.gatherT)
 		s.gatherT = nil
@@ -144,6 +159,16 @@ func (s *sim) releaseGathered() {
 // fsdp-bf16 the reduce dtype is fp32: the bf16 gradient is copied into an
 // fp32 reduce-scatter input first, and the shard is fp32.
 func (s *sim) reduceScatter(t, g *tensor) {
+	if s.perParam {
+		// The unit's post-backward reduces its gradients together
+		// (fsdp.go's postBackward): g is held until then.
+		u := s.unitOf[t]
+		if t.pgrad == nil {
+			s.gradShard(t)
+		}
+		u.grads = append(u.grads, g)
+		return
+	}
 	var in *tensor
 	if s.cfg.master != g.dt {
 		in = s.alloc(g.elems, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")

@@ -121,6 +121,9 @@ type node struct {
 	// gradient is a view of the product's output (accumulate).
 	viewGrad bool
 	gemm     bool // backward runs GEMMs (needs the backward thread's cuBLAS workspace)
+	// unit is the FSDP2 unit whose forward recorded the node (an index
+	// into sim.units; 0, the root, outside FSDP2).
+	unit int16
 	// biasFirst marks AddmmBackward0 over [x, W, b]: its edges are
 	// (self = b, mat1 = x, mat2 = W), so the engine runs the bias's
 	// AccumulateGrad before the weight's (the gradient-ready order DDP
@@ -210,20 +213,26 @@ type sim struct {
 	phases   []PhasePeak
 	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
 	params   []*tensor
-	frozen   []*tensor             // LoRA's frozen base parameters (lora.go)
-	kvHold   []*tensor             // KV-cache copies held until the forward's outputs are dropped
-	bodyHold []*tensor             // the model forward's locals (model.Positions.Hold), until it returns
-	gathered int64                 // ZeRO-3: bytes of parameters gathered during a step
-	gatherT  *tensor               // the gathered parameters while they are held
-	units    []*fsdpUnit           // FSDP2's units, the root first (fsdp.go)
-	unitOf   map[*tensor]*fsdpUnit // each parameter's unit
-	ddp      *ddpState             // DDP's reducer (ddp.go)
-	buffers  []*tensor             // module buffers, in the order built
-	zeroPart *parallel.Partition   // ZeRO-1's partition over the ranks
-	pp       *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
-	ckptMode string
-	ckptK    int64
-	ropeT    [2]*tensor // cos and sin tables of the current forward
+	frozen   []*tensor   // LoRA's frozen base parameters (lora.go)
+	kvHold   []*tensor   // KV-cache copies held until the forward's outputs are dropped
+	bodyHold []*tensor   // the model forward's locals (model.Positions.Hold), until it returns
+	gathered int64       // ZeRO-3: bytes of parameters gathered during a step
+	gatherT  *tensor     // the gathered parameters while they are held
+	units    []*fsdpUnit // FSDP2's units, the root first (fsdp.go)
+	// curUnit is the FSDP2 unit running its forward; bwdUnit the one
+	// whose backward nodes are running (fsdp.go).
+	curUnit, bwdUnit int16
+	perParam         bool                  // FSDP2's unsharded storages per unit and parameter (fsdp.go)
+	rsInput          *tensor               // FSDP2\'s last reduce-scatter input (fsdp.go)
+	cpRun            bool                  // context parallelism: FSDP2 keeps one gathered block (sharding.go)
+	unitOf           map[*tensor]*fsdpUnit // each parameter's unit
+	ddp              *ddpState             // DDP's reducer (ddp.go)
+	buffers          []*tensor             // module buffers, in the order built
+	zeroPart         *parallel.Partition   // ZeRO-1's partition over the ranks
+	pp               *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
+	ckptMode         string
+	ckptK            int64
+	ropeT            [2]*tensor // cos and sin tables of the current forward
 	// rank is the running layer's per-sample input rank: 2 or more makes
 	// a linear layer's input 3-D, reshaped to a matrix (viewGrad).
 	rank int
@@ -478,6 +487,7 @@ func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
 	}
 	n := s.slab.node() // zeroed
 	n.name, n.ins, n.outs = name, req, append(s.slab.ptrs(len(outs)), outs...)
+	n.unit = s.curUnit
 	n.saved = s.slab.ptrs(2)
 	s.tape = append(s.tape, n)
 	return n
