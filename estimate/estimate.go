@@ -383,3 +383,13 @@ func overhead(u usage, nccl int64) []Item {
 	}
 	return items
 }
+
+// note adds a line to the result's notes, once.
+func (s *sim) note(msg string) {
+	for _, n := range s.notes {
+		if n == msg {
+			return
+		}
+	}
+	s.notes = append(s.notes, msg)
+}

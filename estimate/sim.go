@@ -281,16 +281,6 @@ type sim struct {
 	rotaryElems int64
 }
 
-// note adds a line to the result's notes, once.
-func (s *sim) note(msg string) {
-	for _, n := range s.notes {
-		if n == msg {
-			return
-		}
-	}
-	s.notes = append(s.notes, msg)
-}
-
 // usage records which library paths the step touches: half-precision
 // GEMMs load more kernel modules outside the allocator (docs/formulas.md §D).
 type usage struct {
