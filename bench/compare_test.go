@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -147,9 +148,19 @@ func TestMultiGPUAccuracy(t *testing.T) {
 	}{
 		{"2xH200", "results/2026-11-23-h200x2-dist.jsonl", "results/2026-11-23-h200x2-dist-heldout.jsonl", 20, 7},
 		{"4xH200", "results/2026-11-26-h200x4-dp.jsonl", "results/2026-11-26-h200x4-dp-heldout.jsonl", 7, 2},
+		// The eighth session's held-out sets 5–8 (2 and 4 GPUs, one host).
+		{"4xH200 sets 5-8", "", "results/2026-11-26-h200x4-*heldout[5-8].jsonl", 0, 13},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rep, err := Compare("..", []string{tc.tuning}, []string{tc.heldOut})
+			var tuning []string
+			if tc.tuning != "" {
+				tuning = []string{tc.tuning}
+			}
+			held, err := filepath.Glob(tc.heldOut)
+			if err != nil || len(held) == 0 {
+				t.Fatalf("held-out files %q: %v", tc.heldOut, err)
+			}
+			rep, err := Compare("..", tuning, held)
 			if err != nil {
 				t.Fatal(err)
 			}
