@@ -28,7 +28,7 @@ type fsdpUnit struct {
 	order     []*tensor
 	held      []*tensor
 	unsharded bool
-	// grads are the unit\'s unsharded gradients, held from AccumulateGrad
+	// grads are the unit's unsharded gradients, held from AccumulateGrad
 	// to its post-backward.
 	grads []*tensor
 }

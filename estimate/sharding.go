@@ -12,15 +12,17 @@ import (
 // gradients (gradient_as_bucket_view=False, the default). Stage 1 is
 // ZeroRedundancyOptimizer over DDP: the buckets stay, and the optimizer
 // state and its step's temporaries are held for this rank's parameters
-// only (shards). Stages 2 and 3 are FSDP's fully_shard: each rank keeps a
-// shard of every parameter, reduces each gradient to its shard as soon as
-// it is produced, and gathers whole parameters for the forward and
-// backward; stage 2 (reshard_after_forward=False) holds all of them from
-// the first forward to the end of the backward, stage 3 only the non-block
-// parameters (embeddings, head) and two blocks at a time (the current one
-// and the one prefetched). Measured on one rank: at Llama-3.2-1B's peak,
-// FSDP2 held the shards, the root's whole parameters and one block's
-// all-gather buffer (stage 3), or every whole parameter (stage 2).
+// only (shards). DDP's construction and bucket rebuild are ddp.go's.
+// Stages 2 and 3 are FSDP's fully_shard: each rank keeps a shard of every
+// parameter and gathers whole parameters for the forward and backward.
+// Over data parallelism alone (fsdp.go) each unit's whole parameters are
+// storages of their own, made before the unit runs and freed after its
+// backward (stage 2, reshard_after_forward=False) or after each pass
+// (stage 3), and its gradients are reduced together in its post-backward.
+// A pipeline stage or context parallelism over dp·cp still holds them as
+// one block: all of them from the first forward to the end of the backward
+// (stage 2), or the non-block parameters (embeddings, head) and two blocks
+// (stage 3), each gradient reduced to its shard as soon as it is produced.
 //
 // Offload keeps the optimizer state and step (and with "params" the
 // parameter shards) in host memory. NCCL's buffers, outside the caching
