@@ -28,6 +28,7 @@ type fsdpUnit struct {
 	order     []*tensor
 	held      []*tensor
 	unsharded bool
+	backward  bool // between its pre-backward and its post-backward
 	// grads are the unit's unsharded gradients, held from AccumulateGrad
 	// to its post-backward.
 	grads []*tensor
@@ -178,15 +179,87 @@ func (s *sim) reshard(u *fsdpUnit) {
 	u.held = u.held[:0]
 }
 
-// fsdpForward runs a block that is an FSDP2 unit: unsharded first, and
-// with zero 3 resharded after, except in a checkpoint's recompute, which
-// the unit's pre-backward has unsharded and its post-backward reshards.
+// gatherUnit is one unit's all-gather on the copy-in stream: with a
+// mixed-precision policy the flat cast of the shard, freed once gathered,
+// and the flat output (param dtype × the unit's padded elements), which
+// the caller frees after the copy-out.
+func (s *sim) gatherUnit(u *fsdpUnit) *tensor {
+	var cast *tensor
+	if s.cfg.master != s.cfg.param {
+		cast = s.allocOn(u.shard, s.cfg.param, catTemp, "all-gather input (FSDP)", streamAllGather)
+	}
+	out := s.allocOn(u.shard*s.cfg.dp, s.cfg.param, catTemp, "all-gather output (FSDP)", streamAllGather)
+	s.unref(cast)
+	return out
+}
+
+// preForward is a unit's pre-forward: all-gather, copy-out into its
+// storages, then the previous unit's all-gather output freed (forward's
+// implicit prefetch keeps one until the next copy-out, all_gather_state).
+func (s *sim) preForward(u *fsdpUnit) {
+	if u.unsharded {
+		return
+	}
+	out := s.gatherUnit(u)
+	s.unshard(u)
+	s.unref(s.agState)
+	s.agState = out
+}
+
+// rootPostForward is the root's post-forward, once the model's forward
+// (its loss included) has returned: with zero 3 the root is resharded
+// too (fully_shard(model, reshard_after_forward=True)), and the last
+// all-gather output is freed.
+func (s *sim) rootPostForward() {
+	if !s.perParam {
+		return
+	}
+	if s.cfg.zero >= 3 {
+		s.reshard(s.units[0])
+	}
+	s.unref(s.agState)
+	s.agState = nil
+}
+
+// preBackward is a resharded unit's pre-backward (zero 3): its all-gather
+// (prefetched by the unit before it in backward, if that targeted it),
+// the copy-out, the all-gather output freed, then the prefetch of the
+// next unit's all-gather (the block before it; none after block 0).
+func (s *sim) preBackward(u *fsdpUnit) {
+	u.backward = true
+	if u.unsharded {
+		return
+	}
+	out := s.agNext
+	if out == nil || s.agNextUnit != u.idx {
+		s.unref(out)
+		out = s.gatherUnit(u)
+	}
+	s.agNext = nil
+	s.unshard(u)
+	s.unref(out)
+	k := u.idx - 1
+	if u.idx == 0 {
+		k = int16(len(s.units) - 1) // the root prefetches the last block
+	}
+	if k >= 1 {
+		s.agNext, s.agNextUnit = s.gatherUnit(s.units[k]), k
+	}
+}
+
+// fsdpForward runs a block that is an FSDP2 unit: its pre-forward, and
+// with zero 3 its reshard after. A checkpoint's recompute of a unit whose
+// pre-backward has run skips both (FSDPState._pre_forward in the
+// PRE_BACKWARD state); the other units of a longer segment run them as in
+// a forward.
 func (s *sim) fsdpForward(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	u, prev := in.fsdp, s.curUnit
 	s.curUnit = u.idx
-	s.unshard(u)
+	if !u.backward {
+		s.preForward(u)
+	}
 	y, out := s.run(in.body, s.ref(x), sh)
-	if s.cfg.zero >= 3 && s.stop.limit == 0 {
+	if s.cfg.zero >= 3 && !u.backward {
 		s.reshard(u)
 	}
 	s.curUnit = prev
@@ -202,7 +275,7 @@ func (s *sim) fsdpBackwardAt(k int16) {
 	}
 	s.bwdUnit = k
 	if k > 0 {
-		s.unshard(s.units[k])
+		s.preBackward(s.units[k])
 	}
 }
 
@@ -212,6 +285,7 @@ func (s *sim) fsdpBackwardAt(k int16) {
 // after freeing the previous unit's, and drops them; the input is kept
 // until the next unit's post-backward (reduce_scatter_state).
 func (s *sim) postBackward(u *fsdpUnit) {
+	u.backward = false
 	s.reshard(u)
 	if len(u.grads) == 0 {
 		return
@@ -234,5 +308,8 @@ func (s *sim) fsdpEndBackward() {
 	}
 	s.unref(s.rsInput)
 	s.rsInput = nil
+	s.unref(s.agNext)
+	s.unref(s.agState) // a recompute's forward all-gather, if any
+	s.agNext, s.agState = nil, nil
 	s.bwdUnit = 0
 }

@@ -130,10 +130,7 @@ func paramBytes(ins []*inst, seen map[*tensor]bool) (root, unit int64) {
 // releaseGathered frees them after the backward (ZeRO-2 and 3).
 func (s *sim) gather() {
 	if s.perParam {
-		if !s.units[0].unsharded {
-			s.unshardAll()
-			s.unshard(s.units[0])
-		}
+		s.preForward(s.units[0]) // the root's (fsdp.go)
 		return
 	}
 	if s.gathered > 0 && s.gatherT == nil {

@@ -222,17 +222,21 @@ type sim struct {
 	// curUnit is the FSDP2 unit running its forward; bwdUnit the one
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16
-	perParam         bool                  // FSDP2's unsharded storages per unit and parameter (fsdp.go)
-	rsInput          *tensor               // FSDP2\'s last reduce-scatter input (fsdp.go)
-	cpRun            bool                  // context parallelism: FSDP2 keeps one gathered block (sharding.go)
-	unitOf           map[*tensor]*fsdpUnit // each parameter's unit
-	ddp              *ddpState             // DDP's reducer (ddp.go)
-	buffers          []*tensor             // module buffers, in the order built
-	zeroPart         *parallel.Partition   // ZeRO-1's partition over the ranks
-	pp               *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
-	ckptMode         string
-	ckptK            int64
-	ropeT            [2]*tensor // cos and sin tables of the current forward
+	perParam         bool    // FSDP2's unsharded storages per unit and parameter (fsdp.go)
+	rsInput          *tensor // FSDP2\'s last reduce-scatter input (fsdp.go)
+	// agState is the forward\'s last all-gather output, agNext the
+	// backward\'s prefetched one (for unit agNextUnit) (fsdp.go).
+	agState, agNext *tensor
+	agNextUnit      int16
+	cpRun           bool                  // context parallelism: FSDP2 keeps one gathered block (sharding.go)
+	unitOf          map[*tensor]*fsdpUnit // each parameter's unit
+	ddp             *ddpState             // DDP's reducer (ddp.go)
+	buffers         []*tensor             // module buffers, in the order built
+	zeroPart        *parallel.Partition   // ZeRO-1's partition over the ranks
+	pp              *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
+	ckptMode        string
+	ckptK           int64
+	ropeT           [2]*tensor // cos and sin tables of the current forward
 	// rank is the running layer's per-sample input rank: 2 or more makes
 	// a linear layer's input 3-D, reshaped to a matrix (viewGrad).
 	rank int

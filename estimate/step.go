@@ -57,6 +57,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 				loss = s.crossEntropy(out, s.rows(sh))
 				s.unref(out)
 			}
+			s.rootPostForward() // fsdp.go
 			s.clearCache()
 			s.endForward()
 			s.saved = s.live[catSaved]
@@ -66,6 +67,9 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			tape := s.tape
 			s.tape = nil
 			loss.grad = s.alloc(1, f32, catTemp, "loss grad")
+			if s.perParam {
+				s.preBackward(s.units[0]) // the root's (fsdp.go)
+			}
 			s.backward(tape)
 			if len(s.tape) == 0 {
 				s.tape = tape[:0] // the next forward reuses the tape's memory
