@@ -223,9 +223,9 @@ type sim struct {
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16
 	perParam         bool    // FSDP2's unsharded storages per unit and parameter (fsdp.go)
-	rsInput          *tensor // FSDP2\'s last reduce-scatter input (fsdp.go)
-	// agState is the forward\'s last all-gather output, agNext the
-	// backward\'s prefetched one (for unit agNextUnit) (fsdp.go).
+	rsInput          *tensor // FSDP2's last reduce-scatter input (fsdp.go)
+	// agState is the forward's last all-gather output, agNext the
+	// backward's prefetched one (for unit agNextUnit) (fsdp.go).
 	agState, agNext *tensor
 	agNextUnit      int16
 	cpRun           bool                  // context parallelism: FSDP2 keeps one gathered block (sharding.go)
