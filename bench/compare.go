@@ -40,12 +40,15 @@ type Record struct {
 	// zero1, fsdp), FSDP's reshard_after_forward ("true", "false" or an
 	// int), the number of GPUs, and the busiest rank's totals, which the
 	// comparison uses (docs/multigpu.md).
-	Mode             string `json:"mode"`
-	Reshard          any    `json:"reshard"`
-	World            int64  `json:"world"`
-	BusiestAllocated int64  `json:"busiest_peak_allocated_bytes"`
-	BusiestReserved  int64  `json:"busiest_peak_reserved_bytes"`
-	BusiestDevice    int64  `json:"busiest_device_total_used_bytes"`
+	Mode    string `json:"mode"`
+	Reshard any    `json:"reshard"`
+	World   int64  `json:"world"`
+	// Env is the environment train.py ran with: its allocator setting
+	// (PYTORCH_ALLOC_CONF) is not in Training.
+	Env              map[string]string `json:"env"`
+	BusiestAllocated int64             `json:"busiest_peak_allocated_bytes"`
+	BusiestReserved  int64             `json:"busiest_peak_reserved_bytes"`
+	BusiestDevice    int64             `json:"busiest_device_total_used_bytes"`
 	// LoRA is the adapter setup of a bench/torch/lora.py record.
 	LoRA *RecordLoRA `json:"lora,omitempty"`
 }
@@ -162,6 +165,9 @@ func (r Record) Overrides() model.Overrides {
 		Attention: s("attention"), ZeroGrad: s("zero_grad"), DP: i("dp"), AllocConf: s("alloc_conf")}
 	if z := i("zero"); z > 0 {
 		o.Zero = fmt.Sprint(z)
+	}
+	if o.AllocConf == "" {
+		o.AllocConf = r.Env["PYTORCH_ALLOC_CONF"]
 	}
 	if r.World > 1 && r.Mode != "" {
 		o.DP, o.Zero, o.BucketView = r.World, "0", r.Mode == "ddp-view"

@@ -150,6 +150,9 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		{"4xH200", "results/2026-11-26-h200x4-dp.jsonl", "results/2026-11-26-h200x4-dp-heldout.jsonl", 7, 2},
 		// The eighth session's held-out sets 5–8 (2 and 4 GPUs, one host).
 		{"4xH200 sets 5-8", "", "results/2026-11-26-h200x4-*heldout[5-8].jsonl", 0, 13},
+		// FSDP2 under allocator settings (issue 14): the 2 x H200 grid
+		// and the eighth session's held-out set.
+		{"FSDP2 allocator settings", "results/2026-11-23-h200x2-allocconf.jsonl", "results/2026-11-26-h200x4-allocconf-heldout2.jsonl", 5, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tuning []string
