@@ -283,7 +283,8 @@ func (s *sim) fsdpBackwardAt(k int16) {
 // then foreach_reduce copies its gradients into one reduce-scatter input
 // (the reduce dtype × the unit's padded elements, on the default stream),
 // after freeing the previous unit's, and drops them; the input is kept
-// until the next unit's post-backward (reduce_scatter_state).
+// until the next unit's post-backward (reduce_scatter_state); the output
+// is allocated on the reduce-scatter stream.
 func (s *sim) postBackward(u *fsdpUnit) {
 	u.backward = false
 	s.reshard(u)
@@ -297,6 +298,11 @@ func (s *sim) postBackward(u *fsdpUnit) {
 		u.grads[i] = nil
 	}
 	u.grads = u.grads[:0]
+	// The reduce-scatter's output, on its own stream, becomes the
+	// sharded gradients (the first backward of a step makes it).
+	if len(u.params) > 0 && u.params[0].pgrad == nil {
+		s.gradShard(u.params[0])
+	}
 }
 
 // fsdpEndBackward runs the post-backward of every unit still unsharded

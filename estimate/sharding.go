@@ -162,9 +162,6 @@ func (s *sim) reduceScatter(t, g *tensor) {
 		// The unit's post-backward reduces its gradients together
 		// (fsdp.go's postBackward): g is held until then.
 		u := s.unitOf[t]
-		if t.pgrad == nil {
-			s.gradShard(t)
-		}
 		u.grads = append(u.grads, g)
 		return
 	}
