@@ -87,9 +87,13 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 		s.stepOptimizer(t, it)
 		grew = s.al.reserved > start
 		if grew && it == maxSteps-1 && steps == maxSteps {
+			doc := "docs/moe.md §2.2"
+			if s.ddp != nil {
+				doc = "docs/multigpu.md, DDP's bucket rebuild"
+			}
 			s.note(fmt.Sprintf("the allocator's cache still grows in step %d (%s more reserved): "+
-				"a longer run may reserve more, up to the device's memory, where PyTorch frees cached blocks and retries (docs/moe.md §2.2)",
-				it+1, units.Format(s.al.reserved-start)))
+				"a longer run may reserve more, up to the device's memory, where PyTorch frees cached blocks and retries (%s)",
+				it+1, units.Format(s.al.reserved-start), doc))
 		}
 	}
 }
