@@ -127,7 +127,7 @@ func TestDistOverrides(t *testing.T) {
 // under, with what is known of them (docs/multigpu.md).
 var multiGPUGaps = map[string][]int{
 	// ZeRO-1 in pure bf16: rank 0 held one more bf16 copy of the
-	// parameters than rank 1 at its peak in one run of twenty-six; not
+	// parameters than rank 1 at its peak in one run of forty-four; not
 	// explained (docs/multigpu.md).
 	"specs/gpt2-124m.yaml --mode zero1 --batch 4 --seq 1024 --precision bf16": {Allocated},
 }
