@@ -57,7 +57,7 @@ func (r *ringAttnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	s.unref(st.q)
 	s.unref(st.k)
 	s.unref(st.v)
-	o := s.matmul(y, a.o, a.oB, st.rows, k.Dim)
+	o := a.linear(s, y, a.o, a.oB, st.rows, k.Dim)
 	s.unref(y)
 	for i := len(st.held) - 1; i >= 0; i-- {
 		s.unref(st.held[i])

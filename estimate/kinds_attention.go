@@ -115,7 +115,7 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		s.unref(y)
 		y = c
 	}
-	o := s.matmul(y, a.o, a.oB, st.rows, k.Dim)
+	o := a.linear(s, y, a.o, a.oB, st.rows, k.Dim)
 	s.unref(y)
 	if k.OutDropout > 0 {
 		d := s.dropout(o)
@@ -159,14 +159,14 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 		// q, k and v stay bound in multi_head_attention_forward until it
 		// returns, after the output projection (measured: ViT-B/16,
 		// bench/results/2026-11-23-h100-traces2).
-		proj := s.matmulView(x, a.qkv, a.qkvB, st.rows, qd+2*kvd, true)
+		proj := s.matmulView(x, a.qkv, a.qkvB, st.rows, qd+2*kvd, true, false)
 		c := s.unary("Clone", proj, false, false)
 		s.unref(proj)
 		st.q, st.k, st.v = s.selectQKV(c, qd, st.rows)
 		s.unref(c)
 		st.held = append(st.held, s.ref(st.q), s.ref(st.k), s.ref(st.v))
 	case k.FusedQKV:
-		qkv := s.matmul(x, a.qkv, a.qkvB, st.rows, qd+2*kvd)
+		qkv := a.linear(s, x, a.qkv, a.qkvB, st.rows, qd+2*kvd)
 		st.q, st.k, st.v = s.split(qkv, qd, kvd, st.rows)
 		// transformers keeps the packed projection in a local variable
 		// until the attention module returns (measured: GPT-NeoX frees it
@@ -469,4 +469,13 @@ func rotaryFrac(k *model.Attention) float64 {
 		return k.Rotary
 	}
 	return 1
+}
+
+// linear is one of the attention's projections: a Conv1D's
+// (model.Attention.Conv1D) or nn.Linear's.
+func (a *attnOp) linear(s *sim, x, w, b *tensor, rows, out int64) *tensor {
+	if a.k.Conv1D {
+		return s.matmulConv1D(x, w, b, rows, out)
+	}
+	return s.matmul(x, w, b, rows, out)
 }

@@ -9,7 +9,15 @@ package estimate
 // input is not saved. The bias is not saved. A weight LoRA wraps runs its
 // adapters after the base product.
 func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
-	return s.matmulView(x, w, b, rows, out, false)
+	return s.matmulView(x, w, b, rows, out, false, false)
+}
+
+// matmulConv1D is matmul as transformers' Conv1D computes it,
+// addmm(bias, x, weight): autocast casts the weight, then the input, then
+// the bias (arguments right to left), so the bias's cast node runs first
+// in backward (model.Linear.Conv1D).
+func (s *sim) matmulConv1D(x, w, b *tensor, rows, out int64) *tensor {
+	return s.matmulView(x, w, b, rows, out, false, true)
 }
 
 // matmulView is matmul; transposed says x is a transposed view (as
@@ -24,15 +32,22 @@ func (s *sim) matmul(x, w, b *tensor, rows, out int64) *tensor {
 // bias) casts the bias, then the weight, then the input (measured:
 // ViT-B/16's checkpointed blocks, bench/results/2026-11-23-h100-traces2).
 // The casts die when the op returns.
-func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed bool) *tensor {
+func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed, conv1d bool) *tensor {
 	if w.quant != nil {
 		return s.bnbLinear(x, w, b, rows) // bitsandbytes (quant_ops.go)
 	}
-	var bc *tensor
-	if b != nil {
-		bc = s.castLow(b)
+	var bc, wc, xc *tensor
+	if conv1d {
+		wc, xc = s.castLow(w), s.castLow(x)
+		if b != nil {
+			bc = s.castLow(b)
+		}
+	} else {
+		if b != nil {
+			bc = s.castLow(b)
+		}
+		wc, xc = s.castLow(w), s.castLow(x)
 	}
-	wc, xc := s.castLow(w), s.castLow(x)
 	if transposed {
 		xh := xc
 		xc = s.contiguous(xh)

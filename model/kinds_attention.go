@@ -17,6 +17,9 @@ type Attention struct {
 	Rotary   float64
 	Causal   bool
 	FusedQKV bool
+	// Conv1D says the projections are transformers' Conv1D (GPT-2),
+	// addmm(bias, x, weight), as Linear.Conv1D.
+	Conv1D bool
 	// QKNorm applies RMSNorm over head_dim to queries and keys.
 	QKNorm bool
 	// KVCache marks attention that fills a key/value cache in training

@@ -31,6 +31,11 @@ type Linear struct {
 	Bias    bool
 	// Name labels the layer (ties name embeddings; accepted here too).
 	Name string
+	// Conv1D is transformers' Conv1D (GPT-2), addmm(bias, x, weight):
+	// autocast casts its arguments right to left, the weight first and
+	// the bias last, where nn.Linear's F.linear(x, weight, bias) casts the
+	// bias first. Set by the GPT-2 lowering.
+	Conv1D bool
 }
 
 // Kind is the name specs use for the kind.

@@ -53,12 +53,12 @@ func (m *Model) lowerGPT2() []Layer {
 			seq(ln(d),
 				L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
 					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: true, P: m.AttnDropout,
-					OutDropout: m.Dropout, Style: "hf"})))...)),
+					OutDropout: m.Dropout, Style: "hf", Conv1D: true})))...)),
 		seq(L(&Residual{HoldFirst: true}, cat(
 			seq(ln(d),
-				linear(d, inter, true),
+				conv1D(d, inter),
 				Act(m.Activation),
-				linear(inter, d, true)),
+				conv1D(inter, d)),
 			dropout(m.Dropout))...)),
 	)
 	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true}
@@ -174,6 +174,10 @@ func bn(c int64) Layer { return L(&BatchNorm{Channels: c}) }
 func ln(d int64) Layer { return L(&LayerNorm{Dim: d, Bias: true}) }
 
 func linear(in, out int64, bias bool) Layer { return L(&Linear{In: in, Out: out, Bias: bias}) }
+
+// conv1D is transformers' Conv1D, a linear layer with bias computed as
+// addmm(bias, x, weight) (Linear.Conv1D).
+func conv1D(in, out int64) Layer { return L(&Linear{In: in, Out: out, Bias: true, Conv1D: true}) }
 
 func (m *Model) lowerResNet() []Layer {
 	w := m.Width
