@@ -57,3 +57,59 @@ func TestFSDPStreamPools(t *testing.T) {
 		})
 	}
 }
+
+// TestFSDPUnshardCounts counts FSDP2's per-parameter unsharded storages
+// and per-unit all-gathers over one simulated step, against what
+// _fsdp_param_group.py does (docs/multigpu.md, "FSDP2's unsharded
+// parameters"): every unit is gathered once per forward; with
+// reshard_after_forward=True (zero 3) every unit, the root included, is
+// gathered again for its backward; checkpointing's recompute gathers
+// nothing more.
+func TestFSDPUnshardCounts(t *testing.T) {
+	for _, tc := range []struct {
+		zero, ckpt string
+		passes     int // gathers of each unit per step
+	}{
+		{"2", "none", 1},
+		{"3", "none", 2},
+		{"2", "every-block", 1},
+		{"3", "every-block", 2},
+	} {
+		t.Run("zero"+tc.zero+"-"+tc.ckpt, func(t *testing.T) {
+			spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256, DP: 2,
+				Zero: tc.zero, Checkpointing: tc.ckpt, Precision: "bf16"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var storages, gathers, params, units int
+			_, err = estimateWith(spec, func(s *sim) {
+				units = len(s.units)
+				for _, u := range s.units {
+					params += len(u.params)
+					if u.unsharded || len(u.grads) > 0 {
+						t.Errorf("unit %d still unsharded or holding gradients after the step", u.idx)
+					}
+				}
+			}, func(s *sim) {
+				s.trace = func(x *tensor, alloc bool) {
+					if !alloc || s.phase.Iteration != 1 {
+						return
+					}
+					switch {
+					case x.fixed == catParam: // the shards were made at load
+						storages++
+					case x.name == "all-gather output (FSDP)":
+						gathers++
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if storages != tc.passes*params || gathers != tc.passes*units {
+				t.Errorf("second step: %d storages and %d all-gathers, want %d × %d parameters and %d × %d units",
+					storages, gathers, tc.passes, params, tc.passes, units)
+			}
+		})
+	}
+}
