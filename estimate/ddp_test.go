@@ -86,3 +86,35 @@ func TestDDPBroadcastMeasured(t *testing.T) {
 		t.Errorf("broadcast buckets:\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestDDPBucketViewRebuild: with gradient_as_bucket_view and gradients
+// kept between steps (zero_grad without set_to_none), the rebuild copies
+// each gradient into its new bucket and points it there
+// (initialize_bucket_views), so after the step every gradient is a view
+// of a rebuilt bucket and the construction's flat bucket is gone.
+func TestDDPBucketViewRebuild(t *testing.T) {
+	spec, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{DP: 2, Zero: "0", BucketView: true, ZeroGrad: model.ZeroGradZeros})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := estimateWith(spec, func(s *sim) {
+		d := s.ddp
+		if !d.rebuilt || d.flat != nil {
+			t.Fatalf("rebuilt %v, flat bucket %v", d.rebuilt, d.flat)
+		}
+		buckets := map[*tensor]bool{}
+		for _, b := range d.bucketOf {
+			buckets[b] = true
+		}
+		for _, p := range s.params {
+			if p.pgrad == nil || !buckets[p.pgrad.base] {
+				t.Fatalf("%s: gradient %v is not a view of a rebuilt bucket", p.name, p.pgrad)
+			}
+		}
+		if len(buckets) != len(d.sizes)-1 {
+			t.Errorf("%d buckets hold gradients, %d rebuilt", len(buckets), len(d.sizes)-1)
+		}
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
