@@ -29,8 +29,8 @@ type fsdpUnit struct {
 	held      []*tensor
 	unsharded bool
 	backward  bool // between its pre-backward and its post-backward
-	// grads are the unit's unsharded gradients, held from AccumulateGrad
-	// to its post-backward.
+	// grads are the unit's parameters holding an unsharded gradient
+	// (their .grad), from AccumulateGrad to its post-backward.
 	grads []*tensor
 }
 
@@ -293,8 +293,9 @@ func (s *sim) postBackward(u *fsdpUnit) {
 	}
 	s.unref(s.rsInput)
 	s.rsInput = s.alloc(u.shard*s.cfg.dp, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")
-	for i, g := range u.grads {
-		s.unref(g)
+	for i, p := range u.grads {
+		s.unref(p.grad)
+		p.grad = nil
 		u.grads[i] = nil
 	}
 	u.grads = u.grads[:0]

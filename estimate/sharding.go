@@ -160,9 +160,25 @@ func (s *sim) releaseGathered() {
 func (s *sim) reduceScatter(t, g *tensor) {
 	if s.perParam {
 		// The unit's post-backward reduces its gradients together
-		// (fsdp.go's postBackward): g is held until then.
-		u := s.unitOf[t]
-		u.grads = append(u.grads, g)
+		// (fsdp.go's postBackward): g is held until then, as the
+		// unsharded parameter's .grad (t.grad). A tied weight's second
+		// gradient of the pass is added into the first in place (measured:
+		// Llama-3.2-1B's embedding under FSDP2, bench/results/
+		// 2026-11-26-h200x4-zero3-fakepg), out of place for DTensors
+		// (sumTied).
+		switch u := s.unitOf[t]; {
+		case t.grad == nil:
+			t.grad = g
+			u.grads = append(u.grads, t)
+		case s.dtensor:
+			sum := s.alloc(g.elems, g.dt, catGrad, t.name)
+			sum.prefix = "grad sum of "
+			s.unref(t.grad)
+			s.unref(g)
+			t.grad = sum
+		default:
+			s.unref(g)
+		}
 		return
 	}
 	var in *tensor
