@@ -120,7 +120,9 @@ func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8)
 				continue // placed by the later pass
 			}
 			// A sublayer of a later layer is placed with it.
-			out = registeredPass(children(in), seen, out, reg)
+			for _, list := range in.sublists() {
+				out = registeredPass(list, seen, out, reg)
+			}
 			continue
 		}
 		for _, p := range in.p {
@@ -133,20 +135,9 @@ func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8)
 		if reg > 0 {
 			sub = -1 // the whole subtree of a later layer, in order
 		}
-		out = registeredPass(children(in), seen, out, sub)
-	}
-	return out
-}
-
-// children are a layer instance's sublayers in forward order.
-func children(in *inst) []*inst {
-	if len(in.short) == 0 && len(in.fork) == 0 {
-		return in.body
-	}
-	out := append([]*inst(nil), in.body...)
-	out = append(out, in.short...)
-	for _, f := range in.fork {
-		out = append(out, f...)
+		for _, list := range in.sublists() {
+			out = registeredPass(list, seen, out, sub)
+		}
 	}
 	return out
 }

@@ -53,6 +53,12 @@ type inst struct {
 	inSh, outSh model.Shape
 }
 
+// sublists are the instance's sublayers: its body, its shortcut and its
+// fork's branches, each in forward order.
+func (in *inst) sublists() [][]*inst {
+	return append([][]*inst{in.body, in.short}, in.fork...)
+}
+
 // param allocates a trainable parameter, as model.to("cuda") does: one
 // allocation per tensor.
 func (s *sim) param(elems int64, name string) *tensor {

@@ -61,7 +61,7 @@ func fsdpUnits(ins []*inst, dp int64, mark bool) []*fsdpUnit {
 					own.shard += (p.elems + dp - 1) / dp
 				}
 			}
-			for _, list := range append([][]*inst{in.body, in.short}, in.fork...) {
+			for _, list := range in.sublists() {
 				walk(list, own)
 			}
 		}

@@ -386,7 +386,7 @@ func firstRope(ins []*inst) *attnOp {
 		if a, ok := in.op.(*attnOp); ok && a.k.RoPE && a.k.Style == "hf" {
 			return a
 		}
-		for _, list := range append([][]*inst{in.body, in.short}, in.fork...) {
+		for _, list := range in.sublists() {
 			if a := firstRope(list); a != nil {
 				return a
 			}
