@@ -75,10 +75,16 @@ func stealable(g *tensor) bool {
 // (measured on 4 × H200: Llama-3.2-1B's tied embedding at t = 4,
 // bench/results/2026-11-26-h200x4-tp4ckpt-trace.jsonl).
 func (s *sim) sumTied(t, g *tensor) {
-	sum := s.alloc(g.elems, g.dt, catGrad, "grad sum")
-	sum.fixed, sum.pass, sum.name = catGrad, s.passes, t.name
+	t.pgrad = s.gradSum(t, t.pgrad, g)
+	t.pgrad.pass = s.passes
+}
+
+// gradSum is the engine's out-of-place sum of weight t's two gradients a
+// and g: a new tensor, both addends freed.
+func (s *sim) gradSum(t, a, g *tensor) *tensor {
+	sum := s.alloc(g.elems, g.dt, catGrad, t.name)
 	sum.prefix = "grad sum of "
-	s.unref(t.pgrad)
+	s.unref(a)
 	s.unref(g)
-	t.pgrad = sum
+	return sum
 }

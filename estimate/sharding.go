@@ -171,11 +171,7 @@ func (s *sim) reduceScatter(t, g *tensor) {
 			t.grad = g
 			u.grads = append(u.grads, t)
 		case s.dtensor:
-			sum := s.alloc(g.elems, g.dt, catGrad, t.name)
-			sum.prefix = "grad sum of "
-			s.unref(t.grad)
-			s.unref(g)
-			t.grad = sum
+			t.grad = s.gradSum(t, t.grad, g) // grads.go
 		default:
 			s.unref(g)
 		}
