@@ -165,12 +165,16 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	})
 	zline, _ := tm.str("offload", &s)
 	pline, _ := tm.str("precision", &s)
+	bline, _ := tm.str("bucket_view", &s)
+	if o.BucketView {
+		bline = 0
+	}
 	decodeLoRA(e, tm, t, m, o)
 	decodePipeline(tm, t, o)
 	decodeLayout(e, tm, t, m, o)
 	epLine := decodeEP(e, tm, t, o)
 	tm.finish()
-	checkStages(e, t, zline, pline, o.Precision != "")
+	checkStages(e, t, zline, pline, bline, o.Precision != "")
 	applySizes(e, t, o)
 	if len(e.list) == 0 {
 		checkEP(e, t, m, epLine)
@@ -356,9 +360,9 @@ func decodeDevice(e *errs, n *yaml.Node, s *Spec, flag string) {
 func isCatalog(name string) bool { _, ok := LookupDevice(name); return ok }
 
 // checkStages reports settings that need a ZeRO stage the run does not
-// have: offload (at the offload line) and fsdp-bf16 (at the precision
-// line; 0 where a flag set it).
-func checkStages(e *errs, t *Training, zline, pline int, precisionFlag bool) {
+// have: offload (at the offload line), fsdp-bf16 (at the precision line;
+// 0 where a flag set it) and DDP's bucket views (at the bucket_view line).
+func checkStages(e *errs, t *Training, zline, pline, bline int, precisionFlag bool) {
 	if precisionFlag {
 		pline = 0
 	}
@@ -370,5 +374,8 @@ func checkStages(e *errs, t *Training, zline, pline int, precisionFlag bool) {
 	}
 	if t.Offload == OffloadOptimizer && t.Zero == 0 {
 		e.add(zline, "offload: optimizer needs a ZeRO stage (zero: 1, 2 or 3)")
+	}
+	if t.BucketView && t.Zero >= 2 {
+		e.add(bline, "bucket_view: DDP's gradient_as_bucket_view needs ZeRO stage 0 or 1 (DDP, ZeroRedundancyOptimizer over DDP), got stage %d", t.Zero)
 	}
 }

@@ -17,7 +17,7 @@ func TestFSDPBF16(t *testing.T) {
 		{"flag zero 2", "2", "", ""},
 		{"flag zero 1", "1", "", "needs ZeRO stage 2 or 3"},
 		{"flag no zero", "", "", "needs ZeRO stage 2 or 3"},
-		{"yaml zero 0", "", "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  max_seq: 8\ntraining:\n  batch: 1\n  seq: 8\n  precision: fsdp-bf16\n", "x.yaml:11: precision: fsdp-bf16"},
+		{"yaml zero 0", "", "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  precision: fsdp-bf16\n", "x.yaml:11: precision: fsdp-bf16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
@@ -30,6 +30,35 @@ func TestFSDPBF16(t *testing.T) {
 			if tc.want == "" {
 				if err != nil || s.Training.Precision != FSDPBF16 {
 					t.Fatalf("got %v, %v", s, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBucketViewStage checks that bucket_view (DDP's
+// gradient_as_bucket_view) is refused, with its line, under FSDP.
+func TestBucketViewStage(t *testing.T) {
+	yaml := func(zero string) string {
+		return "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  dp: 2\n  zero: " + zero + "\n  bucket_view: true\n"
+	}
+	for _, tc := range []struct {
+		name, yaml, zero, want string
+	}{
+		{"yaml zero 0", yaml("0"), "", ""},
+		{"yaml zero 1", yaml("1"), "", ""},
+		{"yaml zero 2", yaml("2"), "", "x.yaml:13: bucket_view: DDP's gradient_as_bucket_view needs ZeRO stage 0 or 1"},
+		{"flag zero 3", yaml("0"), "3", "bucket_view: DDP's gradient_as_bucket_view needs ZeRO stage 0 or 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(tc.yaml), Overrides{Zero: tc.zero})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
 				}
 				return
 			}
