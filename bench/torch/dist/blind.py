@@ -19,8 +19,10 @@ import sys
 def predictions(path):
     out, cur = {}, None
     for line in open(path):
-        if line.startswith(("pp.py", "tp.py", "cp.py", "T=")):
-            cur = re.sub(r"^T=\d+ ", "", line.strip()).replace("--virtual", "--stages-per-rank")
+        if line.startswith(("pp.py", "tp.py", "cp.py", "T=", "W=")):
+            # ep-run.sh's grids start with W=N, run.sh's with T=S: records
+            # are labelled with the line without them.
+            cur = re.sub(r"^(W=\d+ )?(T=\d+ )?", "", line.strip()).replace("--virtual", "--stages-per-rank")
             out[cur] = {"fig": [0, 0, 0], "kinds": []}
         elif cur is None:
             continue

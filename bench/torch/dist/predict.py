@@ -12,7 +12,8 @@ because tp.py, pp.py and cp.py train with AdamW foreach)."""
 import json, os, shlex, subprocess, sys
 
 grid, exe = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "memplan")
-# train.py's grids run on every GPU of the machine (run.sh's NGPU): the world size.
+# train.py's grids run on every GPU of the machine (run.sh's NGPU): the world
+# size, unless a line starts with W=N (grid-ep.txt, run by ep-run.sh).
 WORLD = os.environ.get("NGPU", "2")
 G = 1 << 30
 
@@ -28,14 +29,19 @@ def options(args):
     return opts
 
 
-def train_cmd(args):
+def train_cmd(args, world):
     spec, opts = args[0], options(args[1:])
     mode = opts["mode"]
     zero = {"ddp": 0, "ddp-view": 0, "zero1": 1}.get(mode)
     if zero is None:
         zero = 2 if opts.get("reshard") == "false" else 3
-    cmd = ["estimate", spec, "--batch", opts["batch"], "--seq", opts["seq"], "--precision", opts["precision"],
-           "--dp", WORLD, "--zero", str(zero)]
+    src = ["--hf", spec] if spec.endswith(".json") else [spec]
+    cmd = ["estimate"] + src + ["--batch", opts["batch"], "--seq", opts["seq"], "--precision", opts["precision"],
+                                "--dp", world, "--zero", str(zero)]
+    if int(opts.get("ep", "1")) > 1:
+        # The tied router (--router zero) sends one rank all its group's
+        # pairs: the skew is ep. Random routing: memplan's default allowance.
+        cmd += ["--ep", opts["ep"]] + (["--ep-skew", opts["ep"]] if opts.get("router") == "zero" else [])
     if opts.get("checkpointing", "none") != "none":
         cmd += ["--checkpointing", opts["checkpointing"]]
     if mode == "ddp-view":
@@ -77,9 +83,12 @@ for line in open(grid):
     if not line or line.startswith("#"):
         continue
     args = shlex.split(line)
+    world = WORLD
+    if args[0].startswith("W="):  # grid-ep.txt: the line's own world size
+        world, args = args[0][2:], args[1:]
     if args[0].startswith("T="):
         args = args[1:]
-    cmd = script_cmd(args[0], args[1], args[2:]) if args[0].endswith(".py") else train_cmd(args)
+    cmd = script_cmd(args[0], args[1], args[2:]) if args[0].endswith(".py") else train_cmd(args, world)
     cmd += ["--device", "h200-141gb"]
     print(line)
     print("  memplan " + " ".join(cmd))

@@ -34,8 +34,11 @@ def memplan_command(a, t):
     zero = {"ddp": 0, "ddp-view": 0, "zero1": 1}.get(a.mode)
     if zero is None:
         zero = 2 if a.reshard == "false" else 3
+    src = ("--hf " if a.spec.endswith(".json") else "") + a.spec
     c = "memplan estimate %s --batch %d --seq %d --precision %s --dp %d --zero %d" % (
-        a.spec, t["batch"], t["seq"], t["precision"], a.world, zero)
+        src, t["batch"], t["seq"], t["precision"], a.world, zero)
+    if a.ep > 1:
+        c += " --ep %d --ep-skew %s" % (a.ep, a.ep_skew)
     if t["checkpointing"] != "none":
         c += " --checkpointing " + t["checkpointing"]
     if a.mode == "ddp-view":
@@ -172,6 +175,10 @@ def main():
                          "DDP's bucket rebuild waits on a broadcast from rank 0)")
     ap.add_argument("--alloc-conf", dest="alloc_conf", default=None,
                     help="PYTORCH_ALLOC_CONF for this run (set before torch is imported)")
+    ap.add_argument("--ep", type=int, default=1,
+                    help="expert parallelism over groups of EP ranks (bench/torch/dist/ep.py; ddp mode)")
+    ap.add_argument("--router", choices=["random", "zero"], default="random",
+                    help="with --ep: zero ties every token's routing (one rank receives its group's every pair)")
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
@@ -185,7 +192,12 @@ def main():
     prec = a.precision
     if prec == "fsdp-bf16":
         a.precision = "amp-bf16"  # load_spec accepts it; restored below
-    spec = measure.load_spec(a.spec, a)
+    if a.ep > 1 and a.mode != "ddp":
+        raise SystemExit("--ep needs --mode ddp (memplan simulates EP at ZeRO 0)")
+    # The skew memplan is given: the busiest share measured, filled in after
+    # the steps (ep when the tied router sends one rank everything).
+    a.ep_skew = "MEASURED"
+    spec = measure.load_hf(a.spec, a) if a.spec.endswith(".json") else measure.load_spec(a.spec, a)
     t = spec["training"]
     t["precision"] = prec or t["precision"]
     if t["precision"] == "fsdp-bf16" and a.mode != "fsdp":
@@ -223,6 +235,10 @@ def main():
             model = model.to(torch.bfloat16)
         model.train()
         measure.enable_checkpointing(model, kind, t["checkpointing"], torch)
+        ep_log = None
+        if a.ep > 1:
+            import ep
+            ep_log = ep.apply(model, a.ep, a.router)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
         model, opt, info = wrap(a, model, kind, t, torch, rank)
         rec.update(info)
@@ -261,6 +277,8 @@ def main():
             grad_bytes = sum(local_bytes(p.grad) for p in model.parameters() if p.grad is not None)
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if a.ep > 1 and a.router == "zero":
+                ep.zero_routers(model)
             torch.cuda.synchronize()
             st = torch.cuda.memory_stats()
             steps.append({"max_allocated": torch.cuda.max_memory_allocated(),
@@ -284,6 +302,17 @@ def main():
                 rec["ddp"] = {k: d[k] for k in d if "bucket" in k or k in ("gradient_as_bucket_view",)}
             except Exception as e:  # noqa: BLE001
                 rec["ddp"] = {"error": str(e)}
+        if ep_log is not None:
+            # Rows received per block per step, and the busiest share of the
+            # whole run (every rank's maximum over the balanced rows), which
+            # memplan's --ep-skew takes for random routing.
+            rec["recv_rows"] = [[r, n] for _, r, n in ep_log]
+            share = torch.tensor([max(r / n for _, r, n in ep_log)], device="cuda")
+            dist.all_reduce(share, op=dist.ReduceOp.MAX)
+            rec["ep_busiest_share"] = share.item()
+            skew = "%.4f" % min(share.item() + 5e-5, a.ep)
+            rec["memplan"] = rec["memplan"].replace("MEASURED", skew)
+            rec["ep"], rec["router"], rec["ep_skew"] = a.ep, a.router, float(skew)
         rec["peak_allocated_bytes"] = max(s["max_allocated"] for s in steps)
         rec["peak_reserved_bytes"] = max(s["max_reserved"] for s in steps)
         rec["device_total_used_bytes"] = max(s["device_used"] for s in steps)
