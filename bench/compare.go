@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/montanaflynn/stats"
 
@@ -49,6 +50,11 @@ type Record struct {
 	BusiestAllocated int64             `json:"busiest_peak_allocated_bytes"`
 	BusiestReserved  int64             `json:"busiest_peak_reserved_bytes"`
 	BusiestDevice    int64             `json:"busiest_device_total_used_bytes"`
+	// EP and EPSkew are an expert-parallel record's group size and the
+	// busiest share of routed rows it measured, which memplan is given
+	// (train.py --ep, bench/torch/dist/ep.py).
+	EP     int64   `json:"ep"`
+	EPSkew float64 `json:"ep_skew"`
 	// LoRA is the adapter setup of a bench/torch/lora.py record.
 	LoRA *RecordLoRA `json:"lora,omitempty"`
 }
@@ -181,6 +187,9 @@ func (r Record) Overrides() model.Overrides {
 			}
 		}
 	}
+	if r.EP > 1 {
+		o.EP, o.EPSkew = r.EP, fmt.Sprint(r.EPSkew)
+	}
 	if l := r.LoRA; l != nil && l.Rank > 0 {
 		o.LoRA, o.LoRATargets = l.Rank, l.Targets
 		o.LoRAAlpha, o.LoRADropout = fmt.Sprint(l.Alpha), fmt.Sprint(l.Dropout)
@@ -220,7 +229,7 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 					continue
 				}
 				load := model.Load
-				if r.HF {
+				if r.HF || strings.HasSuffix(r.Spec, ".json") { // train.py records a config's path
 					load = model.LoadHF
 				}
 				spec, err := load(filepath.Join(root, r.Spec), r.Overrides())

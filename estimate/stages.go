@@ -128,16 +128,13 @@ func p2pPeerBytes() int64 {
 // for each other parallel dimension larger than one, and the default
 // group's when tensor parallelism draws the stage's DTensor parameters on
 // a mesh of two dimensions or more; an expert- or context-parallel
-// all-to-all adds its point-to-point buffers, allToAllPeers), and the
+// all-to-all adds its point-to-point buffers: layoutNCCL), and the
 // point-to-point connections to each neighbouring rank. batch_isend_irecv runs on the pipeline
 // group's communicator, so it adds no communicator of its own. A
 // pipeline's modules are built on the meta device, so tensor parallelism's
 // scatter of the parameters (loadWhole) is not there.
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
-	c := parallel.H200x2Defaults
-	c.Communicators = communicators(t, true)
-	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)
-	n := mustNCCL(parallel.NCCLBytes(c)) + ppP2PFirst + ppP2PPeer
+	n := mustNCCL(parallel.NCCLBytes(layoutNCCL(t, true))) + ppP2PFirst + ppP2PPeer
 	if peers := p.peers(t.PP); peers > 1 {
 		// Every further neighbour: measured on the middle stages of four
 		// (device in use less reserved 2,153 MiB against the first and

@@ -249,7 +249,7 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 }
 
 // ncclFor is the device memory NCCL takes on the busiest rank of a
-// layout (docs/parallelism.md §3.5): the communicators (communicators),
+// layout (docs/parallelism.md §3.5): the communicators (layoutNCCL),
 // with the channel counts measured on H200s (parallel.H200x2Defaults,
 // docs/multigpu.md: 840 MiB for one, the same on 2 and on 4 GPUs; other
 // hosts pick other channel counts), and the point-to-point buffers of
@@ -262,18 +262,32 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 // receiver, 257 on rank 0). The busier of the two counts: a receiver up to
 // t = 5, rank 0 beyond.
 func ncclFor(t model.Training) int64 {
-	c := parallel.H200x2Defaults
-	c.Communicators = communicators(t, false)
-	// Expert parallelism's and context parallelism's all-to-all send to
-	// and receive from every other rank of their group, point to point
-	// (measured: device in use less reserved 2,057 MiB on both ranks of
-	// every cp.py run on two GPUs, 447 more than data parallelism's 1,610,
-	// and 2,827 on four, 58 + 3 x 384 more).
-	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)
+	c := layoutNCCL(t, false)
 	if t.TP > 1 {
 		return max(scatterNCCL(c, t.TP))
 	}
 	return mustNCCL(parallel.NCCLBytes(c))
+}
+
+// layoutNCCL is NCCL on a rank of layout t: its communicators
+// (communicators), of which the expert-parallel group's runs only
+// all-to-alls, and the point-to-point buffers of the expert- or
+// context-parallel all-to-all, which sends to and receives from every
+// other rank of its group (measured: device in use less reserved 2,057
+// MiB on both ranks of every cp.py run on two GPUs, 447 more than data
+// parallelism's 1,610, and 2,827 on four, 58 + 3 x 384 more; an
+// expert-parallel group's own communicator adds its initialisation,
+// 198 MiB, and no ring: bench/results/2026-11-26-h200x4-ep.jsonl).
+// dtensorInit is communicators'.
+func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
+	c := parallel.H200x2Defaults
+	c.Communicators = communicators(t, dtensorInit)
+	if t.EP > 1 {
+		c.Communicators--
+		c.P2POnly = 1
+	}
+	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)
+	return c
 }
 
 // allToAllPeers is the ranks an all-to-all sends to and receives from,

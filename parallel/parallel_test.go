@@ -199,22 +199,26 @@ func TestNCCLBytesMeasured(t *testing.T) {
 }
 
 // TestNCCLBytesPeers holds the point-to-point buffers per peer against
-// training runs on 4 x H200 (bench/results/2026-11-26-h200x4-layouts.jsonl):
-// device in use less reserved, less the 770 MiB that a data-parallel run
-// holds besides NCCL's 840 (the CUDA context and the modules loaded during
-// training, docs/multigpu.md), on ranks of one communicator.
+// training runs on 4 x H200 (bench/results/2026-11-26-h200x4-layouts.jsonl,
+// and the expert-parallel runs of 2026-11-26-h200x4-ep.jsonl, whose group
+// has a communicator of its own that runs only all-to-alls): device in use
+// less reserved, less the 770 MiB that a data-parallel run holds besides
+// NCCL's 840 (the CUDA context and the modules loaded during training,
+// docs/multigpu.md).
 func TestNCCLBytesPeers(t *testing.T) {
-	one := NCCL{Communicators: 1, Channels: 24, P2PChannels: 32}
 	for _, tc := range []struct {
 		name       string
+		p2pOnly    int
 		send, recv int
 		want       int64
 	}{
-		{"context parallel all-to-all over 4 ranks (cp.py 4)", 3, 3, (2827 - 770) * mib},
-		{"scatter's source to 3 ranks (tp.py 4, rank 0)", 3, 0, (1867 - 770) * mib},
-		{"scatter's receiver (tp.py 4, ranks 1-3)", 0, 1, (1995 - 770) * mib},
+		{"context parallel all-to-all over 4 ranks (cp.py 4)", 0, 3, 3, (2827 - 770) * mib},
+		{"scatter's source to 3 ranks (tp.py 4, rank 0)", 0, 3, 0, (1867 - 770) * mib},
+		{"scatter's receiver (tp.py 4, ranks 1-3)", 0, 0, 1, (1995 - 770) * mib},
+		{"expert parallelism over 2 ranks (train.py --ep 2, 2 and 4 GPUs)", 1, 1, 1, (2252 - 770) * mib},
+		{"expert parallelism over 4 ranks (train.py --ep 4)", 1, 3, 3, (3020 - 770) * mib},
 	} {
-		c := one
+		c := NCCL{Communicators: 1, P2POnly: tc.p2pOnly, Channels: 24, P2PChannels: 32}
 		c.SendPeers, c.RecvPeers = tc.send, tc.recv
 		got, err := NCCLBytes(c)
 		if err != nil {
@@ -230,7 +234,7 @@ func TestNCCLBytesEdges(t *testing.T) {
 	if n, err := NCCLBytes(NCCL{}); err != nil || n != 0 {
 		t.Errorf("no communicator: %d, %v", n, err)
 	}
-	for _, c := range []NCCL{{Communicators: 1}, {Communicators: -1, Channels: 1}} {
+	for _, c := range []NCCL{{Communicators: 1}, {P2POnly: 1}, {Communicators: -1, Channels: 1}, {P2POnly: -1, Channels: 1}} {
 		if _, err := NCCLBytes(c); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
