@@ -65,8 +65,8 @@ func RecvBufferBytes(buffSize int64) int64 {
 //     at its first collective (once per process);
 //   - per communicator at init: 6 MiB + 6 MiB x max(Channels, P2PChannels)
 //     (three tiny allocations per channel, each rounded up to 2 MiB);
-//   - per communicator at its first collective: Channels x (receive buffer
-//   - 2 MiB send), the ring connection to the one peer; a communicator
+//   - per communicator at its first collective: Channels x (a receive
+//     buffer and a 2 MiB send buffer), the ring connection to the one peer; a communicator
 //     that runs only point-to-point operations never connects the ring
 //     (P2POnly: an expert-parallel group's all-to-alls, measured on 2 and
 //     4 × H200, bench/results/2026-11-26-h200x4-ep.jsonl: the group's
