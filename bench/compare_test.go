@@ -154,6 +154,9 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// FSDP2 under allocator settings (issue 14): the 2 x H200 grid
 		// and the eighth session's held-out set.
 		{"FSDP2 allocator settings", "results/2026-11-23-h200x2-allocconf.jsonl", "results/2026-11-26-h200x4-allocconf-heldout2.jsonl", 5, 4},
+		// Expert parallelism (train.py --ep, 2 and 4 GPUs), memplan given
+		// the busiest share of routed rows each run measured.
+		{"expert parallelism", "results/2026-11-26-h200x4-ep.jsonl", "results/2026-11-26-h200x4-ep-heldout.jsonl", 9, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tuning []string
