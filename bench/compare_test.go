@@ -157,6 +157,8 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// Expert parallelism (train.py --ep, 2 and 4 GPUs), memplan given
 		// the busiest share of routed rows each run measured.
 		{"expert parallelism", "results/2026-11-26-h200x4-ep.jsonl", "results/2026-11-26-h200x4-ep-heldout.jsonl", 9, 4},
+		// ... and on Qwen2-MoE (a shared expert) and Mixtral.
+		{"expert parallelism, two more families", "results/2026-11-26-h200x4-ep-2.jsonl", "results/2026-11-26-h200x4-ep-heldout-2.jsonl", 4, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tuning []string
