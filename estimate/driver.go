@@ -66,14 +66,14 @@ func (s *sim) param(elems int64, name string) *tensor {
 	if s.cfg.zero >= 2 {
 		// ZeRO-2 and 3 (FSDP): the GPU keeps this rank's shard; whole
 		// tensors exist only while gathered (shardSetup).
-		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name}
+		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name, expert: s.expertBuild}
 		if s.cfg.offload != model.OffloadParams {
-			s.alloc(s.shard(elems), s.cfg.master, catParam, name).prefix = "shard of "
+			s.alloc(s.shardOf(t), s.cfg.master, catParam, name).prefix = "shard of "
 		}
 	} else {
 		t = s.alloc(elems, s.cfg.param, catParam, name)
 	}
-	t.param, t.req = true, true
+	t.param, t.req, t.expert = true, true, s.expertBuild
 	s.params = append(s.params, t)
 	s.replaceWhole() // tensorparallel.go
 	return t

@@ -322,7 +322,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	}
 	if cfg.zero >= 2 {
 		// FSDP's shards and gradient shards are in the master dtype.
-		r.ParamBytes = s.shard(r.ParamBytes / cfg.param * cfg.master)
+		r.ParamBytes = s.shard(r.ParamBytes/cfg.param*cfg.master) + s.expertShardExtra()
 		r.GradBytes = r.ParamBytes
 	}
 	if cfg.zero >= 2 && cfg.offload != model.OffloadNone {

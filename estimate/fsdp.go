@@ -17,12 +17,18 @@ const (
 )
 
 // fsdpUnit is one fully_shard unit: a transformer block, or the root (every
-// parameter outside the blocks).
+// parameter outside the blocks), or under expert parallelism a block's
+// routed experts, a unit nested in the block's and sharded over the dp/ep
+// ranks that hold the same experts (torchtitan's apply_fsdp at torch 2.11:
+// fully_shard(block.moe.experts, mesh=edp_mesh) before fully_shard(block)).
 type fsdpUnit struct {
 	params []*tensor
 	elems  int64 // whole elements, each parameter counted once
+	deg    int64 // W, the ranks the unit is sharded over
 	shard  int64 // this rank's elements: Σ ceil(elems / W) per parameter
 	idx    int16 // position in sim.units (0: the root)
+	// nested is a block's experts unit; parent is the experts unit's block.
+	nested, parent *fsdpUnit
 	// order is params in registration order, the order of the unsharded
 	// storages; held are those storages while the unit is unsharded.
 	order     []*tensor
@@ -35,11 +41,14 @@ type fsdpUnit struct {
 }
 
 // fsdpUnits groups the parameters by unit, the root first (it is gathered
-// first), then the blocks in order; a shared (tied) parameter belongs to
-// the first unit that holds it. With mark, each block's instance points to
-// its unit.
-func fsdpUnits(ins []*inst, dp int64, mark bool) []*fsdpUnit {
-	root := &fsdpUnit{}
+// first), then the blocks in order, each after its nested experts unit
+// (FSDP2's post-forward order, which its backward prefetch follows back);
+// a shared (tied) parameter belongs to the first unit that holds it. deg is
+// each parameter's shard degree (sim.degree): one that differs from its
+// block's goes to the block's experts unit. With mark, each block's
+// instance points to its unit.
+func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool) []*fsdpUnit {
+	root := &fsdpUnit{deg: dp}
 	units := []*fsdpUnit{root}
 	seen := map[*tensor]bool{}
 	var walk func(ins []*inst, u *fsdpUnit)
@@ -47,19 +56,27 @@ func fsdpUnits(ins []*inst, dp int64, mark bool) []*fsdpUnit {
 		for _, in := range ins {
 			own := u
 			if in.unit {
-				own = &fsdpUnit{}
+				own = &fsdpUnit{deg: dp}
 				units = append(units, own)
 				if mark {
 					in.fsdp = own // the block's forward unshards it (fsdpForward)
 				}
 			}
 			for _, p := range in.p {
-				if p != nil && !seen[p] {
-					seen[p] = true
-					own.params = append(own.params, p)
-					own.elems += p.elems
-					own.shard += (p.elems + dp - 1) / dp
+				if p == nil || seen[p] {
+					continue
 				}
+				seen[p] = true
+				dst := own
+				if d := deg(p); d != own.deg {
+					if own.nested == nil {
+						own.nested = &fsdpUnit{deg: d, parent: own}
+					}
+					dst = own.nested
+				}
+				dst.params = append(dst.params, p)
+				dst.elems += p.elems
+				dst.shard += (p.elems + dst.deg - 1) / dst.deg
 			}
 			for _, list := range in.sublists() {
 				walk(list, own)
@@ -67,12 +84,18 @@ func fsdpUnits(ins []*inst, dp int64, mark bool) []*fsdpUnit {
 		}
 	}
 	walk(ins, root)
-	out := units[:0]
-	for _, u := range units {
-		if len(u.params) > 0 {
+	var out []*fsdpUnit
+	add := func(u *fsdpUnit) {
+		if u != nil && len(u.params) > 0 {
 			u.idx = int16(len(out))
 			out = append(out, u)
 		}
+	}
+	add(root)
+	add(root.nested)
+	for _, u := range units[1:] {
+		add(u.nested)
+		add(u)
 	}
 	// Registration order within each unit (ddp.go's registered).
 	pos := map[*tensor]int{}
@@ -136,7 +159,7 @@ func (s *sim) gradShard(t *tensor) *tensor {
 	flat := s.allocOn(u.shard, s.cfg.master, catGrad, "gradient shard", streamReduceScatter)
 	for _, p := range u.params {
 		if p.pgrad == nil {
-			p.pgrad = s.view(flat, (p.elems+s.cfg.dp-1)/s.cfg.dp)
+			p.pgrad = s.view(flat, (p.elems+u.deg-1)/u.deg)
 		}
 	}
 	s.unref(flat)
@@ -188,7 +211,7 @@ func (s *sim) gatherUnit(u *fsdpUnit) *tensor {
 	if s.cfg.master != s.cfg.param {
 		cast = s.allocOn(u.shard, s.cfg.param, catTemp, "all-gather input (FSDP)", streamAllGather)
 	}
-	out := s.allocOn(u.shard*s.cfg.dp, s.cfg.param, catTemp, "all-gather output (FSDP)", streamAllGather)
+	out := s.allocOn(u.shard*u.deg, s.cfg.param, catTemp, "all-gather output (FSDP)", streamAllGather)
 	s.unref(cast)
 	return out
 }
@@ -252,26 +275,58 @@ func (s *sim) preBackward(u *fsdpUnit) {
 // pre-backward has run skips both (FSDPState._pre_forward in the
 // PRE_BACKWARD state); the other units of a longer segment run them as in
 // a forward.
-func (s *sim) fsdpForward(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
-	u, prev := in.fsdp, s.curUnit
+func (s *sim) fsdpForward(in *inst, x *tensor, sh model.Shape) (y *tensor, out model.Shape) {
+	s.inUnit(in.fsdp, func() { y, out = s.run(in.body, s.ref(x), sh) })
+	return y, out
+}
+
+// inUnit runs fn as the forward of unit u (a block, or a block's experts
+// unit): the nodes fn records belong to u, and fsdpForward's rules for
+// its pre-forward and reshard hold.
+func (s *sim) inUnit(u *fsdpUnit, fn func()) {
+	prev := s.curUnit
 	s.curUnit = u.idx
 	if !u.backward {
 		s.preForward(u)
 	}
-	y, out := s.run(in.body, s.ref(x), sh)
+	fn()
 	if s.cfg.zero >= 3 && !u.backward {
 		s.reshard(u)
 	}
 	s.curUnit = prev
-	return y, out
+}
+
+// expertsUnit is the experts unit nested in the block running its forward,
+// or nil (no expert parallelism, or no FSDP2 units).
+func (s *sim) expertsUnit() *fsdpUnit {
+	if !s.perParam || s.curUnit <= 0 {
+		return nil
+	}
+	return s.units[s.curUnit].nested
 }
 
 // fsdpBackwardAt is the backward reaching a node of unit k: the block it
 // leaves runs its post-backward and the block it enters is unsharded (its
-// pre-backward; a no-op unless resharded after forward).
+// pre-backward; a no-op unless resharded after forward). A block's experts
+// unit nests in it: entering it from the block leaves the block
+// unsharded, and leaving it back to the block runs its post-backward only.
 func (s *sim) fsdpBackwardAt(k int16) {
-	if s.bwdUnit > 0 {
-		s.postBackward(s.units[s.bwdUnit])
+	if cur := s.bwdUnit; cur > 0 {
+		u, next := s.units[cur], s.units[k]
+		switch {
+		case next.parent == u: // into the block's experts
+			s.bwdUnit = k
+			s.preBackward(next)
+			return
+		case u.parent == next: // back out to the block
+			s.postBackward(u)
+			s.bwdUnit = k
+			return
+		}
+		s.postBackward(u)
+		if u.parent != nil {
+			s.postBackward(u.parent)
+		}
 	}
 	s.bwdUnit = k
 	if k > 0 {
@@ -292,7 +347,7 @@ func (s *sim) postBackward(u *fsdpUnit) {
 		return
 	}
 	s.unref(s.rsInput)
-	s.rsInput = s.alloc(u.shard*s.cfg.dp, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")
+	s.rsInput = s.alloc(u.shard*u.deg, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")
 	for i, p := range u.grads {
 		s.unref(p.grad)
 		p.grad = nil

@@ -26,10 +26,12 @@ func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.MoE)
 	o := &moeOp{k: k, router: s.matrix(k.Experts, k.Dim, 1, "router.weight")}
 	e := s.localExperts(k.Experts) // all of them without --ep
+	s.expertBuild = true
 	o.gateUp = s.matrix(2*k.Hidden, k.Dim, e, "experts.gate_up_proj")
 	o.gateUpB = s.optParam(k.Bias, e*2*k.Hidden, "experts.gate_up_proj_bias")
 	o.down = s.matrix(k.Dim, k.Hidden, e, "experts.down_proj")
 	o.downB = s.optParam(k.Bias, e*k.Dim, "experts.down_proj_bias")
+	s.expertBuild = false
 	if k.Shared > 0 {
 		o.shared = s.mlpParams(k.Dim, k.Shared, false, &sharedNames)
 		if k.SharedGate {
@@ -49,10 +51,17 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	}
 	w, idx := s.route(o, x, rows)
 	var y *tensor
-	if s.cfg.ep > 1 {
-		y = s.expertsEP(o, x, w, idx, rows)
+	experts := func() {
+		if s.cfg.ep > 1 {
+			y = s.expertsEP(o, x, w, idx, rows)
+		} else {
+			y = s.groupedExperts(o, x, w, idx, rows)
+		}
+	}
+	if u := s.expertsUnit(); u != nil {
+		s.inUnit(u, experts) // the experts module's own FSDP2 unit (fsdp.go)
 	} else {
-		y = s.groupedExperts(o, x, w, idx, rows)
+		experts()
 	}
 	s.unref(w)
 	s.unref(idx)

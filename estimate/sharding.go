@@ -41,6 +41,24 @@ func (s *sim) paramTotal() int64 {
 // shard is this rank's part of n elements (or bytes).
 func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
 
+// degree is how many ranks share parameter t's storage under ZeRO 2 and
+// 3: every data-parallel rank, but under expert parallelism the dp/ep
+// ranks that hold the same routed experts for an expert's (torchtitan
+// shards them over its efsdp mesh in a fully_shard unit of their own,
+// fsdp.go).
+func (s *sim) degree(t *tensor) int64 {
+	if t.expert && s.cfg.ep > 1 {
+		return s.cfg.dp / s.cfg.ep
+	}
+	return s.cfg.dp
+}
+
+// shardOf is this rank's part of parameter t's elements.
+func (s *sim) shardOf(t *tensor) int64 {
+	d := s.degree(t)
+	return (t.elems + d - 1) / d
+}
+
 // shards are the parameters (or slices of them) whose optimizer state this
 // GPU holds. Stage 1 is ZeroRedundancyOptimizer, which assigns whole
 // parameters to ranks, largest first, each to the rank with the fewest
@@ -67,7 +85,7 @@ func (s *sim) shards() []*tensor {
 	}
 	out := make([]*tensor, len(s.params))
 	for i, p := range s.params {
-		out[i] = &tensor{elems: s.shard(p.elems), dt: s.cfg.master, last: p.last, second: p.second}
+		out[i] = &tensor{elems: s.shardOf(p), dt: s.cfg.master, last: p.last, second: p.second}
 	}
 	return out
 }
@@ -89,7 +107,7 @@ func (s *sim) shardSetup(ins []*inst) {
 		// still gathers one block (schedule.go), and so does context
 		// parallelism over dp·cp (not measured with FSDP).
 		s.perParam = s.pp == nil && !s.cpRun
-		s.units = fsdpUnits(ins, s.cfg.dp, s.perParam)
+		s.units = fsdpUnits(ins, s.cfg.dp, s.degree, s.perParam)
 		s.unitOf = map[*tensor]*fsdpUnit{}
 		for _, u := range s.units {
 			for _, p := range u.params {
@@ -185,7 +203,7 @@ func (s *sim) reduceScatter(t, g *tensor) {
 		if s.unitOf[t] != nil {
 			s.gradShard(t)
 		} else if s.cfg.offload == model.OffloadNone {
-			t.pgrad = s.alloc(s.shard(t.elems), s.cfg.master, catGrad, "gradient shard")
+			t.pgrad = s.alloc(s.shardOf(t), s.cfg.master, catGrad, "gradient shard")
 		} else {
 			t.pgrad = &tensor{refs: 1}
 		}
@@ -233,4 +251,19 @@ func (s *sim) ranks(r *Result) *Ranks {
 	}
 	rk.Spread = r.OptimizerBytes - lo
 	return rk
+}
+
+// expertShardExtra is what sharding the routed experts over the dp/ep
+// ranks that hold them, rather than over every data-parallel rank, adds
+// to this rank's parameter shards (bytes in the master dtype; 0 without
+// expert parallelism).
+func (s *sim) expertShardExtra() int64 {
+	var n, over int64
+	for _, p := range s.params {
+		if d := s.degree(p); d != s.cfg.dp {
+			n += p.elems * s.cfg.master
+			over += (p.elems*s.cfg.master + d - 1) / d
+		}
+	}
+	return over - s.shard(n)
 }

@@ -51,6 +51,10 @@ type tensor struct {
 	// read through a transposed view (matmulView, transposeOp), so the
 	// gradient comes back through the transpose.
 	gradPerm bool
+	// expert marks a routed expert's parameter (moe.go): under expert
+	// parallelism with ZeRO 2 or 3 it is sharded over the dp/ep ranks
+	// that hold the same experts, not over every data-parallel rank.
+	expert bool
 	// from is the input of the elementwise activation that made this
 	// tensor (activation): its backward computes the input's gradient in
 	// the layout of this tensor's, so a strided gradient stays strided.
@@ -223,6 +227,7 @@ type sim struct {
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16
 	perParam         bool    // FSDP2's unsharded storages per unit and parameter (fsdp.go)
+	expertBuild      bool    // the parameters being built are routed experts' (moe.go)
 	rsInput          *tensor // FSDP2's last reduce-scatter input (fsdp.go)
 	// agState is the forward's last all-gather output, agNext the
 	// backward's prefetched one (for unit agNextUnit) (fsdp.go).

@@ -285,6 +285,11 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 	if t.EP > 1 {
 		c.Communicators--
 		c.P2POnly = 1
+		if t.Zero >= 2 && max(t.DP, 1)/t.EP > 1 {
+			// FSDP2 gathers and reduces each block's experts over the
+			// dp/ep ranks that hold them: a group of its own (fsdp.go).
+			c.Communicators++
+		}
 	}
 	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)
 	return c

@@ -40,8 +40,8 @@ func decodeEP(e *errs, tm *mapping, t *Training, o Overrides) int {
 
 // checkEP checks ep against the rest of the spec once the data-parallel
 // size is final: the experts are split over data-parallel ranks, evenly,
-// and only without ZeRO (stages 1–3 shard expert state over the smaller
-// expert-data-parallel group, which is not simulated yet).
+// under DDP or FSDP (ZeRO 2 and 3 shard each block's experts over the
+// dp/ep ranks that hold them, in a unit of their own, as torchtitan does).
 func checkEP(e *errs, t *Training, m *Model, line int) {
 	if t.EP <= 1 {
 		return
@@ -64,8 +64,11 @@ func CheckEP(t *Training, m *Model) error {
 	if dp := max(t.DP, 1); dp%t.EP != 0 {
 		return fmt.Errorf("%d must divide dp (%d): the experts are split over data-parallel ranks", t.EP, dp)
 	}
-	if t.Zero > 0 {
-		return fmt.Errorf("expert parallelism with ZeRO stage %d is not simulated yet (stage 0 only)", t.Zero)
+	switch {
+	case t.Zero == 1:
+		return fmt.Errorf("expert parallelism with ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer partitions every rank's parameters as if they were the same, and its broadcast would overwrite the other ranks' experts (use stage 0, 2 or 3)")
+	case t.Zero >= 2 && (t.PP > 1 || t.CP > 1 || t.TP > 1 || (t.Offload != "" && t.Offload != OffloadNone)):
+		return fmt.Errorf("expert parallelism with ZeRO stage %d is simulated over data parallelism alone, without tensor, context or pipeline parallelism or offload", t.Zero)
 	}
 	for _, n := range experts {
 		if n%t.EP != 0 {

@@ -18,7 +18,12 @@ the top-k slots, as grouped_mm_experts_forward ends.
 
 DDP wraps the whole model, local experts included, as memplan's model does
 (their gradients sit in DDP's buckets). Numerically that averages different
-experts' gradients when dp = ep; the memory is what is measured.
+experts' gradients when dp = ep; the memory is what is measured. Under FSDP2
+(train.py --mode fsdp) the experts are wrapped as torchtitan's apply_fsdp
+does at torch 2.11: fully_shard(experts, mesh=efsdp) inside each block, the
+efsdp dimension being the dp/ep ranks that hold the same experts (a
+(dp/ep, ep) device mesh), then fully_shard(block) and the root over every
+rank (shard_experts).
 
 ROUTER "zero" zeroes every router's weights (and again after every optimizer
 step): every token's probabilities tie, top-k takes the same experts for all
@@ -41,13 +46,13 @@ def routers(model):
     return [m for m in model.modules() if type(m).__name__.endswith("TopKRouter")]
 
 
-def apply(model, ep, router):
-    """Splits the experts of model over EP groups of ep consecutive ranks.
-    Returns a function that reports the rows received so far."""
+def apply(model, ep, router, group=None):
+    """Splits the experts of model over EP groups of ep consecutive ranks
+    (group: this rank's, when a device mesh made it). Returns the list the
+    forwards append (block, rows received, rows sent) to."""
     rank, world = dist.get_rank(), dist.get_world_size()
     assert world % ep == 0, "ep must divide the world size"
-    group = None
-    for g in range(world // ep):
+    for g in range(world // ep if group is None else 0):
         ranks = list(range(g * ep, (g + 1) * ep))
         pg = dist.new_group(ranks)
         if rank in ranks:
@@ -128,3 +133,18 @@ def ep_forward(self, hidden_states, top_k_index, top_k_weights):
     weighted = weighted[inv_perm]
     out = weighted.view(-1, k, h).sum(dim=1)
     return out.to(hidden_states.dtype)
+
+
+def mesh(ep):
+    """The (efsdp, ep) device mesh of dp/ep × ep ranks: EP groups of ep
+    consecutive ranks, and the ranks that hold the same experts."""
+    from torch.distributed.device_mesh import init_device_mesh
+    world = dist.get_world_size()
+    return init_device_mesh("cuda", (world // ep, ep), mesh_dim_names=("efsdp", "ep"))
+
+
+def shard_experts(block, edp_mesh, **kw):
+    """fully_shard on the experts modules inside block, over edp_mesh."""
+    from torch.distributed.fsdp import fully_shard
+    for m in experts_modules(block):
+        fully_shard(m, mesh=edp_mesh, **kw)

@@ -150,6 +150,9 @@ def wrap(a, model, kind, t, torch, rank):
             blocks = list(mod)
             break
     for b in blocks or []:
+        if a.ep > 1:
+            import ep
+            ep.shard_experts(b, a.edp_mesh, reshard_after_forward=raf, **kw)
         fully_shard(b, reshard_after_forward=raf, **kw)
     # The root: reshard_after_forward as given (torch's default None would
     # keep it unsharded; memplan's --zero 3 means every unit resharded).
@@ -192,8 +195,8 @@ def main():
     prec = a.precision
     if prec == "fsdp-bf16":
         a.precision = "amp-bf16"  # load_spec accepts it; restored below
-    if a.ep > 1 and a.mode != "ddp":
-        raise SystemExit("--ep needs --mode ddp (memplan simulates EP at ZeRO 0)")
+    if a.ep > 1 and a.mode not in ("ddp", "fsdp"):
+        raise SystemExit("--ep needs --mode ddp or fsdp (memplan simulates EP at ZeRO 0, 2 and 3)")
     # The skew memplan is given: the busiest share measured, filled in after
     # the steps (ep when the tied router sends one rank everything).
     a.ep_skew = "MEASURED"
@@ -238,7 +241,11 @@ def main():
         ep_log = None
         if a.ep > 1:
             import ep
-            ep_log = ep.apply(model, a.ep, a.router)
+            group = None
+            if a.mode == "fsdp":
+                m2 = ep.mesh(a.ep)
+                a.edp_mesh, group = m2["efsdp"], m2["ep"].get_group()
+            ep_log = ep.apply(model, a.ep, a.router, group)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
         model, opt, info = wrap(a, model, kind, t, torch, rank)
         rec.update(info)
