@@ -38,6 +38,17 @@ func (s *sim) runNode(n *node) {
 		s.endFrame(n)
 		return
 	}
+	if n.copyIn {
+		c := s.alloc(g0.elems, g0.dt, catTemp, n.outs[0].name)
+		c.prefix = "copy of the grad of "
+		for _, o := range n.outs {
+			if o.grad == g0 {
+				o.grad = c
+			}
+		}
+		s.unref(g0)
+		g0 = c
+	}
 	var tmp, dyc *tensor
 	if n.dyFirst && n.outs[0].gradPerm {
 		dyc = s.nodeTemp(n, g0.bytes(), catTemp, " backward copy of the gradient")

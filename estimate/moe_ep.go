@@ -51,7 +51,7 @@ func (s *sim) expertsEP(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	send := s.gatherRows(x, pk, n, k.Dim, "all-to-all send (dispatch)")
 	s.unref(pk)
 	wg := s.gatherRows(w, perm, n, 1, "sample_weights_g")
-	recv := s.allToAll(send, r*k.Dim, "all-to-all receive (dispatch)")
+	recv := s.allToAll(send, r*k.Dim, "all-to-all receive (dispatch)", true)
 	s.unref(send)
 	lp := s.alloc(r, i64, catTemp, "local expert perm")
 	rg := s.gatherRows(recv, lp, r, k.Dim, "received rows (by local expert)")
@@ -62,7 +62,7 @@ func (s *sim) expertsEP(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	ilp := s.alloc(r, i64, catTemp, "local expert inverse perm")
 	back := s.gatherRows(out, ilp, r, k.Dim, "all-to-all send (combine)")
 	s.unref(out)
-	comb := s.allToAll(back, n*k.Dim, "all-to-all receive (combine)")
+	comb := s.allToAll(back, n*k.Dim, "all-to-all receive (combine)", false)
 	s.unref(back)
 	sc := s.broadcastMul(comb, wg)
 	s.unref(comb)
@@ -78,8 +78,10 @@ func (s *sim) expertsEP(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 // allToAll is all_to_all_single into a new buffer of outElems: nothing is
 // saved; its backward is the reverse all-to-all, which allocates the
 // gradient of the input (a buffer of the input's size).
-func (s *sim) allToAll(x *tensor, outElems int64, name string) *tensor {
+func (s *sim) allToAll(x *tensor, outElems int64, name string, copyIn bool) *tensor {
 	y := s.alloc(outElems, x.dt, catTemp, name)
-	s.record("AllToAll", []*tensor{x}, y)
+	if n := s.record("AllToAll", []*tensor{x}, y); n != nil && copyIn {
+		n.copyIn = true
+	}
 	return y
 }

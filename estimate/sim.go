@@ -148,6 +148,10 @@ type node struct {
 	// after allocating its own (layer_norm_backward_cuda's dY.contiguous()),
 	// which copies when the output's gradient arrives strided (gradPerm).
 	dyCopy bool
+	// copyIn: the node's backward gets a copy of its incoming gradient,
+	// the original freed first (the expert-parallel dispatch's all-to-all,
+	// moe_ep.go).
+	copyIn bool
 	// pairTemps is two temporaries of this size the backward makes
 	// before the gradients and frees after them: pow_backward's
 	// grad * (exponent * self.pow(exponent - 1)) makes self.pow(e - 1)

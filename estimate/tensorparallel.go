@@ -284,11 +284,17 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 	c.Communicators = communicators(t, dtensorInit)
 	if t.EP > 1 {
 		c.Communicators--
-		c.P2POnly = 1
-		if t.Zero >= 2 && max(t.DP, 1)/t.EP > 1 {
+		c.NoRing = 1
+		if t.Zero >= 2 {
 			// FSDP2 gathers and reduces each block's experts over the
-			// dp/ep ranks that hold them: a group of its own (fsdp.go).
-			c.Communicators++
+			// dp/ep ranks that hold them: a group of its own (fsdp.go),
+			// of one rank when dp = ep, which never connects a ring
+			// (measured: 197 MiB, bench/results/2026-11-26-h200x4-ep-fsdp.jsonl).
+			if max(t.DP, 1)/t.EP > 1 {
+				c.Communicators++
+			} else {
+				c.NoRing++
+			}
 		}
 	}
 	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)

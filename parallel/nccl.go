@@ -25,11 +25,12 @@ type NCCL struct {
 	// groups, one per DeviceMesh dimension that is not the whole world,
 	// plus the default group) that have run at least one collective.
 	Communicators int
-	// P2POnly is the number of further communicators that run only
-	// point-to-point operations (an expert-parallel group's all-to-alls):
-	// they are initialised but never connect the ring, so they hold no
-	// collective buffers.
-	P2POnly int
+	// NoRing is the number of further communicators that never connect
+	// the ring, so hold no collective buffers beside their initialisation:
+	// those that run only point-to-point operations (an expert-parallel
+	// group's all-to-alls) and those of one rank (FSDP2 over the dp/ep
+	// ranks that hold the same experts, when dp = ep).
+	NoRing int
 	// Channels is the number of collective channels (NCCL logs
 	// "Channel xx/NN"); 24 on 2xH200 NV18 by default.
 	Channels int
@@ -68,10 +69,11 @@ func RecvBufferBytes(buffSize int64) int64 {
 //   - per communicator at its first collective: Channels x (a receive
 //     buffer and a 2 MiB send buffer), the ring connection to the one peer; a communicator
 //     that runs only point-to-point operations never connects the ring
-//     (P2POnly: an expert-parallel group's all-to-alls, measured on 2 and
+//     (NoRing: an expert-parallel group's all-to-alls, measured on 2 and
 //     4 × H200, bench/results/2026-11-26-h200x4-ep.jsonl: the group's
 //     communicator adds 198–200 MiB beside its point-to-point buffers, its
-//     initialisation);
+//     initialisation; and a one-rank group's, 197 MiB in
+//     2026-11-26-h200x4-ep-fsdp.jsonl);
 //   - at the first send/recv: 58 MiB, plus P2PChannels x 2 MiB for each
 //     peer it sends to and P2PChannels x receive buffer for each peer it
 //     receives from (measured on 4 x H200, NCCL 2.28.9: a scatter's source
@@ -83,19 +85,19 @@ func RecvBufferBytes(buffSize int64) int64 {
 // figure above is the same (bench/results/2026-11-26-h200x4-nccl.jsonl).
 // NVLS and hosts of more GPUs are not covered.
 func NCCLBytes(c NCCL) (int64, error) {
-	if c.Communicators < 0 || c.P2POnly < 0 || c.Channels < 0 || c.P2PChannels < 0 || c.BuffSize < 0 || c.SendPeers < 0 || c.RecvPeers < 0 {
+	if c.Communicators < 0 || c.NoRing < 0 || c.Channels < 0 || c.P2PChannels < 0 || c.BuffSize < 0 || c.SendPeers < 0 || c.RecvPeers < 0 {
 		return 0, fmt.Errorf("nccl memory: negative setting in %+v", c)
 	}
-	if c.Communicators+c.P2POnly == 0 {
+	if c.Communicators+c.NoRing == 0 {
 		return 0, nil
 	}
 	if c.Channels == 0 {
-		return 0, fmt.Errorf("nccl memory: %d communicators with no channels", c.Communicators+c.P2POnly)
+		return 0, fmt.Errorf("nccl memory: %d communicators with no channels", c.Communicators+c.NoRing)
 	}
 	recv := RecvBufferBytes(c.BuffSize)
 	initComm := ncclCommInit + ncclChannelInit*int64(max(c.Channels, c.P2PChannels))
 	perComm := initComm + int64(c.Channels)*(recv+ncclSendBytes)
-	total := ncclProcessInit + ncclProcessFirstOp + int64(c.Communicators)*perComm + int64(c.P2POnly)*initComm
+	total := ncclProcessInit + ncclProcessFirstOp + int64(c.Communicators)*perComm + int64(c.NoRing)*initComm
 	if c.SendPeers+c.RecvPeers > 0 {
 		total += ncclP2PFirst
 	}

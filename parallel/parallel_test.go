@@ -208,7 +208,7 @@ func TestNCCLBytesMeasured(t *testing.T) {
 func TestNCCLBytesPeers(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		p2pOnly    int
+		noRing     int
 		send, recv int
 		want       int64
 	}{
@@ -217,8 +217,12 @@ func TestNCCLBytesPeers(t *testing.T) {
 		{"scatter's receiver (tp.py 4, ranks 1-3)", 0, 0, 1, (1995 - 770) * mib},
 		{"expert parallelism over 2 ranks (train.py --ep 2, 2 and 4 GPUs)", 1, 1, 1, (2252 - 770) * mib},
 		{"expert parallelism over 4 ranks (train.py --ep 4)", 1, 3, 3, (3020 - 770) * mib},
+		// FSDP2 with dp = ep: the experts' one-rank group connects no ring
+		// either (2026-11-26-h200x4-ep-fsdp.jsonl, 2 and 4 GPUs).
+		{"FSDP2 and expert parallelism over 2 ranks, experts over one", 2, 1, 1, (2444 - 770) * mib},
+		{"FSDP2 and expert parallelism over 4 ranks, experts over one", 2, 3, 3, (3212 - 770) * mib},
 	} {
-		c := NCCL{Communicators: 1, P2POnly: tc.p2pOnly, Channels: 24, P2PChannels: 32}
+		c := NCCL{Communicators: 1, NoRing: tc.noRing, Channels: 24, P2PChannels: 32}
 		c.SendPeers, c.RecvPeers = tc.send, tc.recv
 		got, err := NCCLBytes(c)
 		if err != nil {
@@ -234,7 +238,7 @@ func TestNCCLBytesEdges(t *testing.T) {
 	if n, err := NCCLBytes(NCCL{}); err != nil || n != 0 {
 		t.Errorf("no communicator: %d, %v", n, err)
 	}
-	for _, c := range []NCCL{{Communicators: 1}, {P2POnly: 1}, {Communicators: -1, Channels: 1}, {P2POnly: -1, Channels: 1}} {
+	for _, c := range []NCCL{{Communicators: 1}, {NoRing: 1}, {Communicators: -1, Channels: 1}, {NoRing: -1, Channels: 1}} {
 		if _, err := NCCLBytes(c); err == nil {
 			t.Errorf("%+v: no error", c)
 		}

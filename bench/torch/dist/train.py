@@ -3,7 +3,7 @@
 
     torchrun --nproc_per_node=2 bench/torch/dist/train.py SPEC --mode MODE
         [--reshard true|false|INT] [--batch N] [--seq N] [--precision P]
-        [--checkpointing C] [--steps 3] [--snapshot] [--lag S] --result DIR
+        [--checkpointing C] [--steps 3] [--snapshot [--snapshot-from K]] [--lag S] --result DIR
 
 MODE is ddp (DistributedDataParallel, default buckets), ddp-view (the same
 with gradient_as_bucket_view=True), zero1 (ZeroRedundancyOptimizer over DDP,
@@ -173,6 +173,8 @@ def main():
         ap.add_argument("--" + k, dest=k)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--snapshot", action="store_true")
+    ap.add_argument("--snapshot-from", dest="snapshot_from", type=int, default=1,
+                    help="with --snapshot: the step the history starts at (0: the first, after wrapping)")
     ap.add_argument("--lag", type=float, default=0,
                     help="seconds the last rank sleeps before the second step (ranks out of step: "
                          "DDP's bucket rebuild waits on a broadcast from rank 0)")
@@ -270,7 +272,7 @@ def main():
             # History from step 1 on (Adam state exists, caches warm) to the
             # last step: DDP rebuilds its buckets at step 1, and what that
             # leaves shows in the steps after it.
-            if a.snapshot and step == 1:
+            if a.snapshot and step == a.snapshot_from:
                 torch.cuda.memory._record_memory_history(max_entries=400000, context="alloc", stacks="python")
             torch.cuda.reset_peak_memory_stats()
             if a.lag and step == 1 and rank == a.world - 1:
