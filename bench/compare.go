@@ -69,6 +69,10 @@ type RecordLoRA struct {
 	InputGrads   *bool   `json:"input_require_grads"`
 }
 
+// IsHF says whether the record's Spec is a transformers config.json:
+// measure.py marks it (HF), bench/torch/dist/train.py records the path.
+func (r Record) IsHF() bool { return r.HF || strings.HasSuffix(r.Spec, ".json") }
+
 // unmodelled says why a record's setup cannot be predicted, or "".
 func (r Record) unmodelled() string {
 	if r.LoRA == nil {
@@ -229,7 +233,7 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 					continue
 				}
 				load := model.Load
-				if r.HF || strings.HasSuffix(r.Spec, ".json") { // train.py records a config's path
+				if r.IsHF() {
 					load = model.LoadHF
 				}
 				spec, err := load(filepath.Join(root, r.Spec), r.Overrides())
@@ -243,6 +247,15 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 				row := Row{Label: r.Label, HeldOut: set.held,
 					Measured:  r.measured(),
 					Predicted: [NumMetrics]int64{e.PeakAllocated, e.PeakReserved, e.DeviceTotal}}
+				if x := e.Experts; x != nil {
+					// The measurement is the largest over the ranks, metric
+					// by metric; so is the prediction over the kinds of
+					// expert-parallel rank.
+					for _, k := range x.Kinds {
+						p := &row.Predicted
+						p[Allocated], p[Reserved], p[Device] = max(p[Allocated], k.PeakAllocated), max(p[Reserved], k.PeakReserved), max(p[Device], k.DeviceTotal)
+					}
+				}
 				if row.Label == "" {
 					row.Label = r.Spec
 				}

@@ -130,6 +130,20 @@ var multiGPUGaps = map[string][]int{
 	// parameters than rank 1 at its peak in one run of forty-four; not
 	// explained (docs/multigpu.md).
 	"specs/gpt2-124m.yaml --mode zero1 --batch 4 --seq 1024 --precision bf16": {Allocated},
+	// EP × FSDP2 with every pair routed to rank 0: rank 1, which receives
+	// none, reserves the most; its program matches memplan's block for
+	// block over both steps (bench/results/2026-11-26-h200x4-ep-fsdp-snapshots),
+	// so the 3.5% is where the allocator places the same requests
+	// (docs/moe.md §4.2).
+	"bench/torch/hf/tiny-qwen2-moe.json --mode fsdp --reshard true --ep 2 --router zero --batch 4 --seq 1024 --precision amp-bf16 --checkpointing every-block": {Reserved},
+}
+
+// multiGPUOver are configurations over the worst-case targets, never under:
+// random routing, where memplan applies the largest share of routed rows a
+// run measured to every MoE block of every step (--ep-skew is one number;
+// docs/moe.md §4.1).
+var multiGPUOver = map[string][]int{
+	"bench/torch/hf/tiny-mixtral.json --mode fsdp --reshard false --ep 2 --router random --batch 2 --seq 2048 --precision amp-bf16": {Allocated, Reserved, Device},
 }
 
 // TestMultiGPUAccuracy holds the predictions for real torchrun runs (the
@@ -154,17 +168,14 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// FSDP2 under allocator settings (issue 14): the 2 x H200 grid
 		// and the eighth session's held-out set.
 		{"FSDP2 allocator settings", "results/2026-11-23-h200x2-allocconf.jsonl", "results/2026-11-26-h200x4-allocconf-heldout2.jsonl", 5, 4},
-		// Expert parallelism (train.py --ep, 2 and 4 GPUs), memplan given
-		// the busiest share of routed rows each run measured.
-		{"expert parallelism", "results/2026-11-26-h200x4-ep.jsonl", "results/2026-11-26-h200x4-ep-heldout.jsonl", 9, 4},
-		// ... and on Qwen2-MoE (a shared expert) and Mixtral.
-		{"expert parallelism, two more families", "results/2026-11-26-h200x4-ep-2.jsonl", "results/2026-11-26-h200x4-ep-heldout-2.jsonl", 4, 2},
+		// Expert parallelism (train.py --ep, 2 and 4 GPUs; three MoE
+		// families; DDP and FSDP2), memplan given the busiest share of
+		// routed rows each run measured: every set of the ninth session.
+		{"expert parallelism", "results/2026-11-26-h200x4-ep.jsonl results/2026-11-26-h200x4-ep-2.jsonl results/2026-11-26-h200x4-ep-fsdp.jsonl",
+			"results/2026-11-26-h200x4-ep*-heldout*.jsonl", 19, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var tuning []string
-			if tc.tuning != "" {
-				tuning = []string{tc.tuning}
-			}
+			tuning := strings.Fields(tc.tuning)
 			held, err := filepath.Glob(tc.heldOut)
 			if err != nil || len(held) == 0 {
 				t.Fatalf("held-out files %q: %v", tc.heldOut, err)
@@ -216,7 +227,11 @@ func checkMultiGPU(t *testing.T, rep *Report, under map[gapKey]bool) {
 			for _, x := range multiGPUGaps[label] {
 				known = known || x == m
 			}
-			if abs(e) > worst[m] || (e < -UnderLimit && !known) {
+			over := false
+			for _, x := range multiGPUOver[label] {
+				over = over || (x == m && e > 0)
+			}
+			if (abs(e) > worst[m] && !over) || (e < -UnderLimit && !known) {
 				t.Errorf("%s: %s error %+.1f%%", r.Label, MetricNames[m], 100*e)
 			}
 			if known && e < -UnderLimit {

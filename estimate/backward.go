@@ -205,6 +205,9 @@ func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
 	}
 	s.release(n)
 	s.endFrame(n)
+	if n.unitEntry && s.perParam {
+		s.fsdpLeaveNested(n.unit) // fsdp.go
+	}
 	for i, in := range n.ins {
 		s.accumulate(in, grads[i])
 	}

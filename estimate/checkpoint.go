@@ -84,7 +84,10 @@ func (s *sim) recompute(n *node) {
 	}
 	stop := s.stop
 	s.stop = earlyStop{limit: n.ckpt.saves}
+	was := s.recomputing
+	s.recomputing = true
 	r := s.ckptForward(n.ckpt, x)
+	s.recomputing = was
 	s.stop = stop
 	s.clearCache()
 	own := s.tape

@@ -99,6 +99,9 @@ type Result struct {
 	// Pipeline gives every kind of pipeline stage (first, middle, last)
 	// with pipeline parallelism; the figures above are the busiest's.
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
+	// Experts gives both kinds of expert-parallel rank when the routing
+	// is skewed; the figures above are the busiest's (moe_ep.go).
+	Experts *ExpertRanks `json:"experts,omitempty"`
 
 	// Overhead is device memory outside PyTorch's allocator.
 	Overhead []Item      `json:"overhead"`
@@ -171,8 +174,11 @@ func EstimateOptions(spec *model.Spec, o Options) (*Result, error) {
 // simulation, inspect after it. A pipeline-parallel run simulates each
 // stage (stages.go).
 func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
-	if spec.Training.PP > 1 {
+	switch {
+	case spec.Training.PP > 1:
 		return estimatePipeline(spec, inspect, setup)
+	case spec.Training.EP > 1:
+		return estimateExperts(spec, inspect, setup) // moe_ep.go
 	}
 	return simulateRank(spec, inspect, setup)
 }

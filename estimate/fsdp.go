@@ -76,7 +76,7 @@ func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool) []*fsd
 				}
 				dst.params = append(dst.params, p)
 				dst.elems += p.elems
-				dst.shard += (p.elems + dst.deg - 1) / dst.deg
+				dst.shard += padShard(p, dst.deg)
 			}
 			for _, list := range in.sublists() {
 				walk(list, own)
@@ -159,7 +159,7 @@ func (s *sim) gradShard(t *tensor) *tensor {
 	flat := s.allocOn(u.shard, s.cfg.master, catGrad, "gradient shard", streamReduceScatter)
 	for _, p := range u.params {
 		if p.pgrad == nil {
-			p.pgrad = s.view(flat, (p.elems+u.deg-1)/u.deg)
+			p.pgrad = s.view(flat, padShard(p, u.deg))
 		}
 	}
 	s.unref(flat)
@@ -205,8 +205,14 @@ func (s *sim) reshard(u *fsdpUnit) {
 // gatherUnit is one unit's all-gather on the copy-in stream: with a
 // mixed-precision policy the flat cast of the shard, freed once gathered,
 // and the flat output (param dtype × the unit's padded elements), which
-// the caller frees after the copy-out.
+// the caller frees after the copy-out. A unit sharded over one rank (a
+// block's experts when dp = ep) gathers nothing: its storages are filled
+// from the shards with no all-gather buffer (measured: no such buffer on
+// the all-gather stream, bench/results/2026-11-26-h200x4-ep-fsdp-snapshots).
 func (s *sim) gatherUnit(u *fsdpUnit) *tensor {
+	if u.deg == 1 {
+		return nil
+	}
 	var cast *tensor
 	if s.cfg.master != s.cfg.param {
 		cast = s.allocOn(u.shard, s.cfg.param, catTemp, "all-gather input (FSDP)", streamAllGather)
@@ -219,13 +225,21 @@ func (s *sim) gatherUnit(u *fsdpUnit) *tensor {
 // preForward is a unit's pre-forward: all-gather, copy-out into its
 // storages, then the previous unit's all-gather output freed (forward's
 // implicit prefetch keeps one until the next copy-out, all_gather_state).
+// In a checkpoint's recompute a unit the backward has prefetched (a
+// block's experts unit, which the block's pre-backward targets) waits on
+// that all-gather instead of issuing another (FSDPParamGroup.unshard).
 func (s *sim) preForward(u *fsdpUnit) {
 	if u.unsharded {
 		return
 	}
-	out := s.gatherUnit(u)
+	out := s.agNext
+	if out != nil && s.agNextUnit == u.idx {
+		s.agNext = nil
+	} else {
+		out = s.gatherUnit(u)
+	}
 	s.unshard(u)
-	s.unref(s.agState)
+	s.unref(s.agState) // a one-rank unit's gather, which makes no buffer, ends it too
 	s.agState = out
 }
 
@@ -282,15 +296,28 @@ func (s *sim) fsdpForward(in *inst, x *tensor, sh model.Shape) (y *tensor, out m
 
 // inUnit runs fn as the forward of unit u (a block, or a block's experts
 // unit): the nodes fn records belong to u, and fsdpForward's rules for
-// its pre-forward and reshard hold.
+// its pre-forward and reshard hold, but a checkpoint's recompute never
+// reshards: FSDPParamGroup.post_forward reshards only outside the
+// backward (is_bw), so a unit a recompute unshards stays unsharded until
+// its post-backward (measured: the experts unit of a checkpointed block,
+// bench/results/2026-11-26-h200x4-ep-fsdp-snapshots).
 func (s *sim) inUnit(u *fsdpUnit, fn func()) {
 	prev := s.curUnit
 	s.curUnit = u.idx
 	if !u.backward {
 		s.preForward(u)
 	}
+	start := len(s.tape)
 	fn()
-	if s.cfg.zero >= 3 && !u.backward {
+	if u.parent != nil {
+		for _, n := range s.tape[start:] {
+			if n.unit == u.idx {
+				n.unitEntry = true
+				break
+			}
+		}
+	}
+	if s.cfg.zero >= 3 && !u.backward && !s.recomputing {
 		s.reshard(u)
 	}
 	s.curUnit = prev
@@ -332,6 +359,25 @@ func (s *sim) fsdpBackwardAt(k int16) {
 	if k > 0 {
 		s.preBackward(s.units[k])
 	}
+}
+
+// fsdpLeaveNested is the backward leaving a nested unit (a block's
+// experts) through its first node: FSDP2 wraps a unit's inputs in
+// RegisterPostBackwardFunction, whose backward runs the unit's
+// post-backward when their gradients are ready and only then hands them
+// on, so they are summed into the gradients of the tensors outside (the
+// block's normalised hidden states, which the shared expert and the
+// routers also read) after it (measured: Qwen2-MoE's experts under EP,
+// bench/results/2026-11-26-h200x4-ep-fsdp-snapshots). A block's own
+// inputs are summed inside the block, before its post-backward, as the
+// transitions between blocks already order.
+func (s *sim) fsdpLeaveNested(k int16) {
+	u := s.units[k]
+	if u.parent == nil || s.bwdUnit != k {
+		return
+	}
+	s.postBackward(u)
+	s.bwdUnit = u.parent.idx
 }
 
 // postBackward is FSDPParamGroup.post_backward: the unit is resharded,

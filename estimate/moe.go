@@ -291,7 +291,10 @@ func (s *sim) sumTopK(r *tensor, outElems int64) *tensor {
 }
 
 // addShared gates the shared expert's output with sigmoid(x·gᵀ) when the
-// block has the gate, and adds it into y in place (expert_output +=).
+// block has the gate, and adds it to y into a new tensor, freeing y and
+// then the gated output (transformers 5.17's Qwen2MoeSparseMoeBlock:
+// expert_output + shared_expert_output; measured in rank 0's allocator
+// history of an expert-parallel run, bench/results/2026-11-26-h200x4-ep-fsdp-snapshots).
 func (s *sim) addShared(o *moeOp, x, y, sh *tensor, rows int64) *tensor {
 	if o.sharedGate != nil {
 		g := s.matmul(x, o.sharedGate, nil, rows, 1)
@@ -302,11 +305,8 @@ func (s *sim) addShared(o *moeOp, x, y, sh *tensor, rows int64) *tensor {
 		s.unref(sh)
 		sh = m
 	}
-	next := s.view(y, y.elems)
-	if n := s.record("AddInplace", []*tensor{y, sh}, next); n != nil {
-		n.pass = true
-	}
+	sum := s.add(y, sh)
 	s.unref(y)
 	s.unref(sh)
-	return next
+	return sum
 }

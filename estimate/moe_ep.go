@@ -3,6 +3,8 @@ package estimate
 import (
 	"fmt"
 	"math"
+
+	"github.com/memplan/memplan/model"
 )
 
 // Expert parallelism, one rank's program (docs/moe.md §4): the rank holds
@@ -21,16 +23,30 @@ func (s *sim) localExperts(experts int64) int64 { return experts / s.cfg.ep }
 // or by default min(ep, 3) (docs/moe.md §3–4: random-init routing measured
 // up to 2.92× at ep 8), at most every pair of every rank.
 func (s *sim) epRows(tokens, k int64) int64 {
-	ep, skew := s.cfg.ep, s.cfg.epSkew
-	if skew == 0 {
-		skew = min(float64(ep), defaultEPSkew)
-	}
 	n := tokens * k
-	r := min(int64(math.Ceil(float64(n)*skew)), ep*n)
+	r := busiestRows(n, s.cfg.ep, s.cfg.epSkew)
+	if s.cfg.epSending {
+		return sendingRows(n, s.cfg.ep, r)
+	}
 	s.note(fmt.Sprintf("expert parallelism: the busiest rank is taken to receive %d routed rows per MoE block, %.3g× the balanced %d (--ep-skew; docs/moe.md §4)",
 		r, float64(r)/float64(n), n))
 	return r
 }
+
+// busiestRows is R for n routed pairs per rank over ep ranks at skew
+// allowance skew (0: the default, min(ep, 3)): n times it, at most every
+// pair of every rank.
+func busiestRows(n, ep int64, skew float64) int64 {
+	if skew == 0 {
+		skew = min(float64(ep), defaultEPSkew)
+	}
+	return min(int64(math.Ceil(float64(n)*skew)), ep*n)
+}
+
+// sendingRows is what each other rank of the group receives when the
+// busiest receives r of the group's ep·n pairs: the rest, shared evenly
+// (none under the worst case, r = ep·n).
+func sendingRows(n, ep, r int64) int64 { return (ep*n - r) / (ep - 1) }
 
 // defaultEPSkew caps the default skew allowance: the largest busiest-rank
 // share measured with random router weights was 2.92× balanced
@@ -84,4 +100,58 @@ func (s *sim) allToAll(x *tensor, outElems int64, name string, copyIn bool) *ten
 		n.copyIn = true
 	}
 	return y
+}
+
+// ExpertRanks gives both kinds of rank of an expert-parallel run whose
+// routing is skewed: the rank that receives the busiest share of the
+// routed rows, and the others, which receive the rest. The first holds the
+// most activations, but the others can reserve more (measured: with every
+// pair routed to one rank, the ranks that receive none reserved 7.5% more
+// than it, bench/results/2026-11-26-h200x4-ep-fsdp-snapshots). The
+// Result's figures are the kind with the larger device total's.
+type ExpertRanks struct {
+	// Busiest is the kind the Result's figures are for.
+	Busiest string       `json:"busiest"`
+	Kinds   []ExpertRank `json:"kinds"`
+}
+
+// ExpertRank is one kind of expert-parallel rank: "receiving" (the
+// busiest share, --ep-skew) or "sending" (the rest of the group's rows,
+// shared evenly).
+type ExpertRank struct {
+	Kind          string `json:"kind"`
+	PeakAllocated int64  `json:"peak_allocated_bytes"`
+	PeakReserved  int64  `json:"peak_reserved_bytes"`
+	DeviceTotal   int64  `json:"device_total_bytes"`
+}
+
+// estimateExperts simulates an expert-parallel rank that receives the
+// busiest share of the routed rows and, when the skew allowance is above
+// one, a rank that receives the rest, and returns the one with the larger
+// device total, with both kinds in Experts.
+func estimateExperts(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
+	recv, err := simulateRank(spec, inspect, setup)
+	if err != nil || spec.Training.EPSkew == 1 {
+		return recv, err
+	}
+	send, err := simulateRank(spec, inspect, func(s *sim) {
+		if setup != nil {
+			setup(s)
+		}
+		s.cfg.epSending = true
+	})
+	if err != nil {
+		return nil, err
+	}
+	kind := func(name string, r *Result) ExpertRank {
+		return ExpertRank{Kind: name, PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal}
+	}
+	ranks := &ExpertRanks{Busiest: "receiving", Kinds: []ExpertRank{kind("receiving", recv), kind("sending", send)}}
+	best := recv
+	if send.DeviceTotal > recv.DeviceTotal {
+		ranks.Busiest, best = "sending", send
+		best.Notes = append(recv.Notes, "expert parallelism: the ranks that receive the rest of the routed rows reach a larger device total than the busiest receiver; the figures are theirs (both kinds: experts in --format json)")
+	}
+	best.Experts = ranks
+	return best, nil
 }

@@ -30,9 +30,11 @@ type config struct {
 	offload  string
 	// ep and epSkew are expert parallelism (moe_ep.go): the experts of a
 	// block split over ep ranks, the busiest's rows scaled by epSkew (0:
-	// the default allowance).
-	ep     int64
-	epSkew float64
+	// the default allowance); epSending simulates a rank that receives
+	// what the busiest leaves to the others instead (estimateExperts).
+	ep        int64
+	epSkew    float64
+	epSending bool
 	// inputGrads is enable_input_require_grads: the frozen embedding's
 	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
 	inputGrads bool
@@ -157,8 +159,12 @@ func (s *sim) add(a, b *tensor) *tensor {
 }
 
 // mul is a * b: each operand is saved when the other requires grad.
+// Autograd saves inputs before the kernel runs, so a checkpoint's
+// recompute that stops at those saves never makes the output (measured:
+// Qwen2-MoE's gated shared expert, the last save of its block,
+// bench/results/2026-11-26-h200x4-ep-fsdp-snapshots).
 func (s *sim) mul(a, b *tensor) *tensor {
-	y := s.alloc(max(a.elems, b.elems), promote(a.dt, b.dt), catTemp, "mul")
+	y := s.unmade(max(a.elems, b.elems), promote(a.dt, b.dt), catTemp, "mul")
 	// MulBackward0 names a self and b other and, like every generated
 	// node, computes the gradients in sorted name order: b's first
 	// (docs/pytorch-memory.md §4; measured: GPT-2's GELU, whose tanh
@@ -172,6 +178,7 @@ func (s *sim) mul(a, b *tensor) *tensor {
 			s.save(n, b)
 		}
 	}
+	s.make(y)
 	return y
 }
 

@@ -54,9 +54,26 @@ func (s *sim) degree(t *tensor) int64 {
 }
 
 // shardOf is this rank's part of parameter t's elements.
-func (s *sim) shardOf(t *tensor) int64 {
-	d := s.degree(t)
-	return (t.elems + d - 1) / d
+func (s *sim) shardOf(t *tensor) int64 { return padShard(t, s.degree(t)) }
+
+// padShard is the elements of parameter t on the first of w ranks: FSDP2
+// shards a parameter along its first dimension, padded to a multiple of w
+// (FSDPParam's padded sharded data, and the reduce-scatter input's
+// _get_dim0_padded_size); measured: a Qwen2-MoE block's shared-expert gate
+// [1, h] takes two rows of the reduce-scatter input over two ranks,
+// bench/results/2026-11-26-h200x4-ep-fsdp-snapshots). A matrix [lead,
+// second, last] is split along lead when there is one (a block's experts)
+// and second otherwise; a vector along its elements.
+func padShard(t *tensor, w int64) int64 {
+	rows, row := t.elems, int64(1)
+	if t.second > 0 && t.last > 0 {
+		row = t.last
+		rows = t.elems / t.last
+		if lead := rows / t.second; lead > 1 {
+			rows, row = lead, t.second*t.last
+		}
+	}
+	return (rows + w - 1) / w * row
 }
 
 // shards are the parameters (or slices of them) whose optimizer state this

@@ -148,6 +148,11 @@ type node struct {
 	// after allocating its own (layer_norm_backward_cuda's dY.contiguous()),
 	// which copies when the output's gradient arrives strided (gradPerm).
 	dyCopy bool
+	// unitEntry marks the first node a nested FSDP2 unit (a block's
+	// experts) records: in backward its input gradients pass through the
+	// unit's post-backward before they reach the tensors outside
+	// (fsdpLeaveNested).
+	unitEntry bool
 	// copyIn: the node's backward gets a copy of its incoming gradient,
 	// the original freed first (the expert-parallel dispatch's all-to-all,
 	// moe_ep.go).
@@ -232,6 +237,7 @@ type sim struct {
 	curUnit, bwdUnit int16
 	perParam         bool    // FSDP2's unsharded storages per unit and parameter (fsdp.go)
 	expertBuild      bool    // the parameters being built are routed experts' (moe.go)
+	recomputing      bool    // a checkpoint's recompute runs, inside the backward (checkpoint.go)
 	rsInput          *tensor // FSDP2's last reduce-scatter input (fsdp.go)
 	// agState is the forward's last all-gather output, agNext the
 	// backward's prefetched one (for unit agNextUnit) (fsdp.go).

@@ -102,7 +102,7 @@ func main() {
 				continue // not a measurement of a spec (cuDNN workspace sweeps)
 			}
 			load := model.Load
-			if r.HF {
+			if r.IsHF() {
 				load = model.LoadHF
 			}
 			emit(r.Spec, load, r.Overrides(), f+" "+r.Label)

@@ -55,7 +55,9 @@ for line in open(res):
     p = json.loads(run.stdout)
     m, spread = measured(d)
     pred = (p["peak_allocated_bytes"], p["peak_reserved_bytes"], p["device_total_bytes"])
-    kinds = (p.get("pipeline") or {}).get("kinds")
+    # Pipelines' stages and skewed expert parallelism's receiving and
+    # sending ranks: the prediction is the largest over the kinds.
+    kinds = (p.get("pipeline") or {}).get("kinds") or (p.get("experts") or {}).get("kinds")
     if kinds:
         # A pipeline's top-level figures are the stage (rank) with the largest
         # device total; the measured ones are per metric over the ranks.
