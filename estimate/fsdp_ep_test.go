@@ -1,0 +1,125 @@
+package estimate
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestPadShard holds FSDP2's dim-0 sharding: rows padded to a multiple of
+// the ranks, whole rows per rank.
+func TestPadShard(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		elems, second, last, ranks int64
+		want                       int64
+	}{
+		{"vector", 1000, 0, 0, 3, 334},
+		{"matrix, rows divisible", 8 * 16, 8, 16, 4, 2 * 16},
+		{"one-row gate over two ranks", 1024, 1, 1024, 2, 1024},
+		{"odd vocabulary", 50257 * 768, 50257, 768, 2, 25129 * 768},
+		{"experts split by expert", 16 * 1024 * 512, 1024, 512, 2, 8 * 1024 * 512},
+		{"experts over one rank", 16 * 1024 * 512, 1024, 512, 1, 16 * 1024 * 512},
+	} {
+		x := &tensor{elems: tc.elems, second: tc.second, last: tc.last}
+		if got := padShard(x, tc.ranks); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestExpertUnitsFSDP checks expert parallelism under FSDP2: each block's
+// experts are a unit of their own nested in the block's, placed before it
+// and sharded over dp/ep ranks; the experts' parameter shards are that
+// much larger; a unit over one rank (dp = ep) all-gathers nothing; and a
+// checkpoint's recompute leaves units unsharded (so the experts are
+// gathered once a pass either way).
+func TestExpertUnitsFSDP(t *testing.T) {
+	for _, tc := range []struct {
+		dp, ep int64
+		ckpt   string
+	}{{2, 2, "none"}, {4, 2, "none"}, {4, 2, "every-block"}, {4, 4, "every-block"}} {
+		t.Run(fmt.Sprintf("dp%d-ep%d-%s", tc.dp, tc.ep, tc.ckpt), func(t *testing.T) {
+			spec := moeSpec(t, 32, 4, model.Overrides{DP: tc.dp, EP: tc.ep, EPSkew: "1", Zero: "3", Checkpointing: tc.ckpt, Precision: "bf16"})
+			deg := tc.dp / tc.ep
+			var nested, blocks int
+			gathers := map[int64]int{} // all-gather outputs in the second step, by bytes
+			_, err := estimateWith(spec, func(s *sim) {
+				for i, u := range s.units {
+					if u.parent == nil {
+						if u.idx > 0 {
+							blocks++
+						}
+						continue
+					}
+					nested++
+					if u.deg != deg || s.units[i+1] != u.parent || u.parent.nested != u {
+						t.Errorf("experts unit %d: degree %d, followed by unit %d, want degree %d before its block", u.idx, u.deg, s.units[i+1].idx, deg)
+					}
+					for _, p := range u.params {
+						if !p.expert || s.shardOf(p) != padShard(p, deg) {
+							t.Errorf("experts unit %d holds %s (expert %v), shard %d", u.idx, p.name, p.expert, s.shardOf(p))
+						}
+					}
+				}
+			}, func(s *sim) {
+				s.trace = func(x *tensor, alloc bool) {
+					if alloc && s.phase.Iteration == 1 && x.name == "all-gather output (FSDP)" {
+						gathers[x.bytes()]++
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nested != blocks || nested == 0 {
+				t.Fatalf("%d experts units for %d blocks", nested, blocks)
+			}
+			// The experts' gathers: 32/ep experts of [2·512, 1024] and
+			// [1024, 512] in bf16, twice a step (forward, backward).
+			experts := int64(32/tc.ep) * 3 * 512 * 1024 * 2
+			want := 2 * blocks
+			if deg == 1 {
+				want = 0
+			}
+			if got := gathers[experts]; got != want {
+				t.Errorf("second step: %d all-gathers of the experts (%d B), want %d (%v)", got, experts, want, gathers)
+			}
+		})
+	}
+}
+
+// TestExpertRanks: skewed routing simulates the receiving and the
+// sending rank and reports the busier; balanced routing one rank.
+func TestExpertRanks(t *testing.T) {
+	if got := sendingRows(100, 2, 200); got != 0 {
+		t.Errorf("every pair to one rank: the other receives %d, want 0", got)
+	}
+	if got := sendingRows(100, 4, 160); got != 80 {
+		t.Errorf("sending rows %d, want 80", got)
+	}
+	for _, skew := range []string{"1", "2"} {
+		r, err := Estimate(moeSpec(t, 32, 4, model.Overrides{DP: 2, EP: 2, EPSkew: skew, Zero: "3", Precision: "bf16"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if skew == "1" {
+			if r.Experts != nil {
+				t.Errorf("balanced routing: %+v, want one kind of rank", r.Experts)
+			}
+			continue
+		}
+		if r.Experts == nil || len(r.Experts.Kinds) != 2 {
+			t.Fatalf("skew 2: experts %+v, want two kinds", r.Experts)
+		}
+		recv, send := r.Experts.Kinds[0], r.Experts.Kinds[1]
+		busiest := recv
+		if send.DeviceTotal > recv.DeviceTotal {
+			busiest = send
+		}
+		if recv.PeakAllocated <= send.PeakAllocated || busiest.Kind != r.Experts.Busiest || r.DeviceTotal != busiest.DeviceTotal {
+			t.Errorf("kinds %+v, busiest %q, result device total %d", r.Experts.Kinds, r.Experts.Busiest, r.DeviceTotal)
+		}
+	}
+}
