@@ -8,8 +8,8 @@ import (
 )
 
 // TestSimulatorExpertParallel: the Simulator estimates expert parallelism
-// without ZeRO (fewer experts per rank, less memory) and reports it not
-// simulated with a ZeRO stage.
+// under DDP (fewer experts per rank, less memory) and FSDP (less again),
+// and reports it not simulated with ZeRO 1.
 func TestSimulatorExpertParallel(t *testing.T) {
 	spec, err := model.LoadHF("../model/testdata/hf/tiny-qwen3-moe.json", model.Overrides{Seq: 1024})
 	if err != nil {
@@ -24,6 +24,11 @@ func TestSimulatorExpertParallel(t *testing.T) {
 	four, err := Simulator{}.Estimate(spec, l)
 	if err != nil || four.DeviceTotal >= one.DeviceTotal {
 		t.Errorf("dp4·ep4 = %+v, %v; want less than dp4's %d", four.RankMemory, err, one.DeviceTotal)
+	}
+	l.Zero = 3
+	fsdp, err := Simulator{}.Estimate(spec, l)
+	if err != nil || fsdp.DeviceTotal >= four.DeviceTotal {
+		t.Errorf("dp4·ep4 zero3 = %+v, %v; want less than dp4·ep4's %d", fsdp.RankMemory, err, four.DeviceTotal)
 	}
 	l.Zero = 1
 	var ns *NotSimulatedError
