@@ -392,14 +392,6 @@ func (s *sim) observe() {
 	}
 }
 
-func (s *sim) enter(iter, micro int, stage string) {
-	if stage == StageBackward {
-		s.passes++
-	}
-	s.phase = Phase{Iteration: iter, Micro: micro, Stage: stage}
-	s.phases = append(s.phases, PhasePeak{Phase: s.phase, PeakAllocated: s.al.allocated, PeakReserved: s.al.reserved})
-}
-
 func (s *sim) ref(t *tensor) *tensor { t.refs++; return t }
 
 // unref drops one holder; the last one frees the storage.
@@ -500,13 +492,4 @@ func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
 	n.saved = s.slab.ptrs(2)
 	s.tape = append(s.tape, n)
 	return n
-}
-
-// clearCache drops autocast's cached weight casts, as leaving the
-// outermost autocast region does.
-func (s *sim) clearCache() {
-	for _, c := range s.cache {
-		s.unref(c)
-	}
-	clear(s.cache)
 }

@@ -231,3 +231,22 @@ func factor(p *tensor) (r, c int64) {
 	}
 	return p.elems / p.last, p.elems / p.second
 }
+
+// enter begins a phase (stage of a micro-batch of an optimizer step), whose
+// peaks observe records; each backward counts a pass.
+func (s *sim) enter(iter, micro int, stage string) {
+	if stage == StageBackward {
+		s.passes++
+	}
+	s.phase = Phase{Iteration: iter, Micro: micro, Stage: stage}
+	s.phases = append(s.phases, PhasePeak{Phase: s.phase, PeakAllocated: s.al.allocated, PeakReserved: s.al.reserved})
+}
+
+// clearCache drops autocast's cached weight casts, as leaving the
+// outermost autocast region does.
+func (s *sim) clearCache() {
+	for _, c := range s.cache {
+		s.unref(c)
+	}
+	clear(s.cache)
+}
