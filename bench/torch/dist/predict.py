@@ -107,4 +107,8 @@ for line in open(grid):
         print("  %s %d (%d blocks): allocated %d B, reserved %d B, device %d B" % (
             kd["kind"], kd["stage"], kd["blocks"], kd["peak_allocated_bytes"], kd["peak_reserved_bytes"],
             kd["device_total_bytes"]))
+    # Skewed expert parallelism: the receiving and the sending rank.
+    for kd in (p.get("experts") or {}).get("kinds", []):
+        print("  %s rank: allocated %d B, reserved %d B, device %d B" % (
+            kd["kind"], kd["peak_allocated_bytes"], kd["peak_reserved_bytes"], kd["device_total_bytes"]))
     print()
