@@ -25,7 +25,7 @@ type fsdpUnit struct {
 	params []*tensor
 	elems  int64 // whole elements, each parameter counted once
 	deg    int64 // W, the ranks the unit is sharded over
-	shard  int64 // this rank's elements: Σ ceil(elems / W) per parameter
+	shard  int64 // this rank's elements: Σ padShard(p, W) per parameter
 	idx    int16 // position in sim.units (0: the root)
 	// nested is a block's experts unit; parent is the experts unit's block.
 	nested, parent *fsdpUnit
@@ -287,8 +287,8 @@ func (s *sim) preBackward(u *fsdpUnit) {
 // fsdpForward runs a block that is an FSDP2 unit: its pre-forward, and
 // with zero 3 its reshard after. A checkpoint's recompute of a unit whose
 // pre-backward has run skips both (FSDPState._pre_forward in the
-// PRE_BACKWARD state); the other units of a longer segment run them as in
-// a forward.
+// PRE_BACKWARD state); the other units of a longer segment unshard as in a
+// forward and are not resharded (inUnit).
 func (s *sim) fsdpForward(in *inst, x *tensor, sh model.Shape) (y *tensor, out model.Shape) {
 	s.inUnit(in.fsdp, func() { y, out = s.run(in.body, s.ref(x), sh) })
 	return y, out

@@ -93,7 +93,11 @@ func (s *sim) expertsEP(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 
 // allToAll is all_to_all_single into a new buffer of outElems: nothing is
 // saved; its backward is the reverse all-to-all, which allocates the
-// gradient of the input (a buffer of the input's size).
+// gradient of the input (a buffer of the input's size). With copyIn (the
+// dispatch, whose output the local experts' regrouping gathers) the
+// backward first receives a copy of its incoming gradient, the original
+// freed (measured in rank 0's history, bench/results/2026-11-26-h200x4-ep-fsdp-snapshots;
+// the combine's backward gets none).
 func (s *sim) allToAll(x *tensor, outElems int64, name string, copyIn bool) *tensor {
 	y := s.alloc(outElems, x.dt, catTemp, name)
 	if n := s.record("AllToAll", []*tensor{x}, y); n != nil && copyIn {

@@ -155,7 +155,8 @@ type node struct {
 	unitEntry bool
 	// copyIn: the node's backward gets a copy of its incoming gradient,
 	// the original freed first (the expert-parallel dispatch's all-to-all,
-	// moe_ep.go).
+	// moe_ep.go: seen in allocator histories; which part of autograd makes
+	// the copy is not traced).
 	copyIn bool
 	// pairTemps is two temporaries of this size the backward makes
 	// before the gradients and frees after them: pow_backward's
