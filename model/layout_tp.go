@@ -322,11 +322,11 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// ModelParallel describes the tensor- and context-parallel part of the
-// setup for people, such as "tensor-parallel 2 with sequence and loss
-// parallelism"; "" without either.
+// ModelParallel describes the tensor-, context- and expert-parallel part
+// of the setup for people, such as "tensor-parallel 2 with sequence and
+// loss parallelism"; "" without any.
 func (t Training) ModelParallel() string {
-	if t.TP <= 1 && t.CP <= 1 {
+	if t.TP <= 1 && t.CP <= 1 && t.EP <= 1 {
 		return ""
 	}
 	var s string
@@ -346,6 +346,12 @@ func (t Training) ModelParallel() string {
 			s += ", "
 		}
 		s += fmt.Sprintf("context-parallel %d", t.CP)
+	}
+	if t.EP > 1 {
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("expert-parallel %d", t.EP)
 	}
 	return s
 }

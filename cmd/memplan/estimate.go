@@ -148,6 +148,9 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 	if err := printPipeline(w, r); err != nil {
 		return err
 	}
+	if err := printExperts(w, r); err != nil {
+		return err
+	}
 	if k := r.Ranks; k != nil {
 		fmt.Fprintf(w, "ranks differ (ZeRO-1 partition): figures for the busiest, rank %d; its optimizer state is %s more than the least loaded rank's\n",
 			k.Busiest, units.Format(k.Spread))

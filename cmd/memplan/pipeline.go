@@ -34,3 +34,20 @@ func printPipeline(w io.Writer, r *estimate.Result) error {
 	}
 	return tw.Flush()
 }
+
+// printExperts prints the two kinds of rank of an expert-parallel estimate
+// with skewed routing (the busiest receiver and the ranks that receive the
+// rest); the rest of the estimate is the one with the larger device total.
+func printExperts(w io.Writer, r *estimate.Result) error {
+	x := r.Experts
+	if x == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "expert parallelism: figures below are the %s rank's\n", x.Busiest)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  rank\tpeak allocated\tpeak reserved\tdevice total")
+	for _, k := range x.Kinds {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", k.Kind, units.Format(k.PeakAllocated), units.Format(k.PeakReserved), units.Format(k.DeviceTotal))
+	}
+	return tw.Flush()
+}
