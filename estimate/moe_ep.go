@@ -25,7 +25,10 @@ func (s *sim) localExperts(experts int64) int64 { return experts / s.cfg.ep }
 func (s *sim) epRows(tokens, k int64) int64 {
 	n := tokens * k
 	r := busiestRows(n, s.cfg.ep, s.cfg.epSkew)
-	if s.cfg.epSending {
+	switch s.cfg.epRole {
+	case epBalanced:
+		return n
+	case epSending:
 		return sendingRows(n, s.cfg.ep, r)
 	}
 	s.note(fmt.Sprintf("expert parallelism: the busiest rank is taken to receive %d routed rows per MoE block, %.3g× the balanced %d (--ep-skew; docs/moe.md §4)",
@@ -106,13 +109,25 @@ func (s *sim) allToAll(x *tensor, outElems int64, name string, copyIn bool) *ten
 	return y
 }
 
-// ExpertRanks gives both kinds of rank of an expert-parallel run whose
+// epRole is the kind of expert-parallel rank a simulation is for.
+type epRole int8
+
+const (
+	epReceiving epRole = iota // the busiest share of the routed rows (--ep-skew)
+	epBalanced                // the balanced share
+	epSending                 // the rest of the group's rows, shared evenly
+)
+
+// ExpertRanks gives the kinds of rank of an expert-parallel run whose
 // routing is skewed: the rank that receives the busiest share of the
-// routed rows, and the others, which receive the rest. The first holds the
-// most activations, but the others can reserve more (measured: with every
-// pair routed to one rank, the ranks that receive none reserved 7.5% more
-// than it, bench/results/2026-11-26-h200x4-ep-fsdp-snapshots). The
-// Result's figures are the kind with the larger device total's.
+// routed rows, a rank that receives the balanced share, and the others,
+// which receive the rest. The first holds the most activations, but the
+// others can reserve more (measured: with every pair routed to one rank,
+// the ranks that receive none reserved 7.5% more than it; under random
+// routing at a share of 1.26 both ranks reserved what the balanced rank
+// does, 2–3% more than either extreme; bench/results/2026-11-26-h200x4-ep-fsdp-snapshots,
+// 2026-11-26-h200x4-ep-fsdp-heldout-2.jsonl). The Result's figures are the
+// kind with the largest device total's.
 type ExpertRanks struct {
 	// Busiest is the kind the Result's figures are for.
 	Busiest string       `json:"busiest"`
@@ -120,8 +135,8 @@ type ExpertRanks struct {
 }
 
 // ExpertRank is one kind of expert-parallel rank: "receiving" (the
-// busiest share, --ep-skew) or "sending" (the rest of the group's rows,
-// shared evenly).
+// busiest share, --ep-skew), "balanced" or "sending" (the rest of the
+// group's rows, shared evenly).
 type ExpertRank struct {
 	Kind          string `json:"kind"`
 	PeakAllocated int64  `json:"peak_allocated_bytes"`
@@ -131,31 +146,41 @@ type ExpertRank struct {
 
 // estimateExperts simulates an expert-parallel rank that receives the
 // busiest share of the routed rows and, when the skew allowance is above
-// one, a rank that receives the rest, and returns the one with the larger
-// device total, with both kinds in Experts.
+// one, a rank that receives the balanced share and one that receives the
+// rest, and returns the one with the largest device total, with every
+// kind in Experts.
 func estimateExperts(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
 	recv, err := simulateRank(spec, inspect, setup)
 	if err != nil || spec.Training.EPSkew == 1 {
 		return recv, err
 	}
-	send, err := simulateRank(spec, inspect, func(s *sim) {
-		if setup != nil {
-			setup(s)
-		}
-		s.cfg.epSending = true
-	})
-	if err != nil {
-		return nil, err
-	}
-	kind := func(name string, r *Result) ExpertRank {
-		return ExpertRank{Kind: name, PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal}
-	}
-	ranks := &ExpertRanks{Busiest: "receiving", Kinds: []ExpertRank{kind("receiving", recv), kind("sending", send)}}
+	ranks := &ExpertRanks{Busiest: "receiving", Kinds: []ExpertRank{expertRank("receiving", recv)}}
 	best := recv
-	if send.DeviceTotal > recv.DeviceTotal {
-		ranks.Busiest, best = "sending", send
-		best.Notes = append(recv.Notes, "expert parallelism: the ranks that receive the rest of the routed rows reach a larger device total than the busiest receiver; the figures are theirs (both kinds: experts in --format json)")
+	for _, k := range []struct {
+		role epRole
+		name string
+	}{{epBalanced, "balanced"}, {epSending, "sending"}} {
+		r, err := simulateRank(spec, inspect, func(s *sim) {
+			if setup != nil {
+				setup(s)
+			}
+			s.cfg.epRole = k.role
+		})
+		if err != nil {
+			return nil, err
+		}
+		ranks.Kinds = append(ranks.Kinds, expertRank(k.name, r))
+		if r.DeviceTotal > best.DeviceTotal {
+			ranks.Busiest, best = k.name, r
+		}
+	}
+	if best != recv {
+		best.Notes = append(recv.Notes, fmt.Sprintf("expert parallelism: a %s rank reaches a larger device total than the busiest receiver; the figures are its (every kind: experts in --format json)", ranks.Busiest))
 	}
 	best.Experts = ranks
 	return best, nil
+}
+
+func expertRank(name string, r *Result) ExpertRank {
+	return ExpertRank{Kind: name, PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal}
 }

@@ -30,11 +30,12 @@ type config struct {
 	offload  string
 	// ep and epSkew are expert parallelism (moe_ep.go): the experts of a
 	// block split over ep ranks, the busiest's rows scaled by epSkew (0:
-	// the default allowance); epSending simulates a rank that receives
-	// what the busiest leaves to the others instead (estimateExperts).
-	ep        int64
-	epSkew    float64
-	epSending bool
+	// the default allowance); epRole is the kind of rank simulated
+	// (estimateExperts): the busiest receiver, a balanced one, or one that
+	// receives what the busiest leaves to the others.
+	ep     int64
+	epSkew float64
+	epRole epRole
 	// inputGrads is enable_input_require_grads: the frozen embedding's
 	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
 	inputGrads bool

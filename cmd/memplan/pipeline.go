@@ -35,9 +35,10 @@ func printPipeline(w io.Writer, r *estimate.Result) error {
 	return tw.Flush()
 }
 
-// printExperts prints the two kinds of rank of an expert-parallel estimate
-// with skewed routing (the busiest receiver and the ranks that receive the
-// rest); the rest of the estimate is the one with the larger device total.
+// printExperts prints the kinds of rank of an expert-parallel estimate with
+// skewed routing (the busiest receiver, a balanced one, and the ranks that
+// receive the rest); the rest of the estimate is the one with the largest
+// device total.
 func printExperts(w io.Writer, r *estimate.Result) error {
 	x := r.Experts
 	if x == nil {
