@@ -99,7 +99,7 @@ type Result struct {
 	// Pipeline gives every kind of pipeline stage (first, middle, last)
 	// with pipeline parallelism; the figures above are the busiest's.
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
-	// Experts gives both kinds of expert-parallel rank when the routing
+	// Experts gives the kinds of expert-parallel rank when the routing
 	// is skewed; the figures above are the busiest's (moe_ep.go).
 	Experts *ExpertRanks `json:"experts,omitempty"`
 
