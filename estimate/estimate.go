@@ -327,8 +327,13 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 		}
 	}
 	if cfg.zero >= 2 {
-		// FSDP's shards and gradient shards are in the master dtype.
-		r.ParamBytes = s.shard(r.ParamBytes/cfg.param*cfg.master) + s.expertShardExtra()
+		// FSDP's shards and gradient shards, in the master dtype: what
+		// param allocates (LoRA, whose frozen base is not sharded, is
+		// refused with ZeRO 2 and 3).
+		r.ParamBytes = 0
+		for _, p := range s.params {
+			r.ParamBytes += s.shardOf(p) * cfg.master
+		}
 		r.GradBytes = r.ParamBytes
 	}
 	if cfg.zero >= 2 && cfg.offload != model.OffloadNone {

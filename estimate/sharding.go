@@ -269,18 +269,3 @@ func (s *sim) ranks(r *Result) *Ranks {
 	rk.Spread = r.OptimizerBytes - lo
 	return rk
 }
-
-// expertShardExtra is what sharding the routed experts over the dp/ep
-// ranks that hold them, rather than over every data-parallel rank, adds
-// to this rank's parameter shards (bytes in the master dtype; 0 without
-// expert parallelism).
-func (s *sim) expertShardExtra() int64 {
-	var n, over int64
-	for _, p := range s.params {
-		if d := s.degree(p); d != s.cfg.dp {
-			n += p.elems * s.cfg.master
-			over += (p.elems*s.cfg.master + d - 1) / d
-		}
-	}
-	return over - s.shard(n)
-}
