@@ -244,18 +244,10 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", r.Label, err)
 				}
-				row := Row{Label: r.Label, HeldOut: set.held,
-					Measured:  r.measured(),
-					Predicted: [NumMetrics]int64{e.PeakAllocated, e.PeakReserved, e.DeviceTotal}}
-				if x := e.Experts; x != nil {
-					// The measurement is the largest over the ranks, metric
-					// by metric; so is the prediction over the kinds of
-					// expert-parallel rank.
-					for _, k := range x.Kinds {
-						p := &row.Predicted
-						p[Allocated], p[Reserved], p[Device] = max(p[Allocated], k.PeakAllocated), max(p[Reserved], k.PeakReserved), max(p[Device], k.DeviceTotal)
-					}
-				}
+				// The measurement is each total's largest over the ranks;
+				// so is the prediction over the kinds of rank.
+				a, rs, d := e.Largest()
+				row := Row{Label: r.Label, HeldOut: set.held, Measured: r.measured(), Predicted: [NumMetrics]int64{a, rs, d}}
 				if row.Label == "" {
 					row.Label = r.Spec
 				}

@@ -157,14 +157,10 @@ func distErrors(t *testing.T, r tpRecord, o model.Overrides) (e [NumMetrics]floa
 		t.Fatal(err)
 	}
 	m := r.measured()
-	pred := [NumMetrics]int64{p.PeakAllocated, p.PeakReserved, p.DeviceTotal}
-	if p.Pipeline != nil {
-		// The measurement is the largest over the ranks, metric by
-		// metric; so is the prediction over the kinds of stage.
-		for _, k := range p.Pipeline.Kinds {
-			pred = [NumMetrics]int64{max(pred[Allocated], k.PeakAllocated), max(pred[Reserved], k.PeakReserved), max(pred[Device], k.DeviceTotal)}
-		}
-	}
+	// The measurement is the largest over the ranks, metric by metric; so
+	// is the prediction over the kinds of stage.
+	a, rs, d := p.Largest()
+	pred := [NumMetrics]int64{a, rs, d}
 	for k := range e {
 		e[k] = float64(pred[k])/float64(m[k]) - 1
 	}

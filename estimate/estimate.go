@@ -136,6 +136,28 @@ type Result struct {
 	Unmeasured []string `json:"unmeasured,omitempty"`
 }
 
+// Largest is the largest peak allocated, peak reserved and device total
+// over the kinds of rank r describes (pipeline stages, expert-parallel
+// ranks), each on its own: what a measurement that takes each total's
+// largest over the ranks compares with. Without kinds it is r's own.
+func (r *Result) Largest() (allocated, reserved, device int64) {
+	allocated, reserved, device = r.PeakAllocated, r.PeakReserved, r.DeviceTotal
+	take := func(a, rs, d int64) {
+		allocated, reserved, device = max(allocated, a), max(reserved, rs), max(device, d)
+	}
+	if p := r.Pipeline; p != nil {
+		for _, k := range p.Kinds {
+			take(k.PeakAllocated, k.PeakReserved, k.DeviceTotal)
+		}
+	}
+	if x := r.Experts; x != nil {
+		for _, k := range x.Kinds {
+			take(k.PeakAllocated, k.PeakReserved, k.DeviceTotal)
+		}
+	}
+	return allocated, reserved, device
+}
+
 // Overheads outside the caching allocator (the CUDA context and the
 // kernel modules loaded lazily) and the cuBLAS workspaces, as measured
 // (internal/measured has where and how; docs/formulas.md §D).

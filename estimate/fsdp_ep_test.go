@@ -125,5 +125,8 @@ func TestExpertRanks(t *testing.T) {
 			busiest.Kind != r.Experts.Busiest || r.DeviceTotal != busiest.DeviceTotal {
 			t.Errorf("kinds %+v, busiest %q, result device total %d", k, r.Experts.Busiest, r.DeviceTotal)
 		}
+		if a, rs, d := r.Largest(); a != k[0].PeakAllocated || rs < busiest.PeakReserved || d != busiest.DeviceTotal {
+			t.Errorf("largest totals %d, %d, %d over kinds %+v", a, rs, d, k)
+		}
 	}
 }
