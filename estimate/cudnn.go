@@ -1,10 +1,6 @@
 package estimate
 
 import (
-	"bufio"
-	"bytes"
-	"embed"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -34,20 +30,24 @@ import (
 // device of another architecture borrows the fallback's table, and the
 // estimate says so in its notes when the model has a convolution.
 //
-//go:embed data/cudnn-ws-*.jsonl
-var cudnnData embed.FS
+// The measurements are convws.py's JSON lines in data/; they are compiled
+// into cudnn_rows.go (TestCudnnRows checks it against them and rewrites it
+// with -update), so that no process parses JSON: parsing them took about
+// 6 ms, more than the rest of a small convolutional network's estimate
+// (docs/performance.md, tenth session).
 
-// cudnnFile is one embedded file of measurements and where it was taken.
+// cudnnFile is one file of measurements and where it was taken.
 type cudnnFile struct {
 	name string
 	on   measured.Provenance
 }
 
 // cudnnSource is one architecture's measured table, from one or more
-// files, parsed on first use: a model without a convolution never reads it.
+// files, built on first use: a model without a convolution never reads it.
 type cudnnSource struct {
 	arch  string
 	files []cudnnFile // the first one's provenance is the table's
+	rows  []wsRow     // the files' rows, in order (cudnn_rows.go)
 	once  sync.Once
 	data  *wsData
 }
@@ -58,29 +58,21 @@ var cudnnTables = map[string]*cudnnSource{
 		{"data/cudnn-ws-h100.jsonl", measured.CudnnHopper},
 		{"data/cudnn-ws-h100-1d.jsonl", measured.CudnnHopper1D},
 		{"data/cudnn-ws-h100-spec.jsonl", measured.CudnnHopperSpec},
-	}},
+	}, rows: cudnnRowsHopper},
 }
 
 // cudnnFallback is the architecture whose table devices without their own
 // borrow.
 const cudnnFallback = "hopper"
 
-// load parses the table. The tables are embedded in the binary and every
-// one is parsed by the package's tests, so a table that does not parse is
-// a build defect: load panics then, as template.Must does.
+// load builds the table from its rows. The rows are compiled in and the
+// package's tests build every table, so a table that does not build is a
+// build defect: load panics then, as template.Must does.
 func (c *cudnnSource) load() *wsData {
 	c.once.Do(func() {
-		var tables [][]byte
-		for _, f := range c.files {
-			b, err := cudnnData.ReadFile(f.name)
-			if err != nil {
-				panic(fmt.Sprintf("estimate: embedded cuDNN table %s: %v", f.name, err))
-			}
-			tables = append(tables, b)
-		}
 		var err error
-		if c.data, err = parseWSTable(tables...); err != nil {
-			panic(fmt.Sprintf("estimate: embedded cuDNN tables of %s: %v", c.arch, err))
+		if c.data, err = buildWSTable(c.rows); err != nil {
+			panic(fmt.Sprintf("estimate: cuDNN tables of %s: %v", c.arch, err))
 		}
 	})
 	return c.data
@@ -163,17 +155,29 @@ type wsData struct {
 	ratios map[convClass][3]float64
 }
 
-// parseWSTable reads convws.py's JSON lines, one or more tables of them
-// (the first line of each describes the machine). Lines for grouped
-// convolutions, which memplan does not build, and for runs out of memory
-// are skipped.
-func parseWSTable(tables ...[]byte) (*wsData, error) {
+// wsRow is one measured convolution: its geometry and batch, the bytes of
+// its input and output, and the workspace of each pass (convws.py's line,
+// the largest request of each pass).
+type wsRow struct {
+	g                 convGeom
+	batch             int64
+	inBytes, outBytes int64
+	ws                convWS
+}
+
+// buildWSTable makes a table of rows: each geometry's points by batch,
+// and each class's median ratios of workspace to the tensors a pass reads.
+func buildWSTable(rows []wsRow) (*wsData, error) {
 	t := &wsData{points: map[convGeom][]wsPoint{}, ratios: map[convClass][3]float64{}}
 	samples := map[convClass][3][]float64{}
-	for i, data := range tables {
-		if err := t.parseLines(data, samples); err != nil {
-			return nil, fmt.Errorf("cudnn table %d: %w", i+1, err)
-		}
+	for _, r := range rows {
+		t.points[r.g] = append(t.points[r.g], wsPoint{r.batch, r.ws})
+		c := classOf(r.g)
+		s := samples[c]
+		s[0] = append(s[0], float64(r.ws.fwd)/float64(r.outBytes))
+		s[1] = append(s[1], float64(r.ws.data)/float64(r.inBytes))
+		s[2] = append(s[2], float64(r.ws.weight)/float64(r.inBytes))
+		samples[c] = s
 	}
 	for g := range t.points {
 		p := t.points[g]
@@ -191,50 +195,6 @@ func parseWSTable(tables ...[]byte) (*wsData, error) {
 		t.ratios[c] = r
 	}
 	return t, nil
-}
-
-// wsLine is one line of convws.py's output.
-type wsLine struct {
-	Dims, Groups                                  int64
-	In, Out, Kernel, Stride, Padding, H, W, Batch int64
-	Dtype                                         string
-	OOM                                           bool
-	InputBytes                                    int64   `json:"input_bytes"`
-	OutputBytes                                   int64   `json:"output_bytes"`
-	Forward                                       []int64 `json:"forward"`
-	Backward                                      []int64 `json:"backward"`
-	WeightOnly                                    []int64 `json:"backward_weight_only"`
-}
-
-// parseLines adds one table's measurements to the points and the class
-// samples.
-func (t *wsData) parseLines(data []byte, samples map[convClass][3][]float64) error {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if line == 1 {
-			continue
-		}
-		var r wsLine
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return fmt.Errorf("line %d: %w", line, err)
-		}
-		if r.OOM || r.Groups > 1 {
-			continue
-		}
-		g := convGeom{r.In, r.Out, r.Kernel, r.Stride, r.Padding, r.H, r.W, r.Dtype != "float32", r.Dims == 1}
-		ws := convWS{fwd: maxOf(r.Forward), weight: maxOf(r.WeightOnly), data: maxOf(without(r.Backward, r.WeightOnly))}
-		t.points[g] = append(t.points[g], wsPoint{r.Batch, ws})
-		c := classOf(g)
-		s := samples[c]
-		s[0] = append(s[0], float64(ws.fwd)/float64(r.OutputBytes))
-		s[1] = append(s[1], float64(ws.data)/float64(r.InputBytes))
-		s[2] = append(s[2], float64(ws.weight)/float64(r.InputBytes))
-		samples[c] = s
-	}
-	return sc.Err()
 }
 
 func classOf(g convGeom) convClass {
@@ -277,26 +237,4 @@ func (t *wsData) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 	lo, hi := p[i-1], p[i]
 	lerp := func(a, b int64) int64 { return a + (b-a)*(batch-lo.batch)/(hi.batch-lo.batch) }
 	return convWS{lerp(lo.ws.fwd, hi.ws.fwd), lerp(lo.ws.data, hi.ws.data), lerp(lo.ws.weight, hi.ws.weight)}
-}
-
-func maxOf(xs []int64) int64 {
-	var m int64
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
-}
-
-// without removes from xs one occurrence of each element of ys.
-func without(xs, ys []int64) []int64 {
-	left := append([]int64(nil), xs...)
-	for _, y := range ys {
-		for i, x := range left {
-			if x == y {
-				left = append(left[:i], left[i+1:]...)
-				break
-			}
-		}
-	}
-	return left
 }

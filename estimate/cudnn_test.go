@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -12,23 +13,22 @@ import (
 	"github.com/memplan/memplan/model"
 )
 
-// TestCudnnTables parses every embedded table and checks that the first
-// line of each of its files, written by bench/torch/convws.py on the GPU,
-// names the machine its provenance (internal/measured) says.
+// TestCudnnTables builds every table and checks that the first line of
+// each of its files, written by bench/torch/convws.py on the GPU, names
+// the machine its provenance (internal/measured) says.
 func TestCudnnTables(t *testing.T) {
 	for arch, src := range cudnnTables {
 		t.Run(arch, func(t *testing.T) {
 			if src.arch != arch {
 				t.Errorf("table under %q says arch %q", arch, src.arch)
 			}
+			if d, err := buildWSTable(src.rows); err != nil || len(d.points) == 0 {
+				t.Fatalf("buildWSTable = %d geometries, %v", len(d.points), err)
+			}
 			for _, f := range src.files {
-				b, err := cudnnData.ReadFile(f.name)
+				b, err := os.ReadFile(f.name)
 				if err != nil {
 					t.Fatal(err)
-				}
-				d, err := parseWSTable(b)
-				if err != nil || len(d.points) == 0 {
-					t.Fatalf("parseWSTable(%s) = %d geometries, %v", f.name, len(d.points), err)
 				}
 				checkHeader(t, f.name, b, f.on)
 			}
@@ -86,7 +86,7 @@ training:
 func TestCudnnBorrowedNote(t *testing.T) {
 	saved := cudnnTables[cudnnFallback]
 	defer func() { cudnnTables[cudnnFallback] = saved }()
-	fresh := &cudnnSource{arch: saved.arch, files: saved.files}
+	fresh := &cudnnSource{arch: saved.arch, files: saved.files, rows: saved.rows}
 	cudnnTables[cudnnFallback] = fresh
 	tests := []struct {
 		name, spec, device string
