@@ -10,6 +10,7 @@ stage (--tp, a pp × tp mesh, torchtitan's plan as tp.py applies it).
         [--batch 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/pp.py SPEC --schedule interleaved --stages-per-rank 2 --microbatches 4
     torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 4 --tp 2 [--no-sp]
+    torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 4 --dp 2 --mode ddp|zero1|fsdp
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
 amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
@@ -89,6 +90,25 @@ def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp):
     return model
 
 
+# memplan's ZeRO stage for each --mode: FSDP under a pipeline never reshards
+# within a step, which memplan simulates alike at stages 2 and 3.
+ZERO = {"ddp": 0, "zero1": 1, "fsdp": 2}
+
+
+def wrap_dp(model, mode, mesh, local):
+    """A stage's data parallelism over its replicas: DistributedDataParallel
+    (ddp, zero1), or fully_shard on every block and then the stage without
+    resharding after forward (fsdp; torchtitan's apply_fsdp under a pipeline)."""
+    if mode in ("ddp", "zero1"):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        return DDP(model, device_ids=[local], process_group=mesh.get_group())
+    from torch.distributed.fsdp import fully_shard
+    for block in model.layers.values():
+        fully_shard(block, mesh=mesh, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh, reshard_after_forward=False)
+    return model
+
+
 def main():
     ap = argparse.ArgumentParser()
     common.add_common_args(ap)
@@ -98,18 +118,23 @@ def main():
                     help="stages per rank (interleaved); not --virtual, which torchrun takes for its --virtual-local-rank")
     ap.add_argument("--tp", type=int, default=1, help="tensor parallelism inside each stage (pp × tp mesh)")
     ap.add_argument("--no-sp", action="store_true", help="with --tp: without sequence parallelism")
+    ap.add_argument("--dp", type=int, default=1, help="data parallelism over each stage's replicas (pp × dp mesh)")
+    ap.add_argument("--mode", choices=["ddp", "zero1", "fsdp"], default="ddp", help="with --dp: how the replicas share")
     a = ap.parse_args()
     rank, world, local = common.setup()
-    assert world % a.tp == 0, f"world {world} is not a multiple of tp {a.tp}"
-    pp, sp = world // a.tp, not a.no_sp
+    assert world % (a.tp * a.dp) == 0, f"world {world} is not a multiple of tp·dp {a.tp * a.dp}"
+    pp, sp = world // (a.tp * a.dp), not a.no_sp
     d = common.llama_dims(a.spec, a.seq)
     if d["tied"]:
         raise SystemExit(f"{a.spec}: tied embeddings cannot be split over pipeline stages (use an untied spec)")
-    tp_mesh, group, pp_rank = None, None, rank
-    if a.tp > 1:
+    tp_mesh, dp_mesh, group, pp_rank = None, None, None, rank
+    if a.tp > 1 or a.dp > 1:
         from torch.distributed.device_mesh import init_device_mesh
-        mesh = init_device_mesh("cuda", (pp, a.tp), mesh_dim_names=("pp", "tp"))
-        tp_mesh, group, pp_rank = mesh["tp"], mesh["pp"].get_group(), mesh["pp"].get_local_rank()
+        dims = [(n, k) for n, k in (("pp", pp), ("dp", a.dp), ("tp", a.tp)) if n == "pp" or k > 1]
+        mesh = init_device_mesh("cuda", tuple(k for _, k in dims), mesh_dim_names=tuple(n for n, _ in dims))
+        group, pp_rank = mesh["pp"].get_group(), mesh["pp"].get_local_rank()
+        tp_mesh = mesh["tp"] if a.tp > 1 else None
+        dp_mesh = mesh["dp"] if a.dp > 1 else None
     v = a.virtual if a.schedule == "interleaved" else 1
     n_stages = pp * v
     split = stage_layers(d["layers"], n_stages)
@@ -117,6 +142,8 @@ def main():
     torch.manual_seed(0)
     modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp) for s in stage_ids]
     dev = torch.device("cuda", local)
+    if dp_mesh is not None:
+        modules = [wrap_dp(m, a.mode, dp_mesh, local) for m in modules]
     stages = [PipelineStage(m, s, n_stages, dev, group=group) for m, s in zip(modules, stage_ids)]
     if a.schedule == "interleaved":
         sched = ScheduleInterleaved1F1B(stages, n_microbatches=a.microbatches, loss_fn=common.loss_fn)
@@ -127,8 +154,13 @@ def main():
     # parameters: foreach AdamW gets them in their own group (as tp.py).
     from torch.distributed.tensor import DTensor
     params = [p for m in modules for p in m.parameters()]
-    groups = [[p for p in params if isinstance(p, DTensor)], [p for p in params if not isinstance(p, DTensor)]]
-    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
+    if dp_mesh is not None and a.mode == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, process_group=dp_mesh.get_group(),
+                                      lr=1e-4, foreach=True)
+    else:
+        groups = [[p for p in params if isinstance(p, DTensor)], [p for p in params if not isinstance(p, DTensor)]]
+        opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
     n = a.batch * a.microbatches
     g = torch.Generator(device="cuda").manual_seed(0)
     inp = torch.randint(0, d["vocab"], (n, d["seq"]), device="cuda", generator=g)
@@ -150,6 +182,7 @@ def main():
         steps.append(common.peaks(local))
     config = {"script": "pp", "spec": a.spec, "pp": pp, "schedule": a.schedule, "microbatches": a.microbatches,
               "virtual": v, "stage_layers": split, "tp": a.tp, "sp": sp and a.tp > 1, "batch": a.batch,
+              "dp": a.dp, "mode": a.mode if a.dp > 1 else None,
               "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
               # Which runtime torch runs the schedule with: memplan models
               # _PipelineScheduleRuntime for interleaved (send Works kept to
@@ -158,6 +191,7 @@ def main():
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], pp=pp, pp_schedule=a.schedule,
                              pp_virtual=v if a.schedule == "interleaved" else None, microbatches=a.microbatches,
                              tp=a.tp if a.tp > 1 else None, sp=sp and a.tp > 1,
+                             dp=a.dp if a.dp > 1 else None, zero=ZERO[a.mode] if a.dp > 1 else None,
                              checkpointing=a.checkpointing, optimizer="adamw-foreach")
     common.report(a.label, config, cmd, steps, local)
 

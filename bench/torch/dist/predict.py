@@ -66,12 +66,16 @@ def script_cmd(script, nproc, args):
     elif script == "cp.py":
         cmd += ["--cp", nproc]
     elif script == "pp.py":
-        tp = int(opts.get("tp", "1"))
-        cmd += ["--pp", str(int(nproc) // tp), "--pp-schedule", opts["schedule"], "--grad-accum", opts["microbatches"]]
+        tp, dp = int(opts.get("tp", "1")), int(opts.get("dp", "1"))
+        cmd += ["--pp", str(int(nproc) // (tp * dp)), "--pp-schedule", opts["schedule"],
+                "--grad-accum", opts["microbatches"]]
         if opts["schedule"] == "interleaved":
             cmd += ["--pp-virtual", opts.get("stages-per-rank", opts.get("virtual", "2"))]
         if tp > 1:
             cmd += ["--tp", str(tp)] + ([] if "no-sp" in opts else ["--sp"])
+        if dp > 1:
+            # pp.py's ZERO: FSDP under a pipeline is memplan's stage 2.
+            cmd += ["--dp", str(dp), "--zero", str({"ddp": 0, "zero1": 1, "fsdp": 2}[opts.get("mode", "ddp")])]
     # Always: a spec's own checkpointing (llama-3-8b.yaml: every-block) is
     # not what the script runs without --checkpointing.
     cmd += ["--checkpointing", opts.get("checkpointing", "none")]
