@@ -150,10 +150,14 @@ def setup():
     local = int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
     # MEMPLAN_SNAPSHOT=PREFIX records the allocator's history (Python stacks
-    # only) and dumps PREFIX-rankN.pickle when the report is written.
+    # only) and dumps PREFIX-rankN.pickle when the report is written;
+    # MEMPLAN_SNAPSHOT_CONTEXT=none records no stacks, which slows the host
+    # far less (a history with stacks can change what a race between the
+    # host and NCCL's threads leaves alive).
     if os.environ.get("MEMPLAN_SNAPSHOT"):
+        ctx = None if os.environ.get("MEMPLAN_SNAPSHOT_CONTEXT") == "none" else "all"
         torch.cuda.memory._record_memory_history(max_entries=int(os.environ.get("MEMPLAN_SNAPSHOT_ENTRIES", "100000")),
-                                                 stacks="python")
+                                                 context=ctx, stacks="python")
     return rank, world, local
 
 
