@@ -158,6 +158,11 @@ func ReadRecords(path string) ([]Record, error) {
 	return out, sc.Err()
 }
 
+// settledPause is the --step-pause of harnesses whose DDP rebuild never
+// races the first step's last all-reduce (docs/multigpu.md, "DDP's bucket
+// rebuild race"): 0.2 s, the estimator's threshold.
+const settledPause = "0.2"
+
 // Overrides turns a record's training setup into spec overrides.
 func (r Record) Overrides() model.Overrides {
 	i := func(k string) int64 {
@@ -179,7 +184,16 @@ func (r Record) Overrides() model.Overrides {
 	if o.AllocConf == "" {
 		o.AllocConf = r.Env["PYTORCH_ALLOC_CONF"]
 	}
+	if i("dp") > 1 {
+		// A fake process group (measure.py) keeps no NCCL Work: nothing
+		// outlives DDP's bucket rebuild, as after a loop's pause.
+		o.StepPause = settledPause
+	}
 	if r.World > 1 && r.Mode != "" {
+		// train.py's loop runs nvidia-smi after every step: DDP's rebuild
+		// frees the old flat bucket (docs/multigpu.md, "DDP's bucket
+		// rebuild race").
+		o.StepPause = settledPause
 		o.DP, o.Zero, o.BucketView = r.World, "0", r.Mode == "ddp-view"
 		switch r.Mode {
 		case "zero1":

@@ -127,8 +127,10 @@ func TestDistOverrides(t *testing.T) {
 // under, with what is known of them (docs/multigpu.md).
 var multiGPUGaps = map[string][]int{
 	// ZeRO-1 in pure bf16: rank 0 held one more bf16 copy of the
-	// parameters than rank 1 at its peak in one run of forty-four; not
-	// explained (docs/multigpu.md).
+	// parameters than rank 1 at its peak in one run of forty-four: DDP's
+	// rebuild race (docs/multigpu.md), which train.py's pause between
+	// steps (nvidia-smi, told to memplan as --step-pause 0.2) avoided in
+	// the other forty-three.
 	"specs/gpt2-124m.yaml --mode zero1 --batch 4 --seq 1024 --precision bf16": {Allocated},
 	// EP × FSDP2 with every pair routed to rank 0: rank 1, which receives
 	// none, reserves the most; its program matches memplan's block for

@@ -1,8 +1,10 @@
 package estimate
 
 import (
+	"fmt"
 	"sort"
 
+	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/parallel"
 )
 
@@ -32,6 +34,7 @@ type ddpState struct {
 	bucketOf map[*tensor]*tensor // a parameter's rebuilt bucket
 	sizes    []int64             // the buckets' bytes as allocated: the flat one, then the rebuilt
 	bcast    []int64             // the initial broadcast's flattened buckets' bytes
+	held     *tensor             // the flat bucket outliving the rebuild (ddpRaces)
 }
 
 // ddpConstruct is DistributedDataParallel's constructor on this rank, once
@@ -163,6 +166,34 @@ func (s *sim) ddpReady(n *node) {
 	}
 }
 
+// ddpSettle is the pause between steps, in seconds, after which DDP's
+// old flat bucket is freed at the rebuild (docs/multigpu.md, "DDP's bucket
+// rebuild race"): bench/torch/dist/watchdog.py measured it freed in every
+// trial with 0.2 or 0.3 s between the first step and the next forward,
+// and held in nearly every trial with none.
+const ddpSettle = 0.2
+
+// ddpRaces reports whether this rank's rebuild races the first step's
+// last all-reduce: the loop does not pause for ddpSettle, and the rank's
+// first step ends with its own last all-reduce (not a later pipeline
+// stage, whose rebuild waits for its first activations from the stage
+// before; measured: every first stage of five pipelines raced on one of
+// its two data-parallel ranks, no last stage did).
+func (s *sim) ddpRaces() bool {
+	if s.cfg.stepPause >= ddpSettle {
+		return false
+	}
+	if s.pp == nil {
+		return true
+	}
+	for _, q := range s.pp.local {
+		if q.first() {
+			return true
+		}
+	}
+	return false
+}
+
 // ddpRebuild is _rebuild_buckets at the second step's first forward.
 func (s *sim) ddpRebuild() {
 	d := s.ddp
@@ -190,10 +221,19 @@ func (s *sim) ddpRebuild() {
 	}
 	// buckets_.clear() drops the flat bucket first; gradients still alive
 	// as its views (zero_grad without set_to_none) keep it until they are
-	// copied into their new bucket.
+	// copied into their new bucket. When the rebuild follows the first
+	// step's last all-reduce at once, the flat bucket outlives it (the
+	// race, ddpRaces): held to the end of the simulation.
 	old := d.flat
 	d.flat = nil
-	s.unref(old)
+	if s.ddpRaces() {
+		d.held = old
+		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) stays allocated after the second step's rebuild, "+
+			"as measured when a step starts within about 0.2 s of the previous one; --step-pause %g (a loop that pauses that long after its first step) frees it (docs/multigpu.md)",
+			units.Format(old.bytes()), ddpSettle))
+	} else {
+		s.unref(old)
+	}
 	if s.cfg.bucketView {
 		d.bucketOf = make(map[*tensor]*tensor, len(order))
 	}

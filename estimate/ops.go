@@ -16,7 +16,10 @@ type config struct {
 	// and gathered parameters are bf16 (docs/multigpu.md).
 	master int64
 	// bucketView is DDP's gradient_as_bucket_view.
-	bucketView      bool
+	bucketView bool
+	// stepPause is the loop's pause between steps, in seconds (ddp.go's
+	// rebuild race).
+	stepPause       float64
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64

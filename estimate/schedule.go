@@ -39,6 +39,13 @@ func (s *sim) trainPipeline(spec *model.Spec) {
 		if it == 0 {
 			s.pipelineSetup(spec)
 		}
+		if it == 1 {
+			// The stage's first forward of the second step rebuilds DDP's
+			// buckets (forward_maybe_with_nosync runs DDP's _pre_forward;
+			// the last micro-batch's synchronised backward recorded the
+			// order, ddp.go).
+			s.ddpRebuild()
+		}
 		switch p.schedule {
 		case model.PPGPipe:
 			s.gpipe(it, m, p.ins)

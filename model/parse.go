@@ -48,6 +48,8 @@ type Overrides struct {
 	// replaces ep_skew ("" leaves it).
 	EP     int64
 	EPSkew string
+	// StepPause replaces step_pause, in seconds ("" leaves it).
+	StepPause string
 }
 
 // Load reads and parses a spec file.
@@ -173,6 +175,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	decodePipeline(tm, t, o)
 	decodeLayout(e, tm, t, m, o)
 	epLine := decodeEP(e, tm, t, o)
+	decodeStepPause(e, tm, t, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, bline, o.Precision != "")
 	applySizes(e, t, o)

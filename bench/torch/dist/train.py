@@ -43,6 +43,9 @@ def memplan_command(a, t):
         c += " --checkpointing " + t["checkpointing"]
     if a.mode == "ddp-view":
         c += " --bucket-view"
+    # The loop below runs nvidia-smi after every step, a pause that lets
+    # DDP's bucket rebuild free its old flat bucket (docs/multigpu.md).
+    c += " --step-pause 0.2"
     if a.alloc_conf:
         c += " --alloc-conf " + a.alloc_conf
     return c + " --format json"

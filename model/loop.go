@@ -1,0 +1,24 @@
+package model
+
+import "strconv"
+
+// MaxStepPause bounds step_pause (an hour).
+const MaxStepPause = 3600
+
+// decodeStepPause reads step_pause, the seconds the training loop's host
+// spends between one optimizer step and the next forward beyond the step
+// itself (logging that waits for the GPU, nvidia-smi, checkpointing), and
+// applies --step-pause. The estimator reads it only for DDP's bucket
+// rebuild (docs/multigpu.md, "DDP's bucket rebuild race").
+func decodeStepPause(e *errs, tm *mapping, t *Training, o Overrides) {
+	tm.float("step_pause", &t.StepPause, 0, MaxStepPause)
+	if o.StepPause == "" {
+		return
+	}
+	f, err := strconv.ParseFloat(o.StepPause, 64)
+	if err != nil || !(f >= 0 && f <= MaxStepPause) {
+		e.add(0, "--step-pause: want seconds between 0 and %d, got %q", MaxStepPause, o.StepPause)
+		return
+	}
+	t.StepPause = f
+}

@@ -1,0 +1,49 @@
+package model
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestStepPause reads training.step_pause and --step-pause: the flag
+// replaces the spec's, and negative, too large or non-numeric values are
+// errors with the line (the spec's) or the flag's name.
+func TestStepPause(t *testing.T) {
+	spec := func(pause string) string {
+		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  dp: 2\n"
+		if pause != "" {
+			s += "  step_pause: " + pause + "\n"
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, yaml, flag string
+		want             float64
+		err              string
+	}{
+		{"unset", spec(""), "", 0, ""},
+		{"yaml", spec("0.5"), "", 0.5, ""},
+		{"flag over yaml", spec("0.5"), "0", 0, ""},
+		{"flag", spec(""), "1.5", 1.5, ""},
+		{"yaml negative", spec("-1"), "", 0, "x.yaml:12: step_pause: must be between 0 and 3600"},
+		{"yaml word", spec("soon"), "", 0, "x.yaml:12: step_pause: want a number"},
+		{"flag negative", spec(""), "-0.1", 0, "--step-pause: want seconds between 0 and 3600"},
+		{"flag huge", spec(""), "1e9", 0, "--step-pause: want seconds between 0 and 3600"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse("x.yaml", []byte(tc.yaml), Overrides{StepPause: tc.flag})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Training.StepPause != tc.want {
+				t.Errorf("step_pause %g, want %g", s.Training.StepPause, tc.want)
+			}
+		})
+	}
+}
