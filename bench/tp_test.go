@@ -34,6 +34,9 @@ type tpRecord struct {
 		Schedule     string `json:"schedule"`
 		Microbatches int64  `json:"microbatches"`
 		Virtual      int64  `json:"virtual"`
+		// Mode is pp.py's data parallelism over the stages' replicas
+		// (--dp): ddp, zero1 or fsdp.
+		Mode string `json:"mode"`
 	} `json:"config"`
 	Ranks []struct {
 		Steps []tpPeaks `json:"steps"`

@@ -251,7 +251,7 @@ func (s *sim) rootPostForward() {
 	if !s.perParam {
 		return
 	}
-	if s.cfg.zero >= 3 {
+	if s.cfg.zero >= 3 && s.pp == nil {
 		s.reshard(s.units[0])
 	}
 	s.unref(s.agState)
@@ -317,7 +317,7 @@ func (s *sim) inUnit(u *fsdpUnit, fn func()) {
 			}
 		}
 	}
-	if s.cfg.zero >= 3 && !u.backward && !s.recomputing {
+	if s.cfg.zero >= 3 && !u.backward && !s.recomputing && s.pp == nil {
 		s.reshard(u)
 	}
 	s.curUnit = prev
@@ -388,6 +388,12 @@ func (s *sim) fsdpLeaveNested(k int16) {
 // is allocated on the reduce-scatter stream.
 func (s *sim) postBackward(u *fsdpUnit) {
 	u.backward = false
+	if s.noSync {
+		// A pipeline's micro-batches (stage.py: set_reshard_after_backward
+		// and set_requires_gradient_sync False) keep the unit unsharded
+		// and its gradients whole until fsdpPostStep.
+		return
+	}
 	s.reshard(u)
 	if len(u.grads) == 0 {
 		return
@@ -420,4 +426,24 @@ func (s *sim) fsdpEndBackward() {
 	s.unref(s.agState) // a recompute's forward all-gather, if any
 	s.agNext, s.agState = nil, nil
 	s.bwdUnit = 0
+}
+
+// fsdpPostStep is a pipeline stage's _post_backward after the step's last
+// backward (stage.py): gradient sync and resharding back on, every unit's
+// post-backward in FSDP's state order (the root, then the blocks), each
+// resharding and reducing the whole gradients the micro-batches
+// accumulated, then the root's final callback.
+func (s *sim) fsdpPostStep() {
+	s.noSync = false
+	for _, u := range s.units {
+		for _, p := range u.params {
+			if p.pgrad != nil {
+				p.grad, p.pgrad = p.pgrad, nil
+				u.grads = append(u.grads, p)
+			}
+		}
+		s.postBackward(u)
+	}
+	s.fsdpEndBackward()
+	s.noSync = true
 }

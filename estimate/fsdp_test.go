@@ -113,3 +113,58 @@ func TestFSDPUnshardCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestFSDPPipelineUnits: a pipeline stage under FSDP2 (as torchtitan and
+// pp.py shard it: no resharding within the step) makes each parameter's
+// unsharded storage and each unit's all-gather once per step, at the
+// first micro-batch's forward, and one reduce-scatter input per unit at
+// the step's end, not per micro-batch (fsdpPostStep); after the step no
+// unit is unsharded or holds gradients, and no stage-wide gathered block
+// is made. ZeRO 3 runs the same program.
+func TestFSDPPipelineUnits(t *testing.T) {
+	for _, zero := range []string{"2", "3"} {
+		t.Run("zero"+zero, func(t *testing.T) {
+			spec := mustLoad(t, "../specs/tinyllama-1.1b.yaml", model.Overrides{Batch: 1, Seq: 256, DP: 2, Zero: zero,
+				PP: 2, GradAccum: 4, Checkpointing: model.CkptBlock})
+			type counts struct{ storages, gathers, rsInputs, params, units, blocks int }
+			per := map[int64]*counts{}
+			var c *counts
+			_, err := estimateWith(spec, func(s *sim) {
+				for _, u := range s.units {
+					c.params += len(u.params)
+					if u.unsharded || len(u.grads) > 0 {
+						t.Errorf("stage %d unit %d still unsharded or holding gradients after the step", s.pp.stage, u.idx)
+					}
+				}
+				c.units = len(s.units)
+			}, func(s *sim) {
+				c = &counts{}
+				s.trace = func(x *tensor, alloc bool) {
+					per[s.pp.stage] = c
+					if !alloc || s.phase.Iteration != 1 {
+						return
+					}
+					switch {
+					case x.fixed == catParam: // the shards were made at load
+						c.storages++
+					case x.name == "all-gather output (FSDP)":
+						c.gathers++
+					case x.name == "reduce-scatter input (FSDP)":
+						c.rsInputs++
+					case x.name == "gathered parameters (FSDP)":
+						c.blocks++
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for stage, c := range per {
+				if c.storages != c.params || c.gathers != c.units || c.rsInputs != c.units || c.blocks != 0 {
+					t.Errorf("stage %d, second step: %d storages, %d all-gathers, %d reduce-scatter inputs, %d gathered blocks; want %d, %d, %d, 0",
+						stage, c.storages, c.gathers, c.rsInputs, c.blocks, c.params, c.units, c.units)
+				}
+			}
+		})
+	}
+}

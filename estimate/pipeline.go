@@ -366,6 +366,7 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 	}
 	p.casts = cached // a cast once evicted is never cached again
 	out, sh := s.run(ins, x, p.inSh)
+	s.rootPostForward() // fsdp.go: the last all-gather output freed
 	fl.out = out
 	if p.last() {
 		p.chunks = append(p.chunks, s.ref(out))

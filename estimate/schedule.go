@@ -19,8 +19,12 @@ func (s *sim) trainPipeline(spec *model.Spec) {
 		// FSDP under a pipeline (torchtitan, stage.py): no resharding after
 		// forward or backward, gradients kept whole until the step's last
 		// backward (backward_maybe_with_nosync), then reduce-scattered.
+		// Each unit's storages are its own (fsdp.go) but under the
+		// interleaved schedule, which gathers the rank's stages as one block.
 		s.noSync = true
-		s.gathered = s.paramTotal()
+		if !s.perParam {
+			s.gathered = s.paramTotal()
+		}
 	}
 	t := spec.Training
 	m := int(t.GradAccum)
@@ -178,7 +182,10 @@ func (s *sim) interleaved(it int) {
 // chunks (merge_chunks concatenates them along the batch), which the
 // caller drops; leaving the autocast region drops its weight casts.
 func (s *sim) stepEnd() {
-	if s.noSync {
+	switch {
+	case s.noSync && s.perParam:
+		s.fsdpPostStep() // fsdp.go
+	case s.noSync:
 		whole := make([]*tensor, len(s.params))
 		for i, q := range s.params {
 			whole[i], q.pgrad = q.pgrad, nil

@@ -120,10 +120,12 @@ func (s *sim) shardSetup(ins []*inst) {
 		s.gathered = root + 2*unit
 	}
 	if s.fsdpStreams() {
-		// Per-parameter unsharded storages (fsdp.go); a pipeline stage
-		// still gathers one block (schedule.go), and so does context
-		// parallelism over dp·cp (not measured with FSDP).
-		s.perParam = s.pp == nil && !s.cpRun
+		// Per-parameter unsharded storages (fsdp.go), also in a pipeline
+		// stage (schedule.go; measured, bench/results/
+		// 2026-11-26-h200x4-pp-dp-traces); the interleaved schedule's
+		// stages and context parallelism over dp·cp (neither measured with
+		// FSDP) still gather one block.
+		s.perParam = !s.cpRun && (s.pp == nil || s.pp.schedule != model.PPInterleaved)
 		s.units = fsdpUnits(ins, s.cfg.dp, s.degree, s.perParam)
 		s.unitOf = map[*tensor]*fsdpUnit{}
 		for _, u := range s.units {
