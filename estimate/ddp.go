@@ -166,21 +166,22 @@ func (s *sim) ddpReady(n *node) {
 	}
 }
 
-// ddpSettle is the pause between steps, in seconds, after which DDP's
-// old flat bucket is freed at the rebuild (docs/multigpu.md, "DDP's bucket
-// rebuild race"): bench/torch/dist/watchdog.py measured it freed in every
-// trial with 0.2 or 0.3 s between the first step and the next forward,
-// and held in nearly every trial with none.
-const ddpSettle = 0.2
+// DDPSettle is the pause after the first optimizer step, in seconds
+// (model.Training.StepPause), from which DDP's old flat bucket is freed at
+// its rebuild (docs/multigpu.md, "DDP's bucket rebuild race"):
+// bench/torch/dist/watchdog.py measured it freed in every trial with 0.2
+// or 0.3 s between the first step and the next forward, and held in nearly
+// every trial with none.
+const DDPSettle = 0.2
 
 // ddpRaces reports whether this rank's rebuild races the first step's
-// last all-reduce: the loop does not pause for ddpSettle, and the rank's
+// last all-reduce: the loop does not pause for DDPSettle, and the rank's
 // first step ends with its own last all-reduce (not a later pipeline
 // stage, whose rebuild waits for its first activations from the stage
 // before; measured: every first stage of five pipelines raced on one of
 // its two data-parallel ranks, no last stage did).
 func (s *sim) ddpRaces() bool {
-	if s.cfg.stepPause >= ddpSettle {
+	if s.cfg.stepPause >= DDPSettle {
 		return false
 	}
 	if s.pp == nil {
@@ -229,8 +230,8 @@ func (s *sim) ddpRebuild() {
 	if s.ddpRaces() {
 		d.held = old
 		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) stays allocated after the second step's rebuild, "+
-			"as measured when a step starts within about 0.2 s of the previous one; --step-pause %g (a loop that pauses that long after its first step) frees it (docs/multigpu.md)",
-			units.Format(old.bytes()), ddpSettle))
+			"as measured when the second step starts within about 0.2 s of the first; a loop that waits %g s after its first optimizer step (time.sleep) frees it: say so with --step-pause %g (docs/multigpu.md)",
+			units.Format(old.bytes()), DDPSettle, DDPSettle))
 	} else {
 		s.unref(old)
 	}

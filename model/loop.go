@@ -6,8 +6,8 @@ import "strconv"
 const MaxStepPause = 3600
 
 // decodeStepPause reads step_pause, the seconds the training loop's host
-// spends between one optimizer step and the next forward beyond the step
-// itself (logging that waits for the GPU, nvidia-smi, checkpointing), and
+// waits after its first optimizer step before the next forward (a pause
+// after every step, such as nvidia-smi or a checkpoint, counts too), and
 // applies --step-pause. The estimator reads it only for DDP's bucket
 // rebuild (docs/multigpu.md, "DDP's bucket rebuild race").
 func decodeStepPause(e *errs, tm *mapping, t *Training, o Overrides) {

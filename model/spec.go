@@ -236,10 +236,11 @@ type Training struct {
 	// docs/moe.md §4.
 	EP     int64   `json:"ep,omitempty"`
 	EPSkew float64 `json:"ep_skew,omitempty"`
-	// StepPause is the seconds the loop's host spends between one
-	// optimizer step and the next forward beyond the step itself (0: none,
-	// the step starts at once). It decides whether DDP's old flat bucket
-	// outlives its rebuild (docs/multigpu.md, "DDP's bucket rebuild race").
+	// StepPause is the seconds the loop's host waits after its first
+	// optimizer step before the next forward (0: none, the second step
+	// starts at once; a pause after every step counts too). It decides
+	// whether DDP's old flat bucket outlives its rebuild at the second
+	// step (docs/multigpu.md, "DDP's bucket rebuild race").
 	StepPause float64 `json:"step_pause,omitempty"`
 	// Offload moves ZeRO state to host memory: "optimizer" (optimizer
 	// state and its step, ZeRO-Offload) or "params" (also the parameter

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
@@ -162,6 +163,12 @@ func (f *fixer) tryAppend(c cand) {
 // singleGPU lists the changes that keep the job's GPUs, cheapest first.
 func singleGPU(t model.Training) []cand {
 	var cs []cand
+	if t.DP > 1 && t.Zero <= 1 && t.StepPause < estimate.DDPSettle {
+		p := estimate.DDPSettle
+		cs = append(cs, cand{fmt.Sprintf("--step-pause %g", p),
+			fmt.Sprintf("wait %g s after the first optimizer step (time.sleep): DDP frees its old gradient bucket at its rebuild", p), 0,
+			func(x *model.Training) { x.StepPause = p }})
+	}
 	adam := t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW
 	if t.Optimizer.Impl == model.ImplForeach && adam {
 		cs = append(cs, cand{"--optimizer " + t.Optimizer.Name + "-fused", "same math, no parameter-sized temporary in the step", 0,

@@ -187,3 +187,39 @@ func TestFirstFixWithBound(t *testing.T) {
 		})
 	}
 }
+
+// TestFixStepPause: a DDP job that misses only by the old gradient bucket
+// its rebuild keeps (estimate.DDPSettle) gets the free fix of pausing after
+// the first step, first; one that already pauses does not.
+func TestFixStepPause(t *testing.T) {
+	spec, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{Batch: 1, Seq: 1024, DP: 2, Zero: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raced, err := Analytic(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := *spec
+	paused.Training.StepPause = 0.2
+	settled, err := Analytic(&paused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if settled >= raced {
+		t.Fatalf("device total %d with the pause, %d without: want less", settled, raced)
+	}
+	// A device the paused job fills to the band's top, and the raced one
+	// overfills.
+	spec.Device.Memory = int64(float64(settled) / (DefaultBand.Hi - DefaultMargin))
+	paused.Device = spec.Device
+	fixes := Fixes(spec, DefaultBand, DefaultMargin, Analytic)
+	if len(fixes) == 0 || fixes[0].Change != "--step-pause 0.2" || !fixes[0].Fits || fixes[0].Cost != 0 {
+		t.Fatalf("fixes %+v, want --step-pause 0.2 first, fitting, at no cost", fixes)
+	}
+	for _, f := range Fixes(&paused, DefaultBand, DefaultMargin, Analytic) {
+		if f.Change == "--step-pause 0.2" {
+			t.Errorf("a job that pauses already was offered %q", f.Change)
+		}
+	}
+}
