@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/montanaflynn/stats"
@@ -55,6 +56,10 @@ type Record struct {
 	// (train.py --ep, bench/torch/dist/ep.py).
 	EP     int64   `json:"ep"`
 	EPSkew float64 `json:"ep_skew"`
+	// StepPause is the pause train.py's loop made after each step: 0.2
+	// (nvidia-smi) or, with --no-pause, 0; absent in records that predate
+	// the flag, which all paused.
+	StepPause *float64 `json:"step_pause"`
 	// LoRA is the adapter setup of a bench/torch/lora.py record.
 	LoRA *RecordLoRA `json:"lora,omitempty"`
 }
@@ -190,10 +195,13 @@ func (r Record) Overrides() model.Overrides {
 		o.StepPause = settledPause
 	}
 	if r.World > 1 && r.Mode != "" {
-		// train.py's loop runs nvidia-smi after every step: DDP's rebuild
-		// frees the old flat bucket (docs/multigpu.md, "DDP's bucket
-		// rebuild race").
+		// train.py's loop runs nvidia-smi after every step unless told
+		// not to: DDP's rebuild frees the old flat bucket (docs/multigpu.md,
+		// "DDP's bucket rebuild race").
 		o.StepPause = settledPause
+		if r.StepPause != nil {
+			o.StepPause = strconv.FormatFloat(*r.StepPause, 'g', -1, 64)
+		}
 		o.DP, o.Zero, o.BucketView = r.World, "0", r.Mode == "ddp-view"
 		switch r.Mode {
 		case "zero1":

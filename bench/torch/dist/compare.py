@@ -36,9 +36,10 @@ def command(d):
         cmd.append("--bucket-view")  # records made before memplan had the flag
     if "config" in d and "--optimizer" not in cmd:
         cmd += ["--optimizer", "adamw"]  # tp.py, pp.py, cp.py: AdamW foreach
-    if "config" not in d and "--step-pause" not in cmd:
-        # train.py runs nvidia-smi after every step: DDP's rebuild frees its
-        # old flat bucket (docs/multigpu.md, "DDP's bucket rebuild race").
+    if "config" not in d and "--step-pause" not in cmd and d.get("step_pause", 0.2) > 0:
+        # train.py runs nvidia-smi after every step (unless --no-pause, whose
+        # records say step_pause 0): DDP's rebuild frees its old flat bucket
+        # (docs/multigpu.md, "DDP's bucket rebuild race").
         cmd += ["--step-pause", "0.2"]
     return cmd + ["--device", "h200-141gb", "--format", "json"]
 

@@ -46,9 +46,10 @@ def train_cmd(args, world):
         cmd += ["--checkpointing", opts["checkpointing"]]
     if mode == "ddp-view":
         cmd += ["--bucket-view"]
-    # train.py runs nvidia-smi after every step (docs/multigpu.md, "DDP's
-    # bucket rebuild race").
-    cmd += ["--step-pause", "0.2"]
+    # train.py runs nvidia-smi after every step unless --no-pause
+    # (docs/multigpu.md, "DDP's bucket rebuild race").
+    if "no-pause" not in opts:
+        cmd += ["--step-pause", "0.2"]
     if opts.get("alloc-conf"):
         cmd += ["--alloc-conf", opts["alloc-conf"]]
     return cmd

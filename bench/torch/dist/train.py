@@ -44,8 +44,10 @@ def memplan_command(a, t):
     if a.mode == "ddp-view":
         c += " --bucket-view"
     # The loop below runs nvidia-smi after every step, a pause that lets
-    # DDP's bucket rebuild free its old flat bucket (docs/multigpu.md).
-    c += " --step-pause 0.2"
+    # DDP's bucket rebuild free its old flat bucket (docs/multigpu.md);
+    # --no-pause leaves it out.
+    if not a.no_pause:
+        c += " --step-pause 0.2"
     if a.alloc_conf:
         c += " --alloc-conf " + a.alloc_conf
     return c + " --format json"
@@ -187,6 +189,9 @@ def main():
                     help="expert parallelism over groups of EP ranks (bench/torch/dist/ep.py; ddp mode)")
     ap.add_argument("--router", choices=["random", "zero"], default="random",
                     help="with --ep: zero ties every token's routing (one rank receives its group's every pair)")
+    ap.add_argument("--no-pause", dest="no_pause", action="store_true",
+                    help="no nvidia-smi between steps: the second step starts at once, as in a training loop "
+                         "(DDP's bucket rebuild race, docs/multigpu.md)")
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
@@ -211,6 +216,7 @@ def main():
     if t["precision"] == "fsdp-bf16" and a.mode != "fsdp":
         raise SystemExit("fsdp-bf16 needs --mode fsdp")
     rec = {"label": a.label, "spec": a.spec, "mode": a.mode, "reshard": a.reshard if a.mode == "fsdp" else None,
+           "step_pause": 0 if a.no_pause else 0.2,
            "rank": rank, "world": a.world, "training": t, "date": time.strftime("%Y-%m-%d"),
            "memplan": memplan_command(a, t), **measure.versions(torch),
            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
@@ -297,7 +303,8 @@ def main():
                           "max_reserved": torch.cuda.max_memory_reserved(),
                           "allocated_end": torch.cuda.memory_allocated(),
                           "reserved_end": torch.cuda.memory_reserved(),
-                          "device_used": device_used(torch), "smi_used": smi_used(os.getpid()),
+                          "device_used": device_used(torch),
+                          "smi_used": None if a.no_pause else smi_used(os.getpid()),
                           "grad_bytes_after_backward": grad_bytes,
                           "alloc_retries": st.get("num_alloc_retries", 0),
                           "per_stream": per_stream(torch), "seconds": round(time.time() - t0, 3)})
