@@ -47,7 +47,7 @@ type cudnnFile struct {
 type cudnnSource struct {
 	arch  string
 	files []cudnnFile // the first one's provenance is the table's
-	rows  []wsRow     // the files' rows, in order (cudnn_rows.go)
+	rows  []wsGeom    // the files' rows by geometry (cudnn_rows.go)
 	once  sync.Once
 	data  *wsData
 }
@@ -155,28 +155,37 @@ type wsData struct {
 	ratios map[convClass][3]float64
 }
 
-// wsRow is one measured convolution: its geometry and batch, the bytes of
-// its input and output, and the workspace of each pass (convws.py's line,
-// the largest request of each pass).
+// wsGeom is one geometry's measurements (convws.py's lines for it, in
+// order).
+type wsGeom struct {
+	g    convGeom
+	rows []wsRow
+}
+
+// wsRow is one measured convolution of a geometry: its batch, the bytes of
+// its input and output, and the workspace of each pass (the largest
+// request of each pass).
 type wsRow struct {
-	g                 convGeom
 	batch             int64
 	inBytes, outBytes int64
 	ws                convWS
 }
 
-// buildWSTable makes a table of rows: each geometry's points by batch,
-// and each class's median ratios of workspace to the tensors a pass reads.
-func buildWSTable(rows []wsRow) (*wsData, error) {
+// buildWSTable makes a table of the measured geometries: each one's points
+// by batch, and each class's median ratios of workspace to the tensors a
+// pass reads.
+func buildWSTable(geoms []wsGeom) (*wsData, error) {
 	t := &wsData{points: map[convGeom][]wsPoint{}, ratios: map[convClass][3]float64{}}
 	samples := map[convClass][3][]float64{}
-	for _, r := range rows {
-		t.points[r.g] = append(t.points[r.g], wsPoint{r.batch, r.ws})
-		c := classOf(r.g)
+	for _, g := range geoms {
+		c := classOf(g.g)
 		s := samples[c]
-		s[0] = append(s[0], float64(r.ws.fwd)/float64(r.outBytes))
-		s[1] = append(s[1], float64(r.ws.data)/float64(r.inBytes))
-		s[2] = append(s[2], float64(r.ws.weight)/float64(r.inBytes))
+		for _, r := range g.rows {
+			t.points[g.g] = append(t.points[g.g], wsPoint{r.batch, r.ws})
+			s[0] = append(s[0], float64(r.ws.fwd)/float64(r.outBytes))
+			s[1] = append(s[1], float64(r.ws.data)/float64(r.inBytes))
+			s[2] = append(s[2], float64(r.ws.weight)/float64(r.inBytes))
+		}
 		samples[c] = s
 	}
 	for g := range t.points {

@@ -169,9 +169,9 @@ func (s *sim) ddpReady(n *node) {
 // DDPSettle is the pause after the first optimizer step, in seconds
 // (model.Training.StepPause), from which DDP's old flat bucket is freed at
 // its rebuild (docs/multigpu.md, "DDP's bucket rebuild race"):
-// bench/torch/dist/watchdog.py measured it freed in every trial with 0.2
-// or 0.3 s between the first step and the next forward, and held in nearly
-// every trial with none.
+// bench/torch/dist/watchdog.py measured it freed in every trial with 0.2,
+// 0.3 or 0.5 s between the first step and the next forward, and held in 67
+// of 68 with none.
 const DDPSettle = 0.2
 
 // ddpRaces reports whether this rank's rebuild races the first step's

@@ -14,12 +14,9 @@ type config struct {
 	// master is the dtype of FSDP's sharded parameters, their gradients and
 	// the optimizer state: param, or fp32 under fsdp-bf16, whose compute
 	// and gathered parameters are bf16 (docs/multigpu.md).
-	master int64
-	// bucketView is DDP's gradient_as_bucket_view.
-	bucketView bool
-	// stepPause is the loop's pause between steps, in seconds (ddp.go's
-	// rebuild race).
-	stepPause       float64
+	master          int64
+	bucketView      bool    // DDP's gradient_as_bucket_view
+	stepPause       float64 // seconds the loop waits after its first step (ddp.go's race)
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64
