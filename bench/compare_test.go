@@ -251,7 +251,7 @@ func checkMultiGPU(t *testing.T, rep *Report, under map[gapKey]bool) {
 // raced memplan is over by the bucket, up to 20% (listed here).
 func TestRaceHeldOut(t *testing.T) {
 	raced := "specs/tinyllama-1.1b.yaml --mode ddp --batch 2 --seq 2048 --precision amp-bf16 --checkpointing every-block --no-pause"
-	rep, err := Compare("..", nil, []string{"results/2026-11-26-h100x2-race-heldout.jsonl"})
+	rep, err := Compare("..", nil, []string{"results/2026-11-26-race-heldout-h100x2.jsonl"})
 	if err != nil {
 		t.Fatal(err)
 	}
