@@ -165,8 +165,8 @@ func ReadRecords(path string) ([]Record, error) {
 
 // settledPause is the --step-pause of harnesses whose DDP rebuild never
 // races the first step's last all-reduce (docs/multigpu.md, "DDP's bucket
-// rebuild race"): 0.2 s, the estimator's threshold.
-const settledPause = "0.2"
+// rebuild race"): the estimator's threshold.
+var settledPause = strconv.FormatFloat(estimate.DDPSettle, 'g', -1, 64)
 
 // Overrides turns a record's training setup into spec overrides.
 func (r Record) Overrides() model.Overrides {

@@ -230,7 +230,7 @@ func (s *sim) ddpRebuild() {
 	if s.ddpRaces() {
 		d.held = old
 		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) stays allocated after the second step's rebuild, "+
-			"as measured when the second step starts within about 0.2 s of the first; a loop that waits %g s after its first optimizer step (time.sleep) frees it: say so with --step-pause %g (docs/multigpu.md)",
+			"as measured when the second step starts within about %g s of the first; a loop that waits that long after its first optimizer step (time.sleep) frees it: say so with --step-pause %g (docs/multigpu.md)",
 			units.Format(old.bytes()), DDPSettle, DDPSettle))
 	} else {
 		s.unref(old)

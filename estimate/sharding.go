@@ -122,7 +122,7 @@ func (s *sim) shardSetup(ins []*inst) {
 	if s.fsdpStreams() {
 		// Per-parameter unsharded storages (fsdp.go), also in a pipeline
 		// stage (schedule.go; measured, bench/results/
-		// 2026-11-26-h200x4-pp-dp-traces); the interleaved schedule's
+		// 2026-11-26-h100x4-pp-dp-traces/fsdp); the interleaved schedule's
 		// stages and context parallelism over dp·cp (neither measured with
 		// FSDP) still gather one block.
 		s.perParam = !s.cpRun && (s.pp == nil || s.pp.schedule != model.PPInterleaved)
