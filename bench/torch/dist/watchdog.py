@@ -3,17 +3,22 @@
 
 DDP (find_unused_parameters=False) puts every gradient in one flat bucket at
 construction and rebuilds its buckets at the first forward after the first
-synchronised backward (_rebuild_buckets). The last all-reduce of that bucket
-ran on ProcessGroupNCCL, which (TORCH_NCCL_AVOID_RECORD_STREAMS, on by
-default) stashes the collective's input in its Work until the Work is waited
-on or dropped; the reducer waits on the Work's future, not the Work, and the
-watchdog thread keeps a copy of every Work until it sees it completed (it
-polls every 100 ms). So the old bucket would stay allocated until then.
+synchronised backward (_rebuild_buckets). The first step's last all-reduce
+ran on that bucket. Asked first: does ProcessGroupNCCL's bookkeeping of that
+collective (its Work, which the watchdog thread keeps until it sees it
+complete) keep the bucket alive past the rebuild? Measured
+(bench/results/2026-11-26-h100x2-ddp-rebuild, docs/multigpu.md): with no
+pause the bucket survives the rebuild and then idling, a synchronize and an
+allocation (a deferred free would be processed), a small all-reduce and
+gc.collect() alike; with 0.2 s or more between the steps it never does. The
+holder is not identified.
 
 Each trial builds a fresh DDP model (16 Linear 4096x4096, 1.07 GB of fp32
-gradients), runs one step, optionally sleeps (--gap seconds), runs the next
-forward (the rebuild), and records memory_allocated() before that forward,
-right after it, and 0.3 s later. Prints one JSON line per rank.
+gradients), runs one step, optionally synchronises (--sync) and sleeps (--gap
+seconds), runs the next forward (the rebuild), and records memory_allocated()
+before that forward, right after it, and after what --then does. --loop runs a
+loop of that many steps instead and records each step's end and peak. Prints
+one JSON line per rank.
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/watchdog.py [--gap 0] [--trials 6] [--then sleep|poll|collective|malloc|gc] [--sync]
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/watchdog.py --loop 6 [--gap 0.3]
