@@ -178,7 +178,7 @@ func checkMonotone(t *testing.T, spec *model.Spec, ls []Layout) {
 			}
 			pairs++
 			worst = max(worst, float64(mem[pf]-mem[pc])/float64(mem[pf]))
-			if mem[pc] < dominanceFloor(mem[pf]) {
+			if mem[pc] < dominanceFloor(mem[pf], pf) {
 				t.Errorf("%s needs %d B, less than %s's %d B by more than the search allows", c, mem[pc], f, mem[pf])
 			}
 		}

@@ -177,20 +177,28 @@ func (s *search) eval(l Layout) outcome {
 }
 
 // dominanceFloor is the least a layout that needs at least the memory of
-// one predicted at m by atLeast is taken to need: the simulator is
-// monotone by those rules only up to the caching allocator's reuse of
-// blocks, which TestMonotone finds to be under 10% (a micro-batch of 2 can
-// reserve less than one of 1; under FSDP2 a pipeline's last stage with two
-// micro-batches maps a segment for its step-end reduce that four
-// micro-batches do not, 7.2%).
-func dominanceFloor(m int64) int64 { return m - m/10 }
+// one of program p predicted at m by atLeast is taken to need: the
+// simulator is monotone by those rules only up to the caching allocator's
+// reuse of blocks, which TestMonotone finds to be under 5% (a micro-batch
+// of 2 can reserve less than one of 1), and under 10% for pipelines under
+// FSDP2, whose last stage with two micro-batches maps a segment for its
+// step-end reduce that four micro-batches do not (7.2%).
+func dominanceFloor(m int64, p program) int64 { return m - m*floorPercent(p)/100 }
+
+// floorPercent is dominanceFloor's allowance for program p, in percent.
+func floorPercent(p program) int64 {
+	if p.pp > 1 && p.zero >= 2 {
+		return 10
+	}
+	return 5
+}
 
 // dominated returns a failing layout that l needs at least as much as,
 // by enough to be over the limit too.
 func (s *search) dominated(l Layout) (fail, bool) {
 	p := s.programOf(l)
 	for _, f := range s.fails[p.group] {
-		if dominanceFloor(f.mem.DeviceTotal) > s.limit && atLeast(p, f.p) {
+		if dominanceFloor(f.mem.DeviceTotal, f.p) > s.limit && atLeast(p, f.p) {
 			return f, true
 		}
 	}
@@ -289,9 +297,9 @@ func (s *search) prune(c *Candidate) bool {
 		return false
 	}
 	s.pruned++
-	least := dominanceFloor(f.mem.DeviceTotal)
+	least := dominanceFloor(f.mem.DeviceTotal, f.p)
 	s.over(c, Busiest{RankMemory: RankMemory{Kind: f.mem.Kind, DeviceTotal: least}}, true)
-	c.Reason = fmt.Sprintf("needs at least %s (%s needs %s, less 10%%), %s over", units.Format(least), f.l, units.Format(f.mem.DeviceTotal), units.Format(c.OverBytes))
+	c.Reason = fmt.Sprintf("needs at least %s (%s needs %s, less %d%%), %s over", units.Format(least), f.l, units.Format(f.mem.DeviceTotal), floorPercent(f.p), units.Format(c.OverBytes))
 	return true
 }
 
