@@ -157,6 +157,9 @@ func TestDDPRebuildRace(t *testing.T) {
 			// Held, the bucket adds to every peak after the rebuild: the
 			// peak grows by it, less what the steps after the rebuild
 			// hold below the first's peak.
+			if want := map[bool]int64{true: flat}[tc.held]; r.DDPRaceBytes != want {
+				t.Errorf("DDPRaceBytes %d, want %d", r.DDPRaceBytes, want)
+			}
 			extra := r.PeakAllocated - freed.PeakAllocated
 			switch {
 			case !tc.held && extra != 0:

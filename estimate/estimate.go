@@ -102,6 +102,11 @@ type Result struct {
 	// Experts gives the kinds of expert-parallel rank when the routing
 	// is skewed; the figures above are the busiest's (moe_ep.go).
 	Experts *ExpertRanks `json:"experts,omitempty"`
+	// DDPRaceBytes is DDP's old flat gradient bucket, which the figures
+	// above keep past the second step's rebuild on a rank that races the
+	// first step's last all-reduce (0: none; ddp.go, docs/multigpu.md):
+	// the most a loop that pauses after its first step would save.
+	DDPRaceBytes int64 `json:"ddp_rebuild_race_bytes,omitempty"`
 
 	// Overhead is device memory outside PyTorch's allocator.
 	Overhead []Item      `json:"overhead"`
@@ -341,6 +346,9 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 		Fragmentation:   s.al.fragmentation(),
 	}
 	r.ParamBytes = s.paramTotal()
+	if s.ddp != nil && s.ddp.held != nil {
+		r.DDPRaceBytes = s.ddp.held.bytes()
+	}
 	r.GradBytes = r.ParamBytes
 	if s.frozen != nil {
 		r.Trainable, r.Frozen = spec.Trainable(), r.Params
