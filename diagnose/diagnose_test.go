@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -231,5 +232,40 @@ func TestSnapshotWithoutDevice(t *testing.T) {
 					r.Cause, r.Confidence, r.Alternatives, c.want, c.wantConfd, c.otherAlt)
 			}
 		})
+	}
+}
+
+// TestPredictStepPause: for a DDP job that runs out by the old bucket DDP's
+// rebuild keeps, the pause after the first step is among the changes, and
+// it fits; a job that already pauses is not offered it.
+func TestPredictStepPause(t *testing.T) {
+	spec, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{Batch: 1, Seq: 1024, DP: 2, Zero: "0", Dev: "6200MiB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Predict(spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, c := range p.Changes {
+		if strings.HasPrefix(c.Change, "--step-pause 0.2 ") {
+			found = true
+			if !c.Fits || c.Bytes >= p.Asked {
+				t.Errorf("%+v: want it to fit, below the %d B asked", c, p.Asked)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("changes %+v, want the pause after the first step", p.Changes)
+	}
+	spec.Training.StepPause = 0.2
+	if p, err = Predict(spec, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range p.Changes {
+		if strings.HasPrefix(c.Change, "--step-pause") {
+			t.Errorf("a job that pauses was offered %q", c.Change)
+		}
 	}
 }

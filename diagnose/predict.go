@@ -1,6 +1,8 @@
 package diagnose
 
 import (
+	"fmt"
+
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/tuner"
@@ -72,6 +74,13 @@ type change struct {
 // changes are the single changes tried, cheapest first.
 func changes(t model.Training) []change {
 	var cs []change
+	if t.DP > 1 && t.Zero <= 1 && t.StepPause < estimate.DDPSettle {
+		// An out-of-memory error at the second step of a DDP job can be
+		// DDP's bucket rebuild race (docs/multigpu.md).
+		p := estimate.DDPSettle
+		cs = append(cs, change{fmt.Sprintf("--step-pause %g (time.sleep(%g) after the first optimizer step: DDP frees its old gradient bucket at its rebuild)", p, p),
+			func(x *model.Training) { x.StepPause = p }})
+	}
 	if t.Checkpointing.Mode != model.CkptBlock {
 		cs = append(cs, change{"--checkpointing every-block", func(x *model.Training) { x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock} }})
 	}
