@@ -74,7 +74,7 @@ type change struct {
 // changes are the single changes tried, cheapest first.
 func changes(t model.Training) []change {
 	var cs []change
-	if t.DP > 1 && t.Zero <= 1 && t.StepPause < estimate.DDPSettle {
+	if estimate.MayRace(t) {
 		// An out-of-memory error at the second step of a DDP job can be
 		// DDP's bucket rebuild race (docs/multigpu.md).
 		p := estimate.DDPSettle

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/parallel"
 )
 
@@ -174,14 +175,23 @@ func (s *sim) ddpReady(n *node) {
 // of 68 with none.
 const DDPSettle = 0.2
 
+// MayRace reports whether a training setup's DDP bucket rebuild can race
+// the first step's last all-reduce: DDP's buckets (data parallelism at
+// ZeRO 0 or 1) and a loop that does not pause for DDPSettle after its
+// first step. The estimate keeps the old bucket on the ranks that race,
+// and a pause is a fix (tuner, diagnose).
+func MayRace(t model.Training) bool {
+	return t.DP > 1 && t.Zero <= 1 && t.StepPause < DDPSettle
+}
+
 // ddpRaces reports whether this rank's rebuild races the first step's
-// last all-reduce: the loop does not pause for DDPSettle, and the rank's
-// first step ends with its own last all-reduce (not a later pipeline
-// stage, whose rebuild waits for its first activations from the stage
-// before; measured: every first stage of five pipelines raced on one of
-// its two data-parallel ranks, no last stage did).
+// last all-reduce: the setup may race (MayRace), and the rank's first step
+// ends with its own last all-reduce (not a later pipeline stage, whose
+// rebuild waits for its first activations from the stage before;
+// measured: every first stage of five pipelines raced on one of its two
+// data-parallel ranks, no last stage did).
 func (s *sim) ddpRaces() bool {
-	if s.cfg.stepPause >= DDPSettle {
+	if !s.cfg.mayRace {
 		return false
 	}
 	if s.pp == nil {

@@ -301,7 +301,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 		dp:              max(t.DP, 1),
 		ep:              max(t.EP, 1),
 		epSkew:          t.EPSkew,
-		stepPause:       t.StepPause,
+		mayRace:         MayRace(t),
 		zero:            t.Zero,
 		offload:         t.Offload,
 		bucketView:      t.BucketView,

@@ -77,3 +77,24 @@ func ExampleEstimate_qlora() {
 	// paged optimizer state (unified memory): 1.19 GiB
 	// peak reserved: 4.71 GiB device total: 6.65 GiB
 }
+
+// MayRace says whether DDP's bucket rebuild can keep its old gradient
+// bucket (docs/multigpu.md); the estimate then says how much in
+// DDPRaceBytes, and a pause after the first step removes it.
+func ExampleMayRace() {
+	s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{DP: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, pause := range []float64{0, estimate.DDPSettle} {
+		s.Training.StepPause = pause
+		r, err := estimate.Estimate(s)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("pause %g s: may race %v, old bucket kept %s\n", pause, estimate.MayRace(s.Training), units.Format(r.DDPRaceBytes))
+	}
+	// Output:
+	// pause 0 s: may race true, old bucket kept 474.70 MiB
+	// pause 0.2 s: may race false, old bucket kept 0 B
+}

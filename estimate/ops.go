@@ -15,8 +15,8 @@ type config struct {
 	// the optimizer state: param, or fp32 under fsdp-bf16, whose compute
 	// and gathered parameters are bf16 (docs/multigpu.md).
 	master          int64
-	bucketView      bool    // DDP's gradient_as_bucket_view
-	stepPause       float64 // seconds the loop waits after its first step (ddp.go's race)
+	bucketView      bool // DDP's gradient_as_bucket_view
+	mayRace         bool // DDP's rebuild can race the first step's all-reduce (ddp.go, MayRace)
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64

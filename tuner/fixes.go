@@ -163,7 +163,7 @@ func (f *fixer) tryAppend(c cand) {
 // singleGPU lists the changes that keep the job's GPUs, cheapest first.
 func singleGPU(t model.Training) []cand {
 	var cs []cand
-	if t.DP > 1 && t.Zero <= 1 && t.StepPause < estimate.DDPSettle {
+	if estimate.MayRace(t) {
 		p := estimate.DDPSettle
 		cs = append(cs, cand{fmt.Sprintf("--step-pause %g", p),
 			fmt.Sprintf("wait %g s after the first optimizer step (time.sleep): DDP frees its old gradient bucket at its rebuild", p), 0,
