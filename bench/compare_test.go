@@ -212,8 +212,7 @@ type gapKey struct {
 // marks in under the listed gaps it found still under.
 func checkMultiGPU(t *testing.T, rep *Report, under map[gapKey]bool) {
 	t.Helper()
-	median := [NumMetrics]float64{0.02, 0.03, 0.03}
-	worst := [NumMetrics]float64{0.06, 0.08, 0.08}
+	median, worst := distTargets.Median, distTargets.Worst
 	for name, s := range map[string]Summary{"tuning": rep.Tuning, "held-out": rep.HeldOut} {
 		for m := 0; m < NumMetrics; m++ {
 			if s.Median[m] > median[m] {
@@ -258,7 +257,7 @@ func TestRaceHeldOut(t *testing.T) {
 	if rep.HeldOut.N != 5 {
 		t.Fatalf("%d held-out configurations, want 5", rep.HeldOut.N)
 	}
-	worst := [NumMetrics]float64{0.06, 0.08, 0.08}
+	worst := distTargets.Worst
 	for _, r := range rep.Rows {
 		for m := 0; m < NumMetrics; m++ {
 			e := r.Err[m]

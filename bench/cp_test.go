@@ -39,7 +39,7 @@ func checkCP(t *testing.T, r tpRecord) {
 	o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW,
 		Checkpointing: c.Checkpointing, CP: c.CP, Dev: "h200-141gb"}
 	e := distErrors(t, r, o)
-	limit := [NumMetrics]float64{0.06, 0.08, 0.08}
+	limit := distTargets.Worst
 	for k, e := range e {
 		if e < -UnderLimit || abs(e) > limit[k] {
 			t.Errorf("%s %+.1f%% (limit %.0f%%, %.0f%% under)", MetricNames[k], 100*e, 100*limit[k], 100*UnderLimit)
