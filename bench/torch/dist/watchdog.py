@@ -20,7 +20,7 @@ before that forward, right after it, and after what --then does. --loop runs a
 loop of that many steps instead and records each step's end and peak. Prints
 one JSON line per rank.
 
-    torchrun --standalone --nproc-per-node 2 bench/torch/dist/watchdog.py [--gap 0] [--trials 6] [--then sleep|poll|collective|malloc|gc] [--sync]
+    torchrun --standalone --nproc-per-node 2 bench/torch/dist/watchdog.py [--gap 0] [--trials 6] [--then sleep|poll|collective|late-collective|malloc|gc] [--sync]
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/watchdog.py --loop 6 [--gap 0.3]
 """
 import argparse, gc, json, os, time
@@ -77,6 +77,15 @@ def trial(rank, gap, then, sync):
         z = torch.empty(1, device="cuda")
         r["after_malloc"] = torch.cuda.memory_allocated() - out - 512
         del z
+    elif then == "late-collective":
+        # the watchdog (every 100 ms) has seen the all-reduce complete and
+        # moved its stash to the process group; the next collective empties it
+        time.sleep(0.3)
+        r["after_0.3s"] = torch.cuda.memory_allocated() - out
+        z = torch.ones(1, device="cuda")
+        dist.all_reduce(z)
+        torch.cuda.synchronize()
+        r["after_collective"] = torch.cuda.memory_allocated() - out - 512
     elif then == "collective":
         z = torch.ones(1, device="cuda")
         dist.all_reduce(z)
@@ -118,8 +127,8 @@ def main():
     ap.add_argument("--sync", action="store_true", help="torch.cuda.synchronize() after the first step")
     ap.add_argument("--loop", type=int, default=0, help="instead of trials: a loop of this many steps")
     ap.add_argument("--trials", type=int, default=6)
-    ap.add_argument("--then", choices=["sleep", "poll", "collective", "malloc", "gc"], default="sleep",
-                    help="after the rebuild: sleep 0.3 s, poll until the old bucket is freed, or run a small all-reduce first")
+    ap.add_argument("--then", choices=["sleep", "poll", "collective", "late-collective", "malloc", "gc"], default="sleep",
+                    help="after the rebuild: sleep 0.3 s, poll until the old bucket is freed, run a small all-reduce at once or after 0.3 s")
     a = ap.parse_args()
     dist.init_process_group("nccl")
     rank = dist.get_rank()
