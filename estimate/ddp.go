@@ -167,13 +167,28 @@ func (s *sim) ddpReady(n *node) {
 	}
 }
 
-// DDPSettle is the pause after the first optimizer step, in seconds
-// (model.Training.StepPause), from which DDP's old flat bucket is freed at
-// its rebuild (docs/multigpu.md, "DDP's bucket rebuild race"):
-// bench/torch/dist/watchdog.py measured it freed in every trial with 0.2,
-// 0.3 or 0.5 s between the first step and the next forward, and held in 67
-// of 68 with none.
-const DDPSettle = 0.2
+// DDPSettle is the pause after the first optimizer step has finished on
+// the GPU, in seconds (model.Training.StepPause), from which DDP's old flat
+// bucket is freed at its rebuild (docs/multigpu.md, "DDP's bucket rebuild
+// race"). What holds it: ProcessGroupNCCL stashes the tensors of an
+// asynchronous collective in its Work until work.wait(), which DDP never
+// calls on its bucket all-reduces; the watchdog thread, which wakes every
+// ncclWatchdogPeriod, hands a completed collective's stash to the process
+// group, and the next collective on the group (workEnqueue) empties it.
+// The rebuild's broadcasts are such collectives, so the old bucket is
+// freed there if the watchdog woke between the end of the first step's last
+// all-reduce and the rebuild. bench/torch/dist/watchdog.py measured it
+// freed in every trial with 0.2, 0.3 or 0.5 s between the steps and held in
+// 67 of 68 with none; held after 0.3 s of idling and freed by the next
+// all-reduce in 12 of 12; rebuildtiming.py never saw it held where the
+// window was over 0.1 s. Twice the period leaves a margin for the thread's
+// own work and wake-up.
+const DDPSettle = 2 * ncclWatchdogPeriod
+
+// ncclWatchdogPeriod is how often ProcessGroupNCCL's watchdog thread looks
+// for completed collectives, in seconds (kWatchdogThreadSleepMillis, 100 ms
+// in torch 2.11).
+const ncclWatchdogPeriod = 0.1
 
 // MayRace reports whether a training setup's DDP bucket rebuild can race
 // the first step's last all-reduce: DDP's buckets (data parallelism at
@@ -184,12 +199,17 @@ func MayRace(t model.Training) bool {
 	return t.DP > 1 && t.Zero <= 1 && t.StepPause < DDPSettle
 }
 
-// ddpRaces reports whether this rank's rebuild races the first step's
-// last all-reduce: the setup may race (MayRace), and the rank's first step
-// ends with its own last all-reduce (not a later pipeline stage, whose
-// rebuild waits for its first activations from the stage before;
-// measured: every first stage of five pipelines raced on one of its two
-// data-parallel ranks, no last stage did).
+// ddpRaces reports whether this rank's rebuild can race the first step's
+// last all-reduce: the setup may race (MayRace), and the rank is not a
+// pipeline's last stage. A stage's window is the time from its own last
+// all-reduce to its rebuild at its next forward, which waits for its first
+// activations of the second step: the last stage finishes its first step's
+// backwards first and waits for every stage before it to finish theirs, to
+// step their optimizers and to run a micro-batch forward, so its window is
+// the longest (measured: every first stage of five pipelines raced on one
+// of its two data-parallel ranks, no last stage did). A middle stage waits
+// for fewer stages than the last: not measured (no machine of eight GPUs
+// was lent), it is taken to race, the safe side.
 func (s *sim) ddpRaces() bool {
 	if !s.cfg.mayRace {
 		return false
@@ -198,7 +218,7 @@ func (s *sim) ddpRaces() bool {
 		return true
 	}
 	for _, q := range s.pp.local {
-		if q.first() {
+		if !q.last() {
 			return true
 		}
 	}
@@ -240,8 +260,8 @@ func (s *sim) ddpRebuild() {
 	if s.ddpRaces() {
 		d.held = old
 		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) stays allocated after the second step's rebuild, "+
-			"as measured when the second step starts within about %g s of the first; a loop that waits that long after its first optimizer step (time.sleep) frees it: say so with --step-pause %g (docs/multigpu.md)",
-			units.Format(old.bytes()), DDPSettle, DDPSettle))
+			"as measured when the second step starts within about %g s of the first; a loop that waits that long once its first optimizer step has finished (torch.cuda.synchronize(), then time.sleep(%g)) frees it: say so with --step-pause %g (docs/multigpu.md)",
+			units.Format(old.bytes()), DDPSettle, DDPSettle, DDPSettle))
 	} else {
 		s.unref(old)
 	}

@@ -122,8 +122,9 @@ func TestDDPBucketViewRebuild(t *testing.T) {
 // TestDDPRebuildRace: with no pause between steps, the construction's flat
 // bucket outlives the second step's rebuild (docs/multigpu.md, "DDP's
 // bucket rebuild race") and every later peak holds it; --step-pause 0.2
-// frees it at the rebuild. In a pipeline only the first stage races: a
-// later stage's rebuild waits for its first activations.
+// frees it at the rebuild. In a pipeline every stage but the last races:
+// the last stage's rebuild waits for every other stage to finish its step
+// and send it a micro-batch (ddpRaces).
 func TestDDPRebuildRace(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -170,13 +171,18 @@ func TestDDPRebuildRace(t *testing.T) {
 		})
 	}
 	t.Run("pipeline", func(t *testing.T) {
-		spec := mustLoad(t, "../specs/tinyllama-1.1b.yaml", model.Overrides{DP: 2, Zero: "0", PP: 2, GradAccum: 4, Seq: 512, Checkpointing: model.CkptNone})
-		held := map[int64]bool{}
-		if _, err := estimateWith(spec, func(s *sim) { held[s.pp.stage] = s.ddp.held != nil }, nil); err != nil {
-			t.Fatal(err)
-		}
-		if !held[0] || held[1] {
-			t.Errorf("old bucket held by stage: %v, want by the first stage only", held)
+		for _, pp := range []int64{2, 4} {
+			spec := mustLoad(t, "../specs/tinyllama-1.1b.yaml", model.Overrides{DP: 2, Zero: "0", PP: pp, GradAccum: 4, Seq: 512, Checkpointing: model.CkptNone})
+			held := map[int64]bool{}
+			if _, err := estimateWith(spec, func(s *sim) { held[s.pp.stage] = s.ddp.held != nil }, nil); err != nil {
+				t.Fatal(err)
+			}
+			for st := int64(0); st < pp; st++ {
+				if held[st] != (st < pp-1) {
+					t.Errorf("pp %d: old bucket held by stage: %v, want by every stage but the last", pp, held)
+					break
+				}
+			}
 		}
 	})
 }

@@ -236,9 +236,9 @@ type Training struct {
 	// docs/moe.md §4.
 	EP     int64   `json:"ep,omitempty"`
 	EPSkew float64 `json:"ep_skew,omitempty"`
-	// StepPause is the seconds the loop's host waits after its first
-	// optimizer step before the next forward (0: none, the second step
-	// starts at once; a pause after every step counts too). It decides
+	// StepPause is the seconds the loop waits, once its first optimizer
+	// step has finished on the GPU, before the next forward (0: none, the
+	// second step starts at once; a pause after every step counts too). It decides
 	// whether DDP's old flat bucket outlives its rebuild at the second
 	// step (docs/multigpu.md, "DDP's bucket rebuild race").
 	StepPause float64 `json:"step_pause,omitempty"`

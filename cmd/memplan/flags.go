@@ -32,7 +32,7 @@ func overrideFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "ep", Usage: "expert-parallel size: the experts of each MoE block split over this many of the data-parallel GPUs (docs/moe.md)"},
 		&cli.StringFlag{Name: "ep-skew", Usage: "with --ep: the busiest rank's received tokens over balanced routing's, 1 to 1024 (default min(ep, 3))"},
 		&cli.BoolFlag{Name: "bucket-view", Usage: "DDP with gradient_as_bucket_view=True: the gradients are views into the buckets"},
-		&cli.StringFlag{Name: "step-pause", Usage: "seconds the loop waits after its first optimizer step (or after every step: nvidia-smi, checkpoints); 0.2 or more lets DDP free its old gradient bucket at the second step (docs/multigpu.md)"},
+		&cli.StringFlag{Name: "step-pause", Usage: "seconds the loop waits once its first optimizer step has finished on the GPU (or after every step: nvidia-smi, checkpoints); 0.2 or more lets DDP free its old gradient bucket at the second step (docs/multigpu.md)"},
 		&cli.Int64Flag{Name: "pp", Usage: "pipeline stages (torch.distributed.pipelining; memory is per GPU, for the busiest stage)"},
 		&cli.StringFlag{Name: "pp-schedule", Usage: "pipeline schedule: 1f1b (default), gpipe or interleaved"},
 		&cli.Int64Flag{Name: "pp-virtual", Usage: "stages per rank of the interleaved schedule (default 2)"},
