@@ -2,6 +2,9 @@ package estimate
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/parallel"
@@ -48,25 +51,20 @@ type Pipeline struct {
 }
 
 // estimatePipeline simulates every stage of a pipeline-parallel run and
-// returns the busiest stage's Result with the Pipeline of every kind.
+// returns the busiest stage's Result with the Pipeline of every kind. The
+// stages are independent simulations, run on up to GOMAXPROCS goroutines
+// (one at a time under a test's inspect hook); the result does not depend
+// on how many run at once.
 func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
 	t := spec.Training
+	rs, err := simulateStages(spec, inspect, setup, stageWorkers(inspect, t.PP))
+	if err != nil {
+		return nil, err
+	}
 	var best *Result
 	var kinds []StageMemory
-	for st := int64(0); st < t.PP; st++ {
-		p, err := newPipeline(spec, st)
-		if err != nil {
-			return nil, fmt.Errorf("pipeline stage %d: %w", st, err)
-		}
-		r, err := simulateRank(spec, inspect, func(s *sim) {
-			s.pp = p
-			if setup != nil {
-				setup(s)
-			}
-		})
-		if err != nil {
-			return nil, fmt.Errorf("pipeline stage %d: %w", st, err)
-		}
+	for st, r := range rs {
+		st := int64(st)
 		kind := KindMiddle
 		switch st {
 		case 0:
@@ -74,7 +72,7 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 		case t.PP - 1:
 			kind = KindLast
 		}
-		sm := StageMemory{Kind: kind, Stage: st, Blocks: p.rankBlocks(), Params: r.Params,
+		sm := StageMemory{Kind: kind, Stage: st, Blocks: r.blocks, Params: r.Params,
 			PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal,
 			PeakPhase: r.PeakPhase, AtPeak: r.AtPeak}
 		if n := len(kinds); n > 0 && kinds[n-1].Kind == kind {
@@ -85,7 +83,7 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 			kinds = append(kinds, sm)
 		}
 		if best == nil || r.DeviceTotal > best.DeviceTotal {
-			best = r
+			best = r.Result
 			best.Pipeline = &Pipeline{Stages: t.PP, Schedule: t.PPSchedule, MicroBatches: t.GradAccum, Busiest: st}
 			if v := t.Virtual(); v > 1 {
 				best.Pipeline.Virtual = v
@@ -95,6 +93,74 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 	best.Pipeline.Kinds = kinds
 	best.Params = spec.Params() // the model's; each kind has its stage's
 	return best, nil
+}
+
+// stageResult is one pipeline rank's Result and the blocks its stages hold.
+type stageResult struct {
+	*Result
+	blocks int64
+}
+
+// stageWorkers is how many stages estimatePipeline simulates at once: one
+// under a test's inspect hook (which sees one simulation at a time), else
+// up to GOMAXPROCS.
+func stageWorkers(inspect func(*sim), stages int64) int {
+	if inspect != nil {
+		return 1
+	}
+	return int(min(int64(runtime.GOMAXPROCS(0)), stages))
+}
+
+// simulateStages simulates every rank of a pipeline, workers at a time,
+// and returns their results by rank, or the first rank's error.
+func simulateStages(spec *model.Spec, inspect func(*sim), setup func(*sim), workers int) ([]stageResult, error) {
+	n := spec.Training.PP
+	rs := make([]stageResult, n)
+	errs := make([]error, n)
+	one := func(st int64) {
+		p, err := newPipeline(spec, st)
+		if err != nil {
+			errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)
+			return
+		}
+		r, err := simulateRank(spec, inspect, func(s *sim) {
+			s.pp = p
+			if setup != nil {
+				setup(s)
+			}
+		})
+		if err != nil {
+			errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)
+			return
+		}
+		rs[st] = stageResult{r, p.rankBlocks()}
+	}
+	if workers <= 1 {
+		for st := int64(0); st < n; st++ {
+			if one(st); errs[st] != nil {
+				break
+			}
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for st := next.Add(1) - 1; st < n; st = next.Add(1) - 1 {
+					one(st)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
 }
 
 // ppP2PFirst and ppP2PPeer are what a pipeline rank's batched
