@@ -111,50 +111,50 @@ func stageWorkers(inspect func(*sim), stages int64) int {
 	return int(min(int64(runtime.GOMAXPROCS(0)), stages))
 }
 
-// simulateStages simulates every rank of a pipeline, workers at a time,
-// and returns their results by rank, or the first rank's error.
+// simulateStages simulates every rank of a pipeline, up to workers at a
+// time, and returns their results by rank, or the first rank's error. The
+// calling goroutine simulates stages itself; helpers join it while the
+// process-wide pool of them (stageHelpers) has room, so that searches that
+// run estimates on every core do not multiply the simulations in flight.
 func simulateStages(spec *model.Spec, inspect func(*sim), setup func(*sim), workers int) ([]stageResult, error) {
 	n := spec.Training.PP
 	rs := make([]stageResult, n)
 	errs := make([]error, n)
-	one := func(st int64) {
-		p, err := newPipeline(spec, st)
-		if err != nil {
-			errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)
-			return
-		}
-		r, err := simulateRank(spec, inspect, func(s *sim) {
-			s.pp = p
-			if setup != nil {
-				setup(s)
+	var next atomic.Int64
+	run := func() {
+		for st := next.Add(1) - 1; st < n; st = next.Add(1) - 1 {
+			p, err := newPipeline(spec, st)
+			if err != nil {
+				errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)
+				continue
 			}
-		})
-		if err != nil {
-			errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)
-			return
+			r, err := simulateRank(spec, inspect, func(s *sim) {
+				s.pp = p
+				if setup != nil {
+					setup(s)
+				}
+			})
+			if err != nil {
+				errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)
+				continue
+			}
+			rs[st] = stageResult{r, p.rankBlocks()}
 		}
-		rs[st] = stageResult{r, p.rankBlocks()}
 	}
-	if workers <= 1 {
-		for st := int64(0); st < n; st++ {
-			if one(st); errs[st] != nil {
-				break
-			}
-		}
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		select {
+		case stageHelpers <- struct{}{}:
 			wg.Add(1)
 			go func() {
-				defer wg.Done()
-				for st := next.Add(1) - 1; st < n; st = next.Add(1) - 1 {
-					one(st)
-				}
+				defer func() { <-stageHelpers; wg.Done() }()
+				run()
 			}()
+		default: // every helper busy: fewer at once
 		}
-		wg.Wait()
 	}
+	run()
+	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -162,6 +162,10 @@ func simulateStages(spec *model.Spec, inspect func(*sim), setup func(*sim), work
 	}
 	return rs, nil
 }
+
+// stageHelpers holds a token for each helper goroutine simulating stages,
+// process-wide: at most GOMAXPROCS (as the process started).
+var stageHelpers = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // ppP2PFirst and ppP2PPeer are what a pipeline rank's batched
 // point-to-point traffic adds to NCCL's memory, measured on 2 × H200 (NCCL
