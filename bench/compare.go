@@ -57,8 +57,10 @@ type Record struct {
 	EP     int64   `json:"ep"`
 	EPSkew float64 `json:"ep_skew"`
 	// StepPause is the pause train.py's loop made after each step: 0.2
-	// (nvidia-smi) or, with --no-pause, 0; absent in records that predate
-	// the flag, which all paused.
+	// (a synchronize, then nvidia-smi and an allocator snapshot: usually
+	// longer than NCCL's watchdog period, 0.1 s, though one run of 44
+	// raced) or, with --no-pause, 0; absent in records that predate the
+	// flag, which all paused.
 	StepPause *float64 `json:"step_pause"`
 	// LoRA is the adapter setup of a bench/torch/lora.py record.
 	LoRA *RecordLoRA `json:"lora,omitempty"`
