@@ -9,46 +9,28 @@ host-side calls that wait for nothing).
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/plainloop.py specs/gpt2-xl.yaml --mode ddp --batch 2 --seq 1024
 """
-import argparse, json, os, sys
+import argparse, json
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import measure  # noqa: E402  (bench/torch/measure.py: model construction)
+import hfloop  # the spec's model on each rank (bench/torch/dist/hfloop.py)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("spec")
+    hfloop.add_args(ap)
     ap.add_argument("--mode", choices=["ddp", "zero1"], required=True)
-    for k in ("batch", "seq"):
-        ap.add_argument("--" + k, dest=k, type=int)
-    ap.add_argument("--precision")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--log-every", dest="log_every", type=int, default=1)
     a = ap.parse_args()
-    rank = int(os.environ["LOCAL_RANK"])
-    import torch
+    torch, rank, spec, model, amp, ids = hfloop.setup(a)
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
-    a.optimizer = a.attention = a.zero_grad = a.grad_accum = a.image = a.dp = a.zero = a.checkpointing = None
-    spec = measure.load_spec(a.spec, a)
     t = spec["training"]
-    t["precision"] = a.precision or t["precision"]
-    model, kind = measure.build(spec, torch)
-    if t["precision"] == "bf16":
-        model = model.to(torch.bfloat16)
-    model.train()
-    measure.enable_checkpointing(model, kind, t["checkpointing"], torch)
-    model = DDP(model.to(torch.device("cuda", rank)), device_ids=[rank])
+    model = DDP(model, device_ids=[rank])
     if a.mode == "zero1":
         from torch.distributed.optim import ZeroRedundancyOptimizer
         opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-4, foreach=True)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    g = torch.Generator(device="cuda").manual_seed(rank)
-    ids = torch.randint(0, spec["model"]["vocab"], (t["batch"], t["seq"]), device="cuda", generator=g)
-    amp = t["precision"].startswith("amp")
     peaks, losses = [], []
     for step in range(a.steps):
         torch.cuda.reset_peak_memory_stats()

@@ -24,14 +24,15 @@ optimizer step returned (t_opt) and when the stream passed it (t_opt_gpu),
 the rebuild's start and end (Reducer._rebuild_buckets), memory_allocated()
 around the rebuild (held: it rose by the old bucket) and after the second
 step (freed by then or not). --item calls loss.item() after each step, as
-a loop that logs its loss does. Prints one JSON line per rank.
+a loop that logs its loss does; --pause S sleeps S seconds after the first
+step (after torch.cuda.synchronize() with --sync), the fix memplan's tune
+offers (--step-pause). Prints one JSON line per rank.
 
-    torchrun --standalone --nproc-per-node 2 bench/torch/dist/rebuildtiming.py specs/gpt2-124m.yaml --batch 8 --seq 1024
+    torchrun --standalone --nproc-per-node 2 bench/torch/dist/rebuildtiming.py specs/gpt2-124m.yaml --batch 8 --seq 1024 [--pause 0.2 --sync]
 """
-import argparse, json, os, sys, threading, time
+import argparse, json, threading, time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import measure  # noqa: E402  (bench/torch/measure.py: model construction)
+import hfloop  # the spec's model on each rank (bench/torch/dist/hfloop.py)
 
 
 class Poller:
@@ -59,7 +60,7 @@ class Poller:
                         self.done[name] = t
             time.sleep(50e-6)
 
-    def when(self, name, torch):
+    def when(self, name):
         while True:
             with self.lock:
                 if name in self.done:
@@ -69,30 +70,18 @@ class Poller:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("spec")
-    for k in ("batch", "seq"):
-        ap.add_argument("--" + k, dest=k, type=int)
-    ap.add_argument("--precision")
+    hfloop.add_args(ap)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--item", action="store_true", help="loss.item() after each step")
+    ap.add_argument("--pause", type=float, default=0.0, help="seconds to sleep after the first step")
+    ap.add_argument("--sync", action="store_true", help="torch.cuda.synchronize() before the pause")
     a = ap.parse_args()
-    rank = int(os.environ["LOCAL_RANK"])
-    import torch
+    # Not checkpointed whatever the spec says (GPT-2 XL's does): the window
+    # is the first optimizer step's, and the recorded runs had none.
+    torch, rank, spec, base, amp, ids = hfloop.setup(a, checkpointing=False)
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
-    a.optimizer = a.attention = a.zero_grad = a.grad_accum = a.image = a.dp = a.zero = a.checkpointing = None
-    spec = measure.load_spec(a.spec, a)
     t = spec["training"]
-    t["precision"] = a.precision or t["precision"]
-    base, kind = measure.build(spec, torch)
-    if t["precision"] == "bf16":
-        base = base.to(torch.bfloat16)
-    base = base.to(torch.device("cuda", rank)).train()
-    amp = t["precision"].startswith("amp")
-    g = torch.Generator(device="cuda").manual_seed(rank)
-    ids = torch.randint(0, spec["model"]["vocab"], (t["batch"], t["seq"]), device="cuda", generator=g)
     grad_bytes = sum(p.numel() * p.element_size() for p in base.parameters() if p.requires_grad)
 
     stamps = {}
@@ -137,6 +126,10 @@ def main():
         opt.zero_grad(set_to_none=True)
         if a.item:
             loss.item()
+        if a.sync:
+            torch.cuda.synchronize()
+        if a.pause > 0:
+            time.sleep(a.pause)
         t_loop = time.perf_counter()
         loss = fwd()  # the rebuild
         loss.backward()
@@ -146,7 +139,7 @@ def main():
             loss.item()
         torch.cuda.synchronize()
         after2 = torch.cuda.memory_allocated()
-        t_ar, t_opt_gpu = poll.when(f"ar{trial}", torch), poll.when(f"opt{trial}", torch)
+        t_ar, t_opt_gpu = poll.when(f"ar{trial}"), poll.when(f"opt{trial}")
         rise = stamps.get("alloc_rb1", 0) - stamps.get("alloc_rb0", 0)
         trials.append({
             "trial": trial,
@@ -164,7 +157,7 @@ def main():
         torch.cuda.empty_cache()
     poll.stop = True
     print(json.dumps({"spec": a.spec, "rank": rank, "batch": t["batch"], "seq": t["seq"], "precision": t["precision"],
-                      "item": a.item, "grad_bytes": grad_bytes, "torch": torch.__version__, "trials": trials}), flush=True)
+                      "item": a.item, "pause": a.pause, "sync": a.sync, "grad_bytes": grad_bytes, "torch": torch.__version__, "trials": trials}), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 
