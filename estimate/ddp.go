@@ -259,9 +259,10 @@ func (s *sim) ddpRebuild() {
 	d.flat = nil
 	if s.ddpRaces() {
 		d.held = old
-		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) stays allocated after the second step's rebuild, "+
-			"as measured when the second step starts within about %g s of the first; a loop that waits that long once its first optimizer step has finished (torch.cuda.synchronize(), then time.sleep(%g)) frees it: say so with --step-pause %g (docs/multigpu.md)",
-			units.Format(old.bytes()), DDPSettle, DDPSettle, DDPSettle))
+		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) is kept past the second step's rebuild, "+
+			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, which a second step started at once can precede; "+
+			"torch.cuda.synchronize() then time.sleep(%g) after the first optimizer step frees it: say so with --step-pause %g (docs/multigpu.md)",
+			units.Format(old.bytes()), ncclWatchdogPeriod, DDPSettle, DDPSettle))
 	} else {
 		s.unref(old)
 	}
