@@ -35,6 +35,9 @@ type Snapshot struct {
 	// code that allocated again within it, are still live (see
 	// docs/diagnose.md, "Leaks in a snapshot").
 	Carried *Site `json:"carried,omitempty"`
+	// DDPRace is set when DDP's construction bucket is still allocated
+	// after its rebuild (ddprace.go).
+	DDPRace *DDPRace `json:"ddp_rebuild_race,omitempty"`
 }
 
 // Growth is memory that rises step over step.
@@ -126,6 +129,7 @@ func digest(top pval, t *traceTables) (*Snapshot, error) {
 			s.Request, s.DeviceFree = e.size, e.free
 		}
 	}
+	s.DDPRace = ddpRace(t, blocks)
 	var live map[int64]int
 	s.Growth, s.HistorySteps, live = growth(evs, t)
 	if s.HistorySteps > 0 {

@@ -67,6 +67,10 @@ type Figures struct {
 	// blocks (docs/diagnose.md, "Leaks in a snapshot").
 	CarriedBytes  int64 `json:"carried_bytes,omitempty"`
 	CarriedCopies int   `json:"carried_copies,omitempty"`
+	// DDPRaceBytes is DDP's old flat gradient bucket, which a snapshot
+	// shows still allocated after the bucket rebuild (docs/multigpu.md,
+	// "DDP's bucket rebuild race").
+	DDPRaceBytes int64 `json:"ddp_rebuild_race_bytes,omitempty"`
 	// StepsRun is the number of steps a stats series logged before the
 	// error; the job ran out in the step after them.
 	StepsRun int `json:"steps_run,omitempty"`
@@ -208,6 +212,9 @@ func figures(o OOM, evs []*Evidence, job Job) Figures {
 			}
 			if s.Carried != nil {
 				f.CarriedBytes, f.CarriedCopies = s.Carried.Bytes, s.Carried.Allocs
+			}
+			if s.DDPRace != nil {
+				f.DDPRaceBytes = s.DDPRace.Old
 			}
 		}
 	}

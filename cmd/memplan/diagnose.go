@@ -173,6 +173,7 @@ func printFigures(w io.Writer, v diagnose.Verdict) {
 		{"allocated", f.Allocated}, {"reserved", f.Reserved}, {"reserved but free", f.Stranded},
 		{"largest free block", f.LargestFree}, {"missing", f.Missing}, {"growth per step", f.GrowthPerStep},
 		{"kept per step, nothing freed", f.KeptPerStep}, {"carried from earlier steps", f.CarriedBytes},
+		{"DDP's old bucket, kept past its rebuild", f.DDPRaceBytes},
 	}
 	if p := v.Predicted; p != nil {
 		rows = append(rows, struct {

@@ -23,6 +23,7 @@ func TestDiagnoseCmd(t *testing.T) {
 			"--batch", "160", "--seq", "1024", "--precision", "amp-bf16", "--device", "h100-80gb"}, 0, "cause: pressure"},
 		{"snapshot", []string{"diagnose", crashes + "leak-cache/snapshot.pickle.gz"}, 0, "crash.py:142 in leak_cache"},
 		{"ranks", []string{"diagnose", crashes + "ranks/log.txt"}, 0, "rank 1: cause: pressure"},
+		{"ddp race", []string{"diagnose", "../../diagnose/testdata/ddprace/race-rank0.pickle"}, 0, "DDP's old bucket, kept past its rebuild   16.00 MiB"},
 		{"no files", []string{"diagnose"}, 2, "at least one evidence FILE"},
 		{"missing file", []string{"diagnose", "nope.txt"}, 2, "nope.txt"},
 		{"spec and hf", []string{"diagnose", crashes + "frag-carve/log.txt", "x.yaml", "--hf", "y.json", "--seq", "8"}, 2, "either SPEC or --hf"},
