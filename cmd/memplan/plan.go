@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -38,10 +39,14 @@ bandwidth of the links it crosses). Tensor parallelism stays inside a node of
 --node-size GPUs. Prints the top layouts with the busiest rank's memory, and
 the near misses with the reason each fails. Exit status 4 when none fits.
 
-memplan simulates data parallelism with ZeRO stages 0-3 today; layouts with
-tensor, sequence, pipeline, context or expert parallelism are enumerated and
-validated against the model, and listed as not yet simulated. The search and
-the proxy are described in docs/planner.md.
+Every layout is estimated by the same simulator as memplan estimate: data
+parallelism with ZeRO stages 0-3, tensor and sequence parallelism (Llama
+models), pipelines (gpipe, 1f1b, interleaved; every stage, the busiest
+reported), context and expert parallelism. Layouts it cannot simulate yet
+(context with tensor parallelism or DDP, expert parallelism with FSDP and tp,
+pp or cp, the interleaved schedule with data parallelism, pipelines of more
+than 32 micro-batches) are listed as not yet simulated. The search and the
+proxy are described in docs/planner.md.
 
 Example:
    memplan plan specs/llama-3-8b.yaml --global-batch 512 --max-gpus 64
@@ -125,8 +130,14 @@ func printPlan(w io.Writer, r *planner.Result) {
 	}
 	if len(r.NearMisses) > 0 {
 		fmt.Fprintln(w, "\nnear misses (ranked ahead of the layouts above, or closest to fitting):")
+		// The names' column: as wide as the longest name up to 48
+		// characters; a longer name is followed by two spaces.
+		width := 0
 		for _, c := range r.NearMisses {
-			fmt.Fprintf(w, "  %4d GPUs  %-48s %s\n", c.GPUs, c.Name, c.Reason)
+			width = min(max(width, utf8.RuneCountInString(c.Name)), 48)
+		}
+		for _, c := range r.NearMisses {
+			fmt.Fprintf(w, "  %4d GPUs  %-*s  %s\n", c.GPUs, width, c.Name, c.Reason)
 		}
 	}
 	if len(r.InvalidReasons) > 0 {
