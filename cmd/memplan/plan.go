@@ -43,10 +43,12 @@ Every layout is estimated by the same simulator as memplan estimate: data
 parallelism with ZeRO stages 0-3, tensor and sequence parallelism (Llama
 models), pipelines (gpipe, 1f1b, interleaved; every stage, the busiest
 reported), context and expert parallelism. Layouts it cannot simulate yet
-(context with tensor parallelism or DDP, expert parallelism with FSDP and tp,
-pp or cp, the interleaved schedule with data parallelism, pipelines of more
-than 32 micro-batches) are listed as not yet simulated. The search and the
-proxy are described in docs/planner.md.
+(context parallelism with tensor parallelism, DDP or ZeRO 1; expert
+parallelism with ZeRO 1, or with FSDP and tp, pp or cp; the interleaved
+schedule with data parallelism; tied embeddings under a pipeline; pipelines
+of more than 32 micro-batches; tensor parallelism of models other than
+Llama) are listed as not yet simulated. The search and the proxy are
+described in docs/planner.md.
 
 Example:
    memplan plan specs/llama-3-8b.yaml --global-batch 512 --max-gpus 64
