@@ -29,6 +29,18 @@ type Request struct {
 	// to consider (defaults: 0–3; none and every-block).
 	Zero          []int64
 	Checkpointing []model.Checkpointing
+	// Progress, when set, is called before each estimate the search asks
+	// the oracle for (a command draws a progress line with it).
+	Progress func(Progress)
+}
+
+// Progress is where a search stands when it asks for an estimate.
+type Progress struct {
+	// Estimates counts the estimates asked for, this one included; Fits
+	// the layouts found to fit so far, of the Top wanted.
+	Estimates, Fits, Top int
+	// Layout is the layout being estimated.
+	Layout Layout
 }
 
 // Verdicts of a Candidate.
@@ -146,6 +158,7 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
 	es := rank(spec, &req, res, sh)
 	s := newSearch(spec, oracle, res.Limit)
+	s.progress, s.top = req.Progress, req.Top
 	misses := newMisses(req.Top)
 	for n, e := range es {
 		if len(res.Layouts) == req.Top {
@@ -157,6 +170,7 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 		if c.Verdict == Fits {
 			c.Name = c.Layout.String()
 			res.Layouts = append(res.Layouts, c)
+			s.found = len(res.Layouts)
 		} else {
 			misses.add(c)
 		}

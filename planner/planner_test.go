@@ -300,3 +300,22 @@ func BenchmarkPlan70B(b *testing.B) {
 		})
 	}
 }
+
+// TestProgress: Request.Progress is called once before each estimate, with
+// the estimates counted as Stats counts them and the layouts found so far.
+func TestProgress(t *testing.T) {
+	spec := load(t, "llama-3.2-1b.yaml")
+	var seen []Progress
+	r, err := Plan(spec, Request{GlobalBatch: 64, GPUs: 8, Top: 3, Progress: func(p Progress) { seen = append(seen, p) }}, Simulator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != r.Stats.OracleCalls || len(seen) == 0 {
+		t.Fatalf("%d progress calls, want one per estimate (%d)", len(seen), r.Stats.OracleCalls)
+	}
+	for i, p := range seen {
+		if p.Estimates != i+1 || p.Top != 3 || p.Fits > len(r.Layouts) || (i > 0 && p.Fits < seen[i-1].Fits) {
+			t.Fatalf("progress %d: %+v (of %d estimates, %d layouts)", i, p, len(seen), len(r.Layouts))
+		}
+	}
+}

@@ -125,6 +125,10 @@ type search struct {
 	fits   map[group][]program
 	// counters for Stats
 	evaluated, calls, pruned, notSim int
+	// progress is Request.Progress; found the fitting layouts so far, of
+	// top.
+	progress   func(Progress)
+	found, top int
 }
 
 func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
@@ -164,6 +168,9 @@ func (s *search) eval(l Layout) outcome {
 		return o
 	}
 	s.calls++
+	if s.progress != nil {
+		s.progress(Progress{Estimates: s.calls, Fits: s.found, Top: s.top, Layout: l})
+	}
 	m, err := s.oracle.Estimate(s.spec, l)
 	o := outcome{m, err}
 	s.memo[p] = o

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -37,7 +39,9 @@ fewest GPUs first, then a throughput proxy (compute stretched by the pipeline
 bubble and checkpointing's recompute, plus each group's communication at the
 bandwidth of the links it crosses). Tensor parallelism stays inside a node of
 --node-size GPUs. Prints the top layouts with the busiest rank's memory, and
-the near misses with the reason each fails. Exit status 4 when none fits.
+the near misses with the reason each fails. Exit status 4 when none fits. On
+a terminal, a search that takes more than a second shows its progress on
+standard error.
 
 Every layout is estimated by the same simulator as memplan estimate: data
 parallelism with ZeRO stages 0-3, tensor and sequence parallelism (Llama
@@ -84,7 +88,10 @@ func planAction(c *cli.Context) error {
 		// LoRA under ZeRO 2 and 3 is not simulated (model.decodeLoRA refuses it).
 		req.Zero = []int64{0, 1}
 	}
+	var done func()
+	req.Progress, done = planProgress(c.App.ErrWriter)
 	r, perr := planner.Plan(spec, req, planner.Simulator{})
+	done()
 	if perr != nil && !errors.Is(perr, planner.ErrNoLayout) {
 		return perr
 	}
@@ -157,6 +164,31 @@ func printPlan(w io.Writer, r *planner.Result) {
 		}
 		if len(reasons) > 5 {
 			fmt.Fprintf(w, "  and %d other reasons (--format json lists them)\n", len(reasons)-5)
+		}
+	}
+}
+
+// planProgress returns a progress callback that draws one line on w when w
+// is a terminal and the search has taken more than a second (the estimates
+// made, the layouts found, the one being estimated), and a function that
+// clears the line; elsewhere nil and a no-op.
+func planProgress(w io.Writer) (func(planner.Progress), func()) {
+	f, ok := w.(*os.File)
+	if !ok || !isTerminal(f) {
+		return nil, func() {}
+	}
+	start, drawn := time.Now(), false
+	progress := func(p planner.Progress) {
+		if time.Since(start) < time.Second {
+			return
+		}
+		drawn = true
+		line := []rune(fmt.Sprintf("estimate %d, %d of %d layouts found: %s", p.Estimates, p.Fits, p.Top, p.Layout))
+		fmt.Fprintf(w, "\r\033[K%s", string(line[:min(len(line), 99)])) // one line of a 100-column terminal
+	}
+	return progress, func() {
+		if drawn {
+			fmt.Fprint(w, "\r\033[K")
 		}
 	}
 }
