@@ -98,13 +98,21 @@ func Text(w io.Writer, r *Report) error {
 				return err
 			}
 		}
+		var none []string
 		for _, c := range row.Cells {
 			switch {
 			case c.Error != "":
 				fmt.Fprintf(w, "  %s: error: %s\n", c.Device, c.Error)
 			case c.Fix != nil:
 				fmt.Fprintf(w, "  %s: %s (%s per GPU)\n", c.Device, c.Fix.Change, units.Format(c.Fix.DeviceTotal))
+			case c.GPUs == 0:
+				none = append(none, c.Device)
 			}
+		}
+		if len(none) > 0 {
+			// Two lines, to stay inside 100 columns.
+			fmt.Fprintf(w, "  %s: nothing tried fits (ZeRO and offload, up to %d GPUs);\n", strings.Join(none, ", "), maxGPUs)
+			fmt.Fprintf(w, "    tensor and pipeline layouts: memplan plan %s --device %s --global-batch N\n", row.Path, none[0])
 		}
 	}
 	return nil
