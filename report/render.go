@@ -110,9 +110,11 @@ func Text(w io.Writer, r *Report) error {
 			}
 		}
 		if len(none) > 0 {
-			// Two lines, to stay inside 100 columns.
-			fmt.Fprintf(w, "  %s: nothing tried fits (ZeRO and offload, up to %d GPUs);\n", strings.Join(none, ", "), maxGPUs)
-			fmt.Fprintf(w, "    tensor and pipeline layouts: memplan plan %s --device %s --global-batch N\n", row.Path, none[0])
+			msg := fmt.Sprintf("nothing tried fits (ZeRO and offload, up to %d GPUs) on %s; for tensor and pipeline layouts: memplan plan %s --device %s --global-batch N",
+				maxGPUs, strings.Join(none, ", "), row.Path, none[0])
+			for _, l := range wrapWords(msg, "  ", "    ", 98) {
+				fmt.Fprintln(w, l)
+			}
 		}
 	}
 	return nil
@@ -190,3 +192,23 @@ func Markdown(w io.Writer, r *Report) error {
 }
 
 func md(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
+
+// wrapWords breaks text at spaces into lines of at most width characters
+// (a longer word gets a line of its own), the first line starting with
+// first, the others with indent.
+func wrapWords(text, first, indent string, width int) []string {
+	var lines []string
+	line := first
+	for i, word := range strings.Fields(text) {
+		switch {
+		case i == 0:
+			line += word
+		case len(line)+1+len(word) > width:
+			lines = append(lines, line)
+			line = indent + word
+		default:
+			line += " " + word
+		}
+	}
+	return append(lines, line)
+}

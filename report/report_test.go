@@ -167,3 +167,21 @@ func TestTextErrorRow(t *testing.T) {
 		t.Errorf("Text() =\n%s\nwant it to contain\n%s", b.String(), want)
 	}
 }
+
+func TestWrapWords(t *testing.T) {
+	for _, c := range []struct {
+		text  string
+		width int
+		want  []string
+	}{
+		{"a b c", 10, []string{"> a b c"}},
+		{"aaa bbb ccc", 8, []string{"> aaa", "  bbb", "  ccc"}},
+		{"aaa bbb ccc", 9, []string{"> aaa bbb", "  ccc"}},
+		{"averyveryverylongword x", 6, []string{"> averyveryverylongword", "  x"}},
+	} {
+		got := wrapWords(c.text, "> ", "  ", c.width)
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("wrapWords(%q, %d) = %q, want %q", c.text, c.width, got, c.want)
+		}
+	}
+}
