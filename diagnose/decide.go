@@ -83,11 +83,20 @@ func decide(f Figures, evs []*Evidence, job Job) Verdict {
 		v.Reason = "the evidence does not tell the cause: give the out-of-memory message, or the job's description with the stats or summary"
 	}
 	v.Fixes = fixes(v)
-	if f.DDPRaceBytes > 0 {
-		v.Reason += fmt.Sprintf("; DDP's old flat gradient bucket (%s) was still allocated after its rebuild at the second step (the rebuild race, docs/multigpu.md)", gib(f.DDPRaceBytes))
-		v.Fixes = append([]string{fmt.Sprintf("torch.cuda.synchronize() then time.sleep(0.2) once, after the first optimizer step: NCCL then lets go of DDP's old gradient bucket before the rebuild, freeing %s (memplan estimate --step-pause 0.2 predicts the job so)", gib(f.DDPRaceBytes))}, v.Fixes...)
-	}
+	ddpRaceFinding(&v)
 	return v
+}
+
+// ddpRaceFinding adds DDP's bucket rebuild race, seen in a snapshot, to
+// whatever cause the rules found: a sentence of the reason, and the pause
+// that removes it as the first fix (docs/diagnose.md §4a).
+func ddpRaceFinding(v *Verdict) {
+	n := v.Figures.DDPRaceBytes
+	if n == 0 {
+		return
+	}
+	v.Reason += fmt.Sprintf("; DDP's old flat gradient bucket (%s) was still allocated after its rebuild at the second step (the rebuild race, docs/multigpu.md)", gib(n))
+	v.Fixes = append([]string{fmt.Sprintf("torch.cuda.synchronize() then time.sleep(0.2) once, after the first optimizer step: NCCL then lets go of DDP's old gradient bucket before the rebuild, freeing %s (memplan estimate --step-pause 0.2 predicts the job so)", gib(n))}, v.Fixes...)
 }
 
 // pressureUnsure lowers a pressure verdict reached without the job's

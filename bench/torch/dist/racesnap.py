@@ -10,31 +10,25 @@ OUTDIR/norace-rankR.pickle, and prints one JSON line.
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/racesnap.py OUT
 """
-import argparse, json, os, time
+import argparse, json, os
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
+
+import watchdog  # the toy DDP model and its first step (bench/torch/dist/watchdog.py)
 
 
 def trial(rank, pause):
-    """A fresh DDP: one step, the pause, the second forward. Returns whether
-    the old flat bucket was still allocated after the rebuild."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024, bias=False) for _ in range(4)]).cuda()
-    ddp = DDP(model, device_ids=[rank])
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(8, 1024, device="cuda")
-    ddp(x).sum().backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    if pause:
-        torch.cuda.synchronize()
-        time.sleep(pause)
+    """A fresh DDP of 16 MiB of gradients: one step, the pause (after a
+    synchronize), the second forward. Returns whether the old flat bucket
+    was still allocated after the rebuild, and what to keep alive until the
+    snapshot."""
+    ddp, opt, x = watchdog.toy(rank, width=1024, layers=4)
+    watchdog.first_step(ddp, opt, x, pause, sync=pause > 0)
     before = torch.cuda.memory_allocated()
     y = ddp(x)  # _rebuild_buckets
     after = torch.cuda.memory_allocated() - y.numel() * y.element_size()
-    return after - before > 4 * 1024 * 1024 * 4 // 2, (ddp, opt, model, y)
+    return after - before > 4 * 1024 * 1024 * 4 // 2, (ddp, opt, y)
 
 
 def main():

@@ -40,12 +40,17 @@ def poll(base, step=0.005, limit=2.0):
     return None
 
 
-def trial(rank, gap, then, sync):
+def toy(rank, width=4096, layers=16):
+    """A fresh DDP of layers bias-free linear layers of width (layers ·
+    width² · 4 bytes of fp32 gradients), its SGD and an input batch of 8."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096, bias=False) for _ in range(16)]).cuda()
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(layers)]).cuda()
     ddp = DDP(model, device_ids=[rank])
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(8, 4096, device="cuda")
+    return ddp, torch.optim.SGD(model.parameters(), lr=1e-3), torch.randn(8, width, device="cuda")
+
+
+def first_step(ddp, opt, x, gap, sync):
+    """The first training step, then a synchronize (sync) and gap seconds of sleep."""
     ddp(x).sum().backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
@@ -53,6 +58,11 @@ def trial(rank, gap, then, sync):
         torch.cuda.synchronize()
     if gap > 0:
         time.sleep(gap)
+
+
+def trial(rank, gap, then, sync):
+    ddp, opt, x = toy(rank)
+    first_step(ddp, opt, x, gap, sync)
     before = torch.cuda.memory_allocated()
     t_ar = time.perf_counter()
     y = ddp(x)  # _rebuild_buckets: new buckets, the flat one dropped
@@ -93,7 +103,7 @@ def trial(rank, gap, then, sync):
         r["after_collective"] = torch.cuda.memory_allocated() - out
         r["released_after_s"] = poll(before + (after - before) % (1 << 30) + out)
     r["since_step_s"] = round(time.perf_counter() - t_ar, 4)
-    del y, ddp, opt, model
+    del y, ddp, opt
     torch.cuda.synchronize()
     return r
 
@@ -102,11 +112,7 @@ def loop(rank, gap, steps):
     """A training loop of steps steps with no host delay but gap seconds
     before the second step: memory_allocated() after each step (gradients
     dropped) and its peak within each step."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096, bias=False) for _ in range(16)]).cuda()
-    ddp = DDP(model, device_ids=[rank])
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(8, 4096, device="cuda")
+    ddp, opt, x = toy(rank)
     out = []
     for i in range(steps):
         if i == 1 and gap > 0:
@@ -117,7 +123,7 @@ def loop(rank, gap, steps):
         opt.zero_grad(set_to_none=True)
         out.append({"end": torch.cuda.memory_allocated(), "peak": torch.cuda.max_memory_allocated()})
     torch.cuda.synchronize()
-    del ddp, opt, model
+    del ddp, opt
     return out
 
 
