@@ -21,6 +21,12 @@ func TestDDPRace(t *testing.T) {
 		{"race-rank1.pickle", 16 << 20, 16 << 20},
 		{"norace-rank0.pickle", 0, 0},
 		{"norace-rank1.pickle", 0, 0},
+		// A second run (after racesnap.py moved its toy into watchdog.py),
+		// read after the rule was written.
+		{"second/race-rank0.pickle", 16 << 20, 16 << 20},
+		{"second/race-rank1.pickle", 16 << 20, 16 << 20},
+		{"second/norace-rank0.pickle", 0, 0},
+		{"second/norace-rank1.pickle", 0, 0},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			e, err := Read("testdata/ddprace/" + c.file)
