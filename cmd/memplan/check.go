@@ -7,6 +7,7 @@ import (
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/tuner"
 )
 
@@ -31,6 +32,19 @@ type Verdict struct {
 	Limit    float64     `json:"limit"`
 	Device   string      `json:"device"`
 	Estimate interface{} `json:"estimate"`
+	// IfPaused is the verdict the job would get if its loop paused after
+	// its first optimizer step (--step-pause 0.2): set when the job does
+	// not fit the target and the estimate keeps DDP's old bucket (its
+	// rebuild race, docs/multigpu.md).
+	IfPaused *Paused `json:"if_paused,omitempty"`
+}
+
+// Paused is check's verdict with DDP's rebuild race removed by a pause.
+type Paused struct {
+	StepPause   float64 `json:"step_pause"`
+	Verdict     string  `json:"verdict"`
+	DeviceTotal int64   `json:"device_total_bytes"`
+	Fill        float64 `json:"fill"`
 }
 
 func checkCmd() *cli.Command {
@@ -38,7 +52,11 @@ func checkCmd() *cli.Command {
 		Name:      "check",
 		Usage:     "pre-flight: does this job fit? (exit code says)",
 		ArgsUsage: "SPEC",
-		Description: `Predicts the job's device total and prints a one-line verdict.
+		Description: `Predicts the job's device total and prints a one-line verdict. When a
+DDP or ZeRO-1 job misses the target and its estimate keeps DDP's old gradient
+bucket (the rebuild race, docs/multigpu.md), a second line gives the verdict
+if the loop synchronized and slept 0.2 s after its first step
+(--step-pause 0.2); the exit code stays the job's as described.
 
 Exit codes:
    0  fits inside the target (at or below the band's upper edge less --margin)
@@ -94,6 +112,11 @@ Example:
 				v.Verdict, v.ExitCode = tuner.FitsTarget.String(), checkFits
 			}
 			v.Limit = tuner.Limit(band, tuner.Constraints{Margin: margin})
+			if r, ok := est.(*estimate.Result); ok && v.ExitCode != 0 && r.DDPRaceBytes > 0 {
+				if v.IfPaused, err = ifPaused(spec, band, margin); err != nil {
+					return err
+				}
+			}
 			if f == "json" {
 				if err := writeJSON(c.App.Writer, v); err != nil {
 					return err
@@ -101,6 +124,12 @@ Example:
 			} else {
 				fmt.Fprintf(c.App.Writer, "%s: %s at batch %d: %s of %s (%.1f%%, target ≤ %.1f%%: %.0f%% less a %.1f%% safety margin)\n", v.Verdict, spec.Name,
 					v.Batch, units.Format(v.DeviceTotal), units.Format(v.Memory), 100*v.Fill, 100*v.Limit, 100*band.Hi, 100*margin)
+				if p := v.IfPaused; p != nil {
+					// The pause: torch.cuda.synchronize() then time.sleep after the
+					// first optimizer step, which frees DDP's old gradient bucket.
+					fmt.Fprintf(c.App.Writer, "  if the loop syncs and sleeps %g s after its first step (--step-pause %g): %s, %s (%.1f%%)\n",
+						p.StepPause, p.StepPause, p.Verdict, units.Format(p.DeviceTotal), 100*p.Fill)
+				}
 			}
 			if v.ExitCode != 0 {
 				return exitCode{v.ExitCode, silent{}}
@@ -114,3 +143,16 @@ Example:
 type silent struct{}
 
 func (silent) Error() string { return "" }
+
+// ifPaused re-estimates spec as if its loop paused estimate.DDPSettle after
+// its first optimizer step, which frees DDP's old bucket at the rebuild.
+func ifPaused(spec *model.Spec, band tuner.Band, margin float64) (*Paused, error) {
+	s := *spec
+	s.Training.StepPause = estimate.DDPSettle
+	r, err := estimate.Estimate(&s)
+	if err != nil {
+		return nil, err
+	}
+	return &Paused{StepPause: estimate.DDPSettle, Verdict: tuner.Fits(r.DeviceTotal, s.Device.Memory, band, margin).String(),
+		DeviceTotal: r.DeviceTotal, Fill: float64(r.DeviceTotal) / float64(s.Device.Memory)}, nil
+}
