@@ -49,6 +49,7 @@ func tuneAlloc(spec *model.Spec, band tuner.Band, cons tuner.Constraints, oracle
 type tuneJSON struct {
 	*tuner.Result
 	AllocConf *tuner.AllocChoice `json:"alloc_conf_auto,omitempty"`
+	IfPaused  *pausedBatch       `json:"if_paused,omitempty"`
 }
 
 // printAllocChoice prints what tune --alloc-conf auto tried and chose.

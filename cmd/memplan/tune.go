@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/tuner"
@@ -72,13 +73,23 @@ Example:
 					return usageError{err.Error()}
 				}
 			}
+			var paused *pausedBatch
+			if terr == nil && choice == nil && !c.Bool("probe") && estimate.MayRace(spec.Training) {
+				if paused, err = tuneIfPaused(spec, band, cons, oracle, r); err != nil {
+					return err
+				}
+			}
 			if f == "json" {
-				if err := writeJSON(c.App.Writer, tuneJSON{r, choice}); err != nil {
+				if err := writeJSON(c.App.Writer, tuneJSON{r, choice, paused}); err != nil {
 					return err
 				}
 			} else {
 				printTune(c.App.Writer, spec, r, c.Bool("cap"))
 				printAllocChoice(c.App.Writer, choice)
+				if paused != nil {
+					fmt.Fprintf(c.App.Writer, "  if the loop syncs and sleeps %g s after its first step (--step-pause %g): micro-batch %d, %s (%.1f%%)\n",
+						paused.StepPause, paused.StepPause, paused.Batch, units.Format(paused.DeviceTotal), 100*paused.Fill)
+				}
 			}
 			if terr != nil {
 				return exitCode{4, terr}
@@ -195,3 +206,27 @@ type exitCode struct {
 
 func (e exitCode) Error() string { return e.err.Error() }
 func (e exitCode) Unwrap() error { return e.err }
+
+// pausedBatch is tune's answer for a DDP or ZeRO-1 job whose loop pauses
+// after its first step, where that is a larger micro-batch.
+type pausedBatch struct {
+	StepPause   float64 `json:"step_pause"`
+	Batch       int64   `json:"batch"`
+	DeviceTotal int64   `json:"device_total_bytes"`
+	Fill        float64 `json:"fill"`
+}
+
+// tuneIfPaused tunes spec again as if its loop paused estimate.DDPSettle
+// after its first optimizer step (which frees DDP's old bucket at the
+// rebuild: docs/multigpu.md) and returns the answer when its micro-batch
+// is larger than r's, else nil.
+func tuneIfPaused(spec *model.Spec, band tuner.Band, cons tuner.Constraints, oracle tuner.Oracle, r *tuner.Result) (*pausedBatch, error) {
+	s := *spec
+	s.Training.StepPause = estimate.DDPSettle
+	cons.Hint = r.Batch
+	p, err := tuner.Tune(&s, band, cons, oracle)
+	if err != nil || p.Batch <= r.Batch {
+		return nil, nil
+	}
+	return &pausedBatch{StepPause: estimate.DDPSettle, Batch: p.Batch, DeviceTotal: p.DeviceTotal, Fill: p.Fill}, nil
+}
