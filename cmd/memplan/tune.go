@@ -30,9 +30,11 @@ func tuneCmd() *cli.Command {
 the target band's upper edge (default 85-90% of device memory), and warns when
 the best batch falls below the band. With --global-batch and --dp it splits the
 global batch into micro-batch x gradient accumulation. With --alloc-conf auto it
-also picks the allocator setting with the largest batch. When batch 1 does not
-fit, it lists the spec changes that would, cheapest first, each with its
-predicted total (exit code 4).
+also picks the allocator setting with the largest batch. For DDP and ZeRO 1 it
+adds the larger micro-batch a pause after the first step would allow, if any
+(--step-pause; docs/multigpu.md, "DDP's bucket rebuild race"). When batch 1
+does not fit, it lists the spec changes that would, cheapest first, each with
+its predicted total (exit code 4).
 
 Example:
    memplan tune specs/gpt2-124m.yaml
