@@ -184,6 +184,32 @@ def frag_mixed(r):
         r.log_step()
 
 
+# ---- DDP's bucket rebuild race: the old flat bucket outlives the rebuild ----
+
+def ddp_race(r):
+    """A toy DDP over two GPUs (16 bias-free 4096 x 4096 linear layers, 1 GiB
+    of fp32 gradients), each rank capped at 3.5 GiB, the second step started
+    at once: a rank whose rebuild races keeps the 1 GiB construction bucket
+    beside the new buckets, and its second backward's gradients do not fit
+    (docs/multigpu.md, "DDP's bucket rebuild race"). A rank that does not
+    race peaks at about 3 GiB."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    rank = int(os.environ["LOCAL_RANK"])
+    dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+    fraction(3.5 * 2**30 / torch.cuda.get_device_properties(rank).total_memory)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096, bias=False) for _ in range(16)]).cuda()
+    ddp = DDP(model, device_ids=[rank])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(8, 4096, device="cuda")
+    for _ in range(3):
+        ddp(x).sum().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        r.log_step()
+
+
 # ---- other process: memory held on the device outside this process ----
 
 def other(name, batch, seq, hold_gib):
@@ -225,9 +251,15 @@ CASES = {
     "frag-carve": (frag_carve, "fragmentation: 60 MiB tensors carved from freed 1 GiB blocks, every other freed, then a 1 GiB request, cap 0.1"),
     "frag-mixed": (frag_mixed, "mixed 2-40 MiB tensors, the last 40 kept, a per-step workspace growing 64 MiB a step, cap 0.1: fragmentation if the failed request fit in the cap minus allocated, else pressure"),
     "ranks": (pressure("gpt2", 40, 1024, 0.2), "pressure, two ranks under torchrun on one GPU, each capped at 0.2: GPT-2 batch 40 x 1024"),
+    "ddp-race": (ddp_race, "pressure from DDP's bucket rebuild race: a toy DDP over two GPUs (1 GiB of fp32 gradients), each rank capped at 3.5 GiB, the second step started at once; a racing rank keeps the old 1 GiB bucket and its second backward does not fit"),
     "other-gpt2": (other("gpt2", 16, 1024, 70), "other-process: a second process holds 70 GiB; GPT-2 batch 16 x 1024 (needs about 20 GiB)"),
     "other-qwen2.5": (other("qwen2.5-0.5b", 8, 2048, 66), "other-process: a second process holds 66 GiB; Qwen2.5-0.5B batch 8 x 2048"),
 }
+
+
+# ONE_GPU_PER_RANK are the cases whose torchrun ranks each take their own
+# GPU (NCCL); the others' ranks share the first.
+ONE_GPU_PER_RANK = {"ddp-race"}
 
 
 def truth_check():
@@ -236,7 +268,7 @@ def truth_check():
     but in pieces (fragmentation)."""
     s = torch.cuda.memory_stats()
     snap = torch.cuda.memory._snapshot()
-    oom = [e for e in snap["device_traces"][0] if e["action"] == "oom"]
+    oom = [e for e in snap["device_traces"][torch.cuda.current_device()] if e["action"] == "oom"]
     request = oom[-1]["size"] if oom else None
     free, total = torch.cuda.mem_get_info()
     out = {"allocated": s["allocated_bytes.all.current"], "reserved": s["reserved_bytes.all.current"],
@@ -252,6 +284,8 @@ def main():
     if "RANK" in os.environ:
         case += "-rank" + os.environ["RANK"]
     r = Run(case, outdir)
+    if base in ONE_GPU_PER_RANK:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     torch.cuda.init()
     # MEMPLAN_MAX_ENTRIES: a longer history (1000000 gives a snapshot of
     # about 100 MB, diagnose's speed test on a real dump).

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Produce every crash case, each in a fresh process, into $1 (default crashes/),
+# (ddp-race, which needs two GPUs, only when named),
 # with a manifest of the machine and what really caused each crash.
 #   bench/torch/crash/run.sh OUTDIR [CASE...]
 set -u
@@ -21,7 +22,13 @@ for c in "${cases[@]}"; do
   start=$(date +%s)
   conf=""
   case $c in *+expandable) conf="expandable_segments:True";; esac
-  if [ "$c" = ranks ]; then
+  if [ "$c" = ddp-race ]; then
+    # two GPUs, NCCL: each rank on its own (crash.py's ONE_GPU_PER_RANK)
+    mkdir -p "$out/ddp-race"
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+    timeout 90 torchrun --standalone --nproc_per_node 2 --tee 3 --log-line-prefix-template '[rank${rank}]:' \
+      "$here/crash.py" ddp-race "$out" > "$out/ddp-race/log.txt" 2>&1
+  elif [ "$c" = ranks ]; then
     # torchrun does not prefix the ranks' lines unless asked: --tee 3 with the
     # prefix template gives the "[rank1]:" lines of the usual multi-rank log.
     mkdir -p "$out/ranks"
