@@ -23,10 +23,11 @@ for c in "${cases[@]}"; do
   conf=""
   case $c in *+expandable) conf="expandable_segments:True";; esac
   if [ "$c" = ddp-race ]; then
-    # two GPUs, NCCL: each rank on its own (crash.py's ONE_GPU_PER_RANK)
+    # two GPUs, NCCL: each rank on its own (crash.py's ONE_GPU_PER_RANK);
+    # torch 2.11's torchrun prefixes tee'd lines with "[defaultN]:"
     mkdir -p "$out/ddp-race"
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-    timeout 90 torchrun --standalone --nproc_per_node 2 --tee 3 --log-line-prefix-template '[rank${rank}]:' \
+    timeout 90 torchrun --standalone --nproc_per_node 2 --tee 3 \
       "$here/crash.py" ddp-race "$out" > "$out/ddp-race/log.txt" 2>&1
   elif [ "$c" = ranks ]; then
     # torchrun does not prefix the ranks' lines unless asked: --tee 3 with the
