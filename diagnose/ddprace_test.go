@@ -51,3 +51,25 @@ func TestDDPRace(t *testing.T) {
 		})
 	}
 }
+
+// TestDDPRaceCrash reads a real out-of-memory crash of the race
+// (bench/torch/crash/crash.py ddp-race, 2 × H100; rank 0 raced and ran past
+// its 3.5 GiB cap in its second backward): the log and the snapshot
+// together give pressure, the 1 GiB old bucket, and the pause first.
+func TestDDPRaceCrash(t *testing.T) {
+	var evs []*Evidence
+	for _, f := range []string{"testdata/crashes/ddp-race/log.txt", "testdata/crashes/ddp-race-rank0/snapshot.pickle.gz"} {
+		e, err := Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	v := Diagnose(evs, Job{}).Verdict
+	if v.Cause != Pressure || v.Figures.DDPRaceBytes != 1<<30 {
+		t.Fatalf("cause %s with DDPRaceBytes %d (%s), want pressure with the 1 GiB bucket", v.Cause, v.Figures.DDPRaceBytes, v.Reason)
+	}
+	if len(v.Fixes) == 0 || !strings.HasPrefix(v.Fixes[0], "torch.cuda.synchronize() then time.sleep(0.2)") {
+		t.Errorf("fixes %q: want the pause first", v.Fixes)
+	}
+}

@@ -42,6 +42,12 @@ var fixtures = []struct {
 	{name: "pressure-qwen3-0.6b-b16-frac0.25", job: &job{"qwen3-0.6b", 16, 2048, 0.25}, log: Pressure, stats: Pressure, sum: Pressure, snap: Pressure, alt: map[string]Cause{"snapshot.pickle.gz": Leak}},
 	{name: "ranks-rank0", job: &job{"gpt2", 40, 1024, 0.2}, stats: Pressure, sum: Pressure, snap: Pressure, alt: map[string]Cause{"snapshot.pickle.gz": Leak}},
 	{name: "ranks-rank1", job: &job{"gpt2", 40, 1024, 0.2}, stats: Pressure, sum: Pressure, snap: Pressure, alt: map[string]Cause{"snapshot.pickle.gz": Leak}},
+	// DDP's rebuild race (bench/results/2026-11-26-h100x2-ddp-race-crash):
+	// the racing rank's second backward ran past its cap. No job
+	// description (a toy model): pressure, leak beside it; the snapshot
+	// also names the race (TestDDPRaceCrash).
+	{name: "ddp-race-rank0", stats: Pressure, sum: Pressure, snap: Pressure,
+		alt: map[string]Cause{"stats.jsonl": Leak, "summary.txt": Leak, "snapshot.pickle.gz": Leak}},
 	// A snapshot's growth without the job's description could be memory
 	// kept by design: leak at medium confidence, pressure beside it.
 	{name: "leak-outputs-gpt2", job: &job{"gpt2", 4, 512, 0.12}, log: Leak, stats: Leak, sum: Leak, snap: Leak, alt: map[string]Cause{"snapshot.pickle.gz": Pressure}},

@@ -15,7 +15,7 @@ if [ ${#cases[@]} -eq 0 ]; then
 fi
 {
   echo "{\"date\": \"$(date -u +%FT%TZ)\","
-  echo " \"gpu\": \"$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)\","
+  echo " \"gpu\": \"$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | paste -sd ";" -)\","
   python3 -c 'import torch, transformers, sys; print(" \"torch\": \"%s\", \"cuda\": \"%s\", \"transformers\": \"%s\", \"python\": \"%s\"}" % (torch.__version__, torch.version.cuda, transformers.__version__, sys.version.split()[0]))'
 } > "$out/machine.json"
 for c in "${cases[@]}"; do
