@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -69,73 +70,86 @@ Example:
    memplan check specs/gpt2-124m.yaml --batch 32 --device a100-40gb
    memplan check specs/llama-3.2-1b.yaml --batch 8 --target 0.80-0.90 --format json
    memplan check specs/llama-3.2-1b.yaml --batch 8 --probe`,
-		Flags: append(append(overrideFlags(), probeFlags()...), targetFlag, formatFlag, marginFlag),
-		Action: func(c *cli.Context) error {
-			f, band, spec, err := targetArgs(c)
-			if err != nil {
-				return err
-			}
-			var used int64
-			var est any
-			if c.Bool("probe") {
-				s, err := probeSession(c, spec, 1)
-				if err != nil {
-					return err
-				}
-				used, err = s.Measure(spec)
-				if cerr := s.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					return err
-				}
-				est = "measured on the device by --probe"
-			} else {
-				r, err := estimate.Estimate(spec)
-				if err != nil {
-					return err
-				}
-				used, est = r.DeviceTotal, r
-			}
-			v := Verdict{Batch: spec.Training.Batch, DeviceTotal: used, Memory: spec.Device.Memory,
-				Fill: float64(used) / float64(spec.Device.Memory), Band: band, Device: spec.Device.Name, Estimate: est}
-			margin := c.Float64("margin")
-			if c.Bool("probe") {
-				margin = 0 // the probe measures the device
-			}
-			switch tuner.Fits(used, spec.Device.Memory, band, margin) {
-			case tuner.NoFit:
-				v.Verdict, v.ExitCode = tuner.NoFit.String(), checkNoFit
-			case tuner.AboveTarget:
-				v.Verdict, v.ExitCode = tuner.AboveTarget.String(), checkAboveTop
-			default:
-				v.Verdict, v.ExitCode = tuner.FitsTarget.String(), checkFits
-			}
-			v.Limit = tuner.Limit(band, tuner.Constraints{Margin: margin})
-			if r, ok := est.(*estimate.Result); ok && v.ExitCode != 0 && r.DDPRaceBytes > 0 {
-				if v.IfPaused, err = ifPaused(spec, band, margin); err != nil {
-					return err
-				}
-			}
-			if f == "json" {
-				if err := writeJSON(c.App.Writer, v); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintf(c.App.Writer, "%s: %s at batch %d: %s of %s (%.1f%%, target ≤ %.1f%%: %.0f%% less a %.1f%% safety margin)\n", v.Verdict, spec.Name,
-					v.Batch, units.Format(v.DeviceTotal), units.Format(v.Memory), 100*v.Fill, 100*v.Limit, 100*band.Hi, 100*margin)
-				if p := v.IfPaused; p != nil {
-					// The pause: torch.cuda.synchronize() then time.sleep after the
-					// first optimizer step, which frees DDP's old gradient bucket.
-					fmt.Fprintf(c.App.Writer, "  if the loop syncs and sleeps %g s after its first step (--step-pause %g): %s, %s (%.1f%%)\n",
-						p.StepPause, p.StepPause, p.Verdict, units.Format(p.DeviceTotal), 100*p.Fill)
-				}
-			}
-			if v.ExitCode != 0 {
-				return exitCode{v.ExitCode, silent{}}
-			}
-			return nil
-		},
+		Flags:  append(append(overrideFlags(), probeFlags()...), targetFlag, formatFlag, marginFlag),
+		Action: checkAction,
+	}
+}
+
+func checkAction(c *cli.Context) error {
+	f, band, spec, err := targetArgs(c)
+	if err != nil {
+		return err
+	}
+	used, est, err := checkUse(c, spec)
+	if err != nil {
+		return err
+	}
+	v := Verdict{Batch: spec.Training.Batch, DeviceTotal: used, Memory: spec.Device.Memory,
+		Fill: float64(used) / float64(spec.Device.Memory), Band: band, Device: spec.Device.Name, Estimate: est}
+	margin := c.Float64("margin")
+	if c.Bool("probe") {
+		margin = 0 // the probe measures the device
+	}
+	switch tuner.Fits(used, spec.Device.Memory, band, margin) {
+	case tuner.NoFit:
+		v.Verdict, v.ExitCode = tuner.NoFit.String(), checkNoFit
+	case tuner.AboveTarget:
+		v.Verdict, v.ExitCode = tuner.AboveTarget.String(), checkAboveTop
+	default:
+		v.Verdict, v.ExitCode = tuner.FitsTarget.String(), checkFits
+	}
+	v.Limit = tuner.Limit(band, tuner.Constraints{Margin: margin})
+	if r, ok := est.(*estimate.Result); ok && v.ExitCode != 0 && r.DDPRaceBytes > 0 {
+		if v.IfPaused, err = ifPaused(spec, band, margin); err != nil {
+			return err
+		}
+	}
+	if f == "json" {
+		if err := writeJSON(c.App.Writer, v); err != nil {
+			return err
+		}
+	} else {
+		printCheck(c.App.Writer, spec, v, band, margin)
+	}
+	if v.ExitCode != 0 {
+		return exitCode{v.ExitCode, silent{}}
+	}
+	return nil
+}
+
+// checkUse is the job's device total: estimated, or measured with --probe.
+func checkUse(c *cli.Context, spec *model.Spec) (int64, any, error) {
+	if !c.Bool("probe") {
+		r, err := estimate.Estimate(spec)
+		if err != nil {
+			return 0, nil, err
+		}
+		return r.DeviceTotal, r, nil
+	}
+	s, err := probeSession(c, spec, 1)
+	if err != nil {
+		return 0, nil, err
+	}
+	used, err := s.Measure(spec)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return used, "measured on the device by --probe", nil
+}
+
+// printCheck writes check's verdict line, and the verdict with the pause
+// when there is one.
+func printCheck(w io.Writer, spec *model.Spec, v Verdict, band tuner.Band, margin float64) {
+	fmt.Fprintf(w, "%s: %s at batch %d: %s of %s (%.1f%%, target ≤ %.1f%%: %.0f%% less a %.1f%% safety margin)\n", v.Verdict, spec.Name,
+		v.Batch, units.Format(v.DeviceTotal), units.Format(v.Memory), 100*v.Fill, 100*v.Limit, 100*band.Hi, 100*margin)
+	if p := v.IfPaused; p != nil {
+		// The pause: torch.cuda.synchronize() then time.sleep after the
+		// first optimizer step, which frees DDP's old gradient bucket.
+		fmt.Fprintf(w, "  if the loop syncs and sleeps %g s after its first step (--step-pause %g): %s, %s (%.1f%%)\n",
+			p.StepPause, p.StepPause, p.Verdict, units.Format(p.DeviceTotal), 100*p.Fill)
 	}
 }
 
