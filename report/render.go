@@ -98,21 +98,16 @@ func Text(w io.Writer, r *Report) error {
 				return err
 			}
 		}
-		var none []string
 		for _, c := range row.Cells {
 			switch {
 			case c.Error != "":
 				fmt.Fprintf(w, "  %s: error: %s\n", c.Device, c.Error)
 			case c.Fix != nil:
 				fmt.Fprintf(w, "  %s: %s (%s per GPU)\n", c.Device, c.Fix.Change, units.Format(c.Fix.DeviceTotal))
-			case c.GPUs == 0:
-				none = append(none, c.Device)
 			}
 		}
-		if len(none) > 0 {
-			msg := fmt.Sprintf("nothing tried fits (ZeRO and offload, up to %d GPUs) on %s; for tensor and pipeline layouts: memplan plan %s --device %s --global-batch N",
-				maxGPUs, strings.Join(none, ", "), row.Path, none[0])
-			for _, l := range wrapWords(msg, "  ", "    ", 98) {
+		if none, cmd := planHint(row); cmd != "" {
+			for _, l := range wrapWords(noFitLine(none)+cmd, "  ", "    ", 98) {
 				fmt.Fprintln(w, l)
 			}
 		}
@@ -187,8 +182,31 @@ func Markdown(w io.Writer, r *Report) error {
 			}
 			fmt.Fprintf(w, "| %s | %.1f%% (batch %d) | %d | %d | %s |\n", c.Device, 100*c.Fill, c.Batch, c.MaxBatch, c.GPUs, md(c.Layout))
 		}
+		if none, cmd := planHint(row); cmd != "" {
+			fmt.Fprintf(w, "\n%s`%s`\n", md(noFitLine(none)), cmd)
+		}
 	}
 	return nil
+}
+
+// planHint returns, for a row with devices that nothing tried fits, those
+// devices and the memplan plan command that searches tensor and pipeline
+// layouts for the first (docs/report.md); none and "" otherwise.
+func planHint(row Row) (none []string, cmd string) {
+	for _, c := range row.Cells {
+		if c.Error == "" && c.Fix == nil && c.GPUs == 0 {
+			none = append(none, c.Device)
+		}
+	}
+	if len(none) == 0 {
+		return nil, ""
+	}
+	return none, fmt.Sprintf("memplan plan %s --device %s --global-batch N", row.Path, none[0])
+}
+
+// noFitLine introduces planHint's command.
+func noFitLine(none []string) string {
+	return fmt.Sprintf("nothing tried fits (ZeRO and offload, up to %d GPUs) on %s; for tensor and pipeline layouts: ", maxGPUs, strings.Join(none, ", "))
 }
 
 func md(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
