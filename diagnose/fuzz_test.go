@@ -83,6 +83,9 @@ func FuzzReadSnapshot(f *testing.F) {
 			return
 		}
 		nonNegative(t, s.Reserved, s.Free, s.LargestFree, s.Request, s.DeviceFree)
+		if r := s.DDPRace; r != nil && (r.Old < minRaceBytes || 2*r.Old < r.New || r.New <= 0) {
+			t.Errorf("race %+v found outside its rule", *r)
+		}
 	})
 }
 
