@@ -155,7 +155,8 @@ var multiGPUOver = map[string][]int{
 // must still be under, so that the list stays true). Four comparisons: two
 // H200s (world size 2), four (world size 4, bench/torch/dist/grid-4.txt
 // and heldout-4.txt), the eighth session's held-out sets 5–8 (world sizes
-// 2 and 4 on one 4 × H200 host) and FSDP2 under allocator settings.
+// 2 and 4 on one 4 × H200 host), FSDP2 under allocator settings, expert
+// parallelism, and the eleventh session's five new families.
 func TestMultiGPUAccuracy(t *testing.T) {
 	under := map[gapKey]bool{}
 	for _, tc := range []struct {
@@ -175,6 +176,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// routed rows each run measured: every set of the ninth session.
 		{"expert parallelism", "results/2026-11-26-h200x4-ep.jsonl results/2026-11-26-h200x4-ep-2.jsonl results/2026-11-26-h200x4-ep-fsdp.jsonl",
 			"results/2026-11-26-h200x4-ep*-heldout*.jsonl", 19, 16},
+		// DDP and ZeRO-1 on five families no earlier multi-GPU run had
+		// (eleventh session, 2 x H100; predictions committed first:
+		// results/2026-11-26-families-heldout-predictions.txt).
+		{"new families, 2xH100", "", "results/2026-11-26-families-heldout-h100x2.jsonl", 0, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
