@@ -176,10 +176,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// routed rows each run measured: every set of the ninth session.
 		{"expert parallelism", "results/2026-11-26-h200x4-ep.jsonl results/2026-11-26-h200x4-ep-2.jsonl results/2026-11-26-h200x4-ep-fsdp.jsonl",
 			"results/2026-11-26-h200x4-ep*-heldout*.jsonl", 19, 16},
-		// DDP and ZeRO-1 on five families no earlier multi-GPU run had
-		// (eleventh session, 2 x H100; predictions committed first:
-		// results/2026-11-26-families-heldout-predictions.txt).
-		{"new families, 2xH100", "", "results/2026-11-26-families-heldout-h100x2.jsonl", 0, 5},
+		// DDP, ZeRO-1 and FSDP2 on five families no earlier multi-GPU
+		// run had (eleventh session, 2 x H100; predictions committed
+		// first: results/2026-11-26-families*-heldout-predictions.txt).
+		{"new families, 2xH100", "", "results/2026-11-26-families*-heldout-h100x2.jsonl", 0, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
