@@ -227,7 +227,10 @@ func tuneIfPaused(spec *model.Spec, band tuner.Band, cons tuner.Constraints, ora
 	s.Training.StepPause = estimate.DDPSettle
 	cons.Hint = r.Batch
 	p, err := tuner.Tune(&s, band, cons, oracle)
-	if err != nil || p.Batch <= r.Batch {
+	switch {
+	case err != nil && !errors.Is(err, tuner.ErrNoFit):
+		return nil, fmt.Errorf("tune with --step-pause %g: %w", estimate.DDPSettle, err)
+	case err != nil || p.Batch <= r.Batch:
 		return nil, nil
 	}
 	return &pausedBatch{StepPause: estimate.DDPSettle, Batch: p.Batch, DeviceTotal: p.DeviceTotal, Fill: p.Fill}, nil
