@@ -175,7 +175,14 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 		{Name: "optimizer state", Bytes: r.OptimizerBytes},
 		{Name: "activations saved at end of forward", Bytes: r.ActivationBytes},
 	})
-	section("at the peak: "+r.PeakPhase.String(), r.AtPeak)
+	atPeak := r.AtPeak
+	if r.DDPRaceBytes > 0 && r.PeakPhase.Iteration > 0 {
+		// The peak comes after DDP's rebuild: its gradients include the old
+		// flat bucket the rebuild race keeps (the note says why).
+		atPeak = append(append([]estimate.Item(nil), atPeak...),
+			estimate.Item{Name: "  of the gradients, DDP's old bucket (rebuild race)", Bytes: r.DDPRaceBytes})
+	}
+	section("at the peak: "+r.PeakPhase.String(), atPeak)
 	section("outside the allocator", r.Overhead)
 	section("totals", []estimate.Item{
 		{Name: "peak allocated (max_memory_allocated)", Bytes: r.PeakAllocated},
