@@ -12,7 +12,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/units"
+	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/planner"
 	"github.com/memplan/memplan/tuner"
 )
@@ -101,6 +103,7 @@ func planAction(c *cli.Context) error {
 		}
 	} else {
 		printPlan(c.App.Writer, r)
+		printRaceHint(c.App.Writer, spec, r)
 	}
 	if perr != nil {
 		return exitCode{4, perr}
@@ -189,6 +192,23 @@ func planProgress(w io.Writer) (func(planner.Progress), func()) {
 	return progress, func() {
 		if drawn {
 			fmt.Fprint(w, "\r\033[K")
+		}
+	}
+}
+
+// printRaceHint says, when DDP or ZeRO-1 layouts are listed for a loop not
+// said to pause, that their figures keep DDP's old gradient bucket and how
+// to plan for a loop that pauses (docs/multigpu.md, "DDP's bucket rebuild
+// race").
+func printRaceHint(w io.Writer, spec *model.Spec, r *planner.Result) {
+	if spec.Training.StepPause >= estimate.DDPSettle {
+		return
+	}
+	for _, c := range append(append([]planner.Candidate(nil), r.Layouts...), r.NearMisses...) {
+		if l := c.Layout; l.DP > 1 && l.Zero <= 1 {
+			fmt.Fprintf(w, "\nDDP and ZeRO-1 layouts above keep DDP's old gradient bucket past its rebuild (docs/multigpu.md);\n"+
+				"a loop that syncs and sleeps %g s after its first step frees it: plan it with --step-pause %g\n", estimate.DDPSettle, estimate.DDPSettle)
+			return
 		}
 	}
 }
