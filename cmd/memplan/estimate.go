@@ -156,7 +156,24 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 			k.Busiest, units.Format(k.Spread))
 	}
 	fmt.Fprintln(w)
+	if err := printBreakdown(w, r); err != nil {
+		return err
+	}
+	printFragmentation(w, r)
+	verdict := "fits"
+	// The device's whole memory, no margin: the one rule (tuner.Fits).
+	if tuner.Fits(r.DeviceTotal, r.Device.Memory, tuner.Band{Lo: 1, Hi: 1}, 0) == tuner.NoFit {
+		verdict = fmt.Sprintf("does NOT fit: %s over", units.Format(r.DeviceTotal-r.Device.Memory))
+	}
+	fmt.Fprintf(w, "\n%s: %.1f%% of %s — %s\n", r.Device.Name, 100*r.Fill, units.Format(r.Device.Memory), verdict)
+	printAllocAdvice(w, adv)
+	return nil
+}
 
+// printBreakdown writes the model state, the memory at the peak (with DDP's
+// old bucket's share of the gradients when the rebuild race keeps it),
+// what is outside the allocator, and the totals.
+func printBreakdown(w io.Writer, r *estimate.Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	section := func(title string, items []estimate.Item) {
 		var vals []int64
@@ -189,16 +206,5 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 		{Name: "peak reserved (max_memory_reserved)", Bytes: r.PeakReserved},
 		{Name: "device total (with CUDA context)", Bytes: r.DeviceTotal},
 	})
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	printFragmentation(w, r)
-	verdict := "fits"
-	// The device's whole memory, no margin: the one rule (tuner.Fits).
-	if tuner.Fits(r.DeviceTotal, r.Device.Memory, tuner.Band{Lo: 1, Hi: 1}, 0) == tuner.NoFit {
-		verdict = fmt.Sprintf("does NOT fit: %s over", units.Format(r.DeviceTotal-r.Device.Memory))
-	}
-	fmt.Fprintf(w, "\n%s: %.1f%% of %s — %s\n", r.Device.Name, 100*r.Fill, units.Format(r.Device.Memory), verdict)
-	printAllocAdvice(w, adv)
-	return nil
+	return tw.Flush()
 }
