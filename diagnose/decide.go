@@ -3,6 +3,8 @@ package diagnose
 import (
 	"fmt"
 	"strings"
+
+	"github.com/memplan/memplan/estimate"
 )
 
 // decide applies the rules in order (docs/diagnose.md, "Rules"): a leak
@@ -96,7 +98,8 @@ func ddpRaceFinding(v *Verdict) {
 		return
 	}
 	v.Reason += fmt.Sprintf("; DDP's old flat gradient bucket (%s) was still allocated after its rebuild at the second step (the rebuild race, docs/multigpu.md)", gib(n))
-	v.Fixes = append([]string{fmt.Sprintf("torch.cuda.synchronize() then time.sleep(0.2) once, after the first optimizer step: NCCL then lets go of DDP's old gradient bucket before the rebuild, freeing %s (memplan estimate --step-pause 0.2 predicts the job so)", gib(n))}, v.Fixes...)
+	v.Fixes = append([]string{fmt.Sprintf("%s (once): NCCL then lets go of DDP's old gradient bucket before the rebuild, freeing %s (memplan estimate --step-pause %g predicts the job so)",
+		estimate.PauseRecipe, gib(n), estimate.DDPSettle)}, v.Fixes...)
 }
 
 // pressureUnsure lowers a pressure verdict reached without the job's

@@ -78,7 +78,7 @@ func changes(t model.Training) []change {
 		// An out-of-memory error at the second step of a DDP job can be
 		// DDP's bucket rebuild race (docs/multigpu.md).
 		p := estimate.DDPSettle
-		cs = append(cs, change{fmt.Sprintf("--step-pause %g (torch.cuda.synchronize(), then time.sleep(%g), after the first optimizer step: DDP frees its old gradient bucket at its rebuild)", p, p),
+		cs = append(cs, change{fmt.Sprintf("--step-pause %g (%s: DDP frees its old gradient bucket at its rebuild)", p, estimate.PauseRecipe),
 			func(x *model.Training) { x.StepPause = p }})
 	}
 	if t.Checkpointing.Mode != model.CkptBlock {

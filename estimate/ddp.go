@@ -190,6 +190,11 @@ const DDPSettle = 2 * ncclWatchdogPeriod
 // in torch 2.11).
 const ncclWatchdogPeriod = 0.1
 
+// PauseRecipe is what a training loop does to pause DDPSettle after its
+// first optimizer step, in Python: the one wording of the fix every command
+// gives (docs/multigpu.md).
+var PauseRecipe = fmt.Sprintf("torch.cuda.synchronize() then time.sleep(%g) after the first optimizer step", DDPSettle)
+
 // MayRace reports whether a training setup's DDP bucket rebuild can race
 // the first step's last all-reduce: DDP's buckets (data parallelism at
 // ZeRO 0 or 1) and a loop that does not pause for DDPSettle after its
@@ -261,8 +266,8 @@ func (s *sim) ddpRebuild() {
 		d.held = old
 		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) is kept past the second step's rebuild, "+
 			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, which a second step started at once can precede; "+
-			"torch.cuda.synchronize() then time.sleep(%g) after the first optimizer step frees it: say so with --step-pause %g (docs/multigpu.md)",
-			units.Format(old.bytes()), ncclWatchdogPeriod, DDPSettle, DDPSettle))
+			"%s frees it: say so with --step-pause %g (docs/multigpu.md)",
+			units.Format(old.bytes()), ncclWatchdogPeriod, PauseRecipe, DDPSettle))
 	} else {
 		s.unref(old)
 	}

@@ -8,9 +8,8 @@ const MaxStepPause = 3600
 // decodeStepPause reads step_pause, the seconds the training loop waits,
 // once its first optimizer step has finished on the GPU, before the next
 // forward (a pause after every step, such as nvidia-smi or a checkpoint,
-// counts too), and
-// applies --step-pause. The estimator reads it only for DDP's bucket
-// rebuild (docs/multigpu.md, "DDP's bucket rebuild race").
+// counts too), and applies --step-pause. The estimator reads it only for
+// DDP's bucket rebuild (docs/multigpu.md, "DDP's bucket rebuild race").
 func decodeStepPause(e *errs, tm *mapping, t *Training, o Overrides) {
 	tm.float("step_pause", &t.StepPause, 0, MaxStepPause)
 	if o.StepPause == "" {

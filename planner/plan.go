@@ -158,7 +158,12 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
 	es := rank(spec, &req, res, sh)
 	s := newSearch(spec, oracle, res.Limit)
-	s.progress, s.top = req.Progress, req.Top
+	if req.Progress != nil {
+		s.progress = func(p Progress) {
+			p.Fits, p.Top = len(res.Layouts), req.Top
+			req.Progress(p)
+		}
+	}
 	misses := newMisses(req.Top)
 	for n, e := range es {
 		if len(res.Layouts) == req.Top {
@@ -170,7 +175,6 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 		if c.Verdict == Fits {
 			c.Name = c.Layout.String()
 			res.Layouts = append(res.Layouts, c)
-			s.found = len(res.Layouts)
 		} else {
 			misses.add(c)
 		}

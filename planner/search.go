@@ -125,10 +125,9 @@ type search struct {
 	fits   map[group][]program
 	// counters for Stats
 	evaluated, calls, pruned, notSim int
-	// progress is Request.Progress; found the fitting layouts so far, of
-	// top.
-	progress   func(Progress)
-	found, top int
+	// progress is told of each estimate before it is made (Plan fills in
+	// what the search does not know).
+	progress func(Progress)
 }
 
 func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
@@ -169,7 +168,7 @@ func (s *search) eval(l Layout) outcome {
 	}
 	s.calls++
 	if s.progress != nil {
-		s.progress(Progress{Estimates: s.calls, Fits: s.found, Top: s.top, Layout: l})
+		s.progress(Progress{Estimates: s.calls, Layout: l})
 	}
 	m, err := s.oracle.Estimate(s.spec, l)
 	o := outcome{m, err}

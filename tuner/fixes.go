@@ -166,7 +166,7 @@ func singleGPU(t model.Training) []cand {
 	if estimate.MayRace(t) {
 		p := estimate.DDPSettle
 		cs = append(cs, cand{fmt.Sprintf("--step-pause %g", p),
-			fmt.Sprintf("wait %g s once the first optimizer step has finished (torch.cuda.synchronize(), then time.sleep(%g)): DDP frees its old gradient bucket at its rebuild", p, p), 0,
+			estimate.PauseRecipe + ": DDP frees its old gradient bucket at its rebuild", 0,
 			func(x *model.Training) { x.StepPause = p }})
 	}
 	adam := t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW

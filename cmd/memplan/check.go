@@ -161,12 +161,18 @@ func (silent) Error() string { return "" }
 // ifPaused re-estimates spec as if its loop paused estimate.DDPSettle after
 // its first optimizer step, which frees DDP's old bucket at the rebuild.
 func ifPaused(spec *model.Spec, band tuner.Band, margin float64) (*Paused, error) {
-	s := *spec
-	s.Training.StepPause = estimate.DDPSettle
-	r, err := estimate.Estimate(&s)
+	r, err := estimate.Estimate(pausedSpec(spec))
 	if err != nil {
 		return nil, err
 	}
-	return &Paused{StepPause: estimate.DDPSettle, Verdict: tuner.Fits(r.DeviceTotal, s.Device.Memory, band, margin).String(),
-		DeviceTotal: r.DeviceTotal, Fill: float64(r.DeviceTotal) / float64(s.Device.Memory)}, nil
+	return &Paused{StepPause: estimate.DDPSettle, Verdict: tuner.Fits(r.DeviceTotal, spec.Device.Memory, band, margin).String(),
+		DeviceTotal: r.DeviceTotal, Fill: float64(r.DeviceTotal) / float64(spec.Device.Memory)}, nil
+}
+
+// pausedSpec is a copy of spec whose loop pauses estimate.DDPSettle after
+// its first optimizer step (check's and tune's second answer).
+func pausedSpec(spec *model.Spec) *model.Spec {
+	s := *spec
+	s.Training.StepPause = estimate.DDPSettle
+	return &s
 }

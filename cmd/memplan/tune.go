@@ -223,10 +223,8 @@ type pausedBatch struct {
 // rebuild: docs/multigpu.md) and returns the answer when its micro-batch
 // is larger than r's, else nil.
 func tuneIfPaused(spec *model.Spec, band tuner.Band, cons tuner.Constraints, oracle tuner.Oracle, r *tuner.Result) (*pausedBatch, error) {
-	s := *spec
-	s.Training.StepPause = estimate.DDPSettle
 	cons.Hint = r.Batch
-	p, err := tuner.Tune(&s, band, cons, oracle)
+	p, err := tuner.Tune(pausedSpec(spec), band, cons, oracle)
 	switch {
 	case err != nil && !errors.Is(err, tuner.ErrNoFit):
 		return nil, fmt.Errorf("tune with --step-pause %g: %w", estimate.DDPSettle, err)
