@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """predict.py GRID [MEMPLAN]: memplan's per-GPU predictions for every line of
 a dist grid, with the memplan command each line maps to and --device
-h200-141gb. Prints one block per line: the grid line, the command, and peak
+$DEVICE (default h200-141gb). Prints one block per line: the grid line, the command, and peak
 allocated, peak reserved and device total per GPU (GiB and bytes), or the
 reason memplan gives for not predicting it.
 
@@ -46,6 +46,10 @@ def train_cmd(args, world):
         cmd += ["--checkpointing", opts["checkpointing"]]
     if mode == "ddp-view":
         cmd += ["--bucket-view"]
+    if opts.get("lora"):
+        cmd += ["--lora", opts["lora"], "--lora-targets", opts.get("targets", "all"), "--lora-alpha", opts["lora"]]
+        if opts.get("lora-dropout"):
+            cmd += ["--lora-dropout", opts["lora-dropout"]]
     # train.py runs nvidia-smi after every step unless --no-pause
     # (docs/multigpu.md, "DDP's bucket rebuild race").
     if "no-pause" not in opts:
@@ -97,7 +101,7 @@ for line in open(grid):
     if args[0].startswith("T="):
         args = args[1:]
     cmd = script_cmd(args[0], args[1], args[2:]) if args[0].endswith(".py") else train_cmd(args, world)
-    cmd += ["--device", "h200-141gb"]
+    cmd += ["--device", os.environ.get("DEVICE", "h200-141gb")]
     print(line)
     print("  memplan " + " ".join(cmd))
     run = subprocess.run([exe] + cmd + ["--format", "json"], capture_output=True, text=True)

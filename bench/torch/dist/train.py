@@ -3,7 +3,8 @@
 
     torchrun --nproc_per_node=2 bench/torch/dist/train.py SPEC --mode MODE
         [--reshard true|false|INT] [--batch N] [--seq N] [--precision P]
-        [--checkpointing C] [--steps 3] [--snapshot [--snapshot-from K]] [--lag S] --result DIR
+        [--checkpointing C] [--lora R [--targets T] [--lora-dropout P]] [--steps 3]
+        [--snapshot [--snapshot-from K]] [--lag S] --result DIR
 
 MODE is ddp (DistributedDataParallel, default buckets), ddp-view (the same
 with gradient_as_bucket_view=True), zero1 (ZeroRedundancyOptimizer over DDP,
@@ -12,6 +13,13 @@ on every transformer block and the root). PRECISION is memplan's fp32,
 amp-bf16 (fp32 weights, autocast), bf16 (weights cast to bf16 on the host) or
 fsdp-bf16 (fp32 weights, FSDP2 MixedPrecisionPolicy(param_dtype=bf16,
 reduce_dtype=fp32), no autocast: torchtitan's default; fsdp mode only).
+
+With --lora R the model is wrapped by peft (LoraConfig r=R, lora_alpha=R,
+target_modules as bench/torch/lora.py maps --targets attn|mlp|all|NAMES,
+adapters in fp32 by peft's autocast_adapter_dtype) before DDP or
+fully_shard, with checkpointing and enable_input_require_grads set on the
+base as lora.py sets them; the optimizer gets the trainable parameters
+only, as transformers' Trainer gives it.
 
 The model and the training loop are bench/torch/measure.py's (transformers'
 loss, outputs dropped before backward, AdamW foreach,
@@ -43,6 +51,10 @@ def memplan_command(a, t):
         c += " --checkpointing " + t["checkpointing"]
     if a.mode == "ddp-view":
         c += " --bucket-view"
+    if a.lora:
+        c += " --lora %d --lora-targets %s --lora-alpha %d" % (a.lora, a.targets, a.lora)
+        if a.lora_dropout:
+            c += " --lora-dropout %g" % a.lora_dropout
     # The loop below runs nvidia-smi after every step, a pause that lets
     # DDP's bucket rebuild free its old flat bucket (docs/multigpu.md);
     # --no-pause leaves it out.
@@ -124,6 +136,30 @@ def save_snapshot(torch, d, rank):
         pickle.dump(snap, f)
 
 
+def apply_lora(a, spec, model, kind, t, torch):
+    """peft's LoRA over the built model, as bench/torch/lora.py applies it:
+    wrap first, then checkpointing and the input-gradient hook on the base."""
+    import peft
+    import lora
+    targets = lora.resolve_targets(a.targets, spec, model)
+    cfg = peft.LoraConfig(r=a.lora, lora_alpha=a.lora, lora_dropout=a.lora_dropout, target_modules=targets,
+                          bias="none")
+    model = peft.get_peft_model(model, cfg, autocast_adapter_dtype=True)
+    base = model.get_base_model()
+    measure.enable_checkpointing(base, kind, t["checkpointing"], torch)
+    if t["checkpointing"] != "none":
+        base.enable_input_require_grads()
+    return model, {"rank": a.lora, "alpha": a.lora, "dropout": a.lora_dropout, "targets": a.targets,
+                   "adapter_dtype": "fp32", "input_require_grads": t["checkpointing"] != "none",
+                   "peft": peft.__version__,
+                   "modules": sum(1 for _, m in model.named_modules() if hasattr(m, "lora_A") and len(m.lora_A) > 0)}
+
+
+def trainable(model):
+    """The parameters an optimizer is given: all, or under LoRA the adapters."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 def wrap(a, model, kind, t, torch, rank):
     import torch.distributed as dist
     dev = torch.device("cuda", rank)
@@ -136,12 +172,12 @@ def wrap(a, model, kind, t, torch, rank):
             from torch.distributed.optim import ZeroRedundancyOptimizer
             proto = measure.make_optimizer(t["optimizer"], [torch.nn.Parameter(torch.zeros(1, device=dev))], torch)
             kw = {k: v for k, v in proto.defaults.items() if k in ("lr", "foreach", "fused", "weight_decay")}
-            opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=type(proto), **kw)
+            opt = ZeroRedundancyOptimizer(trainable(model), optimizer_class=type(proto), **kw)
             part = opt._partition_parameters()
             info["zero_partition_numel"] = [[p.numel() for g in part[r] for p in g["params"]] for r in range(a.world)]
-            info["param_numel_order"] = [p.numel() for p in model.parameters()]
+            info["param_numel_order"] = [p.numel() for p in trainable(model)]
         else:
-            opt = measure.make_optimizer(t["optimizer"], model.parameters(), torch)
+            opt = measure.make_optimizer(t["optimizer"], trainable(model), torch)
         return model, opt, info
     from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
     kw = {}
@@ -163,7 +199,7 @@ def wrap(a, model, kind, t, torch, rank):
     # keep it unsharded; memplan's --zero 3 means every unit resharded).
     fully_shard(model, reshard_after_forward=raf, **kw)
     info["fsdp_units"] = len(blocks or []) + 1
-    opt = measure.make_optimizer(t["optimizer"], model.parameters(), torch)
+    opt = measure.make_optimizer(t["optimizer"], trainable(model), torch)
     return model, opt, info
 
 
@@ -192,6 +228,9 @@ def main():
     ap.add_argument("--no-pause", dest="no_pause", action="store_true",
                     help="no nvidia-smi between steps: the second step starts at once, as in a training loop "
                          "(DDP's bucket rebuild race, docs/multigpu.md)")
+    ap.add_argument("--lora", type=int, default=0, help="peft LoRA adapters of this rank over a frozen base")
+    ap.add_argument("--targets", default="all", help="with --lora: attn, mlp, all or NAME,... (bench/torch/lora.py)")
+    ap.add_argument("--lora-dropout", dest="lora_dropout", type=float, default=0.0)
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
@@ -248,7 +287,10 @@ def main():
         if t["precision"] == "bf16":
             model = model.to(torch.bfloat16)
         model.train()
-        measure.enable_checkpointing(model, kind, t["checkpointing"], torch)
+        if a.lora:
+            model, rec["lora"] = apply_lora(a, spec, model, kind, t, torch)
+        else:
+            measure.enable_checkpointing(model, kind, t["checkpointing"], torch)
         ep_log = None
         if a.ep > 1:
             import ep
