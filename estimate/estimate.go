@@ -358,14 +358,16 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 		}
 	}
 	if cfg.zero >= 2 {
-		// FSDP's shards and gradient shards, in the master dtype: what
-		// param allocates (LoRA, whose frozen base is not sharded, is
-		// refused with ZeRO 2 and 3).
-		r.ParamBytes = 0
+		// FSDP's shards and gradient shards: what param and adapterParam
+		// allocate; LoRA's frozen base is sharded too, with no gradient.
+		r.ParamBytes, r.GradBytes = 0, 0
 		for _, p := range s.params {
-			r.ParamBytes += s.shardOf(p) * cfg.master
+			r.ParamBytes += s.shardOf(p) * s.shardDt(p)
+			r.GradBytes += s.shardOf(p) * s.shardDt(p)
 		}
-		r.GradBytes = r.ParamBytes
+		for _, p := range s.frozen {
+			r.ParamBytes += s.shardOf(p) * s.shardDt(p)
+		}
 	}
 	if cfg.zero >= 2 && cfg.offload != model.OffloadNone {
 		r.GradBytes = 0

@@ -26,7 +26,18 @@ type fsdpUnit struct {
 	elems  int64 // whole elements, each parameter counted once
 	deg    int64 // W, the ranks the unit is sharded over
 	shard  int64 // this rank's elements: Σ padShard(p, W) per parameter
-	idx    int16 // position in sim.units (0: the root)
+	// gather is the all-gather's dtype (bytes per element) and gatherShard
+	// this rank's part of its flat output: the parameters' unsharded dtype
+	// and shard, or, when their dtypes differ (LoRA's fp32 adapters beside
+	// a bf16 base), bytes (foreach_all_gather views every input as uint8).
+	gather, gatherShard int64
+	// trainable is the first parameter with a gradient (nil: a frozen
+	// unit, which reduces nothing); gradShard its unit's elements of them,
+	// reduced in dtype reduce (_get_param_all_gather_inputs and
+	// foreach_reduce take only the parameters with a .grad).
+	trainable         *tensor
+	gradShard, reduce int64
+	idx               int16 // position in sim.units (0: the root)
 	// nested is a block's experts unit; parent is the experts unit's block.
 	nested, parent *fsdpUnit
 	// order is params in registration order, the order of the unsharded
@@ -74,9 +85,13 @@ func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool) []*fsd
 					}
 					dst = own.nested
 				}
-				dst.params = append(dst.params, p)
-				dst.elems += p.elems
-				dst.shard += padShard(p, dst.deg)
+				dst.add(p)
+				if p.lora != nil {
+					// peft's lora.Linear registers its adapters after the
+					// base layer: they join the base weight's unit.
+					dst.add(p.lora.a)
+					dst.add(p.lora.b)
+				}
 			}
 			for _, list := range in.sublists() {
 				walk(list, own)
@@ -97,16 +112,57 @@ func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool) []*fsd
 		add(u.nested)
 		add(u)
 	}
-	// Registration order within each unit (ddp.go's registered).
+	// Registration order within each unit (ddp.go's registered), a LoRA
+	// adapter pair right after its base weight.
 	pos := map[*tensor]int{}
 	for i, p := range registered(ins, map[*tensor]bool{}, nil) {
-		pos[p] = i
+		pos[p] = 3 * i
+		if p.lora != nil {
+			pos[p.lora.a], pos[p.lora.b] = 3*i+1, 3*i+2
+		}
 	}
 	for _, u := range out {
 		u.order = append([]*tensor(nil), u.params...)
 		sort.SliceStable(u.order, func(i, j int) bool { return pos[u.order[i]] < pos[u.order[j]] })
+		u.dtypes()
 	}
 	return out
+}
+
+// add puts parameter p in the unit.
+func (u *fsdpUnit) add(p *tensor) {
+	u.params = append(u.params, p)
+	u.elems += p.elems
+	u.shard += padShard(p, u.deg)
+}
+
+// dtypes sets what the unit's all-gather and reduce-scatter move: the
+// all-gather in the parameters' unsharded dtype, or in bytes when they
+// differ; the trainable parameters' shard. The reduce dtype is the
+// master dtype, set by the caller (sim.fsdpReduce).
+func (u *fsdpUnit) dtypes() {
+	u.gather, u.gatherShard = 0, 0
+	for _, p := range u.params {
+		switch {
+		case u.gather == 0:
+			u.gather = p.dt
+		case u.gather != p.dt:
+			u.gather = u8
+		}
+		if p.req {
+			if u.trainable == nil {
+				u.trainable = p
+			}
+			u.gradShard += padShard(p, u.deg)
+		}
+	}
+	u.gatherShard = u.shard
+	if u.gather == u8 {
+		u.gatherShard = 0
+		for _, p := range u.params {
+			u.gatherShard += padShard(p, u.deg) * p.dt
+		}
+	}
 }
 
 // fsdpStreams says whether FSDP2's side streams are simulated: sharded
@@ -141,7 +197,7 @@ func (s *sim) unshardAll() {
 		if s.cfg.master != s.cfg.param {
 			cast = s.allocOn(u.shard, s.cfg.param, catTemp, "all-gather input (FSDP)", streamAllGather)
 		}
-		out := s.allocOn(u.shard*s.cfg.dp, s.cfg.param, catTemp, "all-gather output (FSDP)", streamAllGather)
+		out := s.allocOn(u.gatherShard*s.cfg.dp, u.gather, catTemp, "all-gather output (FSDP)", streamAllGather)
 		s.unref(cast)
 		s.unref(prev)
 		prev = out
@@ -156,9 +212,9 @@ func (s *sim) unshardAll() {
 // one reduce-scatter output per parameter.
 func (s *sim) gradShard(t *tensor) *tensor {
 	u := s.unitOf[t]
-	flat := s.allocOn(u.shard, s.cfg.master, catGrad, "gradient shard", streamReduceScatter)
+	flat := s.allocOn(u.gradShard, u.reduce, catGrad, "gradient shard", streamReduceScatter)
 	for _, p := range u.params {
-		if p.pgrad == nil {
+		if p.req && p.pgrad == nil {
 			p.pgrad = s.view(flat, padShard(p, u.deg))
 		}
 	}
@@ -184,7 +240,7 @@ func (s *sim) unshard(u *fsdpUnit) {
 	u.unsharded = true
 	u.held = u.held[:0]
 	for _, p := range u.order {
-		t := s.alloc(p.elems, s.cfg.param, catParam, p.name)
+		t := s.alloc(p.elems, p.dt, catParam, p.name)
 		t.prefix = "unsharded "
 		u.held = append(u.held, t)
 	}
@@ -217,7 +273,7 @@ func (s *sim) gatherUnit(u *fsdpUnit) *tensor {
 	if s.cfg.master != s.cfg.param {
 		cast = s.allocOn(u.shard, s.cfg.param, catTemp, "all-gather input (FSDP)", streamAllGather)
 	}
-	out := s.allocOn(u.shard*u.deg, s.cfg.param, catTemp, "all-gather output (FSDP)", streamAllGather)
+	out := s.allocOn(u.gatherShard*u.deg, u.gather, catTemp, "all-gather output (FSDP)", streamAllGather)
 	s.unref(cast)
 	return out
 }
@@ -399,7 +455,7 @@ func (s *sim) postBackward(u *fsdpUnit) {
 		return
 	}
 	s.unref(s.rsInput)
-	s.rsInput = s.alloc(u.shard*u.deg, s.cfg.master, catTemp, "reduce-scatter input (FSDP)")
+	s.rsInput = s.alloc(u.gradShard*u.deg, u.reduce, catTemp, "reduce-scatter input (FSDP)")
 	for i, p := range u.grads {
 		s.unref(p.grad)
 		p.grad = nil
@@ -408,8 +464,8 @@ func (s *sim) postBackward(u *fsdpUnit) {
 	u.grads = u.grads[:0]
 	// The reduce-scatter's output, on its own stream, becomes the
 	// sharded gradients (the first backward of a step makes it).
-	if len(u.params) > 0 && u.params[0].pgrad == nil {
-		s.gradShard(u.params[0])
+	if u.trainable != nil && u.trainable.pgrad == nil {
+		s.gradShard(u.trainable)
 	}
 }
 

@@ -31,7 +31,7 @@ func (s *sim) applyLoRA(spec *model.Spec) {
 	attn, mlp, other := splitLinears(spec)
 	dt := int64(f32)
 	if l.AdapterDtype == model.AdapterBase {
-		dt = s.cfg.param
+		dt = s.cfg.master // the base's storage dtype (under fsdp-bf16 its fp32 shards)
 	}
 	base := s.params
 	s.params = nil
@@ -83,9 +83,24 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 	return model.LoRALinear{}, false
 }
 
-// adapterParam allocates one trainable adapter matrix [second, last].
+// adapterParam allocates one trainable adapter matrix [second, last]
+// stored in dtype dt. Under ZeRO 2 and 3 (FSDP2, fsdp.go) the GPU keeps
+// this rank's shard in dt and the whole matrix exists only while its unit
+// is unsharded, in the mixed-precision policy's param dtype if there is
+// one (fsdp-bf16), else in dt.
 func (s *sim) adapterParam(second, last, dt int64, name string) *tensor {
-	t := s.alloc(second*last, dt, catParam, name)
+	var t *tensor
+	if s.cfg.zero >= 2 {
+		whole := dt
+		if s.cfg.master != s.cfg.param {
+			whole = s.cfg.param
+		}
+		t = &tensor{elems: second * last, dt: whole, refs: 1, fixed: catParam, cat: catParam, name: name,
+			second: second, last: last, sdt: int8(dt)}
+		s.alloc(s.shardOf(t), dt, catParam, name).prefix = "shard of "
+	} else {
+		t = s.alloc(second*last, dt, catParam, name)
+	}
 	t.param, t.req = true, true
 	t.second, t.last = second, last
 	s.params = append(s.params, t)

@@ -313,3 +313,88 @@ func TestGPT2EmbeddingsHeldUntilHead(t *testing.T) {
 		})
 	}
 }
+
+// TestLoRAFSDP checks LoRA under FSDP2 against the buffers FSDP2 made on
+// 2 x H100 (rank 0's allocator history, bench/results/
+// 2026-11-26-h100x2-lora-snapshots: c4, c5, c6): a block's all-gather
+// moves its frozen base and its adapters (in bytes when their dtypes
+// differ: bf16 base, fp32 adapters), the root's the frozen embedding and
+// norm, and the reduce-scatter only the adapters' gradients; the shards,
+// gradients and optimizer state are what FSDP2 and AdamW keep of them.
+func TestLoRAFSDP(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec  string
+		hf          bool
+		o           model.Overrides
+		block, root int64 // all-gather outputs, bytes
+		cast        []int64 // the block's and root's all-gather inputs under the policy
+		rsIn, rsOut int64 // a block's reduce-scatter input and output
+	}{
+		{"c4 bf16 all", "../specs/llama-3.2-1b.yaml", false,
+			model.Overrides{Precision: "bf16", Zero: "3", LoRA: 16, LoRATargets: "all"},
+			124_461_056, 525_340_672, nil, 2_818_048, 1_409_024},
+		{"c5 fsdp-bf16 all", "../specs/llama-3.2-1b.yaml", false,
+			model.Overrides{Precision: "fsdp-bf16", Zero: "3", LoRA: 64, LoRATargets: "all", Checkpointing: "every-block"},
+			127_279_104, 525_340_672, []int64{63_639_552, 262_670_336}, 11_272_192, 5_636_096},
+		{"c6 amp-bf16 mlp", "../model/testdata/hf/qwen2.5-0.5b.json", true,
+			model.Overrides{Precision: "amp-bf16", Zero: "2", LoRA: 16, LoRATargets: "mlp"},
+			60_755_456, 544_542_208, nil, 1_105_920, 552_960},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.Batch, o.Seq, o.DP = 1, 64, 2
+			load := model.Load
+			if tc.hf {
+				load = model.LoadHF
+			}
+			spec, err := load(tc.spec, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]map[int64]bool{}
+			var adapterShards, frozenShards int64
+			r, err := estimateWith(spec, func(s *sim) {
+				for _, p := range s.params {
+					adapterShards += s.shardOf(p) * s.shardDt(p)
+				}
+				for _, p := range s.frozen {
+					frozenShards += s.shardOf(p) * s.shardDt(p)
+				}
+			}, func(s *sim) {
+				s.trace = func(x *tensor, alloc bool) {
+					if alloc && s.phase.Iteration == 1 {
+						if seen[x.name] == nil {
+							seen[x.name] = map[int64]bool{}
+						}
+						seen[x.name][x.bytes()] = true
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string][]int64{
+				"all-gather output (FSDP)":    {tc.block, tc.root},
+				"reduce-scatter input (FSDP)": {tc.rsIn},
+				"gradient shard":              {tc.rsOut},
+			}
+			if tc.cast != nil {
+				want["all-gather input (FSDP)"] = tc.cast
+			}
+			for name, sizes := range want {
+				for _, n := range sizes {
+					if !seen[name][n] {
+						t.Errorf("no %s of %d bytes; simulated sizes %v", name, n, seen[name])
+					}
+				}
+				if len(seen[name]) != len(sizes) {
+					t.Errorf("%s: simulated sizes %v, want %v", name, seen[name], sizes)
+				}
+			}
+			if r.GradBytes != adapterShards || r.ParamBytes != adapterShards+frozenShards || r.OptimizerBytes != 2*adapterShards {
+				t.Errorf("parameters %d, gradients %d, optimizer %d; want %d, %d, %d", r.ParamBytes, r.GradBytes,
+					r.OptimizerBytes, adapterShards+frozenShards, adapterShards, 2*adapterShards)
+			}
+		})
+	}
+}

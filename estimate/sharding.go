@@ -53,6 +53,15 @@ func (s *sim) degree(t *tensor) int64 {
 	return s.cfg.dp
 }
 
+// shardDt is the bytes per element of parameter t's shard under ZeRO 2
+// and 3: the master dtype's, or the parameter's own (tensor.sdt).
+func (s *sim) shardDt(t *tensor) int64 {
+	if t.sdt != 0 {
+		return int64(t.sdt)
+	}
+	return s.cfg.master
+}
+
 // shardOf is this rank's part of parameter t's elements.
 func (s *sim) shardOf(t *tensor) int64 { return padShard(t, s.degree(t)) }
 
@@ -102,7 +111,7 @@ func (s *sim) shards() []*tensor {
 	}
 	out := make([]*tensor, len(s.params))
 	for i, p := range s.params {
-		out[i] = &tensor{elems: s.shardOf(p), dt: s.cfg.master, last: p.last, second: p.second}
+		out[i] = &tensor{elems: s.shardOf(p), dt: s.shardDt(p), last: p.last, second: p.second}
 	}
 	return out
 }
@@ -131,6 +140,12 @@ func (s *sim) shardSetup(ins []*inst) {
 		for _, u := range s.units {
 			for _, p := range u.params {
 				s.unitOf[p] = u
+			}
+			// The reduce dtype: the policy's (fsdp-bf16: fp32), else
+			// the gradients' own (LoRA's fp32 adapters over a bf16 base).
+			u.reduce = s.cfg.master
+			if u.trainable != nil && s.cfg.master == s.cfg.param {
+				u.reduce = u.trainable.dt
 			}
 		}
 	}

@@ -185,10 +185,31 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	if t.LoRA.Enabled() && m.Experts > 0 {
 		e.add(line, "lora: adapters over a mixture of experts are not modelled yet")
 	}
-	if t.LoRA.Enabled() && t.Zero >= 2 {
-		e.add(line, "lora: ZeRO stage %d with LoRA is not simulated yet (frozen base weights under sharded gradients or parameters); use zero: 0 or 1", t.Zero)
-	}
 	decodeQuant(e, tm, t, o)
+}
+
+// checkLoRASharding says which layouts LoRA under ZeRO 2 and 3 is simulated
+// for: FSDP2 over the data-parallel ranks alone (fully_shard on every block
+// and the root, the frozen base sharded beside the adapters; docs/lora.md
+// §9), with the states on the GPU and a base in a torch dtype.
+func checkLoRASharding(e *errs, line int, t *Training) {
+	if !t.LoRA.Enabled() || t.Zero < 2 {
+		return
+	}
+	var why string
+	switch {
+	case t.DP <= 1:
+		why = "needs dp > 1 (FSDP2 over the data-parallel ranks)"
+	case t.Offload != OffloadNone:
+		why = "with offload is not simulated"
+	case t.Quant != "":
+		why = "over a quantized base is not simulated (bitsandbytes' storage under fully_shard)"
+	case t.TP > 1 || t.CP > 1:
+		why = "with tensor or context parallelism is not simulated"
+	default:
+		return
+	}
+	e.add(line, "lora: ZeRO stage %d with LoRA %s; use zero: 0 or 1", t.Zero, why)
 }
 
 // loraFlags applies --lora, --lora-targets, --lora-alpha and --lora-dropout.

@@ -94,7 +94,15 @@ func TestLoRAParse(t *testing.T) {
 		{"rank missing", "  lora: {alpha: 8}\n", Overrides{}, "missing required field \"rank\"", nil},
 		{"dropout range", "  lora: {rank: 8, dropout: 1.5}\n", Overrides{}, "x.yaml:7: dropout: must be between", nil},
 		{"unknown field", "  lora: {rank: 8, ranq: 2}\n", Overrides{}, "ranq", nil},
-		{"zero 2", "  zero: 2\n  dp: 2\n  lora: {rank: 8}\n", Overrides{}, "x.yaml:9: lora: ZeRO stage 2 with LoRA is not simulated yet", nil},
+		{"zero 2", "  zero: 2\n  dp: 2\n  lora: {rank: 8}\n", Overrides{}, "", func(t *testing.T, s *Spec) {
+			if s.Training.Zero != 2 || !s.Training.LoRA.Enabled() {
+				t.Errorf("zero %d, LoRA %+v", s.Training.Zero, s.Training.LoRA)
+			}
+		}},
+		{"zero 3 one GPU", "  zero: 3\n  lora: {rank: 8}\n", Overrides{}, "x.yaml:8: lora: ZeRO stage 3 with LoRA needs dp > 1", nil},
+		{"zero 3 offload", "  zero: 3\n  dp: 2\n  offload: params\n  lora: {rank: 8}\n", Overrides{}, "x.yaml:10: lora: ZeRO stage 3 with LoRA with offload is not simulated", nil},
+		{"zero 3 quant", "  zero: 3\n  dp: 2\n  quant: nf4\n  lora: {rank: 8}\n", Overrides{}, "lora: ZeRO stage 3 with LoRA over a quantized base is not simulated", nil},
+		{"zero 3 tp", "  zero: 3\n  dp: 2\n  lora: {rank: 8}\n", Overrides{TP: 2}, "lora: ZeRO stage 3 with LoRA with tensor or context parallelism is not simulated", nil},
 		{"quant without lora", "  quant: nf4\n", Overrides{}, "x.yaml:7: quant: a nf4 base is frozen and needs LoRA", nil},
 		{"bad quant", "", Overrides{LoRA: 8, Quant: "fp8"}, "--quant: unknown quant \"fp8\"", nil},
 		{"double quant int8", "  quant: int8\n  double_quant: true\n  lora: {rank: 8}\n", Overrides{}, "double_quant: applies to nf4 only", nil},

@@ -326,6 +326,10 @@ def main():
             if a.snapshot and step == a.snapshot_from:
                 torch.cuda.memory._record_memory_history(max_entries=400000, context="alloc", stacks="python")
             torch.cuda.reset_peak_memory_stats()
+            if steps:
+                # Seconds from the end of the last step's optimizer (its
+                # GPU work done) to this step's forward.
+                steps[-1]["pause_after"] = round(time.time() - t_end, 3)
             if a.lag and step == 1 and rank == a.world - 1:
                 time.sleep(a.lag)
             t0 = time.time()
@@ -340,6 +344,7 @@ def main():
             if a.ep > 1 and a.router == "zero":
                 ep.zero_routers(model)
             torch.cuda.synchronize()
+            t_end = time.time()
             st = torch.cuda.memory_stats()
             steps.append({"max_allocated": torch.cuda.max_memory_allocated(),
                           "max_reserved": torch.cuda.max_memory_reserved(),
@@ -352,6 +357,13 @@ def main():
                           "per_stream": per_stream(torch), "seconds": round(time.time() - t0, 3)})
             if a.snapshot and step == max(1, a.steps - 1):
                 save_snapshot(torch, a.result, rank)
+            if not a.no_pause:
+                # The pause memplan's --step-pause 0.2 stands for
+                # (estimate.PauseRecipe). nvidia-smi alone was not always
+                # longer than NCCL's watchdog period: a twelfth-session run
+                # raced DDP's rebuild on rank 0 (docs/multigpu.md).
+                torch.cuda.synchronize()
+                time.sleep(0.2)
         rec["steps"] = steps
         # FSDP2 creates its streams lazily, at the first forward.
         rec["stream_names"] = stream_names(torch, model) if a.mode == "fsdp" else \
