@@ -19,7 +19,8 @@ import sys
 def predictions(path):
     out, cur = {}, None
     for line in open(path):
-        if line.startswith(("pp.py", "tp.py", "cp.py", "T=", "W=")):
+        if line.strip() and not line.startswith(" "):
+            # A grid line (predict.py indents its figures under it).
             # ep-run.sh's grids start with W=N, run.sh's with T=S: records
             # are labelled with the line without them.
             cur = re.sub(r"^(W=\d+ )?(T=\d+ )?", "", line.strip()).replace("--virtual", "--stages-per-rank")
