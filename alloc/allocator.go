@@ -154,6 +154,14 @@ func (a *Allocator) Oversize() (allocations, segments int) {
 // counts it).
 func (a *Allocator) Size(b Block) int64 { return a.blocks[b].size }
 
+// Placement says where block b lies: the index of its segment in the
+// order segments were made, its offset in it and the segment's bytes (for
+// traces set beside a real allocator history's addresses).
+func (a *Allocator) Placement(b Block) (segment int, offset, segmentBytes int64) {
+	r := &a.blocks[b]
+	return int(r.seg), r.off, a.segs[r.seg].size
+}
+
 // ReservedOn is the bytes of the segments stream s holds from the driver:
 // its own pool (a block freed on one stream serves only that stream).
 func (a *Allocator) ReservedOn(s Stream) int64 {

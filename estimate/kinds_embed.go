@@ -48,7 +48,15 @@ type embeddingOp struct {
 }
 
 func (o *embeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
-	return s.embedding(x, o.w, s.cfg.batch*sh[0], o.k.Dim)
+	y := s.embedding(x, o.w, s.cfg.batch*sh[0], o.k.Dim)
+	if !o.k.Scale {
+		return y
+	}
+	// Gemma's hidden_states = inputs_embeds * normalizer: a new tensor in
+	// the rows' dtype; the looked-up rows go with the name.
+	z := s.scalarOp(y)
+	s.unref(y)
+	return z
 }
 
 // addedEmbeddingOp is a learned embedding added to the stream: positions

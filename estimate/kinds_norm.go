@@ -18,7 +18,9 @@ func init() {
 		return &layerNormOp{s.param(k.Dim, "ln.weight"), s.optParam(k.Bias, k.Dim, "ln.bias")}
 	})
 	register(model.KRMSNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
-		return &rmsNormOp{s.param(l.Spec.(*model.RMSNorm).Dim, "rmsnorm.weight")}
+		k := l.Spec.(*model.RMSNorm)
+		return &rmsNormOp{s.param(k.Dim, "rmsnorm.weight"), k.Offset}
+
 	})
 }
 
@@ -37,9 +39,15 @@ func (o *layerNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	return s.layerNorm(x, o.w, o.b, s.rows(sh))
 }
 
-type rmsNormOp struct{ w *tensor }
+type rmsNormOp struct {
+	w      *tensor
+	offset bool // GemmaRMSNorm (model.RMSNorm.Offset)
+}
 
 func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	if o.offset {
+		return s.gemmaRMSNorm(x, o.w, s.rows(sh))
+	}
 	return s.rmsNorm(x, o.w, s.rows(sh))
 }
 

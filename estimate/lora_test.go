@@ -326,9 +326,9 @@ func TestLoRAFSDP(t *testing.T) {
 		name, spec  string
 		hf          bool
 		o           model.Overrides
-		block, root int64 // all-gather outputs, bytes
+		block, root int64   // all-gather outputs, bytes
 		cast        []int64 // the block's and root's all-gather inputs under the policy
-		rsIn, rsOut int64 // a block's reduce-scatter input and output
+		rsIn, rsOut int64   // a block's reduce-scatter input and output
 	}{
 		{"c4 bf16 all", "../specs/llama-3.2-1b.yaml", false,
 			model.Overrides{Precision: "bf16", Zero: "3", LoRA: 16, LoRATargets: "all"},

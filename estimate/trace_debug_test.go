@@ -53,7 +53,12 @@ func TestTraceDebug(t *testing.T) {
 				if alloc {
 					a = "alloc"
 				}
-				fmt.Printf("%s %d live %8.1f  %s  [%s]\n", a, x.bytes(), float64(sm.al.allocated)/(1<<20), x.label(), sm.phase.Stage)
+				where := ""
+				if x.blk.Valid() && x.bytes() >= 1<<20 {
+					g, off, n := sm.al.a.Placement(x.blk)
+					where = fmt.Sprintf(" seg %d (%d MiB) off %d MiB", g, n>>20, off>>20)
+				}
+				fmt.Printf("%s %d live %8.1f  %s  [%s %d]%s\n", a, x.bytes(), float64(sm.al.allocated)/(1<<20), x.label(), sm.phase.Stage, sm.phase.Iteration, where)
 				return
 			}
 			if alloc {

@@ -221,6 +221,7 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	}
 	m.HeadDim = c.int("head_dim", hd, false)
 	m.Tied = c.bool("tie_word_embeddings", mt == "gemma" || mt == "gemma2")
+	m.Gemma = mt == "gemma" || mt == "gemma2"
 	if mt == "gemma2" {
 		m.SandwichNorm = true
 		m.LogitSoftcap = c.float("final_logit_softcapping", 30)
@@ -285,6 +286,9 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		}
 		if m.SandwichNorm {
 			f["sandwich_norm"] = true
+		}
+		if m.Gemma {
+			f["gemma"] = true
 		}
 		if m.LogitSoftcap > 0 {
 			f["logit_softcap"] = m.LogitSoftcap

@@ -26,6 +26,9 @@ func init() {
 type Embedding struct {
 	Vocab, Dim int64
 	Name       string
+	// Scale multiplies the rows by √Dim in their dtype, a new tensor
+	// (Gemma's normalizer).
+	Scale bool
 }
 
 // Kind is the name specs use for the kind.
@@ -35,6 +38,7 @@ func (k *Embedding) decode(a *args, _ *Layer) {
 	a.int("vocab", &k.Vocab, true)
 	a.int("dim", &k.Dim, true)
 	a.str("name", &k.Name)
+	a.bool("scale", &k.Scale)
 }
 
 func (k *Embedding) infer(l *Layer, s Shape, names map[string]*Layer) (Shape, error) {

@@ -52,13 +52,21 @@ func (k *LayerNorm) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error)
 
 func (k *LayerNorm) params(*Layer) float64 { return f64(k.Dim) * (1 + b64(k.Bias)) }
 
-// RMSNorm is transformers' RMSNorm over the last dimension.
-type RMSNorm struct{ Dim int64 }
+// RMSNorm is transformers' RMSNorm over the last dimension: LlamaRMSNorm
+// (normalised in fp32, cast back, times the weight), or with Offset
+// GemmaRMSNorm (normalised in fp32, times 1 + w in fp32, then cast back).
+type RMSNorm struct {
+	Dim    int64
+	Offset bool
+}
 
 // Kind is the name specs use for the kind.
 func (*RMSNorm) Kind() string { return KRMSNorm }
 
-func (k *RMSNorm) decode(a *args, _ *Layer) { a.int("dim", &k.Dim, true) }
+func (k *RMSNorm) decode(a *args, _ *Layer) {
+	a.int("dim", &k.Dim, true)
+	a.bool("offset", &k.Offset)
+}
 
 func (k *RMSNorm) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 	return s, needWidth(l, s, k.Dim, "dim")

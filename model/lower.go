@@ -78,7 +78,7 @@ func (m *Model) lowerGPT2() []Layer {
 func (m *Model) lowerLlama() []Layer {
 	d := m.Hidden
 	// The decoder layer registers self_attn and mlp, then its norms.
-	norm := func() Layer { l := L(&RMSNorm{Dim: d}); l.Registered = 1; return l }
+	norm := func() Layer { l := L(&RMSNorm{Dim: d, Offset: m.Gemma}); l.Registered = 1; return l }
 	post := func() []Layer {
 		if m.SandwichNorm {
 			return seq(norm())
@@ -100,9 +100,9 @@ func (m *Model) lowerLlama() []Layer {
 		head.Tie = "embed_tokens"
 	}
 	return seq(
-		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens"}),
+		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma}),
 		L(&Repeat{Times: m.NumLayers}, block...),
-		L(&RMSNorm{Dim: d}),
+		L(&RMSNorm{Dim: d, Offset: m.Gemma}),
 		L(head),
 	)
 }

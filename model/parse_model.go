@@ -77,6 +77,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("mlp_bias", &m.MLPBias)
 		mm.bool("qk_norm", &m.QKNorm)
 		mm.bool("sandwich_norm", &m.SandwichNorm)
+		mm.bool("gemma", &m.Gemma)
 		mm.float("logit_softcap", &m.LogitSoftcap, 0, 1e6)
 		mm.int("experts", &m.Experts, false)
 		mm.int("top_k", &m.TopK, m.Experts > 0)

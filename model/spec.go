@@ -76,7 +76,12 @@ type Model struct {
 	// cap·tanh(logits/cap) (Gemma 2's final_logit_softcapping).
 	SandwichNorm bool    `json:"sandwich_norm,omitempty"`
 	LogitSoftcap float64 `json:"logit_softcap,omitempty"`
-	FusedQKV     bool    `json:"fused_qkv,omitempty"`
+	// Gemma follows Gemma's conventions (gemma and gemma2): the embeddings
+	// are multiplied by √hidden in their dtype (a new tensor), and each
+	// RMSNorm applies its weight as 1 + w in fp32 before casting back
+	// (model.RMSNorm.Offset).
+	Gemma    bool `json:"gemma,omitempty"`
+	FusedQKV bool `json:"fused_qkv,omitempty"`
 
 	// Vision (resnet, vit).
 	Depth    int64   `json:"depth,omitempty"`
