@@ -178,11 +178,13 @@ func (s *sim) plain(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 }
 
 func (s *sim) step1(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
-	held := s.held // a holding residual's branch output, freed after this layer
-	s.held = nil
+	held := s.held // what a holding residual keeps, freed after this layer
+	s.held = [3]*tensor{}
 	y, out := s.layer(in, x, sh)
 	s.unref(x)
-	s.unref(held)
+	for _, t := range held {
+		s.unref(t)
+	}
 	return y, out
 }
 
@@ -315,6 +317,12 @@ func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 		h, hsh = s.step1(body[0], h, sh)
 		first, body = s.ref(h), body[1:]
 	}
+	var act *tensor // HoldChunk: the activation's output, kept with the branch
+	if r.HoldChunk && len(body) >= 2 {
+		h, hsh = s.step1(body[0], h, hsh)
+		h, hsh = s.step1(body[1], h, hsh)
+		act, body = s.ref(h), body[2:]
+	}
 	br, o := s.run(body, h, hsh)
 	if r.HoldFirstBody {
 		s.unref(first)
@@ -336,10 +344,16 @@ func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 	}
 	s.unref(first)
 	if r.Hold {
-		s.unref(s.held) // nested holds: the inner one is done
-		s.held = br
+		for _, t := range s.held { // nested holds: the inner one is done
+			s.unref(t)
+		}
+		s.held = [3]*tensor{br}
+		if r.HoldChunk {
+			s.held[1], s.held[2] = act, s.ref(x)
+		}
 	} else {
 		s.unref(br)
+		s.unref(act)
 	}
 	s.unref(sk)
 	return y, o

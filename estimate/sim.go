@@ -210,9 +210,10 @@ func (n *node) wsFor(t *tensor) inputWS {
 type sim struct {
 	// passes counts backward passes (tensor.pass).
 	passes int32
-	// held is a holding residual's branch output (model.Residual.Hold),
-	// freed when the next layer returns.
-	held     *tensor
+	// held is what a holding residual keeps (model.Residual.Hold and
+	// HoldChunk): its branch output, and its activation's output and
+	// input, freed in that order when the next layer returns.
+	held     [3]*tensor
 	al       allocator
 	cfg      *config
 	tape     []*node

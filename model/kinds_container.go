@@ -92,6 +92,12 @@ type Residual struct {
 	// last layer returns, before the add, as torchvision's EncoderBlock
 	// binds y = ln_2(x) while y = self.mlp(y) runs.
 	HoldFirstBody bool
+	// HoldChunk, with Hold, also keeps the residual's input and the output
+	// of f's second layer (its activation) alive until the next layer
+	// returns, as BERT's feed_forward_chunk keeps attention_output and
+	// intermediate_output bound while BertOutput's LayerNorm runs (which
+	// matters when nothing saves them: a frozen base under LoRA).
+	HoldChunk bool
 }
 
 // Kind is the name specs use for the kind.
@@ -104,6 +110,7 @@ func (k *Residual) decode(a *args, l *Layer) {
 	a.bool("hold", &k.Hold)
 	a.bool("hold_first", &k.HoldFirst)
 	a.bool("hold_first_body", &k.HoldFirstBody)
+	a.bool("hold_chunk", &k.HoldChunk)
 }
 
 // decodeList reads "- residual: [layers]".

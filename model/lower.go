@@ -127,7 +127,7 @@ func (m *Model) lowerBERT() []Layer {
 				Bias: true, OutBias: true, P: m.AttnDropout, Style: "hf"})),
 			dropout(m.Dropout))...),
 		ln(d),
-		L(&Residual{Hold: true}, cat(
+		L(&Residual{Hold: true, HoldChunk: true}, cat(
 			seq(linear(d, m.Intermediate, true),
 				Act(m.Activation),
 				linear(m.Intermediate, d, true)),
