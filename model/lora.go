@@ -188,28 +188,37 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	decodeQuant(e, tm, t, o)
 }
 
-// checkLoRASharding says which layouts LoRA under ZeRO 2 and 3 is simulated
-// for: FSDP2 over the data-parallel ranks alone (fully_shard on every block
-// and the root, the frozen base sharded beside the adapters; docs/lora.md
-// §9), with the states on the GPU and a base in a torch dtype.
-func checkLoRASharding(e *errs, line int, t *Training) {
+// LoRAShardingOK says why LoRA under ZeRO 2 or 3 is not simulated for this
+// setup, or nil: it is simulated as FSDP2 over the data-parallel ranks
+// alone (fully_shard on every block and the root, the frozen base sharded
+// beside the adapters; docs/lora.md §9), with the states on the GPU and a
+// base in a torch dtype. The spec parser, the estimator and the planner
+// ask it.
+func (t *Training) LoRAShardingOK() error {
 	if !t.LoRA.Enabled() || t.Zero < 2 {
-		return
+		return nil
 	}
 	var why string
 	switch {
+	case t.TP > 1 || t.CP > 1:
+		why = "with tensor or context parallelism is not simulated"
 	case t.DP <= 1:
 		why = "needs dp > 1 (FSDP2 over the data-parallel ranks)"
-	case t.Offload != OffloadNone:
+	case t.Offload != OffloadNone && t.Offload != "":
 		why = "with offload is not simulated"
 	case t.Quant != "":
 		why = "over a quantized base is not simulated (bitsandbytes' storage under fully_shard)"
-	case t.TP > 1 || t.CP > 1:
-		why = "with tensor or context parallelism is not simulated"
 	default:
-		return
+		return nil
 	}
-	e.add(line, "lora: ZeRO stage %d with LoRA %s; use zero: 0 or 1", t.Zero, why)
+	return fmt.Errorf("ZeRO stage %d with LoRA %s", t.Zero, why)
+}
+
+// checkLoRASharding reports LoRAShardingOK's refusal at the spec's line.
+func checkLoRASharding(e *errs, line int, t *Training) {
+	if err := t.LoRAShardingOK(); err != nil {
+		e.add(line, "lora: %v; use zero: 0 or 1", err)
+	}
 }
 
 // loraFlags applies --lora, --lora-targets, --lora-alpha and --lora-dropout.

@@ -83,6 +83,11 @@ func (Simulator) Simulates(spec *model.Spec, l Layout) error {
 	if err := notSimulated(l); err != nil {
 		return err
 	}
+	if spec.Training.LoRA.Enabled() {
+		if err := Apply(spec, l).Training.LoRAShardingOK(); err != nil {
+			return &NotSimulatedError{What: []string{err.Error()}}
+		}
+	}
 	if l.PP > 1 && spec.Model.Tied {
 		return &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}
 	}

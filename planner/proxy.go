@@ -37,6 +37,12 @@ type Proxy struct {
 type shape struct {
 	params, layers, hidden, kvDim, seq int64
 	gradLen, paramLen                  int64 // bytes per element reduced and gathered
+	// trainable is the parameters with gradients (all but under LoRA,
+	// whose frozen base is gathered but never reduced), trainLen the bytes
+	// of their elements that ZeRO-1 broadcasts, and flops the work per
+	// parameter and token (6; 4 under LoRA: no weight gradients for the
+	// frozen base).
+	trainable, trainLen, flops int64
 }
 
 func shapeOf(spec *model.Spec, params int64) shape {
@@ -49,12 +55,21 @@ func shapeOf(spec *model.Spec, params int64) shape {
 	if kv == 0 {
 		kv = m.Heads
 	}
-	sh := shape{params: params, layers: max(m.NumLayers, 1), hidden: m.Hidden, kvDim: kv * hd, seq: max(t.Seq, 1), gradLen: 4, paramLen: 2}
+	sh := shape{params: params, layers: max(m.NumLayers, 1), hidden: m.Hidden, kvDim: kv * hd, seq: max(t.Seq, 1), gradLen: 4, paramLen: 2,
+		trainable: params, flops: 6}
 	switch t.Precision {
 	case model.BF16:
 		sh.gradLen = 2
 	case model.FP32:
 		sh.paramLen = 4
+	}
+	sh.trainLen = sh.paramLen
+	if t.LoRA.Enabled() {
+		// peft's adapters are fp32 (autocast_adapter_dtype), or the base's.
+		sh.trainable, sh.flops, sh.gradLen, sh.trainLen = spec.Trainable(), 4, 4, 4
+		if t.LoRA.AdapterDtype == model.AdapterBase && t.Precision == model.BF16 {
+			sh.gradLen, sh.trainLen = 2, 2
+		}
 	}
 	return sh
 }
@@ -66,7 +81,7 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 	var p Proxy
 	g := l.GPUs()
 	tokens := float64(l.GlobalBatch() * sh.seq)
-	compute := 6 * float64(sh.params) * tokens / float64(g) / proxyFLOPS
+	compute := float64(sh.flops) * float64(sh.params) * tokens / float64(g) / proxyFLOPS
 	passes := 2.0 // forward and backward collectives per layer
 	if m := l.Checkpointing.Mode; m != "" && m != model.CkptNone {
 		p.Recompute = 1.0 / 3
@@ -106,16 +121,17 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 	}
 	if d := float64(l.DP * l.CP); d > 1 {
 		shard := float64(sh.params) / float64(l.TP*l.PP) * (d - 1) / d
+		train := float64(sh.trainable) / float64(l.TP*l.PP) * (d - 1) / d
 		var bytes float64
 		switch l.Zero {
 		case 0:
-			bytes = 2 * shard * float64(sh.gradLen)
+			bytes = 2 * train * float64(sh.gradLen)
 		case 1:
-			bytes = 2*shard*float64(sh.gradLen) + shard*float64(sh.paramLen)
+			bytes = 2*train*float64(sh.gradLen) + train*float64(sh.trainLen)
 		case 2:
-			bytes = micros * shard * float64(sh.gradLen+sh.paramLen)
+			bytes = micros * (train*float64(sh.gradLen) + shard*float64(sh.paramLen))
 		default:
-			bytes = micros * shard * float64(sh.gradLen+2*sh.paramLen)
+			bytes = micros * (train*float64(sh.gradLen) + 2*shard*float64(sh.paramLen))
 		}
 		add(bytes, l.TP*l.CP*l.DP)
 	}

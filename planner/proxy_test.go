@@ -119,3 +119,45 @@ func TestSimulatorCP(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyLoRA: under LoRA the data-parallel ranks reduce only the
+// adapters' fp32 gradients (2·(d−1)/d of them, a ring all-reduce), while
+// FSDP still gathers the whole frozen base; the step's compute has no
+// weight gradients for the base (4 FLOPs per parameter and token, not 6).
+func TestProxyLoRA(t *testing.T) {
+	spec := load(t, "llama-3-8b.yaml")
+	params := model.Params(spec.Model.Lower())
+	full := shapeOf(spec, params)
+	spec.Training.LoRA = &model.LoRA{Rank: 16, Alpha: 16, Targets: model.TargetsAll}
+	lora := shapeOf(spec, params)
+	l := Layout{DP: 4, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 8}
+	want := int64(2 * float64(spec.Trainable()) * 3 / 4 * 4)
+	if got := proxyOf(lora, l, 8).CommBytes; got != want {
+		t.Errorf("DDP over LoRA sends %d B per step, want %d (the adapters' gradients)", got, want)
+	}
+	l.Zero = 3
+	lz, fz := proxyOf(lora, l, 8), proxyOf(full, l, 8)
+	if gather := int64(8 * 2 * float64(params) * 3 / 4 * 2); lz.CommBytes <= gather || lz.CommBytes >= fz.CommBytes {
+		t.Errorf("FSDP over LoRA sends %d B per step; want more than its gathers (%d) and less than full training's %d",
+			lz.CommBytes, gather, fz.CommBytes)
+	}
+	if lz.StepSeconds >= fz.StepSeconds {
+		t.Errorf("LoRA's step proxy %g s, not under full training's %g s", lz.StepSeconds, fz.StepSeconds)
+	}
+}
+
+// TestSimulatorLoRASharding: LoRA under FSDP is simulated over the
+// data-parallel ranks alone; with context parallelism it is a
+// *NotSimulatedError, not a failure.
+func TestSimulatorLoRASharding(t *testing.T) {
+	spec := load(t, "llama-3.2-1b.yaml")
+	spec.Training.LoRA = &model.LoRA{Rank: 8, Alpha: 8, Targets: model.TargetsAll}
+	spec.Training.Seq = 256
+	var ns *NotSimulatedError
+	if err := (Simulator{}).Simulates(spec, Layout{DP: 1, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1, Zero: 2}); !errors.As(err, &ns) {
+		t.Errorf("LoRA over dp1·cp2 zero2: %v, want a *NotSimulatedError", err)
+	}
+	if _, err := (Simulator{}).Estimate(spec, Layout{DP: 2, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 1, Zero: 3}); err != nil {
+		t.Errorf("LoRA over dp2 zero3: %v", err)
+	}
+}

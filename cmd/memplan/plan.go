@@ -86,10 +86,6 @@ func planAction(c *cli.Context) error {
 	case req.Margin < 0 || req.Margin >= 0.5:
 		return usageError{fmt.Sprintf("--margin: want a fraction from 0 to 0.5, got %g", req.Margin)}
 	}
-	if spec.Training.LoRA.Enabled() {
-		// LoRA under ZeRO 2 and 3 is not simulated (model.decodeLoRA refuses it).
-		req.Zero = []int64{0, 1}
-	}
 	var done func()
 	req.Progress, done = planProgress(c.App.ErrWriter)
 	r, perr := planner.Plan(spec, req, planner.Simulator{})
