@@ -191,7 +191,7 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 // LoRAShardingOK says why LoRA under ZeRO 2 or 3 is not simulated for this
 // setup, or nil: it is simulated as FSDP2 over the data-parallel ranks
 // alone (fully_shard on every block and the root, the frozen base sharded
-// beside the adapters; docs/lora.md §9), with the states on the GPU and a
+// beside the adapters; docs/lora.md §13), with the states on the GPU and a
 // base in a torch dtype. The spec parser, the estimator and the planner
 // ask it.
 func (t *Training) LoRAShardingOK() error {
