@@ -221,9 +221,18 @@ var zeroWhy = [4]string{"", "optimizer state sharded over the GPUs (ZeroRedundan
 	"optimizer state and gradients sharded, whole parameters only during forward and backward (FSDP without resharding, DeepSpeed stage 2)",
 	"optimizer state, gradients and parameters sharded (FSDP fully_shard, DeepSpeed stage 3)"}
 
+// firstShardDP is the fewest GPUs a sharding fix tries: the job's own when
+// it already has several (a higher ZeRO stage on the same GPUs), else two.
+func firstShardDP(t model.Training) int64 {
+	if t.DP > 1 {
+		return t.DP
+	}
+	return 2
+}
+
 // sharding adds, for each ZeRO stage above the job's, alone and with
-// checkpointing, the fewest GPUs (powers of two times the job's, up to
-// maxDP) that fit, or the miss on the most GPUs when none does.
+// checkpointing, the fewest GPUs (the job's own, then powers of two times
+// them, up to maxDP) that fit, or the miss on the most GPUs when none does.
 func (f *fixer) sharding() {
 	t := f.spec.Training
 	ckpts := []bool{false}
@@ -233,7 +242,7 @@ func (f *fixer) sharding() {
 	for _, ck := range ckpts {
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
 			var ns []int64
-			for n := max(t.DP, 1) * 2; n <= maxDP; n *= 2 {
+			for n := firstShardDP(t); n <= maxDP; n *= 2 {
 				ns = append(ns, n)
 			}
 			if x, ok := f.fewest(ns, z, ck); ok {

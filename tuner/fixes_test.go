@@ -46,7 +46,7 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
 			var last Fix
 			found := false
-			for n := max(t.DP, 1) * 2; n <= maxDP; n *= 2 {
+			for n := firstShardDP(t); n <= maxDP; n *= 2 {
 				z, n, ck := z, n, ck
 				change := fmt.Sprintf("--dp %d --zero %d", n, z)
 				cost := 4 + int(z)
@@ -221,5 +221,19 @@ func TestFixStepPause(t *testing.T) {
 		if f.Change == "--step-pause 0.2" {
 			t.Errorf("a job that pauses already was offered %q", f.Change)
 		}
+	}
+}
+
+// TestFixShardsOnItsGPUs: a data-parallel job that misses is first offered
+// a higher ZeRO stage on the GPUs it has, before more GPUs.
+func TestFixShardsOnItsGPUs(t *testing.T) {
+	spec, err := model.Load("../specs/llama-3-70b.yaml", model.Overrides{Batch: 1, Seq: 4096, DP: 8, Zero: "0",
+		Precision: "bf16", LoRA: 16, Dev: "h100-80gb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixes := Fixes(spec, DefaultBand, DefaultMargin, Analytic)
+	if len(fixes) == 0 || fixes[0].Change != "--dp 8 --zero 3" || fixes[0].GPUs != 8 || !fixes[0].Fits {
+		t.Fatalf("fixes %+v, want --dp 8 --zero 3 first, fitting on the job's 8 GPUs", fixes)
 	}
 }
