@@ -50,6 +50,8 @@ def train_cmd(args, world):
         cmd += ["--lora", opts["lora"], "--lora-targets", opts.get("targets", "all"), "--lora-alpha", opts["lora"]]
         if opts.get("lora-dropout"):
             cmd += ["--lora-dropout", opts["lora-dropout"]]
+        if opts.get("adapter-dtype", "fp32") != "fp32":
+            cmd += ["--lora-adapter-dtype", opts["adapter-dtype"]]
     # train.py runs nvidia-smi after every step unless --no-pause
     # (docs/multigpu.md, "DDP's bucket rebuild race").
     if "no-pause" not in opts:

@@ -3,7 +3,7 @@
 
     torchrun --nproc_per_node=2 bench/torch/dist/train.py SPEC --mode MODE
         [--reshard true|false|INT] [--batch N] [--seq N] [--precision P]
-        [--checkpointing C] [--lora R [--targets T] [--lora-dropout P]] [--steps 3]
+        [--checkpointing C] [--lora R [--targets T] [--lora-dropout P] [--adapter-dtype fp32|base]] [--steps 3]
         [--snapshot [--snapshot-from K]] [--lag S] --result DIR
 
 MODE is ddp (DistributedDataParallel, default buckets), ddp-view (the same
@@ -16,7 +16,8 @@ reduce_dtype=fp32), no autocast: torchtitan's default; fsdp mode only).
 
 With --lora R the model is wrapped by peft (LoraConfig r=R, lora_alpha=R,
 target_modules as bench/torch/lora.py maps --targets attn|mlp|all|NAMES,
-adapters in fp32 by peft's autocast_adapter_dtype) before DDP or
+adapters in fp32 by peft's autocast_adapter_dtype, or with --adapter-dtype
+base in the base's dtype) before DDP or
 fully_shard, with checkpointing and enable_input_require_grads set on the
 base as lora.py sets them; the optimizer gets the trainable parameters
 only, as transformers' Trainer gives it.
@@ -55,6 +56,8 @@ def memplan_command(a, t):
         c += " --lora %d --lora-targets %s --lora-alpha %d" % (a.lora, a.targets, a.lora)
         if a.lora_dropout:
             c += " --lora-dropout %g" % a.lora_dropout
+        if a.adapter_dtype != "fp32":
+            c += " --lora-adapter-dtype " + a.adapter_dtype
     # The loop below runs nvidia-smi after every step, a pause that lets
     # DDP's bucket rebuild free its old flat bucket (docs/multigpu.md);
     # --no-pause leaves it out.
@@ -144,13 +147,13 @@ def apply_lora(a, spec, model, kind, t, torch):
     targets = lora.resolve_targets(a.targets, spec, model)
     cfg = peft.LoraConfig(r=a.lora, lora_alpha=a.lora, lora_dropout=a.lora_dropout, target_modules=targets,
                           bias="none")
-    model = peft.get_peft_model(model, cfg, autocast_adapter_dtype=True)
+    model = peft.get_peft_model(model, cfg, autocast_adapter_dtype=a.adapter_dtype == "fp32")
     base = model.get_base_model()
     measure.enable_checkpointing(base, kind, t["checkpointing"], torch)
     if t["checkpointing"] != "none":
         base.enable_input_require_grads()
     return model, {"rank": a.lora, "alpha": a.lora, "dropout": a.lora_dropout, "targets": a.targets,
-                   "adapter_dtype": "fp32", "input_require_grads": t["checkpointing"] != "none",
+                   "adapter_dtype": a.adapter_dtype, "input_require_grads": t["checkpointing"] != "none",
                    "peft": peft.__version__,
                    "modules": sum(1 for _, m in model.named_modules() if hasattr(m, "lora_A") and len(m.lora_A) > 0)}
 
@@ -231,6 +234,8 @@ def main():
     ap.add_argument("--lora", type=int, default=0, help="peft LoRA adapters of this rank over a frozen base")
     ap.add_argument("--targets", default="all", help="with --lora: attn, mlp, all or NAME,... (bench/torch/lora.py)")
     ap.add_argument("--lora-dropout", dest="lora_dropout", type=float, default=0.0)
+    ap.add_argument("--adapter-dtype", dest="adapter_dtype", choices=("fp32", "base"), default="fp32",
+                    help="with --lora: peft's autocast_adapter_dtype (fp32 adapters) or the base's dtype")
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
