@@ -286,7 +286,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // newConfig is what the simulated ops need to know about a spec's run.
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
-	if err := t.LoRAShardingOK(); err != nil {
+	if err := t.LoRALayoutOK(); err != nil {
 		return nil, fmt.Errorf("lora: %w", err)
 	}
 	if err := model.CheckEP(&t, &spec.Model); err != nil {

@@ -188,20 +188,28 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	decodeQuant(e, tm, t, o)
 }
 
-// LoRAShardingOK says why LoRA under ZeRO 2 or 3 is not simulated for this
-// setup, or nil: it is simulated as FSDP2 over the data-parallel ranks
+// LoRALayoutOK says why LoRA is not simulated over this layout, or nil.
+// Tensor parallelism is refused: no PyTorch plan shards peft's adapters
+// (parallelize_module's styles apply to the nn.Linear peft wraps). Under
+// ZeRO 2 or 3 LoRA is simulated as FSDP2 over the data-parallel ranks
 // alone (fully_shard on every block and the root, the frozen base sharded
 // beside the adapters; docs/lora.md §13), with the states on the GPU and a
 // base in a torch dtype. The spec parser, the estimator and the planner
 // ask it.
-func (t *Training) LoRAShardingOK() error {
-	if !t.LoRA.Enabled() || t.Zero < 2 {
+func (t *Training) LoRALayoutOK() error {
+	if !t.LoRA.Enabled() {
+		return nil
+	}
+	if t.TP > 1 {
+		return fmt.Errorf("LoRA with tensor parallelism is not simulated (no PyTorch plan shards peft's adapters)")
+	}
+	if t.Zero < 2 {
 		return nil
 	}
 	var why string
 	switch {
-	case t.TP > 1 || t.CP > 1:
-		why = "with tensor or context parallelism is not simulated"
+	case t.CP > 1:
+		why = "with context parallelism is not simulated"
 	case t.DP <= 1:
 		why = "needs dp > 1 (FSDP2 over the data-parallel ranks)"
 	case t.Offload != OffloadNone && t.Offload != "":
@@ -211,13 +219,13 @@ func (t *Training) LoRAShardingOK() error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("ZeRO stage %d with LoRA %s", t.Zero, why)
+	return fmt.Errorf("ZeRO stage %d with LoRA %s; use zero: 0 or 1", t.Zero, why)
 }
 
-// checkLoRASharding reports LoRAShardingOK's refusal at the spec's line.
-func checkLoRASharding(e *errs, line int, t *Training) {
-	if err := t.LoRAShardingOK(); err != nil {
-		e.add(line, "lora: %v; use zero: 0 or 1", err)
+// checkLoRALayout reports LoRALayoutOK's refusal at the spec's line.
+func checkLoRALayout(e *errs, line int, t *Training) {
+	if err := t.LoRALayoutOK(); err != nil {
+		e.add(line, "lora: %v", err)
 	}
 }
 

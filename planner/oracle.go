@@ -84,7 +84,7 @@ func (Simulator) Simulates(spec *model.Spec, l Layout) error {
 		return err
 	}
 	if spec.Training.LoRA.Enabled() {
-		if err := Apply(spec, l).Training.LoRAShardingOK(); err != nil {
+		if err := Apply(spec, l).Training.LoRALayoutOK(); err != nil {
 			return &NotSimulatedError{What: []string{err.Error()}}
 		}
 	}
