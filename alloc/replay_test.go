@@ -121,6 +121,11 @@ func TestReplayModelTraces(t *testing.T) {
 		"../bench/results/2026-11-23-h100-traces2/cnn-bf16-b128.json.gz",
 		"../bench/results/2026-11-23-h100-traces2/cnn-bf16-b32.json.gz",
 		"../bench/results/2026-11-23-h100-traces2/moe-ckpt-amp.json.gz",
+		// Recorded in the twelfth session: the two held-out tiny-MoE lines
+		// under by about 4% in reserved (bench/results/
+		// 2026-11-26-h100-moe-heldout-traces/README.md).
+		"../bench/results/2026-11-26-h100-moe-heldout-traces/h3/events.json.gz",
+		"../bench/results/2026-11-26-h100-moe-heldout-traces/h7/events.json.gz",
 	}
 	// the allocator settings the traced runs used
 	confs := map[string]string{
@@ -141,6 +146,7 @@ func TestReplayModelTraces(t *testing.T) {
 	unseen := map[string]bool{
 		"../bench/results/2026-11-23-h100-traces2/cnn-bf16-b32.json.gz": true,
 		"../bench/results/2026-11-23-h100-traces2/moe-ckpt-amp.json.gz": true,
+		"../bench/results/2026-11-26-h100-moe-heldout-traces/h3/events.json.gz": true,
 	}
 	for _, path := range files {
 		t.Run(path, func(t *testing.T) {
