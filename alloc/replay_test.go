@@ -144,8 +144,8 @@ func TestReplayModelTraces(t *testing.T) {
 	// checkpointed MoE in AMP, where nine climb after its first forward's
 	// kernels (438 MiB, 4.0%, less). Logged, not checked.
 	unseen := map[string]bool{
-		"../bench/results/2026-11-23-h100-traces2/cnn-bf16-b32.json.gz": true,
-		"../bench/results/2026-11-23-h100-traces2/moe-ckpt-amp.json.gz": true,
+		"../bench/results/2026-11-23-h100-traces2/cnn-bf16-b32.json.gz":         true,
+		"../bench/results/2026-11-23-h100-traces2/moe-ckpt-amp.json.gz":         true,
 		"../bench/results/2026-11-26-h100-moe-heldout-traces/h3/events.json.gz": true,
 	}
 	for _, path := range files {
