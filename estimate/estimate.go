@@ -361,16 +361,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 		}
 	}
 	if cfg.zero >= 2 {
-		// FSDP's shards and gradient shards: what param and adapterParam
-		// allocate; LoRA's frozen base is sharded too, with no gradient.
-		r.ParamBytes, r.GradBytes = 0, 0
-		for _, p := range s.params {
-			r.ParamBytes += s.shardOf(p) * s.shardDt(p)
-			r.GradBytes += s.shardOf(p) * s.shardDt(p)
-		}
-		for _, p := range s.frozen {
-			r.ParamBytes += s.shardOf(p) * s.shardDt(p)
-		}
+		r.ParamBytes, r.GradBytes = s.shardBytes()
 	}
 	if cfg.zero >= 2 && cfg.offload != model.OffloadNone {
 		r.GradBytes = 0

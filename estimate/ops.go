@@ -306,59 +306,6 @@ func (s *sim) layerNormPartials(n *node, rows int64, w, b *tensor) {
 	}
 }
 
-// rmsNorm is transformers' LlamaRMSNorm: h = x.float();
-// h·rsqrt(mean(h²)+ε) in fp32, cast back to the input dtype, times weight.
-func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor {
-	nrm := s.rmsNormalize(x, rows)
-	nc := s.to(nrm, x.dt)
-	y := s.mul(w, nc)
-	s.unref(nc)
-	s.unref(nrm)
-	return y
-}
-
-// rmsNormalize is h·rsqrt(mean(h²)+ε) for h = x.float(), in fp32 (the
-// normalisation both RMSNorms share; the cast copy goes once the product
-// is made).
-func (s *sim) rmsNormalize(x *tensor, rows int64) *tensor {
-	h := s.to(x, f32)
-	p := s.alloc(x.elems, f32, catTemp, "pow")
-	if n := s.record("Pow", []*tensor{h}, p); n != nil {
-		s.save(n, h)
-		n.pairTemps = h.bytes()
-	}
-	v := s.alloc(rows, f32, catTemp, "mean")
-	s.record("Mean", []*tensor{p}, v)
-	s.unref(p)
-	ve := s.addScalar(v)
-	s.unref(v)
-	r := s.unary("Rsqrt", ve, false, true)
-	s.unref(ve)
-	nrm := s.mul(h, r)
-	s.unref(h)
-	s.unref(r)
-	return nrm
-}
-
-// gemmaRMSNorm is transformers' GemmaRMSNorm (Gemma, Gemma 2): the
-// normalised fp32 rows times 1 + weight.float() in fp32, then type_as(x):
-// the product is fp32 (and saved in fp32 when the weight trains), and the
-// cast back comes last (measured: Gemma-2-2B in bf16 under FSDP2,
-// modeling_gemma2.py:56-63 in rank 0's allocator history,
-// bench/results/2026-11-26-h100x2-lora-heldout-snapshots).
-func (s *sim) gemmaRMSNorm(x, w *tensor, rows int64) *tensor {
-	nrm := s.rmsNormalize(x, rows)
-	w32 := s.to(w, f32)
-	w1 := s.addScalar(w32)
-	s.unref(w32)
-	y32 := s.mul(nrm, w1)
-	s.unref(nrm)
-	s.unref(w1)
-	y := s.to(y32, x.dt)
-	s.unref(y32)
-	return y
-}
-
 // embeddingDirectRows is the most ids embedding_dense_backward_cuda sums
 // without sorting them.
 const embeddingDirectRows = 3072

@@ -62,6 +62,20 @@ func (s *sim) shardDt(t *tensor) int64 {
 	return s.cfg.master
 }
 
+// shardBytes is what FSDP keeps of the parameters and their gradients on
+// this rank: the shards param and adapterParam allocate, LoRA's frozen
+// base among the parameters with no gradient.
+func (s *sim) shardBytes() (params, grads int64) {
+	for _, p := range s.params {
+		params += s.shardOf(p) * s.shardDt(p)
+	}
+	grads = params
+	for _, p := range s.frozen {
+		params += s.shardOf(p) * s.shardDt(p)
+	}
+	return params, grads
+}
+
 // shardOf is this rank's part of parameter t's elements.
 func (s *sim) shardOf(t *tensor) int64 { return padShard(t, s.degree(t)) }
 

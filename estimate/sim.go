@@ -55,9 +55,8 @@ type tensor struct {
 	// parallelism with ZeRO 2 or 3 it is sharded over the dp/ep ranks
 	// that hold the same experts, not over every data-parallel rank.
 	expert bool
-	// sdt is, under ZeRO 2 and 3, the bytes per element of this
-	// parameter's shard when they are not the master dtype's (LoRA's fp32
-	// adapters over a half base, lora.go); 0 for the master dtype.
+	// sdt is a ZeRO 2/3 shard's bytes per element when not the master
+	// dtype's (LoRA's fp32 adapters over a half base, lora.go), else 0.
 	sdt int8
 	// from is the input of the elementwise activation that made this
 	// tensor (activation): its backward computes the input's gradient in
