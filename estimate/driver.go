@@ -47,7 +47,7 @@ type inst struct {
 	body  []*inst
 	short []*inst
 	unit  bool // one checkpointing unit (a block, or one copy of a repeat)
-	// fsdp is the FSDP2 unit a block is (fsdp.go), or nil.
+	// fsdp is the FSDP2 unit a block is (fsdp_units.go), or nil.
 	fsdp *fsdpUnit
 	// inSh and outSh cache the layer's shapes: every pass sees the same.
 	inSh, outSh model.Shape

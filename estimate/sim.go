@@ -236,7 +236,7 @@ type sim struct {
 	bodyHold []*tensor   // the model forward's locals (model.Positions.Hold), until it returns
 	gathered int64       // ZeRO-3: bytes of parameters gathered during a step
 	gatherT  *tensor     // the gathered parameters while they are held
-	units    []*fsdpUnit // FSDP2's units, the root first (fsdp.go)
+	units    []*fsdpUnit // FSDP2's units, the root first (fsdp_units.go)
 	// curUnit is the FSDP2 unit running its forward; bwdUnit the one
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16
