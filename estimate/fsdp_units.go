@@ -22,8 +22,8 @@ type fsdpUnit struct {
 	gather, gatherShard int64
 	// trainable is the first parameter with a gradient (nil: a frozen
 	// unit, which reduces nothing); gradShard its unit's elements of them,
-	// reduced in dtype reduce (_get_param_all_gather_inputs and
-	// foreach_reduce take only the parameters with a .grad).
+	// reduced in dtype reduce (FSDPParamGroup.post_backward hands
+	// foreach_reduce only the parameters with a .grad).
 	trainable         *tensor
 	gradShard, reduce int64
 	idx               int16 // position in sim.units (0: the root)
@@ -127,8 +127,8 @@ func (u *fsdpUnit) add(p *tensor) {
 
 // dtypes sets what the unit's all-gather and reduce-scatter move: the
 // all-gather in the parameters' unsharded dtype, or in bytes when they
-// differ; the trainable parameters' shard. The reduce dtype is the
-// master dtype, set by the caller (sim.fsdpReduce).
+// differ; the trainable parameters' shard. shardSetup (sharding.go) sets
+// the reduce dtype.
 func (u *fsdpUnit) dtypes() {
 	u.gather, u.gatherShard = 0, 0
 	for _, p := range u.params {
