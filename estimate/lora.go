@@ -53,7 +53,11 @@ func (s *sim) applyLoRA(spec *model.Spec) {
 	if dt != f32 {
 		how = "adapters in the base's dtype (adapter_dtype: base)"
 	}
-	s.note("LoRA: " + how + "; enable_input_require_grads with checkpointing only; LoRA with peft measured on an H100 and under DDP, ZeRO-1 and FSDP2 on 2 × H100 (docs/lora.md §13)")
+	measured := "LoRA with peft measured on an H100 and under DDP, ZeRO-1 and FSDP2 on 2 × H100 (docs/lora.md §13)"
+	if spec.Training.CP > 1 {
+		measured += "; with context parallelism modelled, unmeasured"
+	}
+	s.note("LoRA: " + how + "; enable_input_require_grads with checkpointing only; " + measured)
 }
 
 // loraLinear finds which of the model's LoRA-targetable linears a base
