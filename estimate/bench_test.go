@@ -26,6 +26,10 @@ func BenchmarkEstimate(b *testing.B) {
 		{"gpt2-xl", "../specs/gpt2-xl.yaml", false, model.Overrides{}},
 		{"llama-3-70b", "../specs/llama-3-70b.yaml", false, model.Overrides{}},
 		{"moe-128-experts", "../model/testdata/hf/qwen3-30b-a3b.json", true, model.Overrides{Seq: 4096}},
+		// The planner's dearest layout of its 70B plan (docs/performance.md,
+		// twelfth session): eight stages of 32 micro-batches.
+		{"70b-pp8-acc32", "../specs/llama-3-70b.yaml", false, model.Overrides{DP: 16, TP: 8, SP: true, LossParallel: true,
+			PP: 8, Zero: "2", Checkpointing: "every-block", Batch: 2, GradAccum: 32}},
 	}
 	for _, c := range cases {
 		load := model.Load
