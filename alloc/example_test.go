@@ -78,3 +78,20 @@ func ExampleSegmentOrder() {
 	// true false
 	// false true
 }
+
+// Placement says where a block lies, for traces set beside a real
+// allocator history's addresses.
+func ExampleAllocator_Placement() {
+	a := alloc.New(alloc.Default())
+	x := a.Malloc(100<<20, 0)
+	a.Free(x)
+	y := a.Malloc(60<<20, 0) // the front of the cached 100 MiB block
+	z := a.Malloc(30<<20, 0) // the remainder's front
+	for _, b := range []alloc.Block{y, z} {
+		seg, off, n := a.Placement(b)
+		fmt.Println(seg, off>>20, n>>20)
+	}
+	// Output:
+	// 0 0 100
+	// 0 60 100
+}

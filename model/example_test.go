@@ -103,3 +103,15 @@ func ExampleOptimizer_Paged() {
 	fmt.Println(s.Training.Optimizer, s.Training.Optimizer.Paged(), s.Training.Quant)
 	// Output: paged-adamw8bit true nf4
 }
+
+// LoRA's layouts: FSDP (ZeRO 3) over the data-parallel ranks is simulated;
+// tensor parallelism is not (docs/lora.md §13).
+func ExampleTraining_LoRALayoutOK() {
+	t := model.Training{DP: 8, Zero: 3, LoRA: &model.LoRA{Rank: 16, Alpha: 16, Targets: model.TargetsAll}}
+	fmt.Println(t.LoRALayoutOK())
+	t.TP = 2
+	fmt.Println(t.LoRALayoutOK())
+	// Output:
+	// <nil>
+	// LoRA with tensor parallelism is not simulated (no PyTorch plan shards peft's adapters)
+}
