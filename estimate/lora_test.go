@@ -441,3 +441,53 @@ func TestBERTChunkHolds(t *testing.T) {
 		t.Errorf("checked %d activation outputs, want one per layer (12)", checked)
 	}
 }
+
+// TestLoRAFSDPFamilies runs LoRA under FSDP2 over every family LoRA is
+// modelled for, each precision, both stages and both adapter dtypes: each
+// estimate completes, the gradients are the adapters' shards in the
+// adapters' dtype, AdamW keeps two moments of them, and the parameters add
+// the frozen base's shards in the master dtype.
+func TestLoRAFSDPFamilies(t *testing.T) {
+	type src struct {
+		path string
+		hf   bool
+	}
+	for _, m := range []src{{"../specs/gpt2-124m.yaml", false}, {"../specs/llama-3.2-1b.yaml", false},
+		{"../model/testdata/hf/bert-base-uncased.json", true}, {"../model/testdata/hf/pythia-160m.json", true},
+		{"../model/testdata/hf/gemma-2-2b.json", true}} {
+		for _, prec := range []string{"bf16", "amp-bf16", "fsdp-bf16"} {
+			for _, zero := range []string{"2", "3"} {
+				for _, adt := range []string{"fp32", "base"} {
+					name := fmt.Sprintf("%s/%s/zero%s/%s", filepath.Base(m.path), prec, zero, adt)
+					t.Run(name, func(t *testing.T) {
+						load := model.Load
+						if m.hf {
+							load = model.LoadHF
+						}
+						spec, err := load(m.path, model.Overrides{Batch: 1, Seq: 64, DP: 2, Zero: zero, Precision: prec,
+							LoRA: 8, LoRATargets: "all", LoRAAdapterDtype: adt, Optimizer: "adamw"})
+						if err != nil {
+							t.Fatal(err)
+						}
+						var adapters, base int64
+						r, err := estimateWith(spec, func(s *sim) {
+							for _, p := range s.params {
+								adapters += s.shardOf(p) * s.shardDt(p)
+							}
+							for _, p := range s.frozen {
+								base += s.shardOf(p) * s.cfg.master
+							}
+						}, nil)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if adapters == 0 || r.GradBytes != adapters || r.OptimizerBytes != 2*adapters || r.ParamBytes != adapters+base {
+							t.Errorf("parameters %d, gradients %d, optimizer %d; adapters' shards %d, base's %d",
+								r.ParamBytes, r.GradBytes, r.OptimizerBytes, adapters, base)
+						}
+					})
+				}
+			}
+		}
+	}
+}
