@@ -94,6 +94,8 @@ func TestLifetimeKeys(t *testing.T) {
 		"    - embedding: {vocab: 10, dim: 8}\n" +
 		"    - positions: {max: 16, dim: 8, hold: true, parameter: true}\n" +
 		"    - residual: {hold_first_body: true, layers: [{layernorm: {dim: 8}}, {linear: {in: 8, out: 8}}]}\n" +
+		"    - residual: {hold: true, hold_chunk: true, layers: [{linear: {in: 8, out: 16}}, {gelu: {}}, {linear: {in: 16, out: 8}}]}\n" +
+		"    - rmsnorm: {dim: 8, offset: true}\n" +
 		"training: {batch: 1, seq: 4}\n"
 	s, err := Parse("x.yaml", []byte(spec), Overrides{})
 	if err != nil {
@@ -105,6 +107,36 @@ func TestLifetimeKeys(t *testing.T) {
 	}
 	if r, ok := ls[2].Spec.(*Residual); !ok || !r.HoldFirstBody || r.HoldFirst || r.Hold {
 		t.Errorf("residual = %+v, want hold_first_body only", ls[2].Spec)
+	}
+	if r, ok := ls[3].Spec.(*Residual); !ok || !r.Hold || !r.HoldChunk {
+		t.Errorf("residual = %+v, want hold and hold_chunk", ls[3].Spec)
+	}
+	if n, ok := ls[4].Spec.(*RMSNorm); !ok || !n.Offset {
+		t.Errorf("rmsnorm = %+v, want offset", ls[4].Spec)
+	}
+	// BERT's second residual keeps feed_forward_chunk's locals; Gemma's
+	// norms and embedding follow Gemma (model.gemma).
+	bert := (&Model{Type: BERT, NumLayers: 1, Hidden: 8, Heads: 2, Intermediate: 16, Vocab: 10, Positions: 16, TypeVocab: 2, Activation: "gelu"}).lowerBERT()
+	gemma := (&Model{Type: Llama, NumLayers: 1, Hidden: 8, Heads: 2, KVHeads: 1, HeadDim: 4, Intermediate: 16, Vocab: 10, Gemma: true, Activation: "gelu"}).lowerLlama()
+	var chunk, offset, scale bool
+	var find func([]Layer)
+	find = func(ls []Layer) {
+		for _, l := range ls {
+			switch k := l.Spec.(type) {
+			case *Residual:
+				chunk = chunk || k.HoldChunk
+			case *RMSNorm:
+				offset = offset || k.Offset
+			case *Embedding:
+				scale = scale || k.Scale
+			}
+			find(l.Body)
+		}
+	}
+	find(bert)
+	find(gemma)
+	if !chunk || !offset || !scale {
+		t.Errorf("hold_chunk in BERT %v, Gemma's offset norms %v and scaled embedding %v: want all", chunk, offset, scale)
 	}
 
 	vit := (&Model{Type: ViT, NumLayers: 1, Hidden: 8, Heads: 2, Intermediate: 16, Patch: 16, Channels: 3, Positions: 197, Classes: 10, Activation: "gelu"}).lowerViT()
