@@ -121,6 +121,12 @@ func TestDistOverrides(t *testing.T) {
 			}
 		})
 	}
+	// train.py --lora: the adapters apply on top of the data parallelism.
+	r := Record{Mode: "fsdp", Reshard: "true", World: 2,
+		LoRA: &RecordLoRA{Rank: 16, Alpha: 16, Targets: "all", AdapterDtype: "base"}}
+	if o := r.Overrides(); o.DP != 2 || o.Zero != "3" || o.LoRA != 16 || o.LoRATargets != "all" || o.LoRAAdapterDtype != "base" {
+		t.Errorf("LoRA under FSDP2: overrides %+v", o)
+	}
 }
 
 // multiGPUGaps are the real multi-GPU configurations more than UnderLimit
@@ -140,11 +146,12 @@ var multiGPUGaps = map[string][]int{
 	"bench/torch/hf/tiny-qwen2-moe.json --mode fsdp --reshard true --ep 2 --router zero --batch 4 --seq 1024 --precision amp-bf16 --checkpointing every-block": {Reserved},
 }
 
-// multiGPUOver are configurations over the worst-case targets, never under:
-// random routing, where memplan applies the largest share of routed rows a
-// run measured to every MoE block of every step (--ep-skew is one number;
-// docs/moe.md §4.1).
+// multiGPUOver are configurations over the worst-case targets, never under,
+// each with why.
 var multiGPUOver = map[string][]int{
+	// Random routing, where memplan applies the largest share of routed
+	// rows a run measured to every MoE block of every step (--ep-skew is
+	// one number; docs/moe.md §4.1).
 	"bench/torch/hf/tiny-mixtral.json --mode fsdp --reshard false --ep 2 --router random --batch 2 --seq 2048 --precision amp-bf16": {Allocated, Reserved, Device},
 	// RoBERTa with LoRA under FSDP2 without resharding (twelfth session,
 	// held out): memplan reserves one logits-sized segment more in the
