@@ -57,10 +57,11 @@ type Record struct {
 	EP     int64   `json:"ep"`
 	EPSkew float64 `json:"ep_skew"`
 	// StepPause is the pause train.py's loop made after each step: 0.2
-	// (a synchronize, then nvidia-smi and an allocator snapshot: usually
-	// longer than NCCL's watchdog period, 0.1 s, though one run of 44
-	// raced) or, with --no-pause, 0; absent in records that predate the
-	// flag, which all paused.
+	// or, with --no-pause, 0; absent in records that predate the flag,
+	// which all paused. Until the twelfth session the pause was
+	// nvidia-smi and an allocator snapshot, usually but not always longer
+	// than NCCL's watchdog period, 0.1 s (two runs raced); since then the
+	// loop also synchronizes and sleeps 0.2 s, and records each pause.
 	StepPause *float64 `json:"step_pause"`
 	// LoRA is the adapter setup of a bench/torch/lora.py record.
 	LoRA *RecordLoRA `json:"lora,omitempty"`
@@ -197,9 +198,9 @@ func (r Record) Overrides() model.Overrides {
 		o.StepPause = settledPause
 	}
 	if r.World > 1 && r.Mode != "" {
-		// train.py's loop runs nvidia-smi after every step unless told
-		// not to: DDP's rebuild frees the old flat bucket (docs/multigpu.md,
-		// "DDP's bucket rebuild race").
+		// train.py's loop pauses after every step unless told not to:
+		// DDP's rebuild frees the old flat bucket (docs/multigpu.md, "DDP's
+		// bucket rebuild race").
 		o.StepPause = settledPause
 		if r.StepPause != nil {
 			o.StepPause = strconv.FormatFloat(*r.StepPause, 'g', -1, 64)

@@ -52,8 +52,8 @@ def train_cmd(args, world):
             cmd += ["--lora-dropout", opts["lora-dropout"]]
         if opts.get("adapter-dtype", "fp32") != "fp32":
             cmd += ["--lora-adapter-dtype", opts["adapter-dtype"]]
-    # train.py runs nvidia-smi after every step unless --no-pause
-    # (docs/multigpu.md, "DDP's bucket rebuild race").
+    # train.py pauses after every step (nvidia-smi, synchronize, sleep
+    # 0.2 s) unless --no-pause (docs/multigpu.md, "DDP's bucket rebuild race").
     if "no-pause" not in opts:
         cmd += ["--step-pause", "0.2"]
     if opts.get("alloc-conf"):

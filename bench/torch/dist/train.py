@@ -58,9 +58,9 @@ def memplan_command(a, t):
             c += " --lora-dropout %g" % a.lora_dropout
         if a.adapter_dtype != "fp32":
             c += " --lora-adapter-dtype " + a.adapter_dtype
-    # The loop below runs nvidia-smi after every step, a pause that lets
-    # DDP's bucket rebuild free its old flat bucket (docs/multigpu.md);
-    # --no-pause leaves it out.
+    # The loop below pauses after every step (nvidia-smi, then synchronize
+    # and sleep 0.2 s), which lets DDP's bucket rebuild free its old flat
+    # bucket (docs/multigpu.md); --no-pause leaves it out.
     if not a.no_pause:
         c += " --step-pause 0.2"
     if a.alloc_conf:
