@@ -148,8 +148,7 @@ func printCheck(w io.Writer, spec *model.Spec, v Verdict, band tuner.Band, margi
 	if p := v.IfPaused; p != nil {
 		// The pause: torch.cuda.synchronize() then time.sleep after the
 		// first optimizer step, which frees DDP's old gradient bucket.
-		fmt.Fprintf(w, "  if the loop syncs and sleeps %g s after its first step (--step-pause %g): %s, %s (%.1f%%)\n",
-			p.StepPause, p.StepPause, p.Verdict, units.Format(p.DeviceTotal), 100*p.Fill)
+		fmt.Fprintf(w, "  %s: %s, %s (%.1f%%)\n", ifPausedLead(p.StepPause), p.Verdict, units.Format(p.DeviceTotal), 100*p.Fill)
 	}
 }
 
@@ -167,6 +166,12 @@ func ifPaused(spec *model.Spec, band tuner.Band, margin float64) (*Paused, error
 	}
 	return &Paused{StepPause: estimate.DDPSettle, Verdict: tuner.Fits(r.DeviceTotal, spec.Device.Memory, band, margin).String(),
 		DeviceTotal: r.DeviceTotal, Fill: float64(r.DeviceTotal) / float64(spec.Device.Memory)}, nil
+}
+
+// ifPausedLead opens check's and tune's line for a loop that pauses p
+// seconds after its first step.
+func ifPausedLead(p float64) string {
+	return fmt.Sprintf("if the loop syncs and sleeps %g s after its first step (--step-pause %g)", p, p)
 }
 
 // pausedSpec is a copy of spec whose loop pauses estimate.DDPSettle after

@@ -53,7 +53,8 @@ reported), context and expert parallelism. Layouts it cannot simulate yet
 parallelism with ZeRO 1, or with FSDP and tp, pp or cp; the interleaved
 schedule with data parallelism; tied embeddings under a pipeline; pipelines
 of more than 32 micro-batches; tensor parallelism of models other than
-Llama) are listed as not yet simulated. The search and the proxy are
+Llama; LoRA with tensor parallelism, or at ZeRO 2 and 3 with context
+parallelism) are listed as not yet simulated. The search and the proxy are
 described in docs/planner.md.
 
 Example:

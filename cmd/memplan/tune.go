@@ -89,8 +89,8 @@ Example:
 				printTune(c.App.Writer, spec, r, c.Bool("cap"))
 				printAllocChoice(c.App.Writer, choice)
 				if paused != nil {
-					fmt.Fprintf(c.App.Writer, "  if the loop syncs and sleeps %g s after its first step (--step-pause %g): micro-batch %d, %s (%.1f%%)\n",
-						paused.StepPause, paused.StepPause, paused.Batch, units.Format(paused.DeviceTotal), 100*paused.Fill)
+					fmt.Fprintf(c.App.Writer, "  %s: micro-batch %d, %s (%.1f%%)\n",
+						ifPausedLead(paused.StepPause), paused.Batch, units.Format(paused.DeviceTotal), 100*paused.Fill)
 				}
 			}
 			if terr != nil {
