@@ -1,0 +1,51 @@
+package planner
+
+import (
+	"errors"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/memplan/memplan/model"
+)
+
+// timedOracle is Simulator, timing each estimate.
+type timedOracle struct {
+	Simulator
+	log *[]timedEstimate
+}
+
+type timedEstimate struct {
+	l Layout
+	d time.Duration
+}
+
+func (o timedOracle) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
+	t0 := time.Now()
+	b, err := o.Simulator.Estimate(spec, l)
+	*o.log = append(*o.log, timedEstimate{l, time.Since(t0)})
+	return b, err
+}
+
+// TestPlanEstimateTimes logs what each estimate of BenchmarkPlan70B's
+// amp-bf16 plan costs, the dearest first, with MEMPLAN_PLAN_TIMES=1
+// (docs/performance.md, twelfth session; bench/results/
+// 2026-11-26-devvm-speed-12th/run.sh runs it at GOMAXPROCS=1).
+func TestPlanEstimateTimes(t *testing.T) {
+	if os.Getenv("MEMPLAN_PLAN_TIMES") == "" {
+		t.Skip("set MEMPLAN_PLAN_TIMES=1")
+	}
+	spec := load(t, "llama-3-70b.yaml")
+	var log []timedEstimate
+	t0 := time.Now()
+	r, err := Plan(spec, Request{GlobalBatch: 1024, MaxGPUs: 1024}, timedOracle{log: &log})
+	if err != nil && !errors.Is(err, ErrNoLayout) {
+		t.Fatal(err)
+	}
+	t.Logf("plan %v, %d estimates", time.Since(t0), r.Stats.OracleCalls)
+	sort.Slice(log, func(i, j int) bool { return log[i].d > log[j].d })
+	for _, x := range log {
+		t.Logf("%8.1f ms  %s", float64(x.d.Microseconds())/1000, x.l)
+	}
+}
