@@ -188,7 +188,24 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	decodeQuant(e, tm, t, o)
 }
 
-// LoRALayoutOK says why LoRA is not simulated over this layout, or nil.
+// UnsimulatedLoRA is a layout LoRA is not simulated over: What is the
+// layout (a noun phrase), Why the reason when there is more to say than
+// that it is not simulated, Hint what to use instead.
+type UnsimulatedLoRA struct{ What, Why, Hint string }
+
+func (e *UnsimulatedLoRA) Error() string {
+	s := e.What + " is not simulated"
+	if e.Why != "" {
+		s += " (" + e.Why + ")"
+	}
+	if e.Hint != "" {
+		s += "; " + e.Hint
+	}
+	return s
+}
+
+// LoRALayoutOK says why LoRA is not simulated over this layout (an
+// *UnsimulatedLoRA), or nil.
 // Tensor parallelism is refused: no PyTorch plan shards peft's adapters
 // (parallelize_module's styles apply to the nn.Linear peft wraps). Under
 // ZeRO 2 or 3 LoRA is simulated as FSDP2 over the data-parallel ranks
@@ -201,25 +218,27 @@ func (t *Training) LoRALayoutOK() error {
 		return nil
 	}
 	if t.TP > 1 {
-		return fmt.Errorf("LoRA with tensor parallelism is not simulated (no PyTorch plan shards peft's adapters)")
+		return &UnsimulatedLoRA{What: "LoRA with tensor parallelism", Why: "no PyTorch plan shards peft's adapters"}
 	}
 	if t.Zero < 2 {
 		return nil
 	}
-	var why string
+	e := &UnsimulatedLoRA{Hint: "use zero: 0 or 1"}
 	switch {
 	case t.CP > 1:
-		why = "with context parallelism is not simulated"
+		e.What = fmt.Sprintf("LoRA at ZeRO stage %d with context parallelism", t.Zero)
 	case t.DP <= 1:
-		why = "needs dp > 1 (FSDP2 over the data-parallel ranks)"
+		e.What = fmt.Sprintf("LoRA at ZeRO stage %d on one GPU", t.Zero)
+		e.Why = "FSDP2 shards over the data-parallel ranks: give dp > 1"
 	case t.Offload != OffloadNone && t.Offload != "":
-		why = "with offload is not simulated"
+		e.What = fmt.Sprintf("LoRA at ZeRO stage %d with offload", t.Zero)
 	case t.Quant != "":
-		why = "over a quantized base is not simulated (bitsandbytes' storage under fully_shard)"
+		e.What = fmt.Sprintf("LoRA at ZeRO stage %d over a quantized base", t.Zero)
+		e.Why = "bitsandbytes' storage under fully_shard"
 	default:
 		return nil
 	}
-	return fmt.Errorf("ZeRO stage %d with LoRA %s; use zero: 0 or 1", t.Zero, why)
+	return e
 }
 
 // checkLoRALayout reports LoRALayoutOK's refusal at the spec's line.

@@ -99,10 +99,10 @@ func TestLoRAParse(t *testing.T) {
 				t.Errorf("zero %d, LoRA %+v", s.Training.Zero, s.Training.LoRA)
 			}
 		}},
-		{"zero 3 one GPU", "  zero: 3\n  lora: {rank: 8}\n", Overrides{}, "x.yaml:8: lora: ZeRO stage 3 with LoRA needs dp > 1", nil},
-		{"zero 3 offload", "  zero: 3\n  dp: 2\n  offload: params\n  lora: {rank: 8}\n", Overrides{}, "x.yaml:10: lora: ZeRO stage 3 with LoRA with offload is not simulated", nil},
-		{"zero 3 quant", "  zero: 3\n  dp: 2\n  quant: nf4\n  lora: {rank: 8}\n", Overrides{}, "lora: ZeRO stage 3 with LoRA over a quantized base is not simulated", nil},
-		{"zero 3 cp", "  zero: 3\n  dp: 2\n  lora: {rank: 8}\n", Overrides{CP: 2}, "lora: ZeRO stage 3 with LoRA with context parallelism is not simulated", nil},
+		{"zero 3 one GPU", "  zero: 3\n  lora: {rank: 8}\n", Overrides{}, "x.yaml:8: lora: LoRA at ZeRO stage 3 on one GPU is not simulated (FSDP2 shards over the data-parallel ranks: give dp > 1); use zero: 0 or 1", nil},
+		{"zero 3 offload", "  zero: 3\n  dp: 2\n  offload: params\n  lora: {rank: 8}\n", Overrides{}, "x.yaml:10: lora: LoRA at ZeRO stage 3 with offload is not simulated", nil},
+		{"zero 3 quant", "  zero: 3\n  dp: 2\n  quant: nf4\n  lora: {rank: 8}\n", Overrides{}, "lora: LoRA at ZeRO stage 3 over a quantized base is not simulated", nil},
+		{"zero 3 cp", "  zero: 3\n  dp: 2\n  lora: {rank: 8}\n", Overrides{CP: 2}, "lora: LoRA at ZeRO stage 3 with context parallelism is not simulated", nil},
 		{"tp", "  lora: {rank: 8}\n", Overrides{TP: 2}, "lora: LoRA with tensor parallelism is not simulated", nil},
 		{"quant without lora", "  quant: nf4\n", Overrides{}, "x.yaml:7: quant: a nf4 base is frozen and needs LoRA", nil},
 		{"bad quant", "", Overrides{LoRA: 8, Quant: "fp8"}, "--quant: unknown quant \"fp8\"", nil},

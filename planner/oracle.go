@@ -84,8 +84,9 @@ func (Simulator) Simulates(spec *model.Spec, l Layout) error {
 		return err
 	}
 	if spec.Training.LoRA.Enabled() {
-		if err := Apply(spec, l).Training.LoRALayoutOK(); err != nil {
-			return &NotSimulatedError{What: []string{err.Error()}}
+		var u *model.UnsimulatedLoRA
+		if err := Apply(spec, l).Training.LoRALayoutOK(); errors.As(err, &u) {
+			return &NotSimulatedError{What: []string{u.What}}
 		}
 	}
 	if l.PP > 1 && spec.Model.Tied {
