@@ -46,8 +46,9 @@ type fsdpUnit struct {
 // a shared (tied) parameter belongs to the first unit that holds it. deg is
 // each parameter's shard degree (sim.degree): one that differs from its
 // block's goes to the block's experts unit. With mark, each block's
-// instance points to its unit.
-func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool) []*fsdpUnit {
+// instance points to its unit. reduce is the policy's reduce dtype, or 0
+// for the gradients' own.
+func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool, reduce int64) []*fsdpUnit {
 	root := &fsdpUnit{deg: dp}
 	units := []*fsdpUnit{root}
 	seen := map[*tensor]bool{}
@@ -113,7 +114,7 @@ func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool) []*fsd
 	for _, u := range out {
 		u.order = append([]*tensor(nil), u.params...)
 		sort.SliceStable(u.order, func(i, j int) bool { return pos[u.order[i]] < pos[u.order[j]] })
-		u.dtypes()
+		u.dtypes(reduce)
 	}
 	return out
 }
@@ -127,9 +128,9 @@ func (u *fsdpUnit) add(p *tensor) {
 
 // dtypes sets what the unit's all-gather and reduce-scatter move: the
 // all-gather in the parameters' unsharded dtype, or in bytes when they
-// differ; the trainable parameters' shard. shardSetup (sharding.go) sets
-// the reduce dtype.
-func (u *fsdpUnit) dtypes() {
+// differ; the trainable parameters' shard, reduced in dtype reduce, or
+// in their own when reduce is 0.
+func (u *fsdpUnit) dtypes(reduce int64) {
 	u.gather, u.gatherShard = 0, 0
 	for _, p := range u.params {
 		switch {
@@ -140,7 +141,10 @@ func (u *fsdpUnit) dtypes() {
 		}
 		if p.req {
 			if u.trainable == nil {
-				u.trainable = p
+				u.trainable, u.reduce = p, p.dt
+				if reduce != 0 {
+					u.reduce = reduce
+				}
 			}
 			u.gradShard += padShard(p, u.deg)
 		}

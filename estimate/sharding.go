@@ -149,17 +149,17 @@ func (s *sim) shardSetup(ins []*inst) {
 		// stages and context parallelism over dp·cp (neither measured with
 		// FSDP) still gather one block.
 		s.perParam = !s.cpRun && (s.pp == nil || s.pp.schedule != model.PPInterleaved)
-		s.units = fsdpUnits(ins, s.cfg.dp, s.degree, s.perParam)
+		// The reduce dtype: the mixed-precision policy's (fsdp-bf16: fp32),
+		// else the gradients' own (LoRA's fp32 adapters over a bf16 base).
+		var policy int64
+		if s.cfg.master != s.cfg.param {
+			policy = s.cfg.master
+		}
+		s.units = fsdpUnits(ins, s.cfg.dp, s.degree, s.perParam, policy)
 		s.unitOf = map[*tensor]*fsdpUnit{}
 		for _, u := range s.units {
 			for _, p := range u.params {
 				s.unitOf[p] = u
-			}
-			// The reduce dtype: the policy's (fsdp-bf16: fp32), else
-			// the gradients' own (LoRA's fp32 adapters over a bf16 base).
-			u.reduce = s.cfg.master
-			if u.trainable != nil && s.cfg.master == s.cfg.param {
-				u.reduce = u.trainable.dt
 			}
 		}
 	}
