@@ -26,6 +26,9 @@ type linearOp struct {
 }
 
 func (o *linearOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	if o.k.HoldInput {
+		s.lossHold = append(s.lossHold, s.ref(x))
+	}
 	if o.k.Conv1D {
 		return s.matmulConv1D(x, o.w, o.b, s.rows(sh), o.k.Out)
 	}

@@ -108,6 +108,15 @@ func (s *sim) dropBodyHold() {
 	}
 }
 
+// dropLossHold releases what the task model's forward kept bound until its
+// loss was computed (model.Linear.HoldInput).
+func (s *sim) dropLossHold() {
+	for _, t := range s.lossHold {
+		s.unref(t)
+	}
+	s.lossHold = s.lossHold[:0]
+}
+
 type clsTokenOp struct{ w *tensor }
 
 func (o *clsTokenOp) forward(s *sim, x *tensor, _, out model.Shape) *tensor {
@@ -158,6 +167,7 @@ func (o *lmHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		labels[1] = s.alloc(rows, i64, catTemp, "shift labels")
 	}
 	loss := s.crossEntropy(src, rows)
+	s.dropLossHold() // the task model's forward returns
 	s.unref(src)
 	s.unref(labels[0])
 	s.unref(labels[1])

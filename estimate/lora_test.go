@@ -2,8 +2,10 @@ package estimate
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -488,6 +490,61 @@ func TestLoRAFSDPFamilies(t *testing.T) {
 					})
 				}
 			}
+		}
+	}
+}
+
+// TestMaskedLMHoldsEncoderOutput checks model.Linear.HoldInput in BERT's
+// lowering: transformers' *ForMaskedLM.forward keeps the encoder's output
+// bound in `outputs` while its head runs, so it is still allocated when
+// the loss's log-softmax is, and freed before the forward ends (RoBERTa's
+// allocator history on 2 × H100, docs/lora.md §13). With LoRA on every
+// linear nothing saves it for the backward (peft's adapters save their
+// fp32 cast, the base linear its bf16 one), so only the hold keeps it.
+func TestMaskedLMHoldsEncoderOutput(t *testing.T) {
+	for _, path := range []string{"../specs/bert-base.yaml", "../model/testdata/hf/roberta-base.json"} {
+		load := model.Load
+		if strings.HasSuffix(path, ".json") {
+			load = model.LoadHF
+		}
+		spec, err := load(path, model.Overrides{Batch: 2, Seq: 128, Precision: "amp-bf16", LoRA: 16, LoRATargets: "all"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var norms []*tensor // forward 0's layernorm outputs, in order
+		live := map[*tensor]bool{}
+		var atLoss map[*tensor]bool
+		freedInForward := false
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if s.phase.Iteration != 0 || s.phase.Stage != "forward" {
+					return
+				}
+				switch {
+				case alloc && x.name == "layernorm" && x.dt == f32: // not a half copy, named after it once made
+					norms = append(norms, x)
+					live[x] = true
+				case alloc && x.name == "LogSoftmax" && atLoss == nil:
+					atLoss = maps.Clone(live)
+				case !alloc && live[x]:
+					delete(live, x)
+					if atLoss != nil && len(norms) >= 2 && x == norms[len(norms)-2] {
+						freedInForward = true
+					}
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(norms) < 2 || atLoss == nil {
+			t.Fatalf("%s: %d layernorm outputs, loss seen %v", path, len(norms), atLoss != nil)
+		}
+		if enc := norms[len(norms)-2]; !atLoss[enc] {
+			t.Errorf("%s: the encoder's output (%d elements) was freed before the loss", path, enc.elems)
+		}
+		if !freedInForward {
+			t.Errorf("%s: the encoder's output was not freed by the end of the forward", path)
 		}
 	}
 }

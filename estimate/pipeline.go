@@ -331,6 +331,7 @@ func (s *sim) endForward() {
 	}
 	s.kvHold = nil
 	s.dropBodyHold()
+	s.dropLossHold()
 }
 
 // dropRope drops the rotary tables of the current forward.

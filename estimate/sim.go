@@ -234,6 +234,7 @@ type sim struct {
 	frozen   []*tensor   // LoRA's frozen base parameters (lora.go)
 	kvHold   []*tensor   // KV-cache copies held until the forward's outputs are dropped
 	bodyHold []*tensor   // the model forward's locals (model.Positions.Hold), until it returns
+	lossHold []*tensor   // the task model forward's locals (model.Linear.HoldInput), until the loss
 	gathered int64       // ZeRO-3: bytes of parameters gathered during a step
 	gatherT  *tensor     // the gathered parameters while they are held
 	units    []*fsdpUnit // FSDP2's units, the root first (fsdp_units.go)

@@ -36,6 +36,12 @@ type Linear struct {
 	// the bias last, where nn.Linear's F.linear(x, weight, bias) casts the
 	// bias first. Set by the GPT-2 lowering.
 	Conv1D bool
+	// HoldInput keeps the layer's input bound until the model's loss is
+	// computed: transformers' *ForMaskedLM.forward keeps the encoder's
+	// output (in `outputs`) while its head runs, so that tensor outlives
+	// the head's first linear, which is all that reads it. Set by the
+	// BERT lowering on the head's transform.
+	HoldInput bool
 }
 
 // Kind is the name specs use for the kind.
@@ -46,6 +52,7 @@ func (k *Linear) decode(a *args, _ *Layer) {
 	a.int("out", &k.Out, true)
 	a.bool("bias", &k.Bias)
 	a.str("name", &k.Name)
+	a.bool("hold_input", &k.HoldInput)
 }
 
 func (k *Linear) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

@@ -145,8 +145,10 @@ func (m *Model) lowerBERT() []Layer {
 			ln(d)),
 		dropout(m.Dropout),
 		seq(L(&Repeat{Times: m.NumLayers}, block...),
-			// BertLMPredictionHead: transform (dense, act, LayerNorm), decoder.
-			linear(d, d, true),
+			// BertLMPredictionHead: transform (dense, act, LayerNorm),
+			// decoder; the encoder's output stays bound in the task
+			// model's forward until the loss (Linear.HoldInput).
+			L(&Linear{In: d, Out: d, Bias: true, HoldInput: true}),
 			Act(m.Activation),
 			ln(d),
 			L(head)),
