@@ -162,6 +162,9 @@ func (a *Allocator) Placement(b Block) (segment int, offset, segmentBytes int64)
 	return int(r.seg), r.off, a.segs[r.seg].size
 }
 
+// StreamOf is the stream whose pool holds block b.
+func (a *Allocator) StreamOf(b Block) Stream { return a.segs[a.blocks[b].seg].stream }
+
 // ReservedOn is the bytes of the segments stream s holds from the driver:
 // its own pool (a block freed on one stream serves only that stream).
 func (a *Allocator) ReservedOn(s Stream) int64 {

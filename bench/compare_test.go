@@ -138,12 +138,6 @@ var multiGPUGaps = map[string][]int{
 	// steps (nvidia-smi, told to memplan as --step-pause 0.2) avoided in
 	// the other forty-three.
 	"specs/gpt2-124m.yaml --mode zero1 --batch 4 --seq 1024 --precision bf16": {Allocated},
-	// EP × FSDP2 with every pair routed to rank 0: rank 1, which receives
-	// none, reserves the most; its program matches memplan's block for
-	// block over both steps (bench/results/2026-11-26-h200x4-ep-fsdp-snapshots),
-	// so the 3.5% is where the allocator places the same requests
-	// (docs/moe.md §4.2).
-	"bench/torch/hf/tiny-qwen2-moe.json --mode fsdp --reshard true --ep 2 --router zero --batch 4 --seq 1024 --precision amp-bf16 --checkpointing every-block": {Reserved},
 }
 
 // multiGPUOver are configurations over the worst-case targets, never under,
@@ -153,12 +147,6 @@ var multiGPUOver = map[string][]int{
 	// rows a run measured to every MoE block of every step (--ep-skew is
 	// one number; docs/moe.md §4.1).
 	"bench/torch/hf/tiny-mixtral.json --mode fsdp --reshard false --ep 2 --router random --batch 2 --seq 2048 --precision amp-bf16": {Allocated, Reserved, Device},
-	// RoBERTa with LoRA under FSDP2 without resharding (twelfth session,
-	// held out): memplan reserves one logits-sized segment more in the
-	// second step than the run, the signature BERT's resharding line had
-	// before BERT's held locals were modelled; not traced (the session's
-	// device time was spent). Peak allocated is exact.
-	"model/testdata/hf/roberta-base.json --mode fsdp --reshard false --batch 16 --seq 512 --precision amp-bf16 --lora 16 --targets all": {Reserved, Device},
 }
 
 // TestMultiGPUAccuracy holds the predictions for real torchrun runs (the

@@ -21,6 +21,10 @@ type op interface {
 	forward(s *sim, x *tensor, sh, out model.Shape) *tensor
 }
 
+// inputTaker is an op whose forward may take over the caller's hold on its
+// input, freeing it before it returns.
+type inputTaker interface{ takesInput() bool }
+
 // builder allocates a layer's parameters, as the module's constructor and
 // model.to("cuda") do, and returns its op. names maps embedding names to
 // their weights, for ties.
@@ -47,6 +51,9 @@ type inst struct {
 	body  []*inst
 	short []*inst
 	unit  bool // one checkpointing unit (a block, or one copy of a repeat)
+	// first marks a repeat's first copy (enterRepeat); takesX an op that
+	// takes over the caller's hold on its input (inputTaker).
+	first, takesX bool
 	// fsdp is the FSDP2 unit a block is (fsdp_units.go), or nil.
 	fsdp *fsdpUnit
 	// inSh and outSh cache the layer's shapes: every pass sees the same.
@@ -67,7 +74,10 @@ func (s *sim) param(elems int64, name string) *tensor {
 		// ZeRO-2 and 3 (FSDP): the GPU keeps this rank's shard; whole
 		// tensors exist only while gathered (shardSetup).
 		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name, expert: s.expertBuild}
-		if s.cfg.offload != model.OffloadParams {
+		switch {
+		case s.hostWrap:
+			s.unsharded = append(s.unsharded, t) // wrapFromHost
+		case s.cfg.offload != model.OffloadParams:
 			s.alloc(s.shardOf(t), s.cfg.master, catParam, name).prefix = "shard of "
 		}
 	} else {
@@ -112,7 +122,7 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 		case *model.Repeat:
 			for j := int64(0); j < k.Times; j++ {
 				r := s.slab.inst()
-				r.l, r.unit, r.body = l, true, s.build(l.Body, names)
+				r.l, r.unit, r.body, r.first = l, true, s.build(l.Body, names), j == 0
 				out = append(out, r)
 			}
 			continue
@@ -133,6 +143,9 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 			}
 			start := len(s.params)
 			in.op = b(s, l, names)
+			if t, ok := in.op.(inputTaker); ok {
+				in.takesX = t.takesInput()
+			}
 			in.p = s.params[start:len(s.params):len(s.params)]
 		}
 		out = append(out, in)
@@ -144,6 +157,9 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 // and returns a tensor the caller holds.
 func (s *sim) run(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	for i := 0; i < len(ins); {
+		if ins[i].first {
+			s.enterRepeat(ins[i], x)
+		}
 		if ins[i].unit && s.cfg.modelRope && s.ropeT[0] == nil {
 			s.prologue(ins[i:], x, sh)
 		}
@@ -181,7 +197,9 @@ func (s *sim) step1(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 	held := s.held // what a holding residual keeps, freed after this layer
 	s.held = [3]*tensor{}
 	y, out := s.layer(in, x, sh)
-	s.unref(x)
+	if !in.takesX {
+		s.unref(x)
+	}
 	for _, t := range held {
 		s.unref(t)
 	}

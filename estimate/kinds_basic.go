@@ -26,7 +26,8 @@ type linearOp struct {
 }
 
 func (o *linearOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
-	if o.k.HoldInput {
+	if o.k.Head {
+		s.dropBodyHold() // the base model's forward has returned
 		s.lossHold = append(s.lossHold, s.ref(x))
 	}
 	if o.k.Conv1D {

@@ -15,11 +15,13 @@ func init() {
 	})
 	register(model.KPositions, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.Positions)
-		return &addedEmbeddingOp{k.Dim, false, k.Hold, k.Parameter, s.matrix(k.Max, k.Dim, 1, model.KPositions+".weight")}
+		return &addedEmbeddingOp{dim: k.Dim, perBatch: k.PerBatch, hold: k.Hold, embHold: k.HoldLocal,
+			param: k.Parameter, w: s.matrix(k.Max, k.Dim, 1, model.KPositions+".weight")}
 	})
 	register(model.KTokenTypes, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.TokenTypes)
-		return &addedEmbeddingOp{k.Dim, true, false, false, s.matrix(k.Max, k.Dim, 1, model.KTokenTypes+".weight")}
+		return &addedEmbeddingOp{dim: k.Dim, perBatch: true, embHold: k.HoldLocal, embHoldX: k.HoldLocal,
+			w: s.matrix(k.Max, k.Dim, 1, model.KTokenTypes+".weight")}
 	})
 	register(model.KClsToken, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		return &clsTokenOp{s.param(l.Spec.(*model.ClsToken).Dim, "class_token")}
@@ -62,11 +64,15 @@ func (o *embeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 // addedEmbeddingOp is a learned embedding added to the stream: positions
 // (wpe(position_ids) is [1, seq, dim], broadcast over the batch) or token
 // types (a [batch, seq] index). hold keeps the stream input and the
-// looked-up rows until the model's forward returns (model.Positions.Hold).
+// looked-up rows until the model's forward returns (model.Positions.Hold);
+// embHold the rows and embHoldX the stream input until the embeddings
+// module returns (HoldLocal of model.Positions and model.TokenTypes).
 type addedEmbeddingOp struct {
 	dim      int64
 	perBatch bool
 	hold     bool
+	embHold  bool
+	embHoldX bool
 	param    bool // model.Positions.Parameter: w is added as it is
 	w        *tensor
 }
@@ -86,9 +92,15 @@ func (o *addedEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor
 	ids := &tensor{elems: rows, dt: i64, refs: 1}
 	e := s.embedding(ids, o.w, rows, o.dim)
 	y := s.add(x, e)
-	if o.hold {
+	switch {
+	case o.hold:
 		s.bodyHold = append(s.bodyHold, s.ref(x), e)
-	} else {
+	case o.embHold:
+		if o.embHoldX {
+			s.embHold = append(s.embHold, s.ref(x))
+		}
+		s.embHold = append(s.embHold, e)
+	default:
 		s.unref(e)
 	}
 	return y
@@ -98,6 +110,7 @@ func (o *addedEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor
 // (model.Positions.Hold): when it returns, before the LM head, or at the
 // end of a forward without one.
 func (s *sim) dropBodyHold() {
+	s.dropEmbHold()
 	for _, t := range s.bodyHold {
 		s.unref(t)
 	}
@@ -105,6 +118,26 @@ func (s *sim) dropBodyHold() {
 	if s.maskLocal {
 		s.unref(s.mask)
 		s.mask, s.maskLocal = nil, false
+	}
+}
+
+// dropEmbHold releases what the embeddings module kept bound in its
+// locals (HoldLocal of model.TokenTypes and model.Positions): it has
+// returned once a repeat starts.
+func (s *sim) dropEmbHold() {
+	for _, t := range s.embHold {
+		s.unref(t)
+	}
+	s.embHold = s.embHold[:0]
+}
+
+// enterRepeat runs before the first copy of a repeat: the embeddings
+// module has returned (dropEmbHold), and with model.Repeat.HoldInput the
+// base model's forward keeps x until it returns.
+func (s *sim) enterRepeat(in *inst, x *tensor) {
+	s.dropEmbHold()
+	if in.l.Spec.(*model.Repeat).HoldInput {
+		s.bodyHold = append(s.bodyHold, s.ref(x))
 	}
 }
 
@@ -141,14 +174,23 @@ type lmHeadOp struct {
 	w, b *tensor
 }
 
+// takesInput reports whether forward takes over the caller's hold on its
+// input (model.LMHead.LocalInput).
+func (o *lmHeadOp) takesInput() bool { return o.k.LocalInput }
+
 // forward computes logits and the loss. With upcast (transformers' causal
 // LM loss) the logits are cast to fp32 first and the labels are shifted
-// with a pad and a contiguous copy.
+// with a pad and a contiguous copy. With model.LMHead.LocalInput it takes
+// over the caller's hold on x (takesInput) and drops it once the logits
+// are made.
 func (o *lmHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	s.dropBodyHold() // the base model's forward has returned
 	k := o.k
 	rows := s.rows(sh)
 	logits := s.matmul(x, o.w, o.b, rows, k.Vocab)
+	if k.LocalInput {
+		s.unref(x)
+	}
 	if k.Softcap > 0 {
 		// logits / cap; tanh (saves its output); · cap.
 		a := s.scalarOp(logits)

@@ -330,7 +330,7 @@ func (s *sim) endForward() {
 		s.unref(t)
 	}
 	s.kvHold = nil
-	s.dropBodyHold()
+	s.dropBodyHold() // and the embeddings module's
 	s.dropLossHold()
 }
 

@@ -163,6 +163,47 @@ func (s *sim) shardSetup(ins []*inst) {
 			}
 		}
 	}
+	if s.hostWrap {
+		s.wrapFromHost()
+	}
+}
+
+// wrapFromHost is fully_shard over a model built on the host, unit by
+// unit, the blocks first and the root last (bench/torch/dist/train.py, as
+// transformers' from_pretrained and fully_shard do): each call moves its
+// unit's parameters to the GPU whole (_move_states_to_device), allocates
+// each one's padded shard (FSDPParam._init_sharded_param) and frees the
+// whole ones when it returns; the cache is emptied after the last
+// (torch.cuda.empty_cache). The shards land among the freed whole blocks,
+// which the step's first allocations then split: seen in RoBERTa's
+// allocator history (bench/results/2026-11-26-h100x2-lora-3-traces).
+func (s *sim) wrapFromHost() {
+	done := map[*tensor]bool{}
+	shardUnit := func(ps []*tensor) {
+		var whole []*tensor
+		for _, p := range ps {
+			if !done[p] {
+				whole = append(whole, s.alloc(p.elems, s.shardDt(p), catTemp, "whole "+p.name))
+			}
+		}
+		for _, p := range ps {
+			if !done[p] {
+				done[p] = true
+				s.alloc(s.shardOf(p), s.shardDt(p), catParam, p.name).prefix = "shard of "
+			}
+		}
+		for _, w := range whole {
+			s.unref(w)
+		}
+	}
+	if len(s.units) > 1 {
+		for _, u := range s.units[1:] {
+			shardUnit(u.params)
+		}
+	}
+	shardUnit(s.unsharded) // the root's, and any no unit holds
+	s.unsharded = nil
+	s.al.a.ReleaseCached()
 }
 
 // paramBytes returns the bytes of the parameters outside checkpointing

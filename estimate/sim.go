@@ -231,13 +231,18 @@ type sim struct {
 	phases   []PhasePeak
 	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
 	params   []*tensor
-	frozen   []*tensor   // LoRA's frozen base parameters (lora.go)
-	kvHold   []*tensor   // KV-cache copies held until the forward's outputs are dropped
-	bodyHold []*tensor   // the model forward's locals (model.Positions.Hold), until it returns
-	lossHold []*tensor   // the task model forward's locals (model.Linear.HoldInput), until the loss
-	gathered int64       // ZeRO-3: bytes of parameters gathered during a step
-	gatherT  *tensor     // the gathered parameters while they are held
-	units    []*fsdpUnit // FSDP2's units, the root first (fsdp_units.go)
+	frozen   []*tensor // LoRA's frozen base parameters (lora.go)
+	kvHold   []*tensor // KV-cache copies held until the forward's outputs are dropped
+	bodyHold []*tensor // the model forward's locals (model.Positions.Hold), until it returns
+	embHold  []*tensor // the embeddings module's locals (model.TokenTypes.Hold), until a repeat starts
+	lossHold []*tensor // the task model forward's locals (model.Linear.Head), until the loss
+	// hostWrap: FSDP2 shards a model built on the host (wrapFromHost);
+	// unsharded are the parameters whose shards it has yet to allocate.
+	hostWrap  bool
+	unsharded []*tensor
+	gathered  int64       // ZeRO-3: bytes of parameters gathered during a step
+	gatherT   *tensor     // the gathered parameters while they are held
+	units     []*fsdpUnit // FSDP2's units, the root first (fsdp_units.go)
 	// curUnit is the FSDP2 unit running its forward; bwdUnit the one
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16

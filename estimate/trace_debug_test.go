@@ -63,7 +63,11 @@ func TestTraceDebug(t *testing.T) {
 			}
 			if alloc {
 				ids[x] = len(ids) + 1
-				ev = append(ev, []any{"alloc", ids[x], x.bytes(), x.label() + " [" + sm.phase.Stage + "]"})
+				st := 0
+				if x.blk.Valid() {
+					st = int(sm.al.a.StreamOf(x.blk))
+				}
+				ev = append(ev, []any{"alloc", ids[x], x.bytes(), fmt.Sprintf("%s [%s] s%d", x.label(), sm.phase.Stage, st)})
 			} else {
 				ev = append(ev, []any{"free_completed", ids[x], x.bytes(), x.label()})
 			}

@@ -111,6 +111,7 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 		c.gpt2(&m)
 	case "bert", "roberta":
 		c.bert(&m)
+		m.Roberta = mt == "roberta"
 	case "gpt_neox":
 		c.neox(&m)
 	case "falcon":
@@ -275,6 +276,9 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 	case BERT:
 		f["positions"], f["type_vocab"], f["intermediate"] = m.Positions, m.TypeVocab, m.Intermediate
 		f["dropout"], f["attention_dropout"], f["tied"], f["activation"] = m.Dropout, m.AttnDropout, m.Tied, m.Activation
+		if m.Roberta {
+			f["roberta"] = true
+		}
 	case Llama:
 		f["intermediate"], f["kv_heads"], f["head_dim"], f["tied"] = m.Intermediate, m.KVHeads, m.HeadDim, m.Tied
 		f["attention_bias"], f["mlp_bias"], f["activation"], f["attention_dropout"] = m.AttentionBias, m.MLPBias, m.Activation, m.AttnDropout

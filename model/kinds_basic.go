@@ -36,12 +36,14 @@ type Linear struct {
 	// the bias last, where nn.Linear's F.linear(x, weight, bias) casts the
 	// bias first. Set by the GPT-2 lowering.
 	Conv1D bool
-	// HoldInput keeps the layer's input bound until the model's loss is
-	// computed: transformers' *ForMaskedLM.forward keeps the encoder's
-	// output (in `outputs`) while its head runs, so that tensor outlives
-	// the head's first linear, which is all that reads it. Set by the
-	// BERT lowering on the head's transform.
-	HoldInput bool
+	// Head marks the first layer of a task model's head, run after the
+	// base model's forward has returned: the base model's locals are
+	// dropped (Positions.Hold, Repeat.HoldInput), and its output, this
+	// layer's input, stays bound in the task model's forward until the
+	// loss is computed, as transformers' *ForMaskedLM.forward keeps the
+	// encoder's output in `outputs` while its head runs. Set by the BERT
+	// lowering on the head's transform.
+	Head bool
 }
 
 // Kind is the name specs use for the kind.
@@ -52,7 +54,7 @@ func (k *Linear) decode(a *args, _ *Layer) {
 	a.int("out", &k.Out, true)
 	a.bool("bias", &k.Bias)
 	a.str("name", &k.Name)
-	a.bool("hold_input", &k.HoldInput)
+	a.bool("head", &k.Head)
 }
 
 func (k *Linear) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

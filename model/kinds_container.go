@@ -25,13 +25,20 @@ func init() {
 }
 
 // Repeat is its body repeated Times times, each copy with its own weights.
-type Repeat struct{ Times int64 }
+type Repeat struct {
+	Times int64
+	// HoldInput keeps the first copy's input bound until the base model's
+	// forward returns (BertModel.forward's embedding_output): until a
+	// task head starts (Linear.Head) or the forward ends.
+	HoldInput bool
+}
 
 // Kind is the name specs use for the kind.
 func (*Repeat) Kind() string { return KRepeat }
 
 func (k *Repeat) decode(a *args, l *Layer) {
 	a.int("times", &k.Times, true)
+	a.bool("hold_input", &k.HoldInput)
 	a.layers("layers", KRepeat+".layers", &l.Body, true)
 }
 

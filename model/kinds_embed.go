@@ -64,10 +64,18 @@ func (k *Embedding) params(*Layer) float64 { return f64(k.Vocab) * f64(k.Dim) }
 // pos_embedding), rather than rows looked up by position ids (GPT-2's
 // wpe): nothing is allocated for them, and their gradient is the stream's
 // gradient summed over the batch.
+//
+// HoldLocal keeps the looked-up positions until the embeddings module
+// returns, when the next repeat's first copy starts (BertEmbeddings'
+// position_embeddings). PerBatch looks up positions per sample
+// ([batch, seq] ids, as RoBERTa makes them from the input ids) rather
+// than once for the batch ([1, seq]).
 type Positions struct {
 	Max, Dim  int64
 	Hold      bool
 	Parameter bool
+	HoldLocal bool
+	PerBatch  bool
 }
 
 // Kind is the name specs use for the kind.
@@ -78,6 +86,8 @@ func (k *Positions) decode(a *args, _ *Layer) {
 	a.int("dim", &k.Dim, true)
 	a.bool("hold", &k.Hold)
 	a.bool("parameter", &k.Parameter)
+	a.bool("hold_local", &k.HoldLocal)
+	a.bool("per_batch", &k.PerBatch)
 }
 
 func (k *Positions) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
@@ -93,7 +103,14 @@ func (k *Positions) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error)
 func (k *Positions) params(*Layer) float64 { return f64(k.Max) * f64(k.Dim) }
 
 // TokenTypes is a learned token-type embedding added to the stream (BERT).
-type TokenTypes struct{ Max, Dim int64 }
+type TokenTypes struct {
+	Max, Dim int64
+	// HoldLocal keeps the stream input (the token embeddings) and the
+	// looked-up rows until the embeddings module returns, when the next
+	// repeat's first copy starts (BertEmbeddings.forward's inputs_embeds
+	// and token_type_embeddings).
+	HoldLocal bool
+}
 
 // Kind is the name specs use for the kind.
 func (*TokenTypes) Kind() string { return KTokenTypes }
@@ -101,6 +118,7 @@ func (*TokenTypes) Kind() string { return KTokenTypes }
 func (k *TokenTypes) decode(a *args, _ *Layer) {
 	a.int("max", &k.Max, true)
 	a.int("dim", &k.Dim, true)
+	a.bool("hold_local", &k.HoldLocal)
 }
 
 func (k *TokenTypes) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
@@ -153,6 +171,12 @@ type LMHead struct {
 	Tie        string
 	Upcast     bool
 	Softcap    float64
+	// LocalInput drops the input once the logits are made, before the
+	// loss: it is a local of a head module that returns the logits
+	// (BertLMPredictionHead's transform output). Without it the input
+	// stays bound through the loss, as a causal LM's forward keeps
+	// hidden_states.
+	LocalInput bool
 }
 
 // Kind is the name specs use for the kind.
@@ -165,6 +189,7 @@ func (k *LMHead) decode(a *args, _ *Layer) {
 	a.str("tie", &k.Tie)
 	a.bool("upcast", &k.Upcast)
 	a.float("softcap", &k.Softcap, 0, 1e6, false)
+	a.bool("local_input", &k.LocalInput)
 }
 
 func (k *LMHead) infer(l *Layer, s Shape, names map[string]*Layer) (Shape, error) {

@@ -134,21 +134,29 @@ func (m *Model) lowerBERT() []Layer {
 			dropout(m.Dropout))...),
 		ln(d),
 	)
-	head := &LMHead{Vocab: m.Vocab, Dim: d, Bias: true}
+	head := &LMHead{Vocab: m.Vocab, Dim: d, Bias: true, LocalInput: true}
 	if m.Tied {
 		head.Tie = "word_embeddings"
 	}
+	// BertEmbeddings.forward keeps inputs_embeds, token_type_embeddings
+	// and position_embeddings until it returns (HoldLocal; RoBERTa's
+	// positions are per sample, Positions.PerBatch); BertModel.forward keeps its
+	// embedding_output, the encoder's input, until it returns
+	// (Repeat.HoldInput). Both seen in RoBERTa's and BERT's allocator
+	// histories (bench/results/2026-11-26-h100x2-lora-3-traces).
 	return cat(
 		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "word_embeddings"}),
-			L(&TokenTypes{Max: m.TypeVocab, Dim: d}),
-			L(&Positions{Max: m.Positions, Dim: d}),
+			L(&TokenTypes{Max: m.TypeVocab, Dim: d, HoldLocal: true}),
+			L(&Positions{Max: m.Positions, Dim: d, HoldLocal: true, PerBatch: m.Roberta}),
 			ln(d)),
 		dropout(m.Dropout),
-		seq(L(&Repeat{Times: m.NumLayers}, block...),
+		seq(L(&Repeat{Times: m.NumLayers, HoldInput: true}, block...),
 			// BertLMPredictionHead: transform (dense, act, LayerNorm),
 			// decoder; the encoder's output stays bound in the task
-			// model's forward until the loss (Linear.HoldInput).
-			L(&Linear{In: d, Out: d, Bias: true, HoldInput: true}),
+			// model's forward until the loss (Linear.Head), the
+			// transform's output only until the logits are made
+			// (LMHead.LocalInput).
+			L(&Linear{In: d, Out: d, Bias: true, Head: true}),
 			Act(m.Activation),
 			ln(d),
 			L(head)),

@@ -25,6 +25,9 @@ type Overrides struct {
 	AllocConf string
 	// BucketView sets bucket_view (DDP's gradient_as_bucket_view=True).
 	BucketView bool
+	// MetaInit sets meta_init (FSDP2 over a model made on the meta
+	// device).
+	MetaInit bool `json:",omitempty"`
 	// PP is the pipeline stages (0 leaves the spec's); PPSchedule the
 	// pipeline schedule ("" leaves it).
 	PP         int64
@@ -125,6 +128,8 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	tm.int("dp", &t.DP, false)
 	tm.bool("bucket_view", &t.BucketView)
 	t.BucketView = t.BucketView || o.BucketView
+	tm.bool("meta_init", &t.MetaInit)
+	t.MetaInit = t.MetaInit || o.MetaInit
 	var s string
 	set := func(key, flag string, parse func(string) error) {
 		line, ok := tm.str(key, &s)

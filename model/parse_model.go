@@ -69,6 +69,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 	mm.float("attention_dropout", &m.AttnDropout, 0, 1)
 	if m.Type == BERT {
 		mm.int("type_vocab", &m.TypeVocab, false)
+		mm.bool("roberta", &m.Roberta)
 	}
 	if m.Type == Llama {
 		mm.int("kv_heads", &m.KVHeads, false)

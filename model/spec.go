@@ -80,7 +80,11 @@ type Model struct {
 	// are multiplied by √hidden in their dtype (a new tensor), and each
 	// RMSNorm applies its weight as 1 + w in fp32 before casting back
 	// (model.RMSNorm.Offset).
-	Gemma    bool `json:"gemma,omitempty"`
+	Gemma bool `json:"gemma,omitempty"`
+	// Roberta follows RoBERTa's conventions in a bert model: position ids
+	// are made per sequence from the input ids, so the position rows are
+	// looked up per sample (model.Positions.PerBatch).
+	Roberta  bool `json:"roberta,omitempty"`
 	FusedQKV bool `json:"fused_qkv,omitempty"`
 
 	// Vision (resnet, vit).
@@ -266,6 +270,14 @@ type Training struct {
 	// the gradients are slices of the reducer's buckets, not a second
 	// copy. Other stages ignore it.
 	BucketView bool `json:"bucket_view,omitempty"`
+	// MetaInit says FSDP2 (stages 2 and 3) shards a model made on the
+	// meta device, as torchtitan does (fully_shard, then to_empty): each
+	// shard is allocated directly. Without it the model is built on the
+	// host, as transformers' from_pretrained does, and each fully_shard
+	// call moves its unit's parameters to the GPU whole before sharding
+	// them, leaving the freed whole blocks among the shards (docs/multigpu.md,
+	// "Wrapping a model built on the host"). Other stages ignore it.
+	MetaInit bool `json:"meta_init,omitempty"`
 	// TP is the tensor-parallel size (0 or 1: none): torchtitan's plan,
 	// columnwise q, k, v, gate and up, rowwise o and down, a
 	// vocabulary-parallel embedding and head (docs/parallelism.md §3.1).
