@@ -44,13 +44,14 @@ type ddpState struct {
 // gradient.
 func (s *sim) ddpConstruct(ins []*inst) {
 	d := &ddpState{ready: map[*tensor]int{}}
-	states := registered(ins, map[*tensor]bool{}, nil)
+	states := registered(ins, map[*tensor]bool{}, nil, true)
 	seen := make(map[*tensor]bool, len(states))
 	for _, t := range states {
 		seen[t] = true
 	}
-	// Parameters no layer holds (LoRA's adapters, bitsandbytes' pieces)
-	// follow in the order they were made.
+	// Parameters no layer holds (bitsandbytes' pieces) follow in the
+	// order they were made; LoRA's adapters follow their linears
+	// (registered), as _sync_module_states takes named_parameters().
 	for _, t := range append(append([]*tensor(nil), s.frozen...), s.params...) {
 		if !seen[t] {
 			states = append(states, t)
@@ -103,21 +104,21 @@ func (s *sim) ddpConstruct(ins []*inst) {
 // registered appends the parameters of ins to out in module registration
 // order, each once: forward order, except that within a block (a repeat's
 // copy) the layers marked model.Layer.Registered come after the others.
-func registered(ins []*inst, seen map[*tensor]bool, out []*tensor) []*tensor {
+func registered(ins []*inst, seen map[*tensor]bool, out []*tensor, adapters bool) []*tensor {
 	for _, in := range ins {
 		if in.unit {
-			out = registeredPass(in.body, seen, out, 0)
-			out = registeredPass(in.body, seen, out, 1)
+			out = registeredPass(in.body, seen, out, 0, adapters)
+			out = registeredPass(in.body, seen, out, 1, adapters)
 			continue
 		}
-		out = registeredPass([]*inst{in}, seen, out, -1)
+		out = registeredPass([]*inst{in}, seen, out, -1, adapters)
 	}
 	return out
 }
 
 // registeredPass appends the parameters of the layers in ins (and their
 // sublayers) whose Registered is reg, or of all of them when reg < 0.
-func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8) []*tensor {
+func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8, adapters bool) []*tensor {
 	for _, in := range ins {
 		if reg >= 0 && in.l != nil && in.l.Registered != reg {
 			if reg == 0 {
@@ -125,7 +126,7 @@ func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8)
 			}
 			// A sublayer of a later layer is placed with it.
 			for _, list := range in.sublists() {
-				out = registeredPass(list, seen, out, reg)
+				out = registeredPass(list, seen, out, reg, adapters)
 			}
 			continue
 		}
@@ -135,12 +136,22 @@ func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8)
 				out = append(out, p)
 			}
 		}
+		if adapters {
+			// peft's LoraLayer registers base_layer, then lora_A and
+			// lora_B: the adapters follow their linear's weight and bias.
+			for _, p := range in.p {
+				if p != nil && p.lora != nil && !seen[p.lora.a] {
+					seen[p.lora.a], seen[p.lora.b] = true, true
+					out = append(out, p.lora.a, p.lora.b)
+				}
+			}
+		}
 		sub := reg
 		if reg > 0 {
 			sub = -1 // the whole subtree of a later layer, in order
 		}
 		for _, list := range in.sublists() {
-			out = registeredPass(list, seen, out, sub)
+			out = registeredPass(list, seen, out, sub, adapters)
 		}
 	}
 	return out

@@ -195,3 +195,28 @@ func mustLoad(t *testing.T, path string, o model.Overrides) *model.Spec {
 	}
 	return s
 }
+
+// TestDDPBroadcastLoRA checks that LoRA's adapters are broadcast where
+// peft registers them, after their linear's weight and bias: the measured
+// BERT r8 run (bench/results/2026-11-26-h100x2-bert-ddp-trace, rank 0's
+// segments) kept its two broadcast buffers as segments of 256 and 168
+// MiB; with the adapters after the whole base they would be 254 and 170.
+func TestDDPBroadcastLoRA(t *testing.T) {
+	spec, err := model.LoadHF("../model/testdata/hf/bert-base-uncased.json", model.Overrides{Batch: 16, Seq: 512,
+		Precision: "amp-bf16", DP: 2, Zero: "0", LoRA: 8, LoRATargets: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	if _, err := estimateWith(spec, func(s *sim) { got = s.ddp.bcast }, nil); err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	var segs []int64
+	for _, n := range got {
+		segs = append(segs, (n+2*mib-1)/(2*mib)*2) // a large request's segment, in MiB
+	}
+	if want := []int64{256, 168}; !slices.Equal(segs, want) {
+		t.Errorf("broadcast buffers %v B take segments of %v MiB, measured %v", got, segs, want)
+	}
+}

@@ -105,7 +105,7 @@ func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool, reduce
 	// Registration order within each unit (ddp.go's registered), a LoRA
 	// adapter pair right after its base weight.
 	pos := map[*tensor]int{}
-	for i, p := range registered(ins, map[*tensor]bool{}, nil) {
+	for i, p := range registered(ins, map[*tensor]bool{}, nil, false) {
 		pos[p] = 3 * i
 		if p.lora != nil {
 			pos[p.lora.a], pos[p.lora.b] = 3*i+1, 3*i+2

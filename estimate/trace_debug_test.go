@@ -16,7 +16,7 @@ import (
 // [--checkpointing C] [--attention A] [--alloc-conf S] [--device D]
 // [--rank R] [--targets T] [--dropout P] [--adapter-dtype D] [--dp N]
 // [--zero Z] [--optimizer O] [--tp N] [--sp] [--loss-parallel] [--cp N]
-// [--pp N] [--grad-accum M] [--bucket-view] [--ep N] [--ep-skew S]" (paths relative to
+// [--pp N] [--grad-accum M] [--bucket-view] [--ep N] [--ep-skew S] [--step-pause S]" (paths relative to
 // this package's directory; MEMPLAN_TRACE_HF=1 reads a transformers
 // config). With MEMPLAN_TRACE_OUT=file.json.gz it writes them instead in
 // the event format of bench/torch/measure.py's --trace, for
@@ -99,7 +99,7 @@ func argsOverrides(f []string) (*model.Overrides, error) {
 	strs := map[string]*string{"--precision": &o.Precision, "--checkpointing": &o.Checkpointing,
 		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
 		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype,
-		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew}
+		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew, "--step-pause": &o.StepPause}
 	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
 		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum, "--ep": &o.EP}
 	bools := map[string]*bool{"--sp": &o.SP, "--loss-parallel": &o.LossParallel, "--bucket-view": &o.BucketView}

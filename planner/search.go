@@ -186,14 +186,17 @@ func (s *search) eval(l Layout) outcome {
 // one of program p predicted at m by atLeast is taken to need: the
 // simulator is monotone by those rules only up to the caching allocator's
 // reuse of blocks, which TestMonotone finds to be under 5% (a micro-batch
-// of 2 can reserve less than one of 1), and under 10% for pipelines under
-// FSDP2, whose last stage with two micro-batches maps a segment for its
-// step-end reduce that four micro-batches do not (7.2%).
+// of 2 can reserve less than one of 1), and under 10% under FSDP2: a
+// pipeline's last stage with two micro-batches maps a segment for its
+// step-end reduce that four micro-batches do not (7.2%), and a model
+// sharded from the host keeps the freed whole parameters' holes among
+// its shards, which a micro-batch of 1 can fragment more than one of 2
+// (5.6%, Llama dp4 ZeRO-3 checkpointed; docs/multigpu.md).
 func dominanceFloor(m int64, p program) int64 { return m - m*floorPercent(p)/100 }
 
 // floorPercent is dominanceFloor's allowance for program p, in percent.
 func floorPercent(p program) int64 {
-	if p.pp > 1 && p.zero >= 2 {
+	if p.zero >= 2 {
 		return 10
 	}
 	return 5

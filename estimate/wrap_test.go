@@ -1,0 +1,106 @@
+package estimate
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestWrapFromHostReserved holds wrapFromHost to what every measured
+// FSDP2 run (bench/results, bench/torch/dist/train.py) reserved once its
+// model was sharded and the cache emptied, before its first step: the
+// freed whole parameters leave holes in the segments that keep shards,
+// which the empty cache does not return. Sharding on the meta device
+// (Training.MetaInit) reserves up to 14% less there than these runs;
+// wrapFromHost gives every run's figure to the byte but Phi-3-mini's
+// (4 MiB over, 0.1%).
+func TestWrapFromHostReserved(t *testing.T) {
+	files, _ := filepath.Glob("../bench/results/*.jsonl")
+	more, _ := filepath.Glob("../bench/results/*/dist.jsonl")
+	type record struct {
+		Label, Spec, Mode, Reshard string
+		World                      int64
+		EP                         any
+		Training                   struct {
+			Batch, Seq               int64
+			Precision, Checkpointing string
+		}
+		LoRA *struct {
+			Rank         int64
+			Targets      string
+			AdapterDtype string `json:"adapter_dtype"`
+		} `json:"lora"`
+		Ranks []struct {
+			ReservedAfterWrap int64 `json:"reserved_after_wrap"`
+		}
+	}
+	seen := map[string]bool{}
+	n, exact := 0, 0
+	for _, f := range append(files, more...) {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			var r record
+			if json.Unmarshal(sc.Bytes(), &r) != nil || r.Mode != "fsdp" || r.EP != nil || len(r.Ranks) == 0 ||
+				r.Ranks[0].ReservedAfterWrap == 0 || strings.Contains(r.Label, "--alloc-conf") {
+				continue
+			}
+			if strings.Contains(r.Label, "--pp") || strings.Contains(r.Label, "--tp") || strings.Contains(r.Label, "--cp") {
+				continue
+			}
+			key := strings.Split(r.Label, " --snapshot")[0]
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			o := model.Overrides{Batch: r.Training.Batch, Seq: r.Training.Seq, Precision: r.Training.Precision,
+				Checkpointing: r.Training.Checkpointing, DP: r.World, Zero: "3"}
+			if r.Reshard == "false" {
+				o.Zero = "2"
+			}
+			if r.LoRA != nil {
+				o.LoRA, o.LoRATargets, o.LoRAAdapterDtype = r.LoRA.Rank, r.LoRA.Targets, r.LoRA.AdapterDtype
+			}
+			load := model.Load
+			if strings.HasSuffix(r.Spec, ".json") {
+				load = model.LoadHF
+			}
+			spec, err := load("../"+r.Spec, o)
+			if err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			var got, last int64 = -1, 0
+			if _, err := estimateWith(spec, nil, func(s *sim) {
+				s.trace = func(*tensor, bool) {
+					if got < 0 && s.phase.Stage != "load" {
+						got = last // the first allocation of the first step
+					}
+					last = s.al.a.Reserved()
+				}
+			}); err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			want := r.Ranks[0].ReservedAfterWrap
+			if d := got - want; d < -want/400 || d > want/400 {
+				t.Errorf("%s: reserved after wrapping %d B, measured %d B", key, got, want)
+			}
+			if got == want {
+				exact++
+			}
+			n++
+		}
+		fh.Close()
+	}
+	if n < 40 || exact < n-1 {
+		t.Errorf("compared %d runs, %d to the byte; want the 40 or more FSDP2 runs of bench/results, all but one exactly", n, exact)
+	}
+}
