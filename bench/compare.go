@@ -65,6 +65,9 @@ type Record struct {
 	StepPause *float64 `json:"step_pause"`
 	// LoRA is the adapter setup of a bench/torch/lora.py record.
 	LoRA *RecordLoRA `json:"lora,omitempty"`
+	// MetaInit says train.py built an FSDP2 model on the meta device
+	// (--meta-init) rather than on the host.
+	MetaInit bool `json:"meta_init,omitempty"`
 }
 
 // RecordLoRA is the "lora" object of a bench/torch/lora.py record.
@@ -205,7 +208,7 @@ func (r Record) Overrides() model.Overrides {
 		if r.StepPause != nil {
 			o.StepPause = strconv.FormatFloat(*r.StepPause, 'g', -1, 64)
 		}
-		o.DP, o.Zero, o.BucketView = r.World, "0", r.Mode == "ddp-view"
+		o.DP, o.Zero, o.BucketView, o.MetaInit = r.World, "0", r.Mode == "ddp-view", r.MetaInit
 		switch r.Mode {
 		case "zero1":
 			o.Zero = "1"

@@ -46,6 +46,8 @@ def train_cmd(args, world):
         cmd += ["--checkpointing", opts["checkpointing"]]
     if mode == "ddp-view":
         cmd += ["--bucket-view"]
+    if "meta-init" in opts:
+        cmd += ["--meta-init"]
     if opts.get("lora"):
         cmd += ["--lora", opts["lora"], "--lora-targets", opts.get("targets", "all"), "--lora-alpha", opts["lora"]]
         if opts.get("lora-dropout"):

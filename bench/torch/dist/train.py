@@ -4,7 +4,7 @@
     torchrun --nproc_per_node=2 bench/torch/dist/train.py SPEC --mode MODE
         [--reshard true|false|INT] [--batch N] [--seq N] [--precision P]
         [--checkpointing C] [--lora R [--targets T] [--lora-dropout P] [--adapter-dtype fp32|base]] [--steps 3]
-        [--snapshot [--snapshot-from K]] [--lag S] --result DIR
+        [--snapshot [--snapshot-from K]] [--lag S] [--meta-init] --result DIR
 
 MODE is ddp (DistributedDataParallel, default buckets), ddp-view (the same
 with gradient_as_bucket_view=True), zero1 (ZeroRedundancyOptimizer over DDP,
@@ -21,6 +21,12 @@ base in the base's dtype) before DDP or
 fully_shard, with checkpointing and enable_input_require_grads set on the
 base as lora.py sets them; the optimizer gets the trainable parameters
 only, as transformers' Trainer gives it.
+
+FSDP2 models are built on the host and fully_shard moves each unit to the
+GPU whole before sharding it (the cache is emptied after); with --meta-init
+the model is built on the meta device, sharded, then materialised in place
+with to_empty (torchtitan's init), its buffers copied from a host-built twin
+(docs/multigpu.md, "Wrapping a model built on the host").
 
 The model and the training loop are bench/torch/measure.py's (transformers'
 loss, outputs dropped before backward, AdamW foreach,
@@ -52,6 +58,8 @@ def memplan_command(a, t):
         c += " --checkpointing " + t["checkpointing"]
     if a.mode == "ddp-view":
         c += " --bucket-view"
+    if a.meta_init:
+        c += " --meta-init"
     if a.lora:
         c += " --lora %d --lora-targets %s --lora-alpha %d" % (a.lora, a.targets, a.lora)
         if a.lora_dropout:
@@ -236,6 +244,9 @@ def main():
     ap.add_argument("--lora-dropout", dest="lora_dropout", type=float, default=0.0)
     ap.add_argument("--adapter-dtype", dest="adapter_dtype", choices=("fp32", "base"), default="fp32",
                     help="with --lora: peft's autocast_adapter_dtype (fp32 adapters) or the base's dtype")
+    ap.add_argument("--meta-init", dest="meta_init", action="store_true",
+                    help="with --mode fsdp: build the model on the meta device, fully_shard it, then to_empty "
+                         "(torchtitan's init; memplan's --meta-init); buffers copied from a host-built twin")
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
@@ -260,7 +271,7 @@ def main():
     if t["precision"] == "fsdp-bf16" and a.mode != "fsdp":
         raise SystemExit("fsdp-bf16 needs --mode fsdp")
     rec = {"label": a.label, "spec": a.spec, "mode": a.mode, "reshard": a.reshard if a.mode == "fsdp" else None,
-           "step_pause": 0 if a.no_pause else 0.2,
+           "step_pause": 0 if a.no_pause else 0.2, "meta_init": a.meta_init,
            "rank": rank, "world": a.world, "training": t, "date": time.strftime("%Y-%m-%d"),
            "memplan": memplan_command(a, t), **measure.versions(torch),
            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
@@ -287,8 +298,17 @@ def main():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         stages["after_probe_collectives"] = device_used(torch)
-        model, kind = measure.build(spec if prec != "fsdp-bf16" else {**spec, "training": {**t, "precision": "fp32"}},
-                                    torch)
+        bspec = spec if prec != "fsdp-bf16" else {**spec, "training": {**t, "precision": "fp32"}}
+        if a.meta_init:
+            if a.mode != "fsdp" or a.lora or a.ep > 1:
+                raise SystemExit("--meta-init needs --mode fsdp, without --lora or --ep")
+            twin, _ = measure.build(bspec, torch)  # the buffers' values (position ids, inv_freq)
+            host_buffers = {k: v.clone() for k, v in twin.named_buffers()}
+            del twin
+            with torch.device("meta"):
+                model, kind = measure.build(bspec, torch)
+        else:
+            model, kind = measure.build(bspec, torch)
         if t["precision"] == "bf16":
             model = model.to(torch.bfloat16)
         model.train()
@@ -306,6 +326,17 @@ def main():
             ep_log = ep.apply(model, a.ep, a.router, group)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
         model, opt, info = wrap(a, model, kind, t, torch, rank)
+        if a.meta_init:
+            # Each shard allocated in place, in module order; the values
+            # do not matter to memory, the buffers' do (embedding indices).
+            model.to_empty(device=torch.device("cuda", rank))
+            with torch.no_grad():
+                for k, v in model.named_buffers():
+                    if k in host_buffers:
+                        v.copy_(host_buffers[k].to(v.dtype))
+                for p in model.parameters():
+                    p.normal_(0, 0.02)
+            opt = measure.make_optimizer(t["optimizer"], trainable(model), torch)
         rec.update(info)
         rec["reserved_before_empty_cache"] = torch.cuda.memory_reserved()
         if a.mode == "fsdp":
