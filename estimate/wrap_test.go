@@ -16,9 +16,10 @@ import (
 // model was sharded and the cache emptied, before its first step: the
 // freed whole parameters leave holes in the segments that keep shards,
 // which the empty cache does not return. Sharding on the meta device
-// (Training.MetaInit) reserves up to 14% less there than these runs;
-// wrapFromHost gives every run's figure to the byte but Phi-3-mini's
-// (4 MiB over, 0.1%).
+// reserves up to 14% less there than these runs. Runs made on the meta
+// device (train.py --meta-init, Training.MetaInit) are compared with the
+// shards allocated directly. Every figure is equal to the byte but the
+// two of wrapKnown.
 func TestWrapFromHostReserved(t *testing.T) {
 	files, _ := filepath.Glob("../bench/results/*.jsonl")
 	more, _ := filepath.Glob("../bench/results/*/dist.jsonl")
@@ -26,6 +27,7 @@ func TestWrapFromHostReserved(t *testing.T) {
 		Label, Spec, Mode, Reshard string
 		World                      int64
 		EP                         any
+		MetaInit                   bool `json:"meta_init"`
 		Training                   struct {
 			Batch, Seq               int64
 			Precision, Checkpointing string
@@ -63,7 +65,7 @@ func TestWrapFromHostReserved(t *testing.T) {
 			}
 			seen[key] = true
 			o := model.Overrides{Batch: r.Training.Batch, Seq: r.Training.Seq, Precision: r.Training.Precision,
-				Checkpointing: r.Training.Checkpointing, DP: r.World, Zero: "3"}
+				Checkpointing: r.Training.Checkpointing, DP: r.World, Zero: "3", MetaInit: r.MetaInit}
 			if r.Reshard == "false" {
 				o.Zero = "2"
 			}
@@ -90,17 +92,31 @@ func TestWrapFromHostReserved(t *testing.T) {
 				t.Fatalf("%s: %v", key, err)
 			}
 			want := r.Ranks[0].ReservedAfterWrap
-			if d := got - want; d < -want/400 || d > want/400 {
+			switch _, known := wrapKnown[key]; {
+			case known && got == want:
+				t.Errorf("%s: now equal to the measurement: drop it from wrapKnown", key)
+			case !known && got != want:
 				t.Errorf("%s: reserved after wrapping %d B, measured %d B", key, got, want)
-			}
-			if got == want {
+			case got == want:
 				exact++
 			}
 			n++
 		}
 		fh.Close()
 	}
-	if n < 40 || exact < n-1 {
-		t.Errorf("compared %d runs, %d to the byte; want the 40 or more FSDP2 runs of bench/results, all but one exactly", n, exact)
+	if n < 60 || exact < n-len(wrapKnown) {
+		t.Errorf("compared %d runs, %d to the byte; want the 60 or more FSDP2 runs of bench/results", n, exact)
 	}
+}
+
+// wrapKnown are the runs whose reserved memory after wrapping memplan does
+// not give to the byte, with what is known (neither traced: peak reserved
+// is within 1% for both).
+var wrapKnown = map[string]string{
+	// Fused qkv_proj and gate_up_proj adapters: memplan 4 MiB (0.1%) over.
+	"model/testdata/hf/phi-3-mini-4k.json --mode fsdp --reshard true --batch 2 --seq 2048 --precision bf16 --lora 8 --targets attn --checkpointing every-block": "",
+	// to_empty on the meta device: the run kept 58 MiB cached beyond what it
+	// allocated, memplan nothing (46 MiB under); GPT-2, Qwen2.5, Llama and
+	// TinyLlama made the same way are exact.
+	"model/testdata/hf/bert-base-uncased.json --mode fsdp --reshard true --batch 16 --seq 512 --precision amp-bf16 --meta-init": "",
 }
