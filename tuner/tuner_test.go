@@ -204,3 +204,41 @@ func BenchmarkTune(b *testing.B) {
 		}
 	}
 }
+
+// TestTunePhases: where an optimizer step's peak sets the total at small
+// batches (flat), the phases let the search step straight to where the
+// growing phase crosses the limit; the answer is the same, in fewer
+// evaluations.
+func TestTunePhases(t *testing.T) {
+	s := spec(t, "mlp.yaml")
+	s.Device.Memory = 10000
+	phases := func(b int64) []int64 { return []int64{2000 + 60*b, 4000} } // forward+backward, optimizer
+	total := func(b int64) int64 { return max(phases(b)[0], phases(b)[1]) }
+	oracle := func(s *model.Spec) (int64, error) { return total(s.Training.Batch), nil }
+	po := func(s *model.Spec) (int64, []int64, error) {
+		return total(s.Training.Batch), phases(s.Training.Batch), nil
+	}
+	for _, tt := range []struct {
+		name string
+		c    Constraints
+	}{{"multiple of 1", Constraints{}}, {"multiple of 4", Constraints{MultipleOf: 4}}, {"max 90", Constraints{Max: 90}}} {
+		t.Run(tt.name, func(t *testing.T) {
+			plain, err := Tune(s, DefaultBand, tt.c, oracle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := tt.c
+			c.Phases = po
+			with, err := Tune(s, DefaultBand, c, oracle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if with.Batch != plain.Batch {
+				t.Errorf("batch %d with phases, %d without", with.Batch, plain.Batch)
+			}
+			if len(with.Trials) >= len(plain.Trials) {
+				t.Errorf("%d evaluations with phases, %d without: %+v", len(with.Trials), len(plain.Trials), with.Trials)
+			}
+		})
+	}
+}
