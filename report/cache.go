@@ -7,7 +7,6 @@ import (
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/planner"
-	"github.com/memplan/memplan/tuner"
 )
 
 // The cells of one row (one spec on every device) share their estimates.
@@ -110,15 +109,6 @@ func (c *rowCache) oracle(s *model.Spec) (int64, error) {
 		return 0, err
 	}
 	return r.DeviceTotal, nil
-}
-
-// phases is tuner.AnalyticPhases through the cache.
-func (c *rowCache) phases(s *model.Spec) (int64, []int64, error) {
-	r, err := c.estimate(s)
-	if err != nil {
-		return 0, nil, err
-	}
-	return r.DeviceTotal, tuner.PhaseTotals(r), nil
 }
 
 // estimatesMade counts the estimates every report made (for the

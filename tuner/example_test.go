@@ -45,30 +45,3 @@ func ExampleSplit() {
 	// Output:
 	// 8 GPUs × micro-batch 16 × 4 steps = 512
 }
-
-// With Constraints.Phases the batch search reads each phase's total and
-// steps to where the first growing phase crosses the target: the same
-// answer in fewer estimates where an optimizer step's peak keeps the
-// total flat over small batches.
-func ExampleAnalyticPhases() {
-	spec, err := model.Load("testdata/gpt2-124m.yaml", model.Overrides{Dev: "a100-40gb"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	c := tuner.Constraints{Margin: tuner.DefaultMargin}
-	plain, err := tuner.Tune(spec, tuner.DefaultBand, c, tuner.Analytic)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	c.Phases = tuner.AnalyticPhases
-	r, err := tuner.Tune(spec, tuner.DefaultBand, c, tuner.Analytic)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Printf("batch %d in %d estimates (%d without phases: batch %d)\n", r.Batch, len(r.Trials), len(plain.Trials), plain.Batch)
-	// Output:
-	// batch 22 in 4 estimates (8 without phases: batch 22)
-}

@@ -17,9 +17,6 @@ type search struct {
 	fit, fv  int64
 	fail, fw int64 // fail 0: no failing batch known yet
 	flat     bool  // the last step landed on its side's value
-	// phaseOf gives an evaluated batch's phase totals, or nil
-	// (Constraints.Phases).
-	phaseOf func(int64) []int64
 }
 
 func (s *search) ev(b int64) (int64, error) {
@@ -48,9 +45,6 @@ func (s *search) bracket(next int64) error {
 		if per := float64(v-s.fv) / float64(next-s.fit); per > 0 {
 			g = max(g, next+int64(float64(limit-v)/per)+1)
 		}
-		if cross, ok := s.phaseCross(s.fit, next); ok {
-			g = max(next+1, cross)
-		}
 		s.fit, s.fv = next, v
 		if c.Max > 0 && g > c.Max {
 			g = c.Max
@@ -65,31 +59,6 @@ func (s *search) bracket(next int64) error {
 		next = n
 	}
 	return nil
-}
-
-// phaseCross is the first batch predicted to go over the limit by the
-// phase totals of two batches b0 < b1: where the first phase that grows
-// crosses it on the line through its two values.
-func (s *search) phaseCross(b0, b1 int64) (int64, bool) {
-	if s.phaseOf == nil || b0 <= 0 || b0 >= b1 {
-		return 0, false
-	}
-	p0, p1 := s.phaseOf(b0), s.phaseOf(b1)
-	if len(p0) == 0 || len(p0) != len(p1) {
-		return 0, false
-	}
-	best, ok := int64(0), false
-	for i := range p1 {
-		per := float64(p1[i]-p0[i]) / float64(b1-b0)
-		if per <= 0 {
-			continue
-		}
-		c := b1 + int64(float64(s.limit-p1[i])/per) + 1
-		if !ok || c < best {
-			best, ok = c, true
-		}
-	}
-	return best, ok
 }
 
 // try evaluates b and moves the bracket's end on its side. A step that

@@ -31,36 +31,6 @@ func Analytic(s *model.Spec) (int64, error) {
 	return r.DeviceTotal, nil
 }
 
-// PhaseOracle predicts a spec's device total and the total each phase of
-// its step would give on its own (PhaseTotals): the batch search
-// extrapolates each phase, which grows with the batch even where the
-// total does not (an optimizer step's peak over small batches).
-type PhaseOracle func(*model.Spec) (total int64, phases []int64, err error)
-
-// AnalyticPhases is the estimator as a PhaseOracle.
-func AnalyticPhases(s *model.Spec) (int64, []int64, error) {
-	r, err := estimate.Estimate(s)
-	if err != nil {
-		return 0, nil, err
-	}
-	return r.DeviceTotal, PhaseTotals(r), nil
-}
-
-// PhaseTotals is the device total each phase of r would give were its peak
-// reserved memory the run's: the total less the largest phase peak plus
-// the phase's own.
-func PhaseTotals(r *estimate.Result) []int64 {
-	var top int64
-	for _, p := range r.Phases {
-		top = max(top, p.PeakReserved)
-	}
-	out := make([]int64, len(r.Phases))
-	for i, p := range r.Phases {
-		out[i] = r.DeviceTotal - top + p.PeakReserved
-	}
-	return out
-}
-
 // Capped is an oracle for a job run under
 // torch.cuda.set_per_process_memory_fraction(fraction): the caching
 // allocator may not reserve more than fraction of the device, and frees its
@@ -163,11 +133,6 @@ type Constraints struct {
 	// probe step allocates). The answer still fits; it may be up to that
 	// fraction below the largest that does.
 	Tolerance float64
-	// Phases, when set, is the oracle with each phase's total (it must
-	// give the oracle's totals): Tune's batch search then reads it instead
-	// and steps to where the first phase is predicted to cross the limit,
-	// rather than doubling over a stretch where the total is flat.
-	Phases PhaseOracle
 }
 
 func (c Constraints) valid(b int64) bool {
@@ -251,20 +216,13 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 	limit := limitBytes(band, c.Margin, mem)
 	r := &Result{Band: band, Seq: s.Training.Seq}
 	cache := map[int64]int64{}
-	phases := map[int64][]int64{}
 	eval := func(b int64) (int64, error) {
 		if v, ok := cache[b]; ok {
 			return v, nil
 		}
 		t := s
 		t.Training.Batch = b
-		var v int64
-		var err error
-		if c.Phases != nil {
-			v, phases[b], err = c.Phases(&t)
-		} else {
-			v, err = oracle(&t)
-		}
+		v, err := oracle(&t)
 		if err != nil {
 			return 0, err
 		}
@@ -294,11 +252,7 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 		}
 		return r, fmt.Errorf("%w: batch %d needs %.1f%% of %s", ErrNoFit, lo, 100*r.Fill, s.Device.Name)
 	}
-	var phaseOf func(int64) []int64
-	if c.Phases != nil {
-		phaseOf = func(b int64) []int64 { return phases[b] }
-	}
-	best, err := largest(c, lo, limit, eval, phaseOf)
+	best, err := Largest(c, lo, limit, eval)
 	if err != nil {
 		return nil, err
 	}
@@ -334,13 +288,7 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 // round that does not halve the bracket is followed by a bisection, so the
 // search takes O(log range) evaluations.
 func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (int64, error) {
-	return largest(c, lo, limit, eval, nil)
-}
-
-// largest is Largest, with each evaluated batch's phase totals when
-// phaseOf is set (Constraints.Phases).
-func largest(c Constraints, lo, limit int64, eval func(int64) (int64, error), phaseOf func(int64) []int64) (int64, error) {
-	s := &search{c: c, limit: limit, eval: eval, phaseOf: phaseOf}
+	s := &search{c: c, limit: limit, eval: eval}
 	fv, err := s.ev(lo)
 	if err != nil {
 		return 0, err

@@ -128,9 +128,7 @@ func tuneOracle(c *cli.Context, spec *model.Spec, band tuner.Band, cons *tuner.C
 			return nil, func() {}, err
 		}
 		cons.Margin = 0
-		hint := *cons
-		hint.Phases = tuner.AnalyticPhases
-		if a, err := tuner.Tune(spec, band, hint, tuner.Analytic); err == nil {
+		if a, err := tuner.Tune(spec, band, *cons, tuner.Analytic); err == nil {
 			cons.Hint = a.Batch
 		}
 		return s.Measure, func() { s.Close() }, nil
@@ -138,7 +136,6 @@ func tuneOracle(c *cli.Context, spec *model.Spec, band tuner.Band, cons *tuner.C
 	if c.Bool("cap") {
 		return tuner.Capped(tuner.Limit(band, *cons)), func() {}, nil
 	}
-	cons.Phases = tuner.AnalyticPhases
 	return tuner.Analytic, func() {}, nil
 }
 
