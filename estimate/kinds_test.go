@@ -65,3 +65,38 @@ func TestConv1dNote(t *testing.T) {
 		})
 	}
 }
+
+// TestEagerSoftmaxDtype checks each family's eager softmax convention
+// (model.Attention.Softmax) in pure bf16: Llama's eager_attention_forward
+// runs it in fp32 (softmax(dtype=float32)), GPT-2's and BERT's in the
+// scores' dtype (measured: BERT-base eager bf16, held-out set 9, where
+// the fp32 convention was 14% over in peak allocated).
+func TestEagerSoftmaxDtype(t *testing.T) {
+	for _, tt := range []struct {
+		spec string
+		want int64
+	}{{"../specs/llama-3.2-1b.yaml", f32}, {"../specs/gpt2-124m.yaml", half}, {"../specs/bert-base.yaml", half}} {
+		spec, err := model.Load(tt.spec, model.Overrides{Batch: 1, Seq: 128, Precision: "bf16", Attention: "eager"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		if _, err := estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if alloc && x.name == "Softmax" && s.phase.Iteration == 0 && s.phase.Stage == "forward" {
+					got = append(got, x.dt)
+				}
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("%s: no softmax simulated", tt.spec)
+		}
+		// The softmax's output, and under the fp32 convention its cast
+		// back (named after it once made): fp32 among them only then.
+		if fp32 := slices.Contains(got, int64(f32)); fp32 != (tt.want == f32) {
+			t.Errorf("%s: softmax outputs of %v bytes per element, want an fp32 one: %v", tt.spec, got, tt.want == f32)
+		}
+	}
+}

@@ -6,6 +6,8 @@ package estimate
 // what its autograd node saves (torch/csrc/autograd/generated/Functions.h).
 // docs/formulas.md §B lists them with their measurements.
 
+import "github.com/memplan/memplan/model"
+
 // config is what the ops need to know about the run.
 type config struct {
 	amp     bool  // autocast over fp32 weights
@@ -385,8 +387,10 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 }
 
 // eagerAttention is transformers' eager_attention_forward: the scores
-// [b, heads, s, s] go through softmax in fp32 and are kept for backward.
-func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64) *tensor {
+// [b, heads, s, s] go through softmax, in fp32 or in their own dtype by
+// the model's convention (model.Attention.Softmax), and are kept for
+// backward.
+func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64, soft string) *tensor {
 	if kvHeads != heads {
 		// repeat_kv expands and reshapes: a copy per tensor.
 		k = s.expandCopy(k, heads/kvHeads)
@@ -419,11 +423,24 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 		s.unref(w)
 		w = m
 	}
-	w32 := s.to(w, f32)
+	var w32 *tensor
+	if soft == model.SoftmaxFP32 {
+		w32 = s.to(w, f32) // softmax(dtype=torch.float32)
+	} else {
+		w32 = s.castF32(w) // autocast's fp32 list, else the scores' dtype
+	}
 	s.unref(w)
 	sm := s.softmax(w32)
 	s.unref(w32)
-	pr := s.to(sm, q.dt)
+	var pr *tensor
+	switch soft {
+	case model.SoftmaxFP32:
+		pr = s.to(sm, q.dt)
+	case model.SoftmaxValue:
+		pr = s.to(sm, v.dt) // attn_weights.type(value.dtype)
+	default:
+		pr = s.ref(sm)
+	}
 	s.unref(sm)
 	if p > 0 {
 		d := s.dropout(pr)

@@ -33,7 +33,21 @@ type Attention struct {
 	// Style selects an implementation whose saved tensors differ: "hf"
 	// (transformers) or "torch" (nn.MultiheadAttention).
 	Style string
+	// Softmax is how eager attention computes the probabilities: ""
+	// (SoftmaxFP32, Llama's eager_attention_forward: softmax(dtype=fp32),
+	// cast back to the query's dtype), SoftmaxValue (GPT-2's: softmax in
+	// the scores' dtype, or fp32 under autocast, then cast to the values'
+	// dtype) or SoftmaxInput (BERT's: softmax in the scores' dtype, or fp32
+	// under autocast, its output going to dropout and the matmul as it is).
+	Softmax string
 }
+
+// Eager attention's softmax conventions (Attention.Softmax).
+const (
+	SoftmaxFP32  = ""
+	SoftmaxValue = "value"
+	SoftmaxInput = "input"
+)
 
 // Kind is the name specs use for the kind.
 func (*Attention) Kind() string { return KAttention }
@@ -54,6 +68,12 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.float("out_dropout", &k.OutDropout, 0, 1, false)
 	if line, ok := a.str("style", &k.Style); ok && k.Style != "hf" && k.Style != "torch" {
 		a.e.add(line, "style: unknown attention style %q (valid: hf, torch)", k.Style)
+	}
+	if line, ok := a.str("softmax", &k.Softmax); ok && k.Softmax != SoftmaxValue && k.Softmax != SoftmaxInput && k.Softmax != "fp32" {
+		a.e.add(line, "softmax: unknown eager softmax %q (valid: fp32, value, input)", k.Softmax)
+	}
+	if k.Softmax == "fp32" {
+		k.Softmax = SoftmaxFP32
 	}
 }
 

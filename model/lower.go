@@ -53,7 +53,7 @@ func (m *Model) lowerGPT2() []Layer {
 			seq(ln(d),
 				L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
 					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: true, P: m.AttnDropout,
-					OutDropout: m.Dropout, Style: "hf", Conv1D: true})))...)),
+					OutDropout: m.Dropout, Style: "hf", Conv1D: true, Softmax: SoftmaxValue})))...)),
 		seq(L(&Residual{HoldFirst: true}, cat(
 			seq(ln(d),
 				conv1D(d, inter),
@@ -124,7 +124,7 @@ func (m *Model) lowerBERT() []Layer {
 	block := seq(
 		L(&Residual{Hold: true}, cat(
 			seq(L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
-				Bias: true, OutBias: true, P: m.AttnDropout, Style: "hf"})),
+				Bias: true, OutBias: true, P: m.AttnDropout, Style: "hf", Softmax: SoftmaxInput})),
 			dropout(m.Dropout))...),
 		ln(d),
 		L(&Residual{Hold: true, HoldChunk: true}, cat(
