@@ -142,7 +142,7 @@ func (s *sim) enterRepeat(in *inst, x *tensor) {
 }
 
 // dropLossHold releases what the task model's forward kept bound until its
-// loss was computed (model.Linear.HoldInput).
+// loss was computed (model.Linear.Head).
 func (s *sim) dropLossHold() {
 	for _, t := range s.lossHold {
 		s.unref(t)

@@ -494,7 +494,7 @@ func TestLoRAFSDPFamilies(t *testing.T) {
 	}
 }
 
-// TestMaskedLMHoldsEncoderOutput checks model.Linear.HoldInput in BERT's
+// TestMaskedLMHoldsEncoderOutput checks model.Linear.Head in BERT's
 // lowering: transformers' *ForMaskedLM.forward keeps the encoder's output
 // bound in `outputs` while its head runs, so it is still allocated when
 // the loss's log-softmax is, and freed before the forward ends (RoBERTa's

@@ -234,7 +234,7 @@ type sim struct {
 	frozen   []*tensor // LoRA's frozen base parameters (lora.go)
 	kvHold   []*tensor // KV-cache copies held until the forward's outputs are dropped
 	bodyHold []*tensor // the model forward's locals (model.Positions.Hold), until it returns
-	embHold  []*tensor // the embeddings module's locals (model.TokenTypes.Hold), until a repeat starts
+	embHold  []*tensor // the embeddings module's locals (HoldLocal), until a repeat starts
 	lossHold []*tensor // the task model forward's locals (model.Linear.Head), until the loss
 	// hostWrap: FSDP2 shards a model built on the host (wrapFromHost);
 	// unsharded are the parameters whose shards it has yet to allocate.
