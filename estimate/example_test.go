@@ -98,3 +98,26 @@ func ExampleMayRace() {
 	// pause 0 s: may race true, old bucket kept 474.70 MiB
 	// pause 0.2 s: may race false, old bucket kept 0 B
 }
+
+// Under FSDP2 the model is taken to be built on the host and sharded by
+// fully_shard unit by unit (transformers' from_pretrained); Training.MetaInit
+// (--meta-init) is a model made on the meta device and materialised in
+// place (torchtitan). The freed whole parameters of the first leave holes
+// among the shards that the step's allocations fill differently.
+func ExampleEstimate_metaInit() {
+	for _, meta := range []bool{false, true} {
+		s, err := model.LoadHF("../model/testdata/hf/roberta-base.json", model.Overrides{Batch: 16, Seq: 512,
+			Precision: "bf16", DP: 2, Zero: "3", LoRA: 16, LoRATargets: "attn", MetaInit: meta})
+		if err != nil {
+			log.Fatal(err)
+		}
+		r, err := estimate.Estimate(s)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("meta_init %v: peak reserved %s\n", meta, units.Format(r.PeakReserved))
+	}
+	// Output:
+	// meta_init false: peak reserved 6.22 GiB
+	// meta_init true: peak reserved 5.45 GiB
+}
