@@ -197,8 +197,9 @@ func (r Record) Overrides() model.Overrides {
 	}
 	if i("dp") > 1 {
 		// A fake process group (measure.py) keeps no NCCL Work: nothing
-		// outlives DDP's bucket rebuild, as after a loop's pause.
-		o.StepPause = settledPause
+		// outlives DDP's bucket rebuild, as after a loop's pause; its
+		// shard() moves the whole model to the GPU before fully_shard.
+		o.StepPause, o.FSDPInit = settledPause, model.FSDPInitGPU
 	}
 	if r.World > 1 && r.Mode != "" {
 		// train.py's loop pauses after every step unless told not to:
@@ -208,7 +209,10 @@ func (r Record) Overrides() model.Overrides {
 		if r.StepPause != nil {
 			o.StepPause = strconv.FormatFloat(*r.StepPause, 'g', -1, 64)
 		}
-		o.DP, o.Zero, o.BucketView, o.MetaInit = r.World, "0", r.Mode == "ddp-view", r.MetaInit
+		o.DP, o.Zero, o.BucketView = r.World, "0", r.Mode == "ddp-view"
+		if r.MetaInit {
+			o.FSDPInit = model.FSDPInitMeta
+		}
 		switch r.Mode {
 		case "zero1":
 			o.Zero = "1"

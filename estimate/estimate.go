@@ -255,7 +255,8 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		done = s.loadWhole(layers, prog, t.TP)
 		fallthrough
 	default:
-		s.hostWrap = t.TP <= 1 && s.fsdpStreams() && !t.MetaInit
+		s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
+		s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
 		ins = s.build(prog, map[string]*tensor{})
 		s.cfg.modelRope = t.TP <= 1 && run.CP <= 1
 	}

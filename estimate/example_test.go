@@ -100,14 +100,15 @@ func ExampleMayRace() {
 }
 
 // Under FSDP2 the model is taken to be built on the host and sharded by
-// fully_shard unit by unit (transformers' from_pretrained); Training.MetaInit
-// (--meta-init) is a model made on the meta device and materialised in
-// place (torchtitan). The freed whole parameters of the first leave holes
-// among the shards that the step's allocations fill differently.
-func ExampleEstimate_metaInit() {
-	for _, meta := range []bool{false, true} {
+// fully_shard unit by unit (transformers' from_pretrained);
+// Training.FSDPInit (--fsdp-init) also takes a model moved whole to the
+// GPU first (gpu) or made on the meta device and materialised in place
+// (meta, torchtitan). The freed whole parameters leave holes among the
+// shards that the step's allocations fill differently.
+func ExampleEstimate_fsdpInit() {
+	for _, init := range []string{"host", "gpu", "meta"} {
 		s, err := model.LoadHF("../model/testdata/hf/roberta-base.json", model.Overrides{Batch: 16, Seq: 512,
-			Precision: "bf16", DP: 2, Zero: "3", LoRA: 16, LoRATargets: "attn", MetaInit: meta})
+			Precision: "bf16", DP: 2, Zero: "3", LoRA: 16, LoRATargets: "attn", FSDPInit: init})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -115,9 +116,10 @@ func ExampleEstimate_metaInit() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("meta_init %v: peak reserved %s\n", meta, units.Format(r.PeakReserved))
+		fmt.Printf("fsdp_init %s: peak reserved %s\n", init, units.Format(r.PeakReserved))
 	}
 	// Output:
-	// meta_init false: peak reserved 6.22 GiB
-	// meta_init true: peak reserved 5.45 GiB
+	// fsdp_init host: peak reserved 6.22 GiB
+	// fsdp_init gpu: peak reserved 6.24 GiB
+	// fsdp_init meta: peak reserved 5.45 GiB
 }

@@ -177,12 +177,26 @@ func (s *sim) shardSetup(ins []*inst) {
 // (torch.cuda.empty_cache). The shards land among the freed whole blocks,
 // which the step's first allocations then split: seen in RoBERTa's
 // allocator history (bench/results/2026-11-26-h100x2-lora-3-traces).
+// With model.FSDPInitGPU the whole model is on the GPU before the first
+// call (model.cuda(), bench/torch/measure.py's shard()), so every shard
+// is cut while all the whole parameters are still there.
 func (s *sim) wrapFromHost() {
 	done := map[*tensor]bool{}
+	onGPU := map[*tensor]*tensor{}
+	if s.wrapGPU {
+		// model.cuda() first: every parameter whole, in module order.
+		for _, p := range s.unsharded {
+			if onGPU[p] == nil {
+				onGPU[p] = s.alloc(p.elems, s.shardDt(p), catTemp, "whole "+p.name)
+			}
+		}
+	}
 	shardUnit := func(ps []*tensor) {
 		var whole []*tensor
 		for _, p := range ps {
-			if !done[p] {
+			if w := onGPU[p]; w != nil && !done[p] {
+				whole = append(whole, w)
+			} else if !done[p] {
 				whole = append(whole, s.alloc(p.elems, s.shardDt(p), catTemp, "whole "+p.name))
 			}
 		}

@@ -236,13 +236,14 @@ type sim struct {
 	bodyHold []*tensor // the model forward's locals (model.Positions.Hold), until it returns
 	embHold  []*tensor // the embeddings module's locals (HoldLocal), until a repeat starts
 	lossHold []*tensor // the task model forward's locals (model.Linear.Head), until the loss
-	// hostWrap: FSDP2 shards a model built on the host (wrapFromHost);
-	// unsharded are the parameters whose shards it has yet to allocate.
-	hostWrap  bool
-	unsharded []*tensor
-	gathered  int64       // ZeRO-3: bytes of parameters gathered during a step
-	gatherT   *tensor     // the gathered parameters while they are held
-	units     []*fsdpUnit // FSDP2's units, the root first (fsdp_units.go)
+	// hostWrap: FSDP2 shards a model built on the host (wrapFromHost),
+	// moved whole to the GPU first with wrapGPU; unsharded are the
+	// parameters whose shards it has yet to allocate.
+	hostWrap, wrapGPU bool
+	unsharded         []*tensor
+	gathered          int64       // ZeRO-3: bytes of parameters gathered during a step
+	gatherT           *tensor     // the gathered parameters while they are held
+	units             []*fsdpUnit // FSDP2's units, the root first (fsdp_units.go)
 	// curUnit is the FSDP2 unit running its forward; bwdUnit the one
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16

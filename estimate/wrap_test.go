@@ -17,8 +17,8 @@ import (
 // freed whole parameters leave holes in the segments that keep shards,
 // which the empty cache does not return. Sharding on the meta device
 // reserves up to 14% less there than these runs. Runs made on the meta
-// device (train.py --meta-init, Training.MetaInit) are compared with the
-// shards allocated directly. Every figure is equal to the byte but the
+// device (train.py --meta-init) are compared with the shards allocated
+// directly (Training.FSDPInit meta). Every figure is equal to the byte but the
 // two of wrapKnown.
 func TestWrapFromHostReserved(t *testing.T) {
 	files, _ := filepath.Glob("../bench/results/*.jsonl")
@@ -65,7 +65,10 @@ func TestWrapFromHostReserved(t *testing.T) {
 			}
 			seen[key] = true
 			o := model.Overrides{Batch: r.Training.Batch, Seq: r.Training.Seq, Precision: r.Training.Precision,
-				Checkpointing: r.Training.Checkpointing, DP: r.World, Zero: "3", MetaInit: r.MetaInit}
+				Checkpointing: r.Training.Checkpointing, DP: r.World, Zero: "3"}
+			if r.MetaInit {
+				o.FSDPInit = model.FSDPInitMeta
+			}
 			if r.Reshard == "false" {
 				o.Zero = "2"
 			}

@@ -25,9 +25,8 @@ type Overrides struct {
 	AllocConf string
 	// BucketView sets bucket_view (DDP's gradient_as_bucket_view=True).
 	BucketView bool
-	// MetaInit sets meta_init (FSDP2 over a model made on the meta
-	// device).
-	MetaInit bool `json:",omitempty"`
+	// FSDPInit replaces fsdp_init (host, gpu or meta; "" leaves it).
+	FSDPInit string `json:",omitempty"`
 	// PP is the pipeline stages (0 leaves the spec's); PPSchedule the
 	// pipeline schedule ("" leaves it).
 	PP         int64
@@ -128,8 +127,6 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	tm.int("dp", &t.DP, false)
 	tm.bool("bucket_view", &t.BucketView)
 	t.BucketView = t.BucketView || o.BucketView
-	tm.bool("meta_init", &t.MetaInit)
-	t.MetaInit = t.MetaInit || o.MetaInit
 	var s string
 	set := func(key, flag string, parse func(string) error) {
 		line, ok := tm.str(key, &s)
@@ -160,6 +157,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		t.Zero = z
 		return nil
 	})
+	set("fsdp_init", o.FSDPInit, func(v string) error { return parseFSDPInit(v, &t.FSDPInit) })
 	set("offload", o.Offload, func(v string) error {
 		return parseChoice(v, &t.Offload, "offload mode", OffloadNone, OffloadOptimizer, OffloadParams)
 	})

@@ -270,14 +270,16 @@ type Training struct {
 	// the gradients are slices of the reducer's buckets, not a second
 	// copy. Other stages ignore it.
 	BucketView bool `json:"bucket_view,omitempty"`
-	// MetaInit says FSDP2 (stages 2 and 3) shards a model made on the
-	// meta device, as torchtitan does (fully_shard, then to_empty): each
-	// shard is allocated directly. Without it the model is built on the
-	// host, as transformers' from_pretrained does, and each fully_shard
-	// call moves its unit's parameters to the GPU whole before sharding
-	// them, leaving the freed whole blocks among the shards (docs/multigpu.md,
-	// "Wrapping a model built on the host"). Other stages ignore it.
-	MetaInit bool `json:"meta_init,omitempty"`
+	// FSDPInit is how the model reaches FSDP2's fully_shard (stages 2 and
+	// 3 over dp > 1; others ignore it): "" (FSDPInitHost, the default:
+	// built on the host, as transformers' from_pretrained, each
+	// fully_shard call moving its unit's parameters to the GPU whole
+	// before sharding them), FSDPInitGPU (moved whole to the GPU first:
+	// model.cuda(), then fully_shard) or FSDPInitMeta (made on the meta
+	// device and materialised by to_empty, as torchtitan does: each shard
+	// allocated directly). The freed whole parameters leave holes among
+	// the shards (docs/multigpu.md, "Wrapping a model built on the host").
+	FSDPInit string `json:"fsdp_init,omitempty"`
 	// TP is the tensor-parallel size (0 or 1: none): torchtitan's plan,
 	// columnwise q, k, v, gate and up, rowwise o and down, a
 	// vocabulary-parallel embedding and head (docs/parallelism.md §3.1).
@@ -305,6 +307,27 @@ const (
 	OffloadOptimizer = "optimizer"
 	OffloadParams    = "params"
 )
+
+// How the model reaches FSDP2's fully_shard (Training.FSDPInit).
+const (
+	FSDPInitHost = ""
+	FSDPInitGPU  = "gpu"
+	FSDPInitMeta = "meta"
+)
+
+// parseFSDPInit reads fsdp_init: host (stored as FSDPInitHost), gpu or
+// meta.
+func parseFSDPInit(v string, out *string) error {
+	switch v {
+	case "host":
+		*out = FSDPInitHost
+	case FSDPInitGPU, FSDPInitMeta:
+		*out = v
+	default:
+		return fmt.Errorf("want host, gpu or meta, got %q", v)
+	}
+	return nil
+}
 
 // Mixed reports whether the precision is autocast over fp32 weights.
 func (t Training) Mixed() bool { return t.Precision == AMPBF16 || t.Precision == AMPFP16 }

@@ -47,7 +47,7 @@ def train_cmd(args, world):
     if mode == "ddp-view":
         cmd += ["--bucket-view"]
     if "meta-init" in opts:
-        cmd += ["--meta-init"]
+        cmd += ["--fsdp-init", "meta"]
     if opts.get("lora"):
         cmd += ["--lora", opts["lora"], "--lora-targets", opts.get("targets", "all"), "--lora-alpha", opts["lora"]]
         if opts.get("lora-dropout"):

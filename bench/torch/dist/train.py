@@ -59,7 +59,7 @@ def memplan_command(a, t):
     if a.mode == "ddp-view":
         c += " --bucket-view"
     if a.meta_init:
-        c += " --meta-init"
+        c += " --fsdp-init meta"
     if a.lora:
         c += " --lora %d --lora-targets %s --lora-alpha %d" % (a.lora, a.targets, a.lora)
         if a.lora_dropout:
@@ -246,7 +246,7 @@ def main():
                     help="with --lora: peft's autocast_adapter_dtype (fp32 adapters) or the base's dtype")
     ap.add_argument("--meta-init", dest="meta_init", action="store_true",
                     help="with --mode fsdp: build the model on the meta device, fully_shard it, then to_empty "
-                         "(torchtitan's init; memplan's --meta-init); buffers copied from a host-built twin")
+                         "(torchtitan's init; memplan's --fsdp-init meta); buffers copied from a host-built twin")
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
