@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -122,4 +123,54 @@ var wrapKnown = map[string]string{
 	// allocated, memplan nothing (46 MiB under); GPT-2, Qwen2.5, Llama and
 	// TinyLlama made the same way are exact.
 	"model/testdata/hf/bert-base-uncased.json --mode fsdp --reshard true --batch 16 --seq 512 --precision amp-bf16 --meta-init": "",
+}
+
+// TestWrapGPUFakePG holds model.FSDPInitGPU to the one history of a model
+// moved whole to the GPU before fully_shard (bench/torch/measure.py's
+// shard(), one rank of a fake process group of eight, Llama-3.2-1B ZeRO-3
+// checkpointed on an H200): the reserved memory once the cache was emptied
+// after wrapping, read from the history's segment events.
+func TestWrapGPUFakePG(t *testing.T) {
+	f, err := os.Open("../bench/results/2026-11-26-h200x4-zero3-fakepg/trace.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev [][]any
+	if err := json.NewDecoder(z).Decode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	var res, want int64
+	for _, e := range ev {
+		switch size := int64(e[2].(float64)); e[0] {
+		case "segment_alloc":
+			res += size
+		case "segment_free":
+			res -= size
+			want = res // empty_cache returns segments only after wrapping
+		}
+	}
+	spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 2, DP: 8, Zero: "3",
+		Checkpointing: "every-block", Dev: "h200-141gb", FSDPInit: model.FSDPInitGPU, StepPause: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, last int64 = -1, 0
+	if _, err := estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(*tensor, bool) {
+			if got < 0 && s.phase.Stage != "load" {
+				got = last
+			}
+			last = s.al.a.Reserved()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want == 0 || got != want {
+		t.Errorf("reserved after wrapping %d B, the history %d B", got, want)
+	}
 }

@@ -68,3 +68,41 @@ func TestBucketViewStage(t *testing.T) {
 		})
 	}
 }
+
+// TestFSDPInit checks fsdp_init: host is the default (stored as ""), gpu
+// and meta are kept, anything else is refused with its line or flag.
+func TestFSDPInit(t *testing.T) {
+	yaml := func(v string) string {
+		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  dp: 2\n  zero: 3\n"
+		if v != "" {
+			s += "  fsdp_init: " + v + "\n"
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, yaml, flag, want, err string
+	}{
+		{"default", yaml(""), "", FSDPInitHost, ""},
+		{"yaml host", yaml("host"), "", FSDPInitHost, ""},
+		{"yaml gpu", yaml("gpu"), "", FSDPInitGPU, ""},
+		{"flag meta over yaml gpu", yaml("gpu"), "meta", FSDPInitMeta, ""},
+		{"yaml bad", yaml("cpu"), "", "", `x.yaml:13: fsdp_init: want host, gpu or meta, got "cpu"`},
+		{"flag bad", yaml(""), "disk", "", `--fsdp-init: want host, gpu or meta, got "disk"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse("x.yaml", []byte(tc.yaml), Overrides{FSDPInit: tc.flag})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Training.FSDPInit != tc.want {
+				t.Errorf("FSDPInit %q, want %q", s.Training.FSDPInit, tc.want)
+			}
+		})
+	}
+}
