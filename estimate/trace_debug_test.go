@@ -16,13 +16,17 @@ import (
 // [--checkpointing C] [--attention A] [--alloc-conf S] [--device D]
 // [--rank R] [--targets T] [--dropout P] [--adapter-dtype D] [--dp N]
 // [--zero Z] [--optimizer O] [--tp N] [--sp] [--loss-parallel] [--cp N]
-// [--pp N] [--grad-accum M] [--bucket-view] [--ep N] [--ep-skew S] [--step-pause S]" (paths relative to
+// [--pp N] [--grad-accum M] [--bucket-view] [--ep N] [--ep-skew S] [--step-pause S]
+// [--fsdp-init I]" (paths relative to
 // this package's directory; MEMPLAN_TRACE_HF=1 reads a transformers
 // config). With MEMPLAN_TRACE_OUT=file.json.gz it writes them instead in
 // the event format of bench/torch/measure.py's --trace, for
 // bench/torch/align.py to set beside a real trace. Where one estimate
 // simulates several ranks (pipeline stages, expert parallelism's
 // receiving and sending ranks), MEMPLAN_TRACE_LAST=1 keeps the last.
+// MEMPLAN_TRACE_LOAD=1 writes only the load (the state before the first
+// step), for alloc's TestReplayDebug to replay before a real history
+// (MEMPLAN_REPLAY_FIRST).
 func TestTraceDebug(t *testing.T) {
 	f := strings.Fields(os.Getenv("MEMPLAN_TRACE"))
 	if len(f) == 0 {
@@ -47,7 +51,11 @@ func TestTraceDebug(t *testing.T) {
 		if os.Getenv("MEMPLAN_TRACE_LAST") != "" {
 			ev, ids = ev[:0], map[*tensor]int{} // keep the last simulated rank's (a skewed EP run's sending rank)
 		}
+		loadOnly := os.Getenv("MEMPLAN_TRACE_LOAD") != ""
 		sm.trace = func(x *tensor, alloc bool) {
+			if loadOnly && sm.phase.Stage != "load" {
+				return
+			}
 			if out == "" {
 				a := "free "
 				if alloc {
@@ -99,7 +107,7 @@ func argsOverrides(f []string) (*model.Overrides, error) {
 	strs := map[string]*string{"--precision": &o.Precision, "--checkpointing": &o.Checkpointing,
 		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
 		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype,
-		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew, "--step-pause": &o.StepPause}
+		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew, "--step-pause": &o.StepPause, "--fsdp-init": &o.FSDPInit}
 	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
 		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum, "--ep": &o.EP}
 	bools := map[string]*bool{"--sp": &o.SP, "--loss-parallel": &o.LossParallel, "--bucket-view": &o.BucketView}

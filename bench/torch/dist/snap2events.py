@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""snap2events.py SNAPSHOT.pickle[.gz] OUT.json.gz [--no-segments]: one rank's
+allocator history (train.py --snapshot, torch.cuda.memory._snapshot()) as the
+event list bench/torch/align.py and alloc's TestReplayDebug read: [action,
+address, size, "file:line:function sSTREAM"] for every alloc, free_completed,
+segment_alloc and segment_free of the longest device trace (no torch needed).
+With --no-segments only allocations and frees are kept (align.py's input).
+
+    tar xf bench/results/2026-11-26-h100x2-lora-3-traces/snapshots.tar
+    python3 bench/torch/dist/snap2events.py c2-snapshot-rank0.pickle.gz /tmp/real.json.gz
+"""
+import gzip, json, pickle, sys
+
+src, out = sys.argv[1], sys.argv[2]
+segments = "--no-segments" not in sys.argv[3:]
+opener = gzip.open if src.endswith(".gz") else open
+with opener(src, "rb") as f:
+    snap = pickle.load(f)
+keep = ("alloc", "free_completed") + (("segment_alloc", "segment_free") if segments else ())
+events = []
+for e in max(snap["device_traces"], key=len):
+    if e["action"] not in keep:
+        continue
+    frame = next((f"{x['filename'].split('/')[-1]}:{x['line']}:{x['name']}" for x in e.get("frames") or []
+                  if any(k in x["filename"] for k in ("torch/", "transformers", "peft")) and "memory.py" not in x["filename"]), "")
+    events.append([e["action"], e["addr"], e["size"], "%s s%d" % (frame, e.get("stream", 0))])
+with gzip.open(out, "wt") as f:
+    json.dump(events, f)
+print(src, len(events), "events")
