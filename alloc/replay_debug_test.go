@@ -1,7 +1,6 @@
 package alloc
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -30,17 +29,8 @@ func TestReplayDebug(t *testing.T) {
 	streams := map[string]Stream{}
 	var real, realPeak, peak int64
 	replay := func(file, tag string) {
-		f, err := os.Open(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		z, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var ev [][]any
-		if err := json.NewDecoder(z).Decode(&ev); err != nil {
+		if err := json.NewDecoder(openGzip(t, file)).Decode(&ev); err != nil {
 			t.Fatal(err)
 		}
 		live := map[string]Block{}
