@@ -1,7 +1,6 @@
 package model
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -31,17 +30,8 @@ func TestStepPause(t *testing.T) {
 		{"flag huge", spec(""), "1e9", 0, "--step-pause: want seconds between 0 and 3600"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse("x.yaml", []byte(tc.yaml), Overrides{StepPause: tc.flag})
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Training.StepPause != tc.want {
+			s := parseCase(t, tc.yaml, Overrides{StepPause: tc.flag}, tc.err)
+			if s != nil && s.Training.StepPause != tc.want {
 				t.Errorf("step_pause %g, want %g", s.Training.StepPause, tc.want)
 			}
 		})

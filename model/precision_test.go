@@ -90,19 +90,27 @@ func TestFSDPInit(t *testing.T) {
 		{"flag bad", yaml(""), "disk", "", `--fsdp-init: want host, gpu or meta, got "disk"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse("x.yaml", []byte(tc.yaml), Overrides{FSDPInit: tc.flag})
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Training.FSDPInit != tc.want {
+			s := parseCase(t, tc.yaml, Overrides{FSDPInit: tc.flag}, tc.err)
+			if s != nil && s.Training.FSDPInit != tc.want {
 				t.Errorf("FSDPInit %q, want %q", s.Training.FSDPInit, tc.want)
 			}
 		})
 	}
+}
+
+// parseCase parses spec text as x.yaml under o: with wantErr set it
+// checks that the error says so and returns nil, else it returns the spec.
+func parseCase(t *testing.T, yaml string, o Overrides, wantErr string) *Spec {
+	t.Helper()
+	s, err := Parse("x.yaml", []byte(yaml), o)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one containing %q", err, wantErr)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
