@@ -23,8 +23,8 @@ func TestReplayDebug(t *testing.T) {
 	if path == "" {
 		t.Skip("set MEMPLAN_REPLAY=events.json.gz")
 	}
-	min := int64(100)
-	fmt.Sscan(os.Getenv("MEMPLAN_REPLAY_MIB"), &min)
+	minMiB := int64(100)
+	fmt.Sscan(os.Getenv("MEMPLAN_REPLAY_MIB"), &minMiB)
 	a := New(Default())
 	streams := map[string]Stream{}
 	var real, realPeak, peak int64
@@ -37,8 +37,8 @@ func TestReplayDebug(t *testing.T) {
 		for i, e := range ev {
 			key := fmt.Sprint(tag, e[1])
 			size, label := int64(e[2].(float64)), fmt.Sprint(e[3])
-			st := ""
-			if k := strings.LastIndex(label, " s"); k >= 0 {
+			st := "" // the " sN" a history's label ends with, if any
+			if k := strings.LastIndex(label, " s"); k >= 0 && strings.Trim(label[k+2:], "0123456789") == "" && k+2 < len(label) {
 				st = label[k:]
 			}
 			s, ok := streams[st]
@@ -51,7 +51,7 @@ func TestReplayDebug(t *testing.T) {
 				before := a.Reserved()
 				live[key] = a.Malloc(size, s)
 				peak = max(peak, a.Reserved())
-				if grew := a.Reserved() - before; grew >= min<<20 {
+				if grew := a.Reserved() - before; grew >= minMiB<<20 {
 					fmt.Printf("%s %6d model maps %5d MiB for %5d MiB  %s\n", tag, i, grew>>20, size>>20, label)
 				}
 			case "free_completed":
@@ -62,7 +62,7 @@ func TestReplayDebug(t *testing.T) {
 			case "segment_alloc":
 				real += size
 				realPeak = max(realPeak, real)
-				if size >= min<<20 {
+				if size >= minMiB<<20 {
 					fmt.Printf("%s %6d history maps %5d MiB  %s\n", tag, i, size>>20, label)
 				}
 			case "segment_free":

@@ -210,6 +210,7 @@ func (r Record) Overrides() model.Overrides {
 			o.StepPause = strconv.FormatFloat(*r.StepPause, 'g', -1, 64)
 		}
 		o.DP, o.Zero, o.BucketView = r.World, "0", r.Mode == "ddp-view"
+		o.FSDPInit = model.FSDPInitHost // train.py builds the model on the host
 		if r.MetaInit {
 			o.FSDPInit = model.FSDPInitMeta
 		}

@@ -17,7 +17,8 @@ import (
 // autograd nodes record.
 type op interface {
 	// forward runs the layer on x of per-sample shape sh, whose output
-	// shape is out; x stays held by the caller.
+	// shape is out; x stays held by the caller, unless the op is an
+	// inputTaker whose takesInput says it takes the caller's hold over.
 	forward(s *sim, x *tensor, sh, out model.Shape) *tensor
 }
 
@@ -168,8 +169,8 @@ func (s *sim) run(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape)
 			i++
 			continue
 		}
-		j := i
-		for j < len(ins) && ins[j].unit {
+		j := i + 1
+		for j < len(ins) && ins[j].unit && !s.entersRepeat(ins[j]) {
 			j++
 		}
 		for _, seg := range s.segments(j - i) {
@@ -277,7 +278,8 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 
 func (s *sim) rows(sh model.Shape) int64 { return s.cfg.batch * sh.Elems() / sh[len(sh)-1] }
 
-// layer runs one instance; x stays held by the caller.
+// layer runs one instance; x stays held by the caller but for an
+// inputTaker's (step1 reads inst.takesX).
 func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	switch in.l.Spec.(type) {
 	case *model.Repeat, *model.Block:

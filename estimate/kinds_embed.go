@@ -106,9 +106,10 @@ func (o *addedEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor
 	return y
 }
 
-// dropBodyHold releases what the model's forward kept bound in its locals
-// (model.Positions.Hold): when it returns, before the LM head, or at the
-// end of a forward without one.
+// dropBodyHold releases what the base model's forward kept bound in its
+// locals (model.Positions.Hold, model.Repeat.HoldInput), and the
+// embeddings module's (dropEmbHold): when it returns, before the LM head
+// or a task head's first layer, or at the end of a forward without one.
 func (s *sim) dropBodyHold() {
 	s.dropEmbHold()
 	for _, t := range s.bodyHold {
@@ -133,12 +134,20 @@ func (s *sim) dropEmbHold() {
 
 // enterRepeat runs before the first copy of a repeat: the embeddings
 // module has returned (dropEmbHold), and with model.Repeat.HoldInput the
-// base model's forward keeps x until it returns.
+// base model's forward keeps x until it returns. run starts a new group
+// of checkpointing units at such a copy (entersRepeat), so that it runs
+// there whatever the checkpointing.
 func (s *sim) enterRepeat(in *inst, x *tensor) {
 	s.dropEmbHold()
 	if in.l.Spec.(*model.Repeat).HoldInput {
 		s.bodyHold = append(s.bodyHold, s.ref(x))
 	}
+}
+
+// entersRepeat reports whether in is a repeat's first copy whose
+// enterRepeat has something to do.
+func (s *sim) entersRepeat(in *inst) bool {
+	return in.first && (len(s.embHold) > 0 || in.l.Spec.(*model.Repeat).HoldInput)
 }
 
 // dropLossHold releases what the task model's forward kept bound until its

@@ -184,7 +184,8 @@ func (s *sim) wrapFromHost() {
 	done := map[*tensor]bool{}
 	onGPU := map[*tensor]*tensor{}
 	if s.wrapGPU {
-		// model.cuda() first: every parameter whole, in module order.
+		// model.cuda() first: every parameter whole, in the order the
+		// model built them (LoRA's adapters after the whole base).
 		for _, p := range s.unsharded {
 			if onGPU[p] == nil {
 				onGPU[p] = s.alloc(p.elems, s.shardDt(p), catTemp, "whole "+p.name)

@@ -233,7 +233,7 @@ type sim struct {
 	params   []*tensor
 	frozen   []*tensor // LoRA's frozen base parameters (lora.go)
 	kvHold   []*tensor // KV-cache copies held until the forward's outputs are dropped
-	bodyHold []*tensor // the model forward's locals (model.Positions.Hold), until it returns
+	bodyHold []*tensor // the base model forward's locals (Positions.Hold, Repeat.HoldInput), until it returns
 	embHold  []*tensor // the embeddings module's locals (HoldLocal), until a repeat starts
 	lossHold []*tensor // the task model forward's locals (model.Linear.Head), until the loss
 	// hostWrap: FSDP2 shards a model built on the host (wrapFromHost),

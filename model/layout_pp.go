@@ -125,7 +125,12 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 		out = append(out, all[:at]...)
 	}
 	rep := all[at]
-	rep.Spec = &Repeat{Times: split[stage]}
+	r := *rep.Spec.(*Repeat)
+	// The first stage's copies take the embeddings' output, which the
+	// base model's forward may keep (Repeat.HoldInput); later stages
+	// take a received activation.
+	r.Times, r.HoldInput = split[stage], r.HoldInput && stage == 0
+	rep.Spec = &r
 	out = append(out, rep)
 	if stage == stages-1 {
 		out = append(out, all[at+1:]...)

@@ -88,3 +88,29 @@ func TestPipelineSpec(t *testing.T) {
 		})
 	}
 }
+
+// TestStageSliceHoldInput: a pipeline's first stage keeps the repeat's
+// hold on its input (BertModel's embedding_output), later stages, whose
+// input is a received activation, do not; the stage's copies are its own.
+func TestStageSliceHoldInput(t *testing.T) {
+	s, err := Load("../specs/bert-base.yaml", Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Model.Tied = false // pipelines over tied embeddings are refused
+	for stage, want := range []bool{true, false} {
+		ls, err := s.Model.stageSlice(int64(stage), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reps []*Repeat
+		for _, l := range ls {
+			if r, ok := l.Spec.(*Repeat); ok {
+				reps = append(reps, r)
+			}
+		}
+		if len(reps) != 1 || reps[0].HoldInput != want || reps[0].Times != 6 {
+			t.Errorf("stage %d: repeats %+v, want one of 6 copies, hold_input %v", stage, reps, want)
+		}
+	}
+}
