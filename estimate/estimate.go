@@ -257,6 +257,9 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	default:
 		s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
 		s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
+		if t.TP <= 1 && s.fsdpStreams() {
+			s.note(fsdpInitNotes[t.FSDPInit])
+		}
 		ins = s.build(prog, map[string]*tensor{})
 		s.cfg.modelRope = t.TP <= 1 && run.CP <= 1
 	}
@@ -283,6 +286,15 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	r.Notes = append(r.Notes, confNotes...)
 	s.slab.release(s.tape)
 	return r, nil
+}
+
+// fsdpInitNotes say how the model was taken to reach fully_shard
+// (model.Training.FSDPInit): the holes the freed whole parameters leave
+// change reserved memory by up to 14% (docs/multigpu.md).
+var fsdpInitNotes = map[string]string{
+	model.FSDPInitHost: "FSDP2: the model is taken to be built on the host and sharded unit by unit (transformers' from_pretrained); --fsdp-init gpu if it is moved to the GPU first, meta if made on the meta device (torchtitan)",
+	model.FSDPInitGPU:  "FSDP2: the model is taken to be moved whole to the GPU before fully_shard (--fsdp-init gpu)",
+	model.FSDPInitMeta: "FSDP2: the model is taken to be made on the meta device, each shard allocated directly (--fsdp-init meta, torchtitan)",
 }
 
 // newConfig is what the simulated ops need to know about a spec's run.
