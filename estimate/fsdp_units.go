@@ -102,14 +102,11 @@ func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool, reduce
 		add(u.nested)
 		add(u)
 	}
-	// Registration order within each unit (ddp.go's registered), a LoRA
-	// adapter pair right after its base weight.
+	// Registration order within each unit (ddp.go's registered, peft's
+	// adapters after their linear).
 	pos := map[*tensor]int{}
-	for i, p := range registered(ins, map[*tensor]bool{}, nil, false) {
-		pos[p] = 3 * i
-		if p.lora != nil {
-			pos[p.lora.a], pos[p.lora.b] = 3*i+1, 3*i+2
-		}
+	for i, p := range registered(ins, map[*tensor]bool{}, nil, true) {
+		pos[p] = i
 	}
 	for _, u := range out {
 		u.order = append([]*tensor(nil), u.params...)
