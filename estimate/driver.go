@@ -75,12 +75,7 @@ func (s *sim) param(elems int64, name string) *tensor {
 		// ZeRO-2 and 3 (FSDP): the GPU keeps this rank's shard; whole
 		// tensors exist only while gathered (shardSetup).
 		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name, expert: s.expertBuild}
-		switch {
-		case s.hostWrap:
-			s.unsharded = append(s.unsharded, t) // wrapFromHost
-		case s.cfg.offload != model.OffloadParams:
-			s.alloc(s.shardOf(t), s.cfg.master, catParam, name).prefix = "shard of "
-		}
+		s.placeShard(t)
 	} else {
 		t = s.alloc(elems, s.cfg.param, catParam, name)
 	}

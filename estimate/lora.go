@@ -101,11 +101,7 @@ func (s *sim) adapterParam(second, last, dt int64, name string) *tensor {
 		}
 		t = &tensor{elems: second * last, dt: whole, refs: 1, fixed: catParam, cat: catParam, name: name,
 			second: second, last: last, sdt: int8(dt)}
-		if s.hostWrap {
-			s.unsharded = append(s.unsharded, t) // wrapFromHost
-		} else {
-			s.alloc(s.shardOf(t), dt, catParam, name).prefix = "shard of "
-		}
+		s.placeShard(t)
 	} else {
 		t = s.alloc(second*last, dt, catParam, name)
 	}

@@ -62,6 +62,23 @@ func (s *sim) shardDt(t *tensor) int64 {
 	return s.cfg.master
 }
 
+// placeShard gives a parameter built under ZeRO 2 or 3 its shard on this
+// rank: now, or when wrapFromHost shards the model; none when the
+// parameters are offloaded.
+func (s *sim) placeShard(t *tensor) {
+	switch {
+	case s.hostWrap:
+		s.unsharded = append(s.unsharded, t)
+	case s.cfg.offload != model.OffloadParams:
+		s.allocShard(t)
+	}
+}
+
+// allocShard allocates parameter t's shard, held for the whole run.
+func (s *sim) allocShard(t *tensor) {
+	s.alloc(s.shardOf(t), s.shardDt(t), catParam, t.name).prefix = "shard of "
+}
+
 // shardBytes is what FSDP keeps of the parameters and their gradients on
 // this rank: the shards param and adapterParam allocate, LoRA's frozen
 // base among the parameters with no gradient.
@@ -182,33 +199,34 @@ func (s *sim) shardSetup(ins []*inst) {
 // is cut while all the whole parameters are still there.
 func (s *sim) wrapFromHost() {
 	done := map[*tensor]bool{}
-	onGPU := map[*tensor]*tensor{}
+	onGPU := map[*tensor]*tensor{} // the whole parameters on the GPU
+	toGPU := func(p *tensor) {
+		if onGPU[p] == nil {
+			onGPU[p] = s.alloc(p.elems, s.shardDt(p), catTemp, p.name)
+			onGPU[p].prefix = "whole "
+		}
+	}
 	if s.wrapGPU {
 		// model.cuda() first: every parameter whole, in the order the
 		// model built them (LoRA's adapters after the whole base).
 		for _, p := range s.unsharded {
-			if onGPU[p] == nil {
-				onGPU[p] = s.alloc(p.elems, s.shardDt(p), catTemp, "whole "+p.name)
-			}
+			toGPU(p)
 		}
 	}
 	shardUnit := func(ps []*tensor) {
-		var whole []*tensor
-		for _, p := range ps {
-			if w := onGPU[p]; w != nil && !done[p] {
-				whole = append(whole, w)
-			} else if !done[p] {
-				whole = append(whole, s.alloc(p.elems, s.shardDt(p), catTemp, "whole "+p.name))
-			}
-		}
+		var unit []*tensor
 		for _, p := range ps {
 			if !done[p] {
 				done[p] = true
-				s.alloc(s.shardOf(p), s.shardDt(p), catParam, p.name).prefix = "shard of "
+				toGPU(p)
+				unit = append(unit, p)
 			}
 		}
-		for _, w := range whole {
-			s.unref(w)
+		for _, p := range unit {
+			s.allocShard(p)
+		}
+		for _, p := range unit {
+			s.unref(onGPU[p])
 		}
 	}
 	if len(s.units) > 1 {
