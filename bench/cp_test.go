@@ -37,7 +37,18 @@ func TestContextParallelAccuracy(t *testing.T) {
 func checkCP(t *testing.T, r tpRecord) {
 	c := r.Config
 	o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW,
-		Checkpointing: c.Checkpointing, CP: c.CP, Dev: "h200-141gb"}
+		Checkpointing: c.Checkpointing, CP: c.CP, TP: c.TP, SP: c.SP, LossParallel: c.LossParallel, Dev: "h200-141gb"}
+	if c.FSDP {
+		// cp.py builds the model on the GPU before fully_shard over dp·cp
+		// (with tp, the tensor-parallel load is the estimator's own).
+		o.Zero = "3"
+		if c.DP > 1 {
+			o.DP = c.DP
+		}
+		if c.TP <= 1 {
+			o.FSDPInit = model.FSDPInitGPU
+		}
+	}
 	e := distErrors(t, r, o)
 	limit := distTargets.Worst
 	for k, e := range e {

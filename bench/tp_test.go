@@ -37,6 +37,8 @@ type tpRecord struct {
 		// Mode is pp.py's data parallelism over the stages' replicas
 		// (--dp): ddp, zero1 or fsdp.
 		Mode string `json:"mode"`
+		// FSDP is cp.py's --fsdp: FSDP2 over dp·cp (built on the GPU).
+		FSDP bool `json:"fsdp"`
 	} `json:"config"`
 	Ranks []struct {
 		Steps []tpPeaks `json:"steps"`

@@ -278,7 +278,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 	if inspect != nil {
 		inspect(s)
 	}
-	r := s.result(spec, layers)
+	r := s.result(spec, layers, run)
 	r.Training = run // the run's sequence and dp, not the rank's
 	if s.pp != nil {
 		s.pipelineOverhead(r)
@@ -341,8 +341,11 @@ func newConfig(spec *model.Spec) (*config, error) {
 	return cfg, nil
 }
 
-// result assembles the Result of a finished simulation.
-func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
+// result assembles the simulation's figures for the rank's spec; NCCL's
+// communicators are counted from the run's layout, whose process groups
+// they are (under context parallelism FSDP shards over dp·cp, which is the
+// cp group itself when dp is 1).
+func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training) *Result {
 	cfg := s.cfg
 	r := &Result{
 		SchemaVersion:   SchemaVersion,
@@ -394,7 +397,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer) *Result {
 	if d := r.PeakAllocated - sum; d > 0 {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
-	r.Overhead = overhead(s.used, ncclFor(spec.Training))
+	r.Overhead = overhead(s.used, ncclFor(run))
 	s.bnbResult(r)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)

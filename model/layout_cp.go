@@ -45,7 +45,7 @@ func lowerCP(ls []Layer, cp int64) ([]Layer, error) {
 				a.HeadDim = k.Dim / k.Heads
 			}
 			out = append(out, L(&RingAttention{Attention: a, Ranks: cp}))
-		case *Embedding, *GatedMLP, *RMSNorm, *LMHead:
+		case *Embedding, *GatedMLP, *RMSNorm, *LMHead, *Collective, *VocabEmbedding, *VocabHead:
 			out = append(out, l)
 		default:
 			return nil, fmt.Errorf("%w: %s under context parallelism", ErrNotSplittable, l.Kind)

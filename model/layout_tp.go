@@ -59,10 +59,6 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections and a dense MLP (torchtitan's plan), not %s", m.describe())
 		return
 	}
-	if t.CP > 1 && t.TP > 1 {
-		e.add(line("cp"), "cp: context parallelism together with tensor parallelism is not simulated yet (docs/parallelism.md §3.3)")
-		return
-	}
 	seq := t.Seq
 	if o.Seq > 0 {
 		seq = o.Seq
@@ -235,25 +231,30 @@ func (m *Model) LowerRank(t *Training) ([]Layer, error) {
 // them, or a pipeline stage's), to one rank's program under the
 // training's tensor or context parallelism.
 func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
-	if t.CP > 1 {
-		if m.Type != Llama {
-			return nil, fmt.Errorf("%w: %s models (context parallelism is simulated for Llama)", ErrNotSplittable, m.Type)
-		}
-		return lowerCP(ls, t.CP)
-	}
-	if t.TP <= 1 {
+	if t.TP <= 1 && t.CP <= 1 {
 		return ls, nil
 	}
 	if m.Type != Llama {
-		return nil, fmt.Errorf("%w: %s models (torchtitan's plan is for Llama)", ErrNotSplittable, m.Type)
+		return nil, fmt.Errorf("%w: %s models (torchtitan's plans for tensor and context parallelism are for Llama)", ErrNotSplittable, m.Type)
 	}
-	err := parallel.CheckSplit(parallel.Split{Heads: m.Heads, KVHeads: m.KVHeads, Intermediate: m.Intermediate,
-		Seq: t.Seq, TP: t.TP, CP: t.CP, SP: t.SP})
-	if err != nil {
-		return nil, fmt.Errorf("tensor parallelism: %w", err)
+	if t.TP > 1 {
+		err := parallel.CheckSplit(parallel.Split{Heads: m.Heads, KVHeads: m.KVHeads, Intermediate: m.Intermediate,
+			Seq: t.Seq, TP: t.TP, SP: t.SP})
+		if err != nil {
+			return nil, fmt.Errorf("tensor parallelism: %w", err)
+		}
+		tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied}
+		var err2 error
+		if ls, err2 = tp.layers(ls); err2 != nil {
+			return nil, err2
+		}
 	}
-	tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied}
-	return tp.layers(ls)
+	if t.CP > 1 {
+		// The rank's heads are tensor parallelism's; its tokens are
+		// context parallelism's (the estimator runs the program at s/c).
+		return lowerCP(ls, t.CP)
+	}
+	return ls, nil
 }
 
 type tpLowering struct {

@@ -1,10 +1,21 @@
 #!/usr/bin/env python3
 """Context parallelism with torch.distributed.tensor.experimental.context_parallel:
 the sequence split over the ranks with load balancing (2·cp chunks), ring
-attention with the default all-gather rotation of the keys and values.
+attention with the default all-gather rotation of the keys and values;
+optionally with tensor parallelism inside each context-parallel rank
+(torchtitan's apply_tp, tp.py) and FSDP2 over dp·cp (torchtitan's
+dp_shard_cp mesh).
 
-    torchrun --standalone --nproc-per-node 2 bench/torch/dist/cp.py SPEC [--seq S] [--batch 1]
+    torchrun --standalone --nproc-per-node N bench/torch/dist/cp.py SPEC [--seq S] [--batch 1]
+        [--tp 1] [--no-sp] [--loss-parallel] [--fsdp] [--dp 1]
         [--checkpointing none|every-block] [--rotate allgather|alltoall] [--steps 3]
+
+The mesh is (dp, cp, tp), tp innermost as in torchtitan; cp = N / (dp·tp).
+Without --fsdp the gradients of the parameters are averaged over the cp
+ranks in place (all_reduce) and dp must be 1; with --fsdp every block and
+the root are fully_shard-ed over the flattened dp·cp mesh after the model
+is built on the GPU (and tensor-parallelised), so memplan is given
+`--zero 3 --fsdp-init gpu`.
 
 Key/value heads are repeated before SDPA (Attention.repeat_kv), as torchtitan
 does, because the ring attention's kernels take no enable_gqa. Trains in
@@ -19,50 +30,105 @@ from torch.distributed.device_mesh import init_device_mesh
 import common
 
 
-def main():
+def memplan_cmd(a, cp, seq):
+    """The memplan command line for a configuration (also cp-predict.py's)."""
+    sp = a.tp > 1 and not a.no_sp
+    flags = dict(cp=cp, checkpointing=a.checkpointing)
+    if a.tp > 1:
+        flags.update(tp=a.tp, sp=sp, loss_parallel=a.loss_parallel)
+    if a.fsdp:
+        # The model is built whole on the GPU before fully_shard; with tp the
+        # estimator's tensor-parallel load already is.
+        flags.update(dp=a.dp if a.dp > 1 else None, zero=3, fsdp_init="gpu" if a.tp == 1 else None)
+    return common.memplan_cmd(a.spec, a.batch, seq, **flags)
+
+
+def parser():
     ap = argparse.ArgumentParser()
     common.add_common_args(ap)
     ap.add_argument("--rotate", choices=["allgather", "alltoall"], default="allgather")
-    a = ap.parse_args()
+    ap.add_argument("--tp", type=int, default=1, help="tensor parallelism inside each cp rank (torchtitan's plan)")
+    ap.add_argument("--no-sp", action="store_true", help="with --tp: without sequence parallelism")
+    ap.add_argument("--loss-parallel", action="store_true", help="with --tp: the loss on vocabulary shards")
+    ap.add_argument("--fsdp", action="store_true", help="FSDP2 over the flattened dp·cp mesh")
+    ap.add_argument("--dp", type=int, default=1, help="with --fsdp: data-parallel ranks (FSDP over dp·cp)")
+    return ap
+
+
+def main():
+    a = parser().parse_args()
     rank, world, local = common.setup()
     from torch.distributed.tensor.experimental import context_parallel
     from torch.distributed.tensor.experimental._attention import set_rotate_method
+    assert a.dp == 1 or a.fsdp, "dp > 1 needs --fsdp (torchtitan shards over dp·cp)"
+    assert world % (a.dp * a.tp) == 0, f"world {world} is not divisible by dp {a.dp} × tp {a.tp}"
+    cp = world // (a.dp * a.tp)
+    assert cp > 1, "no context parallelism left: world = dp × tp"
     d = common.llama_dims(a.spec, a.seq)
-    assert d["seq"] % (2 * world) == 0, "load-balanced CP needs the sequence divisible by 2·cp"
+    assert d["seq"] % (2 * cp * a.tp) == 0, "load-balanced CP needs the sequence divisible by 2·cp·tp"
     set_rotate_method(a.rotate)
-    mesh = init_device_mesh("cuda", (world,), mesh_dim_names=("cp",))
+    # Only the dimensions larger than one (cp always), so that a run of
+    # context parallelism alone has the 1-D mesh the first cp.py runs had.
+    dims = [(n, name) for n, name in ((a.dp, "dp"), (cp, "cp"), (a.tp, "tp")) if n > 1 or name == "cp"]
+    mesh = init_device_mesh("cuda", tuple(n for n, _ in dims), mesh_dim_names=tuple(name for _, name in dims))
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = common.Llama(d, checkpointing=a.checkpointing == "every-block")
     for block in model.layers.values():
         block.attention.repeat_kv = True
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    g = torch.Generator(device="cuda").manual_seed(0)
+    sp = a.tp > 1 and not a.no_sp
+    if a.tp > 1:
+        import tp as tpmod
+        tpmod.apply_tp(model, mesh["tp"], sp, a.loss_parallel)
+        if d["tied"]:
+            model.output.weight = model.tok_embeddings.weight
+    if a.fsdp:
+        from torch.distributed.fsdp import fully_shard
+        shard = mesh["dp", "cp"]._flatten("dp_cp") if a.dp > 1 else mesh["cp"]
+        for block in model.layers.values():
+            fully_shard(block, mesh=shard)
+        fully_shard(model, mesh=shard)
+    from torch.distributed.tensor import DTensor
+    groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
+              [p for p in model.parameters() if not isinstance(p, DTensor)]]
+    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
+    g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank() if a.dp > 1 else 0)
+    cp_group = mesh["cp"].get_group()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     steps = []
     for _ in range(a.steps):
         inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
         labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
-        with context_parallel(mesh, buffers=[inp, labels, model.rope], buffer_seq_dims=[1, 1, 1],
+        with context_parallel(mesh["cp"], buffers=[inp, labels, model.rope], buffer_seq_dims=[1, 1, 1],
                               no_restore_buffers={inp, labels}):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 logits = model(inp)
-            loss = common.loss_fn(logits, labels)
-            del logits
-            loss.backward()
+            if a.loss_parallel:
+                from torch.distributed.tensor.parallel import loss_parallel
+                with loss_parallel():
+                    loss = common.loss_fn(logits, labels)
+                    del logits
+                    loss.backward()
+            else:
+                loss = common.loss_fn(logits, labels)
+                del logits
+                loss.backward()
             del loss
-        # The gradients of the replicated parameters, averaged over the CP
-        # ranks as FSDP over dp·cp would reduce them.
-        for p in model.parameters():
-            torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.AVG)
+        if not a.fsdp:
+            # The gradients of the replicated parameters, averaged over the
+            # CP ranks as FSDP over dp·cp would reduce them.
+            for p in model.parameters():
+                grad = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
+                torch.distributed.all_reduce(grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
-    config = {"script": "cp", "spec": a.spec, "cp": world, "rotate": a.rotate, "batch": a.batch, "seq": d["seq"],
-              "checkpointing": a.checkpointing, "world": world}
-    cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], cp=world, checkpointing=a.checkpointing)
+    config = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "seq": d["seq"],
+              "checkpointing": a.checkpointing, "world": world, "tp": a.tp, "sp": sp,
+              "loss_parallel": a.loss_parallel, "dp": a.dp, "fsdp": a.fsdp}
+    cmd = memplan_cmd(a, cp, d["seq"])
     common.report(a.label, config, cmd, steps, local)
 
 

@@ -76,7 +76,15 @@ def script_cmd(script, nproc, args):
         if int(opts.get("dp", "1")) > 1:
             cmd += ["--dp", opts["dp"], "--zero", "3"]
     elif script == "cp.py":
-        cmd += ["--cp", nproc]
+        # cp.py's mapping (its memplan_cmd): cp is what dp × tp leave.
+        tp, dp = int(opts.get("tp", "1")), int(opts.get("dp", "1"))
+        cmd += ["--cp", str(int(nproc) // (tp * dp))]
+        if tp > 1:
+            cmd += ["--tp", str(tp)] + ([] if "no-sp" in opts else ["--sp"])
+            if "loss-parallel" in opts:
+                cmd += ["--loss-parallel"]
+        if "fsdp" in opts:
+            cmd += (["--dp", str(dp)] if dp > 1 else []) + ["--zero", "3"] + (["--fsdp-init", "gpu"] if tp == 1 else [])
     elif script == "pp.py":
         tp, dp = int(opts.get("tp", "1")), int(opts.get("dp", "1"))
         cmd += ["--pp", str(int(nproc) // (tp * dp)), "--pp-schedule", opts["schedule"],
