@@ -15,9 +15,8 @@ import (
 // The ring is torch 2.11's torch/distributed/tensor/experimental/
 // _context_parallel/_attention.py with load balancing (rank r holds chunks
 // r and 2c − 1 − r of the sequence), the default all-gather rotation and
-// the cuDNN or flash kernel. The figures are rank 0's, the busiest
-// measured (its later ring steps run half its queries against all the
-// keys).
+// the cuDNN or flash kernel. The first and the last rank of the ring are
+// simulated (estimateContext) and the busier reported.
 
 func init() {
 	register(model.KRingAttention, func(s *sim, l *model.Layer, names map[string]*tensor) op {
@@ -65,15 +64,24 @@ func (r *ringAttnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	return o
 }
 
-// ring is _templated_ring_attention's forward. The local keys and values
-// are concatenated (torch.cat of their flattened copies) and all-gathered
-// once into a buffer of the whole sequence's; each ring step's kernel
-// returns an output and a log-sum-exp that _SDPAMerger merges into an
-// fp32 output, cast back to the queries' dtype at the end. The autograd
-// node saves the local q, the repeated local k and v, the output and the
-// log-sum-exp: the backward gathers the keys and values again.
+// ring is _templated_ring_attention's forward on context-parallel rank
+// s.cfg.cpRank. The local keys and values are concatenated (torch.cat of
+// their flattened copies, made again for every step that sends) and
+// all-gathered once into a buffer of the whole sequence's. With load
+// balancing, step 0 runs all the rank's queries against its own keys; a
+// later step i ≤ rank all its queries against the first half of the keys
+// it received, and a step i > rank the second half of its queries
+// against all of them. _SDPAMerger keeps the first step's output as an
+// fp32 copy (step's out.to(float32)) and merges each later one in fp32,
+// out − sigmoid(lse_b − lse)·(out − block_out) and lse − logsigmoid(lse −
+// lse_b), over the whole output, or for a half step over its second half,
+// which _partial_update then concatenates with the first half into a new
+// whole (torch.cat). The merged output is cast back to the queries'
+// dtype at the end. The autograd node saves the local q, the repeated
+// local k and v, the output and the log-sum-exp: the backward gathers the
+// keys and values again.
 func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
-	k, c := r.k, r.ranks
+	k, c, rank := r.k, r.ranks, s.cfg.cpRank
 	qc, kc, vc := s.castLow(st.q), s.castLow(st.k), s.castLow(st.v)
 	qn := st.rows * k.Heads * k.HeadDim
 	if k.KVHeads != k.Heads {
@@ -86,34 +94,40 @@ func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
 		kc, vc = kr, vr
 	}
 	kvn := kc.elems + vc.elems
-	cat := s.alloc(kvn, kc.dt, catTemp, "k, v concatenation (CP)")
-	all := s.alloc(kvn*c, kc.dt, catTemp, "k, v all-gather (CP)")
 	lsen := st.rows * k.Heads
-	var out *tensor
+	var cat, all, out, lse, stepOut, stepLSE *tensor
 	for i := int64(0); i < c; i++ {
-		n, ln := qn, lsen
-		if i > 0 {
-			n, ln = qn/2, lsen/2 // rank 0: the second half of its queries
+		if i < c-1 {
+			next := s.alloc(kvn, kc.dt, catTemp, "k, v concatenation (CP)")
+			if all == nil {
+				all = s.alloc(kvn*c, kc.dt, catTemp, "k, v all-gather (CP)")
+			}
+			s.unref(cat)
+			cat = next
+		}
+		n, ln, half := qn, lsen, i > 0 && i > rank
+		if half {
+			n, ln = qn/2, lsen/2
 		}
 		o := s.alloc(n, qc.dt, catTemp, "ring step output (CP)")
 		l := s.alloc(ln, f32, catTemp, "ring step log-sum-exp (CP)")
+		// The loop's out and logsumexp keep the last step's until the
+		// next one returns.
+		s.unref(stepOut)
+		s.unref(stepLSE)
+		stepOut, stepLSE = o, l
+		bo := s.alloc(n, f32, catTemp, "ring step output fp32 (CP)")
 		if i == 0 {
-			out = s.alloc(n, f32, catTemp, "merged output fp32 (CP)")
-		} else {
-			// out − sigmoid(lse_b − lse)·(out − block_out) in fp32.
-			d := s.alloc(n, f32, catTemp, "merge difference (CP)")
-			p := s.alloc(n, f32, catTemp, "merge product (CP)")
-			s.unref(d)
-			m := s.alloc(n, f32, catTemp, "merge result (CP)")
-			s.unref(p)
-			s.unref(m)
+			out, lse = bo, s.ref(l)
+			continue
 		}
-		s.unref(o)
-		s.unref(l)
+		out, lse = r.merge(s, out, lse, bo, n, ln, half)
+		s.unref(bo)
 	}
 	y := s.alloc(qn, qc.dt, catTemp, "attention out (CP)")
-	lse := s.alloc(lsen, f32, catTemp, "logsumexp (CP)")
 	s.unref(out)
+	s.unref(stepOut)
+	s.unref(stepLSE)
 	s.unref(all)
 	s.unref(cat)
 	if n := s.record("RingSDPA", []*tensor{qc, kc, vc}, y); n != nil {
@@ -125,6 +139,39 @@ func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
 	s.unref(vc)
 	s.unref(lse)
 	return y
+}
+
+// merge is _SDPAMerger._merge_one of a step's fp32 output block (n
+// elements, ln log-sum-exps) into the merged out and lse, in the order
+// Python evaluates it; a half step's results are put back into wholes by
+// _partial_update's torch.cat. It returns the new out and lse.
+func (r *ringAttnOp) merge(s *sim, out, lse, block *tensor, n, ln int64, half bool) (*tensor, *tensor) {
+	_ = block
+	d := s.alloc(ln, f32, catTemp, "lse difference (CP)")
+	sg := s.alloc(ln, f32, catTemp, "sigmoid (CP)")
+	s.unref(d)
+	diff := s.alloc(n, f32, catTemp, "merge difference (CP)")
+	prod := s.alloc(n, f32, catTemp, "merge product (CP)")
+	s.unref(diff)
+	s.unref(sg)
+	o := s.alloc(n, f32, catTemp, "merged output (CP)")
+	s.unref(prod)
+	d = s.alloc(ln, f32, catTemp, "lse difference (CP)")
+	ls := s.alloc(ln, f32, catTemp, "logsigmoid (CP)")
+	s.unref(d)
+	l := s.alloc(ln, f32, catTemp, "merged log-sum-exp (CP)")
+	s.unref(ls)
+	if half {
+		wl := s.alloc(lse.elems, f32, catTemp, "log-sum-exp, partial update (CP)")
+		s.unref(l)
+		l = wl
+		wo := s.alloc(out.elems, f32, catTemp, "output, partial update (CP)")
+		s.unref(o)
+		o = wo
+	}
+	s.unref(lse)
+	s.unref(out)
+	return o, l
 }
 
 // backwardTemp is what _templated_ring_attention_backward holds beside
@@ -140,6 +187,52 @@ func (r *ringAttnOp) backwardTemp(q *tensor, kvn, lsen int64) int64 {
 	step := q.elems*dt + kvn*dt + q.elems*f32 + lsen*f32
 	rotate := 2 * kvn * f32
 	return acc + gather + step + rotate
+}
+
+// ContextRanks gives the two kinds of context-parallel rank memplan
+// simulates: the first of the ring (rank 0: every later step runs the
+// second half of its queries against all the keys it receives) and the
+// last (rank cp−1: every later step runs all its queries against half the
+// keys); the ranks between mix the two. Their programs allocate different
+// merge temporaries, which changes where blocks land (measured on 4 ×
+// H200: cp rank 1 of cp 2 × tp 2 reserved 0.62 GiB more than cp rank 0
+// with 0.34 GiB less allocated, bench/results/2026-11-26-h200x4-cp-tp.jsonl).
+// The Result's figures are the kind with the largest device total's.
+type ContextRanks struct {
+	// Busiest is the kind the Result's figures are for.
+	Busiest string     `json:"busiest"`
+	Kinds   []RankKind `json:"kinds"`
+}
+
+// estimateContext simulates the first and the last rank of a
+// context-parallel ring and returns the one with the largest device
+// total, with both in Context.
+func estimateContext(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
+	ranks := &ContextRanks{}
+	var best *Result
+	for _, k := range []struct {
+		name string
+		rank int64
+	}{{"first", 0}, {"last", spec.Training.CP - 1}} {
+		r, err := simulateRank(spec, inspect, func(s *sim) {
+			if setup != nil {
+				setup(s)
+			}
+			s.cfg.cpRank = k.rank
+		})
+		if err != nil {
+			return nil, err
+		}
+		ranks.Kinds = append(ranks.Kinds, rankKind(k.name, r))
+		if best == nil || r.DeviceTotal > best.DeviceTotal {
+			ranks.Busiest, best = k.name, r
+		}
+	}
+	best.Context = ranks
+	if ranks.Busiest != "first" {
+		best.Notes = append(best.Notes, "context parallelism: the last rank of the ring reaches a larger device total than the first; the figures are its (both: context in --format json)")
+	}
+	return best, nil
 }
 
 // cpRank is the spec one context-parallel rank runs: its share of the

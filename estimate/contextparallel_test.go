@@ -55,3 +55,70 @@ func ncclOf(r *Result) int64 {
 	}
 	return -1
 }
+
+// TestContextRanks checks the two ends of the ring (estimateContext) on
+// Llama-3.2-1B at cp 2: both are simulated and reported, the figures are
+// the busier's, and their merges differ as _SDPAMerger's do: the first
+// rank's later step merges half its queries' output (b·s/c·heads·d/2 fp32
+// elements) and puts it back into a new whole by _partial_update's cat;
+// the last rank's merges the whole output and makes no cat.
+func TestContextRanks(t *testing.T) {
+	const b, s, c, heads, d, layers = 2, 4096, 2, 32, 64, 16
+	spec := load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: b, Seq: s, CP: c, Precision: "amp-bf16"})
+	qn := int64(b * s / c * heads * d)
+	merged := map[int64]map[int64]int{} // rank → merged output elements → count (first forward)
+	cats := map[int64]int{}
+	r, err := estimateWith(spec, nil, func(sm *sim) {
+		sm.trace = func(x *tensor, alloc bool) {
+			if !alloc || sm.phase.Iteration != 0 || sm.phase.Stage != StageForward {
+				return
+			}
+			rank := sm.cfg.cpRank
+			switch x.label() {
+			case "merged output (CP)":
+				if merged[rank] == nil {
+					merged[rank] = map[int64]int{}
+				}
+				merged[rank][x.elems]++
+			case "output, partial update (CP)":
+				cats[rank]++
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Context == nil || len(r.Context.Kinds) != 2 || r.Context.Kinds[0].Kind != "first" || r.Context.Kinds[1].Kind != "last" {
+		t.Fatalf("Context = %+v, want the first and the last rank", r.Context)
+	}
+	busiest := r.Context.Kinds[0]
+	if r.Context.Kinds[1].DeviceTotal > busiest.DeviceTotal {
+		busiest = r.Context.Kinds[1]
+	}
+	if r.Context.Busiest != busiest.Kind || r.DeviceTotal != busiest.DeviceTotal {
+		t.Errorf("busiest %q with %d B, want %q with %d B", r.Context.Busiest, r.DeviceTotal, busiest.Kind, busiest.DeviceTotal)
+	}
+	if got := merged[0][qn/2]; got != layers || cats[0] != layers {
+		t.Errorf("first rank: %d half merges and %d partial-update cats, want %d each", got, cats[0], layers)
+	}
+	if got := merged[c-1][qn]; got != layers || cats[c-1] != 0 {
+		t.Errorf("last rank: %d whole merges and %d partial-update cats, want %d and 0", got, cats[c-1], layers)
+	}
+}
+
+// TestContextNCCLGroups checks that NCCL is counted from the run's process
+// groups: FSDP over dp·cp at dp 1 shards over the cp group itself, so it
+// adds no communicator; at dp 2 the dp·cp group is a second one.
+func TestContextNCCLGroups(t *testing.T) {
+	est := func(o model.Overrides) int64 {
+		o.Batch, o.Seq, o.CP, o.Precision = 1, 4096, 2, "amp-bf16"
+		return ncclOf(estimateSpec(t, "llama-3.2-1b.yaml", o))
+	}
+	alone, fsdp := est(model.Overrides{}), est(model.Overrides{Zero: "3"})
+	if fsdp != alone {
+		t.Errorf("FSDP over cp at dp 1: NCCL %d, want cp alone's %d (one group)", fsdp, alone)
+	}
+	if dp := est(model.Overrides{DP: 2, Zero: "3"}); dp <= alone {
+		t.Errorf("FSDP over dp·cp at dp 2: NCCL %d, want more than one group's %d", dp, alone)
+	}
+}

@@ -209,6 +209,7 @@ func (o *lmHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		logits = s.scalarOp(t)
 		s.unref(t)
 	}
+	s.lossAfterAutocast()
 	src := s.ref(logits)
 	var labels [2]*tensor
 	if k.Upcast {

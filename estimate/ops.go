@@ -18,6 +18,7 @@ type config struct {
 	// and gathered parameters are bf16 (docs/multigpu.md).
 	master          int64
 	bucketView      bool // DDP's gradient_as_bucket_view
+	lossOutside     bool // the loop leaves autocast before the loss (lossAfterAutocast)
 	mayRace         bool // DDP's rebuild can race the first step's all-reduce (ddp.go, MayRace)
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
@@ -38,6 +39,10 @@ type config struct {
 	ep     int64
 	epSkew float64
 	epRole epRole
+	// cpRank is the context-parallel rank simulated (estimateContext):
+	// its place in the ring decides which of its later steps use half
+	// its queries and which half the keys.
+	cpRank int64
 	// inputGrads is enable_input_require_grads: the frozen embedding's
 	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
 	inputGrads bool

@@ -54,6 +54,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			if len(sh) != 1 || sh[0] != 1 {
 				// Models without an lm_head end in logits: the loop applies
 				// F.cross_entropy and keeps only the loss.
+				s.lossAfterAutocast()
 				loss = s.crossEntropy(out, s.rows(sh))
 				s.unref(out)
 			}
@@ -240,6 +241,15 @@ func (s *sim) enter(iter, micro int, stage string) {
 	}
 	s.phase = Phase{Iteration: iter, Micro: micro, Stage: stage}
 	s.phases = append(s.phases, PhasePeak{Phase: s.phase, PeakAllocated: s.al.allocated, PeakReserved: s.al.reserved})
+}
+
+// lossAfterAutocast is where a loop that computes the loss outside its
+// autocast region (model.Training.LossOutsideAutocast) leaves the region:
+// between the logits and the loss, the cached casts go.
+func (s *sim) lossAfterAutocast() {
+	if s.cfg.lossOutside {
+		s.clearCache()
+	}
 }
 
 // clearCache drops autocast's cached weight casts, as leaving the

@@ -188,7 +188,8 @@ type vocabHeadOp struct {
 }
 
 // forward is ColwiseParallel's head and the loss of bench/torch/dist's
-// training step (F.cross_entropy(logits.float())): the logits of the
+// training step (F.cross_entropy(logits.float()), after the loop has left
+// autocast: loss_outside_autocast): the logits of the
 // rank's vocabulary shard, all-gathered (output_layouts=Replicate) unless
 // the loss is parallel. loss_parallel's log-softmax
 // (torch/distributed/tensor/parallel/loss.py, _log_softmax) keeps the
@@ -205,6 +206,7 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if k.Output {
 		return logits // a pipeline's last stage: the schedule runs the loss
 	}
+	s.lossAfterAutocast()
 	src := s.to(logits, f32)
 	var loss *tensor
 	if k.Gather {

@@ -23,6 +23,20 @@ func TestLowerCP(t *testing.T) {
 	if a.Ranks != 4 || a.Heads != 8 || a.KVHeads != 4 || a.HeadDim != 8 {
 		t.Errorf("ring attention ranks %d heads %d kv %d head_dim %d; want 4, 8, 4, 8", a.Ranks, a.Heads, a.KVHeads, a.HeadDim)
 	}
+	// With tensor parallelism the ring runs on the rank's heads, between
+	// DTensor's collectives (torchtitan's apply_tp under context_parallel).
+	ls, err = m.LowerRank(&Training{CP: 2, TP: 2, SP: true, Seq: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "vocab_parallel_embedding reduce_scatter_seq [[rmsnorm all_gather_seq ring_attention reduce_scatter_seq] [rmsnorm all_gather_seq gated_mlp reduce_scatter_seq]] rmsnorm all_gather_seq vocab_parallel_head"
+	if got := strings.Join(kinds(ls), " "); got != want {
+		t.Errorf("LowerRank(cp 2, tp 2) = %s\nwant %s", got, want)
+	}
+	a = ls[2].Body[0].Body[2].Spec.(*RingAttention)
+	if a.Ranks != 2 || a.Heads != 4 || a.KVHeads != 2 || a.HeadDim != 8 {
+		t.Errorf("ring attention under tp 2: ranks %d heads %d kv %d head_dim %d; want 2, 4, 2, 8", a.Ranks, a.Heads, a.KVHeads, a.HeadDim)
+	}
 	moe := *m
 	moe.Experts, moe.TopK = 4, 2
 	if _, err := moe.LowerRank(&Training{CP: 2}); !errors.Is(err, ErrNotSplittable) {

@@ -5,12 +5,16 @@ import "strconv"
 // MaxStepPause bounds step_pause (an hour).
 const MaxStepPause = 3600
 
-// decodeStepPause reads step_pause, the seconds the training loop waits,
-// once its first optimizer step has finished on the GPU, before the next
-// forward (a pause after every step, such as nvidia-smi or a checkpoint,
-// counts too), and applies --step-pause. The estimator reads it only for
-// DDP's bucket rebuild (docs/multigpu.md, "DDP's bucket rebuild race").
-func decodeStepPause(e *errs, tm *mapping, t *Training, o Overrides) {
+// decodeLoop reads what the spec says about the training loop's shape:
+// loss_outside_autocast (with --loss-outside-autocast) and step_pause, the
+// seconds the training loop waits, once its first optimizer step has
+// finished on the GPU, before the next forward (a pause after every step,
+// such as nvidia-smi or a checkpoint, counts too), with --step-pause. The
+// estimator reads the pause only for DDP's bucket rebuild
+// (docs/multigpu.md, "DDP's bucket rebuild race").
+func decodeLoop(e *errs, tm *mapping, t *Training, o Overrides) {
+	tm.bool("loss_outside_autocast", &t.LossOutsideAutocast)
+	t.LossOutsideAutocast = t.LossOutsideAutocast || o.LossOutsideAutocast
 	tm.float("step_pause", &t.StepPause, 0, MaxStepPause)
 	if o.StepPause == "" {
 		return

@@ -25,6 +25,8 @@ type Overrides struct {
 	AllocConf string
 	// BucketView sets bucket_view (DDP's gradient_as_bucket_view=True).
 	BucketView bool
+	// LossOutsideAutocast sets loss_outside_autocast.
+	LossOutsideAutocast bool `json:",omitempty"`
 	// FSDPInit replaces fsdp_init (host, gpu or meta; "" leaves it).
 	FSDPInit string `json:",omitempty"`
 	// PP is the pipeline stages (0 leaves the spec's); PPSchedule the
@@ -178,7 +180,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	decodePipeline(tm, t, o)
 	decodeLayout(e, tm, t, m, o)
 	epLine := decodeEP(e, tm, t, o)
-	decodeStepPause(e, tm, t, o)
+	decodeLoop(e, tm, t, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, bline, o.Precision != "")
 	applySizes(e, t, o)

@@ -251,6 +251,16 @@ type Training struct {
 	// whether DDP's old flat bucket outlives its rebuild at the second
 	// step (docs/multigpu.md, "DDP's bucket rebuild race").
 	StepPause float64 `json:"step_pause,omitempty"`
+	// LossOutsideAutocast says the loop computes the loss after leaving
+	// its autocast region (with autocast: logits = model(x); then
+	// loss = loss_fn(logits, y)), as bench/torch/dist's tp.py and cp.py
+	// do: autocast's cached half copies of the weights are freed before
+	// the logits' cast and the loss. false (the default) is the loss
+	// inside the region: PyTorch's AMP recipe, transformers' models
+	// (the loss inside forward) and torchtitan. Only AMP precisions cache
+	// casts; a pipeline's schedule computes the loss inside its step, so
+	// pipelines ignore it.
+	LossOutsideAutocast bool `json:"loss_outside_autocast,omitempty"`
 	// Offload moves ZeRO state to host memory: "optimizer" (optimizer
 	// state and its step, ZeRO-Offload) or "params" (also the parameter
 	// shards, ZeRO-Infinity; needs stage 3). "none" keeps all on the GPU.

@@ -146,21 +146,21 @@ func TestPlanMatchesOldSearch(t *testing.T) {
 			"dp16·cp2 zero3 ckpt=every-block mb2×acc32 = 59300118528",
 			"dp8·cp4 zero3 ckpt=every-block mb4×acc32 = 62831722496",
 		}},
-		// Re-recorded on 2026-11-26, when the tensor-parallel load of a
-		// tied weight, NCCL's communicators and loss parallelism's
-		// backward changed which layouts fit (checked equal, memory and
-		// order, to bruteForce's at that commit: 954 estimates, 11 s).
+		// Re-recorded on 2026-11-26 (fourteenth session), when context
+		// parallelism with tensor parallelism came to be simulated
+		// (checked equal, memory and order, to bruteForce's at that
+		// commit: 916 estimates, 12 s; the search ran 48).
 		{"llama-3-8b up to 64 GPUs", llama8, Request{GlobalBatch: 512, MaxGPUs: 64}, []string{
-			"dp1·tp4+sp zero0 loss-parallel mb1×acc512 = 71400685568",
-			"dp2·tp2+sp zero3 loss-parallel ckpt=every-block mb2×acc128 = 70396149760",
-			"dp2·tp2+sp zero2 loss-parallel ckpt=every-block mb1×acc256 = 72975646720",
-			"dp2·tp2+sp zero3 loss-parallel ckpt=every-block mb1×acc256 = 59889418240",
+			"dp1·tp4+sp zero0 loss-parallel mb1×acc512 = 71392296960",
+			"dp1·tp2+sp·cp2 zero3 loss-parallel mb1×acc512 = 73298608128",
+			"dp2·tp2+sp zero3 loss-parallel ckpt=every-block mb2×acc128 = 73724329984",
+			"dp1·tp2+sp·cp2 zero3 loss-parallel ckpt=every-block mb4×acc128 = 70800900096",
+			"dp2·tp2+sp zero2 loss-parallel ckpt=every-block mb1×acc256 = 73290219520",
+			"dp1·tp2+sp·cp2 zero2 loss-parallel ckpt=every-block mb2×acc256 = 73378299904",
+			"dp2·tp2+sp zero3 loss-parallel ckpt=every-block mb1×acc256 = 59017003008",
+			"dp1·tp2+sp·cp2 zero3 loss-parallel ckpt=every-block mb2×acc256 = 60292071424",
+			"dp1·tp2+sp·cp2 zero2 loss-parallel ckpt=every-block mb1×acc512 = 67074260992",
 			"dp1·tp4+sp zero0 loss-parallel ckpt=every-block mb4×acc128 = 64152928256",
-			"dp1·tp4+sp zero0 loss-parallel ckpt=every-block mb2×acc256 = 52306116608",
-			"dp1·tp4+sp zero0 loss-parallel ckpt=every-block mb1×acc512 = 45993689088",
-			"dp2·cp2 zero3 ckpt=every-block mb1×acc256 = 71264370688",
-			"dp1·cp4 zero3 ckpt=every-block mb2×acc256 = 71937556480",
-			"dp1·cp4 zero3 ckpt=every-block mb1×acc512 = 70066896896",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -127,7 +127,11 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 	if t.Image > 0 {
 		setup += fmt.Sprintf(" × image %d²", t.Image)
 	}
-	if t.DP > 1 || t.Zero > 0 {
+	switch {
+	case t.CP > 1 && t.Zero >= 2:
+		// FSDP shards over dp·cp (torchtitan's dp_shard_cp).
+		setup += fmt.Sprintf(", data-parallel %d, ZeRO stage %d over dp·cp = %d GPUs (per GPU below)", max(t.DP, 1), t.Zero, max(t.DP, 1)*t.CP)
+	case t.DP > 1 || t.Zero > 0:
 		setup += fmt.Sprintf(", %d GPUs data-parallel, ZeRO stage %d (per GPU below)", max(t.DP, 1), t.Zero)
 	}
 	if mp := t.ModelParallel(); mp != "" {

@@ -33,6 +33,7 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ep-skew", Usage: "with --ep: the busiest rank's received tokens over balanced routing's, 1 to 1024 (default min(ep, 3))"},
 		&cli.BoolFlag{Name: "bucket-view", Usage: "DDP with gradient_as_bucket_view=True: the gradients are views into the buckets"},
 		&cli.StringFlag{Name: "fsdp-init", Usage: "how the model reaches FSDP2's fully_shard: host (built on the CPU, moved unit by unit: transformers' from_pretrained; the default), gpu (model.cuda() first) or meta (the meta device and to_empty: torchtitan)"},
+		&cli.BoolFlag{Name: "loss-outside-autocast", Usage: "the loop computes the loss after leaving autocast (with autocast: logits = model(x); loss = loss_fn(logits, y) outside): the cached half-precision weights are freed first"},
 		&cli.StringFlag{Name: "step-pause", Usage: "seconds the loop waits once its first optimizer step has finished on the GPU (or after every step: nvidia-smi, checkpoints); 0.2 or more lets DDP free its old gradient bucket at the second step (docs/multigpu.md)"},
 		&cli.Int64Flag{Name: "pp", Usage: "pipeline stages (torch.distributed.pipelining; memory is per GPU, for the busiest stage)"},
 		&cli.StringFlag{Name: "pp-schedule", Usage: "pipeline schedule: 1f1b (default), gpipe or interleaved"},
@@ -64,7 +65,7 @@ func overrides(c *cli.Context) model.Overrides {
 		LoRA: c.Int64("lora"), LoRATargets: c.String("lora-targets"), LoRAAlpha: c.String("lora-alpha"),
 		LoRADropout: c.String("lora-dropout"), Quant: c.String("quant"), DoubleQuant: c.String("double-quant"),
 		TP: c.Int64("tp"), SP: c.Bool("sp"), LossParallel: c.Bool("loss-parallel"), CP: c.Int64("cp"),
-		LoRAAdapterDtype: c.String("lora-adapter-dtype"),
+		LoRAAdapterDtype: c.String("lora-adapter-dtype"), LossOutsideAutocast: c.Bool("loss-outside-autocast"),
 	}
 }
 

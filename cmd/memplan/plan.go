@@ -49,7 +49,7 @@ Every layout is estimated by the same simulator as memplan estimate: data
 parallelism with ZeRO stages 0-3, tensor and sequence parallelism (Llama
 models), pipelines (gpipe, 1f1b, interleaved; every stage, the busiest
 reported), context and expert parallelism. Layouts it cannot simulate yet
-(context parallelism with tensor parallelism, DDP or ZeRO 1; expert
+(context parallelism with DDP or ZeRO 1; expert
 parallelism with ZeRO 1, or with FSDP and tp, pp or cp; the interleaved
 schedule with data parallelism; tied embeddings under a pipeline; pipelines
 of more than 32 micro-batches; tensor parallelism of models other than

@@ -33,7 +33,9 @@ import common
 def memplan_cmd(a, cp, seq):
     """The memplan command line for a configuration (also cp-predict.py's)."""
     sp = a.tp > 1 and not a.no_sp
-    flags = dict(cp=cp, checkpointing=a.checkpointing)
+    # The loss is computed after the autocast region ends: the cached bf16
+    # weights are freed first.
+    flags = dict(cp=cp, checkpointing=a.checkpointing, loss_outside_autocast=True)
     if a.tp > 1:
         flags.update(tp=a.tp, sp=sp, loss_parallel=a.loss_parallel)
     if a.fsdp:

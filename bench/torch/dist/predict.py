@@ -96,6 +96,9 @@ def script_cmd(script, nproc, args):
         if dp > 1:
             # pp.py's ZERO: FSDP under a pipeline is memplan's stage 2.
             cmd += ["--dp", str(dp), "--zero", str({"ddp": 0, "zero1": 1, "fsdp": 2}[opts.get("mode", "ddp")])]
+    if script in ("tp.py", "cp.py"):
+        # Their loops compute the loss after leaving autocast.
+        cmd += ["--loss-outside-autocast"]
     # Always: a spec's own checkpointing (llama-3-8b.yaml: every-block) is
     # not what the script runs without --checkpointing.
     cmd += ["--checkpointing", opts.get("checkpointing", "none")]

@@ -92,8 +92,11 @@ def main():
         steps.append(common.peaks(local))
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
               "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world}
+    # The loss is computed after the autocast region ends (memplan's
+    # --loss-outside-autocast): the cached bf16 weights are freed first.
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
-                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing)
+                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
+                             loss_outside_autocast=True)
     common.report(a.label, config, cmd, steps, local)
 
 
