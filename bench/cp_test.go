@@ -69,9 +69,10 @@ func checkCP(t *testing.T, r tpRecord) {
 
 // contextGaps are the context-parallel runs more than UnderLimit under,
 // with the metrics that are. TinyLlama at cp 2 × tp 2: cp rank 1 reserves
-// 0.62 GiB more than cp rank 0 through the segments its full-size merges
-// map (its allocator history, bench/results/2026-11-26-h200x4-cp-tp-trace);
-// memplan simulates both ring ends (estimateContext), but cp.py's Llama
+// 0.62 GiB more than cp rank 0 (memplan's) through the segments its
+// whole-output merges map (its allocator history,
+// bench/results/2026-11-26-h200x4-cp-tp-trace); simulating that rank
+// instead moves memplan's figure by under 0.01 GiB, because cp.py's Llama
 // rotates q and k in bf16 where transformers', which memplan simulates,
 // does it in fp32, so the blocks the merges land in differ: rotating in
 // bf16 in the simulation (an experiment, not committed) gives −2.5%

@@ -15,8 +15,12 @@ import (
 // The ring is torch 2.11's torch/distributed/tensor/experimental/
 // _context_parallel/_attention.py with load balancing (rank r holds chunks
 // r and 2c − 1 − r of the sequence), the default all-gather rotation and
-// the cuDNN or flash kernel. The first and the last rank of the ring are
-// simulated (estimateContext) and the busier reported.
+// the cuDNN or flash kernel. The figures are rank 0's: the ranks' ring
+// steps differ (rank r runs its later steps i ≤ r with all its queries
+// against half the keys, i > r with half its queries against all of
+// them), and simulating the last rank as well gave figures 0–1.2% above
+// rank 0's and further from every measured maximum (docs/parallelism.md
+// §3.3), at twice the cost.
 
 func init() {
 	register(model.KRingAttention, func(s *sim, l *model.Layer, names map[string]*tensor) op {
@@ -64,24 +68,22 @@ func (r *ringAttnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	return o
 }
 
-// ring is _templated_ring_attention's forward on context-parallel rank
-// s.cfg.cpRank. The local keys and values are concatenated (torch.cat of
-// their flattened copies, made again for every step that sends) and
+// ring is _templated_ring_attention's forward on context-parallel rank 0.
+// The local keys and values are concatenated (torch.cat of their
+// flattened copies, made again for every step that sends) and
 // all-gathered once into a buffer of the whole sequence's. With load
-// balancing, step 0 runs all the rank's queries against its own keys; a
-// later step i ≤ rank all its queries against the first half of the keys
-// it received, and a step i > rank the second half of its queries
-// against all of them. _SDPAMerger keeps the first step's output as an
-// fp32 copy (step's out.to(float32)) and merges each later one in fp32,
-// out − sigmoid(lse_b − lse)·(out − block_out) and lse − logsigmoid(lse −
-// lse_b), over the whole output, or for a half step over its second half,
-// which _partial_update then concatenates with the first half into a new
-// whole (torch.cat). The merged output is cast back to the queries'
-// dtype at the end. The autograd node saves the local q, the repeated
-// local k and v, the output and the log-sum-exp: the backward gathers the
-// keys and values again.
+// balancing, step 0 runs all the rank's queries against its own keys and
+// each later step the second half of its queries against all the keys it
+// received. _SDPAMerger keeps the first step's output as an fp32 copy
+// (step's out.to(float32)) and merges each later one in fp32 over the
+// second half, out − sigmoid(lse_b − lse)·(out − block_out) and lse −
+// logsigmoid(lse − lse_b), which _partial_update then concatenates with
+// the first half into a new whole (torch.cat). The merged output is cast
+// back to the queries' dtype at the end. The autograd node saves the
+// local q, the repeated local k and v, the output and the log-sum-exp:
+// the backward gathers the keys and values again.
 func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
-	k, c, rank := r.k, r.ranks, s.cfg.cpRank
+	k, c := r.k, r.ranks
 	qc, kc, vc := s.castLow(st.q), s.castLow(st.k), s.castLow(st.v)
 	qn := st.rows * k.Heads * k.HeadDim
 	if k.KVHeads != k.Heads {
@@ -105,9 +107,9 @@ func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
 			s.unref(cat)
 			cat = next
 		}
-		n, ln, half := qn, lsen, i > 0 && i > rank
-		if half {
-			n, ln = qn/2, lsen/2
+		n, ln := qn, lsen
+		if i > 0 {
+			n, ln = qn/2, lsen/2 // the second half of the queries
 		}
 		o := s.alloc(n, qc.dt, catTemp, "ring step output (CP)")
 		l := s.alloc(ln, f32, catTemp, "ring step log-sum-exp (CP)")
@@ -121,7 +123,7 @@ func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
 			out, lse = bo, s.ref(l)
 			continue
 		}
-		out, lse = r.merge(s, out, lse, bo, n, ln, half)
+		out, lse = r.merge(s, out, lse, n, ln)
 		s.unref(bo)
 	}
 	y := s.alloc(qn, qc.dt, catTemp, "attention out (CP)")
@@ -141,12 +143,11 @@ func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
 	return y
 }
 
-// merge is _SDPAMerger._merge_one of a step's fp32 output block (n
+// merge is _SDPAMerger._merge_one of a half step's fp32 output block (n
 // elements, ln log-sum-exps) into the merged out and lse, in the order
-// Python evaluates it; a half step's results are put back into wholes by
+// Python evaluates it, the results put back into wholes by
 // _partial_update's torch.cat. It returns the new out and lse.
-func (r *ringAttnOp) merge(s *sim, out, lse, block *tensor, n, ln int64, half bool) (*tensor, *tensor) {
-	_ = block
+func (r *ringAttnOp) merge(s *sim, out, lse *tensor, n, ln int64) (*tensor, *tensor) {
 	d := s.alloc(ln, f32, catTemp, "lse difference (CP)")
 	sg := s.alloc(ln, f32, catTemp, "sigmoid (CP)")
 	s.unref(d)
@@ -161,17 +162,13 @@ func (r *ringAttnOp) merge(s *sim, out, lse, block *tensor, n, ln int64, half bo
 	s.unref(d)
 	l := s.alloc(ln, f32, catTemp, "merged log-sum-exp (CP)")
 	s.unref(ls)
-	if half {
-		wl := s.alloc(lse.elems, f32, catTemp, "log-sum-exp, partial update (CP)")
-		s.unref(l)
-		l = wl
-		wo := s.alloc(out.elems, f32, catTemp, "output, partial update (CP)")
-		s.unref(o)
-		o = wo
-	}
+	wl := s.alloc(lse.elems, f32, catTemp, "log-sum-exp, partial update (CP)")
+	s.unref(l)
+	wo := s.alloc(out.elems, f32, catTemp, "output, partial update (CP)")
+	s.unref(o)
 	s.unref(lse)
 	s.unref(out)
-	return o, l
+	return wo, wl
 }
 
 // backwardTemp is what _templated_ring_attention_backward holds beside
@@ -187,52 +184,6 @@ func (r *ringAttnOp) backwardTemp(q *tensor, kvn, lsen int64) int64 {
 	step := q.elems*dt + kvn*dt + q.elems*f32 + lsen*f32
 	rotate := 2 * kvn * f32
 	return acc + gather + step + rotate
-}
-
-// ContextRanks gives the two kinds of context-parallel rank memplan
-// simulates: the first of the ring (rank 0: every later step runs the
-// second half of its queries against all the keys it receives) and the
-// last (rank cp−1: every later step runs all its queries against half the
-// keys); the ranks between mix the two. Their programs allocate different
-// merge temporaries, which changes where blocks land (measured on 4 ×
-// H200: cp rank 1 of cp 2 × tp 2 reserved 0.62 GiB more than cp rank 0
-// with 0.34 GiB less allocated, bench/results/2026-11-26-h200x4-cp-tp.jsonl).
-// The Result's figures are the kind with the largest device total's.
-type ContextRanks struct {
-	// Busiest is the kind the Result's figures are for.
-	Busiest string     `json:"busiest"`
-	Kinds   []RankKind `json:"kinds"`
-}
-
-// estimateContext simulates the first and the last rank of a
-// context-parallel ring and returns the one with the largest device
-// total, with both in Context.
-func estimateContext(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
-	ranks := &ContextRanks{}
-	var best *Result
-	for _, k := range []struct {
-		name string
-		rank int64
-	}{{"first", 0}, {"last", spec.Training.CP - 1}} {
-		r, err := simulateRank(spec, inspect, func(s *sim) {
-			if setup != nil {
-				setup(s)
-			}
-			s.cfg.cpRank = k.rank
-		})
-		if err != nil {
-			return nil, err
-		}
-		ranks.Kinds = append(ranks.Kinds, rankKind(k.name, r))
-		if best == nil || r.DeviceTotal > best.DeviceTotal {
-			ranks.Busiest, best = k.name, r
-		}
-	}
-	best.Context = ranks
-	if ranks.Busiest != "first" {
-		best.Notes = append(best.Notes, "context parallelism: the last rank of the ring reaches a larger device total than the first; the figures are its (both: context in --format json)")
-	}
-	return best, nil
 }
 
 // cpRank is the spec one context-parallel rank runs: its share of the

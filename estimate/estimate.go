@@ -102,10 +102,6 @@ type Result struct {
 	// Experts gives the kinds of expert-parallel rank when the routing
 	// is skewed; the figures above are the busiest's (moe_ep.go).
 	Experts *ExpertRanks `json:"experts,omitempty"`
-	// Context gives the kinds of context-parallel rank (the first and the
-	// last of the ring, whose later steps differ); the figures above are
-	// the busiest's (contextparallel.go).
-	Context *ContextRanks `json:"context,omitempty"`
 	// DDPRaceBytes is DDP's old flat gradient bucket, which the figures
 	// above keep past the second step's rebuild on a rank that races the
 	// first step's last all-reduce (0: none; ddp.go, docs/multigpu.md):
@@ -164,11 +160,6 @@ func (r *Result) Largest() (allocated, reserved, device int64) {
 			take(k.PeakAllocated, k.PeakReserved, k.DeviceTotal)
 		}
 	}
-	if c := r.Context; c != nil {
-		for _, k := range c.Kinds {
-			take(k.PeakAllocated, k.PeakReserved, k.DeviceTotal)
-		}
-	}
 	return allocated, reserved, device
 }
 
@@ -215,8 +206,6 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 		return estimatePipeline(spec, inspect, setup)
 	case spec.Training.EP > 1:
 		return estimateExperts(spec, inspect, setup) // moe_ep.go
-	case spec.Training.CP > 1:
-		return estimateContext(spec, inspect, setup) // contextparallel.go
 	}
 	return simulateRank(spec, inspect, setup)
 }

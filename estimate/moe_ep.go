@@ -137,21 +137,11 @@ type ExpertRanks struct {
 // ExpertRank is one kind of expert-parallel rank: "receiving" (the
 // busiest share, --ep-skew), "balanced" or "sending" (the rest of the
 // group's rows, shared evenly).
-type ExpertRank = RankKind
-
-// RankKind is the totals of one kind of rank of a layout whose ranks run
-// different programs (expert parallelism's skewed routing, context
-// parallelism's ring positions); Kind names it.
-type RankKind struct {
+type ExpertRank struct {
 	Kind          string `json:"kind"`
 	PeakAllocated int64  `json:"peak_allocated_bytes"`
 	PeakReserved  int64  `json:"peak_reserved_bytes"`
 	DeviceTotal   int64  `json:"device_total_bytes"`
-}
-
-// rankKind is r's totals as a kind of rank.
-func rankKind(name string, r *Result) RankKind {
-	return RankKind{Kind: name, PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal}
 }
 
 // estimateExperts simulates an expert-parallel rank that receives the
@@ -164,7 +154,7 @@ func estimateExperts(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*R
 	if err != nil || spec.Training.EPSkew == 1 {
 		return recv, err
 	}
-	ranks := &ExpertRanks{Busiest: "receiving", Kinds: []ExpertRank{rankKind("receiving", recv)}}
+	ranks := &ExpertRanks{Busiest: "receiving", Kinds: []ExpertRank{expertRank("receiving", recv)}}
 	best := recv
 	for _, k := range []struct {
 		role epRole
@@ -179,7 +169,7 @@ func estimateExperts(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*R
 		if err != nil {
 			return nil, err
 		}
-		ranks.Kinds = append(ranks.Kinds, rankKind(k.name, r))
+		ranks.Kinds = append(ranks.Kinds, expertRank(k.name, r))
 		if r.DeviceTotal > best.DeviceTotal {
 			ranks.Busiest, best = k.name, r
 		}
@@ -189,4 +179,8 @@ func estimateExperts(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*R
 	}
 	best.Experts = ranks
 	return best, nil
+}
+
+func expertRank(name string, r *Result) ExpertRank {
+	return ExpertRank{Kind: name, PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceTotal: r.DeviceTotal}
 }

@@ -39,10 +39,6 @@ type config struct {
 	ep     int64
 	epSkew float64
 	epRole epRole
-	// cpRank is the context-parallel rank simulated (estimateContext):
-	// its place in the ring decides which of its later steps use half
-	// its queries and which half the keys.
-	cpRank int64
 	// inputGrads is enable_input_require_grads: the frozen embedding's
 	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
 	inputGrads bool

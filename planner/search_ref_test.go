@@ -149,10 +149,10 @@ func TestPlanMatchesOldSearch(t *testing.T) {
 		// Re-recorded on 2026-11-26 (fourteenth session), when context
 		// parallelism with tensor parallelism came to be simulated
 		// (checked equal, memory and order, to bruteForce's at that
-		// commit: 916 estimates, 12 s; the search ran 48).
+		// commit: 916 estimates, 11 s; the search ran 48).
 		{"llama-3-8b up to 64 GPUs", llama8, Request{GlobalBatch: 512, MaxGPUs: 64}, []string{
 			"dp1·tp4+sp zero0 loss-parallel mb1×acc512 = 71392296960",
-			"dp1·tp2+sp·cp2 zero3 loss-parallel mb1×acc512 = 73298608128",
+			"dp1·tp2+sp·cp2 zero3 loss-parallel mb1×acc512 = 73281830912",
 			"dp2·tp2+sp zero3 loss-parallel ckpt=every-block mb2×acc128 = 73724329984",
 			"dp1·tp2+sp·cp2 zero3 loss-parallel ckpt=every-block mb4×acc128 = 70800900096",
 			"dp2·tp2+sp zero2 loss-parallel ckpt=every-block mb1×acc256 = 73290219520",

@@ -30,6 +30,7 @@ func (o timedOracle) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 
 // TestPlanEstimateTimes logs what each estimate of BenchmarkPlan70B's
 // amp-bf16 plan costs, the dearest first, with MEMPLAN_PLAN_TIMES=1
+// (MEMPLAN_PLAN_PRECISION=bf16 for the bf16 plan's)
 // (docs/performance.md, twelfth session; bench/results/
 // 2026-11-26-devvm-speed-12th/run.sh runs it at GOMAXPROCS=1).
 func TestPlanEstimateTimes(t *testing.T) {
@@ -37,6 +38,9 @@ func TestPlanEstimateTimes(t *testing.T) {
 		t.Skip("set MEMPLAN_PLAN_TIMES=1")
 	}
 	spec := load(t, "llama-3-70b.yaml")
+	if p := os.Getenv("MEMPLAN_PLAN_PRECISION"); p != "" {
+		spec.Training.Precision = p // bf16: BenchmarkPlan70B/simulator-bf16's plan
+	}
 	var log []timedEstimate
 	t0 := time.Now()
 	r, err := Plan(spec, Request{GlobalBatch: 1024, MaxGPUs: 1024}, timedOracle{log: &log})
