@@ -19,8 +19,7 @@ func (s *sim) trainPipeline(spec *model.Spec) {
 		// FSDP under a pipeline (torchtitan, stage.py): no resharding after
 		// forward or backward, gradients kept whole until the step's last
 		// backward (backward_maybe_with_nosync), then reduce-scattered.
-		// Each unit's storages are its own (fsdp.go) but under the
-		// interleaved schedule, which gathers the rank's stages as one block.
+		// Each unit's storages are its own (fsdp.go).
 		s.noSync = true
 		if !s.perParam {
 			s.gathered = s.paramTotal()

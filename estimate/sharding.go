@@ -162,10 +162,12 @@ func (s *sim) shardSetup(ins []*inst) {
 	if s.fsdpStreams() {
 		// Per-parameter unsharded storages (fsdp.go), also in a pipeline
 		// stage (schedule.go; measured, bench/results/
-		// 2026-11-26-h100x4-pp-dp-traces/fsdp); the interleaved schedule's
-		// stages and context parallelism over dp·cp (neither measured with
-		// FSDP) still gather one block.
-		s.perParam = !s.cpRun && (s.pp == nil || s.pp.schedule != model.PPInterleaved)
+		// 2026-11-26-h100x4-pp-dp-traces/fsdp) and in the interleaved
+		// schedule's stages (each its own fully_shard root in
+		// torchtitan; their units are gathered at their first forward and
+		// kept to the step's end all the same); context parallelism over
+		// dp·cp still gathers one block.
+		s.perParam = !s.cpRun
 		// The reduce dtype: the mixed-precision policy's (fsdp-bf16: fp32),
 		// else the gradients' own (LoRA's fp32 adapters over a bf16 base).
 		var policy int64

@@ -164,7 +164,7 @@ func notSimulated(l Layout) error {
 			what = append(what, s)
 		}
 	}
-	add(l.PP > 1 && l.Schedule == Interleaved && l.DP > 1, "the interleaved pipeline schedule with data parallelism")
+	add(l.PP > 1 && l.Schedule == Interleaved && l.DP > 1 && l.Zero < 2, "the interleaved pipeline schedule with DDP or ZeRO 1")
 	add(l.CP > 1 && (l.Zero == 1 || (l.DP > 1 && l.Zero == 0)), "context parallelism with DDP or ZeRO 1 (FSDP over dp·cp is simulated)")
 	add(l.EP > 1 && l.Zero == 1, "expert parallelism with ZeRO 1")
 	add(l.EP > 1 && l.Zero >= 2 && (l.TP > 1 || l.PP > 1 || l.CP > 1), "expert parallelism with FSDP and tensor, pipeline or context parallelism")
