@@ -22,14 +22,14 @@ func TestContextParallelAccuracy(t *testing.T) {
 	n := 0
 	for _, file := range []string{"2026-11-23-h200x2-tp.jsonl", "2026-11-23-h200x2-tp-heldout.jsonl", "2026-11-26-h200x4-cp-heldout.jsonl",
 		"2026-11-26-h200x4-layouts.jsonl", "2026-11-26-h200x4-layouts-heldout.jsonl",
-		"2026-11-26-h200x4-cp-tp.jsonl", "2026-11-26-h200x4-cp-tp-heldout.jsonl"} {
+		"2026-11-26-h200x4-cp-tp.jsonl", "2026-11-26-h200x4-cp-tp-heldout.jsonl", "2026-11-26-h200x4-cp-tp-heldout-2.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 23 {
-		t.Fatalf("%d context-parallel runs, want 23", n)
+	if n != 26 {
+		t.Fatalf("%d context-parallel runs, want 26", n)
 	}
 }
 

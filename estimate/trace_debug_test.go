@@ -107,9 +107,10 @@ func argsOverrides(f []string) (*model.Overrides, error) {
 	strs := map[string]*string{"--precision": &o.Precision, "--checkpointing": &o.Checkpointing,
 		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
 		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype,
-		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew, "--step-pause": &o.StepPause, "--fsdp-init": &o.FSDPInit}
+		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew, "--step-pause": &o.StepPause, "--fsdp-init": &o.FSDPInit,
+		"--pp-schedule": &o.PPSchedule}
 	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
-		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum, "--ep": &o.EP}
+		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum, "--ep": &o.EP, "--pp-virtual": &o.PPVirtual}
 	bools := map[string]*bool{"--sp": &o.SP, "--loss-parallel": &o.LossParallel, "--bucket-view": &o.BucketView,
 		"--loss-outside-autocast": &o.LossOutsideAutocast}
 	for i := 0; i < len(f); i += 2 {
