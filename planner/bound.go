@@ -291,9 +291,11 @@ func (b stateBound) acts(l Layout) (least, first, last int64) {
 	if l.SP {
 		buffers /= l.TP
 	}
-	if l.PP > 1 && (l.Schedule == OneFOneB || l.Schedule == GPipe) {
+	if l.PP > 1 {
 		// The last stage at the step's end: its input receive buffers,
-		// every micro-batch's logits and their concatenation.
+		// every micro-batch's logits and their concatenation (under the
+		// interleaved schedule too: the last rank's last stage keeps its
+		// output chunks, which step() merges).
 		last = 2*l.Accum*logits + buffers
 	}
 	switch l.Checkpointing.Mode {

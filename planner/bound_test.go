@@ -115,6 +115,11 @@ func TestStateBound70BPipelines(t *testing.T) {
 		{DP: 32, TP: 4, PP: 8, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 2, Schedule: GPipe, Checkpointing: none, Micro: 1, Accum: 8},
 		{DP: 1, TP: 8, PP: 16, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 0, Schedule: Interleaved, Virtual: 2, Checkpointing: every, Micro: 4, Accum: 16},
 		{DP: 1, TP: 1, PP: 16, CP: 1, EP: 1, Zero: 0, Schedule: Interleaved, Virtual: 2, Checkpointing: every, Micro: 1, Accum: 16},
+		// The interleaved schedule with FSDP, and context parallelism with
+		// tensor parallelism, inside pipelines (fourteenth session).
+		{DP: 16, TP: 8, PP: 2, CP: 2, EP: 1, SP: true, LossParallel: true, Zero: 2, Schedule: Interleaved, Virtual: 2, Checkpointing: every, Micro: 4, Accum: 16},
+		{DP: 8, TP: 8, PP: 2, CP: 4, EP: 1, SP: true, LossParallel: true, Zero: 2, Schedule: OneFOneB, Checkpointing: every, Micro: 8, Accum: 16},
+		{DP: 16, TP: 4, PP: 2, CP: 1, EP: 1, SP: true, LossParallel: true, Zero: 2, Schedule: Interleaved, Virtual: 2, Checkpointing: every, Micro: 4, Accum: 16},
 	} {
 		t.Run(l.String(), func(t *testing.T) {
 			if err := Validate(spec, l); err != nil {
