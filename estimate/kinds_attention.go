@@ -255,7 +255,12 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	k := a.k
 	frac := rotaryFrac(k)
 	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), x.dt)
-	q2, k2 := s.rope(st.q, cos, sin, frac), s.rope(st.k, cos, sin, frac)
+	// apply_rotary_pos_emb rotates q, then k, and only then concatenates
+	// each with its unrotated part (GPT-NeoX's and Phi's partial rotary:
+	// the allocator history of Pythia-160M, bench/results/2026-11-26-h100-eager-traces).
+	qr, qv := s.ropeRotate(st.q, cos, sin, frac)
+	kr, kv := s.ropeRotate(st.k, cos, sin, frac)
+	q2, k2 := s.ropeJoin(st.q, qr, qv), s.ropeJoin(st.k, kr, kv)
 	s.unref(st.q)
 	s.unref(st.k)
 	st.q, st.k = q2, k2
@@ -346,6 +351,9 @@ func (s *sim) selectQKV(c *tensor, d, rows int64) (q, k, v *tensor) {
 // one gradient of the packed size.
 func (s *sim) split(c *tensor, qd, kvd, rows int64) (q, k, v *tensor) {
 	q, k, v = s.view(c, rows*qd), s.view(c, rows*kvd), s.view(c, rows*kvd)
+	// Each is a column slice of the packed projection viewed heads-major:
+	// not row-major (eagerAttention's query copy).
+	q.perm, k.perm, v.perm = true, true, true
 	s.record("Split", []*tensor{c}, q, k, v)
 	return
 }
@@ -406,14 +414,14 @@ func (s *sim) ropeTables(seq, hd, dt int64) (cos, sin *tensor) {
 	return s.ropeT[0], s.ropeT[1]
 }
 
-// rope is apply_rotary_pos_emb for one tensor: x·cos + rotate_half(x)·sin.
-// Under autocast x is half and cos fp32, so the result is fp32. With a
-// fraction below 1 (GPT-NeoX's rotary_pct) only the first part of each
-// head is rotated and the result is concatenated back with the rest.
-func (s *sim) rope(x, cos, sin *tensor, frac float64) *tensor {
-	xr := x
-	partial := frac < 1
-	if partial {
+// ropeRotate is apply_rotary_pos_emb's rotation of one tensor: x·cos +
+// rotate_half(x)·sin. Under autocast x is half and cos fp32, so the
+// result is fp32. With a fraction below 1 (GPT-NeoX's rotary_pct) only the
+// first part of each head (xr, the view it returns too) is rotated, and
+// ropeJoin concatenates the result back with the rest.
+func (s *sim) ropeRotate(x, cos, sin *tensor, frac float64) (y, xr *tensor) {
+	xr = x
+	if frac < 1 {
 		xr = s.view(x, int64(frac*float64(x.elems)))
 		s.record("Slice", []*tensor{x}, xr)
 	}
@@ -437,10 +445,16 @@ func (s *sim) rope(x, cos, sin *tensor, frac float64) *tensor {
 	s.unref(x2)
 	bb := s.mul(rh, sin)
 	s.unref(rh)
-	y := s.add(a, bb)
+	y = s.add(a, bb)
 	s.unref(a)
 	s.unref(bb)
-	if !partial {
+	return y, xr
+}
+
+// ropeJoin returns the rotated y of x: y itself for a whole rotation, else
+// y concatenated with x's unrotated rest (xr is the rotated part's view).
+func (s *sim) ropeJoin(x, y, xr *tensor) *tensor {
+	if xr == x {
 		return y
 	}
 	pass := s.view(x, x.elems-xr.elems)

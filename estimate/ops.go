@@ -404,6 +404,17 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 	// the values, then the probabilities.
 	kc := s.castLow(k)
 	qc := s.castLow(q)
+	if qc.perm && s.cfg.eager {
+		// torch.matmul folds [b, heads] into one batch dimension with a
+		// reshape, which copies a query that is a heads-major view of a
+		// packed projection; the copy is what the product saves, and the
+		// projection can go when the module returns (measured: GPT-2
+		// eager bf16, 12 MiB per layer at modeling_gpt2.py's matmul,
+		// bench/results/2026-11-26-h100-eager-traces).
+		c := s.contiguous(qc)
+		s.unref(qc)
+		qc = c
+	}
 	scores := b * heads * sq * sq
 	sc := s.alloc(scores, qc.dt, catTemp, "scores")
 	// BmmBackward0 computes its inputs' gradients in the sorted order of
@@ -429,14 +440,19 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 		w32 = s.to(w, f32) // softmax(dtype=torch.float32)
 	} else {
 		w32 = s.castF32(w) // autocast's fp32 list, else the scores' dtype
+		s.unref(w)
 	}
-	s.unref(w)
 	sm := s.softmax(w32)
 	s.unref(w32)
 	var pr *tensor
 	switch soft {
 	case model.SoftmaxFP32:
+		// softmax(attn_weights, dtype=torch.float32).to(query.dtype): the
+		// masked scores stay bound to attn_weights until the cast back
+		// is made (measured: Pythia-160M eager bf16,
+		// bench/results/2026-11-26-h100-eager-traces).
 		pr = s.to(sm, q.dt)
+		s.unref(w)
 	case model.SoftmaxValue:
 		pr = s.to(sm, v.dt) // attn_weights.type(value.dtype)
 	default:
