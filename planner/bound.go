@@ -264,9 +264,27 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 		first += state(per[0], warm)
 	}
 	if last > 0 {
-		last += state(per[len(per)-1], end)
+		lastStage := per[len(per)-1]
+		// At the last micro-batch's backward, before the step's end: every
+		// micro-batch's logits chunk but not yet their concatenation, with
+		// the stage's state in the middle of the step (whole gradients and
+		// FSDP's gathered parameters; gradients only once an earlier
+		// micro-batch's backward has made them).
+		at := steady
+		if l.Accum < 2 {
+			at = warm
+		}
+		mid := last - b.chunks(l) + state(lastStage, at)
+		last = max(last+state(lastStage, end), mid)
 	}
 	return max(first, last)
+}
+
+// chunks is the last stage's logits of every micro-batch of the step
+// (output_chunks), the half of acts' last term that merge_chunks adds at
+// the step's end.
+func (b stateBound) chunks(l Layout) int64 {
+	return l.Accum * l.Micro * (b.seq / l.CP) * (b.vocab / l.TP) * b.act
 }
 
 // acts is what one micro-batch of l leaves saved on the pipeline stage
