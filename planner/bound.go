@@ -265,6 +265,14 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 	}
 	if last > 0 {
 		lastStage := per[len(per)-1]
+		if l.Schedule == Interleaved {
+			// The last rank holds virtual stages pp−1, 2pp−1, …: their
+			// blocks' state is all there.
+			lastStage = 0
+			for k := l.PP - 1; k < int64(len(per)); k += l.PP {
+				lastStage += per[k]
+			}
+		}
 		// At the last micro-batch's backward, before the step's end: every
 		// micro-batch's logits chunk but not yet their concatenation, with
 		// the stage's state in the middle of the step (whole gradients and
