@@ -142,6 +142,25 @@ def loss_fn(logits, labels):
     return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(0, 1))
 
 
+def loss_backward(out, labels, parallel=False):
+    """The training step's loss and backward after the forward (outside its
+    autocast region, as tp.py and cp.py run it: memplan's
+    --loss-outside-autocast), under loss_parallel when parallel. out is a
+    one-element list holding the logits, popped here so that no caller's
+    frame keeps them alive through the backward."""
+    logits = out.pop()
+    if parallel:
+        from torch.distributed.tensor.parallel import loss_parallel
+        with loss_parallel():
+            loss = loss_fn(logits, labels)
+            del logits
+            loss.backward()
+    else:
+        loss = loss_fn(logits, labels)
+        del logits
+        loss.backward()
+
+
 def setup():
     """torchrun's environment: the process group and this rank's device."""
     import torch.distributed as dist

@@ -105,18 +105,8 @@ def main():
         with context_parallel(mesh["cp"], buffers=[inp, labels, model.rope], buffer_seq_dims=[1, 1, 1],
                               no_restore_buffers={inp, labels}):
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = model(inp)
-            if a.loss_parallel:
-                from torch.distributed.tensor.parallel import loss_parallel
-                with loss_parallel():
-                    loss = common.loss_fn(logits, labels)
-                    del logits
-                    loss.backward()
-            else:
-                loss = common.loss_fn(logits, labels)
-                del logits
-                loss.backward()
-            del loss
+                out = [model(inp)]
+            common.loss_backward(out, labels, a.loss_parallel)
         if not a.fsdp:
             # The gradients of the replicated parameters, averaged over the
             # CP ranks as FSDP over dp·cp would reduce them.

@@ -15,7 +15,7 @@ import argparse
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, loss_parallel, parallelize_module
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
 
 import common
 
@@ -75,17 +75,8 @@ def main():
     steps = []
     for _ in range(a.steps):
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(inp)
-        if a.loss_parallel:
-            with loss_parallel():
-                loss = common.loss_fn(logits, labels)
-                del logits
-                loss.backward()
-        else:
-            loss = common.loss_fn(logits, labels)
-            del logits
-            loss.backward()
-        del loss
+            out = [model(inp)]
+        common.loss_backward(out, labels, a.loss_parallel)
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
