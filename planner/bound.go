@@ -211,81 +211,87 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 	if err != nil || b.linear == 0 {
 		return max(first, last)
 	}
-	d := l.DP * l.CP
-	// The state of a stage's blocks at one of three moments of the
-	// second step: after a forward before any backward (warm: no
-	// gradients, FSDP's gathered copy), after a forward that follows a
-	// backward (steady: the gradients too, whole under FSDP, which keeps
-	// them unreduced until the step's last backward), and at the step's
-	// end (end: the gradients, reduce-scattered to shards under FSDP,
-	// whose gathered copy is released by then).
-	const (
-		warm = iota
-		steady
-		end
-	)
-	state := func(blocks int64, at int) int64 {
-		n := blocks * b.linear / l.TP / max(l.EP, 1)
-		param, grad, opt, held := n, n, b.moments*n, int64(0)
-		if l.Zero >= 1 {
-			opt = b.moments * n / d
+	// rankBlocks is the blocks of the rank that holds virtual stage k:
+	// under the interleaved schedule stages k, k+pp, k+2pp, …
+	rankBlocks := func(k int64) int64 {
+		if l.Schedule != Interleaved {
+			return per[k]
 		}
-		switch {
-		case l.Zero >= 2:
-			param, grad = n/d, n/d
-			if at != end {
-				held = n // gathered whole for the step
-			}
-			if at == steady {
-				grad = n
-			}
-		case l.DP > 1 && !b.bucketView:
-			held = n // DDP's buckets
+		var blocks int64
+		for ; k < int64(len(per)); k += l.PP {
+			blocks += per[k]
 		}
-		if at == warm {
-			grad = 0
-		}
-		return (param + grad + opt + held) * b.elem
+		return blocks
 	}
 	switch {
 	case first > 0 && l.Schedule == Interleaved:
-		// The first rank's virtual stages 0, pp, 2pp, …, in the second
-		// step after its first forward.
-		var blocks int64
-		for k := int64(0); k < int64(len(per)); k += l.PP {
-			blocks += per[k]
-		}
-		first += state(blocks, warm)
+		// The first rank's virtual stages, in the second step after its
+		// first forward.
+		first += b.blockState(l, rankBlocks(0), atWarm)
 	case first > 0 && l.Schedule == OneFOneB && l.Accum > l.PP:
 		// 1F1B's first stage runs a forward after its first backward
 		// with pp micro-batches in flight again.
-		first += state(per[0], steady)
+		first += b.blockState(l, per[0], atSteady)
 	case first > 0:
-		first += state(per[0], warm)
+		first += b.blockState(l, per[0], atWarm)
 	}
 	if last > 0 {
-		lastStage := per[len(per)-1]
-		if l.Schedule == Interleaved {
-			// The last rank holds virtual stages pp−1, 2pp−1, …: their
-			// blocks' state is all there.
-			lastStage = 0
-			for k := l.PP - 1; k < int64(len(per)); k += l.PP {
-				lastStage += per[k]
-			}
+		blocks := rankBlocks(l.PP - 1)
+		if l.Schedule != Interleaved {
+			blocks = per[len(per)-1]
 		}
 		// At the last micro-batch's backward, before the step's end: every
 		// micro-batch's logits chunk but not yet their concatenation, with
 		// the stage's state in the middle of the step (whole gradients and
 		// FSDP's gathered parameters; gradients only once an earlier
 		// micro-batch's backward has made them).
-		at := steady
+		at := atSteady
 		if l.Accum < 2 {
-			at = warm
+			at = atWarm
 		}
-		mid := last - b.chunks(l) + state(lastStage, at)
-		last = max(last+state(lastStage, end), mid)
+		mid := last - b.chunks(l) + b.blockState(l, blocks, at)
+		last = max(last+b.blockState(l, blocks, atEnd), mid)
 	}
 	return max(first, last)
+}
+
+// The moments of the second step blockState is taken at: after a forward
+// before any backward (atWarm: no gradients, FSDP's gathered copy), after
+// a forward that follows a backward (atSteady: the gradients too, whole
+// under FSDP, which keeps them unreduced until the step's last backward),
+// and at the step's end (atEnd: the gradients, reduce-scattered to shards
+// under FSDP, whose gathered copy is released by then).
+const (
+	atWarm = iota
+	atSteady
+	atEnd
+)
+
+// blockState is the model state of a stage's blocks (their projections,
+// linear/tp parameters each) at moment at.
+func (b stateBound) blockState(l Layout, blocks int64, at int) int64 {
+	d := l.DP * l.CP
+	n := blocks * b.linear / l.TP / max(l.EP, 1)
+	param, grad, opt, held := n, n, b.moments*n, int64(0)
+	if l.Zero >= 1 {
+		opt = b.moments * n / d
+	}
+	switch {
+	case l.Zero >= 2:
+		param, grad = n/d, n/d
+		if at != atEnd {
+			held = n // gathered whole for the step
+		}
+		if at == atSteady {
+			grad = n
+		}
+	case l.DP > 1 && !b.bucketView:
+		held = n // DDP's buckets
+	}
+	if at == atWarm {
+		grad = 0
+	}
+	return (param + grad + opt + held) * b.elem
 }
 
 // chunks is the last stage's logits of every micro-batch of the step

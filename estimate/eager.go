@@ -1,0 +1,124 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// eagerAttention is transformers' eager_attention_forward: the scores
+// [b, heads, s, s] go through softmax, in fp32 or in their own dtype by
+// the model's convention (model.Attention.Softmax), and are kept for
+// backward.
+func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64, soft string) *tensor {
+	if kvHeads != heads {
+		// repeat_kv expands and reshapes: a copy per tensor.
+		k = s.expandCopy(k, heads/kvHeads)
+		v = s.expandCopy(v, heads/kvHeads)
+	} else {
+		s.ref(k)
+		s.ref(v)
+	}
+	w := s.eagerScores(q, k, mask, b*heads*sq*sq)
+	pr := s.eagerProbs(w, q, v, soft)
+	if p > 0 {
+		d := s.dropout(pr)
+		s.unref(pr)
+		pr = d
+	}
+	vc := s.castLow(v)
+	prc := s.castLow(pr)
+	y := s.alloc(b*heads*sq*hd, prc.dt, catTemp, "attention out")
+	if n := s.record("Bmm", []*tensor{vc, prc}, y); n != nil {
+		n.gemm = true
+		s.save(n, prc, vc)
+	}
+	s.unref(prc)
+	s.unref(vc)
+	s.unref(pr)
+	// transpose(1, 2).contiguous(): a copy whose backward passes the
+	// gradient on. repeat_kv's copies are eager_attention_forward's locals:
+	// freed when it returns, after the copy (measured: Llama-3.2-1B eager,
+	// 2026-11-23-h100-traces).
+	c := s.contiguous(y)
+	s.unref(y)
+	s.unref(k)
+	s.unref(v)
+	return c
+}
+
+// eagerScores is eager attention's q·kᵀ, scaled and masked: the matrix
+// product of the key's and the query's autocast casts, of scores
+// elements.
+func (s *sim) eagerScores(q, k, mask *tensor, scores int64) *tensor {
+	// Autocast casts right to left (matmulView): the key, then the query
+	// (and in eagerAttention the values, then the probabilities).
+	kc := s.castLow(k)
+	qc := s.castLow(q)
+	if qc.perm && s.cfg.eager {
+		// torch.matmul folds [b, heads] into one batch dimension with a
+		// reshape, which copies a query that is a heads-major view of a
+		// packed projection; the copy is what the product saves, and the
+		// projection can go when the module returns (measured: GPT-2
+		// eager bf16, 12 MiB per layer at modeling_gpt2.py's matmul,
+		// bench/results/2026-11-26-h100-eager-traces).
+		c := s.contiguous(qc)
+		s.unref(qc)
+		qc = c
+	}
+	sc := s.alloc(scores, qc.dt, catTemp, "scores")
+	// BmmBackward0 computes its inputs' gradients in the sorted order of
+	// their names, mat2 before self (as MulBackward0 does, nodeGrads):
+	// the key's, then the query's (measured: Llama-3.2-1B eager,
+	// 2026-11-23-h100-traces/llama1b-eager).
+	if n := s.record("Bmm", []*tensor{kc, qc}, sc); n != nil {
+		n.gemm = true
+		s.save(n, qc, kc)
+	}
+	s.gemm(qc.dt, false)
+	s.unref(qc)
+	s.unref(kc)
+	w := s.scalarOp(sc)
+	s.unref(sc)
+	if mask != nil {
+		m := s.add(w, mask)
+		s.unref(w)
+		w = m
+	}
+	return w
+}
+
+// eagerProbs is the scores' softmax by the model's convention (soft:
+// model.Attention.Softmax) and its cast, the probabilities that multiply
+// the values; it consumes w.
+func (s *sim) eagerProbs(w, q, v *tensor, soft string) *tensor {
+	var w32 *tensor
+	if soft == model.SoftmaxFP32 {
+		w32 = s.to(w, f32) // softmax(dtype=torch.float32)
+	} else {
+		w32 = s.castF32(w) // autocast's fp32 list, else the scores' dtype
+		s.unref(w)
+	}
+	sm := s.softmax(w32)
+	s.unref(w32)
+	var pr *tensor
+	switch soft {
+	case model.SoftmaxFP32:
+		// softmax(attn_weights, dtype=torch.float32).to(query.dtype): the
+		// masked scores stay bound to attn_weights until the cast back
+		// is made (measured: Pythia-160M eager bf16,
+		// bench/results/2026-11-26-h100-eager-traces).
+		pr = s.to(sm, q.dt)
+		s.unref(w)
+	case model.SoftmaxValue:
+		pr = s.to(sm, v.dt) // attn_weights.type(value.dtype)
+	default:
+		pr = s.ref(sm)
+	}
+	s.unref(sm)
+	return pr
+}
+
+// expandCopy is repeat_kv's copy of x with each key/value head repeated
+// rep times.
+func (s *sim) expandCopy(x *tensor, rep int64) *tensor {
+	y := s.alloc(x.elems*rep, x.dt, catTemp, "repeat_kv")
+	s.record("Expand", []*tensor{x}, y)
+	return y
+}
