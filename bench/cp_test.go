@@ -17,7 +17,11 @@ import (
 // committed, docs/parallelism.md §3.3); the four of
 // bench/torch/dist/cp-heldout.txt were measured on 2026-11-26 after theirs
 // were, with one line over four GPUs (grid-4-layouts.txt, tuning) and two
-// more held out (heldout-4-layouts.txt).
+// more held out (heldout-4-layouts.txt). The fourteenth session added, on
+// four H200s, context parallelism with tensor parallelism and FSDP over
+// dp·cp: eight tuning lines (grid-cp-tp.txt) and two held-out sets of
+// three (heldout-cp-tp.txt, heldout-cp-tp-2.txt), predicted first. The
+// listed gaps (contextGaps) may be under, and only by the metrics named.
 func TestContextParallelAccuracy(t *testing.T) {
 	n := 0
 	for _, file := range []string{"2026-11-23-h200x2-tp.jsonl", "2026-11-23-h200x2-tp-heldout.jsonl", "2026-11-26-h200x4-cp-heldout.jsonl",

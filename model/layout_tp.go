@@ -238,15 +238,16 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 		return nil, fmt.Errorf("%w: %s models (torchtitan's plans for tensor and context parallelism are for Llama)", ErrNotSplittable, m.Type)
 	}
 	if t.TP > 1 {
+		// The rank's sequence (s/c under context parallelism, which the
+		// spec's checks made divisible by 2·cp·tp).
 		err := parallel.CheckSplit(parallel.Split{Heads: m.Heads, KVHeads: m.KVHeads, Intermediate: m.Intermediate,
 			Seq: t.Seq, TP: t.TP, SP: t.SP})
 		if err != nil {
 			return nil, fmt.Errorf("tensor parallelism: %w", err)
 		}
 		tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied}
-		var err2 error
-		if ls, err2 = tp.layers(ls); err2 != nil {
-			return nil, err2
+		if ls, err = tp.layers(ls); err != nil {
+			return nil, err
 		}
 	}
 	if t.CP > 1 {
