@@ -240,16 +240,19 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 		if l.Schedule != Interleaved {
 			blocks = per[len(per)-1]
 		}
-		// At the last micro-batch's backward, before the step's end: every
-		// micro-batch's logits chunk but not yet their concatenation, with
-		// the stage's state in the middle of the step (whole gradients and
-		// FSDP's gathered parameters; gradients only once an earlier
-		// micro-batch's backward has made them).
+		// At the last micro-batch's loss backward, before the step's end:
+		// every micro-batch's logits chunk but not yet their
+		// concatenation, the log-softmax the loss saved and the gradient
+		// its backward makes beside it (one micro-batch's logits each, in
+		// their dtype at least), with the stage's state in the middle of
+		// the step (whole gradients and FSDP's gathered parameters;
+		// gradients only once an earlier micro-batch's backward has made
+		// them).
 		at := atSteady
 		if l.Accum < 2 {
 			at = atWarm
 		}
-		mid := last - b.chunks(l) + b.blockState(l, blocks, at)
+		mid := last - b.chunks(l) + 2*b.chunks(l)/l.Accum + b.blockState(l, blocks, at)
 		last = max(last+b.blockState(l, blocks, atEnd), mid)
 	}
 	return max(first, last)
