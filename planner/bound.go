@@ -49,7 +49,10 @@ import (
 //     of every micro-batch in flight (min(pp, m) under 1F1B, m under
 //     GPipe) and a receive buffer per micro-batch, and the last stage
 //     every micro-batch's logits twice (merge_chunks) and a receive buffer
-//     per micro-batch (acts; the stage's parameters are not counted there);
+//     per micro-batch (acts; the stage's parameters are not counted there),
+//     or, at its last micro-batch's loss backward, every micro-batch's
+//     logits once, that micro-batch's log-softmax and its gradient, and
+//     the mid-step state of all its rank's blocks (stageState);
 //   - with tensor parallelism the rank first loads its stage's parameters
 //     whole (the way bench/torch/dist/tp.py builds the model before
 //     parallelize_module; estimate/tensorparallel.go), P/(pp·ep) of them
@@ -236,10 +239,7 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 		first += b.blockState(l, per[0], atWarm)
 	}
 	if last > 0 {
-		blocks := rankBlocks(l.PP - 1)
-		if l.Schedule != Interleaved {
-			blocks = per[len(per)-1]
-		}
+		blocks := rankBlocks(l.PP - 1) // the last stage's rank
 		// At the last micro-batch's loss backward, before the step's end:
 		// every micro-batch's logits chunk but not yet their
 		// concatenation, the log-softmax the loss saved and the gradient
