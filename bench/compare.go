@@ -245,6 +245,23 @@ func (r Record) Overrides() model.Overrides {
 
 // Compare predicts every successful record (spec paths are relative to
 // root) and summarises the errors; records from heldOut files are held out.
+// fakeGroup says the record is one rank of a data-parallel run on
+// measure.py's fake process group (dp > 1 in one process).
+func (r *Record) fakeGroup() bool {
+	dp, _ := r.Training["dp"].(float64)
+	return dp > 1 && r.World <= 1
+}
+
+// ncclBytes is an estimate's NCCL memory outside the allocator.
+func ncclBytes(e *estimate.Result) int64 {
+	for _, o := range e.Overhead {
+		if o.Name == estimate.OverheadNCCL {
+			return o.Bytes
+		}
+	}
+	return 0
+}
+
 func Compare(root string, tuning, heldOut []string) (*Report, error) {
 	rep := &Report{}
 	for _, set := range []struct {
@@ -280,6 +297,12 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 				// The measurement is each total's largest over the ranks;
 				// so is the prediction over the kinds of rank.
 				a, rs, d := e.Largest()
+				if r.fakeGroup() {
+					// measure.py's fake process group runs one rank and
+					// creates no NCCL communicator: the device it measured
+					// holds none (memplan counts them for the real job).
+					d -= ncclBytes(e)
+				}
 				row := Row{Label: r.Label, HeldOut: set.held, Measured: r.measured(), Predicted: [NumMetrics]int64{a, rs, d}}
 				if row.Label == "" {
 					row.Label = r.Spec

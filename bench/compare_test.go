@@ -1,10 +1,15 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/model"
 )
 
 // knownGaps are configurations whose misses have a found or suspected
@@ -294,5 +299,62 @@ func TestRaceHeldOut(t *testing.T) {
 	}
 	if found != len(raced) {
 		t.Errorf("%d of the %d lines that raced found by label", found, len(raced))
+	}
+}
+
+// TestFakeGroupDevice checks that Compare leaves NCCL out of the device
+// total it compares with a record of measure.py's fake process group (one
+// rank of dp > 1, no communicator) and keeps it for real multi-GPU records
+// and single-GPU ones.
+func TestFakeGroupDevice(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, recs ...map[string]any) string {
+		var b []byte
+		for _, r := range recs {
+			line, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(append(b, line...), '\n')
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rec := func(label string, dp, world int) map[string]any {
+		return map[string]any{"spec": "specs/gpt2-124m.yaml", "label": label, "ok": true, "world": world,
+			"training":             map[string]any{"batch": 2, "seq": 256, "precision": "amp-bf16", "dp": dp, "zero": 1},
+			"peak_allocated_bytes": 1 << 30, "peak_reserved_bytes": 1 << 30, "device_total_used_bytes": 1 << 30}
+	}
+	f := write("r.jsonl", rec("fake", 2, 0), rec("one", 1, 0))
+	rep, err := Compare("..", []string{f}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rep.Rows {
+		o := model.Overrides{Batch: 2, Seq: 256, Precision: "amp-bf16", Zero: "1"}
+		if row.Label == "fake" {
+			o.DP, o.StepPause, o.FSDPInit = 2, settledPause, model.FSDPInitGPU
+		}
+		spec, err := model.Load("../specs/gpt2-124m.yaml", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := estimate.Estimate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := e.DeviceTotal
+		if row.Label == "fake" {
+			if ncclBytes(e) == 0 {
+				t.Fatal("dp 2 has no NCCL item to leave out")
+			}
+			want -= ncclBytes(e)
+		}
+		if got := row.Predicted[Device]; got != want {
+			t.Errorf("%s: compared device total %d, want %d", row.Label, got, want)
+		}
 	}
 }
