@@ -304,8 +304,9 @@ func TestRaceHeldOut(t *testing.T) {
 
 // TestFakeGroupDevice checks that Compare leaves NCCL out of the device
 // total it compares with a record of measure.py's fake process group (one
-// rank of dp > 1, no communicator) and keeps it for real multi-GPU records
-// and single-GPU ones.
+// rank of dp > 1, no communicator), and that a single-GPU record's is the
+// estimate's own (records of real multi-GPU runs, world > 1, keep NCCL:
+// TestMultiGPUAccuracy).
 func TestFakeGroupDevice(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, recs ...map[string]any) string {
@@ -323,12 +324,12 @@ func TestFakeGroupDevice(t *testing.T) {
 		}
 		return p
 	}
-	rec := func(label string, dp, world int) map[string]any {
-		return map[string]any{"spec": "specs/gpt2-124m.yaml", "label": label, "ok": true, "world": world,
+	rec := func(label string, dp int) map[string]any {
+		return map[string]any{"spec": "specs/gpt2-124m.yaml", "label": label, "ok": true,
 			"training":             map[string]any{"batch": 2, "seq": 256, "precision": "amp-bf16", "dp": dp, "zero": 1},
 			"peak_allocated_bytes": 1 << 30, "peak_reserved_bytes": 1 << 30, "device_total_used_bytes": 1 << 30}
 	}
-	f := write("r.jsonl", rec("fake", 2, 0), rec("one", 1, 0))
+	f := write("r.jsonl", rec("fake", 2), rec("one", 1))
 	rep, err := Compare("..", []string{f}, nil)
 	if err != nil {
 		t.Fatal(err)
