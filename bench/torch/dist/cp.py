@@ -31,7 +31,8 @@ import common
 
 
 def memplan_cmd(a, cp, seq):
-    """The memplan command line for a configuration (also cp-predict.py's)."""
+    """The memplan command line for a configuration (bench/torch/dist/predict.py
+    maps grid lines to the same flags)."""
     sp = a.tp > 1 and not a.no_sp
     # The loss is computed after the autocast region ends: the cached bf16
     # weights are freed first.
