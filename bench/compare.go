@@ -243,8 +243,6 @@ func (r Record) Overrides() model.Overrides {
 	return o
 }
 
-// Compare predicts every successful record (spec paths are relative to
-// root) and summarises the errors; records from heldOut files are held out.
 // fakeGroup says the record is one rank of a data-parallel run on
 // measure.py's fake process group (dp > 1 in one process).
 func (r *Record) fakeGroup() bool {
@@ -252,16 +250,8 @@ func (r *Record) fakeGroup() bool {
 	return dp > 1 && r.World <= 1
 }
 
-// ncclBytes is an estimate's NCCL memory outside the allocator.
-func ncclBytes(e *estimate.Result) int64 {
-	for _, o := range e.Overhead {
-		if o.Name == estimate.OverheadNCCL {
-			return o.Bytes
-		}
-	}
-	return 0
-}
-
+// Compare predicts every successful record (spec paths are relative to
+// root) and summarises the errors; records from heldOut files are held out.
 func Compare(root string, tuning, heldOut []string) (*Report, error) {
 	rep := &Report{}
 	for _, set := range []struct {
@@ -301,7 +291,7 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 					// measure.py's fake process group runs one rank and
 					// creates no NCCL communicator: the device it measured
 					// holds none (memplan counts them for the real job).
-					d -= ncclBytes(e)
+					d -= e.NCCLBytes()
 				}
 				row := Row{Label: r.Label, HeldOut: set.held, Measured: r.measured(), Predicted: [NumMetrics]int64{a, rs, d}}
 				if row.Label == "" {

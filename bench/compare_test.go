@@ -349,10 +349,10 @@ func TestFakeGroupDevice(t *testing.T) {
 		}
 		want := e.DeviceTotal
 		if row.Label == "fake" {
-			if ncclBytes(e) == 0 {
+			if e.NCCLBytes() == 0 {
 				t.Fatal("dp 2 has no NCCL item to leave out")
 			}
-			want -= ncclBytes(e)
+			want -= e.NCCLBytes()
 		}
 		if got := row.Predicted[Device]; got != want {
 			t.Errorf("%s: compared device total %d, want %d", row.Label, got, want)

@@ -29,7 +29,7 @@ func TestContextParallel(t *testing.T) {
 	if cp.Training.Seq != s {
 		t.Errorf("reported sequence %d, want the run's %d", cp.Training.Seq, s)
 	}
-	if got, want := ncclOf(cp), int64(840+442)<<20; got != want {
+	if got, want := cp.NCCLBytes(), int64(840+442)<<20; got != want {
 		t.Errorf("cp NCCL = %d, want %d (one communicator, 840 MiB; sends and receives, 442 MiB)", got, want)
 	}
 	fsdp := est(model.Overrides{Batch: b, Seq: s, CP: c, DP: 2, Zero: "3", Precision: "amp-bf16"})
@@ -44,16 +44,6 @@ func TestContextParallel(t *testing.T) {
 			t.Errorf("Load(%+v) = nil error, want a refusal", o)
 		}
 	}
-}
-
-// ncclOf is a result's NCCL memory outside the allocator.
-func ncclOf(r *Result) int64 {
-	for _, o := range r.Overhead {
-		if o.Name == OverheadNCCL {
-			return o.Bytes
-		}
-	}
-	return -1
 }
 
 // TestRingMerges checks rank 0's ring on Llama-3.2-1B at cp 2 as
@@ -102,7 +92,7 @@ func TestRingMerges(t *testing.T) {
 func TestContextNCCLGroups(t *testing.T) {
 	est := func(o model.Overrides) int64 {
 		o.Batch, o.Seq, o.CP, o.Precision = 1, 4096, 2, "amp-bf16"
-		return ncclOf(estimateSpec(t, "llama-3.2-1b.yaml", o))
+		return estimateSpec(t, "llama-3.2-1b.yaml", o).NCCLBytes()
 	}
 	alone, fsdp := est(model.Overrides{}), est(model.Overrides{Zero: "3"})
 	if fsdp != alone {

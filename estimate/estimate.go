@@ -428,6 +428,18 @@ const OverheadPaged = "paged optimizer state (unified memory)"
 // buffers live outside PyTorch's allocator; docs/multigpu.md).
 const OverheadNCCL = "NCCL communicators"
 
+// NCCLBytes is the device memory of NCCL's communicators in r's overhead
+// (0 without one).
+func (r *Result) NCCLBytes() int64 {
+	var n int64
+	for _, o := range r.Overhead {
+		if o.Name == OverheadNCCL {
+			n += o.Bytes
+		}
+	}
+	return n
+}
+
 func overhead(u usage, nccl int64) []Item {
 	mods := modulesBase
 	if u.gemmHalf {

@@ -286,11 +286,7 @@ func breakdown(r *estimate.Result) Breakdown {
 		}
 	}
 	b.Allocator += r.PeakReserved - r.PeakAllocated
-	for _, o := range r.Overhead {
-		if o.Name == estimate.OverheadNCCL {
-			b.Communication += o.Bytes
-		}
-	}
+	b.Communication += r.NCCLBytes()
 	b.Context = r.DeviceTotal - r.PeakReserved - b.Communication
 	return b
 }
