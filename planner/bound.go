@@ -252,7 +252,8 @@ func (b stateBound) stageState(l Layout, first, last int64) int64 {
 		if l.Accum < 2 {
 			at = atWarm
 		}
-		mid := last - b.chunks(l) + 2*b.chunks(l)/l.Accum + b.blockState(l, blocks, at)
+		// acts' last term counts every chunk twice: Accum + 2 logits here.
+		mid := last - (l.Accum-2)*b.logits(l) + b.blockState(l, blocks, at)
 		last = max(last+b.blockState(l, blocks, atEnd), mid)
 	}
 	return max(first, last)
@@ -297,11 +298,10 @@ func (b stateBound) blockState(l Layout, blocks int64, at int) int64 {
 	return (param + grad + opt + held) * b.elem
 }
 
-// chunks is the last stage's logits of every micro-batch of the step
-// (output_chunks), the half of acts' last term that merge_chunks adds at
-// the step's end.
-func (b stateBound) chunks(l Layout) int64 {
-	return l.Accum * l.Micro * (b.seq / l.CP) * (b.vocab / l.TP) * b.act
+// logits is one micro-batch's logits on the last stage (over tp at most):
+// acts' term, and each of the output chunks merge_chunks concatenates.
+func (b stateBound) logits(l Layout) int64 {
+	return l.Micro * (b.seq / l.CP) * (b.vocab / l.TP) * b.act
 }
 
 // acts is what one micro-batch of l leaves saved on the pipeline stage
@@ -318,7 +318,7 @@ func (b stateBound) acts(l Layout) (least, first, last int64) {
 		return 0, 0, 0
 	}
 	tokens := l.Micro * (b.seq / l.CP)
-	logits := tokens * (b.vocab / l.TP) * b.act
+	logits := b.logits(l)
 	// A receive buffer per micro-batch, of the stage boundary: its
 	// sequence shard under sequence parallelism (estimate/pipeline.go,
 	// boundarySeq).
