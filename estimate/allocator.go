@@ -3,6 +3,7 @@ package estimate
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/memplan/memplan/alloc"
 )
@@ -21,6 +22,11 @@ type allocator struct {
 	limit   int64
 	retries int
 	oom     bool
+	// stopAt, with stopped set (Options.StopAbove), is the reserved
+	// memory past which the simulation stops; stopped is shared by the
+	// simulations of one estimate, so that one rank's stop ends the others.
+	stopAt  int64
+	stopped *atomic.Bool
 }
 
 // allocators keeps allocators between simulations: a search runs thousands of
@@ -124,6 +130,10 @@ func (a *allocator) mallocOn(n int64, s alloc.Stream) block {
 	b := a.a.Malloc(n, s)
 	a.allocated, a.reserved = a.a.Allocated(), a.a.Reserved()
 	a.retries, a.oom = a.a.Retries(), a.a.OOM()
+	if a.stopped != nil && (a.reserved > a.stopAt || a.stopped.Load()) {
+		a.stopped.Store(true)
+		panic(stopSignal{})
+	}
 	return b
 }
 

@@ -151,7 +151,7 @@ type ExpertRank struct {
 // kind in Experts.
 func estimateExperts(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
 	recv, err := simulateRank(spec, inspect, setup)
-	if err != nil || spec.Training.EPSkew == 1 {
+	if err != nil || spec.Training.EPSkew == 1 || recv.Stopped {
 		return recv, err
 	}
 	ranks := &ExpertRanks{Busiest: "receiving", Kinds: []ExpertRank{expertRank("receiving", recv)}}

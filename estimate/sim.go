@@ -207,6 +207,10 @@ func (n *node) wsFor(t *tensor) inputWS {
 
 // sim is the state of one simulated training run.
 type sim struct {
+	// stopAbove is Options.StopAbove (0: simulate the whole run);
+	// outside, with it, is surelyOutside as the simulation starts.
+	stopAbove int64
+	outside   []Item
 	// passes counts backward passes (tensor.pass).
 	passes int32
 	// held is what a holding residual keeps (model.Residual.Hold and

@@ -122,7 +122,11 @@ func simulateStages(spec *model.Spec, inspect func(*sim), setup func(*sim), work
 	errs := make([]error, n)
 	var next atomic.Int64
 	run := func() {
-		for st := next.Add(1) - 1; st < n; st = next.Add(1) - 1 {
+		// The last stage first: it holds the logits and is the busiest
+		// of most layouts, so a simulation with Options.StopAbove stops
+		// there before simulating the others.
+		for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+			st := n - 1 - i
 			p, err := newPipeline(spec, st)
 			if err != nil {
 				errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)

@@ -31,6 +31,10 @@ type RankMemory struct {
 type Busiest struct {
 	RankMemory
 	Kinds []RankMemory `json:"kinds"`
+	// Stopped says the oracle stopped estimating once the busiest rank
+	// passed the level it was given (Stopper): DeviceTotal is then a
+	// lower bound, above that level, and Kinds are incomplete.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // Oracle predicts the memory of a layout's ranks.
@@ -131,10 +135,17 @@ func (Simulator) Canonical(l Layout) Layout {
 
 // Estimate implements Oracle.
 func (sim Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
+	return sim.EstimateAbove(spec, l, 0)
+}
+
+// EstimateAbove implements Stopper with estimate.Options.StopAbove: the
+// simulation stops once the busiest rank's device total is above above
+// (0: never).
+func (sim Simulator) EstimateAbove(spec *model.Spec, l Layout, above int64) (Busiest, error) {
 	if err := sim.Simulates(spec, l); err != nil {
 		return Busiest{}, err
 	}
-	r, err := estimate.Estimate(Apply(spec, l))
+	r, err := estimate.EstimateOptions(Apply(spec, l), estimate.Options{StopAbove: above})
 	if errors.Is(err, model.ErrNotSplittable) {
 		return Busiest{}, &NotSimulatedError{What: []string{"tensor or context parallelism of " + spec.Model.Type + " models"}}
 	}
@@ -152,9 +163,9 @@ func (sim Simulator) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 				m = km
 			}
 		}
-		return Busiest{RankMemory: m, Kinds: kinds}, nil
+		return Busiest{RankMemory: m, Kinds: kinds, Stopped: r.Stopped}, nil
 	}
-	return Busiest{RankMemory: m, Kinds: []RankMemory{m}}, nil
+	return Busiest{RankMemory: m, Kinds: []RankMemory{m}, Stopped: r.Stopped}, nil
 }
 
 func notSimulated(l Layout) error {

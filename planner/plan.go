@@ -249,11 +249,14 @@ func ranksBefore(a, b *Candidate) bool {
 
 // misses keeps the near misses as the search meets them: those over the
 // limit (one per reason: layouts pruned by the same failing layout say the
-// same thing) and the first n of the others, one per mesh.
+// same thing) and the first n of the others, one per mesh. Layouts known
+// to be over only from an estimate that stopped (Busiest.Stopped) are far
+// over, whatever their bound says: they come after the others.
 type misses struct {
 	n     int
 	seen  map[any]bool
 	over  []Candidate
+	far   []Candidate
 	other []Candidate
 }
 
@@ -276,9 +279,12 @@ func (m *misses) add(c Candidate) {
 		return
 	}
 	m.seen[key] = true
-	if c.Verdict == Over {
+	switch {
+	case c.Verdict == Over && c.Memory.Stopped:
+		m.far = append(m.far, c)
+	case c.Verdict == Over:
 		m.over = append(m.over, c)
-	} else {
+	default:
 		m.other = append(m.other, c)
 	}
 }
@@ -286,8 +292,11 @@ func (m *misses) add(c Candidate) {
 // pick returns the n over the limit closest to fitting, then the others,
 // best-ranked first.
 func (m *misses) pick() []Candidate {
-	sort.SliceStable(m.over, func(i, j int) bool { return m.over[i].OverBytes < m.over[j].OverBytes })
-	out := append(m.over[:min(m.n, len(m.over))], m.other...)
+	for _, l := range [][]Candidate{m.over, m.far} {
+		sort.SliceStable(l, func(i, j int) bool { return l[i].OverBytes < l[j].OverBytes })
+	}
+	over := append(m.over, m.far...)
+	out := append(over[:min(m.n, len(over))], m.other...)
 	for i := range out {
 		out[i].Name = out[i].Layout.String()
 	}

@@ -97,6 +97,18 @@ type Bounder interface {
 	LowerBound(spec *model.Spec) func(Layout) (bytes int64, why string)
 }
 
+// Stopper is implemented by an Oracle that can stop estimating a layout
+// once it knows the busiest rank needs more than a given device total
+// (Simulator: estimate.Options.StopAbove). The search gives the level
+// above which a failing answer still prunes, by dominance, every layout
+// that needs at least as much (stopLevel), so that a layout far over the
+// limit costs only the simulation up to where it passes that level.
+type Stopper interface {
+	// EstimateAbove is Oracle.Estimate, which may stop once the busiest
+	// rank's device total is above above, with Busiest.Stopped set.
+	EstimateAbove(spec *model.Spec, l Layout, above int64) (Busiest, error)
+}
+
 type outcome struct {
 	mem Busiest
 	err error
@@ -117,6 +129,7 @@ type search struct {
 	spec   *model.Spec
 	oracle Oracle
 	screen Screener // nil when the oracle is not one
+	stop   Stopper  // nil when the oracle is not one
 	limit  int64
 	bound  func(Layout) (int64, string)
 	canon  Canonicalizer // nil when the oracle is not one
@@ -134,6 +147,7 @@ func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
 	s := &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
 		fails: map[group][]fail{}, fits: map[group][]program{}}
 	s.screen, _ = o.(Screener)
+	s.stop, _ = o.(Stopper)
 	s.canon, _ = o.(Canonicalizer)
 	s.bound = func(Layout) (int64, string) { return 0, "" }
 	if b, ok := o.(Bounder); ok {
@@ -170,7 +184,13 @@ func (s *search) eval(l Layout) outcome {
 	if s.progress != nil {
 		s.progress(Progress{Estimates: s.calls, Layout: l})
 	}
-	m, err := s.oracle.Estimate(s.spec, l)
+	var m Busiest
+	var err error
+	if s.stop != nil {
+		m, err = s.stop.EstimateAbove(s.spec, l, stopLevel(s.limit, p))
+	} else {
+		m, err = s.oracle.Estimate(s.spec, l)
+	}
 	o := outcome{m, err}
 	s.memo[p] = o
 	switch {
@@ -193,6 +213,14 @@ func (s *search) eval(l Layout) outcome {
 // its shards, which a micro-batch of 1 can fragment more than one of 2
 // (5.6%, Llama dp4 ZeRO-3 checkpointed; docs/multigpu.md).
 func dominanceFloor(m int64, p program) int64 { return m - m*floorPercent(p)/100 }
+
+// stopLevel is the device total above which an estimate of program p
+// may stop (Stopper): any total above it is over the limit by more than
+// dominanceFloor's allowance, so a stopped answer prunes as an exact one
+// would. Near misses, under it, are estimated whole.
+func stopLevel(limit int64, p program) int64 {
+	return limit*100/(100-floorPercent(p)) + 1
+}
 
 // floorPercent is dominanceFloor's allowance for program p, in percent.
 func floorPercent(p program) int64 {
@@ -288,6 +316,10 @@ func (s *search) judge(c *Candidate) {
 	case o.mem.DeviceTotal <= s.limit:
 		m := o.mem
 		c.Verdict, c.Memory, c.Fill = Fits, &m, float64(m.DeviceTotal)/float64(s.spec.Device.Memory)
+	case o.mem.Stopped:
+		s.over(c, o.mem, true)
+		c.Reason = fmt.Sprintf("busiest rank above %s (its simulation stopped there), at least %s over the limit", units.Format(o.mem.DeviceTotal), units.Format(c.OverBytes))
+		s.bisect(l)
 	default:
 		s.over(c, o.mem, false)
 		c.Reason = fmt.Sprintf("busiest rank %s, %s over the limit", units.Format(o.mem.DeviceTotal), units.Format(c.OverBytes))
@@ -307,8 +339,12 @@ func (s *search) prune(c *Candidate) bool {
 	}
 	s.pruned++
 	least := dominanceFloor(f.mem.DeviceTotal, f.p)
-	s.over(c, Busiest{RankMemory: RankMemory{Kind: f.mem.Kind, DeviceTotal: least}}, true)
-	c.Reason = fmt.Sprintf("needs at least %s (%s needs %s, less %d%%), %s over", units.Format(least), f.l, units.Format(f.mem.DeviceTotal), floorPercent(f.p), units.Format(c.OverBytes))
+	s.over(c, Busiest{RankMemory: RankMemory{Kind: f.mem.Kind, DeviceTotal: least}, Stopped: f.mem.Stopped}, true)
+	needs := "needs"
+	if f.mem.Stopped {
+		needs = "passed"
+	}
+	c.Reason = fmt.Sprintf("needs at least %s (%s %s %s, less %d%%), %s over", units.Format(least), f.l, needs, units.Format(f.mem.DeviceTotal), floorPercent(f.p), units.Format(c.OverBytes))
 	return true
 }
 

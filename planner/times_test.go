@@ -17,14 +17,19 @@ type timedOracle struct {
 }
 
 type timedEstimate struct {
-	l Layout
-	d time.Duration
+	l       Layout
+	d       time.Duration
+	stopped bool
 }
 
 func (o timedOracle) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
+	return o.EstimateAbove(spec, l, 0)
+}
+
+func (o timedOracle) EstimateAbove(spec *model.Spec, l Layout, above int64) (Busiest, error) {
 	t0 := time.Now()
-	b, err := o.Simulator.Estimate(spec, l)
-	*o.log = append(*o.log, timedEstimate{l, time.Since(t0)})
+	b, err := o.Simulator.EstimateAbove(spec, l, above)
+	*o.log = append(*o.log, timedEstimate{l, time.Since(t0), b.Stopped})
 	return b, err
 }
 
@@ -50,6 +55,10 @@ func TestPlanEstimateTimes(t *testing.T) {
 	t.Logf("plan %v, %d estimates", time.Since(t0), r.Stats.OracleCalls)
 	sort.Slice(log, func(i, j int) bool { return log[i].d > log[j].d })
 	for _, x := range log {
-		t.Logf("%8.1f ms  %s", float64(x.d.Microseconds())/1000, x.l)
+		stopped := ""
+		if x.stopped {
+			stopped = " (stopped)"
+		}
+		t.Logf("%8.1f ms  %s%s", float64(x.d.Microseconds())/1000, x.l, stopped)
 	}
 }
