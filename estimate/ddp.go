@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/memplan/memplan/internal/units"
@@ -36,14 +37,59 @@ type ddpState struct {
 	sizes    []int64             // the buckets' bytes as allocated: the flat one, then the rebuilt
 	bcast    []int64             // the initial broadcast's flattened buckets' bytes
 	held     *tensor             // the flat bucket outliving the rebuild (ddpRaces)
+	// params are the module's parameters, nil for the rank's one module
+	// (s.params); stage is the interleaved schedule's stage whose module
+	// this is, nil for the rank's one module.
+	params []*tensor
+	stage  *pipeline
+}
+
+// moduleParams are the parameters d's module holds.
+func (d *ddpState) moduleParams(s *sim) []*tensor {
+	if d.stage != nil {
+		return d.params
+	}
+	return s.params
 }
 
 // ddpConstruct is DistributedDataParallel's constructor on this rank, once
-// the model is on the device: the initial broadcast of the parameters (in
-// registration order) and buffers, then the reducer's flat bucket of every
-// gradient.
+// the model is on the device. Under the interleaved schedule each stage
+// module has its own (torchtitan and bench/torch/dist/pp.py wrap each
+// model chunk), constructed in the order of the rank's stages once all
+// are built; s.ddp is then the module whose stage the schedule runs.
 func (s *sim) ddpConstruct(ins []*inst) {
-	d := &ddpState{ready: map[*tensor]int{}}
+	if s.pp != nil && len(s.pp.local) > 1 {
+		for _, q := range s.pp.local {
+			q.ddp = s.ddpModule(q.ins, q.params, q.buffers, q)
+		}
+		s.ddp = s.pp.local[0].ddp
+		return
+	}
+	s.ddp = s.ddpModule(ins, nil, s.buffers, nil)
+}
+
+// ddpStates are the rank's reducers: one per stage module under the
+// interleaved schedule, else s.ddp alone (or none).
+func (s *sim) ddpStates() []*ddpState {
+	if s.pp != nil && len(s.pp.local) > 1 && s.pp.local[0].ddp != nil {
+		out := make([]*ddpState, len(s.pp.local))
+		for i, q := range s.pp.local {
+			out[i] = q.ddp
+		}
+		return out
+	}
+	if s.ddp == nil {
+		return nil
+	}
+	return []*ddpState{s.ddp}
+}
+
+// ddpModule is one module's DistributedDataParallel constructor: the
+// initial broadcast of its parameters (in registration order) and
+// buffers, then the reducer's flat bucket of every gradient. params and
+// stage are nil for the rank's one module (all of s.params).
+func (s *sim) ddpModule(ins []*inst, params, buffers []*tensor, stage *pipeline) *ddpState {
+	d := &ddpState{ready: map[*tensor]int{}, params: params, stage: stage}
 	states := registered(ins, map[*tensor]bool{}, nil, true)
 	seen := make(map[*tensor]bool, len(states))
 	for _, t := range states {
@@ -52,12 +98,16 @@ func (s *sim) ddpConstruct(ins []*inst) {
 	// Parameters no layer holds (bitsandbytes' pieces) follow in the
 	// order they were made; LoRA's adapters follow their linears
 	// (registered), as _sync_module_states takes named_parameters().
-	for _, t := range append(append([]*tensor(nil), s.frozen...), s.params...) {
+	all := params
+	if stage == nil {
+		all = append(append([]*tensor(nil), s.frozen...), s.params...)
+	}
+	for _, t := range all {
 		if !seen[t] {
 			states = append(states, t)
 		}
 	}
-	states = append(states, s.buffers...)
+	states = append(states, buffers...)
 	bytes := make([]int64, len(states), len(states)+2)
 	keys := make([]int, len(states), len(states)+2)
 	for i, t := range states {
@@ -72,7 +122,7 @@ func (s *sim) ddpConstruct(ins []*inst) {
 	buckets, err := parallel.AssignBuckets(bytes, keys, []int64{parallel.BroadcastBucketBytes}, false)
 	if err != nil {
 		s.err = err
-		return
+		return nil
 	}
 	var inFlight []*tensor
 	for _, b := range buckets {
@@ -95,10 +145,13 @@ func (s *sim) ddpConstruct(ins []*inst) {
 	for _, t := range inFlight {
 		s.unref(t)
 	}
-	n := s.paramTotal()
+	var n int64
+	for _, p := range d.moduleParams(s) {
+		n += p.bytes()
+	}
 	d.sizes = []int64{n}
 	d.flat = s.alloc(n, u8, catGrad, "DDP gradient buckets")
-	s.ddp = d
+	return d
 }
 
 // registered appends the parameters of ins to out in module registration
@@ -226,9 +279,14 @@ func MayRace(t model.Training) bool {
 // of its two data-parallel ranks, no last stage did). A middle stage waits
 // for fewer stages than the last: not measured (no machine of eight GPUs
 // was lent), it is taken to race, the safe side.
-func (s *sim) ddpRaces() bool {
+func (s *sim) ddpRaces(d *ddpState) bool {
 	if !s.cfg.mayRace {
 		return false
+	}
+	if d.stage != nil {
+		// A stage module of the interleaved schedule: the same
+		// reasoning for its own stage (not measured).
+		return !d.stage.last()
 	}
 	if s.pp == nil {
 		return true
@@ -249,7 +307,7 @@ func (s *sim) ddpRebuild() {
 	}
 	d.rebuilt = true
 	order := make([]*tensor, 0, len(d.ready))
-	for _, p := range s.params {
+	for _, p := range d.moduleParams(s) {
 		if _, ok := d.ready[p]; ok {
 			order = append(order, p)
 		}
@@ -273,7 +331,7 @@ func (s *sim) ddpRebuild() {
 	// race, ddpRaces): held to the end of the simulation.
 	old := d.flat
 	d.flat = nil
-	if s.ddpRaces() {
+	if s.ddpRaces(d) {
 		d.held = old
 		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) is kept past the second step's rebuild, "+
 			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, which a second step started at once can precede; "+
@@ -313,6 +371,14 @@ func (s *sim) ddpBucket(p *tensor) *tensor {
 	d := s.ddp
 	if d == nil || !s.cfg.bucketView {
 		return nil
+	}
+	if d.stage != nil && !slices.Contains(d.params, p) {
+		// Another stage module's parameter (the interleaved schedule).
+		for _, o := range s.ddpStates() {
+			if slices.Contains(o.params, p) {
+				d = o
+			}
+		}
 	}
 	if d.bucketOf != nil {
 		return d.bucketOf[p]

@@ -402,8 +402,10 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training)
 		Fragmentation:   s.al.fragmentation(),
 	}
 	r.ParamBytes = s.paramTotal()
-	if s.ddp != nil && s.ddp.held != nil {
-		r.DDPRaceBytes = s.ddp.held.bytes()
+	for _, d := range s.ddpStates() {
+		if d.held != nil {
+			r.DDPRaceBytes += d.held.bytes()
+		}
 	}
 	r.GradBytes = r.ParamBytes
 	if s.frozen != nil {

@@ -53,11 +53,15 @@ type pipeline struct {
 	casts  []cast
 	nodeOf map[*tensor]*node
 	cur    *flight // the micro-batch in backward
-	// ins and params are the stage's built layers and parameters; params
-	// is nil for a rank of one stage (all of the rank's).
-	ins    []*inst
-	params []*tensor
-	local  []*pipeline
+	// ins, params and buffers are the stage's built layers, parameters
+	// and buffers; params and buffers are nil for a rank of one stage
+	// (all of the rank's). ddp is the stage module's own
+	// DistributedDataParallel under the interleaved schedule (ddp.go).
+	ins     []*inst
+	params  []*tensor
+	buffers []*tensor
+	ddp     *ddpState
+	local   []*pipeline
 	order  []model.PPAction
 	// lossParallel computes the last stage's loss on the logits' shards.
 	lossParallel bool
@@ -147,10 +151,11 @@ func (p *pipeline) rankBlocks() int64 {
 func (s *sim) buildStages() []*inst {
 	var all []*inst
 	for _, q := range s.pp.local {
-		at := len(s.params)
+		at, bat := len(s.params), len(s.buffers)
 		q.ins = s.build(q.layers, map[string]*tensor{})
 		if len(s.pp.local) > 1 {
 			q.params = s.params[at:len(s.params):len(s.params)]
+			q.buffers = s.buffers[bat:len(s.buffers):len(s.buffers)]
 		}
 		all = append(all, q.ins...)
 	}

@@ -158,6 +158,15 @@ func (s *sim) interleaved(it int) {
 	for _, a := range p.order {
 		q := byStage[a.Stage]
 		s.pp = q
+		if q.ddp != nil {
+			// Each stage module's own DDP (ddp.go): its backward records
+			// its gradients' order, its first forward of the second step
+			// rebuilds its buckets.
+			s.ddp = q.ddp
+			if it == 1 && !a.Backward {
+				s.ddpRebuild()
+			}
+		}
 		var h hold
 		if a.Backward {
 			g := s.ppBackward(it, int(a.MB))
@@ -174,6 +183,9 @@ func (s *sim) interleaved(it int) {
 		s.drop(&sends[i])
 	}
 	s.pp = p
+	if p.ddp != nil {
+		s.ddp = p.ddp
+	}
 }
 
 // stepEnd is the end of step(): with FSDP, _post_backward reduce-scatters

@@ -237,9 +237,6 @@ func (t *Training) scheduleOK() error {
 			return fmt.Errorf("1f1b needs at least as many micro-batches (%d) as stages (%d), as Schedule1F1B requires", t.GradAccum, t.PP)
 		}
 	case PPInterleaved:
-		if (t.DP > 1 || t.Zero > 0) && t.Zero < 2 {
-			return fmt.Errorf("the interleaved schedule with DDP or ZeRO 1 is not simulated yet (with FSDP, zero 2 or 3, it is)")
-		}
 		return InterleavedOK(t.PP, t.Virtual(), max(t.GradAccum, 1))
 	default:
 		return fmt.Errorf("unknown pipeline schedule %q (valid: %s)", t.PPSchedule, strings.Join([]string{PPGPipe, PP1F1B, PPInterleaved}, ", "))
