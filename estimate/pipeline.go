@@ -62,7 +62,7 @@ type pipeline struct {
 	buffers []*tensor
 	ddp     *ddpState
 	local   []*pipeline
-	order  []model.PPAction
+	order   []model.PPAction
 	// lossParallel computes the last stage's loss on the logits' shards.
 	lossParallel bool
 }
