@@ -61,6 +61,7 @@ func (s *sim) ddpConstruct(ins []*inst) {
 	if s.pp != nil && len(s.pp.local) > 1 {
 		for _, q := range s.pp.local {
 			q.ddp = s.ddpModule(q.ins, q.params, q.buffers, q)
+			s.ddpMods = append(s.ddpMods, q.ddp)
 		}
 		s.ddp = s.pp.local[0].ddp
 		return
@@ -71,12 +72,8 @@ func (s *sim) ddpConstruct(ins []*inst) {
 // ddpStates are the rank's reducers: one per stage module under the
 // interleaved schedule, else s.ddp alone (or none).
 func (s *sim) ddpStates() []*ddpState {
-	if s.pp != nil && len(s.pp.local) > 1 && s.pp.local[0].ddp != nil {
-		out := make([]*ddpState, len(s.pp.local))
-		for i, q := range s.pp.local {
-			out[i] = q.ddp
-		}
-		return out
+	if s.ddpMods != nil {
+		return s.ddpMods
 	}
 	if s.ddp == nil {
 		return nil
@@ -331,13 +328,40 @@ func (s *sim) ddpRebuild() {
 	// race, ddpRaces): held to the end of the simulation.
 	old := d.flat
 	d.flat = nil
-	if s.ddpRaces(d) {
+	first := true
+	if d.stage != nil {
+		// The interleaved schedule's stage modules rebuild one after
+		// another in the second step, and each rebuild's collectives are
+		// the next the group runs: a bucket an earlier module's rebuild
+		// kept is freed at this one (measured: every rank of
+		// bench/results/2026-11-26-h200x4-pp-interleaved-ddp-trace/ frees
+		// its first module's old bucket at its own rebuild or at the next
+		// module's), and only the first module's last all-reduce can be
+		// the one a rebuild follows at once.
+		for _, o := range s.ddpStates() {
+			if o != d && o.rebuilt {
+				first = false
+			}
+			if o != d && o.held != nil {
+				s.unref(o.held)
+				o.held = nil
+			}
+		}
+	}
+	switch {
+	case first && s.ddpRaces(d) && d.stage != nil:
+		d.held = old
+		s.note(fmt.Sprintf("DDP's bucket rebuild race: the first stage module's old flat gradient bucket (%s) is kept past its rebuild until the rank's next stage module rebuilds, "+
+			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs; "+
+			"%s frees it at once: say so with --step-pause %g (docs/multigpu.md)",
+			units.Format(old.bytes()), ncclWatchdogPeriod, PauseRecipe, DDPSettle))
+	case first && s.ddpRaces(d):
 		d.held = old
 		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) is kept past the second step's rebuild, "+
 			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, which a second step started at once can precede; "+
 			"%s frees it: say so with --step-pause %g (docs/multigpu.md)",
 			units.Format(old.bytes()), ncclWatchdogPeriod, PauseRecipe, DDPSettle))
-	} else {
+	default:
 		s.unref(old)
 	}
 	if s.cfg.bucketView {

@@ -185,6 +185,42 @@ func TestDDPRebuildRace(t *testing.T) {
 			}
 		}
 	})
+	// The interleaved schedule: each stage module has its own reducer,
+	// whose flat bucket holds that module's gradients; the first module
+	// to rebuild keeps its old bucket only until the next one rebuilds
+	// (bench/results/2026-11-26-h200x4-pp-interleaved-ddp-trace), so
+	// nothing is held at the end, and the peaks, which come later in the
+	// second step, are those of a loop that pauses.
+	t.Run("interleaved", func(t *testing.T) {
+		o := model.Overrides{DP: 2, Zero: "0", PP: 2, PPSchedule: model.PPInterleaved, PPVirtual: 2, GradAccum: 4, Seq: 512}
+		spec := mustLoad(t, "../specs/tinyllama-1.1b.yaml", o)
+		r, err := estimateWith(spec, func(s *sim) {
+			if len(s.ddpMods) != 2 {
+				t.Fatalf("%d reducers on rank %d, want one per stage module (2)", len(s.ddpMods), s.pp.stage)
+			}
+			for i, d := range s.ddpMods {
+				var n int64
+				for _, p := range s.pp.local[i].params {
+					n += p.bytes()
+				}
+				if d.sizes[0] != n || !d.rebuilt || d.held != nil {
+					t.Errorf("rank %d module %d: flat bucket %d B (want its parameters' %d), rebuilt %v, held at the end %v",
+						s.pp.stage, i, d.sizes[0], n, d.rebuilt, d.held != nil)
+				}
+			}
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.StepPause = "1"
+		paused, err := Estimate(mustLoad(t, "../specs/tinyllama-1.1b.yaml", o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.DDPRaceBytes != 0 || r.PeakAllocated != paused.PeakAllocated {
+			t.Errorf("race bytes %d, peak allocated %d; want 0 and the paused loop's %d", r.DDPRaceBytes, r.PeakAllocated, paused.PeakAllocated)
+		}
+	})
 }
 
 func mustLoad(t *testing.T, path string, o model.Overrides) *model.Spec {

@@ -262,6 +262,7 @@ type sim struct {
 	cpRun           bool                  // context parallelism: FSDP2 keeps one gathered block (sharding.go)
 	unitOf          map[*tensor]*fsdpUnit // each parameter's unit
 	ddp             *ddpState             // DDP's reducer (ddp.go)
+	ddpMods         []*ddpState           // every stage module's, interleaved (ddp.go)
 	buffers         []*tensor             // module buffers, in the order built
 	zeroPart        *parallel.Partition   // ZeRO-1's partition over the ranks
 	pp              *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
