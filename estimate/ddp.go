@@ -342,7 +342,7 @@ func (s *sim) ddpRebuild() {
 			if o != d && o.rebuilt {
 				first = false
 			}
-			if o != d && o.held != nil {
+			if false && o != d && o.held != nil {
 				s.unref(o.held)
 				o.held = nil
 			}

@@ -68,14 +68,14 @@ const MaxPipelineMicrobatches = 32
 // data parallelism with ZeRO stages 0–3, tensor parallelism with sequence
 // and loss parallelism (torchtitan's plan, Llama models), pipeline
 // parallelism with the gpipe, 1f1b and interleaved schedules (each kind of
-// stage),
+// stage; under the interleaved schedule DDP and ZeRO 1 wrap each stage
+// module),
 // expert parallelism under DDP or FSDP (ZeRO 0, 2, 3; docs/moe.md §4),
 // context parallelism alone, with tensor parallelism inside each cp rank
 // or with FSDP over dp·cp (docs/parallelism.md §3.3), checkpointing and
 // any micro-batch and accumulation, and returns a *NotSimulatedError for
 // layouts with CP together with DDP or ZeRO 1,
-// EP with ZeRO 1, or with FSDP and TP, PP or CP, the interleaved schedule
-// with data parallelism, tied embeddings
+// EP with ZeRO 1, or with FSDP and TP, PP or CP, tied embeddings
 // under a pipeline, and tensor parallelism of models the plan does not
 // cover. Pipelines run gpipe, 1f1b or interleaved, with TP or CP inside
 // their stages (docs/parallelism.md).
@@ -175,7 +175,6 @@ func notSimulated(l Layout) error {
 			what = append(what, s)
 		}
 	}
-	add(l.PP > 1 && l.Schedule == Interleaved && l.DP > 1 && l.Zero < 2, "the interleaved pipeline schedule with DDP or ZeRO 1")
 	add(l.CP > 1 && (l.Zero == 1 || (l.DP > 1 && l.Zero == 0)), "context parallelism with DDP or ZeRO 1 (FSDP over dp·cp is simulated)")
 	add(l.EP > 1 && l.Zero == 1, "expert parallelism with ZeRO 1")
 	add(l.EP > 1 && l.Zero >= 2 && (l.TP > 1 || l.PP > 1 || l.CP > 1), "expert parallelism with FSDP and tensor, pipeline or context parallelism")
