@@ -68,6 +68,9 @@ type rowCache struct {
 	// state and act hold the bounds (bounds) learned so far, by
 	// boundKey and by training.
 	state, act map[model.Training]int64
+	// over holds what the estimates that stopped early (stopOracle)
+	// reached: lower bounds of the device total, by device class.
+	over map[cacheKey]int64
 	// params is the row's model's parameter count (model.Params), for
 	// the model-state bound (stateBound); 0 until first needed.
 	params int64
@@ -79,7 +82,7 @@ type rowCache struct {
 
 func newRowCache() *rowCache {
 	return &rowCache{results: map[cacheKey]*estimate.Result{}, plain: map[plainKey]*estimate.Result{},
-		state: map[model.Training]int64{}, act: map[model.Training]int64{}}
+		state: map[model.Training]int64{}, act: map[model.Training]int64{}, over: map[cacheKey]int64{}}
 }
 
 // estimate is estimate.Estimate through the cache. The Result is shared:
@@ -111,8 +114,37 @@ func (c *rowCache) oracle(s *model.Spec) (int64, error) {
 	return r.DeviceTotal, nil
 }
 
+// stopOracle is tuner.AnalyticStop through the cache: a whole estimate
+// made already answers, and so does an earlier stopped one of the same
+// device class that passed above; otherwise the estimate stops above
+// above (estimate.Options.StopAbove). A stopped estimate is not kept as a
+// Result (its figures are lower bounds), only its total in over.
+func (c *rowCache) stopOracle(s *model.Spec, above int64) (int64, bool, error) {
+	k := keyOf(s)
+	if r, ok := c.results[k]; ok {
+		return r.DeviceTotal, false, nil
+	}
+	if r, ok := c.plain[k.plain()]; ok && r.SharesWith(s.Device) {
+		return r.DeviceTotal, false, nil
+	}
+	if lb, ok := c.over[k]; ok && above > 0 && lb > above {
+		return lb, true, nil
+	}
+	r, err := estimate.EstimateOptions(s, estimate.Options{StopAbove: above})
+	if err != nil {
+		return 0, false, err
+	}
+	if r.Stopped {
+		estimatesMade.Add(1)
+		c.over[k] = max(c.over[k], r.DeviceTotal)
+		return r.DeviceTotal, true, nil
+	}
+	c.keep(s, k, r)
+	return r.DeviceTotal, false, nil
+}
+
 // estimatesMade counts the estimates every report made (for the
-// benchmark's estimates/op).
+// benchmark's estimates/op), stopped ones included.
 var estimatesMade atomic.Int64
 
 // keep records an estimate of s: its total and its bounds; in tests it
@@ -177,7 +209,7 @@ func boundKey(t model.Training) model.Training {
 // the activation bound of the spec's training estimated on another device;
 // 0 when neither is known.
 func (c *rowCache) lowerBound(s *model.Spec) int64 {
-	return max(c.state[boundKey(s.Training)], c.act[s.Training], c.stateBound(s))
+	return max(c.state[boundKey(s.Training)], c.act[s.Training], c.stateBound(s), c.over[keyOf(s)])
 }
 
 // stateBound is the planner's lower bound of the device total

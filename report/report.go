@@ -231,7 +231,7 @@ func fill(c *Cell, spec *model.Spec, memo *rowCache, o Options) error {
 	c.Verdict = tuner.Fits(est.DeviceTotal, spec.Device.Memory, o.Band, o.Margin).String()
 	c.Breakdown = breakdown(est)
 	dp := int64(max(spec.Training.DP, 1))
-	cons := tuner.Constraints{Margin: o.Margin, FirstFix: true, Bound: memo.lowerBound}
+	cons := tuner.Constraints{Margin: o.Margin, FirstFix: true, Bound: memo.lowerBound, Stop: memo.stopOracle}
 	t, err := tuner.Tune(spec, o.Band, cons, memo.oracle)
 	switch {
 	case err == nil:

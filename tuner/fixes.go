@@ -95,6 +95,29 @@ type fixer struct {
 	first bool
 	// bound: Constraints.Bound, or nil.
 	bound func(*model.Spec) int64
+	// stop: Constraints.Stop, or nil.
+	stop StopOracle
+}
+
+// stopLevel is the device total above which the estimate of a fix may
+// stop (Constraints.Stop): the limit for FirstFix, which wants only a fix
+// that fits; for Fixes the closest miss so far, since a fix above it
+// neither fits nor comes closer (0, no stop, before the first miss).
+func (f *fixer) stopLevel() int64 {
+	limit := limitBytes(f.band, f.margin, f.spec.Device.Memory)
+	if f.first {
+		return limit
+	}
+	var closest int64
+	for _, x := range f.out {
+		if !x.Fits && (closest == 0 || x.DeviceTotal < closest) {
+			closest = x.DeviceTotal
+		}
+	}
+	if closest == 0 {
+		return 0
+	}
+	return max(closest, limit)
 }
 
 // missesCand is misses for c applied at batch 1.
@@ -140,7 +163,13 @@ func (f *fixer) beaten(gpus int64, cost int) bool {
 // try estimates c at batch 1.
 func (f *fixer) try(c cand) (Fix, bool) {
 	s := f.apply(c)
-	v, err := f.oracle(&s)
+	var v int64
+	var err error
+	if f.stop != nil {
+		v, _, err = f.stop(&s, f.stopLevel())
+	} else {
+		v, err = f.oracle(&s)
+	}
 	if err != nil {
 		return Fix{}, false
 	}

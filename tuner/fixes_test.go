@@ -188,6 +188,52 @@ func TestFirstFixWithBound(t *testing.T) {
 	}
 }
 
+// TestFixesWithStop: estimating the fixes through a StopOracle
+// (Constraints.Stop, AnalyticStop) gives Tune's fixes exactly, the
+// closest miss included when none fits, and FirstFix's first fix; some
+// of its estimates stop.
+func TestFixesWithStop(t *testing.T) {
+	for _, c := range []struct{ file, device string }{
+		{"llama-3-8b.yaml", "h100-80gb"}, {"llama-3-8b.yaml", "t4"}, {"llama-3-70b.yaml", "h100-80gb"}, {"llama-3-70b.yaml", "t4"},
+		{"gpt2-xl.yaml", "t4"}, {"mistral-7b.yaml", "rtx-4090"}, {"qwen2.5-7b.yaml", "a100-40gb"}, {"tinyllama-1.1b.yaml", "v100-16gb"},
+	} {
+		t.Run(c.file+"/"+c.device, func(t *testing.T) {
+			s := spec(t, c.file)
+			d, _ := model.LookupDevice(c.device)
+			s.Device = d
+			stopped := 0
+			stop := func(x *model.Spec, above int64) (int64, bool, error) {
+				v, st, err := AnalyticStop(x, above)
+				if st {
+					stopped++
+					if v <= above {
+						t.Errorf("stopped at %d, not above %d", v, above)
+					}
+				}
+				return v, st, err
+			}
+			for _, first := range []bool{false, true} {
+				cons := Constraints{Margin: DefaultMargin, FirstFix: first}
+				want, err := Tune(s, DefaultBand, cons, Analytic)
+				if !errors.Is(err, ErrNoFit) {
+					t.Fatalf("err = %v, want ErrNoFit", err)
+				}
+				cons.Stop = stop
+				got, _ := Tune(s, DefaultBand, cons, Analytic)
+				switch {
+				case !first && !reflect.DeepEqual(got.Fixes, want.Fixes):
+					t.Errorf("Fixes with Stop =\n%+v\nwant\n%+v", got.Fixes, want.Fixes)
+				case first && len(want.Fixes) > 0 && want.Fixes[0].Fits && (len(got.Fixes) == 0 || got.Fixes[0] != want.Fixes[0]):
+					t.Errorf("FirstFix with Stop = %+v, want %+v", got.Fixes, want.Fixes[0])
+				case first && (len(want.Fixes) == 0 || !want.Fixes[0].Fits) && len(got.Fixes) > 0 && got.Fixes[0].Fits:
+					t.Errorf("FirstFix with Stop = %+v, want none that fits", got.Fixes[0])
+				}
+			}
+			t.Logf("%d estimates stopped", stopped)
+		})
+	}
+}
+
 // TestFixStepPause: a DDP job that misses only by the old gradient bucket
 // its rebuild keeps (estimate.DDPSettle) gets the free fix of pausing after
 // the first step, first; one that already pauses does not.

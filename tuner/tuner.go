@@ -31,6 +31,21 @@ func Analytic(s *model.Spec) (int64, error) {
 	return r.DeviceTotal, nil
 }
 
+// StopOracle is an Oracle that may stop estimating once it knows the
+// device total is above a level: it then returns a total above that
+// level, a lower bound, with stopped set (AnalyticStop).
+type StopOracle func(s *model.Spec, above int64) (total int64, stopped bool, err error)
+
+// AnalyticStop is Analytic as a StopOracle: the simulation ends once the
+// device total passes above (estimate.Options.StopAbove; 0: never).
+func AnalyticStop(s *model.Spec, above int64) (int64, bool, error) {
+	r, err := estimate.EstimateOptions(s, estimate.Options{StopAbove: above})
+	if err != nil {
+		return 0, false, err
+	}
+	return r.DeviceTotal, r.Stopped, nil
+}
+
 // Capped is an oracle for a job run under
 // torch.cuda.set_per_process_memory_fraction(fraction): the caching
 // allocator may not reserve more than fraction of the device, and frees its
@@ -127,6 +142,14 @@ type Constraints struct {
 	// bound is beyond the target cannot fit and is not estimated; when no
 	// fix fits, the closest miss is the closest of those estimated.
 	Bound func(*model.Spec) int64
+	// Stop, when set, estimates the fixes (batch 1 does not fit) in
+	// place of the oracle, which it must agree with: a fix is estimated
+	// only until it is known not to fit and, for Fixes, not to come
+	// closer than the closest miss so far, so the fixes are those the
+	// oracle gives. With FirstFix each miss stops once it is known not
+	// to fit, and the closest miss returned when none fits is the closest
+	// by those lower bounds.
+	Stop StopOracle
 	// Tolerance, when set, ends the search once the bracket is narrower
 	// than that fraction of the batch (the probe uses 0.1%: a model that
 	// fits millions of samples needs no single-sample answer, and each
@@ -244,7 +267,7 @@ func Tune(spec *model.Spec, band Band, c Constraints, oracle Oracle) (*Result, e
 	}
 	if f0 > limit {
 		r.Batch, r.DeviceTotal, r.Fill = 0, f0, float64(f0)/float64(mem)
-		f := fixer{spec: &s, band: band, margin: c.Margin, oracle: oracle, bound: c.Bound}
+		f := fixer{spec: &s, band: band, margin: c.Margin, oracle: oracle, bound: c.Bound, stop: c.Stop}
 		if c.FirstFix {
 			r.Fixes = f.first1()
 		} else {

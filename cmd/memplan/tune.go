@@ -136,6 +136,7 @@ func tuneOracle(c *cli.Context, spec *model.Spec, band tuner.Band, cons *tuner.C
 	if c.Bool("cap") {
 		return tuner.Capped(tuner.Limit(band, *cons)), func() {}, nil
 	}
+	cons.Stop = tuner.AnalyticStop // the fixes' estimates stop once they cannot matter
 	return tuner.Analytic, func() {}, nil
 }
 
