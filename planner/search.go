@@ -99,10 +99,9 @@ type Bounder interface {
 
 // Stopper is implemented by an Oracle that can stop estimating a layout
 // once it knows the busiest rank needs more than a given device total
-// (Simulator: estimate.Options.StopAbove). The search gives the level
-// above which a failing answer still prunes, by dominance, every layout
-// that needs at least as much (stopLevel), so that a layout far over the
-// limit costs only the simulation up to where it passes that level.
+// (Simulator: estimate.Options.StopAbove). The search gives a level a
+// little over the limit (stopLevel), so that a layout far over it costs
+// only the simulation up to where it passes that level.
 type Stopper interface {
 	// EstimateAbove is Oracle.Estimate, which may stop once the busiest
 	// rank's device total is above above, with Busiest.Stopped set.
@@ -187,7 +186,7 @@ func (s *search) eval(l Layout) outcome {
 	var m Busiest
 	var err error
 	if s.stop != nil {
-		m, err = s.stop.EstimateAbove(s.spec, l, stopLevel(s.limit, p))
+		m, err = s.stop.EstimateAbove(s.spec, l, stopLevel(s.limit))
 	} else {
 		m, err = s.oracle.Estimate(s.spec, l)
 	}
@@ -214,13 +213,23 @@ func (s *search) eval(l Layout) outcome {
 // (5.6%, Llama dp4 ZeRO-3 checkpointed; docs/multigpu.md).
 func dominanceFloor(m int64, p program) int64 { return m - m*floorPercent(p)/100 }
 
-// stopLevel is the device total above which an estimate of program p
-// may stop (Stopper): any total above it is over the limit by more than
-// dominanceFloor's allowance, so a stopped answer prunes as an exact one
-// would. Near misses, under it, are estimated whole.
-func stopLevel(limit int64, p program) int64 {
-	return limit*100/(100-floorPercent(p)) + 1
+// stopLevel is the device total above which an estimate may stop
+// (Stopper): nearPercent above the limit. A layout over the limit by less
+// is estimated whole, so the near misses closest to fitting carry exact
+// figures; one further over costs only its simulation up to that level,
+// and prunes by dominance where its stopped total, less the allowance
+// (dominanceFloor), is still over the limit. Stopping at the dominance
+// level itself (the limit over one less the allowance) kept more
+// pruning but estimated every layout up to 11% over whole: the 70B
+// amp-bf16 plan took 25–30% longer (docs/performance.md, fifteenth
+// session).
+func stopLevel(limit int64) int64 {
+	return limit + limit*nearPercent/100
 }
+
+// nearPercent is how far over the limit, in percent, a layout is
+// estimated whole (stopLevel).
+const nearPercent = 3
 
 // floorPercent is dominanceFloor's allowance for program p, in percent.
 func floorPercent(p program) int64 {

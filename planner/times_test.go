@@ -20,6 +20,7 @@ type timedEstimate struct {
 	l       Layout
 	d       time.Duration
 	stopped bool
+	total   int64
 }
 
 func (o timedOracle) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
@@ -29,7 +30,7 @@ func (o timedOracle) Estimate(spec *model.Spec, l Layout) (Busiest, error) {
 func (o timedOracle) EstimateAbove(spec *model.Spec, l Layout, above int64) (Busiest, error) {
 	t0 := time.Now()
 	b, err := o.Simulator.EstimateAbove(spec, l, above)
-	*o.log = append(*o.log, timedEstimate{l, time.Since(t0), b.Stopped})
+	*o.log = append(*o.log, timedEstimate{l, time.Since(t0), b.Stopped, b.DeviceTotal})
 	return b, err
 }
 
@@ -52,13 +53,13 @@ func TestPlanEstimateTimes(t *testing.T) {
 	if err != nil && !errors.Is(err, ErrNoLayout) {
 		t.Fatal(err)
 	}
-	t.Logf("plan %v, %d estimates", time.Since(t0), r.Stats.OracleCalls)
+	t.Logf("plan %v, %d estimates, limit %.2f GiB", time.Since(t0), r.Stats.OracleCalls, float64(r.Limit)/(1<<30))
 	sort.Slice(log, func(i, j int) bool { return log[i].d > log[j].d })
 	for _, x := range log {
 		stopped := ""
 		if x.stopped {
 			stopped = " (stopped)"
 		}
-		t.Logf("%8.1f ms  %s%s", float64(x.d.Microseconds())/1000, x.l, stopped)
+		t.Logf("%8.1f ms  %6.2f GiB  %s%s", float64(x.d.Microseconds())/1000, float64(x.total)/(1<<30), x.l, stopped)
 	}
 }
