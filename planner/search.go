@@ -304,14 +304,19 @@ func (s *search) judge(c *Candidate) {
 		return
 	}
 	// The lightest layouts of l's family first: when one does not fit,
-	// neither does l, nor the rest of the family.
-	for _, x := range s.lighter(l) {
-		if fits, ok := s.probe(x); ok && !fits {
-			break
+	// neither does l, nor the rest of the family. Only for an oracle
+	// that cannot stop: where a layout over the limit costs only the
+	// simulation up to the stop level, a probe that fits (a whole
+	// estimate) costs more than the failures it saves (docs/planner.md §4).
+	if s.stop == nil {
+		for _, x := range s.lighter(l) {
+			if fits, ok := s.probe(x); ok && !fits {
+				break
+			}
 		}
-	}
-	if s.prune(c) {
-		return
+		if s.prune(c) {
+			return
+		}
 	}
 	s.evaluated++
 	o := s.eval(l)
