@@ -3,6 +3,7 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/memplan/memplan/alloc"
@@ -105,13 +106,35 @@ func AdviceMayHelp(spec *model.Spec, r *estimate.Result) bool {
 // candidate, the one that changes least. It returns nil when no candidate
 // saves that much.
 func AdviseAllocConf(spec *model.Spec, current int64, oracle Oracle) (*AllocAdvice, error) {
+	return AdviseAllocConfStop(spec, current, func(s *model.Spec, _ int64) (int64, bool, error) {
+		v, err := oracle(s)
+		return v, false, err
+	})
+}
+
+// AdviseAllocConfStop is AdviseAllocConf through a StopOracle
+// (AnalyticStop): a candidate's estimate stops once its total is known to
+// save no more than AdviceThreshold of current, or to be above the best
+// candidate so far, since neither is advised; the advice is the same.
+func AdviseAllocConfStop(spec *model.Spec, current int64, oracle StopOracle) (*AllocAdvice, error) {
 	var best *AllocAdvice
 	for _, conf := range AdviceCandidates(spec.Training.AllocConf) {
 		s := *spec
 		s.Training.AllocConf = conf
-		total, err := oracle(&s)
+		var level int64 // 0: no stop
+		if current > 0 {
+			// Any total at or above this saves at most the threshold.
+			level = int64(math.Ceil(float64(current) * (1 - AdviceThreshold)))
+		}
+		if best != nil && (level == 0 || best.DeviceTotal < level) {
+			level = best.DeviceTotal
+		}
+		total, stopped, err := oracle(&s, level)
 		if err != nil {
 			return nil, fmt.Errorf("alloc_conf %s: %w", conf, err)
+		}
+		if stopped {
+			continue
 		}
 		if best == nil || total < best.DeviceTotal {
 			best = &AllocAdvice{AllocConf: conf, DeviceTotal: total}

@@ -259,3 +259,48 @@ func TestAdviceMayHelp(t *testing.T) {
 		t.Error("AdviceMayHelp never skipped: the test checks nothing")
 	}
 }
+
+// TestAdviseAllocConfStop: through AnalyticStop the advice is
+// AdviseAllocConf's with Analytic, over every bundled spec at its own
+// batch and twice it, under the default setting and under one whose
+// candidates are several; some estimates stop.
+func TestAdviseAllocConfStop(t *testing.T) {
+	files, err := filepath.Glob("../specs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no specs: %v", err)
+	}
+	stopped := 0
+	count := func(s *model.Spec, above int64) (int64, bool, error) {
+		v, st, err := AnalyticStop(s, above)
+		if st {
+			stopped++
+		}
+		return v, st, err
+	}
+	for _, f := range files {
+		for _, conf := range []string{"", "max_split_size_mb:256"} {
+			for _, twice := range []bool{false, true} {
+				s, err := model.Load(f, model.Overrides{AllocConf: conf})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if twice {
+					s.Training.Batch *= 2
+				}
+				cur, err := Analytic(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err1 := AdviseAllocConf(s, cur, Analytic)
+				got, err2 := AdviseAllocConfStop(s, cur, count)
+				if (err1 == nil) != (err2 == nil) || !reflect.DeepEqual(got, want) {
+					t.Errorf("%s %q batch %d: with stops %+v, %v; want %+v, %v", f, conf, s.Training.Batch, got, err2, want, err1)
+				}
+			}
+		}
+	}
+	if stopped == 0 {
+		t.Error("no estimate stopped: the test checks nothing")
+	}
+	t.Logf("%d estimates stopped", stopped)
+}

@@ -48,7 +48,7 @@ Example:
 			// still stands, with a note.
 			var adv *tuner.AllocAdvice
 			if tuner.AdviceMayHelp(spec, r) {
-				adv, err = tuner.AdviseAllocConf(spec, r.DeviceTotal, tuner.Analytic)
+				adv, err = tuner.AdviseAllocConfStop(spec, r.DeviceTotal, tuner.AnalyticStop)
 				if err != nil {
 					r.Notes = append(r.Notes, fmt.Sprintf("no allocator advice: %v", err))
 				}
