@@ -331,29 +331,28 @@ func (s *sim) ddpRebuild() {
 	first := true
 	if d.stage != nil {
 		// The interleaved schedule's stage modules rebuild one after
-		// another in the second step, and each rebuild's collectives are
-		// the next the group runs: a bucket an earlier module's rebuild
-		// kept is freed at this one (measured: every rank of
-		// bench/results/2026-11-26-h200x4-pp-interleaved-ddp-trace/ frees
-		// its first module's old bucket at its own rebuild or at the next
-		// module's), and only the first module's last all-reduce can be
-		// the one a rebuild follows at once.
+		// another in the second step. Only the first to rebuild can follow
+		// its own last all-reduce with no collective in between (its stage
+		// is the rank's last to run backward); the others' old buckets
+		// are freed at their rebuilds (bench/results/2026-11-26-h200x4-pp-interleaved-ddp-trace:
+		// every rank). The first's is freed at the group's next
+		// collective after the watchdog has woken: its own rebuild or the
+		// next module's on the ranks of that trace, past the step's peak
+		// on one rank of a held-out run (2026-11-26-h200x4-pp-interleaved-ddp-heldout-2.jsonl,
+		// TinyLlama s 4096, rank 1, 1.06 GiB over its data-parallel peer),
+		// so it is kept, as without a pipeline.
 		for _, o := range s.ddpStates() {
 			if o != d && o.rebuilt {
 				first = false
-			}
-			if false && o != d && o.held != nil {
-				s.unref(o.held)
-				o.held = nil
 			}
 		}
 	}
 	switch {
 	case first && s.ddpRaces(d) && d.stage != nil:
 		d.held = old
-		s.note(fmt.Sprintf("DDP's bucket rebuild race: the first stage module's old flat gradient bucket (%s) is kept past its rebuild until the rank's next stage module rebuilds, "+
-			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs; "+
-			"%s frees it at once: say so with --step-pause %g (docs/multigpu.md)",
+		s.note(fmt.Sprintf("DDP's bucket rebuild race: the first stage module's old flat gradient bucket (%s) is kept past its rebuild, "+
+			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, which the rank's next stage modules' rebuilds may precede; "+
+			"%s frees it: say so with --step-pause %g (docs/multigpu.md)",
 			units.Format(old.bytes()), ncclWatchdogPeriod, PauseRecipe, DDPSettle))
 	case first && s.ddpRaces(d):
 		d.held = old
