@@ -328,6 +328,36 @@ func (s *sim) ddpRebuild() {
 	// race, ddpRaces): held to the end of the simulation.
 	old := d.flat
 	d.flat = nil
+	s.ddpDropFlat(d, old)
+	if s.cfg.bucketView {
+		d.bucketOf = make(map[*tensor]*tensor, len(order))
+	}
+	for _, b := range buckets {
+		var n int64
+		for _, k := range b {
+			n += bytes[k]
+		}
+		t := s.alloc(n, u8, catGrad, "DDP gradient buckets")
+		d.sizes = append(d.sizes, n)
+		for _, k := range b {
+			p := order[k]
+			if d.bucketOf != nil {
+				d.bucketOf[p] = t
+			}
+			if p.pgrad != nil && p.pgrad.base != nil && s.cfg.bucketView {
+				// bucket_view.copy_(grad); grad = bucket_view.
+				v := s.view(t, p.bytes())
+				s.unref(p.pgrad)
+				p.pgrad = v
+			}
+		}
+	}
+}
+
+// ddpDropFlat drops d's flat bucket old at its rebuild: freed, or kept to
+// the end of the simulation where the rebuild may race the first step's
+// last all-reduce (ddpRaces), with a note.
+func (s *sim) ddpDropFlat(d *ddpState, old *tensor) {
 	first := true
 	if d.stage != nil {
 		// The interleaved schedule's stage modules rebuild one after
@@ -362,29 +392,6 @@ func (s *sim) ddpRebuild() {
 			units.Format(old.bytes()), ncclWatchdogPeriod, PauseRecipe, DDPSettle))
 	default:
 		s.unref(old)
-	}
-	if s.cfg.bucketView {
-		d.bucketOf = make(map[*tensor]*tensor, len(order))
-	}
-	for _, b := range buckets {
-		var n int64
-		for _, k := range b {
-			n += bytes[k]
-		}
-		t := s.alloc(n, u8, catGrad, "DDP gradient buckets")
-		d.sizes = append(d.sizes, n)
-		for _, k := range b {
-			p := order[k]
-			if d.bucketOf != nil {
-				d.bucketOf[p] = t
-			}
-			if p.pgrad != nil && p.pgrad.base != nil && s.cfg.bucketView {
-				// bucket_view.copy_(grad); grad = bucket_view.
-				v := s.view(t, p.bytes())
-				s.unref(p.pgrad)
-				p.pgrad = v
-			}
-		}
 	}
 }
 
