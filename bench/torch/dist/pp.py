@@ -20,6 +20,7 @@ memplan's pipeline.kinds for stage r (one stage per rank) or rank r
 (interleaved). The modules are built on the meta device, as torchtitan does.
 """
 import argparse
+import time
 
 import torch
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
@@ -120,6 +121,9 @@ def main():
     ap.add_argument("--no-sp", action="store_true", help="with --tp: without sequence parallelism")
     ap.add_argument("--dp", type=int, default=1, help="data parallelism over each stage's replicas (pp × dp mesh)")
     ap.add_argument("--mode", choices=["ddp", "zero1", "fsdp"], default="ddp", help="with --dp: how the replicas share")
+    ap.add_argument("--step-pause", dest="step_pause", type=float, default=0.0,
+                    help="after the first optimizer step: torch.cuda.synchronize(), then sleep this many seconds "
+                         "(memplan's --step-pause: DDP's old bucket freed at its rebuild, docs/multigpu.md)")
     a = ap.parse_args()
     rank, world, local = common.setup()
     assert world % (a.tp * a.dp) == 0, f"world {world} is not a multiple of tp·dp {a.tp * a.dp}"
@@ -179,10 +183,12 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
+        if a.step_pause > 0 and not steps:
+            time.sleep(a.step_pause)
         steps.append(common.peaks(local))
     config = {"script": "pp", "spec": a.spec, "pp": pp, "schedule": a.schedule, "microbatches": a.microbatches,
               "virtual": v, "stage_layers": split, "tp": a.tp, "sp": sp and a.tp > 1, "batch": a.batch,
-              "dp": a.dp, "mode": a.mode if a.dp > 1 else None,
+              "dp": a.dp, "mode": a.mode if a.dp > 1 else None, "step_pause": a.step_pause,
               "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
               # Which runtime torch runs the schedule with: memplan models
               # _PipelineScheduleRuntime for interleaved (send Works kept to
@@ -192,7 +198,8 @@ def main():
                              pp_virtual=v if a.schedule == "interleaved" else None, microbatches=a.microbatches,
                              tp=a.tp if a.tp > 1 else None, sp=sp and a.tp > 1,
                              dp=a.dp if a.dp > 1 else None, zero=ZERO[a.mode] if a.dp > 1 else None,
-                             checkpointing=a.checkpointing, optimizer="adamw-foreach")
+                             checkpointing=a.checkpointing, optimizer="adamw-foreach",
+                             step_pause=a.step_pause if a.step_pause > 0 else None)
     common.report(a.label, config, cmd, steps, local)
 
 

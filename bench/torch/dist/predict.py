@@ -96,6 +96,8 @@ def script_cmd(script, nproc, args):
         if dp > 1:
             # pp.py's ZERO: FSDP under a pipeline is memplan's stage 2.
             cmd += ["--dp", str(dp), "--zero", str({"ddp": 0, "zero1": 1, "fsdp": 2}[opts.get("mode", "ddp")])]
+        if "step-pause" in opts:
+            cmd += ["--step-pause", opts["step-pause"]]
     if script in ("tp.py", "cp.py"):
         # Their loops compute the loss after leaving autocast.
         cmd += ["--loss-outside-autocast"]
