@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"math"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -102,14 +104,17 @@ func TestPipelineAccuracy(t *testing.T) {
 // DistributedDataParallel; pp 2 × dp 2 on 4 × H200) apart from
 // TestPipelineAccuracy, because memplan keeps the first stage module's
 // old gradient bucket past its rebuild (DDP's rebuild race,
-// docs/multigpu.md) and the runs held it past the peak on one rank of
-// ten: every prediction must be at most UnderLimit under the busiest
-// rank, and the prediction for a loop that pauses after its first step
-// (which frees the bucket at once) within 5% either way, so that all but
-// the race is modelled (docs/parallelism.md §3.2.5).
+// docs/multigpu.md) and the runs without a pause held it past the peak on
+// one rank of ten: every prediction must be at most UnderLimit under the
+// busiest rank, and the prediction for a loop that pauses after its first
+// step (which frees the bucket at once) within issue 13's worst-case
+// targets either way (distTargets: 6% allocated, 8% reserved and device),
+// so that all but the race is modelled (docs/parallelism.md §3.2.5). The runs of the
+// last file paused (pp.py --step-pause 0.2), and so does their default
+// prediction.
 func TestPipelineInterleavedDDP(t *testing.T) {
 	files := []string{"2026-11-26-h200x4-pp-interleaved-ddp.jsonl", "2026-11-26-h200x4-pp-interleaved-ddp-heldout.jsonl",
-		"2026-11-26-h200x4-pp-interleaved-ddp-heldout-2.jsonl"}
+		"2026-11-26-h200x4-pp-interleaved-ddp-heldout-2.jsonl", "2026-11-26-h200x4-pp-interleaved-ddp-pause-heldout.jsonl"}
 	n := 0
 	for _, f := range files {
 		for _, r := range readScript(t, filepath.Join("results", f), "pp") {
@@ -117,18 +122,21 @@ func TestPipelineInterleavedDDP(t *testing.T) {
 			o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW + "-" + model.ImplForeach,
 				Checkpointing: c.Checkpointing, PP: c.PP, PPSchedule: c.Schedule, GradAccum: c.Microbatches, PPVirtual: c.Virtual,
 				DP: c.DP, Zero: map[string]string{"ddp": "0", "zero1": "1"}[c.Mode], Dev: "h200-141gb"}
+			if c.StepPause > 0 {
+				o.StepPause = strconv.FormatFloat(c.StepPause, 'g', -1, 64)
+			}
 			n++
 			e := distErrors(t, r, o)
 			o.StepPause = "1"
 			paused := distErrors(t, r, o)
 			for k := 0; k < NumMetrics; k++ {
-				if e[k] < -UnderLimit || paused[k] < -0.05 || paused[k] > 0.05 {
+				if e[k] < -UnderLimit || math.Abs(paused[k]) > distTargets.Worst[k] {
 					t.Errorf("%s: %s %+.1f%%, %+.1f%% for a loop that pauses", r.Label, MetricNames[k], 100*e[k], 100*paused[k])
 				}
 			}
 		}
 	}
-	if n != 10 {
-		t.Fatalf("%d runs, want 10", n)
+	if n != 13 {
+		t.Fatalf("%d runs, want 13", n)
 	}
 }

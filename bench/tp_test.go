@@ -39,6 +39,9 @@ type tpRecord struct {
 		Mode string `json:"mode"`
 		// FSDP is cp.py's --fsdp: FSDP2 over dp·cp (built on the GPU).
 		FSDP bool `json:"fsdp"`
+		// StepPause is pp.py's --step-pause: seconds slept after the
+		// first optimizer step (0: none).
+		StepPause float64 `json:"step_pause"`
 	} `json:"config"`
 	Ranks []struct {
 		Steps []tpPeaks `json:"steps"`
