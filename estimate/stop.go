@@ -83,8 +83,8 @@ func (s *sim) stoppedResult(spec *model.Spec, run model.Training) *Result {
 		Stopped:       true,
 	}
 	if a := s.al.a; a != nil {
-		// The allocator itself: the malloc that stopped may have come
-		// through a copy of s.al, whose counters s does not see.
+		// The malloc that stopped came in the middle of an op, before
+		// observe recorded it in s.peak.
 		r.PeakAllocated = max(r.PeakAllocated, a.Allocated())
 		r.PeakReserved = max(r.PeakReserved, a.Reserved())
 	}
