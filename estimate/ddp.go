@@ -281,8 +281,9 @@ func (s *sim) ddpRaces(d *ddpState) bool {
 		return false
 	}
 	if d.stage != nil {
-		// A stage module of the interleaved schedule: the same
-		// reasoning for its own stage (not measured).
+		// A stage module of the interleaved schedule: the last stage's
+		// waits for its first activations, as above; of the others
+		// ddpDropFlat keeps only the first to rebuild's bucket.
 		return !d.stage.last()
 	}
 	if s.pp == nil {
