@@ -52,6 +52,32 @@ func ExampleEstimateOptions() {
 	// 64.00 GiB OOM: false
 }
 
+// A search that only asks whether a run fits can stop its simulation once
+// the device total is known to be above the limit: Llama-3-8B at batch 8
+// is far over an 80 GB GPU, and its estimate stops early with a lower
+// bound; under a level it does not reach, the result is Estimate's.
+func ExampleEstimateOptions_stopAbove() {
+	s, err := model.Load("../specs/llama-3-8b.yaml", model.Overrides{Batch: 8, Dev: "h100-80gb"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	full, err := estimate.Estimate(s)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, level := range []int64{70 * units.GiB, 600 * units.GiB} {
+		r, err := estimate.EstimateOptions(s, estimate.Options{StopAbove: level})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("stop above %s: stopped %v, above the level %v, Estimate's total %v\n",
+			units.Format(level), r.Stopped, r.DeviceTotal > level, r.DeviceTotal == full.DeviceTotal)
+	}
+	// Output:
+	// stop above 70.00 GiB: stopped true, above the level true, Estimate's total false
+	// stop above 600.00 GiB: stopped false, above the level false, Estimate's total true
+}
+
 // A QLoRA run (specs/qlora: nf4 base, bf16 adapters, paged 32-bit AdamW)
 // lists what is modelled from bitsandbytes' source and unmeasured, and
 // carries the paged optimizer state as device memory outside PyTorch's

@@ -45,3 +45,23 @@ func ExampleSplit() {
 	// Output:
 	// 8 GPUs × micro-batch 16 × 4 steps = 512
 }
+
+// When batch 1 does not fit, Tune lists fixes; with Constraints.Stop each
+// fix's estimate ends once it can neither fit nor come closer than the
+// closest miss, and the fixes are the same.
+func ExampleAnalyticStop() {
+	spec, err := model.Load("../specs/llama-3-8b.yaml", model.Overrides{Dev: "h100-80gb"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c := tuner.Constraints{Margin: tuner.DefaultMargin}
+	whole, _ := tuner.Tune(spec, tuner.DefaultBand, c, tuner.Analytic)
+	c.Stop = tuner.AnalyticStop
+	stopped, _ := tuner.Tune(spec, tuner.DefaultBand, c, tuner.Analytic)
+	fmt.Println("first fix:", stopped.Fixes[0].Change)
+	fmt.Println("the same fixes:", fmt.Sprint(stopped.Fixes) == fmt.Sprint(whole.Fixes))
+	// Output:
+	// first fix: --zero 3 --offload params --checkpointing every-block
+	// the same fixes: true
+}
