@@ -92,8 +92,22 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 	}
 	best.Pipeline.Kinds = kinds
 	best.Params = spec.Params() // the model's; each kind has its stage's
+	if spec.Model.HasMoE() {
+		best.Unmeasured = append(best.Unmeasured, UnmeasuredMoEPipeline)
+		best.Notes = append(best.Notes, MoEPipelineNote)
+	}
 	return best, nil
 }
+
+// UnmeasuredMoEPipeline is Result.Unmeasured's entry for a mixture of
+// experts under pipeline parallelism: its parts are measured (the MoE
+// blocks and expert parallelism, docs/moe.md; the schedules,
+// docs/parallelism.md §3.2), their composition is not (no harness
+// pipelines a mixture of experts yet).
+const UnmeasuredMoEPipeline = "moe_pipeline"
+
+// MoEPipelineNote is the note that goes with UnmeasuredMoEPipeline.
+const MoEPipelineNote = "a mixture of experts under pipeline parallelism: the MoE blocks, expert parallelism and the schedules are each measured, their composition is not"
 
 // stageResult is one pipeline rank's Result and the blocks its stages hold.
 type stageResult struct {

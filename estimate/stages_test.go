@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,6 +41,30 @@ func TestStagesConcurrent(t *testing.T) {
 		_, err := simulateStages(spec, nil, nil, w)
 		if err == nil || !strings.HasPrefix(err.Error(), "pipeline stage 0: ") {
 			t.Errorf("%d workers: 30 stages of 22 layers gave %v, want stage 0's error", w, err)
+		}
+	}
+}
+
+// TestMoEPipelineUnmeasured: a mixture of experts under pipeline
+// parallelism says its composition is unmeasured; a dense pipeline and a
+// mixture of experts without one do not.
+func TestMoEPipelineUnmeasured(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		spec *model.Spec
+		want bool
+	}{
+		{"moe pp", moeSpec(t, 8, 2, model.Overrides{PP: 2, GradAccum: 4}), true},
+		{"moe ep pp", moeSpec(t, 8, 2, model.Overrides{PP: 2, GradAccum: 4, DP: 2, EP: 2}), true},
+		{"moe", moeSpec(t, 8, 2, model.Overrides{}), false},
+		{"dense pp", load(t, "tinyllama-1.1b.yaml", model.Overrides{PP: 2, GradAccum: 4, Seq: 512}), false},
+	} {
+		r, err := Estimate(c.spec)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := slices.Contains(r.Unmeasured, UnmeasuredMoEPipeline); got != c.want {
+			t.Errorf("%s: unmeasured %v, want %s %v", c.name, r.Unmeasured, UnmeasuredMoEPipeline, c.want)
 		}
 	}
 }

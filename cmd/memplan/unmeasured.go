@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
@@ -25,5 +26,8 @@ func unmeasuredNote(w io.Writer, spec *model.Spec) {
 	}
 	if len(what) > 0 {
 		fmt.Fprintf(w, "memplan: note: %s: modelled from bitsandbytes' source, unmeasured (docs/lora.md §6-§7)\n", strings.Join(what, " and "))
+	}
+	if t.PP > 1 && spec.Model.HasMoE() {
+		fmt.Fprintf(w, "memplan: note: %s\n", estimate.MoEPipelineNote)
 	}
 }
