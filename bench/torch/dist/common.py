@@ -31,6 +31,11 @@ def llama_dims(spec_path, seq=None):
              inter=m["intermediate"], vocab=m["vocab"], seq=seq or t.get("seq", 2048), name=spec.get("name", spec_path),
              tied=bool(m.get("tied", False)))
     d["head_dim"] = m.get("head_dim", d["hidden"] // d["heads"])
+    # A mixture of experts (experts: E, top_k: k, intermediate: each
+    # expert's size): every block's MLP is transformers' own MoE block
+    # (HFMoE). The attention here has no q/k norm.
+    d["experts"], d["top_k"] = int(m.get("experts", 0)), int(m.get("top_k", 0))
+    assert not (d["experts"] and m.get("qk_norm")), "the distributed scripts' attention has no q/k norm"
     return d
 
 
@@ -94,13 +99,37 @@ class FeedForward(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
+class HFMoE(nn.Module):
+    """transformers' Qwen3MoeSparseMoeBlock (its top-k router and its fused
+    experts), taken from a one-layer Qwen3-MoE that from_config builds, so
+    that the experts run the implementation from_config picks (grouped_mm,
+    docs/moe.md §1), which memplan simulates for a `llama` spec with
+    experts. Built on whatever device is current (meta for the stages)."""
+
+    def __init__(self, d):
+        super().__init__()
+        from transformers import AutoModelForCausalLM, Qwen3MoeConfig
+        cfg = Qwen3MoeConfig(hidden_size=d["hidden"], intermediate_size=d["inter"], moe_intermediate_size=d["inter"],
+                             num_experts=d["experts"], num_experts_per_tok=d["top_k"], norm_topk_prob=True,
+                             num_hidden_layers=1, num_attention_heads=d["heads"], num_key_value_heads=d["kv_heads"],
+                             head_dim=d["head_dim"], vocab_size=16, decoder_sparse_step=1, mlp_only_layers=[],
+                             hidden_act="silu", tie_word_embeddings=False)
+        hf = AutoModelForCausalLM.from_config(cfg)
+        self.moe = hf.model.layers[0].mlp
+        self.implementation = getattr(hf.config, "_experts_implementation", None)
+
+    def forward(self, x):
+        out = self.moe(x)
+        return out[0] if isinstance(out, tuple) else out
+
+
 class Block(nn.Module):
     def __init__(self, d):
         super().__init__()
         self.attention_norm = RMSNorm(d["hidden"])
         self.attention = Attention(d)
         self.ffn_norm = RMSNorm(d["hidden"])
-        self.feed_forward = FeedForward(d)
+        self.feed_forward = HFMoE(d) if d.get("experts") else FeedForward(d)
 
     def forward(self, x, rope):
         x = x + self.attention(self.attention_norm(x), rope)

@@ -110,6 +110,15 @@ def wrap_dp(model, mode, mesh, local):
     return model
 
 
+def experts_implementation(modules):
+    """What transformers' MoE blocks of the stages run (None without one)."""
+    for m in modules:
+        for x in m.modules():
+            if isinstance(x, common.HFMoE):
+                return x.implementation
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     common.add_common_args(ap)
@@ -189,6 +198,7 @@ def main():
     config = {"script": "pp", "spec": a.spec, "pp": pp, "schedule": a.schedule, "microbatches": a.microbatches,
               "virtual": v, "stage_layers": split, "tp": a.tp, "sp": sp and a.tp > 1, "batch": a.batch,
               "dp": a.dp, "mode": a.mode if a.dp > 1 else None, "step_pause": a.step_pause,
+              "experts": d["experts"], "experts_implementation": experts_implementation(modules),
               "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
               # Which runtime torch runs the schedule with: memplan models
               # _PipelineScheduleRuntime for interleaved (send Works kept to
