@@ -49,6 +49,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-26-h200x4-layouts.jsonl", "2026-11-26-h200x4-layouts-heldout.jsonl",
 		"2026-11-26-h200x4-pp-dp.jsonl", "2026-11-26-h200x4-pp-dp-heldout.jsonl",
 		"2026-11-26-h200x4-pp-interleaved-fsdp.jsonl", "2026-11-26-h200x4-pp-interleaved-fsdp-heldout.jsonl",
+		"2026-11-27-h200x4-pp-moe.jsonl", "2026-11-27-h200x4-pp-moe-heldout.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -60,6 +61,9 @@ func TestPipelineAccuracy(t *testing.T) {
 				TP: c.TP, SP: c.SP, Dev: "h200-141gb"}
 			if c.Schedule == "interleaved" {
 				o.PPVirtual = c.Virtual
+			}
+			if c.StepPause > 0 {
+				o.StepPause = strconv.FormatFloat(c.StepPause, 'g', -1, 64)
 			}
 			if c.DP > 1 {
 				// pp.py --dp: FSDP under a pipeline never reshards within
@@ -93,8 +97,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 42-len(pipelineOver) {
-		t.Fatalf("%d pipeline runs besides the listed overs, want %d", n, 42-len(pipelineOver))
+	if n := len(errs[Allocated]); n != 49-len(pipelineOver) {
+		t.Fatalf("%d pipeline runs besides the listed overs, want %d", n, 49-len(pipelineOver))
 	}
 	checkSpread(t, errs)
 }

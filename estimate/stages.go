@@ -92,22 +92,23 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 	}
 	best.Pipeline.Kinds = kinds
 	best.Params = spec.Params() // the model's; each kind has its stage's
-	if spec.Model.HasMoE() {
-		best.Unmeasured = append(best.Unmeasured, UnmeasuredMoEPipeline)
-		best.Notes = append(best.Notes, MoEPipelineNote)
+	if t.EP > 1 {
+		best.Unmeasured = append(best.Unmeasured, UnmeasuredEPPipeline)
+		best.Notes = append(best.Notes, EPPipelineNote)
 	}
 	return best, nil
 }
 
-// UnmeasuredMoEPipeline is Result.Unmeasured's entry for a mixture of
-// experts under pipeline parallelism: its parts are measured (the MoE
-// blocks and expert parallelism, docs/moe.md; the schedules,
-// docs/parallelism.md §3.2), their composition is not (no harness
-// pipelines a mixture of experts yet).
-const UnmeasuredMoEPipeline = "moe_pipeline"
+// UnmeasuredEPPipeline is Result.Unmeasured's entry for expert
+// parallelism under pipeline parallelism: a mixture of experts under a
+// pipeline is measured (bench/results/2026-11-27-h200x4-pp-moe*.jsonl,
+// docs/moe.md §5) and so is expert parallelism (docs/moe.md §4), but not
+// the two together (no harness dispatches experts inside a pipeline
+// stage yet).
+const UnmeasuredEPPipeline = "ep_pipeline"
 
-// MoEPipelineNote is the note that goes with UnmeasuredMoEPipeline.
-const MoEPipelineNote = "a mixture of experts under pipeline parallelism: the MoE blocks, expert parallelism and the schedules are each measured, their composition is not"
+// EPPipelineNote is the note that goes with UnmeasuredEPPipeline.
+const EPPipelineNote = "expert parallelism under pipeline parallelism: a mixture of experts under a pipeline and expert parallelism are each measured, not together"
 
 // stageResult is one pipeline rank's Result and the blocks its stages hold.
 type stageResult struct {

@@ -45,26 +45,27 @@ func TestStagesConcurrent(t *testing.T) {
 	}
 }
 
-// TestMoEPipelineUnmeasured: a mixture of experts under pipeline
-// parallelism says its composition is unmeasured; a dense pipeline and a
-// mixture of experts without one do not.
-func TestMoEPipelineUnmeasured(t *testing.T) {
+// TestEPPipelineUnmeasured: expert parallelism under pipeline
+// parallelism says the composition is unmeasured; a mixture of experts
+// under a pipeline without it (measured), expert parallelism without a
+// pipeline and a dense pipeline do not.
+func TestEPPipelineUnmeasured(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		spec *model.Spec
 		want bool
 	}{
-		{"moe pp", moeSpec(t, 8, 2, model.Overrides{PP: 2, GradAccum: 4}), true},
 		{"moe ep pp", moeSpec(t, 8, 2, model.Overrides{PP: 2, GradAccum: 4, DP: 2, EP: 2}), true},
-		{"moe", moeSpec(t, 8, 2, model.Overrides{}), false},
+		{"moe pp", moeSpec(t, 8, 2, model.Overrides{PP: 2, GradAccum: 4}), false},
+		{"moe ep", moeSpec(t, 8, 2, model.Overrides{DP: 2, EP: 2}), false},
 		{"dense pp", load(t, "tinyllama-1.1b.yaml", model.Overrides{PP: 2, GradAccum: 4, Seq: 512}), false},
 	} {
 		r, err := Estimate(c.spec)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if got := slices.Contains(r.Unmeasured, UnmeasuredMoEPipeline); got != c.want {
-			t.Errorf("%s: unmeasured %v, want %s %v", c.name, r.Unmeasured, UnmeasuredMoEPipeline, c.want)
+		if got := slices.Contains(r.Unmeasured, UnmeasuredEPPipeline); got != c.want {
+			t.Errorf("%s: unmeasured %v, want %s %v", c.name, r.Unmeasured, UnmeasuredEPPipeline, c.want)
 		}
 	}
 }

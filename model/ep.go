@@ -78,9 +78,6 @@ func CheckEP(t *Training, m *Model) error {
 	return nil
 }
 
-// HasMoE reports whether the model has a mixture-of-experts layer.
-func (m *Model) HasMoE() bool { return len(m.expertCounts()) > 0 }
-
 // expertCounts lists the expert count of every MoE layer of the model.
 func (m *Model) expertCounts() []int64 {
 	var out []int64
