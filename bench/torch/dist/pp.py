@@ -130,6 +130,11 @@ def main():
     ap.add_argument("--no-sp", action="store_true", help="with --tp: without sequence parallelism")
     ap.add_argument("--dp", type=int, default=1, help="data parallelism over each stage's replicas (pp × dp mesh)")
     ap.add_argument("--mode", choices=["ddp", "zero1", "fsdp"], default="ddp", help="with --dp: how the replicas share")
+    ap.add_argument("--ep", type=int, default=1,
+                    help="expert parallelism over each stage's replicas (a MoE spec, --dp a multiple): "
+                         "bench/torch/dist/ep.py splits every stage's experts over the dp group")
+    ap.add_argument("--router", choices=["zero", "random"], default="zero",
+                    help="with --ep: ep.py's routers (zero: every pair to one rank of the group, the skew ep)")
     ap.add_argument("--step-pause", dest="step_pause", type=float, default=0.0,
                     help="after the first optimizer step: torch.cuda.synchronize(), then sleep this many seconds "
                          "(memplan's --step-pause: DDP's old bucket freed at its rebuild, docs/multigpu.md)")
@@ -155,6 +160,15 @@ def main():
     torch.manual_seed(0)
     modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp) for s in stage_ids]
     dev = torch.device("cuda", local)
+    ep_log = None
+    if a.ep > 1:
+        # Each stage's experts over its replicas (the dp group), before DDP
+        # wraps them, as train.py --ep does for a whole model.
+        import ep
+        assert dp_mesh is not None and a.dp % a.ep == 0 and a.mode != "fsdp", "--ep needs --dp a multiple of it, DDP or ZeRO-1"
+        ep_log = []
+        for m in modules:
+            ep_log += ep.apply(m, a.ep, a.router, dp_mesh.get_group())
     if dp_mesh is not None:
         modules = [wrap_dp(m, a.mode, dp_mesh, local) for m in modules]
     stages = [PipelineStage(m, s, n_stages, dev, group=group) for m, s in zip(modules, stage_ids)]
@@ -199,6 +213,9 @@ def main():
               "virtual": v, "stage_layers": split, "tp": a.tp, "sp": sp and a.tp > 1, "batch": a.batch,
               "dp": a.dp, "mode": a.mode if a.dp > 1 else None, "step_pause": a.step_pause,
               "experts": d["experts"], "experts_implementation": experts_implementation(modules),
+              "ep": a.ep, "router": a.router if a.ep > 1 else None,
+              # rank 0's most rows received by one block's experts, and that block's routed pairs
+              "recv_rows_max": max(((r, n) for _, r, n in ep_log), default=None) if ep_log else None,
               "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
               # Which runtime torch runs the schedule with: memplan models
               # _PipelineScheduleRuntime for interleaved (send Works kept to
@@ -209,7 +226,8 @@ def main():
                              tp=a.tp if a.tp > 1 else None, sp=sp and a.tp > 1,
                              dp=a.dp if a.dp > 1 else None, zero=ZERO[a.mode] if a.dp > 1 else None,
                              checkpointing=a.checkpointing, optimizer="adamw-foreach",
-                             step_pause=a.step_pause if a.step_pause > 0 else None)
+                             step_pause=a.step_pause if a.step_pause > 0 else None,
+                             ep=a.ep if a.ep > 1 else None, ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
     common.report(a.label, config, cmd, steps, local)
 
 
