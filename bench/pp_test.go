@@ -50,6 +50,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-26-h200x4-pp-dp.jsonl", "2026-11-26-h200x4-pp-dp-heldout.jsonl",
 		"2026-11-26-h200x4-pp-interleaved-fsdp.jsonl", "2026-11-26-h200x4-pp-interleaved-fsdp-heldout.jsonl",
 		"2026-11-27-h200x4-pp-moe.jsonl", "2026-11-27-h200x4-pp-moe-heldout.jsonl",
+		"2026-11-27-h200x4-pp-moe-ep.jsonl", "2026-11-27-h200x4-pp-moe-ep-heldout.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -64,6 +65,13 @@ func TestPipelineAccuracy(t *testing.T) {
 			}
 			if c.StepPause > 0 {
 				o.StepPause = strconv.FormatFloat(c.StepPause, 'g', -1, 64)
+			}
+			if c.EP > 1 {
+				// pp.py's zeroed routers send one rank every pair: skew ep.
+				o.EP = c.EP
+				if c.Router == "zero" {
+					o.EPSkew = strconv.FormatInt(c.EP, 10)
+				}
 			}
 			if c.DP > 1 {
 				// pp.py --dp: FSDP under a pipeline never reshards within
@@ -97,8 +105,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 49-len(pipelineOver) {
-		t.Fatalf("%d pipeline runs besides the listed overs, want %d", n, 49-len(pipelineOver))
+	if n := len(errs[Allocated]); n != 52-len(pipelineOver) {
+		t.Fatalf("%d pipeline runs besides the listed overs, want %d", n, 52-len(pipelineOver))
 	}
 	checkSpread(t, errs)
 }

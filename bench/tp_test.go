@@ -42,6 +42,10 @@ type tpRecord struct {
 		// StepPause is pp.py's --step-pause: seconds slept after the
 		// first optimizer step (0: none).
 		StepPause float64 `json:"step_pause"`
+		// EP is pp.py's --ep over each stage's replicas, Router its
+		// routers (zero: one rank of a group receives every pair).
+		EP     int64  `json:"ep"`
+		Router string `json:"router"`
 	} `json:"config"`
 	Ranks []struct {
 		Steps []tpPeaks `json:"steps"`

@@ -92,23 +92,8 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 	}
 	best.Pipeline.Kinds = kinds
 	best.Params = spec.Params() // the model's; each kind has its stage's
-	if t.EP > 1 {
-		best.Unmeasured = append(best.Unmeasured, UnmeasuredEPPipeline)
-		best.Notes = append(best.Notes, EPPipelineNote)
-	}
 	return best, nil
 }
-
-// UnmeasuredEPPipeline is Result.Unmeasured's entry for expert
-// parallelism under pipeline parallelism: a mixture of experts under a
-// pipeline is measured (bench/results/2026-11-27-h200x4-pp-moe*.jsonl,
-// docs/moe.md §5) and so is expert parallelism (docs/moe.md §4), but not
-// the two together (no harness dispatches experts inside a pipeline
-// stage yet).
-const UnmeasuredEPPipeline = "ep_pipeline"
-
-// EPPipelineNote is the note that goes with UnmeasuredEPPipeline.
-const EPPipelineNote = "expert parallelism under pipeline parallelism: a mixture of experts under a pipeline and expert parallelism are each measured, not together"
 
 // stageResult is one pipeline rank's Result and the blocks its stages hold.
 type stageResult struct {

@@ -2,7 +2,6 @@ package estimate
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 
@@ -41,31 +40,6 @@ func TestStagesConcurrent(t *testing.T) {
 		_, err := simulateStages(spec, nil, nil, w)
 		if err == nil || !strings.HasPrefix(err.Error(), "pipeline stage 0: ") {
 			t.Errorf("%d workers: 30 stages of 22 layers gave %v, want stage 0's error", w, err)
-		}
-	}
-}
-
-// TestEPPipelineUnmeasured: expert parallelism under pipeline
-// parallelism says the composition is unmeasured; a mixture of experts
-// under a pipeline without it (measured), expert parallelism without a
-// pipeline and a dense pipeline do not.
-func TestEPPipelineUnmeasured(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		spec *model.Spec
-		want bool
-	}{
-		{"moe ep pp", moeSpec(t, 8, 2, model.Overrides{PP: 2, GradAccum: 4, DP: 2, EP: 2}), true},
-		{"moe pp", moeSpec(t, 8, 2, model.Overrides{PP: 2, GradAccum: 4}), false},
-		{"moe ep", moeSpec(t, 8, 2, model.Overrides{DP: 2, EP: 2}), false},
-		{"dense pp", load(t, "tinyllama-1.1b.yaml", model.Overrides{PP: 2, GradAccum: 4, Seq: 512}), false},
-	} {
-		r, err := Estimate(c.spec)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if got := slices.Contains(r.Unmeasured, UnmeasuredEPPipeline); got != c.want {
-			t.Errorf("%s: unmeasured %v, want %s %v", c.name, r.Unmeasured, UnmeasuredEPPipeline, c.want)
 		}
 	}
 }

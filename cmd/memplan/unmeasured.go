@@ -5,7 +5,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
@@ -26,8 +25,5 @@ func unmeasuredNote(w io.Writer, spec *model.Spec) {
 	}
 	if len(what) > 0 {
 		fmt.Fprintf(w, "memplan: note: %s: modelled from bitsandbytes' source, unmeasured (docs/lora.md §6-§7)\n", strings.Join(what, " and "))
-	}
-	if t.PP > 1 && t.EP > 1 {
-		fmt.Fprintf(w, "memplan: note: %s\n", estimate.EPPipelineNote)
 	}
 }

@@ -160,15 +160,13 @@ def main():
     torch.manual_seed(0)
     modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp) for s in stage_ids]
     dev = torch.device("cuda", local)
-    ep_log = None
+    logs = []  # ep.apply's lists, which the stages' forwards fill
     if a.ep > 1:
         # Each stage's experts over its replicas (the dp group), before DDP
         # wraps them, as train.py --ep does for a whole model.
         import ep
         assert dp_mesh is not None and a.dp % a.ep == 0 and a.mode != "fsdp", "--ep needs --dp a multiple of it, DDP or ZeRO-1"
-        ep_log = []
-        for m in modules:
-            ep_log += ep.apply(m, a.ep, a.router, dp_mesh.get_group())
+        logs = [ep.apply(m, a.ep, a.router, dp_mesh.get_group()) for m in modules]
     if dp_mesh is not None:
         modules = [wrap_dp(m, a.mode, dp_mesh, local) for m in modules]
     stages = [PipelineStage(m, s, n_stages, dev, group=group) for m, s in zip(modules, stage_ids)]
@@ -215,7 +213,7 @@ def main():
               "experts": d["experts"], "experts_implementation": experts_implementation(modules),
               "ep": a.ep, "router": a.router if a.ep > 1 else None,
               # rank 0's most rows received by one block's experts, and that block's routed pairs
-              "recv_rows_max": max(((r, n) for _, r, n in ep_log), default=None) if ep_log else None,
+              "recv_rows_max": max(((r, n) for log in logs for _, r, n in log), default=None),
               "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
               # Which runtime torch runs the schedule with: memplan models
               # _PipelineScheduleRuntime for interleaved (send Works kept to
