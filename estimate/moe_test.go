@@ -126,7 +126,7 @@ func TestExpertParallelismRejected(t *testing.T) {
 		{"ep without dp", model.Overrides{EP: 2}, "2 must divide dp (1)"},
 		{"experts not divisible", model.Overrides{DP: 6, EP: 3}, "3 does not divide the 32 experts"},
 		{"zero 1", model.Overrides{DP: 2, EP: 2, Zero: "1"}, "ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer"},
-		{"zero 3 with offload", model.Overrides{DP: 2, EP: 2, Zero: "3", Offload: "optimizer"}, "over data parallelism alone"},
+		{"zero 3 with offload", model.Overrides{DP: 2, EP: 2, Zero: "3", Offload: "optimizer"}, "over data and pipeline parallelism"},
 		{"skew below one", model.Overrides{DP: 2, EP: 2, EPSkew: "0.5"}, "--ep-skew: want a number between 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

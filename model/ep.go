@@ -67,8 +67,8 @@ func CheckEP(t *Training, m *Model) error {
 	switch {
 	case t.Zero == 1:
 		return fmt.Errorf("expert parallelism with ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer partitions every rank's parameters as if they were the same, and its broadcast would overwrite the other ranks' experts (use stage 0, 2 or 3)")
-	case t.Zero >= 2 && (t.PP > 1 || t.CP > 1 || t.TP > 1 || (t.Offload != "" && t.Offload != OffloadNone)):
-		return fmt.Errorf("expert parallelism with ZeRO stage %d is simulated over data parallelism alone, without tensor, context or pipeline parallelism or offload", t.Zero)
+	case t.Zero >= 2 && (t.CP > 1 || t.TP > 1 || (t.Offload != "" && t.Offload != OffloadNone)):
+		return fmt.Errorf("expert parallelism with ZeRO stage %d is simulated over data and pipeline parallelism, without tensor or context parallelism or offload", t.Zero)
 	}
 	for _, n := range experts {
 		if n%t.EP != 0 {

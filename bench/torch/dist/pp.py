@@ -96,15 +96,20 @@ def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp):
 ZERO = {"ddp": 0, "zero1": 1, "fsdp": 2}
 
 
-def wrap_dp(model, mode, mesh, local):
+def wrap_dp(model, mode, mesh, local, efsdp=None):
     """A stage's data parallelism over its replicas: DistributedDataParallel
     (ddp, zero1), or fully_shard on every block and then the stage without
-    resharding after forward (fsdp; torchtitan's apply_fsdp under a pipeline)."""
+    resharding after forward (fsdp; torchtitan's apply_fsdp under a pipeline),
+    with expert parallelism each block's experts first over efsdp, the
+    replicas that hold the same experts (ep.shard_experts, as train.py does)."""
     if mode in ("ddp", "zero1"):
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(model, device_ids=[local], process_group=mesh.get_group())
     from torch.distributed.fsdp import fully_shard
     for block in model.layers.values():
+        if efsdp is not None:
+            import ep
+            ep.shard_experts(block, efsdp, reshard_after_forward=False)
         fully_shard(block, mesh=mesh, reshard_after_forward=False)
     fully_shard(model, mesh=mesh, reshard_after_forward=False)
     return model
@@ -145,14 +150,23 @@ def main():
     d = common.llama_dims(a.spec, a.seq)
     if d["tied"]:
         raise SystemExit(f"{a.spec}: tied embeddings cannot be split over pipeline stages (use an untied spec)")
-    tp_mesh, dp_mesh, group, pp_rank = None, None, None, rank
+    tp_mesh, dp_mesh, efsdp_mesh, group, pp_rank = None, None, None, None, rank
     if a.tp > 1 or a.dp > 1:
         from torch.distributed.device_mesh import init_device_mesh
-        dims = [(n, k) for n, k in (("pp", pp), ("dp", a.dp), ("tp", a.tp)) if n == "pp" or k > 1]
-        mesh = init_device_mesh("cuda", tuple(k for _, k in dims), mesh_dim_names=tuple(n for n, _ in dims))
-        group, pp_rank = mesh["pp"].get_group(), mesh["pp"].get_local_rank()
-        tp_mesh = mesh["tp"] if a.tp > 1 else None
-        dp_mesh = mesh["dp"] if a.dp > 1 else None
+        if a.ep > 1 and a.mode == "fsdp":
+            # torchtitan's mesh for EP under FSDP: dp split into the ranks
+            # that hold the same experts (efsdp) and the EP group.
+            assert a.tp == 1 and a.dp % a.ep == 0, "--ep with --mode fsdp: dp a multiple of ep, no tp"
+            mesh = init_device_mesh("cuda", (pp, a.dp // a.ep, a.ep), mesh_dim_names=("pp", "efsdp", "ep"))
+            efsdp_mesh = mesh["efsdp"]
+            dp_mesh = mesh["efsdp", "ep"]._flatten("dp")
+            group, pp_rank, tp_mesh = mesh["pp"].get_group(), mesh["pp"].get_local_rank(), None
+        else:
+            dims = [(n, k) for n, k in (("pp", pp), ("dp", a.dp), ("tp", a.tp)) if n == "pp" or k > 1]
+            mesh = init_device_mesh("cuda", tuple(k for _, k in dims), mesh_dim_names=tuple(n for n, _ in dims))
+            group, pp_rank = mesh["pp"].get_group(), mesh["pp"].get_local_rank()
+            tp_mesh = mesh["tp"] if a.tp > 1 else None
+            dp_mesh = mesh["dp"] if a.dp > 1 else None
     v = a.virtual if a.schedule == "interleaved" else 1
     n_stages = pp * v
     split = stage_layers(d["layers"], n_stages)
@@ -165,10 +179,11 @@ def main():
         # Each stage's experts over its replicas (the dp group), before DDP
         # wraps them, as train.py --ep does for a whole model.
         import ep
-        assert dp_mesh is not None and a.dp % a.ep == 0 and a.mode != "fsdp", "--ep needs --dp a multiple of it, DDP or ZeRO-1"
-        logs = [ep.apply(m, a.ep, a.router, dp_mesh.get_group()) for m in modules]
+        assert dp_mesh is not None and a.dp % a.ep == 0, "--ep needs --dp a multiple of it"
+        ep_group = mesh["ep"].get_group() if efsdp_mesh is not None else dp_mesh.get_group()
+        logs = [ep.apply(m, a.ep, a.router, ep_group) for m in modules]
     if dp_mesh is not None:
-        modules = [wrap_dp(m, a.mode, dp_mesh, local) for m in modules]
+        modules = [wrap_dp(m, a.mode, dp_mesh, local, efsdp_mesh) for m in modules]
     stages = [PipelineStage(m, s, n_stages, dev, group=group) for m, s in zip(modules, stage_ids)]
     if a.schedule == "interleaved":
         sched = ScheduleInterleaved1F1B(stages, n_microbatches=a.microbatches, loss_fn=common.loss_fn)
