@@ -11,6 +11,13 @@ stage (--tp, a pp × tp mesh, torchtitan's plan as tp.py applies it).
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/pp.py SPEC --schedule interleaved --stages-per-rank 2 --microbatches 4
     torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 4 --tp 2 [--no-sp]
     torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 4 --dp 2 --mode ddp|zero1|fsdp
+        [--step-pause 0.2]
+    torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py bench/torch/dist/moe-llama.yaml --schedule 1f1b --microbatches 4 --dp 2 --ep 2 --mode ddp|fsdp
+
+A spec with experts (moe-llama.yaml) builds each block's MLP as transformers'
+Qwen3-MoE block (common.HFMoE); --ep splits each stage's experts over its
+replicas with ep.py (its all-to-all dispatch), under DDP or, on a
+(pp, efsdp, ep) mesh, FSDP2 with the experts sharded first.
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
 amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
@@ -176,8 +183,9 @@ def main():
     dev = torch.device("cuda", local)
     logs = []  # ep.apply's lists, which the stages' forwards fill
     if a.ep > 1:
-        # Each stage's experts over its replicas (the dp group), before DDP
-        # wraps them, as train.py --ep does for a whole model.
+        # Each stage's experts over its EP group (the dp group, or under
+        # FSDP the mesh's ep dimension), before DDP or FSDP wraps them, as
+        # train.py --ep does for a whole model.
         import ep
         assert dp_mesh is not None and a.dp % a.ep == 0, "--ep needs --dp a multiple of it"
         ep_group = mesh["ep"].get_group() if efsdp_mesh is not None else dp_mesh.get_group()
