@@ -208,7 +208,18 @@ func p2pPeerBytes() int64 {
 // pipeline's modules are built on the meta device, so tensor parallelism's
 // scatter of the parameters (loadWhole) is not there.
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
-	n := mustNCCL(parallel.NCCLBytes(layoutNCCL(t, true))) + ppP2PFirst + ppP2PPeer
+	c := layoutNCCL(t, true)
+	n := mustNCCL(parallel.NCCLBytes(c)) + ppP2PPeer
+	if c.SendPeers == 0 && c.RecvPeers == 0 {
+		// The first point-to-point operation's one-off, once per process:
+		// an all-to-all (expert or context parallelism) has paid it
+		// already (measured: a mixture of experts' pipeline ranks hold
+		// 385 MiB more with expert parallelism under DDP, one peer's
+		// buffers and no second one-off,
+		// bench/results/2026-11-27-h200x4-pp-moe-ep.jsonl against
+		// …-pp-moe.jsonl).
+		n += ppP2PFirst
+	}
 	if peers := p.peers(t.PP); peers > 1 {
 		// Every further neighbour: measured on the middle stages of four
 		// (device in use less reserved 2,153 MiB against the first and
