@@ -145,6 +145,9 @@ def main():
     ap.add_argument("--ep", type=int, default=1,
                     help="expert parallelism over each stage's replicas (a MoE spec, --dp a multiple): "
                          "bench/torch/dist/ep.py splits every stage's experts over the dp group")
+    ap.add_argument("--ep-mesh", dest="ep_mesh", action="store_true",
+                    help="with --ep under DDP: the (pp, efsdp, ep) mesh FSDP uses, so that the all-to-all runs on an EP "
+                         "group of its own (its own NCCL communicator), as torchtitan's mesh has; without it the dp group")
     ap.add_argument("--router", choices=["zero", "random"], default="zero",
                     help="with --ep: ep.py's routers (zero: every pair to one rank of the group, the skew ep)")
     ap.add_argument("--step-pause", dest="step_pause", type=float, default=0.0,
@@ -157,15 +160,16 @@ def main():
     d = common.llama_dims(a.spec, a.seq)
     if d["tied"]:
         raise SystemExit(f"{a.spec}: tied embeddings cannot be split over pipeline stages (use an untied spec)")
-    tp_mesh, dp_mesh, efsdp_mesh, group, pp_rank = None, None, None, None, rank
+    tp_mesh, dp_mesh, efsdp_mesh, ep_mesh, group, pp_rank = None, None, None, None, None, rank
     if a.tp > 1 or a.dp > 1:
         from torch.distributed.device_mesh import init_device_mesh
-        if a.ep > 1 and a.mode == "fsdp":
+        if a.ep > 1 and (a.mode == "fsdp" or a.ep_mesh):
             # torchtitan's mesh for EP under FSDP: dp split into the ranks
             # that hold the same experts (efsdp) and the EP group.
             assert a.tp == 1 and a.dp % a.ep == 0, "--ep with --mode fsdp: dp a multiple of ep, no tp"
             mesh = init_device_mesh("cuda", (pp, a.dp // a.ep, a.ep), mesh_dim_names=("pp", "efsdp", "ep"))
-            efsdp_mesh = mesh["efsdp"]
+            efsdp_mesh = mesh["efsdp"] if a.mode == "fsdp" else None
+            ep_mesh = mesh["ep"]
             dp_mesh = mesh["efsdp", "ep"]._flatten("dp")
             group, pp_rank, tp_mesh = mesh["pp"].get_group(), mesh["pp"].get_local_rank(), None
         else:
@@ -188,7 +192,7 @@ def main():
         # train.py --ep does for a whole model.
         import ep
         assert dp_mesh is not None and a.dp % a.ep == 0, "--ep needs --dp a multiple of it"
-        ep_group = mesh["ep"].get_group() if efsdp_mesh is not None else dp_mesh.get_group()
+        ep_group = ep_mesh.get_group() if ep_mesh is not None else dp_mesh.get_group()
         logs = [ep.apply(m, a.ep, a.router, ep_group) for m in modules]
     if dp_mesh is not None:
         modules = [wrap_dp(m, a.mode, dp_mesh, local, efsdp_mesh) for m in modules]
@@ -234,7 +238,7 @@ def main():
               "virtual": v, "stage_layers": split, "tp": a.tp, "sp": sp and a.tp > 1, "batch": a.batch,
               "dp": a.dp, "mode": a.mode if a.dp > 1 else None, "step_pause": a.step_pause,
               "experts": d["experts"], "experts_implementation": experts_implementation(modules),
-              "ep": a.ep, "router": a.router if a.ep > 1 else None,
+              "ep": a.ep, "router": a.router if a.ep > 1 else None, "ep_mesh": ep_mesh is not None,
               # rank 0's most rows received by one block's experts, and that block's routed pairs
               "recv_rows_max": max(((r, n) for log in logs for _, r, n in log), default=None),
               "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
