@@ -16,8 +16,9 @@ stage (--tp, a pp × tp mesh, torchtitan's plan as tp.py applies it).
 
 A spec with experts (moe-llama.yaml) builds each block's MLP as transformers'
 Qwen3-MoE block (common.HFMoE); --ep splits each stage's experts over its
-replicas with ep.py (its all-to-all dispatch), under DDP or, on a
-(pp, efsdp, ep) mesh, FSDP2 with the experts sharded first.
+replicas with ep.py (its all-to-all dispatch), under DDP (on the dp group,
+or with --ep-mesh on a group of its own) or, on a (pp, efsdp, ep) mesh,
+FSDP2 with the experts sharded first.
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
 amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
