@@ -171,21 +171,6 @@ func simulateStages(spec *model.Spec, inspect func(*sim), setup func(*sim), work
 // process-wide: at most GOMAXPROCS (as the process started).
 var stageHelpers = make(chan struct{}, runtime.GOMAXPROCS(0))
 
-// ppP2PFirst and ppP2PPeer are what a pipeline rank's batched
-// point-to-point traffic adds to NCCL's memory, measured on 2 × H200 (NCCL
-// 2.28.9, torch 2.11, bench/results/2026-11-23-h200x2-tp.jsonl): device in
-// use less reserved was 1,767 MiB on every rank of every pp.py run, against
-// 1,608–1,612 MiB for data parallelism (docs/multigpu.md), so 157 MiB for
-// a stage that sends to and receives from one neighbour. The first
-// send/recv's one-off 58 MiB (parallel.NCCLBytes) is part of it, and the
-// first and last of four stages take the same (1,769 MiB,
-// bench/results/2026-11-26-h200x4-layouts.jsonl). A middle stage's second
-// neighbour adds a whole peer's buffers (p2pPeerBytes).
-const (
-	ppP2PFirst = 58 << 20
-	ppP2PPeer  = 157<<20 - ppP2PFirst
-)
-
 // p2pPeerBytes is what one more point-to-point peer that a rank both
 // sends to and receives from adds to NCCL's memory (parallel.NCCLBytes:
 // 384 MiB at the default channels and NCCL_BUFFSIZE).
@@ -209,17 +194,8 @@ func p2pPeerBytes() int64 {
 // scatter of the parameters (loadWhole) is not there.
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
 	c := layoutNCCL(t, true)
-	n := mustNCCL(parallel.NCCLBytes(c)) + ppP2PPeer
-	if c.SendPeers == 0 && c.RecvPeers == 0 {
-		// The first point-to-point operation's one-off, once per process:
-		// an all-to-all (expert or context parallelism) has paid it
-		// already (measured: a mixture of experts' pipeline ranks hold
-		// 385 MiB more with expert parallelism under DDP, one peer's
-		// buffers and no second one-off,
-		// bench/results/2026-11-27-h200x4-pp-moe-ep.jsonl against
-		// …-pp-moe.jsonl).
-		n += ppP2PFirst
-	}
+	c.PipelineNeighbour = true
+	n := mustNCCL(parallel.NCCLBytes(c))
 	if peers := p.peers(t.PP); peers > 1 {
 		// Every further neighbour: measured on the middle stages of four
 		// (device in use less reserved 2,153 MiB against the first and

@@ -17,6 +17,7 @@ const (
 	ncclCommInit             = 6 * mib   // each communicator, measured
 	ncclChannelInit          = 6 * mib   // per channel at init, measured
 	ncclP2PFirst             = 58 * mib  // first send/recv, measured
+	ncclPipelineNeighbour    = 99 * mib  // a pipeline stage's batched send/recv to a neighbour, measured
 )
 
 // NCCL describes the NCCL communicators of one process (one GPU).
@@ -44,6 +45,10 @@ type NCCL struct {
 	// receives from with point-to-point operations (an all-to-all over n
 	// ranks: n-1 each; a scatter's source: n-1 sends; a receiver: 1).
 	SendPeers, RecvPeers int
+	// PipelineNeighbour says the rank sends to and receives from a
+	// neighbouring pipeline stage (torch.distributed.pipelining's batched
+	// send/recv on the pipeline group's communicator).
+	PipelineNeighbour bool
 }
 
 // RecvBufferBytes is one channel's receive buffer for one peer: the LL,
@@ -78,7 +83,16 @@ func RecvBufferBytes(buffSize int64) int64 {
 //     peer it sends to and P2PChannels x receive buffer for each peer it
 //     receives from (measured on 4 x H200, NCCL 2.28.9: a scatter's source
 //     +257 MiB with three peers, each receiver +385; context parallelism's
-//     all-to-all over four ranks 1,217 MiB, 58 + 3 x 384).
+//     all-to-all over four ranks 1,217 MiB, 58 + 3 x 384); the 58 MiB once
+//     per process, also when a pipeline rank's stage runs an all-to-all
+//     (bench/results/2026-11-27-h200x4-pp-moe-ep.jsonl: 385 MiB above the
+//     same pipeline without expert parallelism, one peer's buffers);
+//   - a pipeline stage's batched send/recv to a neighbour: the first
+//     send/recv's 58 MiB and 99 MiB more (device in use less reserved
+//     1,767 MiB on every rank of every pp.py run against 1,608–1,612 for
+//     data parallelism, 2 × H200, bench/results/2026-11-23-h200x2-tp.jsonl;
+//     the first and last of four stages the same, 1,769 MiB,
+//     2026-11-26-h200x4-layouts.jsonl).
 //
 // The world size does not enter: on one host of 2 and of 4 H200s NCCL
 // picks the same channels and a ring with one peer per channel, and every
@@ -98,8 +112,11 @@ func NCCLBytes(c NCCL) (int64, error) {
 	initComm := ncclCommInit + ncclChannelInit*int64(max(c.Channels, c.P2PChannels))
 	perComm := initComm + int64(c.Channels)*(recv+ncclSendBytes)
 	total := ncclProcessInit + ncclProcessFirstOp + int64(c.Communicators)*perComm + int64(c.NoRing)*initComm
-	if c.SendPeers+c.RecvPeers > 0 {
+	if c.SendPeers+c.RecvPeers > 0 || c.PipelineNeighbour {
 		total += ncclP2PFirst
+	}
+	if c.PipelineNeighbour {
+		total += ncclPipelineNeighbour
 	}
 	total += int64(c.SendPeers) * int64(c.P2PChannels) * ncclSendBytes
 	total += int64(c.RecvPeers) * int64(c.P2PChannels) * recv

@@ -295,3 +295,33 @@ func TestAssignBuckets(t *testing.T) {
 		}
 	}
 }
+
+// TestNCCLPipelineNeighbour: a pipeline stage's send/recv to a neighbour
+// adds 157 MiB (the first send/recv's one-off and its buffers), and only
+// 99 MiB on a rank whose all-to-all has paid the one-off (measured:
+// bench/results/2026-11-27-h200x4-pp-moe-ep.jsonl, 385 MiB above the same
+// pipeline without expert parallelism, one peer's buffers; TestPipelineAccuracy
+// in package bench holds those runs).
+func TestNCCLPipelineNeighbour(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		c    NCCL
+		want int64
+	}{
+		{"alone", NCCL{Communicators: 2, Channels: 24, P2PChannels: 32}, 157 * mib},
+		{"with an all-to-all", NCCL{Communicators: 2, NoRing: 1, Channels: 24, P2PChannels: 32, SendPeers: 1, RecvPeers: 1}, 99 * mib},
+	} {
+		without, err := NCCLBytes(c.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.c.PipelineNeighbour = true
+		with, err := NCCLBytes(c.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if with-without != c.want {
+			t.Errorf("%s: a pipeline neighbour adds %d MiB, want %d", c.name, (with-without)/mib, c.want/mib)
+		}
+	}
+}
