@@ -6,18 +6,18 @@ import "fmt"
 // protocol's 8 lines x 512 threads x 8 steps x 16 B and LL128's 120 x 640 x
 // 8 steps x 8 B. The SIMPLE protocol's buffer is NCCL_BUFFSIZE.
 const (
-	ncclLLBytes        int64 = 8 * 512 * 8 * 16
-	ncclLL128Bytes     int64 = 120 * 640 * 8 * 8
-	NCCLDefaultBuffer  int64 = 4 << 20 // NCCL_BUFFSIZE's default
-	ncclGranularity    int64 = 2 << 20 // cuMem allocation granularity
-	ncclSendBytes            = ncclGranularity
-	mib                int64 = 1 << 20
-	ncclProcessInit          = 168 * mib // first communicator in a process, measured
-	ncclProcessFirstOp       = 186 * mib // first collective in a process, measured
-	ncclCommInit             = 6 * mib   // each communicator, measured
-	ncclChannelInit          = 6 * mib   // per channel at init, measured
-	ncclP2PFirst             = 58 * mib  // first send/recv, measured
-	ncclPipelineNeighbour    = 99 * mib  // a pipeline stage's batched send/recv to a neighbour, measured
+	ncclLLBytes           int64 = 8 * 512 * 8 * 16
+	ncclLL128Bytes        int64 = 120 * 640 * 8 * 8
+	NCCLDefaultBuffer     int64 = 4 << 20 // NCCL_BUFFSIZE's default
+	ncclGranularity       int64 = 2 << 20 // cuMem allocation granularity
+	ncclSendBytes               = ncclGranularity
+	mib                   int64 = 1 << 20
+	ncclProcessInit             = 168 * mib // first communicator in a process, measured
+	ncclProcessFirstOp          = 186 * mib // first collective in a process, measured
+	ncclCommInit                = 6 * mib   // each communicator, measured
+	ncclChannelInit             = 6 * mib   // per channel at init, measured
+	ncclP2PFirst                = 58 * mib  // first send/recv, measured
+	ncclPipelineNeighbour       = 99 * mib  // a pipeline stage's batched send/recv to a neighbour, measured
 )
 
 // NCCL describes the NCCL communicators of one process (one GPU).
