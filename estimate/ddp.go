@@ -359,41 +359,36 @@ func (s *sim) ddpRebuild() {
 // the end of the simulation where the rebuild may race the first step's
 // last all-reduce (ddpRaces), with a note.
 func (s *sim) ddpDropFlat(d *ddpState, old *tensor) {
-	first := true
-	if d.stage != nil {
-		// The interleaved schedule's stage modules rebuild one after
-		// another in the second step. Only the first to rebuild can follow
-		// its own last all-reduce with no collective in between (its stage
-		// is the rank's last to run backward); the others' old buckets
-		// are freed at their rebuilds (bench/results/2026-11-26-h200x4-pp-interleaved-ddp-trace:
-		// every rank). The first's is freed at the group's next
-		// collective after the watchdog has woken: its own rebuild or the
-		// next module's on the ranks of that trace, past the step's peak
-		// on one rank of a held-out run (2026-11-26-h200x4-pp-interleaved-ddp-heldout-2.jsonl,
-		// TinyLlama s 4096, rank 1, 1.06 GiB over its data-parallel peer),
-		// so it is kept, as without a pipeline.
-		for _, o := range s.ddpStates() {
-			if o != d && o.rebuilt {
-				first = false
-			}
+	// The interleaved schedule's stage modules rebuild one after another
+	// in the second step. Only the first to rebuild can follow its own
+	// last all-reduce with no collective in between (its stage is the
+	// rank's last to run backward); the others' old buckets are freed at
+	// their rebuilds (bench/results/2026-11-26-h200x4-pp-interleaved-ddp-trace:
+	// every rank). The first's is freed at the group's next collective
+	// after the watchdog has woken: its own rebuild or the next module's
+	// on the ranks of that trace, past the step's peak on one rank of a
+	// held-out run (2026-11-26-h200x4-pp-interleaved-ddp-heldout-2.jsonl,
+	// TinyLlama s 4096, rank 1, 1.06 GiB over its data-parallel peer), so
+	// it is kept, as without a pipeline.
+	for _, o := range s.ddpStates() {
+		if d.stage != nil && o != d && o.rebuilt {
+			s.unref(old)
+			return
 		}
 	}
-	switch {
-	case first && s.ddpRaces(d) && d.stage != nil:
-		d.held = old
-		s.note(fmt.Sprintf("DDP's bucket rebuild race: the first stage module's old flat gradient bucket (%s) is kept past its rebuild, "+
-			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, which the rank's next stage modules' rebuilds may precede; "+
-			"%s frees it: say so with --step-pause %g (docs/multigpu.md)",
-			units.Format(old.bytes()), ncclWatchdogPeriod, PauseRecipe, DDPSettle))
-	case first && s.ddpRaces(d):
-		d.held = old
-		s.note(fmt.Sprintf("DDP's bucket rebuild race: the old flat gradient bucket (%s) is kept past the second step's rebuild, "+
-			"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, which a second step started at once can precede; "+
-			"%s frees it: say so with --step-pause %g (docs/multigpu.md)",
-			units.Format(old.bytes()), ncclWatchdogPeriod, PauseRecipe, DDPSettle))
-	default:
+	if !s.ddpRaces(d) {
 		s.unref(old)
+		return
 	}
+	d.held = old
+	what, past, before := "the old flat gradient bucket", "the second step's rebuild", "which a second step started at once can precede"
+	if d.stage != nil {
+		what, past, before = "the first stage module's old flat gradient bucket", "its rebuild", "which the rank's next stage modules' rebuilds may precede"
+	}
+	s.note(fmt.Sprintf("DDP's bucket rebuild race: %s (%s) is kept past %s, "+
+		"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, %s; "+
+		"%s frees it: say so with --step-pause %g (docs/multigpu.md)",
+		what, units.Format(old.bytes()), past, ncclWatchdogPeriod, before, PauseRecipe, DDPSettle))
 }
 
 // ddpBucket is the bucket a parameter's gradient is a view of under
