@@ -90,10 +90,7 @@ func newRowCache() *rowCache {
 // those of the first device of its class.
 func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 	k := keyOf(s)
-	if r, ok := c.results[k]; ok {
-		return r, nil
-	}
-	if r, ok := c.plain[k.plain()]; ok && r.SharesWith(s.Device) {
+	if r := c.made(s, k); r != nil {
 		return r, nil
 	}
 	r, err := estimate.Estimate(s)
@@ -102,6 +99,18 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 	}
 	c.keep(s, k, r)
 	return r, nil
+}
+
+// made is the whole estimate of s (key k) the row has made already, of
+// its device class or shared more widely (plainKey), or nil.
+func (c *rowCache) made(s *model.Spec, k cacheKey) *estimate.Result {
+	if r, ok := c.results[k]; ok {
+		return r
+	}
+	if r, ok := c.plain[k.plain()]; ok && r.SharesWith(s.Device) {
+		return r
+	}
+	return nil
 }
 
 // oracle is tuner.Analytic through the cache (the same estimate, whose
@@ -121,10 +130,7 @@ func (c *rowCache) oracle(s *model.Spec) (int64, error) {
 // Result (its figures are lower bounds), only its total in over.
 func (c *rowCache) stopOracle(s *model.Spec, above int64) (int64, bool, error) {
 	k := keyOf(s)
-	if r, ok := c.results[k]; ok {
-		return r.DeviceTotal, false, nil
-	}
-	if r, ok := c.plain[k.plain()]; ok && r.SharesWith(s.Device) {
+	if r := c.made(s, k); r != nil {
 		return r.DeviceTotal, false, nil
 	}
 	if lb, ok := c.over[k]; ok && above > 0 && lb > above {
