@@ -406,10 +406,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.sized = deviceSizing{cudnn: cfg.cudnn.used, reds: s.smReds, sms: cfg.sms, threadsSM: cfg.threadsSM}
-	r.DeviceTotal = r.PeakReserved
-	for _, o := range r.Overhead {
-		r.DeviceTotal += o.Bytes
-	}
+	r.DeviceTotal = r.PeakReserved + r.OverheadBytes()
 	if spec.Device.Memory > 0 {
 		r.Fill = float64(r.DeviceTotal) / float64(spec.Device.Memory)
 		r.Fits = r.DeviceTotal <= spec.Device.Memory
@@ -430,6 +427,10 @@ const OverheadPaged = "paged optimizer state (unified memory)"
 // OverheadNCCL names the overhead item of NCCL's communicators (their
 // buffers live outside PyTorch's allocator; docs/multigpu.md).
 const OverheadNCCL = "NCCL communicators"
+
+// OverheadBytes is the device memory outside the caching allocator that
+// r counts (its Overhead's items together).
+func (r *Result) OverheadBytes() int64 { return total(r.Overhead) }
 
 // NCCLBytes is the device memory of NCCL's communicators in r's overhead
 // (0 without one).

@@ -88,7 +88,7 @@ func (s *sim) stoppedResult(spec *model.Spec, run model.Training) *Result {
 		r.PeakAllocated = max(r.PeakAllocated, a.Allocated())
 		r.PeakReserved = max(r.PeakReserved, a.Reserved())
 	}
-	r.DeviceTotal = r.PeakReserved + total(r.Overhead)
+	r.DeviceTotal = r.PeakReserved + r.OverheadBytes()
 	if spec.Device.Memory > 0 {
 		r.Fill = float64(r.DeviceTotal) / float64(spec.Device.Memory)
 	}

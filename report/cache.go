@@ -192,10 +192,7 @@ func (c *rowCache) keepBound(m map[model.Training]int64, key model.Training, b i
 //     at the end of the last forward pass, all alive then (the state from
 //     the first step on).
 func bounds(r *estimate.Result) (state, act int64) {
-	var out int64
-	for _, o := range r.Overhead {
-		out += o.Bytes
-	}
+	out := r.OverheadBytes()
 	return r.ParamBytes + r.GradBytes + r.OptimizerBytes + out, r.ParamBytes + r.OptimizerBytes + r.ActivationBytes + out
 }
 
