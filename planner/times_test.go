@@ -54,6 +54,22 @@ func TestPlanEstimateTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("plan %v, %d estimates, limit %.2f GiB", time.Since(t0), r.Stats.OracleCalls, float64(r.Limit)/(1<<30))
+	// By outcome: a layout that fits, one over the limit estimated whole
+	// (within the stop level), one whose estimate stopped.
+	var n [3]int
+	var d [3]time.Duration
+	for _, x := range log {
+		k := 0
+		switch {
+		case x.stopped:
+			k = 2
+		case x.total > r.Limit:
+			k = 1
+		}
+		n[k]++
+		d[k] += x.d
+	}
+	t.Logf("fit: %d estimates, %v; over, whole: %d, %v; stopped: %d, %v", n[0], d[0], n[1], d[1], n[2], d[2])
 	sort.Slice(log, func(i, j int) bool { return log[i].d > log[j].d })
 	for _, x := range log {
 		stopped := ""

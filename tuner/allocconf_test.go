@@ -304,3 +304,35 @@ func TestAdviseAllocConfStop(t *testing.T) {
 	}
 	t.Logf("%d estimates stopped", stopped)
 }
+
+// BenchmarkAdviseAllocConf times the allocator advice's re-estimates of
+// two bundled specs for which no setting saves the threshold, whole
+// (AdviseAllocConf with Analytic) and through AnalyticStop
+// (AdviseAllocConfStop, as `memplan estimate` runs it; docs/performance.md,
+// fifteenth session).
+func BenchmarkAdviseAllocConf(b *testing.B) {
+	for _, f := range []string{"gpt2-xl", "qwen2.5-7b"} {
+		s, err := model.Load("../specs/"+f+".yaml", model.Overrides{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cur, err := Analytic(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(f+"/whole", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := AdviseAllocConf(s, cur, Analytic); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(f+"/stop", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := AdviseAllocConfStop(s, cur, AnalyticStop); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
