@@ -130,6 +130,7 @@ func TestPipelineInterleavedDDP(t *testing.T) {
 	files := []string{"2026-11-26-h200x4-pp-interleaved-ddp.jsonl", "2026-11-26-h200x4-pp-interleaved-ddp-heldout.jsonl",
 		"2026-11-26-h200x4-pp-interleaved-ddp-heldout-2.jsonl", "2026-11-26-h200x4-pp-interleaved-ddp-pause-heldout.jsonl"}
 	n := 0
+	var errs [3][NumMetrics][]float64
 	for _, f := range files {
 		for _, r := range readScript(t, filepath.Join("results", f), "pp") {
 			c := r.Config
@@ -143,14 +144,31 @@ func TestPipelineInterleavedDDP(t *testing.T) {
 			e := distErrors(t, r, o)
 			o.StepPause = "1"
 			paused := distErrors(t, r, o)
+			g := 0 // the runs that did not pause, memplan's prediction
+			if c.StepPause > 0 {
+				g = 2 // the runs that paused
+			}
 			for k := 0; k < NumMetrics; k++ {
 				if e[k] < -UnderLimit || math.Abs(paused[k]) > distTargets.Worst[k] {
 					t.Errorf("%s: %s %+.1f%%, %+.1f%% for a loop that pauses", r.Label, MetricNames[k], 100*e[k], 100*paused[k])
 				}
+				errs[g][k] = append(errs[g][k], e[k])
+				if g == 0 {
+					errs[1][k] = append(errs[1][k], paused[k]) // the same runs predicted as if they paused
+				}
 			}
+			t.Logf("%+6.1f%% %+6.1f%% %+6.1f%%  (as if pausing %+6.1f%% %+6.1f%% %+6.1f%%)  %s",
+				100*e[0], 100*e[1], 100*e[2], 100*paused[0], 100*paused[1], 100*paused[2], r.Label)
 		}
 	}
 	if n != 13 {
 		t.Fatalf("%d runs, want 13", n)
+	}
+	// The spreads docs/accuracy.md's summary gives.
+	for g, name := range []string{"without a pause", "without a pause, predicted as if pausing", "pausing"} {
+		for k := 0; k < NumMetrics; k++ {
+			med, w := spreadOf(errs[g][k])
+			t.Logf("%s, %s: median %.1f%%, worst %.1f%% over %d runs", name, MetricNames[k], 100*med, 100*w, len(errs[g][k]))
+		}
 	}
 }
