@@ -9,7 +9,10 @@ with --bucket-view) and common.report's lines from tp.py, pp.py and cp.py
 at the end; those scripts train with AdamW foreach, so --optimizer adamw is
 added). Prints a markdown table; errors are (predicted - measured) /
 measured, per metric against the largest of the ranks; lines memplan
-refuses are listed with its message."""
+refuses are listed with its message. The last column is the memory outside
+the caching allocator in MiB: measured, every rank's device in use less
+its peak reserved (the largest), and memplan's device total less peak
+reserved (context, kernel modules, NCCL; the largest over its kinds)."""
 import json, subprocess, sys
 
 res, exe = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "memplan")
@@ -44,8 +47,8 @@ def command(d):
     return cmd + ["--device", "h200-141gb", "--format", "json"]
 
 
-print("| configuration | alloc meas | alloc err | reserved meas | res err | device meas | dev err | rank spread (alloc) |")
-print("|---|---|---|---|---|---|---|---|")
+print("| configuration | alloc meas | alloc err | reserved meas | res err | device meas | dev err | rank spread (alloc) | outside MiB meas / memplan |")
+print("|---|---|---|---|---|---|---|---|---|")
 refused = []
 for line in open(res):
     d = json.loads(line)
@@ -69,7 +72,14 @@ for line in open(res):
         pred = tuple(max(k[key] for k in kinds) for key in
                      ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_bytes"))
     err = lambda pr, me: "%+.1f%%" % (100.0 * (pr - me) / me)
-    print("| %s | %.2f | %s | %.2f | %s | %.2f | %s | %.2f |" % (
-        lab, m[0] / G, err(pred[0], m[0]), m[1] / G, err(pred[1], m[1]), m[2] / G, err(pred[2], m[2]), spread / G))
+    rk = d["ranks"]
+    if "device_used" in rk[0]:  # common.report's records
+        mine = [k["device_total_bytes"] - k["peak_reserved_bytes"] for k in kinds or [p]]
+        outside = "%d / %d" % (max(r["device_used"] - r["peak_reserved"] for r in rk) >> 20, max(mine) >> 20)
+    else:
+        outside = ""
+    print("| %s | %.2f | %s | %.2f | %s | %.2f | %s | %.2f | %s |" % (
+        lab, m[0] / G, err(pred[0], m[0]), m[1] / G, err(pred[1], m[1]), m[2] / G, err(pred[2], m[2]), spread / G,
+        outside))
 for lab, msg in refused:
     print("\nnot predicted: %s: %s" % (lab, msg))
