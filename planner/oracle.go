@@ -57,12 +57,14 @@ func (e *NotSimulatedError) Error() string {
 }
 
 // MaxPipelineMicrobatches is the most micro-batches per step a pipeline
-// layout may have for Simulator to estimate it. The simulator replays a
-// schedule micro-batch by micro-batch (about 6 ms each for a Llama-3-8B
-// stage on one core), so a plan over hundreds of accumulation steps would
-// take minutes; such layouts are reported as not simulated instead
-// (docs/planner.md).
-const MaxPipelineMicrobatches = 32
+// layout may have for Simulator to estimate it unless its
+// MaxMicrobatches says otherwise. The simulator replays a schedule
+// micro-batch by micro-batch (a 70B stage of tp 8 costs about 10 ms per
+// micro-batch on one core), so a plan over hundreds of accumulation steps
+// would take minutes; such layouts are reported as not simulated instead.
+// 32 hid the best layout of the 70B request of docs/planner.md §4 (a 1F1B
+// pipeline of 64 micro-batches, its step a quarter shorter by the proxy).
+const MaxPipelineMicrobatches = 64
 
 // Simulator is the Oracle backed by memplan's estimator: it simulates
 // data parallelism with ZeRO stages 0–3, tensor parallelism with sequence
@@ -80,12 +82,25 @@ const MaxPipelineMicrobatches = 32
 // under a pipeline, and tensor parallelism of models the plan does not
 // cover. Pipelines run gpipe, 1f1b or interleaved, with TP or CP inside
 // their stages (docs/parallelism.md).
-type Simulator struct{}
+type Simulator struct {
+	// MaxMicrobatches is the most micro-batches per step of a pipeline
+	// layout it estimates (0: MaxPipelineMicrobatches); longer pipelines
+	// are not simulated.
+	MaxMicrobatches int64
+}
+
+// maxMicrobatches is sim's cap on a pipeline's micro-batches.
+func (sim Simulator) maxMicrobatches() int64 {
+	if sim.MaxMicrobatches > 0 {
+		return sim.MaxMicrobatches
+	}
+	return MaxPipelineMicrobatches
+}
 
 // Simulates implements Screener: the layouts Estimate refuses before
 // simulating (tensor parallelism of models the plan does not cover is
 // found only by lowering the model, in Estimate).
-func (Simulator) Simulates(spec *model.Spec, l Layout) error {
+func (sim Simulator) Simulates(spec *model.Spec, l Layout) error {
 	if err := notSimulated(l); err != nil {
 		return err
 	}
@@ -98,10 +113,10 @@ func (Simulator) Simulates(spec *model.Spec, l Layout) error {
 	if l.PP > 1 && spec.Model.Tied {
 		return &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}
 	}
-	if l.PP > 1 && l.Accum > MaxPipelineMicrobatches {
+	if n := sim.maxMicrobatches(); l.PP > 1 && l.Accum > n {
 		return &NotSimulatedError{What: []string{fmt.Sprintf(
-			"a pipeline of %d micro-batches in the planner (at most %d; estimate --pp replays any number)",
-			l.Accum, MaxPipelineMicrobatches)}}
+			"a pipeline of %d micro-batches in the planner (at most %d: --max-microbatches; estimate --pp replays any number)",
+			l.Accum, n)}}
 	}
 	return nil
 }

@@ -43,6 +43,25 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// TestBoundBeforeNotSimulated: a layout whose lower bound is over the
+// limit is over, whether or not the simulator could estimate it (Llama-3-70B
+// on two GPUs: its model state alone is 560 GB a GPU).
+func TestBoundBeforeNotSimulated(t *testing.T) {
+	spec := load(t, "llama-3-70b.yaml")
+	r, err := Plan(spec, Request{GlobalBatch: 2048, GPUs: 2}, Simulator{MaxMicrobatches: 4})
+	if !errors.Is(err, ErrNoLayout) {
+		t.Fatalf("Plan: %v, want ErrNoLayout", err)
+	}
+	if r.Stats.NotSimulated != 0 || r.Stats.OracleCalls != 0 || r.Stats.Pruned == 0 {
+		t.Errorf("stats %+v: want every layout pruned by bounds, none not simulated, no estimate", r.Stats)
+	}
+	for _, c := range r.NearMisses {
+		if c.Verdict != Over || !c.Bound {
+			t.Errorf("%s: %s (%s), want over by its bound", c.Layout, c.Verdict, c.Reason)
+		}
+	}
+}
+
 func TestSimulatorNotSimulated(t *testing.T) {
 	spec := load(t, "llama-3.2-1b.yaml")
 	for _, l := range []Layout{
@@ -69,6 +88,27 @@ func TestSimulatorNotSimulated(t *testing.T) {
 	if err != nil || len(b.Kinds) != 2 || b.Kinds[0].Kind != First || b.Kinds[1].Kind != Last ||
 		(b.DeviceTotal != b.Kinds[0].DeviceTotal && b.DeviceTotal != b.Kinds[1].DeviceTotal) {
 		t.Errorf("Simulator.Estimate(%s) = %+v, %v; want the first and last stage, the busiest reported", pp, b, err)
+	}
+	// The cap on a pipeline's micro-batches: MaxPipelineMicrobatches, or
+	// the Simulator's own.
+	long := Layout{DP: 1, TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1, Micro: 1, Accum: MaxPipelineMicrobatches}
+	tiny := load(t, "tinyllama-1.1b.yaml")
+	for _, tc := range []struct {
+		sim   Simulator
+		accum int64
+		ok    bool
+	}{
+		{Simulator{}, MaxPipelineMicrobatches, true},
+		{Simulator{}, MaxPipelineMicrobatches + 1, false},
+		{Simulator{MaxMicrobatches: 8}, 8, true},
+		{Simulator{MaxMicrobatches: 8}, 16, false},
+		{Simulator{MaxMicrobatches: 1024}, 1024, true},
+	} {
+		l := long
+		l.Accum = tc.accum
+		if err := tc.sim.Simulates(tiny, l); (err == nil) != tc.ok {
+			t.Errorf("Simulator{%d}.Simulates(%s) = %v, want ok %v", tc.sim.MaxMicrobatches, l, err, tc.ok)
+		}
 	}
 	gpt2 := load(t, "gpt2-124m.yaml")
 	var ns *NotSimulatedError

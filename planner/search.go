@@ -289,15 +289,17 @@ func (s *search) probe(x Layout) (fits, ok bool) {
 // judge sets c's verdict.
 func (s *search) judge(c *Candidate) {
 	l := c.Layout
-	if err := s.screened(l); err != nil {
-		s.notSim++
-		c.Verdict, c.Reason = NotSimulated, err.Error()
-		return
-	}
+	// The lower bound first: a layout that cannot fit whatever its
+	// simulation would say is over, not "not yet simulated".
 	if lb, why := s.bound(l); lb > s.limit {
 		s.pruned++
 		s.over(c, Busiest{RankMemory: RankMemory{Kind: All, DeviceTotal: lb}}, true)
 		c.Reason = fmt.Sprintf("%s, %s over", why, units.Format(c.OverBytes))
+		return
+	}
+	if err := s.screened(l); err != nil {
+		s.notSim++
+		c.Verdict, c.Reason = NotSimulated, err.Error()
 		return
 	}
 	if s.prune(c) {

@@ -50,11 +50,12 @@ parallelism with ZeRO stages 0-3, tensor and sequence parallelism (Llama
 models), pipelines (gpipe, 1f1b, interleaved; every stage, the busiest
 reported), context and expert parallelism. Layouts it cannot simulate yet
 (context parallelism with DDP or ZeRO 1; expert
-parallelism with ZeRO 1, or with FSDP and tp, pp or cp; the interleaved
-schedule with data parallelism; tied embeddings under a pipeline; pipelines
-of more than 32 micro-batches; tensor parallelism of models other than
+parallelism with ZeRO 1, or with FSDP beside tp or cp; tied embeddings
+under a pipeline; pipelines of more than --max-microbatches micro-batches
+(default 64: each costs time); tensor parallelism of models other than
 Llama; LoRA with tensor parallelism, or at ZeRO 2 and 3 with context
-parallelism) are listed as not yet simulated. The search and the proxy are
+parallelism) are listed as not yet simulated, unless a lower bound shows
+they cannot fit. The search and the proxy are
 described in docs/planner.md.
 
 Example:
@@ -67,6 +68,7 @@ Example:
 			&cli.Int64Flag{Name: "node-size", Value: 8, Usage: "GPUs per node; tensor parallelism stays inside one"},
 			&cli.IntFlag{Name: "top", Value: 10, Usage: "how many layouts to list"},
 			&cli.Float64Flag{Name: "margin", Value: tuner.DefaultMargin, Usage: "safety margin below the band's upper edge, as a fraction of it"},
+			&cli.Int64Flag{Name: "max-microbatches", Value: planner.MaxPipelineMicrobatches, Usage: "the most micro-batches per step of a pipeline layout the plan simulates (each costs time; longer ones are listed as not simulated)"},
 		),
 		Action: planAction,
 	}
@@ -82,14 +84,14 @@ func planAction(c *cli.Context) error {
 	switch {
 	case req.GPUs > 0 && req.MaxGPUs > 0:
 		return usageError{"plan: give --gpus or --max-gpus, not both"}
-	case req.GlobalBatch <= 0 || req.GPUs < 0 || req.MaxGPUs < 0 || req.NodeSize <= 0 || req.Top <= 0:
-		return usageError{"plan: --global-batch, --gpus, --max-gpus, --node-size and --top must be positive"}
+	case req.GlobalBatch <= 0 || req.GPUs < 0 || req.MaxGPUs < 0 || req.NodeSize <= 0 || req.Top <= 0 || c.Int64("max-microbatches") <= 0:
+		return usageError{"plan: --global-batch, --gpus, --max-gpus, --node-size, --top and --max-microbatches must be positive"}
 	case req.Margin < 0 || req.Margin >= 0.5:
 		return usageError{fmt.Sprintf("--margin: want a fraction from 0 to 0.5, got %g", req.Margin)}
 	}
 	var done func()
 	req.Progress, done = planProgress(c.App.ErrWriter)
-	r, perr := planner.Plan(spec, req, planner.Simulator{})
+	r, perr := planner.Plan(spec, req, planner.Simulator{MaxMicrobatches: c.Int64("max-microbatches")})
 	done()
 	if perr != nil && !errors.Is(perr, planner.ErrNoLayout) {
 		return perr
