@@ -30,6 +30,12 @@ var pipelineOver = map[string]string{
 	// stage freed it at the rebuild (its optimizer step over 4 billion
 	// parameters, which pp.py waits for, may outlast the race).
 	"pp.py 4 specs/llama-3-8b.yaml --schedule 1f1b --microbatches 4 --dp 2 --mode ddp --seq 2048 --batch 1 --checkpointing every-block": "DDP rebuild race not measured",
+	// The interleaved schedule with FSDP keeps the stage-input gradients
+	// it sends with their send Works until step() ends; the run lets them
+	// go once the NCCL watchdog has seen the sends complete (docs/
+	// parallelism.md §3.2.5): about 17 KiB a token of the step over, +7.9%
+	// allocated at 32 micro-batches of 2,048 tokens (+4.8% at 8 of 4,096).
+	"pp.py 4 specs/tinyllama-1.1b.yaml --schedule interleaved --stages-per-rank 2 --microbatches 32 --dp 2 --mode fsdp --seq 2048 --batch 1": "sent gradients kept to the step's end",
 }
 
 // TestPipelineAccuracy holds memplan's predictions for every pipeline run
@@ -53,6 +59,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-27-h200x4-pp-moe-ep.jsonl", "2026-11-27-h200x4-pp-moe-ep-heldout.jsonl",
 		"2026-11-27-h200x4-pp-moe-ep-fsdp.jsonl", "2026-11-27-h200x4-pp-moe-ep-fsdp-heldout.jsonl",
 		"2026-11-27-h200x4-pp-moe-ep-mesh-check.jsonl",
+		"2026-11-27-h200x4-pp-long-heldout.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -107,8 +114,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 57-len(pipelineOver) {
-		t.Fatalf("%d pipeline runs besides the listed overs, want %d", n, 57-len(pipelineOver))
+	if n := len(errs[Allocated]); n != 67-len(pipelineOver) {
+		t.Fatalf("%d pipeline runs besides the listed overs, want %d", n, 67-len(pipelineOver))
 	}
 	checkSpread(t, errs)
 }
