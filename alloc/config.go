@@ -87,21 +87,21 @@ func (c Config) IsDefault() bool {
 		!c.ExpandableSegments && c.largeSegment() == LargeBuffer
 }
 
-func (c Config) maxSplit() int64 {
+func (c *Config) maxSplit() int64 {
 	if c.MaxSplitSize == 0 {
 		return noLimit
 	}
 	return c.MaxSplitSize
 }
 
-func (c Config) nonSplit() int64 {
+func (c *Config) nonSplit() int64 {
 	if c.MaxNonSplitRounding == 0 {
 		return LargeBuffer
 	}
 	return c.MaxNonSplitRounding
 }
 
-func (c Config) largeSegment() int64 {
+func (c *Config) largeSegment() int64 {
 	if c.LargeSegment == 0 {
 		return LargeBuffer
 	}

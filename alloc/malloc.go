@@ -43,7 +43,11 @@ func nextDivision(n, d int64) int64 {
 
 // AllocationSize is the segment cudaMalloc gets for a block of size bytes
 // (get_allocation_size).
-func (c Config) AllocationSize(size int64) int64 {
+func (c Config) AllocationSize(size int64) int64 { return c.allocationSize(size) }
+
+// allocationSize is AllocationSize without copying the configuration
+// (a method on the value copies all of Config where it is inlined).
+func (c *Config) allocationSize(size int64) int64 {
 	switch {
 	case size <= SmallSize:
 		return SmallBuffer
@@ -143,7 +147,7 @@ func (a *Allocator) grow(size int64, small bool, s Stream, force bool) int32 {
 	if a.conf.ExpandableSegments {
 		return a.expand(size, small, s, force)
 	}
-	as := a.conf.AllocationSize(size)
+	as := a.conf.allocationSize(size)
 	if !force && a.limit > 0 && a.reserved+as > a.limit {
 		return 0
 	}

@@ -153,7 +153,7 @@ func (a *Allocator) expand(size int64, small bool, s Stream, force bool) int32 {
 	grow := (size - tail + pg - 1) / pg * pg
 	// alloc_block checks the limit against get_allocation_size, not the
 	// pages it maps.
-	if !force && a.limit > 0 && a.reserved+a.conf.AllocationSize(size) > a.limit {
+	if !force && a.limit > 0 && a.reserved+a.conf.allocationSize(size) > a.limit {
 		return 0
 	}
 	a.reserved += grow
