@@ -207,6 +207,11 @@ func estimateWith(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Resu
 // setup, one pipeline stage.
 func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Result, err error) {
 	run := spec.Training
+	// On the run's layout: the context-parallel rank's spec below counts
+	// dp·cp as its data-parallel ranks, as FSDP shards over them.
+	if err := model.CheckEP(&run, &spec.Model); err != nil {
+		return nil, fmt.Errorf("ep: %w", err)
+	}
 	if run.CP > 1 {
 		var err error
 		if spec, err = cpRank(spec); err != nil {
@@ -303,9 +308,6 @@ func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
 	if err := t.LoRALayoutOK(); err != nil {
 		return nil, fmt.Errorf("lora: %w", err)
-	}
-	if err := model.CheckEP(&t, &spec.Model); err != nil {
-		return nil, fmt.Errorf("ep: %w", err)
 	}
 	cfg := &config{
 		amp:             t.Mixed(),

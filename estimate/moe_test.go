@@ -126,13 +126,16 @@ func TestExpertParallelismRejected(t *testing.T) {
 		{"ep without dp", model.Overrides{EP: 2}, "2 must divide dp (1)"},
 		{"experts not divisible", model.Overrides{DP: 6, EP: 3}, "3 does not divide the 32 experts"},
 		{"zero 1", model.Overrides{DP: 2, EP: 2, Zero: "1"}, "ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer"},
-		{"zero 3 with offload", model.Overrides{DP: 2, EP: 2, Zero: "3", Offload: "optimizer"}, "over data and pipeline parallelism"},
+		{"zero 3 with offload", model.Overrides{DP: 2, EP: 2, Zero: "3", Offload: "optimizer"}, "without tensor parallelism or offload"},
+		{"zero 3 with tp", model.Overrides{DP: 2, EP: 2, Zero: "3", TP: 2}, "tensor parallelism is simulated for llama models with a dense MLP"},
+		{"cp without fsdp", model.Overrides{CP: 2, EP: 2, Zero: "0"}, "with context parallelism is simulated under FSDP"},
+		{"ep not dividing dp·cp", model.Overrides{DP: 2, CP: 2, EP: 8, Zero: "3"}, "8 must divide dp·cp (4)"},
 		{"skew below one", model.Overrides{DP: 2, EP: 2, EPSkew: "0.5"}, "--ep-skew: want a number between 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := `{"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
  "vocab_size": 100, "num_experts": 32, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "intermediate_size": 64}`
-			_, err := model.ParseHF("moe.json", []byte(cfg), model.Overrides{Batch: 1, Seq: 8, DP: c.o.DP, EP: c.o.EP, Zero: c.o.Zero, Offload: c.o.Offload, EPSkew: c.o.EPSkew})
+			_, err := model.ParseHF("moe.json", []byte(cfg), model.Overrides{Batch: 1, Seq: 8, DP: c.o.DP, EP: c.o.EP, Zero: c.o.Zero, Offload: c.o.Offload, EPSkew: c.o.EPSkew, TP: c.o.TP, CP: c.o.CP})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one containing %q", err, c.want)
 			}

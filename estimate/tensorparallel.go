@@ -292,7 +292,7 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 			// dp/ep ranks that hold them: a group of its own (fsdp.go),
 			// of one rank when dp = ep, which never connects a ring
 			// (measured: 197 MiB, bench/results/2026-11-26-h200x4-ep-fsdp.jsonl).
-			if max(t.DP, 1)/t.EP > 1 {
+			if expertShards(t) > 1 {
 				c.Communicators++
 			} else {
 				c.NoRing++
@@ -303,11 +303,23 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 	return c
 }
 
+// expertShards is the ranks FSDP shards a block's experts over (the
+// efsdp mesh): the data-parallel ranks, with context parallelism the
+// dp·cp ranks FSDP shards over, that hold the same experts.
+func expertShards(t model.Training) int64 {
+	n := max(t.DP, 1)
+	if t.CP > 1 {
+		n *= t.CP
+	}
+	return n / max(t.EP, 1)
+}
+
 // allToAllPeers is the ranks an all-to-all sends to and receives from,
-// point to point: every other rank of the expert- or context-parallel
-// group.
+// point to point: every other rank of the expert- and of the
+// context-parallel group (each group its own communicator, with its own
+// connections).
 func allToAllPeers(t model.Training) int {
-	return int(max(t.EP, t.CP, 1)) - 1
+	return int(max(t.EP, 1)-1) + int(max(t.CP, 1)-1)
 }
 
 // scatterNCCL is NCCL's memory on the two kinds of rank of a whole load's

@@ -39,9 +39,11 @@ func decodeEP(e *errs, tm *mapping, t *Training, o Overrides) int {
 }
 
 // checkEP checks ep against the rest of the spec once the data-parallel
-// size is final: the experts are split over data-parallel ranks, evenly,
-// under DDP or FSDP (ZeRO 2 and 3 shard each block's experts over the
-// dp/ep ranks that hold them, in a unit of their own, as torchtitan does).
+// size is final: the experts are split over data-parallel ranks (with
+// context parallelism, which needs FSDP, over the dp·cp ranks, as
+// torchtitan borrows them), evenly, under DDP or FSDP (ZeRO 2 and 3 shard
+// each block's experts over the dp·cp/ep ranks that hold them, in a unit
+// of their own, as torchtitan does).
 func checkEP(e *errs, t *Training, m *Model, line int) {
 	if t.EP <= 1 {
 		return
@@ -61,14 +63,19 @@ func CheckEP(t *Training, m *Model) error {
 	if len(experts) == 0 {
 		return fmt.Errorf("needs a mixture-of-experts model (%s has no experts to split)", m.Type)
 	}
-	if dp := max(t.DP, 1); dp%t.EP != 0 {
+	switch dp := max(t.DP, 1); {
+	case t.CP > 1 && dp*t.CP%t.EP != 0:
+		return fmt.Errorf("%d must divide dp·cp (%d): the experts are split over the data- and context-parallel ranks", t.EP, dp*t.CP)
+	case t.CP <= 1 && dp%t.EP != 0:
 		return fmt.Errorf("%d must divide dp (%d): the experts are split over data-parallel ranks", t.EP, dp)
 	}
 	switch {
 	case t.Zero == 1:
 		return fmt.Errorf("expert parallelism with ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer partitions every rank's parameters as if they were the same, and its broadcast would overwrite the other ranks' experts (use stage 0, 2 or 3)")
-	case t.Zero >= 2 && (t.CP > 1 || t.TP > 1 || (t.Offload != "" && t.Offload != OffloadNone)):
-		return fmt.Errorf("expert parallelism with ZeRO stage %d is simulated over data and pipeline parallelism, without tensor or context parallelism or offload", t.Zero)
+	case t.CP > 1 && t.Zero < 2:
+		return fmt.Errorf("expert parallelism with context parallelism is simulated under FSDP (ZeRO stage 2 or 3), whose dp·cp ranks torchtitan borrows for it")
+	case t.Zero >= 2 && (t.TP > 1 || (t.Offload != "" && t.Offload != OffloadNone)):
+		return fmt.Errorf("expert parallelism with ZeRO stage %d is simulated over data, context and pipeline parallelism, without tensor parallelism or offload", t.Zero)
 	}
 	for _, n := range experts {
 		if n%t.EP != 0 {

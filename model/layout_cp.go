@@ -45,7 +45,10 @@ func lowerCP(ls []Layer, cp int64) ([]Layer, error) {
 				a.HeadDim = k.Dim / k.Heads
 			}
 			out = append(out, L(&RingAttention{Attention: a, Ranks: cp}))
-		case *Embedding, *GatedMLP, *RMSNorm, *LMHead, *Collective, *VocabEmbedding, *VocabHead:
+		case *Embedding, *GatedMLP, *MoE, *RMSNorm, *LMHead, *Collective, *VocabEmbedding, *VocabHead:
+			// Token by token: each rank runs them on its own tokens (a
+			// mixture of experts routes them, with expert parallelism
+			// over its group).
 			out = append(out, l)
 		default:
 			return nil, fmt.Errorf("%w: %s under context parallelism", ErrNotSplittable, l.Kind)

@@ -37,10 +37,21 @@ func TestLowerCP(t *testing.T) {
 	if a.Ranks != 2 || a.Heads != 4 || a.KVHeads != 2 || a.HeadDim != 8 {
 		t.Errorf("ring attention under tp 2: ranks %d heads %d kv %d head_dim %d; want 2, 4, 2, 8", a.Ranks, a.Heads, a.KVHeads, a.HeadDim)
 	}
+	// A mixture of experts stays as it is: each rank routes its own
+	// tokens (with expert parallelism, over its group). Tensor parallelism
+	// has no plan for it.
 	moe := *m
 	moe.Experts, moe.TopK = 4, 2
-	if _, err := moe.LowerRank(&Training{CP: 2}); !errors.Is(err, ErrNotSplittable) {
-		t.Errorf("LowerRank(moe) = %v, want ErrNotSplittable", err)
+	ls, err = moe.LowerRank(&Training{CP: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "embedding [[rmsnorm ring_attention] [rmsnorm " + KMoE + "]] rmsnorm lm_head"
+	if got := strings.Join(kinds(ls), " "); got != want {
+		t.Errorf("LowerRank(moe, cp 2) = %s\nwant %s", got, want)
+	}
+	if _, err := moe.LowerRank(&Training{TP: 2}); !errors.Is(err, ErrNotSplittable) {
+		t.Errorf("LowerRank(moe, tp 2) = %v, want ErrNotSplittable", err)
 	}
 }
 

@@ -55,8 +55,15 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		return
 	}
-	if m.Type != Llama || m.Experts > 0 || m.FusedQKV || m.SandwichNorm || m.LogitSoftcap > 0 {
-		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections and a dense MLP (torchtitan's plan), not %s", m.describe())
+	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.LogitSoftcap > 0 {
+		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", m.describe())
+		return
+	}
+	if m.Experts > 0 && t.TP > 1 {
+		// Context parallelism leaves a mixture of experts as it is (each
+		// rank routes its own tokens); tensor parallelism would need an
+		// expert plan.
+		e.add(line("tp"), "tp: tensor parallelism is simulated for llama models with a dense MLP (torchtitan's plan), not a mixture of experts (context parallelism is)")
 		return
 	}
 	seq := t.Seq
