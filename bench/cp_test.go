@@ -2,6 +2,7 @@ package bench
 
 import (
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -53,6 +54,14 @@ func checkCP(t *testing.T, r tpRecord) {
 		}
 		if c.TP <= 1 {
 			o.FSDPInit = model.FSDPInitGPU
+		}
+	}
+	if c.EP > 1 {
+		// cp.py --ep: the experts over dp·cp; zeroed routers send one rank
+		// of each group every pair (skew ep).
+		o.EP = c.EP
+		if c.Router == "zero" {
+			o.EPSkew = strconv.FormatInt(c.EP, 10)
 		}
 	}
 	e := distErrors(t, r, o)

@@ -4,11 +4,20 @@ the sequence split over the ranks with load balancing (2·cp chunks), ring
 attention with the default all-gather rotation of the keys and values;
 optionally with tensor parallelism inside each context-parallel rank
 (torchtitan's apply_tp, tp.py) and FSDP2 over dp·cp (torchtitan's
-dp_shard_cp mesh).
+dp_shard_cp mesh), and for a spec with experts (moe-llama.yaml: transformers'
+Qwen3-MoE block in each Llama block, common.HFMoE) expert parallelism over
+the dp·cp ranks with FSDP (--ep).
 
     torchrun --standalone --nproc-per-node N bench/torch/dist/cp.py SPEC [--seq S] [--batch 1]
-        [--tp 1] [--no-sp] [--loss-parallel] [--fsdp] [--dp 1]
+        [--tp 1] [--no-sp] [--loss-parallel] [--fsdp] [--dp 1] [--ep 1 --router zero|random]
         [--checkpointing none|every-block] [--rotate allgather|alltoall] [--steps 3]
+
+With --ep (and --fsdp) the experts of every block are split over EP groups of
+ep consecutive ranks of the flattened dp·cp ranks (bench/torch/dist/ep.py's
+all-to-all dispatch of each rank's own tokens, as torchtitan borrows the
+dp_shard and cp ranks for EP), on an (efsdp, ep) mesh of their own; each
+block's experts are fully_shard-ed over efsdp (the dp·cp/ep ranks that hold
+the same experts) before the block and the root over dp·cp.
 
 The mesh is (dp, cp, tp), tp innermost as in torchtitan; cp = N / (dp·tp).
 Without --fsdp the gradients of the parameters are averaged over the cp
@@ -43,6 +52,9 @@ def memplan_cmd(a, cp, seq):
         # The model is built whole on the GPU before fully_shard; with tp the
         # estimator's tensor-parallel load already is.
         flags.update(dp=a.dp if a.dp > 1 else None, zero=3, fsdp_init="gpu" if a.tp == 1 else None)
+    if a.ep > 1:
+        # Zeroed routers send one rank of each EP group every pair: skew ep.
+        flags.update(ep=a.ep, ep_skew=a.ep if a.router == "zero" else None)
     return common.memplan_cmd(a.spec, a.batch, seq, **flags)
 
 
@@ -55,6 +67,9 @@ def parser():
     ap.add_argument("--loss-parallel", action="store_true", help="with --tp: the loss on vocabulary shards")
     ap.add_argument("--fsdp", action="store_true", help="FSDP2 over the flattened dp·cp mesh")
     ap.add_argument("--dp", type=int, default=1, help="with --fsdp: data-parallel ranks (FSDP over dp·cp)")
+    ap.add_argument("--ep", type=int, default=1, help="with --fsdp and a spec with experts: expert parallelism over dp·cp")
+    ap.add_argument("--router", choices=["zero", "random"], default="zero",
+                    help="with --ep: ep.py's routers (zero: every pair to one rank of the group, the skew ep)")
     return ap
 
 
@@ -85,10 +100,20 @@ def main():
         tpmod.apply_tp(model, mesh["tp"], sp, a.loss_parallel)
         if d["tied"]:
             model.output.weight = model.tok_embeddings.weight
+    logs, efsdp = [], None
+    if a.ep > 1:
+        import ep
+        assert a.fsdp and a.tp == 1 and d["experts"] and (a.dp * cp) % a.ep == 0, \
+            "--ep needs --fsdp, no --tp, a spec with experts and ep dividing dp·cp"
+        emesh = init_device_mesh("cuda", (a.dp * cp // a.ep, a.ep), mesh_dim_names=("efsdp", "ep"))
+        efsdp = emesh["efsdp"]
+        logs = ep.apply(model, a.ep, a.router, emesh["ep"].get_group())
     if a.fsdp:
         from torch.distributed.fsdp import fully_shard
         shard = mesh["dp", "cp"]._flatten("dp_cp") if a.dp > 1 else mesh["cp"]
         for block in model.layers.values():
+            if efsdp is not None:
+                ep.shard_experts(block, efsdp)
             fully_shard(block, mesh=shard)
         fully_shard(model, mesh=shard)
     from torch.distributed.tensor import DTensor
@@ -116,11 +141,15 @@ def main():
                 torch.distributed.all_reduce(grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if a.ep > 1 and a.router == "zero":
+            ep.zero_routers(model)  # the tie kept, as train.py does
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
     config = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "seq": d["seq"],
               "checkpointing": a.checkpointing, "world": world, "tp": a.tp, "sp": sp,
-              "loss_parallel": a.loss_parallel, "dp": a.dp, "fsdp": a.fsdp}
+              "loss_parallel": a.loss_parallel, "dp": a.dp, "fsdp": a.fsdp,
+              "ep": a.ep, "router": a.router if a.ep > 1 else None,
+              "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     cmd = memplan_cmd(a, cp, d["seq"])
     common.report(a.label, config, cmd, steps, local)
 
