@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -22,19 +23,25 @@ import (
 // four H200s, context parallelism with tensor parallelism and FSDP over
 // dp·cp: eight tuning lines (grid-cp-tp.txt) and two held-out sets of
 // three (heldout-cp-tp.txt, heldout-cp-tp-2.txt), predicted first. The
-// listed gaps (contextGaps) may be under, and only by the metrics named.
+// sixteenth added, on four H100s, expert parallelism with context
+// parallelism and FSDP over dp·cp on a small mixture of experts (cp.py
+// --ep: grid-cp-ep.txt, five tuning lines, and heldout-cp-ep.txt, two,
+// all predicted first). The listed gaps (contextGaps) may be under, and
+// only by the metrics named; the listed overs (contextOver) may be over
+// the worst-case targets.
 func TestContextParallelAccuracy(t *testing.T) {
 	n := 0
 	for _, file := range []string{"2026-11-23-h200x2-tp.jsonl", "2026-11-23-h200x2-tp-heldout.jsonl", "2026-11-26-h200x4-cp-heldout.jsonl",
 		"2026-11-26-h200x4-layouts.jsonl", "2026-11-26-h200x4-layouts-heldout.jsonl",
-		"2026-11-26-h200x4-cp-tp.jsonl", "2026-11-26-h200x4-cp-tp-heldout.jsonl", "2026-11-26-h200x4-cp-tp-heldout-2.jsonl"} {
+		"2026-11-26-h200x4-cp-tp.jsonl", "2026-11-26-h200x4-cp-tp-heldout.jsonl", "2026-11-26-h200x4-cp-tp-heldout-2.jsonl",
+		"2026-11-27-cp-ep-h100x4.jsonl", "2026-11-27-cp-ep-heldout-h100x4.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 26 {
-		t.Fatalf("%d context-parallel runs, want 26", n)
+	if n != 33 {
+		t.Fatalf("%d context-parallel runs, want 33", n)
 	}
 }
 
@@ -58,14 +65,24 @@ func checkCP(t *testing.T, r tpRecord) {
 	}
 	if c.EP > 1 {
 		// cp.py --ep: the experts over dp·cp; zeroed routers send one rank
-		// of each group every pair (skew ep).
+		// of each group every pair (skew ep); random routing is given the
+		// skew the run recorded, as the expert-parallel tests give it.
 		o.EP = c.EP
-		if c.Router == "zero" {
+		switch {
+		case c.Router == "zero":
 			o.EPSkew = strconv.FormatInt(c.EP, 10)
+		case len(c.RecvRowsMax) == 2:
+			o.EPSkew = strconv.FormatFloat(float64(c.RecvRowsMax[0])/float64(c.RecvRowsMax[1]), 'f', 4, 64)
 		}
 	}
 	e := distErrors(t, r, o)
 	limit := distTargets.Worst
+	if why, ok := contextOver[r.Label]; ok {
+		if e[Allocated] <= limit[Allocated] && e[Reserved] <= limit[Reserved] {
+			t.Errorf("listed as over (%s) but within the worst-case targets: %+.1f%% allocated, %+.1f%% reserved", why, 100*e[Allocated], 100*e[Reserved])
+		}
+		limit = [NumMetrics]float64{math.Inf(1), math.Inf(1), math.Inf(1)}
+	}
 	gap := contextGaps[r.Label]
 	under := false
 	for k, e := range e {
@@ -78,6 +95,24 @@ func checkCP(t *testing.T, r tpRecord) {
 	if gap != nil && !under {
 		t.Errorf("listed as a gap but no longer more than %.0f%% under", 100*UnderLimit)
 	}
+}
+
+// contextOver are the context-parallel runs over issue 13's worst-case
+// targets (on the safe side), with why; they must still be no more than
+// UnderLimit under, and a listed run within the targets fails the test.
+// Both are FSDP over dp·cp on the mixture of experts of
+// bench/torch/dist/moe-llama.yaml, whose blocks are large beside their
+// activations: under context parallelism memplan holds the root's and two
+// blocks' gathered parameters in one block for the whole pass (sharding.go),
+// where FSDP2 holds only the unit at work (at the loss, the root's two
+// 125 MiB tables: allocator history of the first,
+// bench/results/2026-11-27-h100x4-cp-ep-trace). Simulating FSDP2's
+// per-parameter storages under context parallelism was tried (sixteenth
+// session): allocated +9.3% → +4.6% and +2.4% → −0.1%, but three other
+// MoE lines' reserved 3.0–3.9% under, so the coarse model stays.
+var contextOver = map[string]string{
+	"cp.py 4 bench/torch/dist/moe-llama.yaml --fsdp --seq 8192 --batch 1":               "+9.3% allocated: two blocks' gathered parameters held",
+	"cp.py 4 bench/torch/dist/moe-llama.yaml --fsdp --dp 2 --ep 2 --seq 8192 --batch 1": "+9.2% reserved: two blocks' gathered parameters held",
 }
 
 // contextGaps are the context-parallel runs more than UnderLimit under,

@@ -46,6 +46,10 @@ type tpRecord struct {
 		// routers (zero: one rank of a group receives every pair).
 		EP     int64  `json:"ep"`
 		Router string `json:"router"`
+		// RecvRowsMax is the most rows one rank received in a block's
+		// dispatch and the balanced count, when recorded (cp.py --ep;
+		// pp.py's first EP records lack it).
+		RecvRowsMax []int64 `json:"recv_rows_max"`
 	} `json:"config"`
 	Ranks []struct {
 		Steps []tpPeaks `json:"steps"`

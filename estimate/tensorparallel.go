@@ -286,7 +286,9 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 	c.Communicators = communicators(t, dtensorInit)
 	if t.EP > 1 {
 		c.Communicators--
-		c.NoRing = 1
+		if !epIsDefaultGroup(t) {
+			c.NoRing = 1
+		}
 		if t.Zero >= 2 {
 			// FSDP2 gathers and reduces each block's experts over the
 			// dp/ep ranks that hold them: a group of its own (fsdp.go),
@@ -319,7 +321,29 @@ func expertShards(t model.Training) int64 {
 // context-parallel group (each group its own communicator, with its own
 // connections).
 func allToAllPeers(t model.Training) int {
+	if epIsDefaultGroup(t) && t.CP == worldSize(t) {
+		return int(t.CP) - 1 // one communicator, the same connections
+	}
 	return int(max(t.EP, 1)-1) + int(max(t.CP, 1)-1)
+}
+
+// epIsDefaultGroup says whether the expert-parallel group is the default
+// process group, with no communicator of its own. memplan takes an EP
+// group to be made with new_group, as bench/torch/dist/ep.py makes it for
+// train.py (its own communicator even where it spans every rank:
+// measured, 198 MiB), except under context parallelism, which torchtitan
+// and cp.py --ep run on a device mesh: there a mesh dimension that spans
+// every rank is the default group (measured on 4 × H100, cp 4 × ep 4: the
+// same NCCL memory as context parallelism alone;
+// bench/results/2026-11-27-cp-ep-h100x4.jsonl).
+func epIsDefaultGroup(t model.Training) bool {
+	return t.EP > 1 && t.CP > 1 && t.EP == worldSize(t)
+}
+
+// worldSize is the ranks of layout t: expert parallelism borrows its own
+// from the others.
+func worldSize(t model.Training) int64 {
+	return max(t.DP, 1) * max(t.TP, 1) * max(t.CP, 1) * max(t.PP, 1)
 }
 
 // scatterNCCL is NCCL's memory on the two kinds of rank of a whole load's
