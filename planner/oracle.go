@@ -73,12 +73,12 @@ const MaxPipelineMicrobatches = 64
 // stage; under the interleaved schedule DDP and ZeRO 1 wrap each stage
 // module),
 // expert parallelism under DDP or FSDP (ZeRO 0, 2, 3; docs/moe.md §4; in
-// pipeline stages too, §5),
+// pipeline stages too, §5; with context parallelism under FSDP, §6),
 // context parallelism alone, with tensor parallelism inside each cp rank
 // or with FSDP over dp·cp (docs/parallelism.md §3.3), checkpointing and
 // any micro-batch and accumulation, and returns a *NotSimulatedError for
 // layouts with CP together with DDP or ZeRO 1,
-// EP with ZeRO 1, or with FSDP and TP or CP, tied embeddings
+// EP with ZeRO 1 or with TP, tied embeddings
 // under a pipeline, and tensor parallelism of models the plan does not
 // cover. Pipelines run gpipe, 1f1b or interleaved, with TP or CP inside
 // their stages (docs/parallelism.md).
@@ -193,7 +193,7 @@ func notSimulated(l Layout) error {
 	}
 	add(l.CP > 1 && (l.Zero == 1 || (l.DP > 1 && l.Zero == 0)), "context parallelism with DDP or ZeRO 1 (FSDP over dp·cp is simulated)")
 	add(l.EP > 1 && l.Zero == 1, "expert parallelism with ZeRO 1")
-	add(l.EP > 1 && l.Zero >= 2 && (l.TP > 1 || l.CP > 1), "expert parallelism with FSDP and tensor or context parallelism")
+	add(l.EP > 1 && l.TP > 1, "expert parallelism with tensor parallelism")
 	if what != nil {
 		return &NotSimulatedError{What: what}
 	}
