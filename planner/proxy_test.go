@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/estimate"
@@ -109,6 +110,18 @@ func TestSimulatorNotSimulated(t *testing.T) {
 		if err := tc.sim.Simulates(tiny, l); (err == nil) != tc.ok {
 			t.Errorf("Simulator{%d}.Simulates(%s) = %v, want ok %v", tc.sim.MaxMicrobatches, l, err, tc.ok)
 		}
+	}
+	moe, err := model.Load("../bench/torch/dist/moe-llama.yaml", model.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpMoE := Layout{DP: 1, TP: 2, PP: 1, CP: 1, EP: 1, SP: true, Micro: 1, Accum: 1}
+	if err := (Simulator{}).Simulates(moe, tpMoE); err == nil || !strings.Contains(err.Error(), "mixture of experts") {
+		t.Errorf("Simulates(moe, %s) = %v, want tensor parallelism of a mixture of experts not simulated", tpMoE, err)
+	}
+	cpMoE := Layout{DP: 1, TP: 1, PP: 1, CP: 2, EP: 2, Zero: 3, Micro: 1, Accum: 1}
+	if b, err := (Simulator{}).Estimate(moe, cpMoE); err != nil || b.DeviceTotal <= 0 {
+		t.Errorf("Simulator.Estimate(moe, %s) = %+v, %v; want an estimate (EP × CP under FSDP)", cpMoE, b, err)
 	}
 	gpt2 := load(t, "gpt2-124m.yaml")
 	var ns *NotSimulatedError
