@@ -53,7 +53,7 @@ reported), context and expert parallelism. Layouts it cannot simulate yet
 parallelism with ZeRO 1 or with tp; tied embeddings
 under a pipeline; pipelines of more than --max-microbatches micro-batches
 (default 64: each costs time); tensor parallelism of models other than
-Llama; LoRA with tensor parallelism, or at ZeRO 2 and 3 with context
+Llama or of a mixture of experts; LoRA with tensor parallelism, or at ZeRO 2 and 3 with context
 parallelism) are listed as not yet simulated, unless a lower bound shows
 they cannot fit. The search and the proxy are
 described in docs/planner.md.
