@@ -139,7 +139,11 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 		opt = b.moments * n / d
 	}
 	if l.Zero >= 2 {
-		param, grad = n/d, n/d
+		// FSDP shards the dense parameters over dp·cp and a rank's E/ep
+		// experts over the dp·cp/ep ranks that hold them: P/d of the
+		// stage's whatever ep (estimate/sharding.go, degree).
+		s := b.params / (l.TP * l.PP) / d
+		param, grad, opt = s, s, b.moments*s
 	}
 	tmp := int64(0)
 	if b.foreach {
