@@ -23,7 +23,8 @@ import (
 // the event format of bench/torch/measure.py's --trace, for
 // bench/torch/align.py to set beside a real trace. Where one estimate
 // simulates several ranks (pipeline stages, expert parallelism's
-// receiving and sending ranks), MEMPLAN_TRACE_LAST=1 keeps the last.
+// receiving and sending ranks), MEMPLAN_TRACE_LAST=1 keeps the last and
+// MEMPLAN_TRACE_FIRST=1 the first (otherwise their events follow each other).
 // MEMPLAN_TRACE_LOAD=1 writes only the load (the state before the first
 // step), for alloc's TestReplayDebug to replay before a real history
 // (MEMPLAN_REPLAY_FIRST).
@@ -47,7 +48,11 @@ func TestTraceDebug(t *testing.T) {
 	out := os.Getenv("MEMPLAN_TRACE_OUT")
 	var ev [][]any
 	ids := map[*tensor]int{}
+	ranks := 0
 	estimateWith(s, func(*sim) {}, func(sm *sim) {
+		if ranks++; ranks > 1 && os.Getenv("MEMPLAN_TRACE_FIRST") != "" {
+			return // keep the first simulated rank's (a skewed EP run's receiving rank)
+		}
 		if os.Getenv("MEMPLAN_TRACE_LAST") != "" {
 			ev, ids = ev[:0], map[*tensor]int{} // keep the last simulated rank's (a skewed EP run's sending rank)
 		}
