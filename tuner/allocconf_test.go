@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/memplan/memplan/alloc"
@@ -334,5 +335,46 @@ func BenchmarkAdviseAllocConf(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAdviceEstimates checks that the advice made from the background
+// estimates (StartAdviceEstimates, whole) is AnalyticStop's, over every
+// bundled spec at its own setting and under max_split_size_mb, and that
+// one core starts none.
+func TestAdviceEstimates(t *testing.T) {
+	files, err := filepath.Glob("../specs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no specs: %v", err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	for _, f := range files {
+		for _, conf := range []string{"", "max_split_size_mb:256"} {
+			s, err := model.Load(f, model.Overrides{AllocConf: conf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bg := StartAdviceEstimates(s)
+			if bg == nil {
+				t.Fatalf("%s %q: no background estimates on two cores", f, conf)
+			}
+			cur, err := Analytic(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err1 := AdviseAllocConfStop(s, cur, AnalyticStop)
+			got, err2 := AdviseAllocConfStop(s, cur, bg.Oracle)
+			if (err1 == nil) != (err2 == nil) || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %q: from the background %+v, %v; want %+v, %v", f, conf, got, err2, want, err1)
+			}
+		}
+	}
+	runtime.GOMAXPROCS(1)
+	s, err := model.Load(files[0], model.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if StartAdviceEstimates(s) != nil {
+		t.Error("background estimates started on one core")
 	}
 }

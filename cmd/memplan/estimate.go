@@ -40,6 +40,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			// The advice's estimates run beside the spec's own on a
+			// machine with more than one core.
+			bg := tuner.StartAdviceEstimates(spec)
 			r, err := estimate.Estimate(spec)
 			if err != nil {
 				return fmt.Errorf("estimate %s: %w", spec.File, err)
@@ -48,7 +51,11 @@ Example:
 			// still stands, with a note.
 			var adv *tuner.AllocAdvice
 			if tuner.AdviceMayHelp(spec, r) {
-				adv, err = tuner.AdviseAllocConfStop(spec, r.DeviceTotal, tuner.AnalyticStop)
+				oracle := tuner.AnalyticStop
+				if bg != nil {
+					oracle = bg.Oracle
+				}
+				adv, err = tuner.AdviseAllocConfStop(spec, r.DeviceTotal, oracle)
 				if err != nil {
 					r.Notes = append(r.Notes, fmt.Sprintf("no allocator advice: %v", err))
 				}
