@@ -205,6 +205,30 @@ func ExampleAdviseAllocConf() {
 	// Output: expandable_segments:True saves 4.6%
 }
 
+// The advice's re-estimates beside the spec's own, as memplan estimate
+// makes them (nil on one core: then AnalyticStop).
+func ExampleStartAdviceEstimates() {
+	s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{})
+	if err != nil {
+		panic(err)
+	}
+	bg := StartAdviceEstimates(s)
+	r, err := estimate.Estimate(s)
+	if err != nil {
+		panic(err)
+	}
+	oracle := AnalyticStop
+	if bg != nil {
+		oracle = bg.Oracle
+	}
+	a, err := AdviseAllocConfStop(s, r.DeviceTotal, oracle)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s saves %.1f%%\n", a.AllocConf, 100*a.Fraction)
+	// Output: expandable_segments:True saves 4.6%
+}
+
 func ExampleTuneAllocConf() {
 	s, err := model.Load("../specs/gpt2-124m.yaml", model.Overrides{})
 	if err != nil {
