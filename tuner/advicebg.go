@@ -2,7 +2,6 @@ package tuner
 
 import (
 	"runtime"
-	"sync"
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
@@ -13,8 +12,7 @@ import (
 // a command that prints the advice waits for the longer of the two instead
 // of their sum.
 type AdviceEstimates struct {
-	mu   sync.Mutex
-	runs map[string]*adviceRun
+	runs map[string]*adviceRun // written before any goroutine starts, then only read
 }
 
 type adviceRun struct {
@@ -56,9 +54,7 @@ func StartAdviceEstimates(spec *model.Spec) *AdviceEstimates {
 // of s's allocator setting when one was started, waited for, else
 // AnalyticStop.
 func (a *AdviceEstimates) Oracle(s *model.Spec, above int64) (int64, bool, error) {
-	a.mu.Lock()
 	run := a.runs[s.Training.AllocConf]
-	a.mu.Unlock()
 	if run == nil {
 		return AnalyticStop(s, above)
 	}

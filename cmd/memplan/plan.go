@@ -81,17 +81,18 @@ func planAction(c *cli.Context) error {
 	}
 	req := planner.Request{GlobalBatch: c.Int64("global-batch"), GPUs: c.Int64("gpus"), MaxGPUs: c.Int64("max-gpus"),
 		NodeSize: c.Int64("node-size"), Top: c.Int("top"), Band: band, Margin: c.Float64("margin")}
+	sim := planner.Simulator{MaxMicrobatches: c.Int64("max-microbatches")}
 	switch {
 	case req.GPUs > 0 && req.MaxGPUs > 0:
 		return usageError{"plan: give --gpus or --max-gpus, not both"}
-	case req.GlobalBatch <= 0 || req.GPUs < 0 || req.MaxGPUs < 0 || req.NodeSize <= 0 || req.Top <= 0 || c.Int64("max-microbatches") <= 0:
+	case req.GlobalBatch <= 0 || req.GPUs < 0 || req.MaxGPUs < 0 || req.NodeSize <= 0 || req.Top <= 0 || sim.MaxMicrobatches <= 0:
 		return usageError{"plan: --global-batch, --gpus, --max-gpus, --node-size, --top and --max-microbatches must be positive"}
 	case req.Margin < 0 || req.Margin >= 0.5:
 		return usageError{fmt.Sprintf("--margin: want a fraction from 0 to 0.5, got %g", req.Margin)}
 	}
 	var done func()
 	req.Progress, done = planProgress(c.App.ErrWriter)
-	r, perr := planner.Plan(spec, req, planner.Simulator{MaxMicrobatches: c.Int64("max-microbatches")})
+	r, perr := planner.Plan(spec, req, sim)
 	done()
 	if perr != nil && !errors.Is(perr, planner.ErrNoLayout) {
 		return perr
