@@ -59,9 +59,9 @@ func (e *NotSimulatedError) Error() string {
 // MaxPipelineMicrobatches is the most micro-batches per step a pipeline
 // layout may have for Simulator to estimate it unless its
 // MaxMicrobatches says otherwise. The simulator replays a schedule
-// micro-batch by micro-batch (a 70B stage of tp 8 costs about 10 ms per
-// micro-batch on one core), so a plan over hundreds of accumulation steps
-// would take minutes; such layouts are reported as not simulated instead.
+// micro-batch by micro-batch, so a plan over hundreds of accumulation
+// steps would take minutes; such layouts are reported as not simulated
+// instead.
 // 32 hid the best layout of the 70B request of docs/planner.md §4 (a 1F1B
 // pipeline of 64 micro-batches, its step a quarter shorter by the proxy).
 const MaxPipelineMicrobatches = 64
