@@ -29,7 +29,7 @@ func overrideFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "sp", Usage: "sequence parallelism with --tp: norms and residuals split along the sequence"},
 		&cli.BoolFlag{Name: "loss-parallel", Usage: "with --tp: the loss on the logits' vocabulary shards (loss_parallel)"},
 		&cli.Int64Flag{Name: "cp", Usage: "context-parallel size (ring attention, load-balanced; docs/parallelism.md §3.3)"},
-		&cli.Int64Flag{Name: "ep", Usage: "expert-parallel size: the experts of each MoE block split over this many of the data-parallel GPUs (docs/moe.md)"},
+		&cli.Int64Flag{Name: "ep", Usage: "expert-parallel size: the experts of each MoE block split over this many of the data-parallel GPUs, with --cp of the dp·cp GPUs (docs/moe.md)"},
 		&cli.StringFlag{Name: "ep-skew", Usage: "with --ep: the busiest rank's received tokens over balanced routing's, 1 to 1024 (default min(ep, 3))"},
 		&cli.BoolFlag{Name: "bucket-view", Usage: "DDP with gradient_as_bucket_view=True: the gradients are views into the buckets"},
 		&cli.StringFlag{Name: "fsdp-init", Usage: "how the model reaches FSDP2's fully_shard: host (built on the CPU, moved unit by unit: transformers' from_pretrained; the default), gpu (model.cuda() first) or meta (the meta device and to_empty: torchtitan)"},

@@ -49,14 +49,13 @@ Every layout is estimated by the same simulator as memplan estimate: data
 parallelism with ZeRO stages 0-3, tensor and sequence parallelism (Llama
 models), pipelines (gpipe, 1f1b, interleaved; every stage, the busiest
 reported), context and expert parallelism. Layouts it cannot simulate yet
-(context parallelism with DDP or ZeRO 1; expert
-parallelism with ZeRO 1 or with tp; tied embeddings
-under a pipeline; pipelines of more than --max-microbatches micro-batches
-(default 64: each costs time); tensor parallelism of models other than
-Llama or of a mixture of experts; LoRA with tensor parallelism, or at ZeRO 2 and 3 with context
-parallelism) are listed as not yet simulated, unless a lower bound shows
-they cannot fit. The search and the proxy are
-described in docs/planner.md.
+(context parallelism with DDP or ZeRO 1; expert parallelism with ZeRO 1
+or with tp; tied embeddings under a pipeline; pipelines of more than
+--max-microbatches micro-batches (default 64: each costs time); tensor
+parallelism of models other than Llama or of a mixture of experts; LoRA
+with tensor parallelism, or at ZeRO 2 and 3 with context parallelism) are
+listed as not yet simulated, unless a lower bound shows they cannot fit.
+The search and the proxy are described in docs/planner.md.
 
 Example:
    memplan plan specs/llama-3-8b.yaml --global-batch 512 --max-gpus 64
