@@ -74,8 +74,10 @@ func CheckEP(t *Training, m *Model) error {
 		return fmt.Errorf("expert parallelism with ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer partitions every rank's parameters as if they were the same, and its broadcast would overwrite the other ranks' experts (use stage 0, 2 or 3)")
 	case t.CP > 1 && t.Zero < 2:
 		return fmt.Errorf("expert parallelism with context parallelism is simulated under FSDP (ZeRO stage 2 or 3), whose dp·cp ranks torchtitan borrows for it")
-	case t.Zero >= 2 && (t.TP > 1 || (t.Offload != "" && t.Offload != OffloadNone)):
-		return fmt.Errorf("expert parallelism with ZeRO stage %d is simulated over data, context and pipeline parallelism, without tensor parallelism or offload", t.Zero)
+	case t.TP > 1:
+		return fmt.Errorf("expert parallelism with tensor parallelism is not simulated (torchtitan then shards each block's tokens over the tp ranks for the all-to-all); tensor parallelism alone splits every expert's columns")
+	case t.Zero >= 2 && t.Offload != "" && t.Offload != OffloadNone:
+		return fmt.Errorf("expert parallelism with ZeRO stage %d is simulated without offload", t.Zero)
 	}
 	for _, n := range experts {
 		if n%t.EP != 0 {

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -38,8 +37,8 @@ func TestLowerCP(t *testing.T) {
 		t.Errorf("ring attention under tp 2: ranks %d heads %d kv %d head_dim %d; want 2, 4, 2, 8", a.Ranks, a.Heads, a.KVHeads, a.HeadDim)
 	}
 	// A mixture of experts stays as it is: each rank routes its own
-	// tokens (with expert parallelism, over its group). Tensor parallelism
-	// has no plan for it.
+	// tokens (with expert parallelism, over its group); with tensor
+	// parallelism too, the experts' columns split (TestLowerRank).
 	moe := *m
 	moe.Experts, moe.TopK = 4, 2
 	ls, err = moe.LowerRank(&Training{CP: 2})
@@ -50,8 +49,13 @@ func TestLowerCP(t *testing.T) {
 	if got := strings.Join(kinds(ls), " "); got != want {
 		t.Errorf("LowerRank(moe, cp 2) = %s\nwant %s", got, want)
 	}
-	if _, err := moe.LowerRank(&Training{TP: 2}); !errors.Is(err, ErrNotSplittable) {
-		t.Errorf("LowerRank(moe, tp 2) = %v, want ErrNotSplittable", err)
+	ls, err = moe.LowerRank(&Training{CP: 2, TP: 2, SP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "[rmsnorm all_gather_seq " + KMoE + " reduce_scatter_seq]"
+	if got := kinds(ls[2].Body)[1]; got != want {
+		t.Errorf("LowerRank(moe, cp 2 × tp 2) block = %s, want %s", got, want)
 	}
 }
 

@@ -59,13 +59,6 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", m.describe())
 		return
 	}
-	if m.Experts > 0 && t.TP > 1 {
-		// Context parallelism leaves a mixture of experts as it is (each
-		// rank routes its own tokens); tensor parallelism would need an
-		// expert plan.
-		e.add(line("tp"), "tp: tensor parallelism is simulated for llama models with a dense MLP (torchtitan's plan), not a mixture of experts (context parallelism is)")
-		return
-	}
 	seq := t.Seq
 	if o.Seq > 0 {
 		seq = o.Seq
@@ -315,6 +308,19 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			g := *k
 			g.Hidden = k.Hidden / tp.t
 			out = append(out, tp.in(), L(&g), tp.out())
+		case *MoE:
+			// torchtitan's plan for experts without EP: the block's input
+			// gathered (or wrapped) to Replicate, the router replicated on
+			// every token, each expert's gate/up columns and down rows
+			// split (Shard(1) and Shard(2) of the [E, ·, ·] weights), the
+			// shared expert column- and row-wise, and the partial output
+			// reduced as RowwiseParallel's.
+			if k.Hidden%tp.t != 0 || k.Shared%tp.t != 0 {
+				return nil, fmt.Errorf("tensor parallelism: the experts' intermediate size %d (shared %d) does not split over %d ranks", k.Hidden, k.Shared, tp.t)
+			}
+			x := *k
+			x.Hidden, x.Shared = k.Hidden/tp.t, k.Shared/tp.t
+			out = append(out, tp.in(), L(&x), tp.out())
 		case *RMSNorm, *LayerNorm:
 			out = append(out, l) // SequenceParallel, or replicated
 		case *LMHead:

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -64,9 +63,24 @@ func TestLowerRank(t *testing.T) {
 			}
 		})
 	}
+	// A mixture of experts: torchtitan's plan without expert parallelism
+	// splits each expert's columns (and the shared expert's) like a
+	// dense MLP, between the same collectives; the router stays whole.
 	moe := *m
-	moe.Experts, moe.TopK = 4, 2
-	if _, err := moe.LowerRank(&Training{TP: 2}); !errors.Is(err, ErrNotSplittable) {
-		t.Errorf("LowerRank(moe) = %v, want ErrNotSplittable", err)
+	moe.Experts, moe.TopK, moe.SharedExpert = 4, 2, 96
+	ls, err := moe.LowerRank(&Training{TP: 2, SP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[rmsnorm all_gather_seq " + KMoE + " reduce_scatter_seq]"
+	if got := kinds(ls[2].Body)[1]; got != want {
+		t.Errorf("LowerRank(moe) block = %s, want %s", got, want)
+	}
+	if x := ls[2].Body[1].Body[2].Spec.(*MoE); x.Hidden != 128 || x.Shared != 48 || x.Experts != 4 || x.TopK != 2 {
+		t.Errorf("experts: hidden %d shared %d of %d experts, top %d; want 128, 48, 4, 2", x.Hidden, x.Shared, x.Experts, x.TopK)
+	}
+	moe.SharedExpert = 90 // 45 a rank: not an even split of the shared expert
+	if _, err := moe.LowerRank(&Training{TP: 4}); err == nil || !strings.Contains(err.Error(), "does not split over 4 ranks") {
+		t.Errorf("LowerRank(moe, shared 90, tp 4) = %v, want the shared expert's size named", err)
 	}
 }

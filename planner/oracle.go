@@ -78,7 +78,8 @@ const MaxPipelineMicrobatches = 64
 // or with FSDP over dp·cp (docs/parallelism.md §3.3), checkpointing and
 // any micro-batch and accumulation, and returns a *NotSimulatedError for
 // layouts with CP together with DDP or ZeRO 1,
-// EP with ZeRO 1 or with TP, TP of a mixture of experts, tied embeddings
+// EP with ZeRO 1 or with TP (TP of a mixture of experts without EP is
+// simulated: docs/moe.md §7), tied embeddings
 // under a pipeline, and tensor parallelism of models the plan does not
 // cover. Pipelines run gpipe, 1f1b or interleaved, with TP or CP inside
 // their stages (docs/parallelism.md).
@@ -109,11 +110,6 @@ func (sim Simulator) Simulates(spec *model.Spec, l Layout) error {
 		if err := Apply(spec, l).Training.LoRALayoutOK(); errors.As(err, &u) {
 			return &NotSimulatedError{What: []string{u.What}}
 		}
-	}
-	if l.TP > 1 && spec.Model.Experts > 0 {
-		// Tensor parallelism has no plan for a mixture of experts here
-		// (context parallelism has: docs/moe.md §6).
-		return &NotSimulatedError{What: []string{"tensor parallelism of a mixture of experts"}}
 	}
 	if l.PP > 1 && spec.Model.Tied {
 		return &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}

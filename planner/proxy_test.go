@@ -115,9 +115,15 @@ func TestSimulatorNotSimulated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Tensor parallelism splits every expert's columns; with expert
+	// parallelism it is not simulated.
 	tpMoE := Layout{DP: 1, TP: 2, PP: 1, CP: 1, EP: 1, SP: true, Micro: 1, Accum: 1}
-	if err := (Simulator{}).Simulates(moe, tpMoE); err == nil || !strings.Contains(err.Error(), "mixture of experts") {
-		t.Errorf("Simulates(moe, %s) = %v, want tensor parallelism of a mixture of experts not simulated", tpMoE, err)
+	if b, err := (Simulator{}).Estimate(moe, tpMoE); err != nil || b.DeviceTotal <= 0 {
+		t.Errorf("Simulator.Estimate(moe, %s) = %+v, %v; want an estimate", tpMoE, b, err)
+	}
+	tpEP := Layout{DP: 2, TP: 2, PP: 1, CP: 1, EP: 2, SP: true, Zero: 3, Micro: 1, Accum: 1}
+	if err := (Simulator{}).Simulates(moe, tpEP); err == nil || !strings.Contains(err.Error(), "expert parallelism with tensor parallelism") {
+		t.Errorf("Simulates(moe, %s) = %v, want expert parallelism with tensor parallelism not simulated", tpEP, err)
 	}
 	cpMoE := Layout{DP: 1, TP: 1, PP: 1, CP: 2, EP: 2, Zero: 3, Micro: 1, Accum: 1}
 	if b, err := (Simulator{}).Estimate(moe, cpMoE); err != nil || b.DeviceTotal <= 0 {

@@ -264,16 +264,75 @@ def apply_tp_blocks(model, mesh, sp):
                                                    SequenceParallel, parallelize_module)
     seq = Shard(1) if sp else Replicate()
     for block in model.layers.values():
+        moe = isinstance(block.feed_forward, HFMoE)
         plan = {
             "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
             "attention.wo": RowwiseParallel(output_layouts=seq),
-            "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
-            "feed_forward.w2": RowwiseParallel(output_layouts=seq),
         }
+        if not moe:
+            plan.update({
+                "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+                "feed_forward.w2": RowwiseParallel(output_layouts=seq),
+            })
         if sp:
             plan.update({
                 "attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
                 "attention": PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)),
-                "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
             })
+            if not moe:
+                plan["feed_forward"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
         parallelize_module(block, mesh, plan)
+        if moe:
+            block.feed_forward = TPMoE(block.feed_forward, mesh, sp)
+
+
+class TPMoE(nn.Module):
+    """Tensor parallelism of an HFMoE block without expert parallelism, as
+    torchtitan's dense-family plan for experts does it (the router
+    replicated and run on every token, each expert's gate/up columns and
+    down rows split: Shard(1) and Shard(2) of the [E, ·, ·] weights): the
+    block's input gathered along the sequence (sp) or taken as replicated,
+    handed to transformers' block as a local tensor whose gradient is a
+    partial sum, and the block's partial output reduce-scattered along the
+    sequence (sp) or all-reduced, as RowwiseParallel's. The experts' whole
+    weights are replaced by the rank's shards here, gate_up then down (the
+    gate and up halves each split, so that chunk(2) still pairs them).
+    transformers' grouped_mm forward reads its sizes from the weights."""
+
+    def __init__(self, moe, mesh, sp):
+        super().__init__()
+        self.inner, self.mesh, self.sp = moe, mesh, sp
+        ex = moe.moe.experts
+        t, r = mesh.size(), mesh.get_local_rank()
+        gu = ex.gate_up_proj  # [E, 2I, h]: the gate's I rows, then the up's
+        i = gu.shape[1] // 2
+        assert i % t == 0, f"the experts' intermediate size {i} does not split over {t} ranks"
+        c = i // t
+        with torch.no_grad():
+            local = torch.cat((gu[:, r * c:(r + 1) * c], gu[:, i + r * c:i + (r + 1) * c]), dim=1)
+        ex.gate_up_proj = nn.Parameter(local)
+        del gu, local
+        dn = ex.down_proj  # [E, h, I]
+        with torch.no_grad():
+            local = dn[:, :, r * c:(r + 1) * c].contiguous()
+        ex.down_proj = nn.Parameter(local)
+        del dn, local
+
+    def router_grads(self):
+        """The replicated router's gradient is a partial sum on each rank
+        (its input's gradient flows from the experts' partial outputs):
+        all-reduced in place, as DTensor reduces a Replicate parameter's."""
+        import torch.distributed as dist
+        g = self.inner.moe.gate.weight.grad
+        if g is not None:
+            # Under FSDP (tp.py --dp) the gradient is the rank's dp shard.
+            dist.all_reduce(g.to_local() if hasattr(g, "to_local") else g, group=self.mesh.get_group())
+
+    def forward(self, x):
+        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+        seq = (Shard(1),) if self.sp else (Replicate(),)
+        xd = DTensor.from_local(x, self.mesh, seq, run_check=False)
+        if self.sp:
+            xd = xd.redistribute(placements=(Replicate(),))
+        y = self.inner(xd.to_local(grad_placements=(Partial(),)))
+        return DTensor.from_local(y, self.mesh, (Partial(),), run_check=False).redistribute(placements=seq).to_local()

@@ -77,6 +77,9 @@ def main():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = [model(inp)]
         common.loss_backward(out, labels, a.loss_parallel)
+        for block in model.layers.values():
+            if isinstance(block.feed_forward, common.TPMoE):
+                block.feed_forward.router_grads()
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
