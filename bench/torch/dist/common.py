@@ -331,7 +331,9 @@ class TPMoE(nn.Module):
     def forward(self, x):
         from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
         seq = (Shard(1),) if self.sp else (Replicate(),)
-        xd = DTensor.from_local(x, self.mesh, seq, run_check=False)
+        # Under sp the norm before the block (SequenceParallel) hands it a
+        # DTensor; without sp a plain tensor.
+        xd = x if isinstance(x, DTensor) else DTensor.from_local(x, self.mesh, seq, run_check=False)
         if self.sp:
             xd = xd.redistribute(placements=(Replicate(),))
         y = self.inner(xd.to_local(grad_placements=(Partial(),)))
