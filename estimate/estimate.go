@@ -320,6 +320,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 		threadsSM:       int64(spec.Device.ThreadsPerSM),
 		dp:              max(t.DP, 1),
 		ep:              max(t.EP, 1),
+		efsdp:           max(t.DP, 1) * max(t.TP, 1) / max(t.EP, 1),
 		epSkew:          t.EPSkew,
 		mayRace:         MayRace(t),
 		zero:            t.Zero,

@@ -34,15 +34,21 @@ func TestPadShard(t *testing.T) {
 // and sharded over dp/ep ranks; the experts' parameter shards are that
 // much larger; a unit over one rank (dp = ep) all-gathers nothing; and a
 // checkpoint's recompute leaves units unsharded (so the experts are
-// gathered once a pass either way).
+// gathered once a pass either way). With tensor parallelism EP borrows the
+// tp ranks too: the experts' unit spans dp·tp/ep ranks.
 func TestExpertUnitsFSDP(t *testing.T) {
 	for _, tc := range []struct {
-		dp, ep int64
-		ckpt   string
-	}{{2, 2, "none"}, {4, 2, "none"}, {4, 2, "every-block"}, {4, 4, "every-block"}} {
-		t.Run(fmt.Sprintf("dp%d-ep%d-%s", tc.dp, tc.ep, tc.ckpt), func(t *testing.T) {
-			spec := moeSpec(t, 32, 4, model.Overrides{DP: tc.dp, EP: tc.ep, EPSkew: "1", Zero: "3", Checkpointing: tc.ckpt, Precision: "bf16"})
-			deg := tc.dp / tc.ep
+		dp, tp, ep int64
+		ckpt       string
+	}{{2, 1, 2, "none"}, {4, 1, 2, "none"}, {4, 1, 2, "every-block"}, {4, 1, 4, "every-block"},
+		{2, 2, 2, "none"}, {2, 2, 4, "every-block"}} {
+		t.Run(fmt.Sprintf("dp%d-tp%d-ep%d-%s", tc.dp, tc.tp, tc.ep, tc.ckpt), func(t *testing.T) {
+			o := model.Overrides{DP: tc.dp, EP: tc.ep, EPSkew: "1", Zero: "3", Checkpointing: tc.ckpt, Precision: "bf16"}
+			if tc.tp > 1 {
+				o.TP, o.SP = tc.tp, true
+			}
+			spec := moeSpec(t, 32, 4, o)
+			deg := tc.dp * tc.tp / tc.ep
 			var nested, blocks int
 			gathers := map[int64]int{} // all-gather outputs in the second step, by bytes
 			_, err := estimateWith(spec, func(s *sim) {

@@ -44,11 +44,12 @@ type fsdpUnit struct {
 // first), then the blocks in order, each after its nested experts unit
 // (FSDP2's post-forward order, which its backward prefetch follows back);
 // a shared (tied) parameter belongs to the first unit that holds it. deg is
-// each parameter's shard degree (sim.degree): one that differs from its
-// block's goes to the block's experts unit. With mark, each block's
-// instance points to its unit. reduce is the policy's reduce dtype, or 0
-// for the gradients' own.
-func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool, reduce int64) []*fsdpUnit {
+// each parameter's shard degree (sim.degree); nest says which go to their
+// block's experts unit (the routed experts under expert parallelism, which
+// torchtitan wraps in a fully_shard of their own over efsdp even where its
+// size is dp's). With mark, each block's instance points to its unit.
+// reduce is the policy's reduce dtype, or 0 for the gradients' own.
+func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, nest func(*tensor) bool, mark bool, reduce int64) []*fsdpUnit {
 	root := &fsdpUnit{deg: dp}
 	units := []*fsdpUnit{root}
 	seen := map[*tensor]bool{}
@@ -69,9 +70,9 @@ func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, mark bool, reduce
 				}
 				seen[p] = true
 				dst := own
-				if d := deg(p); d != own.deg {
+				if nest(p) {
 					if own.nested == nil {
-						own.nested = &fsdpUnit{deg: d, parent: own}
+						own.nested = &fsdpUnit{deg: deg(p), parent: own}
 					}
 					dst = own.nested
 				}

@@ -127,7 +127,9 @@ func TestExpertParallelismRejected(t *testing.T) {
 		{"experts not divisible", model.Overrides{DP: 6, EP: 3}, "3 does not divide the 32 experts"},
 		{"zero 1", model.Overrides{DP: 2, EP: 2, Zero: "1"}, "ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer"},
 		{"zero 3 with offload", model.Overrides{DP: 2, EP: 2, Zero: "3", Offload: "optimizer"}, "simulated without offload"},
-		{"zero 3 with tp", model.Overrides{DP: 2, EP: 2, Zero: "3", TP: 2}, "expert parallelism with tensor parallelism is not simulated"},
+		{"tp without sp", model.Overrides{DP: 2, EP: 2, Zero: "3", TP: 2}, "with tensor parallelism is simulated with sequence parallelism"},
+		{"tp with dp under ddp", model.Overrides{DP: 2, EP: 2, Zero: "0", TP: 2, SP: true}, "tensor parallelism over dp 2 is simulated under FSDP"},
+		{"ep not dividing dp·tp", model.Overrides{DP: 2, EP: 8, Zero: "3", TP: 2, SP: true}, "8 must divide dp·cp·tp (4)"},
 		{"cp without fsdp", model.Overrides{CP: 2, EP: 2, Zero: "0"}, "with context parallelism is simulated under FSDP"},
 		{"ep not dividing dp·cp", model.Overrides{DP: 2, CP: 2, EP: 8, Zero: "3"}, "8 must divide dp·cp (4)"},
 		{"skew below one", model.Overrides{DP: 2, EP: 2, EPSkew: "0.5"}, "--ep-skew: want a number between 1"},
@@ -135,7 +137,7 @@ func TestExpertParallelismRejected(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := `{"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
  "vocab_size": 100, "num_experts": 32, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "intermediate_size": 64}`
-			_, err := model.ParseHF("moe.json", []byte(cfg), model.Overrides{Batch: 1, Seq: 8, DP: c.o.DP, EP: c.o.EP, Zero: c.o.Zero, Offload: c.o.Offload, EPSkew: c.o.EPSkew, TP: c.o.TP, CP: c.o.CP})
+			_, err := model.ParseHF("moe.json", []byte(cfg), model.Overrides{Batch: 1, Seq: 8, DP: c.o.DP, EP: c.o.EP, Zero: c.o.Zero, Offload: c.o.Offload, EPSkew: c.o.EPSkew, TP: c.o.TP, SP: c.o.SP, CP: c.o.CP})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one containing %q", err, c.want)
 			}

@@ -37,6 +37,10 @@ type config struct {
 	ep     int64
 	epSkew float64
 	epRole epRole
+	// efsdp is the ranks FSDP shards a block's experts over under expert
+	// parallelism: the rank's data-parallel ranks (dp·cp) times its
+	// tensor-parallel ones, over ep (torchtitan's efsdp mesh).
+	efsdp int64
 	// inputGrads is enable_input_require_grads: the frozen embedding's
 	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
 	inputGrads bool

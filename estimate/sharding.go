@@ -42,16 +42,20 @@ func (s *sim) paramTotal() int64 {
 func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
 
 // degree is how many ranks share parameter t's storage under ZeRO 2 and
-// 3: every data-parallel rank, but under expert parallelism the dp/ep
+// 3: every data-parallel rank, but under expert parallelism the dp·tp/ep
 // ranks that hold the same routed experts for an expert's (torchtitan
 // shards them over its efsdp mesh in a fully_shard unit of their own,
-// fsdp.go).
+// fsdp.go; config.efsdp).
 func (s *sim) degree(t *tensor) int64 {
-	if t.expert && s.cfg.ep > 1 {
-		return s.cfg.dp / s.cfg.ep
+	if s.expertUnit(t) {
+		return s.cfg.efsdp
 	}
 	return s.cfg.dp
 }
+
+// expertUnit says whether parameter t is a routed expert's under expert
+// parallelism, which FSDP2 shards in its block's experts unit (degree).
+func (s *sim) expertUnit(t *tensor) bool { return t.expert && s.cfg.ep > 1 }
 
 // shardDt is the bytes per element of parameter t's shard under ZeRO 2
 // and 3: the master dtype's, or the parameter's own (tensor.sdt).
@@ -174,7 +178,7 @@ func (s *sim) shardSetup(ins []*inst) {
 		if s.cfg.master != s.cfg.param {
 			policy = s.cfg.master
 		}
-		s.units = fsdpUnits(ins, s.cfg.dp, s.degree, s.perParam, policy)
+		s.units = fsdpUnits(ins, s.cfg.dp, s.degree, s.expertUnit, s.perParam, policy)
 		s.unitOf = map[*tensor]*fsdpUnit{}
 		for _, u := range s.units {
 			for _, p := range u.params {

@@ -306,14 +306,11 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 }
 
 // expertShards is the ranks FSDP shards a block's experts over (the
-// efsdp mesh): the data-parallel ranks, with context parallelism the
-// dp·cp ranks FSDP shards over, that hold the same experts.
+// efsdp mesh): the data-parallel ranks (with context parallelism the dp·cp
+// ranks FSDP shards over) and the tensor-parallel ones, whose experts
+// expert parallelism splits too, that hold the same experts.
 func expertShards(t model.Training) int64 {
-	n := max(t.DP, 1)
-	if t.CP > 1 {
-		n *= t.CP
-	}
-	return n / max(t.EP, 1)
+	return max(t.DP, 1) * max(t.CP, 1) * max(t.TP, 1) / max(t.EP, 1)
 }
 
 // allToAllPeers is the ranks an all-to-all sends to and receives from,
@@ -331,13 +328,13 @@ func allToAllPeers(t model.Training) int {
 // process group, with no communicator of its own. memplan takes an EP
 // group to be made with new_group, as bench/torch/dist/ep.py makes it for
 // train.py (its own communicator even where it spans every rank:
-// measured, 198 MiB), except under context parallelism, which torchtitan
-// and cp.py --ep run on a device mesh: there a mesh dimension that spans
-// every rank is the default group (measured on 4 × H100, cp 4 × ep 4: the
-// same NCCL memory as context parallelism alone;
+// measured, 198 MiB), except under context or tensor parallelism, which
+// torchtitan, cp.py --ep and tp.py --ep run on a device mesh: there a mesh
+// dimension that spans every rank is the default group (measured on 4 ×
+// H100, cp 4 × ep 4: the same NCCL memory as context parallelism alone;
 // bench/results/2026-11-27-cp-ep-h100x4.jsonl).
 func epIsDefaultGroup(t model.Training) bool {
-	return t.EP > 1 && t.CP > 1 && t.EP == worldSize(t)
+	return t.EP > 1 && (t.CP > 1 || t.TP > 1) && t.EP == worldSize(t)
 }
 
 // worldSize is the ranks of layout t: expert parallelism borrows its own

@@ -40,10 +40,12 @@ func decodeEP(e *errs, tm *mapping, t *Training, o Overrides) int {
 
 // checkEP checks ep against the rest of the spec once the data-parallel
 // size is final: the experts are split over data-parallel ranks (with
-// context parallelism, which needs FSDP, over the dp·cp ranks, as
-// torchtitan borrows them), evenly, under DDP or FSDP (ZeRO 2 and 3 shard
-// each block's experts over the dp·cp/ep ranks that hold them, in a unit
-// of their own, as torchtitan does).
+// context and tensor parallelism over the dp·cp·tp ranks, as torchtitan
+// borrows them: FSDP with context parallelism, sequence parallelism with
+// tensor parallelism, whose sequence shard each rank routes), evenly,
+// under DDP or FSDP (ZeRO 2 and 3 shard each block's experts over the
+// dp·cp·tp/ep ranks that hold them, in a unit of their own, as torchtitan
+// does).
 func checkEP(e *errs, t *Training, m *Model, line int) {
 	if t.EP <= 1 {
 		return
@@ -63,10 +65,13 @@ func CheckEP(t *Training, m *Model) error {
 	if len(experts) == 0 {
 		return fmt.Errorf("needs a mixture-of-experts model (%s has no experts to split)", m.Type)
 	}
-	switch dp := max(t.DP, 1); {
-	case t.CP > 1 && dp*t.CP%t.EP != 0:
-		return fmt.Errorf("%d must divide dp·cp (%d): the experts are split over the data- and context-parallel ranks", t.EP, dp*t.CP)
-	case t.CP <= 1 && dp%t.EP != 0:
+	dp := max(t.DP, 1)
+	switch region := dp * max(t.CP, 1) * max(t.TP, 1); {
+	case t.TP > 1 && region%t.EP != 0:
+		return fmt.Errorf("%d must divide dp·cp·tp (%d): the experts are split over the data-, context- and tensor-parallel ranks", t.EP, region)
+	case t.CP > 1 && region%t.EP != 0:
+		return fmt.Errorf("%d must divide dp·cp (%d): the experts are split over the data- and context-parallel ranks", t.EP, region)
+	case region%t.EP != 0:
 		return fmt.Errorf("%d must divide dp (%d): the experts are split over data-parallel ranks", t.EP, dp)
 	}
 	switch {
@@ -74,8 +79,12 @@ func CheckEP(t *Training, m *Model) error {
 		return fmt.Errorf("expert parallelism with ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer partitions every rank's parameters as if they were the same, and its broadcast would overwrite the other ranks' experts (use stage 0, 2 or 3)")
 	case t.CP > 1 && t.Zero < 2:
 		return fmt.Errorf("expert parallelism with context parallelism is simulated under FSDP (ZeRO stage 2 or 3), whose dp·cp ranks torchtitan borrows for it")
-	case t.TP > 1:
-		return fmt.Errorf("expert parallelism with tensor parallelism is not simulated (torchtitan then shards each block's tokens over the tp ranks for the all-to-all); tensor parallelism alone splits every expert's columns")
+	case t.TP > 1 && !t.SP:
+		return fmt.Errorf("expert parallelism with tensor parallelism is simulated with sequence parallelism (sp), whose sequence shard each tp rank routes, as torchtitan does")
+	case t.TP > 1 && t.PP > 1:
+		return fmt.Errorf("expert parallelism with both tensor and pipeline parallelism is not simulated")
+	case t.TP > 1 && dp > 1 && t.Zero < 2:
+		return fmt.Errorf("expert parallelism with tensor parallelism over dp %d is simulated under FSDP (ZeRO stage 2 or 3)", dp)
 	case t.Zero >= 2 && t.Offload != "" && t.Offload != OffloadNone:
 		return fmt.Errorf("expert parallelism with ZeRO stage %d is simulated without offload", t.Zero)
 	}

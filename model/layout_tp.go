@@ -245,7 +245,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tensor parallelism: %w", err)
 		}
-		tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied}
+		tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied, ep: t.EP > 1}
 		if ls, err = tp.layers(ls); err != nil {
 			return nil, err
 		}
@@ -261,6 +261,9 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 type tpLowering struct {
 	t            int64
 	sp, lp, tied bool
+	// ep: the experts are split over ranks (expert parallelism), not by
+	// columns: each tp rank routes its own sequence shard.
+	ep bool
 }
 
 func (tp *tpLowering) coll(op string) Layer { return L(&Collective{Op: op, Ranks: tp.t}) }
@@ -309,6 +312,15 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			g.Hidden = k.Hidden / tp.t
 			out = append(out, tp.in(), L(&g), tp.out())
 		case *MoE:
+			if tp.ep {
+				// With expert parallelism torchtitan's plan keeps the
+				// block's tokens sharded along the sequence (sequence
+				// parallelism, which CheckEP requires): each tp rank
+				// routes its shard and the all-to-all runs over the EP
+				// group (docs/moe.md §8). No collective of the tp group.
+				out = append(out, l)
+				continue
+			}
 			// torchtitan's plan for experts without EP: the block's input
 			// gathered (or wrapped) to Replicate, the router replicated on
 			// every token, each expert's gate/up columns and down rows

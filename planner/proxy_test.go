@@ -115,15 +115,21 @@ func TestSimulatorNotSimulated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Tensor parallelism splits every expert's columns; with expert
-	// parallelism it is not simulated.
-	tpMoE := Layout{DP: 1, TP: 2, PP: 1, CP: 1, EP: 1, SP: true, Micro: 1, Accum: 1}
-	if b, err := (Simulator{}).Estimate(moe, tpMoE); err != nil || b.DeviceTotal <= 0 {
-		t.Errorf("Simulator.Estimate(moe, %s) = %+v, %v; want an estimate", tpMoE, b, err)
+	// Tensor parallelism splits every expert's columns, or, with expert
+	// parallelism and sequence parallelism, leaves each rank its shard's
+	// tokens to route; without sequence parallelism EP beside TP is not
+	// simulated.
+	for _, l := range []Layout{
+		{DP: 1, TP: 2, PP: 1, CP: 1, EP: 1, SP: true, Micro: 1, Accum: 1},
+		{DP: 2, TP: 2, PP: 1, CP: 1, EP: 4, SP: true, Zero: 3, Micro: 1, Accum: 1},
+	} {
+		if b, err := (Simulator{}).Estimate(moe, l); err != nil || b.DeviceTotal <= 0 {
+			t.Errorf("Simulator.Estimate(moe, %s) = %+v, %v; want an estimate", l, b, err)
+		}
 	}
-	tpEP := Layout{DP: 2, TP: 2, PP: 1, CP: 1, EP: 2, SP: true, Zero: 3, Micro: 1, Accum: 1}
-	if err := (Simulator{}).Simulates(moe, tpEP); err == nil || !strings.Contains(err.Error(), "expert parallelism with tensor parallelism") {
-		t.Errorf("Simulates(moe, %s) = %v, want expert parallelism with tensor parallelism not simulated", tpEP, err)
+	tpEP := Layout{DP: 2, TP: 2, PP: 1, CP: 1, EP: 2, Zero: 3, Micro: 1, Accum: 1}
+	if err := (Simulator{}).Simulates(moe, tpEP); err == nil || !strings.Contains(err.Error(), "without sequence parallelism") {
+		t.Errorf("Simulates(moe, %s) = %v, want expert parallelism with tensor parallelism without sp not simulated", tpEP, err)
 	}
 	cpMoE := Layout{DP: 1, TP: 1, PP: 1, CP: 2, EP: 2, Zero: 3, Micro: 1, Accum: 1}
 	if b, err := (Simulator{}).Estimate(moe, cpMoE); err != nil || b.DeviceTotal <= 0 {

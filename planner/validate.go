@@ -33,7 +33,8 @@ func transformer(m *model.Model) bool {
 //     allowed (StageLayers).
 //   - CP with load balancing needs the sequence divisible by 2·CP·TP
 //     (torchtitan); SP alone needs it divisible by TP.
-//   - EP needs the experts divisible by EP, and EP dividing DP·CP.
+//   - EP needs the experts divisible by EP, and EP dividing DP·CP·TP
+//     (torchtitan's EP region).
 func Validate(spec *model.Spec, l Layout) error {
 	bad := func(rule, format string, args ...any) error {
 		return &InvalidError{Layout: l, Rule: rule, Reason: fmt.Sprintf(format, args...)}
@@ -84,8 +85,8 @@ func Validate(spec *model.Spec, l Layout) error {
 		if m.Experts%l.EP != 0 {
 			return bad("experts divisible by ep", "%d experts are not divisible by ep %d", m.Experts, l.EP)
 		}
-		if (l.DP*l.CP)%l.EP != 0 {
-			return bad("ep divides dp·cp", "ep %d must divide dp·cp = %d (expert parallelism borrows those ranks)", l.EP, l.DP*l.CP)
+		if (l.DP*l.CP*l.TP)%l.EP != 0 {
+			return bad("ep divides dp·cp·tp", "ep %d must divide dp·cp·tp = %d (expert parallelism borrows those ranks)", l.EP, l.DP*l.CP*l.TP)
 		}
 	}
 	return nil

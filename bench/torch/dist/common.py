@@ -255,10 +255,13 @@ def add_common_args(ap):
     ap.add_argument("--label", default="")
 
 
-def apply_tp_blocks(model, mesh, sp):
+def apply_tp_blocks(model, mesh, sp, ep=False):
     """torchtitan's per-block tensor-parallel plan (torchtitan/models/llama3/
     infra/parallelize.py) on every block of model: attention and MLP split
-    by columns then rows, with sequence parallelism (sp) on the norms."""
+    by columns then rows, with sequence parallelism (sp) on the norms. A
+    mixture of experts is split by columns (TPMoE), or, when its experts are
+    split over ranks instead (ep, with sp), left to route the rank's
+    sequence shard (SeqShardMoE)."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                    SequenceParallel, parallelize_module)
@@ -282,8 +285,40 @@ def apply_tp_blocks(model, mesh, sp):
             if not moe:
                 plan["feed_forward"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
         parallelize_module(block, mesh, plan)
-        if moe:
+        if moe and ep:
+            assert sp, "expert parallelism beside tensor parallelism needs sequence parallelism"
+            block.feed_forward = SeqShardMoE(block.feed_forward)
+        elif moe:
             block.feed_forward = TPMoE(block.feed_forward, mesh, sp)
+
+
+def allreduce_router_grads(model, group):
+    """The routers are replicated over the tensor-parallel ranks, whose
+    gradients are partial sums there (TPMoE: every rank routes every token
+    with its share of the experts; SeqShardMoE: each routes its own sequence
+    shard): all-reduced in place, as DTensor reduces a Replicate parameter's
+    gradient (no memory). Under FSDP the gradient is the rank's dp shard."""
+    import torch.distributed as dist
+    for m in model.modules():
+        if type(m).__name__.endswith("TopKRouter") and m.weight.grad is not None:
+            g = m.weight.grad
+            dist.all_reduce(g.to_local() if hasattr(g, "to_local") else g, group=group)
+
+
+class SeqShardMoE(nn.Module):
+    """A mixture of experts beside tensor and sequence parallelism with its
+    experts split over ranks (ep.py): torchtitan's plan with EP keeps the
+    block's tokens sharded along the sequence, so each rank routes its own
+    shard and the all-to-all exchanges the rows. The norm before it
+    (SequenceParallel) hands it a DTensor; the block runs on its local
+    shard and returns a local tensor, as the residual stream is."""
+
+    def __init__(self, moe):
+        super().__init__()
+        self.inner = moe
+
+    def forward(self, x):
+        return self.inner(x.to_local() if hasattr(x, "to_local") else x)
 
 
 class TPMoE(nn.Module):
@@ -294,7 +329,8 @@ class TPMoE(nn.Module):
     block's input gathered along the sequence (sp) or taken as replicated,
     handed to transformers' block as a local tensor whose gradient is a
     partial sum, and the block's partial output reduce-scattered along the
-    sequence (sp) or all-reduced, as RowwiseParallel's. The experts' whole
+    sequence (sp) or all-reduced, as RowwiseParallel's (the router's
+    gradient: allreduce_router_grads). The experts' whole
     weights are replaced by the rank's shards here, gate_up then down (the
     gate and up halves each split, so that chunk(2) still pairs them).
     transformers' grouped_mm forward reads its sizes from the weights."""
@@ -317,16 +353,6 @@ class TPMoE(nn.Module):
             local = dn[:, :, r * c:(r + 1) * c].contiguous()
         ex.down_proj = nn.Parameter(local)
         del dn, local
-
-    def router_grads(self):
-        """The replicated router's gradient is a partial sum on each rank
-        (its input's gradient flows from the experts' partial outputs):
-        all-reduced in place, as DTensor reduces a Replicate parameter's."""
-        import torch.distributed as dist
-        g = self.inner.moe.gate.weight.grad
-        if g is not None:
-            # Under FSDP (tp.py --dp) the gradient is the rank's dp shard.
-            dist.all_reduce(g.to_local() if hasattr(g, "to_local") else g, group=self.mesh.get_group())
 
     def forward(self, x):
         from torch.distributed.tensor import DTensor, Partial, Replicate, Shard

@@ -98,8 +98,8 @@ def script_cmd(script, nproc, args):
             cmd += ["--dp", str(dp), "--zero", str({"ddp": 0, "zero1": 1, "fsdp": 2}[opts.get("mode", "ddp")])]
         if "step-pause" in opts:
             cmd += ["--step-pause", opts["step-pause"]]
-    if script in ("pp.py", "cp.py") and int(opts.get("ep", "1")) > 1:
-        # pp.py's and cp.py's default router (zero) sends one rank all its group's pairs.
+    if script in ("pp.py", "cp.py", "tp.py") and int(opts.get("ep", "1")) > 1:
+        # pp.py's, cp.py's and tp.py's default router (zero) sends one rank all its group's pairs.
         cmd += ["--ep", opts["ep"]] + (["--ep-skew", opts["ep"]] if opts.get("router", "zero") == "zero" else [])
     if script in ("tp.py", "cp.py"):
         # Their loops compute the loss after leaving autocast.

@@ -5,6 +5,12 @@ dimension when --dp > 1 (a 2-D mesh, 4+ GPUs).
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/tp.py SPEC --tp 2 [--no-sp] [--loss-parallel]
         [--dp 1] [--batch 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
+        [--ep 1 --router zero|random]
+
+With a spec with experts (moe-llama.yaml) each block's experts are split by
+columns over tp (common.TPMoE), or with --ep over EP groups of the dp·tp
+ranks (ep.py, torchtitan's sparse mesh; sequence parallelism required, each
+rank routing its sequence shard; fully_shard over efsdp when dp > 1).
 
 Trains in amp-bf16 (autocast over fp32 weights) with AdamW (foreach), loss
 from fp32 logits, and prints one JSON line on rank 0 (common.report) with every
@@ -20,7 +26,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 import common
 
 
-def apply_tp(model, mesh, sp, lp):
+def apply_tp(model, mesh, sp, lp, ep=False):
     """torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py)."""
     seq = Shard(1) if sp else Replicate()
     root = {
@@ -31,7 +37,7 @@ def apply_tp(model, mesh, sp, lp):
     if sp:
         root["norm"] = SequenceParallel()
     parallelize_module(model, mesh, root)
-    common.apply_tp_blocks(model, mesh, sp)
+    common.apply_tp_blocks(model, mesh, sp, ep)
 
 
 def main():
@@ -41,6 +47,10 @@ def main():
     ap.add_argument("--dp", type=int, default=1, help="FSDP2 (fully_shard) over this many ranks")
     ap.add_argument("--no-sp", action="store_true", help="tensor parallelism without sequence parallelism")
     ap.add_argument("--loss-parallel", action="store_true")
+    ap.add_argument("--ep", type=int, default=1,
+                    help="a spec with experts: expert parallelism over dp·tp (ep.py; with sp, FSDP when dp > 1)")
+    ap.add_argument("--router", choices=["zero", "random"], default="zero",
+                    help="with --ep: ep.py's routers (zero: every pair to one rank of the group, the skew ep)")
     a = ap.parse_args()
     rank, world, local = common.setup()
     assert a.tp * a.dp == world, f"tp {a.tp} × dp {a.dp} != world {world}"
@@ -50,7 +60,17 @@ def main():
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = common.Llama(d, checkpointing=a.checkpointing == "every-block")
-    apply_tp(model, mesh["tp"], sp, a.loss_parallel)
+    apply_tp(model, mesh["tp"], sp, a.loss_parallel, a.ep > 1)
+    logs, efsdp = [], None
+    if a.ep > 1:
+        # torchtitan's sparse mesh: EP groups of ep consecutive ranks of
+        # the dp·tp ranks (tp innermost), efsdp the ranks that hold the
+        # same experts.
+        import ep
+        assert d["experts"] and world % a.ep == 0 and sp, "--ep needs a spec with experts, ep dividing dp·tp and sp"
+        emesh = ep.mesh(a.ep)
+        efsdp = emesh["efsdp"]
+        logs = ep.apply(model, a.ep, a.router, emesh["ep"].get_group())
     if d["tied"]:
         # Both are sharded by vocabulary (Shard(0)) on the tp mesh: tie the
         # DTensor parameters again, as the spec says.
@@ -58,6 +78,8 @@ def main():
     if a.dp > 1:
         from torch.distributed.fsdp import fully_shard
         for block in model.layers.values():
+            if efsdp is not None:
+                ep.shard_experts(block, efsdp)
             fully_shard(block, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
     # Without sequence parallelism the norms keep plain-tensor parameters;
@@ -77,20 +99,24 @@ def main():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = [model(inp)]
         common.loss_backward(out, labels, a.loss_parallel)
-        for block in model.layers.values():
-            if isinstance(block.feed_forward, common.TPMoE):
-                block.feed_forward.router_grads()
+        if d["experts"]:
+            common.allreduce_router_grads(model, mesh["tp"].get_group())
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if a.ep > 1 and a.router == "zero":
+            ep.zero_routers(model)
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
-              "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world}
+              "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
+              "ep": a.ep, "router": a.router if a.ep > 1 else None,
+              "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     # The loss is computed after the autocast region ends (memplan's
     # --loss-outside-autocast): the cached bf16 weights are freed first.
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
-                             loss_outside_autocast=True)
+                             loss_outside_autocast=True, ep=a.ep if a.ep > 1 else None,
+                             ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
     common.report(a.label, config, cmd, steps, local)
 
 
