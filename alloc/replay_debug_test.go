@@ -10,7 +10,8 @@ import (
 
 // TestReplayDebug replays an allocator history through the model:
 // MEMPLAN_REPLAY=events.json.gz (bench/torch/dist/snap2events.py's output,
-// or memplan's own from estimate's TestTraceDebug with MEMPLAN_TRACE_OUT).
+// the {"events": …} files of bench/results/*-trace/, or memplan's own from
+// estimate's TestTraceDebug with MEMPLAN_TRACE_OUT).
 // MEMPLAN_REPLAY_FIRST=other.json.gz replays another history first, with
 // its blocks still held (memplan's load before PyTorch's steps, say: the
 // thirteenth session found FSDP2's wrapping that way, docs/multigpu.md).
@@ -29,9 +30,19 @@ func TestReplayDebug(t *testing.T) {
 	streams := map[string]Stream{}
 	var real, realPeak, peak int64
 	replay := func(file, tag string) {
-		var ev [][]any
-		if err := json.NewDecoder(openGzip(t, file)).Decode(&ev); err != nil {
+		// A list of events, or {"events": [...], "segments": [...]} as the
+		// sessions' snapshot conversions store them (bench/results/*-trace/).
+		var raw json.RawMessage
+		if err := json.NewDecoder(openGzip(t, file)).Decode(&raw); err != nil {
 			t.Fatal(err)
+		}
+		var ev [][]any
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			var wrapped struct{ Events [][]any }
+			if err2 := json.Unmarshal(raw, &wrapped); err2 != nil {
+				t.Fatal(err)
+			}
+			ev = wrapped.Events
 		}
 		live := map[string]Block{}
 		for i, e := range ev {

@@ -3,7 +3,6 @@ package bench
 import (
 	"math"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -63,18 +62,7 @@ func checkCP(t *testing.T, r tpRecord) {
 			o.FSDPInit = model.FSDPInitGPU
 		}
 	}
-	if c.EP > 1 {
-		// cp.py --ep: the experts over dp·cp; zeroed routers send one rank
-		// of each group every pair (skew ep); random routing is given the
-		// skew the run recorded, as the expert-parallel tests give it.
-		o.EP = c.EP
-		switch {
-		case c.Router == "zero":
-			o.EPSkew = strconv.FormatInt(c.EP, 10)
-		case len(c.RecvRowsMax) == 2:
-			o.EPSkew = strconv.FormatFloat(float64(c.RecvRowsMax[0])/float64(c.RecvRowsMax[1]), 'f', 4, 64)
-		}
-	}
+	setEP(&o, c.EP, c.Router, c.RecvRowsMax) // cp.py --ep: the experts over dp·cp
 	e := distErrors(t, r, o)
 	limit := distTargets.Worst
 	if why, ok := contextOver[r.Label]; ok {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/memplan/memplan/estimate"
@@ -82,8 +83,11 @@ func (r *tpRecord) measured() (m [NumMetrics]int64) {
 // lines of grid-4-layouts.txt and heldout-4-layouts.txt, measured after
 // their predictions were committed; and a mixture of experts split by
 // columns, grid-tp-moe.txt and heldout-tp-moe.txt, on four H100s and four
+// H200s, and with its experts split over ranks instead (expert
+// parallelism beside TP), grid-tp-ep.txt and heldout-tp-ep.txt on four
 // H200s, each measured after its predictions were committed:
-// bench/results/2026-11-27-tp-moe-predictions.txt) to issue 12's multi-GPU targets: medians
+// bench/results/2026-11-27-tp-moe-predictions.txt, -tp-ep-predictions.txt)
+// to issue 12's multi-GPU targets: medians
 // within 2% (allocated) and 3% (reserved, device), worst within 6% and 8%,
 // nothing more than UnderLimit under.
 func TestTensorParallelAccuracy(t *testing.T) {
@@ -91,7 +95,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 	var runs []tpRecord
 	for _, f := range []string{"2026-11-23-h200x2-tp.jsonl", "2026-11-26-h200x4-tp.jsonl", "2026-11-26-h200x4-tp-heldout.jsonl",
 		"2026-11-26-h200x4-layouts.jsonl", "2026-11-26-h200x4-layouts-heldout.jsonl",
-		"2026-11-27-tp-moe-h100x4.jsonl", "2026-11-27-tp-moe-heldout-h200x4.jsonl"} {
+		"2026-11-27-tp-moe-h100x4.jsonl", "2026-11-27-tp-moe-heldout-h200x4.jsonl",
+		"2026-11-27-tp-ep-h200x4.jsonl", "2026-11-27-tp-ep-heldout-h200x4.jsonl"} {
 		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
 	}
 	for _, r := range runs {
@@ -102,6 +107,7 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		if c.DP > 1 {
 			o.DP, o.Zero = c.DP, "3"
 		}
+		setEP(&o, c.EP, c.Router, c.RecvRowsMax) // tp.py --ep: the experts over dp·tp
 		e := distErrors(t, r, o)
 		for k := 0; k < NumMetrics; k++ {
 			errs[k] = append(errs[k], e[k])
@@ -110,10 +116,27 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			}
 		}
 	}
-	if n := len(errs[Allocated]); n < 24 {
-		t.Fatalf("%d tensor-parallel runs, want 24", n)
+	if n := len(errs[Allocated]); n < 31 {
+		t.Fatalf("%d tensor-parallel runs, want 31", n)
 	}
 	checkSpread(t, errs)
+}
+
+// setEP gives o a record's expert parallelism (cp.py and tp.py --ep): ep
+// ranks; zeroed routers send one rank of each group every pair (skew ep),
+// random routing is given the skew the run recorded (the most rows a rank
+// received over the balanced count), as the expert-parallel tests give it.
+func setEP(o *model.Overrides, ep int64, router string, recv []int64) {
+	if ep <= 1 {
+		return
+	}
+	o.EP = ep
+	switch {
+	case router == "zero":
+		o.EPSkew = strconv.FormatInt(ep, 10)
+	case len(recv) == 2:
+		o.EPSkew = strconv.FormatFloat(float64(recv[0])/float64(recv[1]), 'f', 4, 64)
+	}
 }
 
 // distTargets are the multi-GPU targets of issues 12 and 13, per metric

@@ -281,7 +281,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer) ([]*i
 	}
 	done := func() {}
 	if t.TP > 1 {
-		done = s.loadWhole(layers, prog, t.TP)
+		done = s.loadWhole(layers, prog, t)
 	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU

@@ -25,7 +25,13 @@ type moeOp struct {
 func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.MoE)
 	o := &moeOp{k: k, router: s.matrix(k.Experts, k.Dim, 1, "router.weight")}
-	e := s.localExperts(k.Experts) // all of them without --ep
+	// The rank's experts (all of them without --ep); a whole load
+	// (loadWhole) builds every expert before the rank keeps its own, as
+	// ep.py's slices of a model built on the GPU do.
+	e := s.localExperts(k.Experts)
+	if s.wholeBuild {
+		e = k.Experts
+	}
 	s.expertBuild = true
 	o.gateUp = s.matrix(2*k.Hidden, k.Dim, e, "experts.gate_up_proj")
 	o.gateUpB = s.optParam(k.Bias, e*2*k.Hidden, "experts.gate_up_proj_bias")

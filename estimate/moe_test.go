@@ -266,3 +266,40 @@ func TestThirdStepUnderMaxSplit(t *testing.T) {
 		})
 	}
 }
+
+// TestExpertsTensorParallelLoad: a tensor-parallel model is built whole
+// before its ranks keep their shares (loadWhole); with expert parallelism
+// that whole model holds every expert, and the rank then keeps E/ep of
+// them, as ep.py's slices of a model built on the GPU do (measured:
+// bench/results/2026-11-27-h200x4-tp-ep-trace/, the whole experts' 128 MiB
+// segments stay cached). Without EP every rank keeps every expert, split
+// by columns.
+func TestExpertsTensorParallelLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		o           model.Overrides
+		whole, rank int64 // gate_up_proj elements of one block
+	}{
+		{"tp 2 × ep 2", model.Overrides{TP: 2, SP: true, EP: 2, EPSkew: "1"}, 32 * 1024 * 1024, 16 * 1024 * 1024},
+		{"tp 2 × dp 2 × ep 4, FSDP", model.Overrides{TP: 2, SP: true, DP: 2, Zero: "3", EP: 4, EPSkew: "1"}, 32 * 1024 * 1024, 8 * 1024 * 1024},
+		{"tp 2 alone", model.Overrides{TP: 2, SP: true}, 32 * 1024 * 1024, 32 * 512 * 1024},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := moeSpec(t, 32, 4, tc.o)
+			sizes := map[int64]int{}
+			_, err := estimateWith(spec, func(*sim) {}, func(s *sim) {
+				s.trace = func(x *tensor, alloc bool) {
+					if alloc && s.phase.Stage == "load" && x.name == "experts.gate_up_proj" {
+						sizes[x.elems]++
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sizes[tc.whole] != 8 || sizes[tc.rank] < 8 {
+				t.Errorf("gate_up_proj tensors made at load, by elements: %v; want 8 whole of %d, then the rank's of %d", sizes, tc.whole, tc.rank)
+			}
+		})
+	}
+}

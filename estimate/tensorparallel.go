@@ -265,10 +265,22 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 // t = 5, rank 0 beyond.
 func ncclFor(t model.Training) int64 {
 	c := layoutNCCL(t, false)
-	if t.TP > 1 {
+	if t.TP > 1 && !scatterShared(t) {
 		return max(scatterNCCL(c, t.TP))
 	}
 	return mustNCCL(parallel.NCCLBytes(c))
+}
+
+// scatterShared says whether a whole load's scatter over the tp ranks runs
+// on connections the layout's all-to-all has made already: where the
+// tensor- and the expert-parallel groups are both the default group (tp =
+// ep = the world, on a device mesh: epIsDefaultGroup), every rank is
+// connected to every other point to point (measured on 2 and 4 × H200, tp
+// = ep = 2 and 4: NCCL's memory that of the all-to-all alone, 311 MiB less
+// than with the scatter's own receive buffers;
+// bench/results/2026-11-27-tp-ep-h200x4.jsonl).
+func scatterShared(t model.Training) bool {
+	return epIsDefaultGroup(t) && t.TP == worldSize(t)
 }
 
 // layoutNCCL is NCCL on a rank of layout t: its communicators
@@ -393,9 +405,10 @@ func communicators(t model.Training, dtensorInit bool) int {
 // whole one. A weight tied to two modules is replaced twice: the whole
 // model's head allocates its own weight before tying (kinds_embed.go), and
 // the rank's embedding and head each get a shard before the whole goes
-// (vocabEmbeddingOp's registration). tp is the tensor-parallel degree: the
-// scatter's source sends to tp-1 ranks.
-func (s *sim) loadWhole(whole, prog []model.Layer, tp int64) (done func()) {
+// (vocabEmbeddingOp's registration). t is the run: the scatter's source
+// sends to its tp-1 other tensor-parallel ranks.
+func (s *sim) loadWhole(whole, prog []model.Layer, t model.Training) (done func()) {
+	tp := t.TP
 	build := func(ls []model.Layer) []*tensor {
 		zero := s.cfg.zero
 		s.cfg.zero = 0
@@ -420,6 +433,9 @@ func (s *sim) loadWhole(whole, prog []model.Layer, tp int64) (done func()) {
 	s.unreplaced = build(whole)
 	s.wholeBuild = false
 	source, recv := scatterNCCL(parallel.H200x2Defaults, tp)
+	if scatterShared(t) {
+		source = recv // the all-to-all's connections carry the scatter
+	}
 	if diff := recv - source; diff > 0 {
 		s.note(fmt.Sprintf("ranks differ: the figures are a receiving rank's; rank 0 scatters the parameters and its NCCL buffers take %s less (docs/parallelism.md §3.5)", units.Format(diff)))
 	} else if diff < 0 {

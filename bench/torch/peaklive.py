@@ -26,6 +26,8 @@ def main():
     ap.add_argument("--segments", action="store_true", help="count the mapped segments by size and label")
     a = ap.parse_args()
     ev = json.load(gzip.open(a.events))
+    if isinstance(ev, dict):  # {"events": [...], "segments": [...]}, as bench/results/*-trace/ keep them
+        ev = ev["events"]
     live, cur, best, at, snap = {}, 0, 0, 0, {}
     born, lives = {}, collections.defaultdict(int)
     mib = lambda b: (b + (1 << 19)) >> 20

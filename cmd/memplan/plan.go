@@ -117,8 +117,8 @@ func printPlan(w io.Writer, r *planner.Result) {
 	}
 	fmt.Fprintf(w, ", busiest rank at most %s (%.0f%% less the safety margin)\n", units.Format(r.Limit), 100*r.Band.Hi)
 	s := r.Stats
-	fmt.Fprintf(w, "%s layouts, %s invalid for this model; in rank order: %s not yet simulated, %d estimates, %s pruned by bounds, %s ranked below the last one shown\n\n",
-		commas(int64(s.Layouts)), commas(int64(s.Invalid)), commas(int64(s.NotSimulated)), s.OracleCalls, commas(int64(s.Pruned)), commas(int64(s.Unvisited)))
+	fmt.Fprintf(w, "%s layouts, %s invalid for this model; in rank order: %s not yet simulated, %s estimates, %s pruned by bounds, %s ranked below the last one shown\n\n",
+		commas(int64(s.Layouts)), commas(int64(s.Invalid)), commas(int64(s.NotSimulated)), commas(int64(s.OracleCalls)), commas(int64(s.Pruned)), commas(int64(s.Unvisited)))
 	if len(r.Layouts) > 0 {
 		var mems, comms []int64
 		for _, c := range r.Layouts {
