@@ -7,7 +7,7 @@ import "sort"
 
 // fsdpUnit is one fully_shard unit: a transformer block, or the root (every
 // parameter outside the blocks), or under expert parallelism a block's
-// routed experts, a unit nested in the block's and sharded over the dp/ep
+// routed experts, a unit nested in the block's and sharded over the dp·tp/ep
 // ranks that hold the same experts (torchtitan's apply_fsdp at torch 2.11:
 // fully_shard(block.moe.experts, mesh=edp_mesh) before fully_shard(block)).
 type fsdpUnit struct {

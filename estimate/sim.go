@@ -52,7 +52,7 @@ type tensor struct {
 	// gradient comes back through the transpose.
 	gradPerm bool
 	// expert marks a routed expert's parameter (moe.go): under expert
-	// parallelism with ZeRO 2 or 3 it is sharded over the dp/ep ranks
+	// parallelism with ZeRO 2 or 3 it is sharded over the dp·tp/ep ranks
 	// that hold the same experts, not over every data-parallel rank.
 	expert bool
 	// sdt is a ZeRO 2/3 shard's bytes per element when not the master

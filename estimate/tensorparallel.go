@@ -303,9 +303,10 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 		}
 		if t.Zero >= 2 {
 			// FSDP2 gathers and reduces each block's experts over the
-			// dp/ep ranks that hold them: a group of its own (fsdp.go),
-			// of one rank when dp = ep, which never connects a ring
-			// (measured: 197 MiB, bench/results/2026-11-26-h200x4-ep-fsdp.jsonl).
+			// dp·cp·tp/ep ranks that hold them (expertShards): a group
+			// of its own (fsdp.go), of one rank when dp·cp·tp = ep,
+			// which never connects a ring (measured: 197 MiB,
+			// bench/results/2026-11-26-h200x4-ep-fsdp.jsonl).
 			if expertShards(t) > 1 {
 				c.Communicators++
 			} else {

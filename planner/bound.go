@@ -140,7 +140,7 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	}
 	if l.Zero >= 2 {
 		// FSDP shards the dense parameters over dp·cp and a rank's E/ep
-		// experts over the dp·cp/ep ranks that hold them: P/d of the
+		// experts over the dp·cp·tp/ep ranks that hold them: P/d of the
 		// stage's whatever ep (estimate/sharding.go, degree).
 		s := b.params / (l.TP * l.PP) / d
 		param, grad, opt = s, s, b.moments*s
