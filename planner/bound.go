@@ -30,7 +30,8 @@ import (
 //     the rank's parameters for the whole run; FSDP holds, from a
 //     forward's start to its backward's end, every gathered parameter
 //     (ZeRO 2) or the root and two blocks (ZeRO 3: counted as two Llama
-//     blocks' projections, without a pipeline);
+//     blocks' projections, without a pipeline; a mixture of experts'
+//     counted over tp·ep, the rank's E/ep experts being gathered whole);
 //   - the first step creates the optimizer's state while the gradients
 //     are live (estimate/step.go), so all three are held at once, with
 //     Adam's foreach temporary (one moment's size) on top;
@@ -75,10 +76,13 @@ type stateBound struct {
 	act, seq, hidden, layers, vocab int64
 	// mlp is a dense gated MLP's intermediate size (Llama), 0 otherwise.
 	mlp int64
-	// linear is a Llama block's projection parameters (dense only).
+	// linear is a Llama block's projection parameters: the attention's
+	// and the MLP's, or the experts' (all of them, and the shared
+	// expert's) in a mixture of experts.
 	linear int64
 	// casts is the bytes of autocast's half copies of a Llama block's
-	// projection weights (amp only), before tensor parallelism.
+	// projection weights (amp only; not the routed experts'), before
+	// tensor parallelism.
 	casts int64
 	// foreach: Adam's foreach step holds one moment-sized temporary.
 	foreach bool
@@ -109,8 +113,7 @@ func newStateBound(spec *model.Spec, params int64) stateBound {
 		if t.Precision == model.FP32 {
 			b.act = 4
 		}
-		if m.Type == model.Llama && m.Experts == 0 {
-			b.mlp = m.Intermediate
+		if m.Type == model.Llama {
 			hd, kv := m.HeadDim, m.KVHeads
 			if hd == 0 && m.Heads > 0 {
 				hd = m.Hidden / m.Heads
@@ -118,10 +121,21 @@ func newStateBound(spec *model.Spec, params int64) stateBound {
 			if kv == 0 {
 				kv = m.Heads
 			}
-			b.linear = m.Hidden*hd*(2*m.Heads+2*kv) + 3*m.Hidden*m.Intermediate
+			attn := m.Hidden * hd * (2*m.Heads + 2*kv)
+			// What autocast caches a half copy of: every projection
+			// weight F.linear uses; the routed experts' grouped GEMMs
+			// cast their input to the weights' dtype instead (docs/moe.md
+			// §1).
+			castable := attn + 3*m.Hidden*m.Intermediate
+			if m.Experts == 0 {
+				b.mlp = m.Intermediate
+				b.linear = castable
+			} else {
+				castable = attn + 3*m.Hidden*m.SharedExpert
+				b.linear = castable + m.Experts*3*m.Hidden*m.Intermediate
+			}
 			if t.Mixed() {
-				// Autocast's cache: a half copy of each projection weight.
-				b.casts = 2 * b.linear
+				b.casts = 2 * castable
 			}
 		}
 	}
@@ -160,7 +174,9 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	case l.Zero == 2:
 		gathered = n
 	case l.Zero >= 3 && l.PP <= 1:
-		gathered = 2 * b.linear / l.TP
+		// A mixture of experts gathers a rank's E/ep experts, split by
+		// tp without EP: at least linear/(tp·ep) a block.
+		gathered = 2 * b.linear / (l.TP * max(l.EP, 1))
 	}
 	state := (param + grad + opt + tmp + buckets) * b.elem
 	total, why = state, "model state alone needs "+units.Format(state)
