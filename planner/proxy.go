@@ -43,6 +43,19 @@ type shape struct {
 	// parameter and token (6; 4 under LoRA: no weight gradients for the
 	// frozen base).
 	trainable, trainLen, flops int64
+	// A mixture of experts: experts and topK per block, and routed the
+	// routed experts' parameters over all blocks (the rest of params is
+	// dense: attention, embeddings, routers, shared experts).
+	experts, topK, routed int64
+}
+
+// active is the parameters one token runs through: all of a dense model's,
+// and of a mixture of experts' routed experts only top-k of E.
+func (sh shape) active() int64 {
+	if sh.experts == 0 {
+		return sh.params
+	}
+	return sh.params - sh.routed + sh.routed*sh.topK/sh.experts
 }
 
 func shapeOf(spec *model.Spec, params int64) shape {
@@ -64,6 +77,10 @@ func shapeOf(spec *model.Spec, params int64) shape {
 		sh.paramLen = 4
 	}
 	sh.trainLen = sh.paramLen
+	if m.Experts > 0 && m.TopK > 0 {
+		sh.experts, sh.topK = m.Experts, m.TopK
+		sh.routed = min(m.NumLayers*m.Experts*3*m.Hidden*m.Intermediate, params)
+	}
 	if t.LoRA.Enabled() {
 		// peft's adapters are fp32 (autocast_adapter_dtype), or the base's.
 		sh.trainable, sh.flops, sh.gradLen, sh.trainLen = spec.Trainable(), 4, 4, 4
@@ -81,7 +98,7 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 	var p Proxy
 	g := l.GPUs()
 	tokens := float64(l.GlobalBatch() * sh.seq)
-	compute := float64(sh.flops) * float64(sh.params) * tokens / float64(g) / proxyFLOPS
+	compute := float64(sh.flops) * float64(sh.active()) * tokens / float64(g) / proxyFLOPS
 	passes := 2.0 // forward and backward collectives per layer
 	if m := l.Checkpointing.Mode; m != "" && m != model.CkptNone {
 		p.Recompute = 1.0 / 3
@@ -107,10 +124,25 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 	micros := float64(l.Accum)
 	act := float64(l.Micro*sh.seq/l.CP*sh.hidden) * actDTypeLen
 	layers := float64((sh.layers + l.PP - 1) / l.PP)
+	ep := sh.experts > 0 && l.EP > 1
 	if t := float64(l.TP); l.TP > 1 {
 		// Per layer and pass: two all-gathers and two reduce-scatters
-		// with SP (the volume of two all-reduces without).
-		add(4*(t-1)/t*act*passes*layers*micros, l.TP)
+		// with SP (the volume of two all-reduces without); a mixture of
+		// experts split over EP ranks beside TP keeps its tokens sharded,
+		// so only the attention's two.
+		n := 4.0
+		if ep {
+			n = 2
+		}
+		add(n*(t-1)/t*act*passes*layers*micros, l.TP)
+	}
+	if e := float64(l.EP); ep {
+		// Per MoE layer and pass: the dispatch and the combine all-to-all
+		// of the rank's routed rows (its tokens, its sequence shard beside
+		// TP, times top-k), (e − 1)/e of them sent, over an EP group of
+		// consecutive ranks (innermost dimensions first).
+		rows := float64(l.Micro*sh.seq/l.CP/l.TP) * float64(sh.topK)
+		add(2*(e-1)/e*rows*float64(sh.hidden)*actDTypeLen*passes*layers*micros, l.EP)
 	}
 	if c := float64(l.CP); l.CP > 1 {
 		kv := float64(2*l.Micro*sh.seq*sh.kvDim*actDTypeLen) / float64(l.TP)
@@ -119,21 +151,36 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 	if l.PP > 1 {
 		add(2*act/float64(l.TP)*micros*float64(max(l.Virtual, 1)), g)
 	}
-	if d := float64(l.DP * l.CP); d > 1 {
-		shard := float64(sh.params) / float64(l.TP*l.PP) * (d - 1) / d
-		train := float64(sh.trainable) / float64(l.TP*l.PP) * (d - 1) / d
-		var bytes float64
-		switch l.Zero {
-		case 0:
-			bytes = 2 * train * float64(sh.gradLen)
-		case 1:
-			bytes = 2*train*float64(sh.gradLen) + train*float64(sh.trainLen)
-		case 2:
-			bytes = micros * (train*float64(sh.gradLen) + shard*float64(sh.paramLen))
-		default:
-			bytes = micros * (train*float64(sh.gradLen) + 2*shard*float64(sh.paramLen))
+	if d := l.DP * l.CP; d > 1 {
+		dense, trainDense := sh.params, sh.trainable
+		if ep {
+			// The routed experts are reduced over the efsdp ranks that
+			// hold the same ones (below); the rest over dp·cp.
+			dense, trainDense = sh.params-sh.routed, max(sh.trainable-sh.routed, 0)
 		}
-		add(bytes, l.TP*l.CP*l.DP)
+		add(dpBytes(l, sh, float64(dense)/float64(l.TP*l.PP), float64(trainDense)/float64(l.TP*l.PP), d), l.TP*l.CP*l.DP)
+	}
+	if efsdp := l.DP * l.CP * l.TP / max(l.EP, 1); ep && efsdp > 1 {
+		// A rank's E/ep experts over the dp·cp·tp/ep ranks that hold them.
+		mine := float64(sh.routed) / float64(l.EP*l.PP)
+		add(dpBytes(l, sh, mine, mine, efsdp), l.TP*l.CP*l.DP)
 	}
 	return p
+}
+
+// dpBytes is what one GPU sends per step to reduce (and, by ZeRO stage,
+// gather) n parameters, train of them with gradients, over d ranks,
+// (d − 1)/d of them each.
+func dpBytes(l Layout, sh shape, n, train float64, d int64) float64 {
+	f := float64(d-1) / float64(d)
+	shard, train, micros := n*f, train*f, float64(l.Accum)
+	switch l.Zero {
+	case 0:
+		return 2 * train * float64(sh.gradLen)
+	case 1:
+		return 2*train*float64(sh.gradLen) + train*float64(sh.trainLen)
+	case 2:
+		return micros * (train*float64(sh.gradLen) + shard*float64(sh.paramLen))
+	}
+	return micros * (train*float64(sh.gradLen) + 2*shard*float64(sh.paramLen))
 }

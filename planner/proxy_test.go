@@ -44,6 +44,44 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// TestProxyMoE: a mixture of experts computes with its active parameters
+// (top-k of E routed experts), and splitting its experts over EP ranks
+// costs each MoE layer's dispatch and combine all-to-alls per pass, over
+// the rank's routed rows (its sequence shard beside TP, whose own
+// collectives in the MoE block then go); the routed experts' gradients
+// are reduced over the ranks that hold the same ones.
+func TestProxyMoE(t *testing.T) {
+	spec, err := model.LoadHF("../model/testdata/hf/mixtral-8x7b.json", model.Overrides{Seq: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
+	m := &spec.Model
+	routed := m.NumLayers * m.Experts * 3 * m.Hidden * m.Intermediate
+	if want := sh.params - routed + routed*m.TopK/m.Experts; sh.active() != want || sh.active() >= sh.params/2 {
+		t.Errorf("active parameters %d of %d, want %d", sh.active(), sh.params, want)
+	}
+	base := Layout{DP: 8, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 4}
+	ep := base
+	ep.EP = 8
+	a, b := proxyOf(sh, base, 8), proxyOf(sh, ep, 8)
+	// Per MoE layer and pass (two: no checkpointing), two all-to-alls of
+	// 4096 · 2 rows of the hidden size in bf16, 7/8 of them sent.
+	a2a := int64(2 * 2 * m.NumLayers * 4 * 4096 * m.TopK * m.Hidden * 2 * 7 / 8)
+	// ZeRO 0: the routed experts are not reduced any more (dp·tp/ep = 1
+	// rank holds each), 2 · 7/8 of their gradients in fp32.
+	saved := int64(2 * float64(routed) * 7 / 8 * 4)
+	if got := b.CommBytes - a.CommBytes; got < a2a-saved-1<<20 || got > a2a-saved+1<<20 {
+		t.Errorf("ep 8 sends %d B more than ep 1, want the all-to-alls' %d less the experts' reduction %d", got, a2a, saved)
+	}
+	tp := Layout{DP: 1, TP: 8, PP: 1, CP: 1, EP: 1, SP: true, Micro: 1, Accum: 32}
+	tpEP := tp
+	tpEP.EP = 8
+	if x, y := proxyOf(sh, tp, 8), proxyOf(sh, tpEP, 8); y.CommBytes >= x.CommBytes {
+		t.Errorf("tp 8 with ep 8 sends %d B, no less than tp 8 alone's %d (its MoE blocks drop two of four TP collectives for smaller all-to-alls)", y.CommBytes, x.CommBytes)
+	}
+}
+
 // TestBoundBeforeNotSimulated: a layout whose lower bound is over the
 // limit is over, whether or not the simulator could estimate it (Llama-3-70B
 // on two GPUs: its model state alone is 560 GB a GPU).
