@@ -81,8 +81,6 @@ func CheckEP(t *Training, m *Model) error {
 		return fmt.Errorf("expert parallelism with context parallelism is simulated under FSDP (ZeRO stage 2 or 3), whose dp·cp ranks torchtitan borrows for it")
 	case t.TP > 1 && !t.SP:
 		return fmt.Errorf("expert parallelism with tensor parallelism is simulated with sequence parallelism (sp), whose sequence shard each tp rank routes, as torchtitan does")
-	case t.TP > 1 && t.PP > 1:
-		return fmt.Errorf("expert parallelism with both tensor and pipeline parallelism is not simulated")
 	case t.TP > 1 && dp > 1 && t.Zero < 2:
 		return fmt.Errorf("expert parallelism with tensor parallelism over dp %d is simulated under FSDP (ZeRO stage 2 or 3)", dp)
 	case t.Zero >= 2 && t.Offload != "" && t.Offload != OffloadNone:

@@ -78,8 +78,8 @@ const MaxPipelineMicrobatches = 64
 // or with FSDP over dp·cp (docs/parallelism.md §3.3), checkpointing and
 // any micro-batch and accumulation, and returns a *NotSimulatedError for
 // layouts with CP together with DDP or ZeRO 1,
-// EP with ZeRO 1, EP with TP but without SP, with PP or under DDP (TP of a
-// mixture of experts is simulated: docs/moe.md §7–8), tied embeddings
+// EP with ZeRO 1, EP with TP but without SP or under DDP (TP of a mixture
+// of experts is simulated: docs/moe.md §7–8), tied embeddings
 // under a pipeline, and tensor parallelism of models the plan does not
 // cover. Pipelines run gpipe, 1f1b or interleaved, with TP or CP inside
 // their stages (docs/parallelism.md).
@@ -196,7 +196,6 @@ func notSimulated(l Layout) error {
 	add(l.EP > 1 && l.Zero == 1, "expert parallelism with ZeRO 1")
 	// model.CheckEP's rules for EP beside TP.
 	add(l.EP > 1 && l.TP > 1 && !l.SP, "expert parallelism with tensor parallelism without sequence parallelism")
-	add(l.EP > 1 && l.TP > 1 && l.PP > 1, "expert parallelism with tensor and pipeline parallelism")
 	add(l.EP > 1 && l.TP > 1 && l.DP > 1 && l.Zero < 2, "expert parallelism with tensor parallelism under DDP")
 	if what != nil {
 		return &NotSimulatedError{What: what}

@@ -13,12 +13,18 @@ stage (--tp, a pp × tp mesh, torchtitan's plan as tp.py applies it).
     torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py SPEC --schedule 1f1b --microbatches 4 --dp 2 --mode ddp|zero1|fsdp
         [--step-pause 0.2]
     torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py bench/torch/dist/moe-llama.yaml --schedule 1f1b --microbatches 4 --dp 2 --ep 2 --mode ddp|fsdp
+    torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py bench/torch/dist/moe-llama.yaml --schedule 1f1b --microbatches 4 --tp 2 [--ep 2]
 
 A spec with experts (moe-llama.yaml) builds each block's MLP as transformers'
 Qwen3-MoE block (common.HFMoE); --ep splits each stage's experts over its
 replicas with ep.py (its all-to-all dispatch), under DDP (on the dp group,
 or with --ep-mesh on a group of its own) or, on a (pp, efsdp, ep) mesh,
-FSDP2 with the experts sharded first.
+FSDP2 with the experts sharded first. With --tp each stage's MoE blocks are
+split by columns (common.TPMoE), or with --ep beside it over EP groups of the
+stage's dp·tp ranks, each rank routing its sequence shard (common.SeqShardMoE;
+ep.py applied on the meta device, before the stage is materialised; FSDP2
+over dp with the experts over efsdp when --dp > 1). The routers' gradients
+are all-reduced over tp.
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
 amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
@@ -53,9 +59,10 @@ def stage_layers(layers, stages):
     return out
 
 
-def apply_tp_stage(model, mesh, sp):
+def apply_tp_stage(model, mesh, sp, ep=False):
     """tp.py's apply_tp (torchtitan's plan, without loss parallelism) on a stage:
-    the embedding and the head only where the stage holds them."""
+    the embedding and the head only where the stage holds them; a MoE block
+    split by columns, or with ep left to route its sequence shard."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
     seq = Shard(1) if sp else Replicate()
@@ -68,13 +75,17 @@ def apply_tp_stage(model, mesh, sp):
             root["norm"] = SequenceParallel()
     if root:
         parallelize_module(model, mesh, root)
-    common.apply_tp_blocks(model, mesh, sp)
+    common.apply_tp_blocks(model, mesh, sp, ep)
 
 
-def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp):
+def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp, ep_args=None):
     """The module of one stage: its blocks (by name), the embedding on the
     first stage, the final norm and the head on the last; built on meta,
-    tensor-parallel if asked, then materialised and initialised on the GPU."""
+    tensor-parallel if asked, then materialised and initialised on the GPU.
+    ep_args (ep, router, group): expert parallelism beside tensor
+    parallelism, applied on meta before the stage is materialised, as
+    torchtitan parallelises before it materialises (only the rank's experts
+    are ever allocated); the stage's list of ep.apply's rows is model.ep_log."""
     first = sum(split[:stage])
     keep = {str(i) for i in range(first, first + split[stage])}
     with torch.device("meta"):
@@ -87,7 +98,10 @@ def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp):
     if stage != n_stages - 1:
         model.norm, model.output = None, None
     if tp_mesh is not None:
-        apply_tp_stage(model, tp_mesh, sp)
+        apply_tp_stage(model, tp_mesh, sp, ep_args is not None)
+    if ep_args is not None:
+        import ep
+        model.ep_log = ep.apply(model, ep_args[0], "random", ep_args[2])
     model.to_empty(device="cuda")
     with torch.no_grad():
         for p in model.parameters():
@@ -96,6 +110,9 @@ def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp):
         ang = torch.outer(torch.arange(d["seq"], dtype=torch.float32, device="cuda"), inv)
         ang = torch.cat((ang, ang), dim=-1)
         model.rope.copy_(torch.stack((ang.cos(), ang.sin())))
+    if ep_args is not None and ep_args[1] == "zero":
+        import ep
+        ep.zero_routers(model)
     return model
 
 
@@ -164,7 +181,19 @@ def main():
     tp_mesh, dp_mesh, efsdp_mesh, ep_mesh, group, pp_rank = None, None, None, None, None, rank
     if a.tp > 1 or a.dp > 1:
         from torch.distributed.device_mesh import init_device_mesh
-        if a.ep > 1 and (a.mode == "fsdp" or a.ep_mesh):
+        if a.ep > 1 and a.tp > 1:
+            # torchtitan's meshes with EP beside TP: the dense (pp, dp, tp)
+            # and the sparse (pp, efsdp, ep) over the same ranks, EP groups
+            # of consecutive dp·tp ranks (tp innermost).
+            assert (a.dp * a.tp) % a.ep == 0 and not a.no_sp and (a.dp == 1 or a.mode == "fsdp"), \
+                "--ep beside --tp: ep dividing dp·tp, sequence parallelism, FSDP when dp > 1"
+            dims = [(n, k) for n, k in (("pp", pp), ("dp", a.dp), ("tp", a.tp)) if n == "pp" or k > 1]
+            mesh = init_device_mesh("cuda", tuple(k for _, k in dims), mesh_dim_names=tuple(n for n, _ in dims))
+            group, pp_rank = mesh["pp"].get_group(), mesh["pp"].get_local_rank()
+            tp_mesh, dp_mesh = mesh["tp"], (mesh["dp"] if a.dp > 1 else None)
+            sparse = init_device_mesh("cuda", (pp, a.dp * a.tp // a.ep, a.ep), mesh_dim_names=("pp", "efsdp", "ep"))
+            ep_mesh, efsdp_mesh = sparse["ep"], (sparse["efsdp"] if a.dp > 1 else None)
+        elif a.ep > 1 and (a.mode == "fsdp" or a.ep_mesh):
             # torchtitan's mesh for EP under FSDP: dp split into the ranks
             # that hold the same experts (efsdp) and the EP group.
             assert a.tp == 1 and a.dp % a.ep == 0, "--ep with --mode fsdp: dp a multiple of ep, no tp"
@@ -184,10 +213,14 @@ def main():
     split = stage_layers(d["layers"], n_stages)
     stage_ids = [pp_rank + k * pp for k in range(v)]
     torch.manual_seed(0)
-    modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp) for s in stage_ids]
+    ep_args = (a.ep, a.router, ep_mesh.get_group()) if a.ep > 1 and a.tp > 1 else None
+    modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp, ep_args)
+               for s in stage_ids]
     dev = torch.device("cuda", local)
     logs = []  # ep.apply's lists, which the stages' forwards fill
-    if a.ep > 1:
+    if ep_args is not None:
+        logs = [m.ep_log for m in modules]
+    elif a.ep > 1:
         # Each stage's experts over its EP group (the dp group, or under
         # FSDP the mesh's ep dimension), before DDP or FSDP wraps them, as
         # train.py --ep does for a whole model.
@@ -229,8 +262,15 @@ def main():
                 sched.step(target=labels, losses=[])
             else:
                 sched.step()
+        if tp_mesh is not None and d["experts"]:
+            for m in modules:
+                common.allreduce_router_grads(m, tp_mesh.get_group())
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if ep_args is not None and a.router == "zero":
+            import ep
+            for m in modules:
+                ep.zero_routers(m)  # again after every step, as tp.py and train.py do
         torch.cuda.synchronize()
         if a.step_pause > 0 and not steps:
             time.sleep(a.step_pause)
