@@ -352,11 +352,16 @@ func newConfig(spec *model.Spec) (*config, error) {
 // cp group itself when dp is 1).
 func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training) *Result {
 	cfg := s.cfg
+	params := model.Params(layers)
+	if s.pp != nil {
+		// A stage's own: under expert parallelism its E/ep experts.
+		params = model.RankParams(layers, run.EP)
+	}
 	r := &Result{
 		SchemaVersion:   SchemaVersion,
 		Name:            spec.Name,
 		ModelType:       spec.Model.Type,
-		Params:          model.Params(layers),
+		Params:          params,
 		Training:        spec.Training,
 		Device:          spec.Device,
 		ActivationBytes: s.saved,

@@ -109,3 +109,33 @@ func (m *Model) expertCounts() []int64 {
 	walk(m.Lower())
 	return out
 }
+
+// RankParams is the parameters one rank holds of layers, a rank's lowered
+// program (a pipeline stage's, split by tensor parallelism already): under
+// expert parallelism over ep ranks, E/ep of each block's routed experts.
+func RankParams(layers []Layer, ep int64) int64 {
+	n := paramsFloat(layers)
+	if ep > 1 {
+		n -= routedParams(layers) * f64(ep-1) / f64(ep)
+	}
+	return int64(n)
+}
+
+// routedParams is the routed experts' parameters in ls (weights and
+// biases; not the routers or the shared experts), each Repeat's body
+// counted its times.
+func routedParams(ls []Layer) float64 {
+	var n float64
+	for i := range ls {
+		switch k := ls[i].Spec.(type) {
+		case *MoE:
+			d, h := f64(k.Dim), f64(k.Hidden)
+			n += f64(k.Experts) * (3*d*h + b64(k.Bias)*(2*h+d))
+		case *Repeat:
+			n += f64(k.Times) * routedParams(ls[i].Body)
+		default:
+			n += routedParams(ls[i].Body)
+		}
+	}
+	return n
+}

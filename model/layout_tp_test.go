@@ -84,3 +84,19 @@ func TestLowerRank(t *testing.T) {
 		t.Errorf("LowerRank(moe, shared 90, tp 4) = %v, want the shared expert's size named", err)
 	}
 }
+
+// TestRankParams: a rank's parameters under expert parallelism keep E/ep
+// of each block's routed experts (weights and biases), every block's, and
+// leave the routers, the shared experts and the rest whole.
+func TestRankParams(t *testing.T) {
+	m := &Model{Type: Llama, NumLayers: 3, Hidden: 64, Heads: 8, KVHeads: 4, HeadDim: 8, Intermediate: 32, Vocab: 1001,
+		Experts: 8, TopK: 2, SharedExpert: 16, MLPBias: true}
+	ls := m.Lower()
+	whole := Params(ls)
+	routed := int64(3 * 8 * (3*64*32 + 2*32 + 64)) // blocks × experts × (weights + biases)
+	for _, tc := range []struct{ ep, want int64 }{{1, whole}, {2, whole - routed/2}, {8, whole - routed*7/8}} {
+		if got := RankParams(ls, tc.ep); got != tc.want {
+			t.Errorf("ep %d: %d parameters, want %d", tc.ep, got, tc.want)
+		}
+	}
+}
