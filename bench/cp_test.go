@@ -51,15 +51,15 @@ func checkCP(t *testing.T, r tpRecord) {
 	o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW,
 		Checkpointing: c.Checkpointing, CP: c.CP, TP: c.TP, SP: c.SP, LossParallel: c.LossParallel, Dev: "h200-141gb",
 		LossOutsideAutocast: true} // cp.py's loss is outside autocast
+	if c.FSDP || c.TP > 1 {
+		// cp.py builds the model whole on the GPU before parallelize_module
+		// (tp) and fully_shard over dp·cp (--fsdp).
+		o.FSDPInit = model.FSDPInitGPU
+	}
 	if c.FSDP {
-		// cp.py builds the model on the GPU before fully_shard over dp·cp
-		// (with tp, the tensor-parallel load is the estimator's own).
 		o.Zero = "3"
 		if c.DP > 1 {
 			o.DP = c.DP
-		}
-		if c.TP <= 1 {
-			o.FSDPInit = model.FSDPInitGPU
 		}
 	}
 	setEP(&o, c.EP, c.Router, c.RecvRowsMax) // cp.py --ep: the experts over dp·cp

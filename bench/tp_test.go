@@ -106,7 +106,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		c := r.Config
 		o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW,
 			Checkpointing: c.Checkpointing, TP: c.TP, SP: c.SP, LossParallel: c.LossParallel, Dev: "h200-141gb",
-			LossOutsideAutocast: true} // tp.py's loss is outside autocast
+			LossOutsideAutocast: true,              // tp.py's loss is outside autocast
+			FSDPInit:            model.FSDPInitGPU} // and it builds the model whole on the GPU first
 		if c.DP > 1 {
 			o.DP, o.Zero = c.DP, "3"
 		}

@@ -271,8 +271,11 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 
 // buildRank builds the rank's modules on the device: a pipeline rank's
 // stages (made on the meta device, no whole load), or the whole program,
-// under tensor parallelism after loading the model whole (loadWhole). It
-// returns the built instances and the layers the rank holds.
+// under tensor parallelism after loading the model whole when it is built
+// on the GPU first (fsdp_init gpu, as bench/torch/dist/tp.py does:
+// loadWhole); otherwise each shard is allocated directly, as torchtitan's
+// meta-device build and transformers' sharded loading do. It returns the
+// built instances and the layers the rank holds.
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer) ([]*inst, []model.Layer) {
 	s.dtensor = t.TP > 1
 	if s.pp != nil {
@@ -280,7 +283,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer) ([]*i
 		return s.buildStages(), s.pp.rankLayers()
 	}
 	done := func() {}
-	if t.TP > 1 {
+	if t.TP > 1 && t.FSDPInit == model.FSDPInitGPU {
 		done = s.loadWhole(layers, prog, t)
 	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta

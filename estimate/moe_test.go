@@ -267,8 +267,9 @@ func TestThirdStepUnderMaxSplit(t *testing.T) {
 	}
 }
 
-// TestExpertsTensorParallelLoad: a tensor-parallel model is built whole
-// before its ranks keep their shares (loadWhole); with expert parallelism
+// TestExpertsTensorParallelLoad: a tensor-parallel model built on the GPU
+// (fsdp_init gpu) is built whole before its ranks keep their shares
+// (loadWhole); with expert parallelism
 // that whole model holds every expert, and the rank then keeps E/ep of
 // them, as ep.py's slices of a model built on the GPU do (measured:
 // bench/results/2026-11-27-h200x4-tp-ep-trace/, the whole experts' 128 MiB
@@ -280,9 +281,9 @@ func TestExpertsTensorParallelLoad(t *testing.T) {
 		o           model.Overrides
 		whole, rank int64 // gate_up_proj elements of one block
 	}{
-		{"tp 2 × ep 2", model.Overrides{TP: 2, SP: true, EP: 2, EPSkew: "1"}, 32 * 1024 * 1024, 16 * 1024 * 1024},
-		{"tp 2 × dp 2 × ep 4, FSDP", model.Overrides{TP: 2, SP: true, DP: 2, Zero: "3", EP: 4, EPSkew: "1"}, 32 * 1024 * 1024, 8 * 1024 * 1024},
-		{"tp 2 alone", model.Overrides{TP: 2, SP: true}, 32 * 1024 * 1024, 32 * 512 * 1024},
+		{"tp 2 × ep 2", model.Overrides{TP: 2, SP: true, EP: 2, EPSkew: "1", FSDPInit: "gpu"}, 32 * 1024 * 1024, 16 * 1024 * 1024},
+		{"tp 2 × dp 2 × ep 4, FSDP", model.Overrides{TP: 2, SP: true, DP: 2, Zero: "3", EP: 4, EPSkew: "1", FSDPInit: "gpu"}, 32 * 1024 * 1024, 8 * 1024 * 1024},
+		{"tp 2 alone", model.Overrides{TP: 2, SP: true, FSDPInit: "gpu"}, 32 * 1024 * 1024, 32 * 512 * 1024},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := moeSpec(t, 32, 4, tc.o)

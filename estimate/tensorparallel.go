@@ -262,8 +262,14 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 // rank 0 sends to each (measured at t = 2: 384 MiB more than a
 // data-parallel run on rank 1, 128 on rank 0; at t = 4: 385 on each
 // receiver, 257 on rank 0). The busier of the two counts: a receiver up to
-// t = 5, rank 0 beyond.
+// t = 5, rank 0 beyond. A model built on the meta device (or loaded shard
+// by shard) scatters nothing; its parameters drawn as DTensors connect the
+// default group as a pipeline's stages do (communicators; counted also for
+// sharded loading, which draws nothing: the safe side).
 func ncclFor(t model.Training) int64 {
+	if t.TP > 1 && t.FSDPInit != model.FSDPInitGPU {
+		return mustNCCL(parallel.NCCLBytes(layoutNCCL(t, true)))
+	}
 	c := layoutNCCL(t, false)
 	if t.TP > 1 && !scatterShared(t) {
 		return max(scatterNCCL(c, t.TP))
@@ -381,13 +387,14 @@ func scatterNCCL(c parallel.NCCL, tp int64) (source, receiver int64) {
 // world's first; tp.py on a dp × tp mesh, which builds the model whole and
 // distributes it, connects the world's only after the measured steps.
 func communicators(t model.Training, dtensorInit bool) int {
-	n := 0
+	n, spans := 0, false
 	for _, d := range []int64{t.DP, t.TP, t.CP, t.EP, t.PP} {
 		if d > 1 {
 			n++
+			spans = spans || d == worldSize(t)
 		}
 	}
-	if n > 1 && dtensorInit && t.TP > 1 {
+	if n > 1 && !spans && dtensorInit && t.TP > 1 {
 		n++
 	}
 	return n

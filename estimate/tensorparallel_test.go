@@ -12,8 +12,12 @@ import (
 // tied): the rank's parameters are its shares of the split matrices plus
 // the whole norms; sequence parallelism saves less; loss parallelism keeps
 // no gathered logits; FSDP over dp shards the rank's parameters again.
+// The model is built on the GPU first, as the measured runs of
+// bench/torch/dist/tp.py build it (fsdp_init gpu: the whole load and its
+// scatter); built on the meta device (the default under tensor
+// parallelism) each shard is allocated directly and nothing is scattered.
 func TestTensorParallel(t *testing.T) {
-	base := model.Overrides{Batch: 2, Seq: 1024, Precision: "amp-bf16"}
+	base := model.Overrides{Batch: 2, Seq: 1024, Precision: "amp-bf16", FSDPInit: "gpu"}
 	est := func(o model.Overrides) *Result { return estimateSpec(t, "llama-3.2-1b.yaml", o) }
 	with := func(f func(*model.Overrides)) model.Overrides {
 		o := base
@@ -69,6 +73,15 @@ func TestTensorParallel(t *testing.T) {
 	if nccl(sp) != 1218<<20 || nccl(fsdp) <= nccl(sp) {
 		t.Errorf("NCCL: tp %d MiB, tp × dp %d MiB; want 1218 and more", nccl(sp)>>20, nccl(fsdp)>>20)
 	}
+	meta := est(with(func(o *model.Overrides) { o.TP, o.SP, o.FSDPInit = 2, true, "" }))
+	if nccl(meta) != 840<<20 || meta.PeakAllocated > sp.PeakAllocated || meta.ParamBytes != sp.ParamBytes {
+		t.Errorf("tp 2 built on meta: NCCL %d MiB, peak %d B, parameters %d B; want one communicator's 840, at most the whole load's %d, %d",
+			nccl(meta)>>20, meta.PeakAllocated, meta.ParamBytes, sp.PeakAllocated, sp.ParamBytes)
+	}
+	big := estimateSpec(t, "llama-3-70b.yaml", model.Overrides{Batch: 1, Seq: 4096, Precision: "bf16", TP: 8, SP: true, DP: 8, Zero: "3"})
+	if big.PeakPhase.Stage == "load" {
+		t.Errorf("Llama-3-70B tp 8 × FSDP 8 built on meta peaks at its load (%d B), which allocates only shards", big.PeakAllocated)
+	}
 }
 
 // TestCommunicators holds the NCCL communicators a rank connects, as NCCL's
@@ -98,7 +111,8 @@ func TestCommunicators(t *testing.T) {
 	}
 }
 
-// TestScatterShared: a whole load's scatter over the tp ranks adds receive
+// TestScatterShared: a whole load's scatter over the tp ranks (a model built
+// on the GPU first, fsdp_init gpu) adds receive
 // buffers unless the expert-parallel all-to-all has connected every rank
 // already on the same communicator (tp = ep = the world, both the default
 // group: measured 311 MiB less on 2 and 4 × H200,
@@ -109,11 +123,11 @@ func TestScatterShared(t *testing.T) {
 		t      model.Training
 		shared bool
 	}{
-		{"tp 2 × ep 2", model.Training{TP: 2, SP: true, EP: 2}, true},
-		{"tp 4 × ep 4", model.Training{TP: 4, SP: true, EP: 4}, true},
-		{"tp 4 × ep 2: EP groups of their own", model.Training{TP: 4, SP: true, EP: 2}, false},
-		{"dp 2 × tp 2 × ep 4: tp groups of their own", model.Training{DP: 2, TP: 2, SP: true, EP: 4, Zero: 3}, false},
-		{"tp 2 alone", model.Training{TP: 2}, false},
+		{"tp 2 × ep 2", model.Training{TP: 2, SP: true, EP: 2, FSDPInit: model.FSDPInitGPU}, true},
+		{"tp 4 × ep 4", model.Training{TP: 4, SP: true, EP: 4, FSDPInit: model.FSDPInitGPU}, true},
+		{"tp 4 × ep 2: EP groups of their own", model.Training{TP: 4, SP: true, EP: 2, FSDPInit: model.FSDPInitGPU}, false},
+		{"dp 2 × tp 2 × ep 4: tp groups of their own", model.Training{DP: 2, TP: 2, SP: true, EP: 4, Zero: 3, FSDPInit: model.FSDPInitGPU}, false},
+		{"tp 2 alone", model.Training{TP: 2, FSDPInit: model.FSDPInitGPU}, false},
 	} {
 		if got := scatterShared(tc.t); got != tc.shared {
 			t.Errorf("%s: shared %v, want %v", tc.name, got, tc.shared)

@@ -281,8 +281,10 @@ type Training struct {
 	// copy. Other stages ignore it.
 	BucketView bool `json:"bucket_view,omitempty"`
 	// FSDPInit is how the model reaches FSDP2's fully_shard (stages 2 and
-	// 3 over dp > 1; other stages, offload, tensor and pipeline
-	// parallelism ignore it): "" (FSDPInitHost, the default:
+	// 3 over dp > 1; other stages, offload and pipeline parallelism ignore
+	// it) and tensor parallelism's parallelize_module (FSDPInitGPU builds
+	// the whole model on the GPU first, as bench/torch/dist/tp.py does;
+	// the others allocate each shard directly): "" (FSDPInitHost, the default:
 	// built on the host, as transformers' from_pretrained, each
 	// fully_shard call moving its unit's parameters to the GPU whole
 	// before sharding them), FSDPInitGPU (moved whole to the GPU first:

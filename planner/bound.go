@@ -54,10 +54,11 @@ import (
 //     or, at its last micro-batch's loss backward, every micro-batch's
 //     logits once, that micro-batch's log-softmax and its gradient, and
 //     the mid-step state of all its rank's blocks (stageState);
-//   - with tensor parallelism the rank first loads its stage's parameters
-//     whole (the way bench/torch/dist/tp.py builds the model before
-//     parallelize_module; estimate/tensorparallel.go), P/(pp·ep) of them
-//     in the parameter dtype, live at once;
+//   - with tensor parallelism and a model built on the GPU first
+//     (fsdp_init gpu) the rank first loads its parameters whole (the way
+//     bench/torch/dist/tp.py builds the model before parallelize_module;
+//     estimate/tensorparallel.go), P/ep of them in the parameter dtype,
+//     live at once;
 //   - reserved memory is at least allocated, and the device total adds
 //     the CUDA context and the kernel modules (internal/measured).
 //
@@ -89,12 +90,15 @@ type stateBound struct {
 	// bucketView: DDP's gradients are views of its buckets
 	// (gradient_as_bucket_view), not a second copy.
 	bucketView bool
+	// wholeLoad: under tensor parallelism the model is built whole on the
+	// GPU before it is split (fsdp_init gpu).
+	wholeLoad bool
 }
 
 func newStateBound(spec *model.Spec, params int64) stateBound {
 	t := &spec.Training
 	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes,
-		bucketView: t.BucketView}
+		bucketView: t.BucketView, wholeLoad: t.FSDPInit == model.FSDPInitGPU}
 	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
 		b.elem = 2
 	}
@@ -195,9 +199,10 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 	if stage := b.stageState(l, first, last); stage > total {
 		total, why = stage, "a pipeline stage's state and buffers for the step's micro-batches need at least "+units.Format(stage)
 	}
-	// A pipeline's stages are built on the meta device: no whole load
-	// (estimate/estimate.go, simulateRank).
-	if l.TP > 1 && l.PP <= 1 {
+	// Only a model built on the GPU first (fsdp_init gpu) is loaded
+	// whole; a pipeline's stages are built on the meta device
+	// (estimate/estimate.go, buildRank).
+	if b.wholeLoad && l.TP > 1 && l.PP <= 1 {
 		if load := b.params / (l.PP * max(l.EP, 1)) * b.elem; load > total {
 			total, why = load, "loading the whole model before splitting it over tp needs "+units.Format(load)
 		}

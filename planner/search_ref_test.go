@@ -130,21 +130,24 @@ func TestPlanMatchesOldSearch(t *testing.T) {
 		req  Request
 		want []string
 	}{
-		// Re-recorded on 2026-11-26 (eighth session), when FSDP2's
-		// per-parameter unsharded storages (estimate/fsdp.go) let dp16
-		// fit (checked equal, memory and order, to bruteForce's at that
-		// commit: 10,834 estimates, 190 s).
+		// Re-recorded on 2026-11-27 (seventeenth session), when a
+		// tensor-parallel model came to be built on the meta device by
+		// default, with no whole load (estimate.buildRank), so that
+		// tensor-parallel layouts without a pipeline fit 16 GPUs
+		// (checked equal, memory and order, to bruteForce's at that
+		// commit: 5,969 estimates, 286 s; the search ran 45). Before: the
+		// eighth session's dp16 ZeRO 3 first.
 		{"llama-3-70b bf16 up to 1024 GPUs", llama70, Request{GlobalBatch: 1024, MaxGPUs: 1024}, []string{
-			"dp16 zero3 ckpt=every-block mb1×acc64 = 74082942976",
-			"dp8·cp2 zero3 ckpt=every-block mb1×acc128 = 69674729472",
-			"dp4·cp4 zero3 ckpt=every-block mb2×acc128 = 71570554880",
-			"dp2·cp8 zero3 ckpt=every-block mb4×acc128 = 73051144192",
-			"dp4·cp4 zero3 ckpt=every-block mb1×acc256 = 71224524800",
-			"dp2·cp8 zero3 ckpt=every-block mb2×acc256 = 72587673600",
-			"dp2·cp8 zero3 ckpt=every-block mb1×acc512 = 67764224000",
-			"dp32 zero3 ckpt=every-block mb1×acc32 = 56246665216",
-			"dp16·cp2 zero3 ckpt=every-block mb2×acc32 = 59300118528",
-			"dp8·cp4 zero3 ckpt=every-block mb4×acc32 = 62831722496",
+			"dp4·tp4+sp zero3 loss-parallel ckpt=every-block mb4×acc64 = 75116838912",
+			"dp2·tp4+sp·cp2 zero3 loss-parallel ckpt=every-block mb8×acc64 = 75200724992",
+			"dp2·tp8+sp zero3 loss-parallel ckpt=every-block mb8×acc64 = 75622252544",
+			"dp1·tp8+sp·cp2 zero3 loss-parallel ckpt=every-block mb16×acc64 = 75437703168",
+			"dp1·tp4+sp·cp4 zero3 loss-parallel ckpt=every-block mb16×acc64 = 75831967744",
+			"dp2·tp8+sp zero2 loss-parallel ckpt=every-block mb4×acc128 = 74257006592",
+			"dp1·tp8+sp·cp2 zero2 loss-parallel ckpt=every-block mb8×acc128 = 74349281280",
+			"dp2·tp8+sp zero3 loss-parallel ckpt=every-block mb4×acc128 = 65482522624",
+			"dp1·tp8+sp·cp2 zero3 loss-parallel ckpt=every-block mb8×acc128 = 66378006528",
+			"dp2·tp8+sp zero2 loss-parallel ckpt=every-block mb2×acc256 = 67797778432",
 		}},
 		// Re-recorded on 2026-11-26 (fourteenth session), when context
 		// parallelism with tensor parallelism came to be simulated

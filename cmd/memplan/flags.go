@@ -32,7 +32,7 @@ func overrideFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "ep", Usage: "expert-parallel size: the experts of each MoE block split over this many of the data-parallel GPUs, with --cp of the dp·cp GPUs (docs/moe.md)"},
 		&cli.StringFlag{Name: "ep-skew", Usage: "with --ep: the busiest rank's received tokens over balanced routing's, 1 to 1024 (default min(ep, 3))"},
 		&cli.BoolFlag{Name: "bucket-view", Usage: "DDP with gradient_as_bucket_view=True: the gradients are views into the buckets"},
-		&cli.StringFlag{Name: "fsdp-init", Usage: "how the model reaches FSDP2's fully_shard: host (built on the CPU, moved unit by unit: transformers' from_pretrained; the default), gpu (model.cuda() first) or meta (the meta device and to_empty: torchtitan)"},
+		&cli.StringFlag{Name: "fsdp-init", Usage: "how the model reaches FSDP2's fully_shard: host (built on the CPU, moved unit by unit: transformers' from_pretrained; the default), gpu (model.cuda() first) or meta (the meta device and to_empty: torchtitan); with --tp, gpu builds the whole model on the GPU before splitting it, host and meta allocate each shard directly"},
 		&cli.BoolFlag{Name: "loss-outside-autocast", Usage: "the loop computes the loss after leaving autocast (with autocast: logits = model(x); loss = loss_fn(logits, y) outside): the cached half-precision weights are freed first"},
 		&cli.StringFlag{Name: "step-pause", Usage: "seconds the loop waits once its first optimizer step has finished on the GPU (or after every step: nvidia-smi, checkpoints); 0.2 or more lets DDP free its old gradient bucket at the second step (docs/multigpu.md)"},
 		&cli.Int64Flag{Name: "pp", Usage: "pipeline stages (torch.distributed.pipelining; memory is per GPU, for the busiest stage)"},

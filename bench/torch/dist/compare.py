@@ -39,6 +39,11 @@ def command(d):
         cmd.append("--bucket-view")  # records made before memplan had the flag
     if "config" in d and "--optimizer" not in cmd:
         cmd += ["--optimizer", "adamw"]  # tp.py, pp.py, cp.py: AdamW foreach
+    c = d.get("config", {})
+    if c.get("script") in ("tp", "cp") and (c.get("tp", 1) > 1 or c.get("fsdp")) and "--fsdp-init" not in cmd:
+        # tp.py and cp.py build the model whole on the GPU before splitting
+        # it (records made before the flag said so under tensor parallelism).
+        cmd += ["--fsdp-init", "gpu"]
     if "config" not in d and "--step-pause" not in cmd and d.get("step_pause", 0.2) > 0:
         # train.py runs nvidia-smi after every step (unless --no-pause, whose
         # records say step_pause 0): DDP's rebuild frees its old flat bucket

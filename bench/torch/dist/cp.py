@@ -24,7 +24,7 @@ Without --fsdp the gradients of the parameters are averaged over the cp
 ranks in place (all_reduce) and dp must be 1; with --fsdp every block and
 the root are fully_shard-ed over the flattened dp·cp mesh after the model
 is built on the GPU (and tensor-parallelised), so memplan is given
-`--zero 3 --fsdp-init gpu`.
+`--zero 3 --fsdp-init gpu` (and `--fsdp-init gpu` with --tp alone).
 
 Key/value heads are repeated before SDPA (Attention.repeat_kv), as torchtitan
 does, because the ring attention's kernels take no enable_gqa. Trains in
@@ -49,9 +49,10 @@ def memplan_cmd(a, cp, seq):
     if a.tp > 1:
         flags.update(tp=a.tp, sp=sp, loss_parallel=a.loss_parallel)
     if a.fsdp:
-        # The model is built whole on the GPU before fully_shard; with tp the
-        # estimator's tensor-parallel load already is.
-        flags.update(dp=a.dp if a.dp > 1 else None, zero=3, fsdp_init="gpu" if a.tp == 1 else None)
+        flags.update(dp=a.dp if a.dp > 1 else None, zero=3)
+    if a.fsdp or a.tp > 1:
+        # The model is built whole on the GPU before it is split.
+        flags.update(fsdp_init="gpu")
     if a.ep > 1:
         # Zeroed routers send one rank of each EP group every pair: skew ep.
         flags.update(ep=a.ep, ep_skew=a.ep if a.router == "zero" else None)

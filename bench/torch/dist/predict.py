@@ -75,6 +75,7 @@ def script_cmd(script, nproc, args):
             cmd += ["--loss-parallel"]
         if int(opts.get("dp", "1")) > 1:
             cmd += ["--dp", opts["dp"], "--zero", "3"]
+        cmd += ["--fsdp-init", "gpu"]  # tp.py builds the model whole on the GPU first
     elif script == "cp.py":
         # cp.py's mapping (its memplan_cmd): cp is what dp × tp leave.
         tp, dp = int(opts.get("tp", "1")), int(opts.get("dp", "1"))
@@ -84,7 +85,9 @@ def script_cmd(script, nproc, args):
             if "loss-parallel" in opts:
                 cmd += ["--loss-parallel"]
         if "fsdp" in opts:
-            cmd += (["--dp", str(dp)] if dp > 1 else []) + ["--zero", "3"] + (["--fsdp-init", "gpu"] if tp == 1 else [])
+            cmd += (["--dp", str(dp)] if dp > 1 else []) + ["--zero", "3"]
+        if "fsdp" in opts or tp > 1:
+            cmd += ["--fsdp-init", "gpu"]  # cp.py builds the model whole on the GPU first
     elif script == "pp.py":
         tp, dp = int(opts.get("tp", "1")), int(opts.get("dp", "1"))
         cmd += ["--pp", str(int(nproc) // (tp * dp)), "--pp-schedule", opts["schedule"],

@@ -115,7 +115,7 @@ def main():
     # --loss-outside-autocast): the cached bf16 weights are freed first.
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
-                             loss_outside_autocast=True, ep=a.ep if a.ep > 1 else None,
+                             loss_outside_autocast=True, fsdp_init="gpu", ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
     common.report(a.label, config, cmd, steps, local)
 
