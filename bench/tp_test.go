@@ -40,6 +40,10 @@ type tpRecord struct {
 		Mode string `json:"mode"`
 		// FSDP is cp.py's --fsdp: FSDP2 over dp·cp (built on the GPU).
 		FSDP bool `json:"fsdp"`
+		// Meta is tp.py's --meta: the model built on the meta device,
+		// split and sharded there, then materialised (not on the GPU
+		// first).
+		Meta bool `json:"meta"`
 		// StepPause is pp.py's --step-pause: seconds slept after the
 		// first optimizer step (0: none).
 		StepPause float64 `json:"step_pause"`
@@ -112,6 +116,9 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			o.DP, o.Zero = c.DP, "3"
 		}
 		setEP(&o, c.EP, c.Router, c.RecvRowsMax) // tp.py --ep: the experts over dp·tp
+		if c.Meta {
+			o.FSDPInit = model.FSDPInitMeta
+		}
 		e := distErrors(t, r, o)
 		for k := 0; k < NumMetrics; k++ {
 			errs[k] = append(errs[k], e[k])

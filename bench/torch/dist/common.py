@@ -149,11 +149,8 @@ class Llama(nn.Module):
         if d["tied"]:
             self.output.weight = self.tok_embeddings.weight
         self.checkpointing = checkpointing
-        inv = 1.0 / (500000.0 ** (torch.arange(0, d["head_dim"], 2, dtype=torch.float32) / d["head_dim"]))
-        ang = torch.outer(torch.arange(d["seq"], dtype=torch.float32), inv)
-        ang = torch.cat((ang, ang), dim=-1)
         # One buffer [2, seq, head_dim] so that context_parallel can shard it.
-        self.register_buffer("rope", torch.stack((ang.cos(), ang.sin())), persistent=False)
+        self.register_buffer("rope", rope_tables(d), persistent=False)
 
     def forward(self, x):
         h = self.tok_embeddings(x) if self.tok_embeddings is not None else x
@@ -165,6 +162,14 @@ class Llama(nn.Module):
                 h = layer(h, rope)
         h = self.norm(h) if self.norm is not None else h
         return self.output(h) if self.output is not None else h
+
+
+def rope_tables(d, device=None):
+    """The rotary cos and sin tables, [2, seq, head_dim] (Llama's base 500000)."""
+    inv = 1.0 / (500000.0 ** (torch.arange(0, d["head_dim"], 2, dtype=torch.float32, device=device) / d["head_dim"]))
+    ang = torch.outer(torch.arange(d["seq"], dtype=torch.float32, device=device), inv)
+    ang = torch.cat((ang, ang), dim=-1)
+    return torch.stack((ang.cos(), ang.sin()))
 
 
 def loss_fn(logits, labels):

@@ -75,7 +75,8 @@ def script_cmd(script, nproc, args):
             cmd += ["--loss-parallel"]
         if int(opts.get("dp", "1")) > 1:
             cmd += ["--dp", opts["dp"], "--zero", "3"]
-        cmd += ["--fsdp-init", "gpu"]  # tp.py builds the model whole on the GPU first
+        # tp.py builds the model whole on the GPU first, or with --meta on the meta device.
+        cmd += ["--fsdp-init", "meta" if "meta" in opts else "gpu"]
     elif script == "cp.py":
         # cp.py's mapping (its memplan_cmd): cp is what dp × tp leave.
         tp, dp = int(opts.get("tp", "1")), int(opts.get("dp", "1"))

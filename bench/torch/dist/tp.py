@@ -51,6 +51,10 @@ def main():
                     help="a spec with experts: expert parallelism over dp·tp (ep.py; with sp, FSDP when dp > 1)")
     ap.add_argument("--router", choices=["zero", "random"], default="zero",
                     help="with --ep: ep.py's routers (zero: every pair to one rank of the group, the skew ep)")
+    ap.add_argument("--meta", action="store_true",
+                    help="build the model on the meta device, split and shard it there, then materialise it (to_empty) "
+                         "and draw its weights, as torchtitan does (memplan's --fsdp-init meta); by default it is built "
+                         "whole on the GPU first (--fsdp-init gpu)")
     a = ap.parse_args()
     rank, world, local = common.setup()
     assert a.tp * a.dp == world, f"tp {a.tp} × dp {a.dp} != world {world}"
@@ -58,7 +62,7 @@ def main():
     sp = not a.no_sp
     mesh = init_device_mesh("cuda", (a.dp, a.tp), mesh_dim_names=("dp", "tp"))
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device("meta" if a.meta else "cuda"):
         model = common.Llama(d, checkpointing=a.checkpointing == "every-block")
     apply_tp(model, mesh["tp"], sp, a.loss_parallel, a.ep > 1)
     logs, efsdp = [], None
@@ -70,7 +74,7 @@ def main():
         assert d["experts"] and world % a.ep == 0 and sp, "--ep needs a spec with experts, ep dividing dp·tp and sp"
         emesh = ep.mesh(a.ep)
         efsdp = emesh["efsdp"]
-        logs = ep.apply(model, a.ep, a.router, emesh["ep"].get_group())
+        logs = ep.apply(model, a.ep, "random" if a.meta else a.router, emesh["ep"].get_group())
     if d["tied"]:
         # Both are sharded by vocabulary (Shard(0)) on the tp mesh: tie the
         # DTensor parameters again, as the spec says.
@@ -82,6 +86,16 @@ def main():
                 ep.shard_experts(block, efsdp)
             fully_shard(block, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
+    if a.meta:
+        # torchtitan's order: parallelised on meta, then materialised and
+        # drawn on the GPU (DTensor's random ops), the rotary tables filled.
+        model.to_empty(device="cuda")
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_(0, 0.02)
+            model.rope.copy_(common.rope_tables(d, "cuda"))
+        if a.ep > 1 and a.router == "zero":
+            ep.zero_routers(model)
     # Without sequence parallelism the norms keep plain-tensor parameters;
     # foreach AdamW cannot mix them with DTensors in one call, so they get
     # their own parameter group (one foreach call per group).
@@ -108,6 +122,7 @@ def main():
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
+              "meta": a.meta,
               "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
               "ep": a.ep, "router": a.router if a.ep > 1 else None,
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
@@ -115,7 +130,8 @@ def main():
     # --loss-outside-autocast): the cached bf16 weights are freed first.
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
-                             loss_outside_autocast=True, fsdp_init="gpu", ep=a.ep if a.ep > 1 else None,
+                             loss_outside_autocast=True, fsdp_init="meta" if a.meta else "gpu",
+                             ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
     common.report(a.label, config, cmd, steps, local)
 
