@@ -304,8 +304,17 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 	c.Communicators = communicators(t, dtensorInit)
 	if t.EP > 1 {
 		c.Communicators--
-		if !epIsDefaultGroup(t) {
+		switch {
+		case !epIsDefaultGroup(t):
 			c.NoRing = 1
+		case dtensorInit && t.TP > 1:
+			// The default group, the EP group here, also broadcasts
+			// DTensor's random-number state when the tensor-parallel
+			// parameters are drawn: it connects a ring (measured, tp 2 ×
+			// dp 2 × ep 4 built on meta: 301 MiB more outside the
+			// allocator than memplan counted without it;
+			// bench/results/2026-11-27-tp-meta-heldout-h100x4.jsonl).
+			c.Communicators++
 		}
 		if t.Zero >= 2 {
 			// FSDP2 gathers and reduces each block's experts over the
