@@ -283,8 +283,11 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer) ([]*i
 		return s.buildStages(), s.pp.rankLayers()
 	}
 	done := func() {}
-	if t.TP > 1 && t.FSDPInit == model.FSDPInitGPU {
+	switch {
+	case t.TP > 1 && t.FSDPInit == model.FSDPInitGPU:
 		done = s.loadWhole(layers, prog, t)
+	case t.TP > 1:
+		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
 	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
