@@ -5,7 +5,12 @@ dimension when --dp > 1 (a 2-D mesh, 4+ GPUs).
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/tp.py SPEC --tp 2 [--no-sp] [--loss-parallel]
         [--dp 1] [--batch 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
-        [--ep 1 --router zero|random]
+        [--ep 1 --router zero|random] [--meta]
+
+The model is built whole on the GPU and then split (memplan's --fsdp-init
+gpu), or with --meta built, split and sharded on the meta device and then
+materialised and drawn, as torchtitan does (--fsdp-init meta, memplan's
+default under tensor parallelism).
 
 With a spec with experts (moe-llama.yaml) each block's experts are split by
 columns over tp (common.TPMoE), or with --ep over EP groups of the dp·tp
