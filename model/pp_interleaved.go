@@ -51,7 +51,8 @@ func InterleavedOrder(rank, pp, v, m int64) ([]PPAction, error) {
 	steady := total - warm
 	fwdStage := func(op int64) int64 { return (op/per%v)*pp + rank }
 	bwdStage := func(op int64) int64 { return (v-1-(op-warm)/per%v)*pp + rank }
-	fmb, bmb := map[int64]int64{}, map[int64]int64{}
+	// Micro-batches run so far per stage: stages are below v·pp.
+	fmb, bmb := make([]int64, v*pp), make([]int64, v*pp)
 	out := make([]PPAction, 0, 2*total)
 	fwd := func(op int64) {
 		st := fwdStage(op)

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/internal/units"
@@ -93,12 +94,14 @@ type stateBound struct {
 	// wholeLoad: under tensor parallelism the model is built whole on the
 	// GPU before it is split (fsdp_init gpu).
 	wholeLoad bool
+	// orders caches the interleaved schedule's first-rank orders.
+	orders *orderCache
 }
 
 func newStateBound(spec *model.Spec, params int64) stateBound {
 	t := &spec.Training
 	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes,
-		bucketView: t.BucketView, wholeLoad: t.FSDPInit == model.FSDPInitGPU}
+		bucketView: t.BucketView, wholeLoad: t.FSDPInit == model.FSDPInitGPU, orders: &orderCache{}}
 	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
 		b.elem = 2
 	}
@@ -404,7 +407,7 @@ func (b stateBound) acts(l Layout) (least, first, last int64) {
 		if l.SP {
 			out /= l.TP
 		}
-		first = interleavedFirst(l, per, block, out, casts)
+		first = interleavedFirst(b.orders, l, per, block, out, casts)
 	}
 	return least, first, last
 }
@@ -417,15 +420,15 @@ func (b stateBound) acts(l Layout) (least, first, last int64) {
 // the step's end (none of the first rank's stages is the last, so every
 // forward there sends), and autocast's casts (casts a block) of the
 // stages it has run a forward on, kept until the step ends. It follows the
-// rank's actions in order (model.InterleavedOrder); 0 when the order
+// rank's actions in order (model.InterleavedOrder, kept in orders); 0 when the order
 // cannot be made.
-func interleavedFirst(l Layout, per []int64, block, out, casts int64) int64 {
-	order, err := model.InterleavedOrder(0, l.PP, max(l.Virtual, 1), l.Accum)
+func interleavedFirst(orders *orderCache, l Layout, per []int64, block, out, casts int64) int64 {
+	order, err := orders.first(l.PP, max(l.Virtual, 1), l.Accum)
 	if err != nil {
 		return 0
 	}
 	var held, most int64
-	cast := map[int64]bool{}
+	cast := make([]bool, len(per))
 	for _, a := range order {
 		if a.Stage < 0 || a.Stage >= int64(len(per)) {
 			return 0
@@ -442,4 +445,29 @@ func interleavedFirst(l Layout, per []int64, block, out, casts int64) int64 {
 		most = max(most, held)
 	}
 	return most
+}
+
+// orderCache keeps the interleaved schedule's order of the first rank's
+// actions (model.InterleavedOrder) by pp, stages per rank and
+// micro-batches, for one bound: a plan bounds thousands of interleaved
+// layouts that share a few hundred orders. Orders are read-only once made;
+// the map is safe for a bound shared between goroutines.
+type orderCache struct{ m sync.Map } // [3]int64 → orderResult
+
+type orderResult struct {
+	order []model.PPAction
+	err   error
+}
+
+func (c *orderCache) first(pp, v, m int64) ([]model.PPAction, error) {
+	if c == nil {
+		return model.InterleavedOrder(0, pp, v, m)
+	}
+	key := [3]int64{pp, v, m}
+	if r, ok := c.m.Load(key); ok {
+		return r.(orderResult).order, r.(orderResult).err
+	}
+	order, err := model.InterleavedOrder(0, pp, v, m)
+	c.m.Store(key, orderResult{order, err})
+	return order, err
 }
