@@ -104,6 +104,10 @@ func Text(w io.Writer, r *Report) error {
 				fmt.Fprintf(w, "  %s: error: %s\n", c.Device, c.Error)
 			case c.Fix != nil:
 				fmt.Fprintf(w, "  %s: %s (%s per GPU)\n", c.Device, c.Fix.Change, units.Format(c.Fix.DeviceTotal))
+			case c.Planned:
+				for _, l := range wrapWords(c.Device+": "+c.Layout, "  ", "    ", 98) {
+					fmt.Fprintln(w, l)
+				}
 			}
 		}
 		if none, cmd := planHint(row); cmd != "" {
@@ -189,12 +193,13 @@ func Markdown(w io.Writer, r *Report) error {
 	return nil
 }
 
-// planHint returns, for a row with devices that nothing tried fits, those
-// devices and the memplan plan command that searches tensor and pipeline
-// layouts for the first (docs/report.md); none and "" otherwise.
+// planHint returns, for a row with devices that nothing tried fits (and
+// that the report did not plan itself: Options.GlobalBatch), those devices
+// and the memplan plan command that searches tensor and pipeline layouts
+// for the first (docs/report.md); none and "" otherwise.
 func planHint(row Row) (none []string, cmd string) {
 	for _, c := range row.Cells {
-		if c.Error == "" && c.Fix == nil && c.GPUs == 0 {
+		if c.Error == "" && c.Fix == nil && c.GPUs == 0 && !c.Planned {
 			none = append(none, c.Device)
 		}
 	}

@@ -1,7 +1,8 @@
 // Package report builds memplan's capacity-planning report: for each spec
 // on each device, the fill at the spec's batch, the largest batch inside
 // the target, and when even batch 1 misses, the fewest GPUs and the
-// data-parallel ZeRO/FSDP layout that fit (docs/report.md). It renders the
+// data-parallel ZeRO/FSDP layout that fit, or with a global batch memplan
+// plan's layout (docs/report.md). It renders the
 // same Report as text, JSON, CSV, Markdown and a self-contained HTML page.
 package report
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/planner"
 	"github.com/memplan/memplan/tuner"
 )
 
@@ -35,6 +37,15 @@ type Options struct {
 	Now time.Time
 	// Version names the memplan build.
 	Version string
+	// GlobalBatch, when positive, plans a cell that nothing tried fits
+	// (data-parallel ZeRO/FSDP and offload up to 64 GPUs) with memplan
+	// plan's search for this many samples per step (planner.Plan, tensor,
+	// pipeline, context and expert parallelism included, up to
+	// PlanMaxGPUs GPUs, 1024 when 0): its first layout is the cell's.
+	// Off by default: a plan needs the job's global batch, which a spec
+	// written for one GPU does not say, and takes seconds for a 70B model.
+	GlobalBatch int64
+	PlanMaxGPUs int64
 }
 
 // Breakdown is the device total at the spec's batch by where it goes.
@@ -74,6 +85,9 @@ type Cell struct {
 	Layout string `json:"layout"`
 	// Fix is the change that fits, re-estimated, when batch 1 misses.
 	Fix *tuner.Fix `json:"fix,omitempty"`
+	// Planned says that GPUs and Layout are memplan plan's answer
+	// (Options.GlobalBatch; added 2026-11-27), GPUs 0 when no layout fits.
+	Planned bool `json:"planned,omitempty"`
 	// CostPerHour is GPUs × the device's price per GPU-hour (--prices).
 	CostPerHour float64 `json:"cost_per_hour,omitempty"`
 	Error       string  `json:"error,omitempty"`
@@ -237,10 +251,15 @@ func fill(c *Cell, spec *model.Spec, memo *rowCache, o Options) error {
 	case err == nil:
 		c.MaxBatch, c.GPUs, c.Layout = t.Batch, dp, layout(spec.Training)
 	case errors.Is(err, tuner.ErrNoFit):
-		if len(t.Fixes) > 0 && t.Fixes[0].Fits {
+		switch {
+		case len(t.Fixes) > 0 && t.Fixes[0].Fits:
 			f := t.Fixes[0]
 			c.Fix, c.GPUs, c.Layout = &f, f.GPUs, f.Change
-		} else {
+		case o.GlobalBatch > 0:
+			if err := planCell(c, spec, o); err != nil {
+				return err
+			}
+		default:
 			c.Layout = fmt.Sprintf("nothing tried fits (up to %d GPUs, offload)", maxGPUs)
 		}
 	default:
@@ -254,6 +273,29 @@ func fill(c *Cell, spec *model.Spec, memo *rowCache, o Options) error {
 
 // maxGPUs is the widest sharding the fixes try (tuner's limit).
 const maxGPUs = 64
+
+// planCell gives c memplan plan's first layout for spec at the report's
+// global batch (Options.GlobalBatch), under the report's target, or says
+// that none fits up to the plan's GPUs.
+func planCell(c *Cell, spec *model.Spec, o Options) error {
+	most := o.PlanMaxGPUs
+	if most <= 0 {
+		most = 1024
+	}
+	r, err := planner.Plan(spec, planner.Request{GlobalBatch: o.GlobalBatch, MaxGPUs: most, Top: 1, Band: o.Band, Margin: o.Margin},
+		planner.Simulator{})
+	c.Planned = true
+	switch {
+	case errors.Is(err, planner.ErrNoLayout) || err == nil && len(r.Layouts) == 0:
+		c.Layout = fmt.Sprintf("no layout fits up to %d GPUs at global batch %d (memplan plan)", most, o.GlobalBatch)
+		return nil
+	case err != nil:
+		return fmt.Errorf("plan: %w", err)
+	}
+	first := r.Layouts[0]
+	c.GPUs, c.Layout = first.GPUs, first.Name+" (memplan plan)"
+	return nil
+}
 
 func layout(t model.Training) string {
 	dp := max(t.DP, 1)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/planner"
 	"github.com/memplan/memplan/tuner"
 )
 
@@ -183,5 +184,52 @@ func TestWrapWords(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(c.want, "|") {
 			t.Errorf("wrapWords(%q, %d) = %q, want %q", c.text, c.width, got, c.want)
 		}
+	}
+}
+
+// TestPlannedCells: with a global batch the report plans a job that
+// nothing tried fits (Llama-3-8B on an A100-40GB: ZeRO 3 and offload up to
+// 64 GPUs miss) with memplan plan's search and shows its first layout,
+// the same one planner.Plan gives, without the hint to run the planner;
+// without one it gives the hint as before.
+func TestPlannedCells(t *testing.T) {
+	o := Options{Band: tuner.DefaultBand, Margin: tuner.DefaultMargin}
+	paths := []string{"../specs/llama-3-8b.yaml"}
+	plain, err := Build(paths, []string{"a100-40gb"}, benchLoad, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := plain.Rows[0].Cells[0]; c.GPUs != 0 || c.Planned {
+		t.Fatalf("without a global batch: %+v, want nothing fitting and no plan", c)
+	}
+	if _, cmd := planHint(plain.Rows[0]); cmd == "" {
+		t.Errorf("without a global batch: no memplan plan hint")
+	}
+	o.GlobalBatch = 256
+	r, err := Build(paths, []string{"a100-40gb"}, benchLoad, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Rows[0].Cells[0]
+	spec, err := benchLoad(paths[0], "a100-40gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := planner.Plan(spec, planner.Request{GlobalBatch: 256, MaxGPUs: 1024, Top: 1, Band: o.Band, Margin: o.Margin}, planner.Simulator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Planned || c.GPUs != want.Layouts[0].GPUs || c.Layout != want.Layouts[0].Name+" (memplan plan)" {
+		t.Errorf("planned cell %+v, want %d GPUs, %s", c, want.Layouts[0].GPUs, want.Layouts[0].Name)
+	}
+	if _, cmd := planHint(r.Rows[0]); cmd != "" {
+		t.Errorf("planned row still hints %q", cmd)
+	}
+	var b strings.Builder
+	if err := Text(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "a100-40gb: "+want.Layouts[0].Name) {
+		t.Errorf("text report does not name the planned layout:\n%s", b.String())
 	}
 }

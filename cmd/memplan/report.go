@@ -38,6 +38,10 @@ apply to every spec.
 Formats: text (one block per spec, devices as columns), json (docs/json.md),
 csv, markdown, html (one self-contained page with SVG charts). -o FILE writes
 any format to a file. --prices FILE adds a cost per hour (docs/report.md).
+--global-batch N plans a job that nothing tried fits with memplan plan's
+search (tensor, pipeline, context and expert parallelism too; up to
+--max-gpus, default 1024) and gives its first layout; without it the report
+names the memplan plan command to run instead.
 
 Exit codes:
    0  every row complete
@@ -51,7 +55,9 @@ Example:
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json, csv, markdown or html"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the report to `FILE` instead of standard output"},
 			&cli.StringFlag{Name: "prices", Usage: "`FILE` of device names and prices per GPU-hour, one pair a line"},
-			&cli.StringFlag{Name: "devices", Usage: "comma-separated catalog names (default: all)"}),
+			&cli.StringFlag{Name: "devices", Usage: "comma-separated catalog names (default: all)"},
+			&cli.Int64Flag{Name: "global-batch", Usage: "plan the jobs nothing tried fits for `N` samples per step (memplan plan's first layout)"},
+			&cli.Int64Flag{Name: "max-gpus", Usage: "with --global-batch: at most N GPUs (default 1024)"}),
 		Action: runReport,
 	}
 }
@@ -68,7 +74,14 @@ func runReport(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usageError{"report: missing SPEC arguments"}
 	}
-	o := report.Options{Band: band, Margin: c.Float64("margin"), Version: version(), Now: reportTime()}
+	o := report.Options{Band: band, Margin: c.Float64("margin"), Version: version(), Now: reportTime(),
+		GlobalBatch: c.Int64("global-batch"), PlanMaxGPUs: c.Int64("max-gpus")}
+	if o.GlobalBatch < 0 || o.PlanMaxGPUs < 0 {
+		return usageError{"report: --global-batch and --max-gpus must be positive"}
+	}
+	if o.PlanMaxGPUs > 0 && o.GlobalBatch == 0 {
+		return usageError{"report: --max-gpus needs --global-batch"}
+	}
 	if p := c.String("prices"); p != "" {
 		if o.Prices, err = readPrices(p); err != nil {
 			return usageError{err.Error()}
