@@ -389,3 +389,13 @@ func rank(out []Fix, device string) []Fix {
 
 // maxDP is the most GPUs a sharding recommendation spreads over.
 const maxDP = 64
+
+// SomeFixFits reports whether one of fixes fits the target.
+func SomeFixFits(fixes []Fix) bool {
+	for _, f := range fixes {
+		if f.Fits {
+			return true
+		}
+	}
+	return false
+}

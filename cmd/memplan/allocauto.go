@@ -8,6 +8,7 @@ import (
 
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/planner"
 	"github.com/memplan/memplan/tuner"
 )
 
@@ -50,6 +51,9 @@ type tuneJSON struct {
 	*tuner.Result
 	AllocConf *tuner.AllocChoice `json:"alloc_conf_auto,omitempty"`
 	IfPaused  *pausedBatch       `json:"if_paused,omitempty"`
+	// Planned is memplan plan's first layout at --global-batch when no
+	// change tune tries fits (planFallback; added 2026-11-27).
+	Planned *planner.Candidate `json:"planned_layout,omitempty"`
 }
 
 // printAllocChoice prints what tune --alloc-conf auto tried and chose.

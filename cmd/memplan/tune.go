@@ -12,6 +12,7 @@ import (
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/planner"
 	"github.com/memplan/memplan/tuner"
 )
 
@@ -34,7 +35,9 @@ also picks the allocator setting with the largest batch. For DDP and ZeRO 1 it
 adds the larger micro-batch a pause after the first step would allow, if any
 (--step-pause; docs/multigpu.md, "DDP's bucket rebuild race"). When batch 1
 does not fit, it lists the spec changes that would, cheapest first, each with
-its predicted total (exit code 4).
+its predicted total (exit code 4); when none of them fits, it gives memplan
+plan's first layout at --global-batch (tensor, pipeline, context and expert
+parallelism), or the memplan plan command to run without one.
 
 Example:
    memplan tune specs/gpt2-124m.yaml
@@ -81,8 +84,14 @@ Example:
 					return err
 				}
 			}
+			var planned *planner.Candidate
+			if terr != nil && !tuner.SomeFixFits(r.Fixes) && c.Int64("global-batch") > 0 && !c.Bool("probe") {
+				if planned, err = planFallback(spec, band, cons.Margin, c.Int64("global-batch")); err != nil {
+					return err
+				}
+			}
 			if f == "json" {
-				if err := writeJSON(c.App.Writer, tuneJSON{r, choice, paused}); err != nil {
+				if err := writeJSON(c.App.Writer, tuneJSON{r, choice, paused, planned}); err != nil {
 					return err
 				}
 			} else {
@@ -91,6 +100,9 @@ Example:
 				if paused != nil {
 					fmt.Fprintf(c.App.Writer, "  %s: micro-batch %d, %s (%.1f%%)\n",
 						ifPausedLead(paused.StepPause), paused.Batch, units.Format(paused.DeviceTotal), 100*paused.Fill)
+				}
+				if terr != nil && !tuner.SomeFixFits(r.Fixes) {
+					printPlanFallback(c.App.Writer, c.Args().First(), spec, c.Int64("global-batch"), planned)
 				}
 			}
 			if terr != nil {
@@ -110,7 +122,7 @@ func tuneFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "min", Usage: "smallest micro-batch"},
 		&cli.Int64Flag{Name: "max", Usage: "largest micro-batch"},
 		&cli.StringFlag{Name: "seqs", Usage: "sequence lengths the job sees, comma-separated (tunes at the longest)"},
-		&cli.Int64Flag{Name: "global-batch", Usage: "target global batch"},
+		&cli.Int64Flag{Name: "global-batch", Usage: "target global batch (split over --dp; planned with memplan plan when nothing tune tries fits)"},
 		marginFlag,
 		&cli.BoolFlag{Name: "cap", Usage: "apply the target's upper edge as torch.cuda.set_per_process_memory_fraction does: a cap on the caching allocator, which frees its cache and retries before failing"},
 	)
@@ -233,4 +245,36 @@ func tuneIfPaused(spec *model.Spec, band tuner.Band, cons tuner.Constraints, ora
 		return nil, nil
 	}
 	return &pausedBatch{StepPause: estimate.DDPSettle, Batch: p.Batch, DeviceTotal: p.DeviceTotal, Fill: p.Fill}, nil
+}
+
+// planFallback is memplan plan's first layout for spec at global batch gb
+// under tune's target (planner.Plan with the real estimator, up to 1024
+// GPUs), or nil when none fits: what tune offers when none of its own
+// changes (data-parallel ZeRO/FSDP, offload, checkpointing) fits.
+func planFallback(spec *model.Spec, band tuner.Band, margin float64, gb int64) (*planner.Candidate, error) {
+	r, err := planner.Plan(spec, planner.Request{GlobalBatch: gb, MaxGPUs: 1024, Top: 1, Band: band, Margin: margin}, planner.Simulator{})
+	switch {
+	case errors.Is(err, planner.ErrNoLayout):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("plan: %w", err)
+	case len(r.Layouts) == 0:
+		return nil, nil
+	}
+	return &r.Layouts[0], nil
+}
+
+// printPlanFallback says what tensor, pipeline and context parallelism can
+// do when none of tune's changes fits: the planned layout, or the memplan
+// plan command to run.
+func printPlanFallback(w io.Writer, path string, spec *model.Spec, gb int64, c *planner.Candidate) {
+	switch {
+	case gb <= 0:
+		fmt.Fprintf(w, "  tensor, pipeline and context parallel layouts: memplan plan %s --device %s --global-batch N\n", path, spec.Device.Name)
+	case c == nil:
+		fmt.Fprintf(w, "  memplan plan: no layout fits up to 1024 GPUs at global batch %d\n", gb)
+	default:
+		fmt.Fprintf(w, "  memplan plan's layout at global batch %d: %s on %d GPUs, %s per GPU (%.1f%%)\n",
+			gb, c.Name, c.GPUs, units.Format(c.Memory.DeviceTotal), 100*c.Fill)
+	}
 }
