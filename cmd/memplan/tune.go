@@ -46,71 +46,74 @@ Example:
    memplan tune specs/gpt2-124m.yaml --probe --device-index 0
    memplan tune specs/llama-3-8b.yaml --checkpointing none
    memplan tune specs/resnet-50.yaml --alloc-conf auto   # and the allocator setting`,
-		Flags: tuneFlags(),
-		Action: func(c *cli.Context) error {
-			f, band, spec, err := targetArgs(c)
-			if err != nil {
-				return err
-			}
-			cons := tuner.Constraints{MultipleOf: c.Int64("multiple-of"), PowersOfTwo: c.Bool("pow2"), Min: c.Int64("min"), Max: c.Int64("max"),
-				Margin: c.Float64("margin")}
-			if cons.Margin < 0 || cons.Margin >= 0.5 {
-				return usageError{fmt.Sprintf("--margin: want a fraction from 0 to 0.5, got %g", cons.Margin)}
-			}
-			if cons.Seqs, err = seqsArg(c); err != nil {
-				return err
-			}
-			auto, err := allocAutoArg(c)
-			if err != nil {
-				return err
-			}
-			oracle, closeProbe, err := tuneOracle(c, spec, band, &cons)
-			if err != nil {
-				return err
-			}
-			defer closeProbe()
-			r, choice, terr := tuneAlloc(spec, band, cons, oracle, auto)
-			if terr != nil && !errors.Is(terr, tuner.ErrNoFit) {
-				return terr
-			}
-			if terr == nil && c.Int64("global-batch") > 0 {
-				if r.Plan, err = tuner.Split(c.Int64("global-batch"), spec.Training.DP, r.Batch); err != nil {
-					return usageError{err.Error()}
-				}
-			}
-			var paused *pausedBatch
-			if terr == nil && choice == nil && !c.Bool("probe") && estimate.MayRace(spec.Training) {
-				if paused, err = tuneIfPaused(spec, band, cons, oracle, r); err != nil {
-					return err
-				}
-			}
-			var planned *planner.Candidate
-			if terr != nil && !tuner.SomeFixFits(r.Fixes) && c.Int64("global-batch") > 0 && !c.Bool("probe") {
-				if planned, err = planFallback(spec, band, cons.Margin, c.Int64("global-batch")); err != nil {
-					return err
-				}
-			}
-			if f == "json" {
-				if err := writeJSON(c.App.Writer, tuneJSON{r, choice, paused, planned}); err != nil {
-					return err
-				}
-			} else {
-				printTune(c.App.Writer, spec, r, c.Bool("cap"))
-				printAllocChoice(c.App.Writer, choice)
-				if paused != nil {
-					fmt.Fprintf(c.App.Writer, "  %s: micro-batch %d, %s (%.1f%%)\n",
-						ifPausedLead(paused.StepPause), paused.Batch, units.Format(paused.DeviceTotal), 100*paused.Fill)
-				}
-				if terr != nil && !tuner.SomeFixFits(r.Fixes) {
-					printPlanFallback(c.App.Writer, c.Args().First(), spec, c.Int64("global-batch"), planned)
-				}
-			}
-			if terr != nil {
-				return exitCode{4, terr}
-			}
-			return nil
-		},
+		Flags:  tuneFlags(),
+		Action: runTune,
 	}
+}
+
+// runTune is memplan tune.
+func runTune(c *cli.Context) error {
+	f, band, spec, err := targetArgs(c)
+	if err != nil {
+		return err
+	}
+	cons := tuner.Constraints{MultipleOf: c.Int64("multiple-of"), PowersOfTwo: c.Bool("pow2"), Min: c.Int64("min"), Max: c.Int64("max"),
+		Margin: c.Float64("margin")}
+	if cons.Margin < 0 || cons.Margin >= 0.5 {
+		return usageError{fmt.Sprintf("--margin: want a fraction from 0 to 0.5, got %g", cons.Margin)}
+	}
+	if cons.Seqs, err = seqsArg(c); err != nil {
+		return err
+	}
+	auto, err := allocAutoArg(c)
+	if err != nil {
+		return err
+	}
+	oracle, closeProbe, err := tuneOracle(c, spec, band, &cons)
+	if err != nil {
+		return err
+	}
+	defer closeProbe()
+	r, choice, terr := tuneAlloc(spec, band, cons, oracle, auto)
+	if terr != nil && !errors.Is(terr, tuner.ErrNoFit) {
+		return terr
+	}
+	if terr == nil && c.Int64("global-batch") > 0 {
+		if r.Plan, err = tuner.Split(c.Int64("global-batch"), spec.Training.DP, r.Batch); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	var paused *pausedBatch
+	if terr == nil && choice == nil && !c.Bool("probe") && estimate.MayRace(spec.Training) {
+		if paused, err = tuneIfPaused(spec, band, cons, oracle, r); err != nil {
+			return err
+		}
+	}
+	var planned *planner.Candidate
+	if terr != nil && !tuner.SomeFixFits(r.Fixes) && c.Int64("global-batch") > 0 && !c.Bool("probe") {
+		if planned, err = planFallback(spec, band, cons.Margin, c.Int64("global-batch")); err != nil {
+			return err
+		}
+	}
+	if f == "json" {
+		if err := writeJSON(c.App.Writer, tuneJSON{r, choice, paused, planned}); err != nil {
+			return err
+		}
+	} else {
+		printTune(c.App.Writer, spec, r, c.Bool("cap"))
+		printAllocChoice(c.App.Writer, choice)
+		if paused != nil {
+			fmt.Fprintf(c.App.Writer, "  %s: micro-batch %d, %s (%.1f%%)\n",
+				ifPausedLead(paused.StepPause), paused.Batch, units.Format(paused.DeviceTotal), 100*paused.Fill)
+		}
+		if terr != nil && !tuner.SomeFixFits(r.Fixes) {
+			printPlanFallback(c.App.Writer, c.Args().First(), spec, c.Int64("global-batch"), planned)
+		}
+	}
+	if terr != nil {
+		return exitCode{4, terr}
+	}
+	return nil
 }
 
 // tuneFlags are tune's flags: the overrides, the probe's, and the search's
