@@ -103,6 +103,7 @@ func planAction(c *cli.Context) error {
 	} else {
 		printPlan(c.App.Writer, r)
 		printRaceHint(c.App.Writer, spec, r)
+		printBuildHint(c.App.Writer, spec, r)
 	}
 	if perr != nil {
 		return exitCode{4, perr}
@@ -207,6 +208,23 @@ func printRaceHint(w io.Writer, spec *model.Spec, r *planner.Result) {
 		if l := c.Layout; l.DP > 1 && l.Zero <= 1 {
 			fmt.Fprintf(w, "\nDDP and ZeRO-1 layouts above keep DDP's old gradient bucket past its rebuild (docs/multigpu.md);\n"+
 				"a loop that syncs and sleeps %g s after its first step frees it: plan it with --step-pause %g\n", estimate.DDPSettle, estimate.DDPSettle)
+			return
+		}
+	}
+}
+
+// printBuildHint says, when tensor-parallel layouts without a pipeline are
+// listed, how their models are taken to be built: on the meta device, each
+// shard allocated directly, unless the spec says they are built whole on
+// the GPU first (fsdp_init gpu; docs/parallelism.md §3.1).
+func printBuildHint(w io.Writer, spec *model.Spec, r *planner.Result) {
+	if spec.Training.FSDPInit == model.FSDPInitGPU {
+		return
+	}
+	for _, c := range r.Layouts {
+		if l := c.Layout; l.TP > 1 && l.PP <= 1 {
+			fmt.Fprintln(w, "\ntensor-parallel layouts above take the model as built on the meta device, each shard allocated\n"+
+				"directly (torchtitan); for a script that builds it whole on the GPU first, plan with --fsdp-init gpu")
 			return
 		}
 	}
