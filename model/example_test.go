@@ -115,3 +115,14 @@ func ExampleTraining_LoRALayoutOK() {
 	// <nil>
 	// LoRA with tensor parallelism is not simulated (no PyTorch plan shards peft's adapters)
 }
+
+// RankParams counts one expert-parallel rank's share of a mixture of
+// experts: E/ep of each block's routed experts, everything else whole.
+func ExampleRankParams() {
+	m := &model.Model{Type: model.Llama, NumLayers: 2, Hidden: 64, Heads: 8, KVHeads: 4, Intermediate: 32, Vocab: 1000,
+		Experts: 8, TopK: 2}
+	layers := m.Lower()
+	fmt.Println(model.Params(layers), model.RankParams(layers, 1), model.RankParams(layers, 4))
+	// Output:
+	// 227648 227648 153920
+}

@@ -45,6 +45,7 @@ type Options struct {
 	// Off by default: a plan needs the job's global batch, which a spec
 	// written for one GPU does not say, and takes seconds for a 70B model.
 	GlobalBatch int64
+	// PlanMaxGPUs is the most GPUs those plans may use (0: 1024).
 	PlanMaxGPUs int64
 }
 
