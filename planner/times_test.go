@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"testing"
@@ -77,5 +78,61 @@ func TestPlanEstimateTimes(t *testing.T) {
 			stopped = " (stopped)"
 		}
 		t.Logf("%8.1f ms  %6.2f GiB  %s%s", float64(x.d.Microseconds())/1000, float64(x.total)/(1<<30), x.l, stopped)
+	}
+}
+
+// TestPlanEstimateKinds logs, with MEMPLAN_PLAN_KINDS=1, what the
+// Qwen3-30B-A3B request of docs/moe.md §6 (seq 4096, global batch 64, up to
+// 16 GPUs on an H100) estimates: how many estimates on each number of
+// GPUs, and per kind of layout (tensor, expert and pipeline parallelism)
+// their count and time (docs/performance.md, seventeenth session;
+// bench/results/2026-11-27-devvm-speed-17th/run-d.sh runs it at
+// GOMAXPROCS=1).
+func TestPlanEstimateKinds(t *testing.T) {
+	if os.Getenv("MEMPLAN_PLAN_KINDS") == "" {
+		t.Skip("set MEMPLAN_PLAN_KINDS=1")
+	}
+	spec, err := model.LoadHF("../model/testdata/hf/qwen3-30b-a3b.json", model.Overrides{Seq: 4096, Dev: "h100-80gb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log []timedEstimate
+	t0 := time.Now()
+	r, err := Plan(spec, Request{GlobalBatch: 64, MaxGPUs: 16}, timedOracle{log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plan %v, %d estimates, first %s", time.Since(t0), r.Stats.OracleCalls, r.Layouts[0].Name)
+	gpus := map[int64]int{}
+	type tally struct {
+		n int
+		d time.Duration
+	}
+	kinds := map[string]*tally{}
+	for _, x := range log {
+		gpus[x.l.GPUs()]++
+		k := fmt.Sprintf("%d GPUs", x.l.GPUs())
+		for _, p := range []struct {
+			on   bool
+			name string
+		}{{x.l.TP > 1, " tp"}, {x.l.EP > 1, " ep"}, {x.l.PP > 1, " pp"}, {x.l.CP > 1, " cp"}} {
+			if p.on {
+				k += p.name
+			}
+		}
+		if kinds[k] == nil {
+			kinds[k] = &tally{}
+		}
+		kinds[k].n++
+		kinds[k].d += x.d
+	}
+	t.Logf("estimates by GPUs: %v", gpus)
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return kinds[names[i]].d > kinds[names[j]].d })
+	for _, k := range names {
+		t.Logf("%-22s %4d estimates  %v", k, kinds[k].n, kinds[k].d.Round(time.Millisecond))
 	}
 }
