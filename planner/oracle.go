@@ -194,6 +194,7 @@ func notSimulated(l Layout) error {
 	}
 	add(l.CP > 1 && (l.Zero == 1 || (l.DP > 1 && l.Zero == 0)), "context parallelism with DDP or ZeRO 1 (FSDP over dp·cp is simulated)")
 	add(l.EP > 1 && l.Zero == 1, "expert parallelism with ZeRO 1")
+	add(l.EP > 1 && l.CP > 1 && l.Zero == 0, "expert parallelism with context parallelism without FSDP")
 	// model.CheckEP's rules for EP beside TP.
 	add(l.EP > 1 && l.TP > 1 && !l.SP, "expert parallelism with tensor parallelism without sequence parallelism")
 	add(l.EP > 1 && l.TP > 1 && l.DP > 1 && l.Zero < 2, "expert parallelism with tensor parallelism under DDP")

@@ -165,6 +165,10 @@ func TestSimulatorNotSimulated(t *testing.T) {
 			t.Errorf("Simulator.Estimate(moe, %s) = %+v, %v; want an estimate", l, b, err)
 		}
 	}
+	cpEP := Layout{DP: 1, TP: 1, PP: 1, CP: 2, EP: 2, Zero: 0, Micro: 1, Accum: 1}
+	if err := (Simulator{}).Simulates(moe, cpEP); err == nil || !strings.Contains(err.Error(), "context parallelism without FSDP") {
+		t.Errorf("Simulates(moe, %s) = %v, want expert parallelism with context parallelism without FSDP not simulated (model.CheckEP refuses it)", cpEP, err)
+	}
 	tpEP := Layout{DP: 2, TP: 2, PP: 1, CP: 1, EP: 2, Zero: 3, Micro: 1, Accum: 1}
 	if err := (Simulator{}).Simulates(moe, tpEP); err == nil || !strings.Contains(err.Error(), "without sequence parallelism") {
 		t.Errorf("Simulates(moe, %s) = %v, want expert parallelism with tensor parallelism without sp not simulated", tpEP, err)
