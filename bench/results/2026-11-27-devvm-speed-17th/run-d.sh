@@ -3,6 +3,8 @@
 # GPUs and kind of layout, with each kind's time (planner's
 # TestPlanEstimateKinds), on the development machine at GOMAXPROCS=1.
 # Usage: bash bench/results/2026-11-27-devvm-speed-17th/run-d.sh > out-d.txt
+# (out-d.txt at ff4dad6; out-d-b.txt at 72be8b5, after EP × CP without FSDP
+# is screened as not simulated)
 set -u
 root=$(git rev-parse --show-toplevel)
 echo "== $(git -C "$root" rev-parse --short HEAD) $(date -u +%FT%TZ) load $(cut -d' ' -f1 /proc/loadavg)"
