@@ -78,8 +78,9 @@ const MaxPipelineMicrobatches = 64
 // or with FSDP over dp·cp (docs/parallelism.md §3.3), checkpointing and
 // any micro-batch and accumulation, and returns a *NotSimulatedError for
 // layouts with CP together with DDP or ZeRO 1,
-// EP with ZeRO 1, EP with TP but without SP or under DDP (TP of a mixture
-// of experts is simulated: docs/moe.md §7–8), tied embeddings
+// EP with ZeRO 1, EP with CP without FSDP, EP with TP but without SP or
+// under DDP (TP of a mixture of experts is simulated: docs/moe.md §7–8),
+// tied embeddings
 // under a pipeline, and tensor parallelism of models the plan does not
 // cover. Pipelines run gpipe, 1f1b or interleaved, with TP or CP inside
 // their stages (docs/parallelism.md).
