@@ -304,17 +304,8 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 	c.Communicators = communicators(t, dtensorInit)
 	if t.EP > 1 {
 		c.Communicators--
-		switch {
-		case !epIsDefaultGroup(t):
+		if !epIsDefaultGroup(t) {
 			c.NoRing = 1
-		case dtensorInit && t.TP > 1:
-			// The default group, the EP group here, also broadcasts
-			// DTensor's random-number state when the tensor-parallel
-			// parameters are drawn: it connects a ring (measured, tp 2 ×
-			// dp 2 × ep 4 built on meta: 301 MiB more outside the
-			// allocator than memplan counted without it;
-			// bench/results/2026-11-27-tp-meta-heldout-h100x4.jsonl).
-			c.Communicators++
 		}
 		if t.Zero >= 2 {
 			// FSDP2 gathers and reduces each block's experts over the
@@ -385,8 +376,9 @@ func scatterNCCL(c parallel.NCCL, tp int64) (source, receiver int64) {
 // by the end of its first training step: one per parallel dimension
 // larger than one (each dimension of the device mesh is its own process
 // group; a dimension that spans the whole world is the default group), and
-// the default group's own when no dimension spans the world but the
-// default group runs a collective. It does when the parameters are
+// the default group's own when no dimension spans the world (an
+// expert-parallel one that does runs only all-to-alls, which connect no
+// ring: layoutNCCL) but the default group runs a collective. It does when the parameters are
 // DTensors initialised by a random op (dtensorInit: modules built on the
 // meta device, tensor-parallel, then materialised and drawn on the GPU, as
 // torchtitan and bench/torch/dist/pp.py do): DTensor's random-number
@@ -394,14 +386,20 @@ func scatterNCCL(c parallel.NCCL, tp int64) (source, receiver int64) {
 // Measured on 4 × H200 with NCCL's INIT log (bench/results/2026-11-26-h200x4-nccl-init.txt):
 // every rank of pp.py on a pp × tp mesh connects three communicators, the
 // world's first; tp.py on a dp × tp mesh, which builds the model whole and
-// distributes it, connects the world's only after the measured steps.
+// distributes it, connects the world's only after the measured steps; and
+// tp.py --meta on a dp 2 × tp 2 mesh with ep 4, whose EP group is the
+// default group, 301 MiB more outside the allocator than without the
+// broadcast's ring (bench/results/2026-11-27-tp-meta-heldout-h100x4.jsonl).
 func communicators(t model.Training, dtensorInit bool) int {
 	n, spans := 0, false
-	for _, d := range []int64{t.DP, t.TP, t.CP, t.EP, t.PP} {
+	for _, d := range []int64{t.DP, t.TP, t.CP, t.PP} {
 		if d > 1 {
 			n++
 			spans = spans || d == worldSize(t)
 		}
+	}
+	if t.EP > 1 {
+		n++ // layoutNCCL takes it back: the all-to-all's connections, no ring
 	}
 	if n > 1 && !spans && dtensorInit && t.TP > 1 {
 		n++

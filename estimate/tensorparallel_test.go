@@ -104,6 +104,11 @@ func TestCommunicators(t *testing.T) {
 		{"pp 2 x tp 2, meta build (pp.py)", model.Training{PP: 2, TP: 2}, true, 3},
 		{"pp 2 x tp 1, meta build", model.Training{PP: 2, DP: 2}, true, 2},
 		{"tp 2 x cp 2 x dp 2, meta build", model.Training{TP: 2, CP: 2, DP: 2}, true, 4},
+		// An EP group that spans the world runs only all-to-alls: the
+		// default group still connects a ring for the broadcast (tp.py
+		// --meta, 2026-11-27), unless a dense dimension is the world.
+		{"dp 2 x tp 2 x ep 4, meta build", model.Training{DP: 2, TP: 2, EP: 4}, true, 4},
+		{"tp 4 x ep 4, meta build", model.Training{TP: 4, EP: 4}, true, 2},
 	} {
 		if got := communicators(tc.t, tc.dtensorInit); got != tc.want {
 			t.Errorf("%s: %d communicators, want %d", tc.name, got, tc.want)
