@@ -59,3 +59,21 @@ func ExampleSimulator_LowerBound() {
 	// Output:
 	// model state and Adam's foreach step need 82.14 GiB: at least 82.87 GiB on the device
 }
+
+// FirstLayout is the one layout to run a job on when data parallelism is
+// not enough, or nil when none fits.
+func ExampleFirstLayout() {
+	spec, err := model.Load("../specs/llama-3-8b.yaml", model.Overrides{Dev: "a100-40gb"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, err := planner.FirstLayout(spec, planner.Request{GlobalBatch: 256})
+	if err != nil || c == nil {
+		fmt.Println(c, err)
+		return
+	}
+	fmt.Printf("%s on %d GPUs\n", c.Name, c.GPUs)
+	// Output:
+	// dp2·tp4+sp zero3 loss-parallel ckpt=every-block mb2×acc64 on 8 GPUs
+}

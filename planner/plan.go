@@ -105,6 +105,27 @@ type Result struct {
 	Stats          Stats          `json:"stats"`
 }
 
+// DefaultMaxGPUs is the most GPUs a Request without GPUs or MaxGPUs
+// plans for.
+const DefaultMaxGPUs = 1024
+
+// FirstLayout is the first layout Plan ranks for req with the simulator, or
+// nil when none fits: the answer tune and the report give for a job that
+// none of their data-parallel changes fits.
+func FirstLayout(spec *model.Spec, req Request) (*Candidate, error) {
+	req.Top = 1
+	r, err := Plan(spec, req, Simulator{})
+	switch {
+	case errors.Is(err, ErrNoLayout):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case len(r.Layouts) == 0:
+		return nil, nil
+	}
+	return &r.Layouts[0], nil
+}
+
 // ErrNoLayout is returned (wrapped) by Plan when no layout fits; the
 // Result still lists the near misses.
 var ErrNoLayout = errors.New("no layout fits")
@@ -117,7 +138,7 @@ func (r *Request) defaults() error {
 		return fmt.Errorf("GPU counts must be positive")
 	}
 	if r.GPUs == 0 && r.MaxGPUs == 0 {
-		r.MaxGPUs = 1024
+		r.MaxGPUs = DefaultMaxGPUs
 	}
 	if r.NodeSize == 0 {
 		r.NodeSize = 8

@@ -7,6 +7,7 @@
 package report
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime"
@@ -41,11 +42,12 @@ type Options struct {
 	// (data-parallel ZeRO/FSDP and offload up to 64 GPUs) with memplan
 	// plan's search for this many samples per step (planner.Plan, tensor,
 	// pipeline, context and expert parallelism included, up to
-	// PlanMaxGPUs GPUs, 1024 when 0): its first layout is the cell's.
+	// PlanMaxGPUs GPUs, planner.DefaultMaxGPUs when 0): its first layout is the cell's.
 	// Off by default: a plan needs the job's global batch, which a spec
 	// written for one GPU does not say, and takes seconds for a 70B model.
 	GlobalBatch int64
-	// PlanMaxGPUs is the most GPUs those plans may use (0: 1024).
+	// PlanMaxGPUs is the most GPUs those plans may use (0:
+	// planner.DefaultMaxGPUs).
 	PlanMaxGPUs int64
 }
 
@@ -279,21 +281,16 @@ const maxGPUs = 64
 // global batch (Options.GlobalBatch), under the report's target, or says
 // that none fits up to the plan's GPUs.
 func planCell(c *Cell, spec *model.Spec, o Options) error {
-	most := o.PlanMaxGPUs
-	if most <= 0 {
-		most = 1024
-	}
-	r, err := planner.Plan(spec, planner.Request{GlobalBatch: o.GlobalBatch, MaxGPUs: most, Top: 1, Band: o.Band, Margin: o.Margin},
-		planner.Simulator{})
-	c.Planned = true
-	switch {
-	case errors.Is(err, planner.ErrNoLayout) || err == nil && len(r.Layouts) == 0:
-		c.Layout = fmt.Sprintf("no layout fits up to %d GPUs at global batch %d (memplan plan)", most, o.GlobalBatch)
-		return nil
-	case err != nil:
+	most := cmp.Or(o.PlanMaxGPUs, planner.DefaultMaxGPUs)
+	first, err := planner.FirstLayout(spec, planner.Request{GlobalBatch: o.GlobalBatch, MaxGPUs: most, Band: o.Band, Margin: o.Margin})
+	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	first := r.Layouts[0]
+	c.Planned = true
+	if first == nil {
+		c.Layout = fmt.Sprintf("no layout fits up to %d GPUs at global batch %d (memplan plan)", most, o.GlobalBatch)
+		return nil
+	}
 	c.GPUs, c.Layout = first.GPUs, first.Name+" (memplan plan)"
 	return nil
 }

@@ -89,10 +89,13 @@ func runTune(c *cli.Context) error {
 			return err
 		}
 	}
+	// None of tune's changes fits: memplan plan's first layout.
 	var planned *planner.Candidate
-	if terr != nil && !tuner.SomeFixFits(r.Fixes) && c.Int64("global-batch") > 0 && !c.Bool("probe") {
-		if planned, err = planFallback(spec, band, cons.Margin, c.Int64("global-batch")); err != nil {
-			return err
+	needPlan := terr != nil && !tuner.SomeFixFits(r.Fixes)
+	if gb := c.Int64("global-batch"); needPlan && gb > 0 && !c.Bool("probe") {
+		planned, err = planner.FirstLayout(spec, planner.Request{GlobalBatch: gb, Band: band, Margin: cons.Margin})
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
 		}
 	}
 	if f == "json" {
@@ -106,7 +109,7 @@ func runTune(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, "  %s: micro-batch %d, %s (%.1f%%)\n",
 				ifPausedLead(paused.StepPause), paused.Batch, units.Format(paused.DeviceTotal), 100*paused.Fill)
 		}
-		if terr != nil && !tuner.SomeFixFits(r.Fixes) {
+		if needPlan {
 			printPlanFallback(c.App.Writer, c.Args().First(), spec, c.Int64("global-batch"), planned)
 		}
 	}
@@ -250,23 +253,6 @@ func tuneIfPaused(spec *model.Spec, band tuner.Band, cons tuner.Constraints, ora
 	return &pausedBatch{StepPause: estimate.DDPSettle, Batch: p.Batch, DeviceTotal: p.DeviceTotal, Fill: p.Fill}, nil
 }
 
-// planFallback is memplan plan's first layout for spec at global batch gb
-// under tune's target (planner.Plan with the real estimator, up to 1024
-// GPUs), or nil when none fits: what tune offers when none of its own
-// changes (data-parallel ZeRO/FSDP, offload, checkpointing) fits.
-func planFallback(spec *model.Spec, band tuner.Band, margin float64, gb int64) (*planner.Candidate, error) {
-	r, err := planner.Plan(spec, planner.Request{GlobalBatch: gb, MaxGPUs: 1024, Top: 1, Band: band, Margin: margin}, planner.Simulator{})
-	switch {
-	case errors.Is(err, planner.ErrNoLayout):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("plan: %w", err)
-	case len(r.Layouts) == 0:
-		return nil, nil
-	}
-	return &r.Layouts[0], nil
-}
-
 // printPlanFallback says what tensor, pipeline and context parallelism can
 // do when none of tune's changes fits: the planned layout, or the memplan
 // plan command to run.
@@ -275,7 +261,7 @@ func printPlanFallback(w io.Writer, path string, spec *model.Spec, gb int64, c *
 	case gb <= 0:
 		fmt.Fprintf(w, "  tensor, pipeline and context parallel layouts: memplan plan %s --device %s --global-batch N\n", path, spec.Device.Name)
 	case c == nil:
-		fmt.Fprintf(w, "  memplan plan: no layout fits up to 1024 GPUs at global batch %d\n", gb)
+		fmt.Fprintf(w, "  memplan plan: no layout fits up to %d GPUs at global batch %d\n", planner.DefaultMaxGPUs, gb)
 	default:
 		fmt.Fprintf(w, "  memplan plan's layout at global batch %d: %s on %d GPUs, %s per GPU (%.1f%%)\n",
 			gb, c.Name, c.GPUs, units.Format(c.Memory.DeviceTotal), 100*c.Fill)
