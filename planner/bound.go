@@ -460,9 +460,6 @@ type orderResult struct {
 }
 
 func (c *orderCache) first(pp, v, m int64) ([]model.PPAction, error) {
-	if c == nil {
-		return model.InterleavedOrder(0, pp, v, m)
-	}
 	key := [3]int64{pp, v, m}
 	if r, ok := c.m.Load(key); ok {
 		return r.(orderResult).order, r.(orderResult).err
