@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -55,30 +56,7 @@ func TestPlanEstimateTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("plan %v, %d estimates, limit %.2f GiB", time.Since(t0), r.Stats.OracleCalls, float64(r.Limit)/(1<<30))
-	// By outcome: a layout that fits, one over the limit estimated whole
-	// (within the stop level), one whose estimate stopped.
-	var n [3]int
-	var d [3]time.Duration
-	for _, x := range log {
-		k := 0
-		switch {
-		case x.stopped:
-			k = 2
-		case x.total > r.Limit:
-			k = 1
-		}
-		n[k]++
-		d[k] += x.d
-	}
-	t.Logf("fit: %d estimates, %v; over, whole: %d, %v; stopped: %d, %v", n[0], d[0], n[1], d[1], n[2], d[2])
-	sort.Slice(log, func(i, j int) bool { return log[i].d > log[j].d })
-	for _, x := range log {
-		stopped := ""
-		if x.stopped {
-			stopped = " (stopped)"
-		}
-		t.Logf("%8.1f ms  %6.2f GiB  %s%s", float64(x.d.Microseconds())/1000, float64(x.total)/(1<<30), x.l, stopped)
-	}
+	logOutcomes(t, log, r.Limit, true)
 }
 
 // TestPlanEstimateKinds logs, with MEMPLAN_PLAN_KINDS=1, what the
@@ -127,6 +105,7 @@ func TestPlanEstimateKinds(t *testing.T) {
 		kinds[k].d += x.d
 	}
 	t.Logf("estimates by GPUs: %v", gpus)
+	logOutcomes(t, log, r.Limit, os.Getenv("MEMPLAN_PLAN_KINDS") == "each")
 	names := make([]string, 0, len(kinds))
 	for k := range kinds {
 		names = append(names, k)
@@ -134,5 +113,37 @@ func TestPlanEstimateKinds(t *testing.T) {
 	sort.Slice(names, func(i, j int) bool { return kinds[names[i]].d > kinds[names[j]].d })
 	for _, k := range names {
 		t.Logf("%-22s %4d estimates  %v", k, kinds[k].n, kinds[k].d.Round(time.Millisecond))
+	}
+}
+
+// logOutcomes logs the estimates of a plan by outcome (a layout that fits,
+// one over the limit estimated whole, one whose estimate stopped), and
+// with each set, every estimate, the dearest first.
+func logOutcomes(t *testing.T, log []timedEstimate, limit int64, each bool) {
+	var n [3]int
+	var d [3]time.Duration
+	for _, x := range log {
+		k := 0
+		switch {
+		case x.stopped:
+			k = 2
+		case x.total > limit:
+			k = 1
+		}
+		n[k]++
+		d[k] += x.d
+	}
+	t.Logf("fit: %d estimates, %v; over, whole: %d, %v; stopped: %d, %v", n[0], d[0], n[1], d[1], n[2], d[2])
+	if !each {
+		return
+	}
+	log = slices.Clone(log)
+	sort.Slice(log, func(i, j int) bool { return log[i].d > log[j].d })
+	for _, x := range log {
+		stopped := ""
+		if x.stopped {
+			stopped = " (stopped)"
+		}
+		t.Logf("%8.1f ms  %6.2f GiB  %s%s", float64(x.d.Microseconds())/1000, float64(x.total)/(1<<30), x.l, stopped)
 	}
 }

@@ -30,7 +30,7 @@ func ExampleRun() {
 		return
 	}
 	fmt.Printf("largest batch %d, in the band: %v, %d steps\n", r.Batch, r.InBand, len(r.Steps))
-	// Output: largest batch 47, in the band: true, 6 steps
+	// Output: largest batch 47, in the band: true, 5 steps
 }
 
 // A plan that cannot fit is refused before anything is allocated.

@@ -1,39 +1,35 @@
 package tuner
 
-import "sort"
-
-// point is one evaluation of Largest's search.
-type point struct{ b, v int64 }
-
 // search is Largest's state: the bracket [fit, fail) with the values
-// there, and every evaluation so far (pts): the secant through the two
-// closest to the limit predicts where the limit is crossed better than the
-// bracket's ends, one of which may be far away.
+// there.
 type search struct {
 	c        Constraints
 	limit    int64
 	eval     func(int64) (int64, error)
-	pts      []point
 	fit, fv  int64
 	fail, fw int64 // fail 0: no failing batch known yet
 	flat     bool  // the last step landed on its side's value
-}
-
-func (s *search) ev(b int64) (int64, error) {
-	v, err := s.eval(b)
-	if err == nil {
-		s.pts = append(s.pts, point{b, v})
-	}
-	return v, err
+	// moved is the side of the bracket the last step moved (+1 the
+	// fitting end, −1 the failing one, 0 none yet); wv and ww are the
+	// weights of the fitting and failing ends' distances from the limit
+	// in the secant, halved for an end that stays while the other moves
+	// twice (the Illinois rule), so that a curved stretch, where one end
+	// would never move, still closes from both sides.
+	moved  int
+	wv, ww float64
 }
 
 // bracket walks up from next, extrapolating from the line through the
-// last two fitting points (at least doubling), until a batch fails or no
-// larger batch is valid.
+// last two fitting points, until a batch fails or no larger batch is
+// valid. Each step goes to the first batch the line puts over the limit,
+// or doubles where that is nearer than doubling; a nearer one is tried
+// once (it usually fails and closes the bracket: the line is close near
+// the limit), and if it fits the next step doubles.
 func (s *search) bracket(next int64) error {
 	c, limit := s.c, s.limit
+	short := false // the last step was a short one
 	for next != 0 && s.fail == 0 {
-		v, err := s.ev(next)
+		v, err := s.eval(next)
 		if err != nil {
 			return err
 		}
@@ -43,7 +39,13 @@ func (s *search) bracket(next int64) error {
 		}
 		g := next * 2
 		if per := float64(v-s.fv) / float64(next-s.fit); per > 0 {
-			g = max(g, next+int64(float64(limit-v)/per)+1)
+			cross := next + int64(float64(limit-v)/per) + 1
+			if cross < g && short {
+				short = false
+			} else {
+				short = cross < g
+				g = cross
+			}
 		}
 		s.fit, s.fv = next, v
 		if c.Max > 0 && g > c.Max {
@@ -66,31 +68,36 @@ func (s *search) bracket(next int64) error {
 // stretch (the allocator rounds): the secant says nothing there, so the
 // next step bisects.
 func (s *search) try(b int64) error {
-	v, err := s.ev(b)
+	v, err := s.eval(b)
 	if err != nil {
 		return err
 	}
+	side := -1
 	if v <= s.limit {
 		s.flat = v == s.fv
-		s.fit, s.fv = b, v
+		s.fit, s.fv, s.wv, side = b, v, 1, 1
 	} else {
 		s.flat = v == s.fw
-		s.fail, s.fw = b, v
+		s.fail, s.fw, s.ww = b, v, 1
 	}
+	if side == s.moved {
+		if side > 0 {
+			s.ww /= 2
+		} else {
+			s.wv /= 2
+		}
+	}
+	s.moved = side
 	return nil
 }
 
+// secant returns where the line through the bracket's ends, their
+// distances from the limit weighted (wv, ww), crosses it.
 func (s *search) secant() int64 {
-	limit := s.limit
-	p := append([]point(nil), s.pts...) // fit and fail are among them
-	sort.Slice(p, func(i, j int) bool { return abs(p[i].v-limit) < abs(p[j].v-limit) })
-	for j := 1; j < len(p); j++ {
-		if p[j].v != p[0].v && p[j].b != p[0].b {
-			per := float64(p[j].v-p[0].v) / float64(p[j].b-p[0].b)
-			if per > 0 {
-				return p[0].b + int64(float64(limit-p[0].v)/per)
-			}
-		}
+	below := s.wv * float64(s.limit-s.fv)
+	above := s.ww * float64(s.fw-s.limit)
+	if below+above > 0 {
+		return s.fit + int64(below/(below+above)*float64(s.fail-s.fit))
 	}
 	return s.fit + (s.fail-s.fit)/2
 }
@@ -99,14 +106,15 @@ func (s *search) secant() int64 {
 // or a round that did not halve it.
 func (s *search) narrow() (int64, error) {
 	c := s.c
-	var prev int64 // the bracket's width a round ago
+	var prev [2]int64 // the bracket's width one and two rounds ago
+	s.wv, s.ww, s.moved = 1, 1, 0
 	for s.fail != 0 {
 		if c.below(s.fail-1) <= s.fit || float64(s.fail-s.fit) <= c.Tolerance*float64(s.fit) {
 			break
 		}
 		width := s.fail - s.fit
-		stalled := prev > 0 && width > prev/2
-		prev = width
+		stalled := prev[1] > 0 && width > prev[1]/2
+		prev = [2]int64{width, prev[0]}
 		g, sec := s.fit+width/2, false
 		if !s.flat && !stalled {
 			g, sec = s.secant(), true
