@@ -58,6 +58,7 @@ var cudnnTables = map[string]*cudnnSource{
 		{"data/cudnn-ws-h100.jsonl", measured.CudnnHopper},
 		{"data/cudnn-ws-h100-1d.jsonl", measured.CudnnHopper1D},
 		{"data/cudnn-ws-h100-spec.jsonl", measured.CudnnHopperSpec},
+		{"data/cudnn-ws-h200-spec-large.jsonl", measured.CudnnHopperSpecLarge},
 	}, rows: cudnnRowsHopper},
 }
 

@@ -127,6 +127,16 @@ var CudnnHopperSpec = Provenance{
 	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-23-h100-convws-cnn-gn.jsonl",
 }
 
+// CudnnHopperSpecLarge is where the rows of that table for the same
+// convolutions at batches of 1,024 to 4,685 were measured
+// (estimate/data/cudnn-ws-h200-spec-large.jsonl), by bench/torch/convws.py
+// --spec on an H200 (the H100's architecture): several of them stop
+// growing with the batch there (docs/formulas.md §F).
+var CudnnHopperSpecLarge = Provenance{
+	Date: "2026-11-27", Device: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
+	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-cnn-large/convws.jsonl",
+}
+
 // All lists the measured sizes by name, for documentation and tests.
 func All() map[string]Bytes {
 	return map[string]Bytes{
