@@ -59,6 +59,7 @@ var cudnnTables = map[string]*cudnnSource{
 		{"data/cudnn-ws-h100-1d.jsonl", measured.CudnnHopper1D},
 		{"data/cudnn-ws-h100-spec.jsonl", measured.CudnnHopperSpec},
 		{"data/cudnn-ws-h200-spec-large.jsonl", measured.CudnnHopperSpecLarge},
+		{"data/cudnn-ws-h200-large.jsonl", measured.CudnnHopperLarge},
 	}, rows: cudnnRowsHopper},
 }
 
@@ -77,6 +78,17 @@ func (c *cudnnSource) load() *wsData {
 		}
 	})
 	return c.data
+}
+
+// sameSide returns the points of p on the given side of 2³¹ elements
+// (bigAt): all of p, or the run of them at its start or end (the side
+// changes once as the batch grows).
+func sameSide(p []wsPoint, big bool) []wsPoint {
+	i := sort.Search(len(p), func(i int) bool { return p[i].big })
+	if big {
+		return p[i:]
+	}
+	return p[:i]
 }
 
 // wsTable is the cuDNN table one estimate uses: its device's own, or the
@@ -142,6 +154,30 @@ type convWS struct {
 type wsPoint struct {
 	batch int64
 	ws    convWS
+	big   bool // past 2³¹ elements (bigAt)
+}
+
+// bigAt says whether a convolution of geometry g at a batch has an input
+// or output of more than 2³¹ − 1 elements. cuDNN chooses other algorithms
+// past that size, with workspaces that do not follow the smaller batches'
+// (a ResNet's 1×1 convolutions at 56×56 take none up to batch 2,048 and
+// 5 to 12 GiB at 3,072; wav2vec2's 10 s stem, docs/formulas.md §F), so the
+// table interpolates and scales only between measurements on the same side
+// of it.
+func bigAt(g convGeom, batch int64) bool {
+	const intMax = 1<<31 - 1
+	in, out := g.elems(batch)
+	return in > intMax || out > intMax
+}
+
+// elems returns the elements of the input and output of a convolution of
+// geometry g at a batch.
+func (g convGeom) elems(batch int64) (in, out int64) {
+	oh, ow := int64(1), (g.w+2*g.padding-g.kernel)/g.stride+1
+	if !g.oneD {
+		oh = (g.h+2*g.padding-g.kernel)/g.stride + 1
+	}
+	return batch * g.in * g.h * g.w, batch * g.out * oh * ow
 }
 
 type convClass struct {
@@ -182,7 +218,7 @@ func buildWSTable(geoms []wsGeom) (*wsData, error) {
 		c := classOf(g.g)
 		s := samples[c]
 		for _, r := range g.rows {
-			t.points[g.g] = append(t.points[g.g], wsPoint{r.batch, r.ws})
+			t.points[g.g] = append(t.points[g.g], wsPoint{r.batch, r.ws, bigAt(g.g, r.batch)})
 			s[0] = append(s[0], float64(r.ws.fwd)/float64(r.outBytes))
 			s[1] = append(s[1], float64(r.ws.data)/float64(r.inBytes))
 			s[2] = append(s[2], float64(r.ws.weight)/float64(r.inBytes))
@@ -235,6 +271,9 @@ func (t *wsData) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 	}
 	scale := func(w convWS, num, den int64) convWS {
 		return convWS{w.fwd * num / den, w.data * num / den, w.weight * num / den}
+	}
+	if side := sameSide(p, bigAt(g, batch)); len(side) > 0 {
+		p = side
 	}
 	if batch <= p[0].batch {
 		return scale(p[0].ws, batch, p[0].batch)

@@ -137,6 +137,16 @@ var CudnnHopperSpecLarge = Provenance{
 	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-cnn-large/convws.jsonl",
 }
 
+// CudnnHopperLarge is where the rows of the H100 table's convolutions (the
+// ResNets' and ViT's) at batches of 1,536 to 3,072 were measured
+// (estimate/data/cudnn-ws-h200-large.jsonl), by bench/torch/convws.py on
+// an H200 (the H100's architecture): past 2³¹ elements several take
+// workspaces their smaller batches do not (docs/formulas.md §F).
+var CudnnHopperLarge = Provenance{
+	Date: "2026-11-27", Device: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
+	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-convws-large/convws.jsonl",
+}
+
 // All lists the measured sizes by name, for documentation and tests.
 func All() map[string]Bytes {
 	return map[string]Bytes{
