@@ -160,10 +160,10 @@ type wsPoint struct {
 // bigAt says whether a convolution of geometry g at a batch has an input
 // or output of more than 2³¹ − 1 elements. cuDNN chooses other algorithms
 // past that size, with workspaces that do not follow the smaller batches'
-// (a ResNet's 1×1 convolutions at 56×56 take none up to batch 2,048 and
-// 5 to 12 GiB at 3,072; wav2vec2's 10 s stem, docs/formulas.md §F), so the
-// table interpolates and scales only between measurements on the same side
-// of it.
+// (a ResNet's 1×1 convolutions at 56×56 take none up to batch 2,674 and
+// 5 to 12 GiB from 2,675 on; wav2vec2's 10 s stem, docs/formulas.md §F)
+// and stay the same as the batch grows, so the table uses measurements
+// only on a batch's own side of it.
 func bigAt(g convGeom, batch int64) bool {
 	const intMax = 1<<31 - 1
 	in, out := g.elems(batch)
@@ -272,8 +272,18 @@ func (t *wsData) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 	scale := func(w convWS, num, den int64) convWS {
 		return convWS{w.fwd * num / den, w.data * num / den, w.weight * num / den}
 	}
-	if side := sameSide(p, bigAt(g, batch)); len(side) > 0 {
+	big := bigAt(g, batch)
+	if side := sameSide(p, big); len(side) > 0 {
 		p = side
+	} else {
+		big = false // none measured on its side: the other side's, scaled
+	}
+	if big {
+		// Past 2³¹ elements every measured workspace is the same at every
+		// batch (cuDNN takes the tensor in pieces of a fixed size):
+		// the nearest measurement, not scaled.
+		i := min(sort.Search(len(p), func(i int) bool { return p[i].batch >= batch }), len(p)-1)
+		return p[i].ws
 	}
 	if batch <= p[0].batch {
 		return scale(p[0].ws, batch, p[0].batch)

@@ -171,26 +171,29 @@ func TestCudnn1D(t *testing.T) {
 	})
 }
 
-// TestCudnnSides checks that the table interpolates and scales only
-// between measurements on the same side of 2³¹ elements: a ResNet's 1×1
-// 256→64 convolution at 56×56 in bf16 takes no forward workspace to speak
-// of up to batch 2,048 and 5 GiB at 3,072 (bench/results/
-// 2026-11-27-h200-convws-large/), its input passing 2³¹ elements from
-// batch 2,675 on.
+// TestCudnnSides checks that the table uses measurements only on a
+// batch's side of 2³¹ elements, and holds them unscaled past it: a
+// ResNet's 1×1 256→64 convolution at 56×56 in bf16 takes no forward
+// workspace to speak of up to batch 2,600 and the same 5 GiB at every
+// batch measured from 2,700 to 3,072 (bench/results/
+// 2026-11-27-h200-convws-large/ and 2026-11-27-h200-resnet-2p31/), its
+// input passing 2³¹ elements from batch 2,675 on.
 func TestCudnnSides(t *testing.T) {
 	g := convGeom{in: 256, out: 64, kernel: 1, stride: 1, padding: 0, h: 56, w: 56, half: true}
 	tab := cudnnTables["hopper"].load()
 	if bigAt(g, 2674) || !bigAt(g, 2675) {
 		t.Fatalf("bigAt: 2674 %v, 2675 %v; want the side to change at 2675", bigAt(g, 2674), bigAt(g, 2675))
 	}
+	big := convWS{fwd: 5366825107, data: 5366825107, weight: 5368660112}
 	tests := []struct {
 		batch int64
 		want  convWS
 	}{
-		{2048, convWS{fwd: 272, data: 272, weight: 134218000}},                                                          // measured
-		{2600, convWS{fwd: 272 * 2600 / 2048, data: 272 * 2600 / 2048, weight: 134218000 * 2600 / 2048}},                // 2,048's, scaled
-		{2700, convWS{fwd: 5366825107 * 2700 / 3072, data: 5366825107 * 2700 / 3072, weight: 5368660112 * 2700 / 3072}}, // 3,072's, scaled down
-		{3072, convWS{fwd: 5366825107, data: 5366825107, weight: 5368660112}},                                           // measured
+		{2600, convWS{fwd: 272, data: 272, weight: 170393872}},                                           // measured
+		{2674, convWS{fwd: 272 * 2674 / 2600, data: 272 * 2674 / 2600, weight: 170393872 * 2674 / 2600}}, // 2,600's, scaled
+		{2675, big}, // 2,700's, not scaled
+		{2760, big}, // between two measured, the same
+		{4000, big}, // beyond the largest, held
 	}
 	for _, tt := range tests {
 		if got := tab.lookup(g, tt.batch, 0, 0); got != tt.want {

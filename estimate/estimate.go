@@ -317,6 +317,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 	}
 	cfg := &config{
 		amp:             t.Mixed(),
+		fp16:            t.Precision == model.AMPFP16,
 		compute:         f32,
 		param:           f32,
 		cublasWorkspace: defaultCublas,

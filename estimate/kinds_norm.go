@@ -154,10 +154,22 @@ func (o *groupNormOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 
 // batchNorm in training mode is not an autocast op: a half input gives a
 // half output. It saves the input and fp32 per-channel statistics.
+//
+// Past 2³¹ − 1 elements neither cuDNN nor the native 32-bit kernels take
+// the input: batch_norm_cuda's General path computes the statistics with
+// var_mean_out, whose reduction (make_reduction) reads a bf16 input
+// through an fp32 copy (its shortcut for half inputs with float results
+// covers fp16 only). The copy, the input's elements in fp32, lives until
+// the statistics are done (in the allocator histories of
+// bench/results/2026-11-27-h200-resnet-2p31/, 8,575 MiB for a ResNet-50's
+// 56×56 activations at batch 2,800, nine times a step).
 func (s *sim) batchNorm(x, w, b *tensor, ch int64) *tensor {
 	y := s.alloc(x.elems, x.dt, catTemp, "batchnorm")
 	m := s.alloc(ch, f32, catTemp, "save_mean")
 	v := s.alloc(ch, f32, catTemp, "save_invstd")
+	if x.elems > 1<<31-1 && x.dt == half && !s.cfg.fp16 {
+		s.unref(s.alloc(x.elems, f32, catTemp, "batchnorm statistics' fp32 copy"))
+	}
 	if n := s.record("BatchNorm", []*tensor{x, w, b}, y); n != nil {
 		s.save(n, x, m, v)
 	}

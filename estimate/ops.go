@@ -9,6 +9,7 @@ package estimate
 // config is what the ops need to know about the run.
 type config struct {
 	amp     bool  // autocast over fp32 weights
+	fp16    bool  // the half dtype is fp16 (amp-fp16), not bf16
 	compute int64 // dtype of matmul outputs
 	param   int64 // dtype of parameters
 	// master is the dtype of FSDP's sharded parameters, their gradients and
