@@ -67,7 +67,7 @@ var catalog = map[string]Device{
 	"a100-40gb":  {Product: "NVIDIA A100 40GB", Memory: smi(40960), Arch: "ampere", Vendor: NVIDIA, SMs: 108, ThreadsPerSM: 2048},
 	"a100-80gb":  {Product: "NVIDIA A100 80GB", Memory: smi(81920), Arch: "ampere", Vendor: NVIDIA, SMs: 108, ThreadsPerSM: 2048},
 	"h100-80gb":  measuredDevice(Device{Product: "NVIDIA H100 80GB HBM3", Arch: "hopper", Vendor: NVIDIA, SMs: 132, ThreadsPerSM: 2048}, measured.H100Memory),
-	"h200-141gb": measuredDevice(Device{Product: "NVIDIA H200 141GB HBM3e", Arch: "hopper", Vendor: NVIDIA, SMs: 132, ThreadsPerSM: 2048}, measured.H200Memory),
+	"h200-141gb": measuredDevice(Device{Product: "NVIDIA H200", Arch: "hopper", Vendor: NVIDIA, SMs: 132, ThreadsPerSM: 2048}, measured.H200Memory),
 	"l4":         {Product: "NVIDIA L4 24GB", Memory: smi(23034), Arch: "ada", Vendor: NVIDIA, SMs: 58, ThreadsPerSM: 1536},
 	"l40s":       {Product: "NVIDIA L40S 48GB", Memory: smi(46068), Arch: "ada", Vendor: NVIDIA, SMs: 142, ThreadsPerSM: 1536},
 	"a10g":       {Product: "NVIDIA A10G 24GB", Memory: smi(23028), Arch: "ampere", Vendor: NVIDIA, SMs: 80, ThreadsPerSM: 1536},
