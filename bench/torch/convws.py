@@ -22,6 +22,9 @@ Whisper base's; wav2vec2/HuBERT's feature extractor over 1 s and 10 s of
 "dims": 1, "h": 1 and the input length as "w", and "groups". A geometry and
 batch that does not fit prints a line with "oom": true instead.
 
+With --dtypes float16 it measures fp16 (amp-fp16's) instead of TF32 and
+bf16: cuDNN chooses for fp16 apart from bf16.
+
 With --spec FILE (repeatable) it measures the 2-D convolutions of the
 given memplan specs (sequential models with an image input, at the spec's
 image size) instead of torchvision's.
@@ -210,6 +213,7 @@ def main():
     ap.add_argument("--batches", default=None, help="default 16,...,1024 (2-D) or 1,2,...,256 (1-D)")
     ap.add_argument("--dims", type=int, choices=(1, 2), default=2)
     ap.add_argument("--spec", action="append", help="measure this spec's 2-D convolutions (repeatable)")
+    ap.add_argument("--dtypes", default="float32,bfloat16", help="2-D: the dtypes measured (float16 for amp-fp16)")
     a = ap.parse_args()
     dev = "cuda"
     # a pass makes a handful of events: a short history keeps the snapshots cheap
@@ -222,7 +226,7 @@ def main():
     geos = spec_geometries(a.spec) if a.spec else geometries()
     for key, users in sorted(geos.items()):
         cin, cout, k, s, p, h, w, bias = key
-        for dt in (torch.float32, torch.bfloat16):
+        for dt in [getattr(torch, d) for d in a.dtypes.split(",")]:
             for b in [int(x) for x in a.batches.split(",")]:
                 x = torch.randn(b, cin, h, w, device=dev, dtype=dt)
                 wt = torch.randn(cout, cin, k, k, device=dev, dtype=dt)
