@@ -60,6 +60,8 @@ var cudnnTables = map[string]*cudnnSource{
 		{"data/cudnn-ws-h100-spec.jsonl", measured.CudnnHopperSpec},
 		{"data/cudnn-ws-h200-spec-large.jsonl", measured.CudnnHopperSpecLarge},
 		{"data/cudnn-ws-h200-large.jsonl", measured.CudnnHopperLarge},
+		{"data/cudnn-ws-h200-fp16.jsonl", measured.CudnnHopperFP16},
+		{"data/cudnn-ws-h200-fp16-spec.jsonl", measured.CudnnHopperFP16Spec},
 	}, rows: cudnnRowsHopper},
 }
 
@@ -91,6 +93,17 @@ func sameSide(p []wsPoint, big bool) []wsPoint {
 	return p[:i]
 }
 
+// rowsFor returns the measured points of geometry g: its own, or for an
+// fp16 geometry with none, bf16's.
+func (t *wsData) rowsFor(g convGeom) ([]wsPoint, bool) {
+	p, ok := t.points[g]
+	if !ok && g.fp16 {
+		g.fp16 = false
+		p, ok = t.points[g]
+	}
+	return p, ok
+}
+
 // wsTable is the cuDNN table one estimate uses: its device's own, or the
 // fallback's. It records whether a convolution looked it up, to say so
 // when the table was borrowed.
@@ -119,7 +132,7 @@ func (t *wsTable) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 // measured says whether the table has this exact geometry (otherwise a
 // lookup estimates it from the class medians).
 func (t *wsTable) measured(g convGeom) bool {
-	_, ok := t.src.load().points[g]
+	_, ok := t.src.load().rowsFor(g)
 	return ok
 }
 
@@ -144,6 +157,11 @@ func (t *wsTable) notes() []string {
 type convGeom struct {
 	in, out, kernel, stride, padding, h, w int64
 	half, oneD                             bool
+	// fp16 marks a half convolution in fp16 (amp-fp16), whose choices
+	// cuDNN makes apart from bf16's (the ResNets' 7×7 stem takes 5,118
+	// MiB in fp16 at batch 2,700 and 6,142 MiB in bf16); a geometry with
+	// no fp16 measurement takes bf16's (rowsFor).
+	fp16 bool
 }
 
 // convWS is the workspace of each pass, in bytes.
@@ -215,10 +233,15 @@ func buildWSTable(geoms []wsGeom) (*wsData, error) {
 	t := &wsData{points: map[convGeom][]wsPoint{}, ratios: map[convClass][3]float64{}}
 	samples := map[convClass][3][]float64{}
 	for _, g := range geoms {
+		for _, r := range g.rows {
+			t.points[g.g] = append(t.points[g.g], wsPoint{r.batch, r.ws, bigAt(g.g, r.batch)})
+		}
+		if g.g.fp16 {
+			continue // the class medians are bf16's and TF32's (rowsFor)
+		}
 		c := classOf(g.g)
 		s := samples[c]
 		for _, r := range g.rows {
-			t.points[g.g] = append(t.points[g.g], wsPoint{r.batch, r.ws, bigAt(g.g, r.batch)})
 			s[0] = append(s[0], float64(r.ws.fwd)/float64(r.outBytes))
 			s[1] = append(s[1], float64(r.ws.data)/float64(r.inBytes))
 			s[2] = append(s[2], float64(r.ws.weight)/float64(r.inBytes))
@@ -250,7 +273,7 @@ func classOf(g convGeom) convClass {
 // lookup gives the workspaces of a convolution at a batch; inBytes and
 // outBytes are the whole input and output in the compute dtype.
 func (t *wsData) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
-	p, ok := t.points[g]
+	p, ok := t.rowsFor(g)
 	if !ok {
 		c := classOf(g)
 		r, ok := t.ratios[c]

@@ -44,8 +44,8 @@ func TestCudnnRows(t *testing.T) {
 			strings.ToUpper(arch[:1])+arch[1:], strings.Join(names, ", "), strings.ToUpper(arch[:1])+arch[1:])
 		for _, x := range geoms {
 			g := x.g
-			fmt.Fprintf(&b, "{convGeom{%d, %d, %d, %d, %d, %d, %d, %v, %v}, []wsRow{",
-				g.in, g.out, g.kernel, g.stride, g.padding, g.h, g.w, g.half, g.oneD)
+			fmt.Fprintf(&b, "{convGeom{%d, %d, %d, %d, %d, %d, %d, %v, %v, %v}, []wsRow{",
+				g.in, g.out, g.kernel, g.stride, g.padding, g.h, g.w, g.half, g.oneD, g.fp16)
 			for i, r := range x.rows {
 				if i > 0 {
 					b.WriteString(", ")
@@ -95,7 +95,7 @@ func parseWSRows(data []byte, geoms *[]wsGeom, at map[convGeom]int) error {
 		if r.OOM || r.Groups > 1 {
 			continue
 		}
-		g := convGeom{r.In, r.Out, r.Kernel, r.Stride, r.Padding, r.H, r.W, r.Dtype != "float32", r.Dims == 1}
+		g := convGeom{r.In, r.Out, r.Kernel, r.Stride, r.Padding, r.H, r.W, r.Dtype != "float32", r.Dims == 1, r.Dtype == "float16"}
 		i, ok := at[g]
 		if !ok {
 			i = len(*geoms)

@@ -83,6 +83,7 @@ func (o *conv1dOp) forward(s *sim, x *tensor, sh, out model.Shape) *tensor {
 	if t := s.cudnn(); t != nil {
 		hg := g
 		hg.half = s.cfg.compute != f32
+		hg.fp16 = hg.half && s.cfg.fp16
 		if !t.measured(hg) {
 			s.note(conv1dUnmeasured)
 		}
@@ -127,6 +128,7 @@ func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
 	wc, xc := s.castLow(w), s.castLow(x)
 	y := s.alloc(outElems, promote(xc.dt, wc.dt), catTemp, "conv out")
 	g.half = y.dt != f32
+	g.fp16 = g.half && s.cfg.fp16
 	ws := s.convWorkspace(g, xc.bytes(), y.bytes())
 	if ws.fwd > 0 {
 		s.unref(s.alloc(ws.fwd, u8, catWorkspace, "cudnn forward workspace"))

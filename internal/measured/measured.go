@@ -147,6 +147,22 @@ var CudnnHopperLarge = Provenance{
 	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-convws-large/convws.jsonl",
 }
 
+// CudnnHopperFP16 is where the fp16 rows of the H100 table's convolutions
+// (the ResNets' and ViT's, amp-fp16's) were measured
+// (estimate/data/cudnn-ws-h200-fp16.jsonl), by bench/torch/convws.py
+// --dtypes float16 on an H200: cuDNN chooses for fp16 apart from bf16.
+var CudnnHopperFP16 = Provenance{
+	Date: "2026-11-27", Device: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
+	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-convws-fp16/convws-fp16.jsonl",
+}
+
+// CudnnHopperFP16Spec is the same for specs/cnn-groupnorm.yaml's
+// convolutions (estimate/data/cudnn-ws-h200-fp16-spec.jsonl).
+var CudnnHopperFP16Spec = Provenance{
+	Date: "2026-11-27", Device: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
+	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-convws-fp16/convws-fp16-spec.jsonl",
+}
+
 // All lists the measured sizes by name, for documentation and tests.
 func All() map[string]Bytes {
 	return map[string]Bytes{
