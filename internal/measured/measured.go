@@ -127,41 +127,32 @@ var CudnnHopperSpec = Provenance{
 	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-23-h100-convws-cnn-gn.jsonl",
 }
 
-// CudnnHopperSpecLarge is where the rows of that table for the same
-// convolutions at batches of 1,024 to 4,685 were measured
-// (estimate/data/cudnn-ws-h200-spec-large.jsonl), by bench/torch/convws.py
-// --spec on an H200 (the H100's architecture): several of them stop
-// growing with the batch there (docs/formulas.md §F).
-var CudnnHopperSpecLarge = Provenance{
+// cudnnH200 is the machine the H200's cuDNN rows were measured on
+// (eighteenth session), with bench/torch/convws.py.
+var cudnnH200 = Provenance{
 	Date: "2026-11-27", Device: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
-	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-cnn-large/convws.jsonl",
+	Torch: "2.11.0+cu130", CuDNN: "9.19.0",
 }
 
-// CudnnHopperLarge is where the rows of the H100 table's convolutions (the
-// ResNets' and ViT's) at batches of 1,536 to 3,072 were measured
-// (estimate/data/cudnn-ws-h200-large.jsonl), by bench/torch/convws.py on
-// an H200 (the H100's architecture): past 2³¹ elements several take
-// workspaces their smaller batches do not (docs/formulas.md §F).
-var CudnnHopperLarge = Provenance{
-	Date: "2026-11-27", Device: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
-	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-convws-large/convws.jsonl",
-}
-
-// CudnnHopperFP16 is where the fp16 rows of the H100 table's convolutions
-// (the ResNets' and ViT's, amp-fp16's) were measured
-// (estimate/data/cudnn-ws-h200-fp16.jsonl), by bench/torch/convws.py
-// --dtypes float16 on an H200: cuDNN chooses for fp16 apart from bf16.
-var CudnnHopperFP16 = Provenance{
-	Date: "2026-11-27", Device: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
-	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-convws-fp16/convws-fp16.jsonl",
-}
-
-// CudnnHopperFP16Spec is the same for specs/cnn-groupnorm.yaml's
-// convolutions (estimate/data/cudnn-ws-h200-fp16-spec.jsonl).
-var CudnnHopperFP16Spec = Provenance{
-	Date: "2026-11-27", Device: "NVIDIA H200", Driver: "580.159.04", CUDA: "13.0",
-	Torch: "2.11.0+cu130", CuDNN: "9.19.0", Source: "bench/results/2026-11-27-h200-convws-fp16/convws-fp16-spec.jsonl",
-}
+// The H200's rows of the sm90 table (the H100's architecture), measured
+// where the H100's rows end (docs/formulas.md §F):
+var (
+	// CudnnHopperSpecLarge: specs/cnn-groupnorm.yaml's convolutions at
+	// batches of 1,024 to 4,685 (estimate/data/cudnn-ws-h200-spec-large.jsonl),
+	// several of which stop growing with the batch;
+	CudnnHopperSpecLarge = cudnnH200.with("bench/results/2026-11-27-h200-cnn-large/convws.jsonl")
+	// CudnnHopperLarge: the ResNets' and ViT's at batches of 1,536 to
+	// 3,072 (estimate/data/cudnn-ws-h200-large.jsonl), several of which
+	// take workspaces past 2³¹ elements that their smaller batches do not;
+	CudnnHopperLarge = cudnnH200.with("bench/results/2026-11-27-h200-convws-large/convws.jsonl")
+	// CudnnHopperFP16: the ResNets' and ViT's in fp16, amp-fp16's
+	// (estimate/data/cudnn-ws-h200-fp16.jsonl), which cuDNN chooses for
+	// apart from bf16;
+	CudnnHopperFP16 = cudnnH200.with("bench/results/2026-11-27-h200-convws-fp16/convws-fp16.jsonl")
+	// CudnnHopperFP16Spec: the CNN's in fp16
+	// (estimate/data/cudnn-ws-h200-fp16-spec.jsonl).
+	CudnnHopperFP16Spec = cudnnH200.with("bench/results/2026-11-27-h200-convws-fp16/convws-fp16-spec.jsonl")
+)
 
 // All lists the measured sizes by name, for documentation and tests.
 func All() map[string]Bytes {
