@@ -27,6 +27,7 @@ type blockRec struct {
 	order      int64 // the segment's order key, copied while the block is cached
 	free       bool
 	recorded   bool // used on another stream (record_stream): free waits for ProcessEvents
+	pending    bool // freed while recorded: waiting for ProcessEvents
 	counted    bool // counted in inactiveSplit while free
 }
 

@@ -11,7 +11,8 @@ package alloc
 // segment held, in the order made, its order key, size, stream, pool and
 // whether it is expandable, and its blocks from the start: offset, size,
 // stream, and −1 for a free block, −2 for a free block still used on
-// another stream, or label(b) for an allocated one.
+// another stream, −3 for a block freed while used on another stream and
+// waiting for ProcessEvents, or label(b) for an allocated one.
 func (a *Allocator) AppendLayout(dst []int64, label func(Block) int64) []int64 {
 	dst = append(dst, a.allocated, a.reserved, int64(len(a.pending)))
 	var rev []int32
@@ -31,6 +32,8 @@ func (a *Allocator) AppendLayout(dst []int64, label func(Block) int64) []int64 {
 			switch {
 			case r.free && r.recorded:
 				state = -2
+			case r.pending:
+				state = -3
 			case !r.free:
 				state = label(Block(rev[i]))
 			}

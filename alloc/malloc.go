@@ -200,6 +200,7 @@ func (a *Allocator) Free(b Block) {
 		a.oversizeAllocs--
 	}
 	if x.recorded {
+		x.pending = true
 		a.pending = append(a.pending, int32(b))
 		return
 	}
@@ -209,7 +210,7 @@ func (a *Allocator) Free(b Block) {
 // release is free_block: merge b with free neighbours and cache it.
 func (a *Allocator) release(b int32) {
 	x := &a.blocks[b]
-	x.recorded = false
+	x.recorded, x.pending = false, false
 	if n := x.next; n != 0 && a.blocks[n].free {
 		a.uncache(n)
 		a.coalesce(b, n)

@@ -53,10 +53,12 @@ type steady struct {
 // startSteady starts tracking the steady state, or returns nil where the
 // jump is not exact or not wanted: under a memory cap (the out-of-memory
 // path depends on history), with allocator settings (their statistics
-// count every allocation), with FSDP (side streams), or while tracing.
+// count every allocation), or while tracing. FSDP's side streams are in
+// the state compared: each block's stream, and the frees that wait for
+// the other stream (alloc.AppendLayout).
 func (s *sim) startSteady() *steady {
 	a := s.al.a
-	if !steadySkip || s.trace != nil || s.al.limit != 0 || a == nil || !a.Config().IsDefault() || s.cfg.zero >= 2 {
+	if !steadySkip || s.trace != nil || s.al.limit != 0 || a == nil || !a.Config().IsDefault() {
 		return nil
 	}
 	st := &steady{s: s, blocks: map[block]stamp{}, ids: map[*tensor]int64{}}

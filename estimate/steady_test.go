@@ -85,6 +85,63 @@ func TestSteadyStateExactModels(t *testing.T) {
 	}
 }
 
+// TestSteadyStateExactFSDP repeats the comparison with FSDP over the
+// pipeline's data-parallel ranks (its all-gathers and reduce-scatters on
+// side streams): ZeRO 2 and 3, FSDP's bf16 policy, tensor and expert
+// parallelism beside it, a mixture of experts, and context parallelism.
+func TestSteadyStateExactFSDP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays dozens of pipelines")
+	}
+	jumped := 0
+	for _, x := range []struct {
+		spec                  string
+		hf                    bool
+		pp, m, dp, tp, ep, cp int64
+		zero, ckpt, prec      string
+	}{
+		{"tinyllama-1.1b.yaml", false, 2, 24, 2, 1, 1, 1, "3", "none", "amp-bf16"},
+		{"tinyllama-1.1b.yaml", false, 2, 24, 2, 1, 1, 1, "2", "every-block", "amp-bf16"},
+		{"tinyllama-1.1b.yaml", false, 4, 17, 4, 1, 1, 1, "3", "every-block", "fsdp-bf16"},
+		{"tinyllama-1.1b.yaml", false, 2, 20, 2, 2, 1, 1, "3", "none", "bf16"},
+		{"tinyllama-1.1b.yaml", false, 2, 16, 2, 1, 1, 2, "3", "every-block", "amp-bf16"},
+		{"llama-3-8b.yaml", false, 4, 32, 2, 1, 1, 1, "2", "every-block", "bf16"},
+		{"../model/testdata/hf/tiny-qwen3-moe.json", true, 2, 16, 4, 1, 2, 1, "3", "every-block", "amp-bf16"},
+		{"../model/testdata/hf/tiny-qwen3-moe.json", true, 2, 16, 2, 2, 4, 1, "2", "none", "bf16"},
+	} {
+		for st := int64(0); st < x.pp; st++ {
+			t.Run(fmt.Sprintf("%s-pp%d-dp%d-tp%d-ep%d-cp%d-zero%s-stage%d", x.spec, x.pp, x.dp, x.tp, x.ep, x.cp, x.zero, st), func(t *testing.T) {
+				o := model.Overrides{PP: x.pp, PPSchedule: model.PP1F1B, GradAccum: x.m, Checkpointing: x.ckpt,
+					DP: x.dp, Zero: x.zero, TP: x.tp, SP: x.tp > 1, EP: x.ep, CP: x.cp, LossParallel: x.tp > 1,
+					Seq: 1024, Batch: 1, Precision: x.prec}
+				var spec *model.Spec
+				var err error
+				if x.hf {
+					spec, err = model.LoadHF(x.spec, o)
+				} else {
+					spec = load(t, x.spec, o)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := steadyJumps.Load()
+				full, fast := replayBoth(t, spec, st)
+				if full != fast {
+					t.Errorf("the replay with jumps differs from the full replay:\n%s\n%s", fast, full)
+				}
+				if n := steadyJumps.Load() - before; n > 0 {
+					jumped++
+					t.Logf("%d jumps", n)
+				}
+			})
+		}
+	}
+	t.Logf("%d replays jumped", jumped)
+	if jumped == 0 {
+		t.Errorf("no replay jumped: the steady state was never detected under FSDP")
+	}
+}
+
 // replayBoth simulates stage st of spec with and without the jumps and
 // returns both results (with the allocator's segments) as JSON.
 func replayBoth(t *testing.T, spec *model.Spec, st int64) (full, fast string) {
