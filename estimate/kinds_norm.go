@@ -157,9 +157,9 @@ func (o *groupNormOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 //
 // Past 2³¹ − 1 elements neither cuDNN nor the native 32-bit kernels take
 // the input: batch_norm_cuda's General path computes the statistics with
-// var_mean_out, whose reduction (make_reduction) reads a bf16 input
-// through an fp32 copy (its shortcut for half inputs with float results
-// covers fp16 only). The copy, the input's elements in fp32, lives until
+// var_mean_out, whose two-result reduction (make_reduction in
+// ATen/native/ReduceOpsUtils.h) reads a bf16 input through an fp32 copy
+// (its shortcut for a half input with float results covers fp16 only). The copy, the input's elements in fp32, lives until
 // the statistics are done (in the allocator histories of
 // bench/results/2026-11-27-h200-resnet-2p31/, 8,575 MiB for a ResNet-50's
 // 56×56 activations at batch 2,800, nine times a step).

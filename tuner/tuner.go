@@ -407,10 +407,3 @@ func Split(global, dp, maxMicro int64) (*Plan, error) {
 	}
 	return p, nil
 }
-
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
