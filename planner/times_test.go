@@ -63,7 +63,8 @@ func TestPlanEstimateTimes(t *testing.T) {
 // Qwen3-30B-A3B request of docs/moe.md §6 (seq 4096, global batch 64, up to
 // 16 GPUs on an H100) estimates: how many estimates on each number of
 // GPUs, and per kind of layout (tensor, expert and pipeline parallelism)
-// their count and time (docs/performance.md, seventeenth session;
+// their count and time, and its estimates by outcome (MEMPLAN_PLAN_KINDS=each
+// lists every one; docs/performance.md, seventeenth session;
 // bench/results/2026-11-27-devvm-speed-17th/run-d.sh runs it at
 // GOMAXPROCS=1).
 func TestPlanEstimateKinds(t *testing.T) {
