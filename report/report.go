@@ -248,7 +248,9 @@ func fill(c *Cell, spec *model.Spec, memo *rowCache, o Options) error {
 	c.Verdict = tuner.Fits(est.DeviceTotal, spec.Device.Memory, o.Band, o.Margin).String()
 	c.Breakdown = breakdown(est)
 	dp := int64(max(spec.Training.DP, 1))
-	cons := tuner.Constraints{Margin: o.Margin, FirstFix: true, Bound: memo.lowerBound, Stop: memo.stopOracle}
+	// The search starts from the spec's own batch, estimated above.
+	cons := tuner.Constraints{Margin: o.Margin, FirstFix: true, Bound: memo.lowerBound, Stop: memo.stopOracle,
+		Hint: spec.Training.Batch}
 	t, err := tuner.Tune(spec, o.Band, cons, memo.oracle)
 	switch {
 	case err == nil:

@@ -67,7 +67,8 @@ func fiftyJobs(t testing.TB) []string {
 
 // unsharedCell is a cell computed the way it was before cells shared
 // anything: its own estimate at the spec's batch, and tune with the
-// estimator called directly, no hint and no bound.
+// estimator called directly, starting from the spec's batch (its own, not
+// learned from another cell), with no bound.
 func unsharedCell(t *testing.T, path, dev string, o Options) Cell {
 	s, err := benchLoad(path, dev)
 	if err != nil {
@@ -81,7 +82,7 @@ func unsharedCell(t *testing.T, path, dev string, o Options) Cell {
 	}
 	c.DeviceTotal, c.Fill, c.Breakdown = est.DeviceTotal, est.Fill, breakdown(est)
 	c.Verdict = tuner.Fits(est.DeviceTotal, s.Device.Memory, o.Band, o.Margin).String()
-	r, err := tuner.Tune(s, o.Band, tuner.Constraints{Margin: o.Margin, FirstFix: true}, tuner.Analytic)
+	r, err := tuner.Tune(s, o.Band, tuner.Constraints{Margin: o.Margin, FirstFix: true, Hint: s.Training.Batch}, tuner.Analytic)
 	switch {
 	case err == nil:
 		c.MaxBatch, c.GPUs, c.Layout = r.Batch, int64(max(s.Training.DP, 1)), layout(s.Training)

@@ -125,10 +125,12 @@ type Constraints struct {
 	// Seqs lists the sequence lengths the job sees; tuning uses the
 	// longest (variable-length data must fit its longest batch).
 	Seqs []int64
-	// Hint, when set, is where the search starts looking (the analytic
+	// Hint, when set, is where the search starts looking: the analytic
 	// answer, when the oracle is the probe and each evaluation allocates
-	// device memory). It changes how many evaluations the search takes,
-	// not its answer.
+	// device memory; the spec's own batch in the report, which estimates
+	// it anyway. It changes how many evaluations the search takes, and
+	// its answer only where memory is not monotone in the batch (another
+	// crossing of the limit).
 	Hint int64
 	// FirstFix, when batch 1 does not fit, asks only for the first fix
 	// (FirstFix instead of Fixes): the report shows no other.
@@ -330,16 +332,7 @@ func Largest(c Constraints, lo, limit int64, eval func(int64) (int64, error)) (i
 	s.fit, s.fv = lo, fv
 	next := nextValid(c, lo)
 	if h := c.below(c.Hint); h > lo {
-		v, err := s.eval(h)
-		if err != nil {
-			return s.fit, err
-		}
-		if v <= limit {
-			s.fit, s.fv = h, v
-			next = nextValid(c, h)
-		} else {
-			s.fail, s.fw = h, v
-		}
+		next = h // the walk's first step, its line then drawn from lo
 	}
 	if err := s.bracket(next); err != nil {
 		return s.fit, err
