@@ -303,8 +303,8 @@ func (t *wsData) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 	}
 	if big {
 		// Past 2³¹ elements every measured workspace is the same at every
-		// batch (cuDNN takes the tensor in pieces of a fixed size):
-		// the nearest measurement, not scaled.
+		// batch (docs/formulas.md §F): the nearest measurement, not
+		// scaled.
 		i := min(sort.Search(len(p), func(i int) bool { return p[i].batch >= batch }), len(p)-1)
 		return p[i].ws
 	}
