@@ -178,8 +178,9 @@ type wsPoint struct {
 // bigAt says whether a convolution of geometry g at a batch has an input
 // or output of more than 2³¹ − 1 elements. cuDNN chooses other algorithms
 // past that size, with workspaces that do not follow the smaller batches'
-// (a ResNet's 1×1 convolutions at 56×56 take none up to batch 2,674 and
-// 5 to 12 GiB from 2,675 on; wav2vec2's 10 s stem, docs/formulas.md §F)
+// (a ResNet's 1×1 convolutions at 56×56 take none at batch 2,600 and 5 to
+// 12 GiB from 2,700 on, their input passing 2³¹ elements at 2,675;
+// wav2vec2's 10 s stem, docs/formulas.md §F)
 // and stay the same as the batch grows, so the table uses measurements
 // only on a batch's own side of it.
 func bigAt(g convGeom, batch int64) bool {
