@@ -148,3 +148,24 @@ func logOutcomes(t *testing.T, log []timedEstimate, limit int64, each bool) {
 		t.Logf("%8.1f ms  %6.2f GiB  %s%s", float64(x.d.Microseconds())/1000, float64(x.total)/(1<<30), x.l, stopped)
 	}
 }
+
+// TestPlanTops logs, with MEMPLAN_PLAN_TOPS=1, how long BenchmarkPlan70B's
+// amp-bf16 plan takes for the first layout, the first three and the ten
+// memplan plan lists (docs/performance.md, eighteenth session;
+// bench/results/2026-11-27-devvm-speed-18th/run-d.sh runs it at
+// GOMAXPROCS=1).
+func TestPlanTops(t *testing.T) {
+	if os.Getenv("MEMPLAN_PLAN_TOPS") == "" {
+		t.Skip("set MEMPLAN_PLAN_TOPS=1")
+	}
+	spec := load(t, "llama-3-70b.yaml")
+	for _, top := range []int{1, 3, 10} {
+		t0 := time.Now()
+		r, err := Plan(spec, Request{GlobalBatch: 1024, MaxGPUs: 1024, Top: top}, Simulator{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("top %2d: %v, %d estimates, first %s on %d GPUs", top, time.Since(t0).Round(time.Millisecond),
+			r.Stats.OracleCalls, r.Layouts[0].Name, r.Layouts[0].GPUs)
+	}
+}
