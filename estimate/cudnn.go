@@ -303,13 +303,22 @@ func (t *wsData) lookup(g convGeom, batch, inBytes, outBytes int64) convWS {
 		big = false // none measured on its side: the other side's, scaled
 	}
 	if big {
-		// Past 2³¹ elements every measured workspace is the same at every
-		// batch (docs/formulas.md §F): the nearest measurement, not
-		// scaled.
-		i := min(sort.Search(len(p), func(i int) bool { return p[i].batch >= batch }), len(p)-1)
-		return p[i].ws
-	}
-	if batch <= p[0].batch {
+		// Past 2³¹ elements every workspace measured at two or more
+		// batches is the same at each (docs/formulas.md §F): below the
+		// first measurement its value, between two the line, beyond the
+		// last its value where the measurements are flat, scaled where
+		// only one was made.
+		last := p[len(p)-1]
+		if batch >= last.batch {
+			if len(p) > 1 && p[0].ws == last.ws {
+				return last.ws
+			}
+			return scale(last.ws, batch, last.batch)
+		}
+		if batch <= p[0].batch {
+			return p[0].ws
+		}
+	} else if batch <= p[0].batch {
 		return scale(p[0].ws, batch, p[0].batch)
 	}
 	last := p[len(p)-1]
