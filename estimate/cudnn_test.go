@@ -172,7 +172,8 @@ func TestCudnn1D(t *testing.T) {
 }
 
 // TestCudnnSides checks that the table uses measurements only on a
-// batch's side of 2³¹ elements, and holds them unscaled past it: a
+// batch's side of 2³¹ elements, and holds them unscaled past it where they
+// are flat: a
 // ResNet's 1×1 256→64 convolution at 56×56 in bf16 takes no forward
 // workspace to speak of up to batch 2,600 and the same 5 GiB at every
 // batch measured from 2,700 to 3,072 (bench/results/
@@ -199,6 +200,20 @@ func TestCudnnSides(t *testing.T) {
 		if got := tab.lookup(g, tt.batch, 0, 0); got != tt.want {
 			t.Errorf("lookup at batch %d = %+v, want %+v", tt.batch, got, tt.want)
 		}
+	}
+	// wav2vec2's 10 s stem (its second convolution, in TF32) was measured
+	// past 2³¹ elements at batch 256 only: below it that measurement
+	// stands, beyond it it is scaled (one point shows no plateau).
+	w := convGeom{in: 512, out: 512, kernel: 3, stride: 2, h: 1, w: 31999, oneD: true}
+	at256 := convWS{fwd: 12880433299, data: 12880433299, weight: 12886724975}
+	if !bigAt(w, 200) || bigAt(w, 128) {
+		t.Fatalf("bigAt: 128 %v, 200 %v; want the side to change between them", bigAt(w, 128), bigAt(w, 200))
+	}
+	if got := tab.lookup(w, 200, 0, 0); got != at256 {
+		t.Errorf("wav2vec2 stem at 200 = %+v, want 256's %+v", got, at256)
+	}
+	if got, want := tab.lookup(w, 512, 0, 0), (convWS{2 * at256.fwd, 2 * at256.data, 2 * at256.weight}); got != want {
+		t.Errorf("wav2vec2 stem at 512 = %+v, want twice 256's %+v", got, want)
 	}
 }
 
