@@ -110,7 +110,7 @@ func runTune(c *cli.Context) error {
 				ifPausedLead(paused.StepPause), paused.Batch, units.Format(paused.DeviceTotal), 100*paused.Fill)
 		}
 		if needPlan {
-			printPlanFallback(c.App.Writer, c.Args().First(), spec, c.Int64("global-batch"), planned)
+			printPlanFallback(c.App.Writer, planCommand(c), c.Int64("global-batch"), planned)
 		}
 	}
 	if terr != nil {
@@ -255,15 +255,48 @@ func tuneIfPaused(spec *model.Spec, band tuner.Band, cons tuner.Constraints, ora
 
 // printPlanFallback says what tensor, pipeline and context parallelism can
 // do when none of tune's changes fits: the planned layout, or the memplan
-// plan command to run.
-func printPlanFallback(w io.Writer, path string, spec *model.Spec, gb int64, c *planner.Candidate) {
+// plan command to run (cmd, planCommand's).
+func printPlanFallback(w io.Writer, cmd string, gb int64, c *planner.Candidate) {
 	switch {
 	case gb <= 0:
-		fmt.Fprintf(w, "  tensor, pipeline and context parallel layouts: memplan plan %s --device %s --global-batch N\n", path, spec.Device.Name)
+		fmt.Fprintf(w, "  tensor, pipeline and context parallel layouts: %s --global-batch N\n", cmd)
 	case c == nil:
 		fmt.Fprintf(w, "  memplan plan: no layout fits up to %d GPUs at global batch %d\n", planner.DefaultMaxGPUs, gb)
 	default:
 		fmt.Fprintf(w, "  memplan plan's layout at global batch %d: %s on %d GPUs, %s per GPU (%.1f%%)\n",
 			gb, c.Name, c.GPUs, units.Format(c.Memory.DeviceTotal), 100*c.Fill)
 	}
+}
+
+// planCommand is the memplan plan command for the job tune was given: its
+// SPEC or --hf config and every flag it was given that plan takes too (plan
+// chooses the batch, data parallelism, ZeRO stage and checkpointing
+// itself, so those are left out).
+func planCommand(c *cli.Context) string {
+	args := []string{"memplan", "plan"}
+	if p := c.Args().First(); p != "" {
+		args = append(args, shellArg(p))
+	}
+	for _, f := range planCmd().Flags {
+		name := f.Names()[0]
+		if name == "global-batch" || !c.IsSet(name) {
+			continue
+		}
+		if v, ok := c.Value(name).(bool); ok {
+			if v {
+				args = append(args, "--"+name)
+			}
+			continue
+		}
+		args = append(args, "--"+name, shellArg(fmt.Sprint(c.Value(name))))
+	}
+	return strings.Join(args, " ")
+}
+
+// shellArg quotes s for a shell when it needs it.
+func shellArg(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t'\"$\\;&|<>()*?[]{}~`#") {
+		return strconv.Quote(s)
+	}
+	return s
 }
