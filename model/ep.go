@@ -121,9 +121,12 @@ func RankParams(layers []Layer, ep int64) int64 {
 	return int64(n)
 }
 
-// routedParams is the routed experts' parameters in ls (weights and
-// biases; not the routers or the shared experts), each Repeat's body
-// counted its times.
+// RoutedParams is the routed experts' parameters in layers, a lowered
+// program (weights and biases; not the routers or the shared experts):
+// what expert parallelism splits and top-k routing activates in part.
+func RoutedParams(layers []Layer) int64 { return int64(routedParams(layers)) }
+
+// routedParams is RoutedParams, each Repeat's body counted its times.
 func routedParams(ls []Layer) float64 {
 	var n float64
 	for i := range ls {

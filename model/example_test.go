@@ -126,3 +126,14 @@ func ExampleRankParams() {
 	// Output:
 	// 227648 227648 153920
 }
+
+// The routed experts' share of a mixture of experts: 2 blocks × 8 experts
+// × 3 × 64 × 32, which expert parallelism over 4 ranks cuts to a quarter
+// (RankParams above: 227,648 − ¾ × 98,304).
+func ExampleRoutedParams() {
+	m := &model.Model{Type: model.Llama, NumLayers: 2, Hidden: 64, Heads: 8, KVHeads: 4, Intermediate: 32, Vocab: 1000,
+		Experts: 8, TopK: 2}
+	fmt.Println(model.RoutedParams(m.Lower()))
+	// Output:
+	// 98304
+}

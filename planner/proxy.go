@@ -79,7 +79,7 @@ func shapeOf(spec *model.Spec, params int64) shape {
 	sh.trainLen = sh.paramLen
 	if m.Experts > 0 && m.TopK > 0 {
 		sh.experts, sh.topK = m.Experts, m.TopK
-		sh.routed = min(m.NumLayers*m.Experts*3*m.Hidden*m.Intermediate, params)
+		sh.routed = min(model.RoutedParams(m.Lower()), params)
 	}
 	if t.LoRA.Enabled() {
 		// peft's adapters are fp32 (autocast_adapter_dtype), or the base's.
