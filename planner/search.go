@@ -410,9 +410,13 @@ func (s *search) lighter(l Layout) []Layout {
 // bisect follows a layout l that does not fit, without a pipeline, with a
 // bisection of its family's smaller micro-batches (of l's accumulation
 // class) for the largest that fits, so that the family's larger ones are
-// pruned by the smallest that does not.
+// pruned by the smallest that does not. Only for an oracle that cannot
+// stop early, as the family's probes in judge: where a failing layout
+// costs only its simulation up to the stop level, the bisection's probes
+// that fit (whole estimates of layouts the ranking may never reach) cost
+// more than the failures they save (docs/planner.md §4).
 func (s *search) bisect(l Layout) {
-	if l.Micro == 1 || l.PP > 1 || l.Accum == 1 {
+	if s.stop != nil || l.Micro == 1 || l.PP > 1 || l.Accum == 1 {
 		return
 	}
 	per := l.Micro * l.Accum
