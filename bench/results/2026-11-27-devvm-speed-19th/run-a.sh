@@ -28,7 +28,7 @@ import json, sys
 w, i, args = sys.argv[1:]
 r = {v: json.load(open(f"{w}/{v}-{i}.json")) for v in ("base", "head")}
 t = {v: float(open(f"{w}/{v}-{i}.time").read()) for v in ("base", "head")}
-lay = {v: [(x["name"], x["memory"]["device_total"]) for x in r[v].get("layouts", [])] for v in r}
+lay = {v: [(x["name"], x["memory"]["device_total_bytes"]) for x in r[v].get("layouts", [])] for v in r}
 miss = {v: [x["name"] for x in r[v].get("near_misses", [])] for v in r}
 print(f"{i:2} {args}\n   layouts {'same' if lay['base'] == lay['head'] else 'DIFFER'} ({len(lay['head'])}),"
       f" near misses {'same' if miss['base'] == miss['head'] else 'differ'},"
