@@ -110,7 +110,7 @@ func Text(w io.Writer, r *Report) error {
 				}
 			}
 		}
-		if none, cmd := planHint(row); cmd != "" {
+		if none, cmd := planHint(row, r.planFlags); cmd != "" {
 			for _, l := range wrapWords(noFitLine(none)+cmd, "  ", "    ", 98) {
 				fmt.Fprintln(w, l)
 			}
@@ -186,7 +186,7 @@ func Markdown(w io.Writer, r *Report) error {
 			}
 			fmt.Fprintf(w, "| %s | %.1f%% (batch %d) | %d | %d | %s |\n", c.Device, 100*c.Fill, c.Batch, c.MaxBatch, c.GPUs, md(c.Layout))
 		}
-		if none, cmd := planHint(row); cmd != "" {
+		if none, cmd := planHint(row, r.planFlags); cmd != "" {
 			fmt.Fprintf(w, "\n%s`%s`\n", md(noFitLine(none)), cmd)
 		}
 	}
@@ -196,8 +196,9 @@ func Markdown(w io.Writer, r *Report) error {
 // planHint returns, for a row with devices that nothing tried fits (and
 // that the report did not plan itself: Options.GlobalBatch), those devices
 // and the memplan plan command that searches tensor and pipeline layouts
-// for the first (docs/report.md); none and "" otherwise.
-func planHint(row Row) (none []string, cmd string) {
+// for the first with the report's overrides (flags: Options.PlanFlags;
+// docs/report.md); none and "" otherwise.
+func planHint(row Row, flags string) (none []string, cmd string) {
 	for _, c := range row.Cells {
 		if c.Error == "" && c.Fix == nil && c.GPUs == 0 && !c.Planned {
 			none = append(none, c.Device)
@@ -206,7 +207,11 @@ func planHint(row Row) (none []string, cmd string) {
 	if len(none) == 0 {
 		return nil, ""
 	}
-	return none, fmt.Sprintf("memplan plan %s --device %s --global-batch N", row.Path, none[0])
+	cmd = fmt.Sprintf("memplan plan %s --device %s --global-batch N", row.Path, none[0])
+	if flags != "" {
+		cmd += " " + flags
+	}
+	return none, cmd
 }
 
 // noFitLine introduces planHint's command.

@@ -49,6 +49,11 @@ type Options struct {
 	// PlanMaxGPUs is the most GPUs those plans may use (0:
 	// planner.DefaultMaxGPUs).
 	PlanMaxGPUs int64
+	// PlanFlags are memplan plan's flags for the overrides the report was
+	// given ("--seq 8192 --precision bf16"), quoted for a shell: the text
+	// and markdown formats add them to the memplan plan command they
+	// suggest for the devices nothing tried fits.
+	PlanFlags string
 }
 
 // Breakdown is the device total at the spec's batch by where it goes.
@@ -112,6 +117,8 @@ type Report struct {
 	Margin    float64    `json:"margin"`
 	Devices   []string   `json:"devices"`
 	Rows      []Row      `json:"rows"`
+	// planFlags is Options.PlanFlags.
+	planFlags string
 }
 
 // Failed reports whether some row or cell failed.
@@ -149,7 +156,7 @@ func build(paths, devices []string, load Loader, o Options, check func(*rowCache
 		o.Now = time.Now().UTC()
 	}
 	r := &Report{Version: o.Version, Generated: o.Now, Band: o.Band, Margin: o.Margin, Devices: devices,
-		Rows: make([]Row, len(paths))}
+		Rows: make([]Row, len(paths)), planFlags: o.PlanFlags}
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

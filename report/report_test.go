@@ -203,7 +203,7 @@ func TestPlannedCells(t *testing.T) {
 	if c := plain.Rows[0].Cells[0]; c.GPUs != 0 || c.Planned {
 		t.Fatalf("without a global batch: %+v, want nothing fitting and no plan", c)
 	}
-	if _, cmd := planHint(plain.Rows[0]); cmd == "" {
+	if _, cmd := planHint(plain.Rows[0], ""); cmd == "" {
 		t.Errorf("without a global batch: no memplan plan hint")
 	}
 	o.GlobalBatch = 256
@@ -223,7 +223,7 @@ func TestPlannedCells(t *testing.T) {
 	if !c.Planned || c.GPUs != want.Layouts[0].GPUs || c.Layout != want.Layouts[0].Name+" (memplan plan)" {
 		t.Errorf("planned cell %+v, want %d GPUs, %s", c, want.Layouts[0].GPUs, want.Layouts[0].Name)
 	}
-	if _, cmd := planHint(r.Rows[0]); cmd != "" {
+	if _, cmd := planHint(r.Rows[0], ""); cmd != "" {
 		t.Errorf("planned row still hints %q", cmd)
 	}
 	var b strings.Builder

@@ -75,7 +75,8 @@ func runReport(c *cli.Context) error {
 		return usageError{"report: missing SPEC arguments"}
 	}
 	o := report.Options{Band: band, Margin: c.Float64("margin"), Version: version(), Now: reportTime(),
-		GlobalBatch: c.Int64("global-batch"), PlanMaxGPUs: c.Int64("max-gpus")}
+		GlobalBatch: c.Int64("global-batch"), PlanMaxGPUs: c.Int64("max-gpus"),
+		PlanFlags: strings.Join(planFlags(c, "device", "format", "output"), " ")}
 	if o.GlobalBatch < 0 || o.PlanMaxGPUs < 0 {
 		return usageError{"report: --global-batch and --max-gpus must be positive"}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -269,17 +270,25 @@ func printPlanFallback(w io.Writer, cmd string, gb int64, c *planner.Candidate) 
 }
 
 // planCommand is the memplan plan command for the job tune was given: its
-// SPEC or --hf config and every flag it was given that plan takes too (plan
-// chooses the batch, data parallelism, ZeRO stage and checkpointing
-// itself, so those are left out).
+// SPEC or --hf config and every flag it was given that plan takes too
+// (planFlags).
 func planCommand(c *cli.Context) string {
 	args := []string{"memplan", "plan"}
 	if p := c.Args().First(); p != "" {
 		args = append(args, shellArg(p))
 	}
+	return strings.Join(append(args, planFlags(c)...), " ")
+}
+
+// planFlags is every flag c was given that memplan plan takes too, but
+// --global-batch and those named in skip, quoted for a shell. Plan chooses
+// the batch, data parallelism, ZeRO stage and checkpointing itself, so
+// it has no such flags and they are left out.
+func planFlags(c *cli.Context, skip ...string) []string {
+	var args []string
 	for _, f := range planCmd().Flags {
 		name := f.Names()[0]
-		if name == "global-batch" || !c.IsSet(name) {
+		if name == "global-batch" || slices.Contains(skip, name) || !c.IsSet(name) {
 			continue
 		}
 		if v, ok := c.Value(name).(bool); ok {
@@ -290,7 +299,7 @@ func planCommand(c *cli.Context) string {
 		}
 		args = append(args, "--"+name, shellArg(fmt.Sprint(c.Value(name))))
 	}
-	return strings.Join(args, " ")
+	return args
 }
 
 // shellArg quotes s for a shell when it needs it.
