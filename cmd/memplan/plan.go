@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"text/tabwriter"
@@ -133,8 +134,8 @@ func printPlan(w io.Writer, r *planner.Result) {
 			if c.Proxy.CrossNode {
 				links = "across nodes"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.1f%%\t%.3g s\t%s\t%s\t\n", i+1, c.GPUs, c.Name, ms.In(c.Memory.DeviceTotal), 100*c.Fill,
-				c.Proxy.StepSeconds, cs.In(c.Proxy.CommBytes), links)
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t\n", i+1, c.GPUs, c.Name, ms.In(c.Memory.DeviceTotal), 100*c.Fill,
+				seconds(c.Proxy.StepSeconds), cs.In(c.Proxy.CommBytes), links)
 		}
 		tw.Flush()
 	} else {
@@ -228,4 +229,14 @@ func printBuildHint(w io.Writer, spec *model.Spec, r *planner.Result) {
 			return
 		}
 	}
+}
+
+// seconds prints a proxy step time: three significant digits below 1,000
+// seconds, whole seconds with thousands separators from there (not
+// 1.15e+03).
+func seconds(v float64) string {
+	if v < 999.5 {
+		return fmt.Sprintf("%.3g s", v)
+	}
+	return commas(int64(math.Round(v))) + " s"
 }
