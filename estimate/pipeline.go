@@ -65,6 +65,11 @@ type pipeline struct {
 	order   []model.PPAction
 	// lossParallel computes the last stage's loss on the logits' shards.
 	lossParallel bool
+	// embeddingGroup says the rank holds the first or the last stage of a
+	// model with tied embeddings: it all-reduces the two copies'
+	// gradients over the embedding group (model's stageSlice), one more
+	// NCCL communicator (pipelineNCCL).
+	embeddingGroup bool
 }
 
 // cast is a cached weight cast: the parameter, its half copy, the copy's
@@ -117,6 +122,9 @@ func newPipeline(spec *model.Spec, rank int64) (*pipeline, error) {
 	}
 	p := local[0]
 	p.local = local
+	for _, q := range local {
+		p.embeddingGroup = p.embeddingGroup || spec.Model.Tied && (q.first() || q.last())
+	}
 	if t.PPSchedule == model.PPInterleaved {
 		if p.order, err = model.InterleavedOrder(rank, t.PP, t.Virtual(), t.GradAccum); err != nil {
 			return nil, err

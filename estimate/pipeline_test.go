@@ -1,9 +1,11 @@
 package estimate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
+	"github.com/memplan/memplan/parallel"
 )
 
 // stageRun simulates one stage of a pipeline-parallel TinyLlama run and
@@ -120,5 +122,47 @@ func TestPipelineFSDP(t *testing.T) {
 	stage := int64(550_023_168) * f32
 	if grads != stage || r.OptimizerBytes != stage {
 		t.Errorf("gradients at the peak %d B, optimizer state %d B; want the stage's whole fp32 gradients and two sharded moments, %d B each", grads, r.OptimizerBytes, stage)
+	}
+}
+
+// TestPipelineTiedNCCL: a tied model's pipeline (Megatron-LM's split,
+// model's stageSlice) gives the ranks of its first and last stages one
+// more NCCL communicator, the embedding group's, and the middle ones none;
+// the last stage's head holds a weight of its own, as an untied model's.
+func TestPipelineTiedNCCL(t *testing.T) {
+	o := model.Overrides{Seq: 256, Batch: 1, PP: 4, GradAccum: 4}
+	tied := load(t, "llama-3.2-1b.yaml", o)
+	untied := *tied
+	untied.Model.Tied = false
+	c := parallel.H200x2Defaults
+	one := mustNCCL(parallel.NCCLBytes(c))
+	c.Communicators++
+	comm := mustNCCL(parallel.NCCLBytes(c)) - one
+	for st := int64(0); st < 4; st++ {
+		p, err := newPipeline(tied, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := newPipeline(&untied, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(0)
+		if st == 0 || st == 3 {
+			want = comm
+		}
+		if d := pipelineNCCL(p, tied.Training) - pipelineNCCL(q, untied.Training); d != want {
+			t.Errorf("stage %d: tied holds %d B more NCCL memory, want %d", st, d, want)
+		}
+		if a, b := model.Params(p.layers), model.Params(q.layers); a != b {
+			t.Errorf("stage %d: tied %d parameters, untied %d", st, a, b)
+		}
+	}
+	r, err := Estimate(tied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Notes) == 0 || !strings.Contains(strings.Join(r.Notes, "\n"), "tied embeddings: split as Megatron-LM splits them") {
+		t.Errorf("notes %q: want the tied split's", r.Notes)
 	}
 }

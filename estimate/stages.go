@@ -92,6 +92,10 @@ func estimatePipeline(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*
 	}
 	best.Pipeline.Kinds = kinds
 	best.Params = spec.Params() // the model's; each kind has its stage's
+	if m := &spec.Model; m.Tied {
+		best.Notes = append(best.Notes, fmt.Sprintf("tied embeddings: split as Megatron-LM splits them, the last stage's head holding a copy of the %d×%d vocabulary matrix (counted in its parameters), the two gradients all-reduced over the first and last stages' ranks after each backward, one more NCCL communicator on those ranks (torchtitan refuses tied weights under a pipeline)",
+			m.Vocab, m.Hidden))
+	}
 	return best, nil
 }
 
@@ -191,10 +195,16 @@ func p2pPeerBytes() int64 {
 // point-to-point connections to each neighbouring rank. batch_isend_irecv runs on the pipeline
 // group's communicator, so it adds no communicator of its own. A
 // pipeline's modules are built on the meta device, so tensor parallelism's
-// scatter of the parameters (loadWhole) is not there.
+// scatter of the parameters (loadWhole) is not there. The ranks of the
+// first and the last stage of a model with tied embeddings have one more
+// communicator, the embedding group's (Megatron-LM's; model's
+// stageSlice), even where its two ranks are the pipeline group's.
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
 	c := layoutNCCL(t, true)
 	c.PipelineNeighbour = true
+	if p.embeddingGroup {
+		c.Communicators++
+	}
 	n := mustNCCL(parallel.NCCLBytes(c))
 	if peers := p.peers(t.PP); peers > 1 {
 		// Every further neighbour: measured on the middle stages of four

@@ -66,9 +66,6 @@ func (m *Model) splittable(layers []Layer) (int, error) {
 	default:
 		return 0, fmt.Errorf("%s models cannot be split into pipeline stages (only the transformer shorthands gpt2, llama, neox and bert)", m.Type)
 	}
-	if m.Tied {
-		return 0, fmt.Errorf("tied embeddings cannot be split over pipeline stages: the embedding is on the first stage and the head on the last (set tied: false)")
-	}
 	if m.LogitSoftcap > 0 {
 		return 0, fmt.Errorf("logit softcapping is not simulated under pipeline parallelism")
 	}
@@ -106,7 +103,14 @@ func stageHead(ls []Layer) []Layer {
 }
 
 // stageSlice is the top-level layers of one GPU's model that stage holds,
-// the head left as it is.
+// the head left as it is but for its tie. Tied embeddings are split as
+// Megatron-LM (and DeepSpeed's TiedLayerSpec) split them: the first stage
+// holds the embedding, the last a head with a weight of its own, the
+// same values kept by an all-reduce of the two gradients over the
+// embedding group, the first and the last stage's ranks, after each
+// backward (its communicator: estimate's pipelineNCCL). Each stage's
+// weight is a plain parameter there, with its own gradient and optimizer
+// state. (torchtitan refuses tied weights under a pipeline.)
 func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 	all := m.Lower()
 	at, err := m.splittable(all)
@@ -133,9 +137,23 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 	rep.Spec = &r
 	out = append(out, rep)
 	if stage == stages-1 {
-		out = append(out, all[at+1:]...)
+		out = append(out, untie(all[at+1:])...)
 	}
 	return out, nil
+}
+
+// untie returns ls with its head's tie dropped: the head's weight its own
+// (a copy of each tied head; ls is not changed).
+func untie(ls []Layer) []Layer {
+	out := append([]Layer(nil), ls...)
+	for i, l := range out {
+		if h, ok := l.Spec.(*LMHead); ok && h.Tie != "" {
+			c := *h
+			c.Tie = ""
+			out[i].Spec = &c
+		}
+	}
+	return out
 }
 
 // LowerStageRank is the program one rank of a layout runs for a pipeline
@@ -152,7 +170,11 @@ func (m *Model) LowerStageRank(stage, stages int64, t *Training) ([]Layer, error
 	if t.TP <= 1 && t.CP <= 1 {
 		return stageHead(ls), nil
 	}
-	ls, err = m.lowerLayers(ls, t)
+	// No stage holds both ends of a tie (stageSlice): the embedding is
+	// lowered as an untied one, whose whole gradient stays.
+	mm := *m
+	mm.Tied = false
+	ls, err = mm.lowerLayers(ls, t)
 	if err != nil {
 		return nil, err
 	}

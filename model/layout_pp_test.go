@@ -51,6 +51,80 @@ func TestLowerStage(t *testing.T) {
 	}
 }
 
+// TestLowerStageTied: a tied model split over stages holds the embedding
+// on the first stage and, on the last, a head with a weight of its own
+// (Megatron-LM's split), so the stages hold the vocabulary matrix twice;
+// under tensor parallelism the first stage's embedding is an untied one
+// (its whole gradient kept), and no stage refers to a tie. The model
+// itself is not changed.
+func TestLowerStageTied(t *testing.T) {
+	s, err := Load(filepath.Join("..", "specs", "llama-3.2-1b.yaml"), Overrides{Seq: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &s.Model
+	if !m.Tied {
+		t.Fatal("llama-3.2-1b.yaml is not tied")
+	}
+	vh := m.Vocab * m.Hidden
+	for _, tr := range []Training{{PP: 2}, {PP: 2, TP: 2, SP: true, Seq: 256}, {PP: 3, TP: 2, Seq: 256}} {
+		var params int64
+		for st := int64(0); st < tr.PP; st++ {
+			ls, err := m.LowerStageRank(st, tr.PP, &tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			params += Params(ls)
+			walk(ls, func(l *Layer) {
+				switch k := l.Spec.(type) {
+				case *LMHead:
+					t.Errorf("%+v stage %d: a head with the loss %+v", tr, st, k)
+				case *VocabHead:
+					if k.Tie != "" {
+						t.Errorf("%+v stage %d: head tied to %q", tr, st, k.Tie)
+					}
+				case *VocabEmbedding:
+					if k.Tied {
+						t.Errorf("%+v stage %d: embedding tied", tr, st)
+					}
+				}
+			})
+		}
+		want := s.Params() + vh
+		if tr.TP > 1 {
+			// The rank's shards: the vocabulary matrices and the blocks'
+			// projections halved, the norms (under 0.1%) whole.
+			if d := params - want/2; d < 0 || d > want/1000 {
+				t.Errorf("%+v: a rank's stages hold %d parameters, want half of %d and its norms", tr, params, want)
+			}
+			continue
+		}
+		if params != want {
+			t.Errorf("%+v: the stages hold %d parameters, want the model's %d and the head's own %d", tr, params, s.Params(), vh)
+		}
+	}
+	if _, err := m.LowerStage(1, 2); err != nil || !m.Tied {
+		t.Fatalf("LowerStage changed the model or failed: %v", err)
+	}
+	for _, l := range m.Lower() {
+		if h, ok := l.Spec.(*LMHead); ok && h.Tie == "" {
+			t.Errorf("the model's head lost its tie")
+		}
+	}
+}
+
+// walk calls f on every layer of ls and their children.
+func walk(ls []Layer, f func(*Layer)) {
+	for i := range ls {
+		f(&ls[i])
+		walk(ls[i].Body, f)
+		walk(ls[i].Shortcut, f)
+		for _, b := range ls[i].Branches {
+			walk(b, f)
+		}
+	}
+}
+
 // TestPipelineSpec checks training.pp and pp_schedule and the setups a
 // pipeline cannot run, each reported at its line.
 func TestPipelineSpec(t *testing.T) {
@@ -61,7 +135,7 @@ func TestPipelineSpec(t *testing.T) {
 		{"default schedule", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 2}", ""},
 		{"gpipe one micro-batch", "", "{batch: 1, seq: 8, pp: 2, pp_schedule: gpipe}", ""},
 		{"1f1b too few", "", "{batch: 1, seq: 8, pp: 2, grad_accum: 1}", "f.yaml:2: pp 2: 1f1b needs at least as many micro-batches (1) as stages (2)"},
-		{"tied", ", tied: true", "{batch: 1, seq: 8, pp: 2, grad_accum: 2}", "tied embeddings cannot be split"},
+		{"tied", ", tied: true", "{batch: 1, seq: 8, pp: 2, grad_accum: 2}", ""},
 		{"too deep", "", "{batch: 1, seq: 8, pp: 7, pp_schedule: gpipe}", "7 stages is more than the 4 layers"},
 		{"unknown", "", "{batch: 1, seq: 8, pp: 2, pp_schedule: zb}", `unknown pipeline schedule "zb"`},
 		{"interleaved", "", "{batch: 1, seq: 8, pp: 2, pp_schedule: interleaved, grad_accum: 4}", ""},
@@ -99,7 +173,6 @@ func TestStageSliceHoldInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Model.Tied = false // pipelines over tied embeddings are refused
 	for stage, want := range []bool{true, false} {
 		ls, err := s.Model.stageSlice(int64(stage), 2)
 		if err != nil {

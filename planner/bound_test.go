@@ -19,7 +19,6 @@ func TestStateBound(t *testing.T) {
 	gpt2.Training.Seq = 512
 	llama := load(t, "llama-3.2-1b.yaml")
 	llama.Training.Seq = 2048
-	llama.Model.Tied = false // pipelines over tied embeddings are not simulated
 	long := *llama
 	long.Training.Seq = 8192
 	bert := load(t, "bert-base.yaml")

@@ -14,7 +14,6 @@ import (
 func TestCanonical(t *testing.T) {
 	llama := load(t, "llama-3.2-1b.yaml")
 	llama.Training.Seq = 1024
-	llama.Model.Tied = false // pipelines over tied embeddings are not simulated
 	every, none := model.Checkpointing{Mode: model.CkptBlock}, model.Checkpointing{Mode: model.CkptNone}
 	for _, prec := range []string{model.AMPBF16, model.BF16} {
 		spec := *llama

@@ -80,10 +80,9 @@ const MaxPipelineMicrobatches = 64
 // layouts with CP together with DDP or ZeRO 1,
 // EP with ZeRO 1, EP with CP without FSDP, EP with TP but without SP or
 // under DDP (TP of a mixture of experts is simulated: docs/moe.md §7–8),
-// tied embeddings
-// under a pipeline, and tensor parallelism of models the plan does not
-// cover. Pipelines run gpipe, 1f1b or interleaved, with TP or CP inside
-// their stages (docs/parallelism.md).
+// and tensor parallelism of models the plan does not cover. Pipelines run
+// gpipe, 1f1b or interleaved, with TP or CP inside their stages, tied
+// embeddings split as Megatron-LM splits them (docs/parallelism.md).
 type Simulator struct {
 	// MaxMicrobatches is the most micro-batches per step of a pipeline
 	// layout it estimates (0: MaxPipelineMicrobatches); longer pipelines
@@ -111,9 +110,6 @@ func (sim Simulator) Simulates(spec *model.Spec, l Layout) error {
 		if err := Apply(spec, l).Training.LoRALayoutOK(); errors.As(err, &u) {
 			return &NotSimulatedError{What: []string{u.What}}
 		}
-	}
-	if l.PP > 1 && spec.Model.Tied {
-		return &NotSimulatedError{What: []string{"tied embeddings under pipeline parallelism"}}
 	}
 	if n := sim.maxMicrobatches(); l.PP > 1 && l.Accum > n {
 		return &NotSimulatedError{What: []string{fmt.Sprintf(

@@ -116,7 +116,6 @@ func TestMonotone(t *testing.T) {
 	gpt2.Training.Seq = 512
 	llama := load(t, "llama-3.2-1b.yaml")
 	llama.Training.Seq = 1024
-	llama.Model.Tied = false // pipelines over tied embeddings are not simulated
 	llama.Model.NumLayers = 16
 	for _, tc := range []struct {
 		name   string
@@ -233,8 +232,8 @@ func TestPlanSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range r.Layouts {
-		if c.Layout.PP > 1 || c.Layout.CP > 1 || c.Layout.EP > 1 || c.GPUs != 8 {
-			t.Errorf("%s: the simulator fits only data and tensor parallelism on 8 GPUs", c.Name)
+		if c.GPUs != 8 {
+			t.Errorf("%s: %d GPUs, want the 8 asked for", c.Name, c.GPUs)
 		}
 		res, err := estimate.Estimate(Apply(spec, c.Layout))
 		if err != nil {

@@ -47,6 +47,9 @@ type shape struct {
 	// routed experts' parameters over all blocks (the rest of params is
 	// dense: attention, embeddings, routers, shared experts).
 	experts, topK, routed int64
+	// tied is the elements of a tied embedding (vocabulary × hidden), 0
+	// when untied: a pipeline all-reduces its two copies' gradients.
+	tied int64
 }
 
 // active is the parameters one token runs through: all of a dense model's,
@@ -77,6 +80,9 @@ func shapeOf(spec *model.Spec, params int64) shape {
 		sh.paramLen = 4
 	}
 	sh.trainLen = sh.paramLen
+	if m.Tied {
+		sh.tied = m.Vocab * m.Hidden
+	}
 	if m.Experts > 0 && m.TopK > 0 {
 		sh.experts, sh.topK = m.Experts, m.TopK
 		sh.routed = min(model.RoutedParams(m.Lower()), params)
@@ -150,6 +156,17 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 	}
 	if l.PP > 1 {
 		add(2*act/float64(l.TP)*micros*float64(max(l.Virtual, 1)), g)
+		if sh.tied > 0 {
+			// The first and the last stage all-reduce their copies of
+			// a tied embedding's gradient, the rank's vocabulary shard
+			// (of its dp·cp shard under FSDP), once a step: a ring of
+			// two sends the whole of it (model's stageSlice).
+			n := float64(sh.tied) / float64(l.TP)
+			if l.Zero >= 2 {
+				n /= float64(l.DP * l.CP)
+			}
+			add(n*float64(sh.gradLen), g)
+		}
 	}
 	if d := l.DP * l.CP; d > 1 {
 		dense, trainDense := sh.params, sh.trainable

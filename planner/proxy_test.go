@@ -44,6 +44,32 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// TestProxyTied: a pipeline of a model with tied embeddings sends, once a
+// step, the rank's shard of the embedding's gradient to all-reduce it
+// between the first and the last stage (vocabulary over tp, and over
+// dp·cp under FSDP); without a pipeline, or untied, nothing more.
+func TestProxyTied(t *testing.T) {
+	tied := load(t, "llama-3.2-1b.yaml")
+	untied := *tied
+	untied.Model.Tied = false
+	params := model.Params(tied.Model.Lower())
+	a, b := shapeOf(tied, params), shapeOf(&untied, params)
+	vh := tied.Model.Vocab * tied.Model.Hidden
+	for _, tc := range []struct {
+		l    Layout
+		want int64
+	}{
+		{Layout{DP: 2, TP: 1, PP: 2, CP: 1, EP: 1, Micro: 1, Accum: 4, Schedule: OneFOneB, Virtual: 1}, 4 * vh},
+		{Layout{DP: 2, TP: 2, PP: 2, CP: 1, EP: 1, Micro: 1, Accum: 4, Schedule: OneFOneB, Virtual: 1}, 4 * vh / 2},
+		{Layout{DP: 2, TP: 2, PP: 2, CP: 1, EP: 1, Zero: 3, Micro: 1, Accum: 4, Schedule: OneFOneB, Virtual: 1}, 4 * vh / 4},
+		{Layout{DP: 4, TP: 1, PP: 1, CP: 1, EP: 1, Micro: 1, Accum: 4}, 0},
+	} {
+		if d := proxyOf(a, tc.l, 8).CommBytes - proxyOf(b, tc.l, 8).CommBytes; d != tc.want {
+			t.Errorf("%s: tied sends %d B more per step, want %d", tc.l, d, tc.want)
+		}
+	}
+}
+
 // TestProxyMoE: a mixture of experts computes with its active parameters
 // (top-k of E routed experts), and splitting its experts over EP ranks
 // costs each MoE layer's dispatch and combine all-to-alls per pass, over
@@ -104,7 +130,6 @@ func TestBoundBeforeNotSimulated(t *testing.T) {
 func TestSimulatorNotSimulated(t *testing.T) {
 	spec := load(t, "llama-3.2-1b.yaml")
 	for _, l := range []Layout{
-		{DP: 1, TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1, Micro: 1, Accum: 2},
 		{DP: 2, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1},
 		{DP: 1, TP: 1, PP: 1, CP: 2, EP: 1, Micro: 1, Accum: 1, Zero: 1},
 	} {
@@ -115,6 +140,12 @@ func TestSimulatorNotSimulated(t *testing.T) {
 				t.Errorf("Simulator.Estimate(%s) = %v, want a *NotSimulatedError", l, err)
 			}
 		})
+	}
+	// A pipeline over Llama-3.2-1B's tied embeddings is simulated
+	// (Megatron-LM's split, docs/parallelism.md §3.2).
+	piped := Layout{DP: 1, TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1, Micro: 1, Accum: 2}
+	if b, err := (Simulator{}).Estimate(spec, piped); err != nil || b.DeviceTotal <= 0 {
+		t.Errorf("Simulator.Estimate(%s) = %+v, %v; want an estimate", piped, b, err)
 	}
 	// Context parallelism with tensor parallelism inside each cp rank is
 	// simulated (docs/parallelism.md §3.3).

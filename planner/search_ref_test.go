@@ -57,7 +57,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 	llama := load(t, "llama-3.2-1b.yaml")
 	llama.Training.Seq = 2048
 	untied := *llama
-	untied.Model.Tied = false // pipelines are simulated
+	untied.Model.Tied = false // as first recorded, when tied pipelines were not simulated
 	untied.Training.Seq = 4096
 	small := untied
 	small.Device.Memory = 24 << 30

@@ -51,7 +51,7 @@ parallelism with ZeRO stages 0-3, tensor and sequence parallelism (Llama
 models), pipelines (gpipe, 1f1b, interleaved; every stage, the busiest
 reported), context and expert parallelism. Layouts it cannot simulate yet
 (context parallelism with DDP or ZeRO 1; expert parallelism with ZeRO 1
-or with tp; tied embeddings under a pipeline; pipelines of more than
+or with tp; pipelines of more than
 --max-microbatches micro-batches (default 64: each costs time); tensor
 parallelism of models other than Llama or of a mixture of experts; LoRA
 with tensor parallelism, or at ZeRO 2 and 3 with context parallelism) are

@@ -15,6 +15,14 @@ stage (--tp, a pp × tp mesh, torchtitan's plan as tp.py applies it).
     torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py bench/torch/dist/moe-llama.yaml --schedule 1f1b --microbatches 4 --dp 2 --ep 2 --mode ddp|fsdp
     torchrun --standalone --nproc-per-node 4 bench/torch/dist/pp.py bench/torch/dist/moe-llama.yaml --schedule 1f1b --microbatches 4 --tp 2 [--ep 2]
 
+A spec with tied embedding and head weights (tied: true) is split as
+Megatron-LM splits it (torchtitan refuses it): the first stage holds the
+embedding, the last a head whose weight is its own copy, set equal at the
+start and kept equal by an all-reduce of the two gradients after each
+backward over the embedding group (the first and last stages' ranks of
+each data- and tensor-parallel coordinate, a process group of its own;
+memplan's model.stageSlice and estimate's pipelineNCCL).
+
 A spec with experts (moe-llama.yaml) builds each block's MLP as transformers'
 Qwen3-MoE block (common.HFMoE); --ep splits each stage's experts over its
 replicas with ep.py (its all-to-all dispatch), under DDP (on the dp group,
@@ -140,6 +148,59 @@ def wrap_dp(model, mode, mesh, local, efsdp=None):
     return model
 
 
+def embedding_group(world, pp, rank):
+    """Megatron-LM's embedding group for this rank: the ranks of the first
+    and the last pipeline stage with its data- and tensor-parallel
+    coordinate (every mesh here has pp outermost), or None on the middle
+    stages. Every rank creates every group, as new_group requires."""
+    import torch.distributed as dist
+    inner = world // pp
+    mine = None
+    for i in range(inner):
+        ranks = [i, (pp - 1) * inner + i]
+        g = dist.new_group(ranks)
+        if rank in ranks:
+            mine = g
+    return mine
+
+
+def tied_weights(modules):
+    """The rank's copies of a tied embedding: the first stage's embedding
+    weight, the last stage's head weight (DDP's wrapped module looked
+    into)."""
+    out = []
+    for m in modules:
+        m = getattr(m, "module", m)
+        if getattr(m, "tok_embeddings", None) is not None:
+            out.append(m.tok_embeddings.weight)
+        if getattr(m, "output", None) is not None:
+            out.append(m.output.weight)
+    return out
+
+
+def local_tensor(t):
+    from torch.distributed.tensor import DTensor
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def sync_tied(modules, group, grads):
+    """Megatron-LM's all-reduces over the embedding group: at the start the
+    weights (the head's copy zeroed first, so both become the embedding's),
+    after each backward the gradients."""
+    import torch.distributed as dist
+    with torch.no_grad():
+        for m in modules:
+            mm = getattr(m, "module", m)
+            for w in tied_weights([m]):
+                t = w.grad if grads else w
+                if t is None:
+                    continue
+                t = local_tensor(t)
+                if not grads and getattr(mm, "output", None) is not None and w is mm.output.weight:
+                    t.zero_()
+                dist.all_reduce(t, group=group)
+
+
 def experts_implementation(modules):
     """What transformers' MoE blocks of the stages run (None without one)."""
     for m in modules:
@@ -176,8 +237,6 @@ def main():
     assert world % (a.tp * a.dp) == 0, f"world {world} is not a multiple of tp·dp {a.tp * a.dp}"
     pp, sp = world // (a.tp * a.dp), not a.no_sp
     d = common.llama_dims(a.spec, a.seq)
-    if d["tied"]:
-        raise SystemExit(f"{a.spec}: tied embeddings cannot be split over pipeline stages (use an untied spec)")
     tp_mesh, dp_mesh, efsdp_mesh, ep_mesh, group, pp_rank = None, None, None, None, None, rank
     if a.tp > 1 or a.dp > 1:
         from torch.distributed.device_mesh import init_device_mesh
@@ -228,6 +287,9 @@ def main():
         assert dp_mesh is not None and a.dp % a.ep == 0, "--ep needs --dp a multiple of it"
         ep_group = ep_mesh.get_group() if ep_mesh is not None else dp_mesh.get_group()
         logs = [ep.apply(m, a.ep, a.router, ep_group) for m in modules]
+    emb_group = embedding_group(world, pp, rank) if d["tied"] else None
+    if emb_group is not None:
+        sync_tied(modules, emb_group, grads=False)
     if dp_mesh is not None:
         modules = [wrap_dp(m, a.mode, dp_mesh, local, efsdp_mesh) for m in modules]
     stages = [PipelineStage(m, s, n_stages, dev, group=group) for m, s in zip(modules, stage_ids)]
@@ -265,6 +327,8 @@ def main():
         if tp_mesh is not None and d["experts"]:
             for m in modules:
                 common.allreduce_router_grads(m, tp_mesh.get_group())
+        if emb_group is not None:
+            sync_tied(modules, emb_group, grads=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if ep_args is not None and a.router == "zero":
@@ -276,7 +340,8 @@ def main():
             time.sleep(a.step_pause)
         steps.append(common.peaks(local))
     config = {"script": "pp", "spec": a.spec, "pp": pp, "schedule": a.schedule, "microbatches": a.microbatches,
-              "virtual": v, "stage_layers": split, "tp": a.tp, "sp": sp and a.tp > 1, "batch": a.batch,
+              "virtual": v, "stage_layers": split, "tp": a.tp, "tied": d["tied"],
+              "embedding_group": emb_group is not None, "sp": sp and a.tp > 1, "batch": a.batch,
               "dp": a.dp, "mode": a.mode if a.dp > 1 else None, "step_pause": a.step_pause,
               "experts": d["experts"], "experts_implementation": experts_implementation(modules),
               "ep": a.ep, "router": a.router if a.ep > 1 else None, "ep_mesh": ep_mesh is not None,
