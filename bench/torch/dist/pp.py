@@ -183,19 +183,36 @@ def local_tensor(t):
     return t.to_local() if isinstance(t, DTensor) else t
 
 
+def grad_shard(w):
+    """The rank's part of w's gradient, as the rank holds w: under tensor
+    parallelism RowwiseParallel's embedding computes its gradient whole
+    (Replicate) over a row shard of the weight, so the rows of the rank's
+    shard are taken, in place (a view): the head's gradient is that shard's."""
+    g = w.grad
+    if g is None:
+        return None
+    gl, wl = local_tensor(g), local_tensor(w)
+    if gl.shape == wl.shape:
+        return gl
+    mesh = w.device_mesh
+    assert mesh.ndim == 1 and gl.shape[0] == w.shape[0], (tuple(gl.shape), tuple(wl.shape), mesh)
+    k = wl.shape[0]
+    r = mesh.get_local_rank()
+    return gl[r * k:(r + 1) * k]
+
+
 def sync_tied(modules, group, grads):
     """Megatron-LM's all-reduces over the embedding group: at the start the
     weights (the head's copy zeroed first, so both become the embedding's),
-    after each backward the gradients."""
+    after each backward the gradients (grad_shard)."""
     import torch.distributed as dist
     with torch.no_grad():
         for m in modules:
             mm = getattr(m, "module", m)
             for w in tied_weights([m]):
-                t = w.grad if grads else w
+                t = grad_shard(w) if grads else local_tensor(w)
                 if t is None:
                     continue
-                t = local_tensor(t)
                 if not grads and getattr(mm, "output", None) is not None and w is mm.output.weight:
                     t.zero_()
                 dist.all_reduce(t, group=group)
