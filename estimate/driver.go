@@ -117,10 +117,12 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 		switch k := l.Spec.(type) {
 		case *model.Repeat:
 			for j := int64(0); j < k.Times; j++ {
+				s.layerAt = k.First + j
 				r := s.slab.inst()
 				r.l, r.unit, r.body, r.first = l, true, s.build(l.Body, names), j == 0
 				out = append(out, r)
 			}
+			s.layerAt = 0
 			continue
 		case *model.Block:
 			in.unit = true

@@ -17,7 +17,10 @@ func init() {
 // (fused, or nn.MultiheadAttention's in_proj) or separate q, k and v, the
 // output projection, and the per-head query and key norm weights.
 type attnOp struct {
-	k                    *model.Attention
+	k *model.Attention
+	// window is the sliding window the layer attends through, 0 for
+	// none (model.Attention.SlidingAt).
+	window               int64
 	qkv, qkvB            *tensor
 	q, qB, kw, kB, v, vB *tensor
 	o, oB                *tensor
@@ -27,6 +30,7 @@ type attnOp struct {
 func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.Attention)
 	a := &attnOp{k: k}
+	a.window, _ = k.SlidingAt(s.layerAt)
 	if k.RoPE && k.Style == "hf" {
 		// The model's rotary embedding module: inv_freq and
 		// original_inv_freq, fp32 buffers of half the rotated dims,
@@ -229,6 +233,15 @@ func (a *attnOp) cached(s *sim) bool {
 }
 
 // mathSDPA says whether SDPA falls back to its math kernel (kernel).
+// masked says whether transformers gives SDPA a mask for this layer: it
+// attends through a sliding window and the sequence is at least as long
+// (sdpa_mask can skip the mask, SDPA's is_causal standing in for it, only
+// while the keys are fewer than the window; full-attention layers always
+// skip it).
+func (a *attnOp) masked(s *sim, seq int64) bool {
+	return !s.cfg.eager && a.window > 0 && seq >= a.window
+}
+
 func (a *attnOp) mathSDPA(s *sim) bool {
 	return !s.cfg.eager && s.cfg.compute == f32 && a.k.KVHeads != a.k.Heads
 }
@@ -308,6 +321,9 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 	k := a.k
 	mathSDPA = a.mathSDPA(s)
 	switch {
+	case a.masked(s, st.seq):
+		y = s.maskedSDPA(st.q, st.k, st.v, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim)
+		mathSDPA = false
 	case mathSDPA:
 		y = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, model.SoftmaxFP32)
 	case s.cfg.eager:
@@ -372,12 +388,16 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 	if a == nil || len(sh) == 0 {
 		return
 	}
-	if s.cfg.eager && a.k.Causal {
+	switch {
+	case s.cfg.eager && a.k.Causal:
 		s.causalMask(sh[0], x.dt)
 		// A local of the model's forward, freed when it returns
 		// (dropBodyHold); with checkpointing the segments keep it as an
 		// input until the step's backward is done.
 		s.maskLocal = s.ckptMode == model.CkptNone
+	case maskedIn(s, blocks, sh[0]):
+		s.slidingMask(sh[0])
+		s.maskLocal = s.ckptMode == model.CkptNone // as eager's
 	}
 	s.gemm(f32, false)
 	frac := 1.0
@@ -465,6 +485,40 @@ func (s *sim) ropeJoin(x, y, xr *tensor) *tensor {
 	s.unref(pass)
 	s.unref(xr)
 	return full
+}
+
+// maskedIn says whether an attention layer in ins gets a mask from
+// transformers under SDPA at seq tokens (attnOp.masked).
+func maskedIn(s *sim, ins []*inst, seq int64) bool {
+	for _, in := range ins {
+		if a, ok := in.op.(*attnOp); ok && a.masked(s, seq) {
+			return true
+		}
+		for _, list := range in.sublists() {
+			if maskedIn(s, list, seq) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// slidingMask is the boolean [batch, 1, seq, seq] mask transformers'
+// sdpa_mask builds for the sliding-window layers, once a forward: the
+// window's and the causal conditions each evaluated over the whole grid
+// and combined (and_masks), two of them live at a time (measured:
+// Gemma-2-2B at 4,096 tokens, masking_utils.py's inner_mask, and_mask,
+// causal_mask_function; bench/results/2026-11-27-h100-gemma2-sliding/).
+func (s *sim) slidingMask(seq int64) *tensor {
+	n := s.cfg.batch * seq * seq
+	inner := s.alloc(n, 1, catTemp, "sliding mask (window)")
+	both := s.alloc(n, 1, catTemp, "sliding mask (and)")
+	s.unref(inner)
+	causal := s.alloc(n, 1, catTemp, "sliding mask (causal)")
+	s.mask = s.alloc(n, 1, catTemp, "sliding mask")
+	s.unref(causal)
+	s.unref(both)
+	return s.mask
 }
 
 // causalMask is the additive [batch, 1, seq, seq] mask transformers builds

@@ -272,7 +272,11 @@ type sim struct {
 	// rank is the running layer's per-sample input rank: 2 or more makes
 	// a linear layer's input 3-D, reshaped to a matrix (viewGrad).
 	rank int
-	mask *tensor // eager attention's causal mask of the current forward
+	// mask is the current forward's attention mask: eager attention's
+	// causal mask, or under SDPA the boolean mask of the layers that
+	// attend through a sliding window no longer than the sequence
+	// (slidingMask).
+	mask *tensor
 	// maskLocal: mask is the model forward's local, freed when it returns
 	// (prologue, dropBodyHold).
 	maskLocal bool
@@ -315,6 +319,9 @@ type sim struct {
 	// rotaryElems is the length of a transformers rotary embedding's
 	// inv_freq buffers (0 without one), which DDP broadcasts.
 	rotaryElems int64
+	// layerAt is the model's index of the repeat copy being built (build,
+	// model.Repeat.First), for layers that differ by index.
+	layerAt int64
 }
 
 // usage records which library paths the step touches: half-precision

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -227,6 +228,7 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		m.SandwichNorm = true
 		m.LogitSoftcap = c.float("final_logit_softcapping", 30)
 	}
+	c.sliding(m, mt)
 	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
 	m.MLPBias = c.bool("mlp_bias", false)
 	m.AttnDropout = c.float("attention_dropout", 0)
@@ -297,6 +299,12 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		if m.LogitSoftcap > 0 {
 			f["logit_softcap"] = m.LogitSoftcap
 		}
+		if m.SlidingWindow > 0 {
+			f["sliding_window"] = m.SlidingWindow
+			if m.SlidingPattern > 1 {
+				f["sliding_pattern"] = m.SlidingPattern
+			}
+		}
 		if m.Experts > 0 {
 			f["experts"], f["top_k"] = m.Experts, m.TopK
 			if m.SharedExpert > 0 {
@@ -313,4 +321,47 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// sliding reads transformers' sliding-window attention: Gemma 2's on
+// every other layer (sliding_window, default 4096), Mistral's and
+// Mixtral's on every layer when sliding_window is set (Mistral v0.1's
+// 4096; null in later versions), or a layer_types list whose sliding
+// layers are every layer or all but every P-th. Qwen's use_sliding_window
+// (sliding layers from max_window_layers on) is not modelled: an error.
+func (c *hfConfig) sliding(m *Model, mt string) {
+	switch mt {
+	case "gemma2":
+		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), 2
+	case "mistral", "mixtral":
+		m.SlidingWindow = c.int("sliding_window", 0, false)
+	case "qwen2", "qwen2_moe", "qwen3", "qwen3_moe":
+		if c.bool("use_sliding_window", false) {
+			c.fail("use_sliding_window: Qwen's sliding-window layers (from max_window_layers on) are not modelled yet")
+		}
+	}
+	types, ok := c.raw["layer_types"].([]any)
+	if !ok || len(types) == 0 {
+		return
+	}
+	var sliding []bool
+	for _, t := range types {
+		sliding = append(sliding, t == "sliding_attention")
+	}
+	window, pattern, fits := int64(0), int64(0), true
+	switch first := slices.Index(sliding, false); {
+	case first < 0:
+		window, pattern = c.int("sliding_window", 4096, false), 1
+	case slices.Contains(sliding, true):
+		window, pattern = c.int("sliding_window", 4096, false), int64(first+1)
+		for i, sl := range sliding {
+			_, want := slidingAt(window, pattern, int64(i))
+			fits = fits && sl == want
+		}
+	}
+	if !fits {
+		c.fail("layer_types: sliding and full attention layers in an order memplan does not model (every layer, or all but every P-th)")
+		return
+	}
+	m.SlidingWindow, m.SlidingPattern = window, pattern
 }

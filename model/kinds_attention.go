@@ -40,6 +40,18 @@ type Attention struct {
 	// dtype) or SoftmaxInput (BERT's: softmax in the scores' dtype, or fp32
 	// under autocast, its output going to dropout and the matmul as it is).
 	Softmax string
+	// Window and WindowPattern are the model's sliding window and the
+	// layers it applies to (Model.SlidingWindow, SlidingPattern): the
+	// copy of a repeat that is layer i of the model attends through the
+	// window when Window > 0 and (WindowPattern ≤ 1 or (i+1) %
+	// WindowPattern != 0).
+	Window, WindowPattern int64
+}
+
+// SlidingAt reports whether the attention, as layer (0-based) of its
+// model, attends through a sliding window, and the window.
+func (k *Attention) SlidingAt(layer int64) (int64, bool) {
+	return slidingAt(k.Window, k.WindowPattern, layer)
 }
 
 // Eager attention's softmax conventions (Attention.Softmax).

@@ -27,6 +27,10 @@ func init() {
 // Repeat is its body repeated Times times, each copy with its own weights.
 type Repeat struct {
 	Times int64
+	// First is the model's index of the first copy (0; a pipeline stage's
+	// share of the blocks starts later: model's stageSlice), for layers
+	// that differ by index (Attention.SlidingAt).
+	First int64
 	// HoldInput keeps the first copy's input bound until the base model's
 	// forward returns (BertModel.forward's embedding_output): until a
 	// task head starts (Linear.Head) or the forward ends.

@@ -134,6 +134,9 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 	// base model's forward may keep (Repeat.HoldInput); later stages
 	// take a received activation.
 	r.Times, r.HoldInput = split[stage], r.HoldInput && stage == 0
+	for _, n := range split[:stage] {
+		r.First += n
+	}
 	rep.Spec = &r
 	out = append(out, rep)
 	if stage == stages-1 {

@@ -90,7 +90,8 @@ func (m *Model) lowerLlama() []Layer {
 			norm(),
 			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
-				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true})), post())...),
+				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true,
+				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern})), post())...),
 		L(&Residual{}, cat(seq(
 			norm(),
 			m.mlp()), post())...),

@@ -80,6 +80,8 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("sandwich_norm", &m.SandwichNorm)
 		mm.bool("gemma", &m.Gemma)
 		mm.float("logit_softcap", &m.LogitSoftcap, 0, 1e6)
+		mm.int("sliding_window", &m.SlidingWindow, false)
+		mm.int("sliding_pattern", &m.SlidingPattern, false)
 		mm.int("experts", &m.Experts, false)
 		mm.int("top_k", &m.TopK, m.Experts > 0)
 		mm.int("shared_expert", &m.SharedExpert, false)

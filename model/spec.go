@@ -76,6 +76,14 @@ type Model struct {
 	// cap·tanh(logits/cap) (Gemma 2's final_logit_softcapping).
 	SandwichNorm bool    `json:"sandwich_norm,omitempty"`
 	LogitSoftcap float64 `json:"logit_softcap,omitempty"`
+	// SlidingWindow is the window of transformers' sliding-window
+	// attention (sliding_window: Mistral v0.1, Gemma 2), 0 for none, on
+	// the layers SlidingPattern picks (Sliding): every layer (0 or 1), or
+	// with P > 1 each layer i with (i+1) % P != 0 (Gemma 2 alternates, 2).
+	// From the window's length on, transformers gives SDPA a mask for
+	// those layers (docs/pytorch-memory.md §4, sliding windows).
+	SlidingWindow  int64 `json:"sliding_window,omitempty"`
+	SlidingPattern int64 `json:"sliding_pattern,omitempty"`
 	// Gemma follows Gemma's conventions (gemma and gemma2): the embeddings
 	// are multiplied by √hidden in their dtype (a new tensor), and each
 	// RMSNorm applies its weight as 1 + w in fp32 before casting back
@@ -377,4 +385,21 @@ func oneOf(list []string) string {
 	s := append([]string(nil), list...)
 	sort.Strings(s)
 	return strings.Join(s, ", ")
+}
+
+// Sliding reports whether layer (0-based, in the whole model) attends
+// through a sliding window of n tokens (SlidingWindow), and n.
+func (m *Model) Sliding(layer int64) (n int64, ok bool) {
+	return slidingAt(m.SlidingWindow, m.SlidingPattern, layer)
+}
+
+// slidingAt is Model.Sliding for a window, a pattern and a layer.
+func slidingAt(window, pattern, layer int64) (int64, bool) {
+	if window <= 0 {
+		return 0, false
+	}
+	if pattern > 1 && (layer+1)%pattern == 0 {
+		return 0, false
+	}
+	return window, true
 }
