@@ -503,14 +503,16 @@ func maskedIn(s *sim, ins []*inst, seq int64) bool {
 	return false
 }
 
-// slidingMask is the boolean [batch, 1, seq, seq] mask transformers'
-// sdpa_mask builds for the sliding-window layers, once a forward: the
-// window's and the causal conditions each evaluated over the whole grid
-// and combined (and_masks), two of them live at a time (measured:
-// Gemma-2-2B at 4,096 tokens, masking_utils.py's inner_mask, and_mask,
-// causal_mask_function; bench/results/2026-11-27-h100-gemma2-sliding/).
+// slidingMask is the boolean mask transformers' sdpa_mask builds for the
+// sliding-window layers, once a forward: [1, 1, seq, seq] whatever the
+// batch (no padding; expanded over it as a view), the window's and the
+// causal conditions each evaluated over the whole grid and combined
+// (and_masks), two of them live at a time (measured: Gemma-2-2B at 4,096
+// tokens and Mistral-7B v0.1 at batch 2, masking_utils.py's inner_mask,
+// and_mask, causal_mask_function, 16 MiB each;
+// bench/results/2026-11-27-sliding-traces/).
 func (s *sim) slidingMask(seq int64) *tensor {
-	n := s.cfg.batch * seq * seq
+	n := seq * seq
 	inner := s.alloc(n, 1, catTemp, "sliding mask (window)")
 	both := s.alloc(n, 1, catTemp, "sliding mask (and)")
 	s.unref(inner)

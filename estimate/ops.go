@@ -396,8 +396,9 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 // SDPA converts the boolean mask to an additive one in the query's dtype
 // ([batch, 1, s, s], torch.where) and runs the memory-efficient kernel,
 // which saves q, the copies, the output, its logsumexp and the converted
-// mask, each sliding layer its own (measured: Gemma-2-2B in bf16 at 4,096
-// tokens, bench/results/2026-11-27-h100-gemma2-sliding/). Its backward
+// mask, each sliding layer its own, batch-sized (measured: Gemma-2-2B in
+// bf16 at 4,096 tokens, Mistral-7B v0.1 at batch 2: 64 MiB a layer at
+// 4,096 tokens; bench/results/2026-11-27-sliding-traces/). Its backward
 // first copies the output's gradient contiguous, then allocates dq, dk
 // and dv and the same fp32 dq accumulator and row sums as the flash
 // kernel's, all freed when it returns but the gradients.
