@@ -25,6 +25,8 @@ var singleGPUTuning = []string{
 	"results/2026-11-23-h100-traces2/runs.jsonl",
 	"results/2026-11-23-h100-zero-emptycache.jsonl",
 	"results/2026-11-27-h200-large.jsonl",
+	"results/2026-11-27-h200-sliding.jsonl",
+	"results/2026-11-27-sliding-traces/runs.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
