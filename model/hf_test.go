@@ -95,6 +95,8 @@ func TestHFErrors(t *testing.T) {
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
 		{"inconsistent", `{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 128}`, `kv_heads (3) must divide heads (8)`},
 		{"bad json", "{\n\"model_type\": \"gpt2\",,\n}", "c.json:2: JSON"},
+		{"qwen sliding", `{"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "use_sliding_window": true}`, "use_sliding_window: Qwen's sliding-window layers"},
+		{"layer types", `{"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "layer_types": ["full_attention", "sliding_attention", "sliding_attention"]}`, "layer_types: sliding and full attention layers in an order"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,6 +109,60 @@ func TestHFErrors(t *testing.T) {
 	_, err := ParseHF("c.json", []byte(`{"model_type": "t5"}`), Overrides{Batch: 1, Seq: 16})
 	if err == nil || !strings.Contains(err.Error(), "gemma2") {
 		t.Errorf("t5: err = %v, want the supported list", err)
+	}
+}
+
+// TestHFSliding reads transformers' sliding-window attention: Gemma 2's
+// on every other layer (the first sliding), Mistral v0.1's on every layer,
+// none where sliding_window is null, and layer_types lists; the imported
+// spec keeps it (SpecYAML).
+func TestHFSliding(t *testing.T) {
+	const llama = `"num_hidden_layers": 6, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128`
+	tests := []struct {
+		name, json      string
+		window, pattern int64
+		sliding         []bool
+	}{
+		{"gemma2", `{"model_type": "gemma2", ` + llama + `, "sliding_window": 512}`, 512, 2, []bool{true, false, true, false, true, false}},
+		{"gemma2 default", `{"model_type": "gemma2", ` + llama + `}`, 4096, 2, []bool{true, false, true, false, true, false}},
+		{"mistral v0.1", `{"model_type": "mistral", ` + llama + `, "sliding_window": 4096}`, 4096, 0, []bool{true, true, true, true, true, true}},
+		{"mistral v0.3", `{"model_type": "mistral", ` + llama + `, "sliding_window": null}`, 0, 0, []bool{false, false, false, false, false, false}},
+		{"layer types", `{"model_type": "llama", ` + llama + `, "sliding_window": 1024, "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention"]}`, 1024, 3, []bool{true, true, false, true, true, false}},
+		{"all full", `{"model_type": "gemma2", ` + llama + `, "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention", "full_attention", "full_attention"]}`, 0, 0, []bool{false, false, false, false, false, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ParseHF("c.json", []byte(tt.json), Overrides{Batch: 1, Seq: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &s.Model
+			if m.SlidingWindow != tt.window || m.SlidingPattern != tt.pattern {
+				t.Errorf("window %d, pattern %d; want %d, %d", m.SlidingWindow, m.SlidingPattern, tt.window, tt.pattern)
+			}
+			for i, want := range tt.sliding {
+				if n, ok := m.Sliding(int64(i)); ok != want || (ok && n != tt.window) {
+					t.Errorf("layer %d: sliding %v (%d), want %v", i, ok, n, want)
+				}
+			}
+			y, err := m.SpecYAML("c", "x", map[string]any{"batch": 1, "seq": 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Parse("c.yaml", y, Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A pattern of 0 and of 1 both mean every layer; the spec
+			// writes a pattern only above 1.
+			pattern := m.SlidingPattern
+			if pattern <= 1 {
+				pattern = 0
+			}
+			if back.Model.SlidingWindow != m.SlidingWindow || back.Model.SlidingPattern != pattern {
+				t.Errorf("the imported spec reads back window %d pattern %d", back.Model.SlidingWindow, back.Model.SlidingPattern)
+			}
+		})
 	}
 }
 

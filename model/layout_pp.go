@@ -129,6 +129,7 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 		out = append(out, all[:at]...)
 	}
 	rep := all[at]
+	rep.Body = unwindowed(rep.Body)
 	r := *rep.Spec.(*Repeat)
 	// The first stage's copies take the embeddings' output, which the
 	// base model's forward may keep (Repeat.HoldInput); later stages
@@ -307,4 +308,31 @@ func checkPipeline(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		e.add(line, "pp %d: %v", t.PP, err)
 	}
+}
+
+// unwindowed returns ls with every attention layer's sliding window
+// dropped (copies of the layers that change; ls is not changed). The
+// parallel layouts are simulated on torchtitan's Llama (and
+// bench/torch/dist's), whose attention is causal SDPA without
+// transformers' sliding-window masks; tensor and context parallelism
+// drop the window as they lower each attention layer.
+func unwindowed(ls []Layer) []Layer {
+	out := append([]Layer(nil), ls...)
+	for i := range out {
+		l := &out[i]
+		if a, ok := l.Spec.(*Attention); ok && a.Window > 0 {
+			c := *a
+			c.Window = 0
+			l.Spec = &c
+		}
+		l.Body, l.Shortcut = unwindowed(l.Body), unwindowed(l.Shortcut)
+		if l.Branches != nil {
+			bs := make([][]Layer, len(l.Branches))
+			for j, b := range l.Branches {
+				bs[j] = unwindowed(b)
+			}
+			l.Branches = bs
+		}
+	}
+	return out
 }

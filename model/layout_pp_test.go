@@ -189,3 +189,62 @@ func TestStageSliceHoldInput(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelLayoutsDropWindow: the parallel layouts run torchtitan's
+// Llama, causal SDPA without transformers' sliding-window masks, so their
+// lowerings drop a model's sliding window (unwindowed); the model's own
+// layers keep it, and a stage's repeat knows its first layer's index.
+func TestParallelLayoutsDropWindow(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "mistral-7b-v0.1.json"), Overrides{Batch: 1, Seq: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &s.Model
+	windows := func(ls []Layer) (n int) {
+		walk(ls, func(l *Layer) {
+			switch a := l.Spec.(type) {
+			case *Attention:
+				if a.Window > 0 {
+					n++
+				}
+			case *RingAttention:
+				if a.Window > 0 {
+					n++
+				}
+			}
+		})
+		return n
+	}
+	if n := windows(m.Lower()); n != 1 {
+		t.Fatalf("the model's repeat has %d windowed attention layers, want 1 (its body's)", n)
+	}
+	for _, tr := range []Training{{TP: 2, Seq: 256}, {CP: 2, Seq: 256}, {PP: 2}, {PP: 2, TP: 2, Seq: 256}} {
+		if tr.PP > 1 {
+			for st := int64(0); st < tr.PP; st++ {
+				ls, err := m.LowerStageRank(st, tr.PP, &tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := windows(ls); n != 0 {
+					t.Errorf("%+v stage %d: %d windowed attention layers", tr, st, n)
+				}
+				for _, l := range ls {
+					if r, ok := l.Spec.(*Repeat); ok && r.First != 16*st {
+						t.Errorf("stage %d's repeat starts at layer %d, want %d", st, r.First, 16*st)
+					}
+				}
+			}
+			continue
+		}
+		ls, err := m.LowerRank(&tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := windows(ls); n != 0 {
+			t.Errorf("%+v: %d windowed attention layers", tr, n)
+		}
+	}
+	if n := windows(m.Lower()); n != 1 {
+		t.Errorf("the lowerings changed the model's window")
+	}
+}

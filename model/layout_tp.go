@@ -303,6 +303,7 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 		case *Attention:
 			a := *k
 			a.Heads, a.KVHeads = k.Heads/tp.t, k.KVHeads/tp.t
+			a.Window = 0 // torchtitan's Llama: causal SDPA, no window (unwindowed)
 			if a.HeadDim == 0 {
 				a.HeadDim = k.Dim / k.Heads
 			}
