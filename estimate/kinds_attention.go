@@ -258,7 +258,12 @@ func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 	// it (measured: the tiny MoE's bf16 checkpointed trace,
 	// bench/results/moe-traces/moe-bf16-ckpt).
 	v := headView(s, t, true)
-	y := s.rmsNorm(v, w, rows)
+	var y *tensor
+	if a.k.QKNormOffset {
+		y = s.gemmaRMSNorm(v, w, rows) // Gemma 3's q_norm and k_norm
+	} else {
+		y = s.rmsNorm(v, w, rows)
+	}
 	s.unref(v)
 	return y
 }
@@ -267,7 +272,7 @@ func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	k := a.k
 	frac := rotaryFrac(k)
-	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), x.dt)
+	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), x.dt, a.localRoPE())
 	// apply_rotary_pos_emb rotates q, then k, and only then concatenates
 	// each with its unrotated part (GPT-NeoX's and Phi's partial rotary:
 	// the allocator history of Pythia-160M, bench/results/2026-11-26-h100-eager-traces).
@@ -404,7 +409,12 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 	if a.k.Rotary > 0 {
 		frac = a.k.Rotary
 	}
-	s.ropeTables(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt)
+	s.ropeTables(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, false)
+	if a.k.LocalRoPE {
+		// Gemma 3's second rotary embedding, for the sliding layers,
+		// computed after the global one.
+		s.ropeTables(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, true)
+	}
 }
 
 // firstRope is the first attention layer in ins that applies rotary
@@ -425,14 +435,24 @@ func firstRope(ins []*inst) *attnOp {
 
 // ropeTables returns the cos and sin tables ([1, seq, head_dim] in the
 // stream's dtype), made once per forward like transformers'
-// LlamaRotaryEmbedding.
-func (s *sim) ropeTables(seq, hd, dt int64) (cos, sin *tensor) {
-	if s.ropeT[0] == nil {
-		s.ropeT[0] = s.alloc(seq*hd, dt, catTemp, "rope cos")
-		s.ropeT[1] = s.alloc(seq*hd, dt, catTemp, "rope sin")
+// LlamaRotaryEmbedding; local asks for the second pair of a model with a
+// local rotary embedding (Gemma 3's sliding layers).
+func (s *sim) ropeTables(seq, hd, dt int64, local bool) (cos, sin *tensor) {
+	i := 0
+	if local {
+		i = 2
 	}
-	return s.ropeT[0], s.ropeT[1]
+	if s.ropeT[i] == nil {
+		s.ropeT[i] = s.alloc(seq*hd, dt, catTemp, "rope cos")
+		s.ropeT[i+1] = s.alloc(seq*hd, dt, catTemp, "rope sin")
+	}
+	return s.ropeT[i], s.ropeT[i+1]
 }
+
+// localRoPE says whether the layer rotates with the model's local tables:
+// a sliding-window layer of a model with a second rotary embedding
+// (model.Attention.LocalRoPE, Gemma 3).
+func (a *attnOp) localRoPE() bool { return a.k.LocalRoPE && a.window > 0 }
 
 // ropeRotate is apply_rotary_pos_emb's rotation of one tensor: x·cos +
 // rotate_half(x)·sin. Under autocast x is half and cos fp32, so the

@@ -93,7 +93,7 @@ type flight struct {
 	deferred []*node
 	out      *tensor // fwd_cache's stage output
 	loss     *tensor
-	rope     [2]*tensor
+	rope     [4]*tensor
 }
 
 func (p *pipeline) first() bool { return p.stage == 0 }
@@ -395,7 +395,7 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 	fl.tape, s.tape = s.tape, nil
 	s.keepCasts(fl.tape, fl)
 	s.endForward()
-	fl.rope, s.ropeT = s.ropeT, [2]*tensor{}
+	fl.rope, s.ropeT = s.ropeT, [4]*tensor{}
 	p.flights[j] = fl
 	s.saved = max(s.saved, s.live[catSaved])
 	if p.last() {

@@ -268,7 +268,7 @@ type sim struct {
 	pp              *pipeline             // the pipeline stage simulated, or nil (pipeline.go)
 	ckptMode        string
 	ckptK           int64
-	ropeT           [2]*tensor // cos and sin tables of the current forward
+	ropeT           [4]*tensor // cos and sin tables of the current forward, then the local ones (LocalRoPE)
 	// rank is the running layer's per-sample input rank: 2 or more makes
 	// a linear layer's input 3-D, reshaped to a matrix (viewGrad).
 	rank int

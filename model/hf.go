@@ -18,7 +18,7 @@ var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
-	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama,
+	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
 
 // hfPending are model types that need layers memplan does not have yet.
@@ -222,18 +222,29 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		hd = m.Hidden / m.Heads
 	}
 	m.HeadDim = c.int("head_dim", hd, false)
-	m.Tied = c.bool("tie_word_embeddings", mt == "gemma" || mt == "gemma2")
-	m.Gemma = mt == "gemma" || mt == "gemma2"
-	if mt == "gemma2" {
+	gemma := mt == "gemma" || mt == "gemma2" || mt == "gemma3_text"
+	m.Tied = c.bool("tie_word_embeddings", gemma)
+	m.Gemma = gemma
+	switch mt {
+	case "gemma2":
 		m.SandwichNorm = true
 		m.LogitSoftcap = c.float("final_logit_softcapping", 30)
+	case "gemma3_text":
+		// Gemma 2's block with Gemma's norms on the queries and keys, no
+		// softcapping by default, and a second rotary embedding for the
+		// sliding layers.
+		m.SandwichNorm, m.QKNorm, m.LocalRoPE = true, true, true
+		m.LogitSoftcap = c.float("final_logit_softcapping", 0)
+		if c.float("attn_logit_softcapping", 0) > 0 {
+			c.fail("attn_logit_softcapping: attention softcapping is not modelled")
+		}
 	}
 	c.sliding(m, mt)
 	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
 	m.MLPBias = c.bool("mlp_bias", false)
 	m.AttnDropout = c.float("attention_dropout", 0)
 	m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
-	m.QKNorm = mt == "qwen3" || mt == "qwen3_moe"
+	m.QKNorm = m.QKNorm || mt == "qwen3" || mt == "qwen3_moe"
 	m.FusedQKV = mt == "phi3"
 	switch mt {
 	case "mixtral":
@@ -305,6 +316,9 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 				f["sliding_pattern"] = m.SlidingPattern
 			}
 		}
+		if m.LocalRoPE {
+			f["local_rope"] = true
+		}
 		if m.Experts > 0 {
 			f["experts"], f["top_k"] = m.Experts, m.TopK
 			if m.SharedExpert > 0 {
@@ -333,6 +347,8 @@ func (c *hfConfig) sliding(m *Model, mt string) {
 	switch mt {
 	case "gemma2":
 		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), 2
+	case "gemma3_text":
+		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), c.int("sliding_window_pattern", 6, false)
 	case "mistral", "mixtral":
 		m.SlidingWindow = c.int("sliding_window", 0, false)
 	case "qwen2", "qwen2_moe", "qwen3", "qwen3_moe":

@@ -20,8 +20,9 @@ type Attention struct {
 	// Conv1D says the projections are transformers' Conv1D (GPT-2),
 	// addmm(bias, x, weight), as Linear.Conv1D.
 	Conv1D bool
-	// QKNorm applies RMSNorm over head_dim to queries and keys.
-	QKNorm bool
+	// QKNorm applies RMSNorm over head_dim to queries and keys;
+	// QKNormOffset makes it Gemma's (weight 1 + w, in fp32: Gemma 3).
+	QKNorm, QKNormOffset bool
 	// KVCache marks attention that fills a key/value cache in training
 	// (transformers' GPT-2 with use_cache=True).
 	KVCache bool
@@ -46,6 +47,9 @@ type Attention struct {
 	// window when Window > 0 and (WindowPattern ≤ 1 or (i+1) %
 	// WindowPattern != 0).
 	Window, WindowPattern int64
+	// LocalRoPE: the sliding-window layers rotate with the model's local
+	// rotary tables (Model.LocalRoPE).
+	LocalRoPE bool
 }
 
 // SlidingAt reports whether the attention, as layer (0-based) of its

@@ -90,8 +90,8 @@ func (m *Model) lowerLlama() []Layer {
 			norm(),
 			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
-				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true,
-				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern})), post())...),
+				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
+				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE})), post())...),
 		L(&Residual{}, cat(seq(
 			norm(),
 			m.mlp()), post())...),

@@ -82,6 +82,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.float("logit_softcap", &m.LogitSoftcap, 0, 1e6)
 		mm.int("sliding_window", &m.SlidingWindow, false)
 		mm.int("sliding_pattern", &m.SlidingPattern, false)
+		mm.bool("local_rope", &m.LocalRoPE)
 		mm.int("experts", &m.Experts, false)
 		mm.int("top_k", &m.TopK, m.Experts > 0)
 		mm.int("shared_expert", &m.SharedExpert, false)

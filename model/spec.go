@@ -84,6 +84,10 @@ type Model struct {
 	// those layers (docs/pytorch-memory.md §4, sliding windows).
 	SlidingWindow  int64 `json:"sliding_window,omitempty"`
 	SlidingPattern int64 `json:"sliding_pattern,omitempty"`
+	// LocalRoPE gives the sliding-window layers a rotary embedding of
+	// their own (Gemma 3's rope_local_base_freq): the model's forward
+	// makes a second pair of cos and sin tables beside the global one.
+	LocalRoPE bool `json:"local_rope,omitempty"`
 	// Gemma follows Gemma's conventions (gemma and gemma2): the embeddings
 	// are multiplied by √hidden in their dtype (a new tensor), and each
 	// RMSNorm applies its weight as 1 + w in fp32 before casting back
