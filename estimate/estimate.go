@@ -141,11 +141,15 @@ type Result struct {
 	Fits  bool     `json:"fits"`
 	Notes []string `json:"notes,omitempty"`
 	// Unmeasured lists the parts of the run modelled from source that no
-	// measurement checks: "quant" (a bitsandbytes int8/nf4 base) and
+	// measurement checks: "quant" (a bitsandbytes int8/nf4 base),
 	// "bnb_optimizer" (bitsandbytes' 8-bit or paged optimizers;
-	// docs/lora.md §6-§7).
+	// docs/lora.md §6-§7) and "local_rope" (Gemma 3: LocalRoPENote).
 	Unmeasured []string `json:"unmeasured,omitempty"`
 }
+
+// LocalRoPENote says how a Gemma 3 model (model.Model.LocalRoPE) is
+// estimated: from parts measured on other models, none on Gemma 3 itself.
+const LocalRoPENote = "Gemma 3 is modelled from parts measured on other models (Gemma 2's block and norms, Qwen3's norms on queries and keys, Mistral's and Gemma 2's sliding windows) and its second rotary tables from transformers' source; no Gemma 3 run is measured yet (held-out set 20, bench/torch/heldout20.txt, waits with its predictions)"
 
 // Largest is the largest peak allocated, peak reserved and device total
 // over the kinds of rank r describes (pipeline stages, expert-parallel
@@ -418,6 +422,10 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training)
 	}
 	r.Overhead = overhead(s.used, ncclFor(run))
 	s.bnbResult(r)
+	if spec.Model.LocalRoPE {
+		r.Unmeasured = append(r.Unmeasured, "local_rope")
+		r.Notes = append(r.Notes, LocalRoPENote)
+	}
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.sized = deviceSizing{cudnn: cfg.cudnn.used, reds: s.smReds, sms: cfg.sms, threadsSM: cfg.threadsSM}

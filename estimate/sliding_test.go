@@ -44,3 +44,32 @@ func TestSlidingWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalRoPE: Gemma 3's sliding layers rotate with a second pair of
+// cos and sin tables ([seq, head_dim] in bf16), which the model's forward
+// makes beside the global pair and which live as long: peak allocated is
+// exactly the two tables more than with one rotary embedding (its peak in
+// backward, where both pairs are alive), and the
+// estimate says Gemma 3 is unmeasured.
+func TestLocalRoPE(t *testing.T) {
+	est := func(local bool) *Result {
+		t.Helper()
+		spec, err := model.LoadHF("../model/testdata/hf/gemma-3-1b.json", model.Overrides{Batch: 4, Seq: 1024, Precision: model.BF16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Model.LocalRoPE = local
+		r, err := Estimate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	with, without := est(true), est(false)
+	if d, want := with.PeakAllocated-without.PeakAllocated, int64(2*1024*256*2); d != want || with.PeakPhase.Stage != StageBackward {
+		t.Errorf("the local tables add %d B to peak allocated, want %d", d, want)
+	}
+	if len(with.Unmeasured) != 1 || with.Unmeasured[0] != "local_rope" || len(without.Unmeasured) != 0 {
+		t.Errorf("unmeasured %q and %q, want local_rope for Gemma 3 only", with.Unmeasured, without.Unmeasured)
+	}
+}

@@ -33,6 +33,7 @@ func TestHFParams(t *testing.T) {
 		{"pythia-160m.json", 162_322_944},
 		{"falcon-7b.json", 6_921_720_704},
 		{"gemma-2-2b.json", 2_614_341_888},
+		{"gemma-3-1b.json", 999_885_952}, // google/gemma-3-1b-pt's count; not yet built on the GPU machine
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -129,6 +130,7 @@ func TestHFSliding(t *testing.T) {
 		{"mistral v0.3", `{"model_type": "mistral", ` + llama + `, "sliding_window": null}`, 0, 0, []bool{false, false, false, false, false, false}},
 		{"layer types", `{"model_type": "llama", ` + llama + `, "sliding_window": 1024, "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention"]}`, 1024, 3, []bool{true, true, false, true, true, false}},
 		{"all full", `{"model_type": "gemma2", ` + llama + `, "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention", "full_attention", "full_attention"]}`, 0, 0, []bool{false, false, false, false, false, false}},
+		{"gemma3", `{"model_type": "gemma3_text", ` + llama + `, "sliding_window": 512, "sliding_window_pattern": 3}`, 512, 3, []bool{true, true, false, true, true, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,6 +165,48 @@ func TestHFSliding(t *testing.T) {
 				t.Errorf("the imported spec reads back window %d pattern %d", back.Model.SlidingWindow, back.Model.SlidingPattern)
 			}
 		})
+	}
+}
+
+// TestHFGemma3 reads a Gemma 3 text config: Gemma 2's block (sandwich
+// norms, Gemma's conventions, tied) with norms on the queries and keys, no
+// softcapping unless the config sets it, five sliding layers in six and a
+// second rotary embedding for them; attention softcapping is refused.
+func TestHFGemma3(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "gemma-3-1b.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Model
+	if !m.Gemma || !m.SandwichNorm || !m.QKNorm || !m.LocalRoPE || !m.Tied || m.LogitSoftcap != 0 ||
+		m.SlidingWindow != 512 || m.SlidingPattern != 6 || m.Activation != KGELU {
+		t.Errorf("model %+v", m)
+	}
+	n := 0
+	for _, l := range m.Lower() {
+		walkAttention(l, func(a *Attention) {
+			n++
+			if !a.QKNormOffset || !a.LocalRoPE {
+				t.Errorf("attention %+v: want Gemma's q/k norms and the local rotary tables", a)
+			}
+		})
+	}
+	if n != 1 {
+		t.Errorf("%d attention layers in the lowered model, want the repeat's one", n)
+	}
+	_, err = ParseHF("c.json", []byte(`{"model_type": "gemma3_text", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "attn_logit_softcapping": 50.0}`), Overrides{Batch: 1, Seq: 16})
+	if err == nil || !strings.Contains(err.Error(), "attn_logit_softcapping") {
+		t.Errorf("attention softcapping: err = %v", err)
+	}
+}
+
+// walkAttention calls f on every attention layer in l.
+func walkAttention(l Layer, f func(*Attention)) {
+	if a, ok := l.Spec.(*Attention); ok {
+		f(a)
+	}
+	for _, b := range l.Body {
+		walkAttention(b, f)
 	}
 }
 

@@ -5,13 +5,15 @@ import (
 	"io"
 	"strings"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
 // unmeasuredNote prints on w that the spec's bitsandbytes parts (an int8 or
 // nf4 base, an 8-bit or paged optimizer) are modelled from source and
-// unmeasured, as estimate's notes and Result.Unmeasured say (docs/lora.md
-// §6-§7). Commands that print no notes of their own (tune, check, plan,
+// unmeasured (docs/lora.md §6-§7), and that a Gemma 3 model is not
+// measured yet (estimate.LocalRoPENote), as estimate's notes and
+// Result.Unmeasured say. Commands that print no notes of their own (tune, check, plan,
 // probe, report) call it once.
 func unmeasuredNote(w io.Writer, spec *model.Spec) {
 	var what []string
@@ -25,5 +27,8 @@ func unmeasuredNote(w io.Writer, spec *model.Spec) {
 	}
 	if len(what) > 0 {
 		fmt.Fprintf(w, "memplan: note: %s: modelled from bitsandbytes' source, unmeasured (docs/lora.md §6-§7)\n", strings.Join(what, " and "))
+	}
+	if spec.Model.LocalRoPE {
+		fmt.Fprintf(w, "memplan: note: %s\n", estimate.LocalRoPENote)
 	}
 }
