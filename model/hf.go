@@ -21,8 +21,22 @@ var HFTypes = map[string]string{
 	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
 
-// hfPending are model types that need layers memplan does not have yet.
-var hfPending = map[string]string{}
+// hfPending are model types that need layers memplan does not have yet,
+// with what they need: asked for, they get that reason instead of a bare
+// "unknown model_type".
+var hfPending = map[string]string{
+	"gemma3":      "a SigLIP vision tower beside the language model (its text_config, model_type gemma3_text, imports the language model alone)",
+	"deepseek_v2": "multi-head latent attention and dense first layers beside the experts",
+	"deepseek_v3": "multi-head latent attention and dense first layers beside the experts",
+	"gpt_oss":     "attention sinks and MXFP4 experts",
+	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
+	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
+	"olmo2":       "norms after each branch and over the whole query and key projections",
+	"qwen3_next":  "gated DeltaNet layers beside attention",
+	"mamba":       "state-space layers",
+	"mamba2":      "state-space layers",
+	"t5":          "an encoder-decoder",
+}
 
 // LoadHF reads a transformers config.json and returns the equivalent spec;
 // the training setup comes from the overrides (batch and seq are required).
