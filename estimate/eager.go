@@ -6,7 +6,7 @@ import "github.com/memplan/memplan/model"
 // [b, heads, s, s] go through softmax, in fp32 or in their own dtype by
 // the model's convention (model.Attention.Softmax), and are kept for
 // backward.
-func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64, soft string) *tensor {
+func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64, soft string, softcap float64) *tensor {
 	if kvHeads != heads {
 		// repeat_kv expands and reshapes: a copy per tensor.
 		k = s.expandCopy(k, heads/kvHeads)
@@ -15,7 +15,7 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 		s.ref(k)
 		s.ref(v)
 	}
-	w := s.eagerScores(q, k, mask, b*heads*sq*sq)
+	w := s.eagerScores(q, k, mask, b*heads*sq*sq, softcap)
 	pr := s.eagerProbs(w, q, v, soft)
 	if p > 0 {
 		d := s.dropout(pr)
@@ -46,7 +46,7 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 // eagerScores is eager attention's q·kᵀ, scaled and masked: the matrix
 // product of the key's and the query's autocast casts, of scores
 // elements.
-func (s *sim) eagerScores(q, k, mask *tensor, scores int64) *tensor {
+func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *tensor {
 	// Autocast casts right to left (matmulView): the key, then the query
 	// (and in eagerAttention the values, then the probabilities).
 	kc := s.castLow(k)
@@ -76,6 +76,18 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64) *tensor {
 	s.unref(kc)
 	w := s.scalarOp(sc)
 	s.unref(sc)
+	if softcap > 0 {
+		// Gemma 2's eager_attention_forward: scores / softcap, tanh,
+		// * softcap, each a new tensor; tanh keeps its output for
+		// backward (from transformers' source, unmeasured: the
+		// estimate says so, AttnSoftcapNote).
+		d := s.scalarOp(w)
+		s.unref(w)
+		t := s.unary("Tanh", d, false, true)
+		s.unref(d)
+		w = s.scalarOp(t)
+		s.unref(t)
+	}
 	if mask != nil {
 		m := s.add(w, mask)
 		s.unref(w)

@@ -143,9 +143,14 @@ type Result struct {
 	// Unmeasured lists the parts of the run modelled from source that no
 	// measurement checks: "quant" (a bitsandbytes int8/nf4 base),
 	// "bnb_optimizer" (bitsandbytes' 8-bit or paged optimizers;
-	// docs/lora.md §6-§7) and "local_rope" (Gemma 3: LocalRoPENote).
+	// docs/lora.md §6-§7), "local_rope" (Gemma 3: LocalRoPENote) and
+	// "attn_softcap" (eager attention's softcapping: AttnSoftcapNote).
 	Unmeasured []string `json:"unmeasured,omitempty"`
 }
+
+// AttnSoftcapNote says how eager attention's logit softcapping
+// (model.Model.AttnSoftcap) is estimated.
+const AttnSoftcapNote = "eager attention's logit softcapping (Gemma 2's attn_logit_softcapping: the scores divided, tanh kept for backward, multiplied, each a new [batch, heads, seq, seq] tensor) is modelled from transformers' source, unmeasured"
 
 // LocalRoPENote says how a Gemma 3 model (model.Model.LocalRoPE) is
 // estimated: from parts measured on other models, none on Gemma 3 itself.
@@ -425,6 +430,10 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training)
 	if spec.Model.LocalRoPE {
 		r.Unmeasured = append(r.Unmeasured, "local_rope")
 		r.Notes = append(r.Notes, LocalRoPENote)
+	}
+	if spec.Model.AttnSoftcap > 0 && spec.Training.Attention == model.AttnEager {
+		r.Unmeasured = append(r.Unmeasured, "attn_softcap")
+		r.Notes = append(r.Notes, AttnSoftcapNote)
 	}
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)

@@ -330,13 +330,13 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 		y = s.maskedSDPA(st.q, st.k, st.v, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim)
 		mathSDPA = false
 	case mathSDPA:
-		y = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, model.SoftmaxFP32)
+		y = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, model.SoftmaxFP32, 0)
 	case s.cfg.eager:
 		var mask *tensor
 		if k.Causal {
 			mask = s.causalMask(st.seq, x.dt)
 		}
-		y = s.eagerAttention(st.q, st.k, st.v, mask, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, k.Softmax)
+		y = s.eagerAttention(st.q, st.k, st.v, mask, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, k.Softmax, k.Softcap)
 	default:
 		y = s.sdpa(st.q, st.k, st.v, st.b, k.Heads, st.seq, k.HeadDim)
 		if k.RoPE && k.Rotary > 0 && k.Rotary < 1 && k.Style == "hf" {

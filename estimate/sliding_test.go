@@ -73,3 +73,33 @@ func TestLocalRoPE(t *testing.T) {
 		t.Errorf("unmeasured %q and %q, want local_rope for Gemma 3 only", with.Unmeasured, without.Unmeasured)
 	}
 }
+
+// TestAttnSoftcap: Gemma 2's eager attention caps its scores (divide,
+// tanh, multiply), and tanh keeps its output for backward: one more
+// [b, heads, s, s] tensor in bf16 saved per layer than without the cap,
+// and the estimate says it is unmeasured; SDPA ignores the cap.
+func TestAttnSoftcap(t *testing.T) {
+	est := func(cap float64, attn string) *Result {
+		t.Helper()
+		spec, err := model.LoadHF("../model/testdata/hf/gemma-2-2b.json", model.Overrides{Batch: 1, Seq: 1024, Attention: attn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Model.AttnSoftcap = cap
+		r, err := Estimate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	with, without := est(50, "eager"), est(0, "eager")
+	if d, want := with.ActivationBytes-without.ActivationBytes, int64(26*8*1024*1024*2); d != want {
+		t.Errorf("eager softcap saves %d B more, want %d", d, want)
+	}
+	if len(with.Unmeasured) != 1 || with.Unmeasured[0] != "attn_softcap" {
+		t.Errorf("unmeasured %q, want attn_softcap", with.Unmeasured)
+	}
+	if a, b := est(50, "sdpa"), est(0, "sdpa"); a.PeakAllocated != b.PeakAllocated || len(a.Unmeasured) != 0 {
+		t.Errorf("sdpa: %d B with the cap, %d without (unmeasured %q); want the same", a.PeakAllocated, b.PeakAllocated, a.Unmeasured)
+	}
+}

@@ -243,15 +243,14 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	case "gemma2":
 		m.SandwichNorm = true
 		m.LogitSoftcap = c.float("final_logit_softcapping", 30)
+		m.AttnSoftcap = c.float("attn_logit_softcapping", 50)
 	case "gemma3_text":
 		// Gemma 2's block with Gemma's norms on the queries and keys, no
 		// softcapping by default, and a second rotary embedding for the
 		// sliding layers.
 		m.SandwichNorm, m.QKNorm, m.LocalRoPE = true, true, true
 		m.LogitSoftcap = c.float("final_logit_softcapping", 0)
-		if c.float("attn_logit_softcapping", 0) > 0 {
-			c.fail("attn_logit_softcapping: attention softcapping is not modelled")
-		}
+		m.AttnSoftcap = c.float("attn_logit_softcapping", 0)
 	}
 	c.sliding(m, mt)
 	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
@@ -323,6 +322,9 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		}
 		if m.LogitSoftcap > 0 {
 			f["logit_softcap"] = m.LogitSoftcap
+		}
+		if m.AttnSoftcap > 0 {
+			f["attn_softcap"] = m.AttnSoftcap
 		}
 		if m.SlidingWindow > 0 {
 			f["sliding_window"] = m.SlidingWindow

@@ -173,14 +173,15 @@ func TestHFSliding(t *testing.T) {
 // TestHFGemma3 reads a Gemma 3 text config: Gemma 2's block (sandwich
 // norms, Gemma's conventions, tied) with norms on the queries and keys, no
 // softcapping unless the config sets it, five sliding layers in six and a
-// second rotary embedding for them; attention softcapping is refused.
+// second rotary embedding for them. Gemma 2's attention softcapping
+// defaults to 50.
 func TestHFGemma3(t *testing.T) {
 	s, err := LoadHF(filepath.Join("testdata", "hf", "gemma-3-1b.json"), Overrides{Batch: 1, Seq: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := s.Model
-	if !m.Gemma || !m.SandwichNorm || !m.QKNorm || !m.LocalRoPE || !m.Tied || m.LogitSoftcap != 0 ||
+	if !m.Gemma || !m.SandwichNorm || !m.QKNorm || !m.LocalRoPE || !m.Tied || m.LogitSoftcap != 0 || m.AttnSoftcap != 0 ||
 		m.SlidingWindow != 512 || m.SlidingPattern != 6 || m.Activation != KGELU {
 		t.Errorf("model %+v", m)
 	}
@@ -196,9 +197,9 @@ func TestHFGemma3(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d attention layers in the lowered model, want the repeat's one", n)
 	}
-	_, err = ParseHF("c.json", []byte(`{"model_type": "gemma3_text", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "attn_logit_softcapping": 50.0}`), Overrides{Batch: 1, Seq: 16})
-	if err == nil || !strings.Contains(err.Error(), "attn_logit_softcapping") {
-		t.Errorf("attention softcapping: err = %v", err)
+	g2, err := LoadHF(filepath.Join("testdata", "hf", "gemma-2-2b.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil || g2.Model.AttnSoftcap != 50 || g2.Model.LogitSoftcap != 30 {
+		t.Errorf("Gemma 2: attention softcap %v, logits %v (%v); want 50 and 30", g2.Model.AttnSoftcap, g2.Model.LogitSoftcap, err)
 	}
 }
 

@@ -50,6 +50,8 @@ type Attention struct {
 	// LocalRoPE: the sliding-window layers rotate with the model's local
 	// rotary tables (Model.LocalRoPE).
 	LocalRoPE bool
+	// Softcap caps eager attention's scores (Model.AttnSoftcap).
+	Softcap float64
 }
 
 // SlidingAt reports whether the attention, as layer (0-based) of its

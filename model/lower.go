@@ -91,7 +91,8 @@ func (m *Model) lowerLlama() []Layer {
 			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
 				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
-				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE})), post())...),
+				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
+				Softcap: m.AttnSoftcap})), post())...),
 		L(&Residual{}, cat(seq(
 			norm(),
 			m.mlp()), post())...),

@@ -80,6 +80,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("sandwich_norm", &m.SandwichNorm)
 		mm.bool("gemma", &m.Gemma)
 		mm.float("logit_softcap", &m.LogitSoftcap, 0, 1e6)
+		mm.float("attn_softcap", &m.AttnSoftcap, 0, 1e6)
 		mm.int("sliding_window", &m.SlidingWindow, false)
 		mm.int("sliding_pattern", &m.SlidingPattern, false)
 		mm.bool("local_rope", &m.LocalRoPE)

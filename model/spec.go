@@ -76,6 +76,10 @@ type Model struct {
 	// cap·tanh(logits/cap) (Gemma 2's final_logit_softcapping).
 	SandwichNorm bool    `json:"sandwich_norm,omitempty"`
 	LogitSoftcap float64 `json:"logit_softcap,omitempty"`
+	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
+	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
+	// transformers' sdpa_attention_forward does.
+	AttnSoftcap float64 `json:"attn_softcap,omitempty"`
 	// SlidingWindow is the window of transformers' sliding-window
 	// attention (sliding_window: Mistral v0.1, Gemma 2), 0 for none, on
 	// the layers SlidingPattern picks (Sliding): every layer (0 or 1), or

@@ -11,8 +11,9 @@ import (
 
 // unmeasuredNote prints on w that the spec's bitsandbytes parts (an int8 or
 // nf4 base, an 8-bit or paged optimizer) are modelled from source and
-// unmeasured (docs/lora.md §6-§7), and that a Gemma 3 model is not
-// measured yet (estimate.LocalRoPENote), as estimate's notes and
+// unmeasured (docs/lora.md §6-§7), that a Gemma 3 model is not measured
+// yet (estimate.LocalRoPENote) and that eager attention's softcapping is
+// unmeasured (estimate.AttnSoftcapNote), as estimate's notes and
 // Result.Unmeasured say. Commands that print no notes of their own (tune, check, plan,
 // probe, report) call it once.
 func unmeasuredNote(w io.Writer, spec *model.Spec) {
@@ -30,5 +31,8 @@ func unmeasuredNote(w io.Writer, spec *model.Spec) {
 	}
 	if spec.Model.LocalRoPE {
 		fmt.Fprintf(w, "memplan: note: %s\n", estimate.LocalRoPENote)
+	}
+	if spec.Model.AttnSoftcap > 0 && spec.Training.Attention == model.AttnEager {
+		fmt.Fprintf(w, "memplan: note: %s\n", estimate.AttnSoftcapNote)
 	}
 }
