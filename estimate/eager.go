@@ -7,14 +7,7 @@ import "github.com/memplan/memplan/model"
 // the model's convention (model.Attention.Softmax), and are kept for
 // backward.
 func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64, soft string, softcap float64) *tensor {
-	if kvHeads != heads {
-		// repeat_kv expands and reshapes: a copy per tensor.
-		k = s.expandCopy(k, heads/kvHeads)
-		v = s.expandCopy(v, heads/kvHeads)
-	} else {
-		s.ref(k)
-		s.ref(v)
-	}
+	k, v = s.repeatKV(k, v, heads, kvHeads) // repeat_kv expands and reshapes: a copy per tensor
 	w := s.eagerScores(q, k, mask, b*heads*sq*sq, softcap)
 	pr := s.eagerProbs(w, q, v, soft)
 	if p > 0 {
@@ -77,16 +70,9 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 	w := s.scalarOp(sc)
 	s.unref(sc)
 	if softcap > 0 {
-		// Gemma 2's eager_attention_forward: scores / softcap, tanh,
-		// * softcap, each a new tensor; tanh keeps its output for
-		// backward (from transformers' source, unmeasured: the
-		// estimate says so, AttnSoftcapNote).
-		d := s.scalarOp(w)
-		s.unref(w)
-		t := s.unary("Tanh", d, false, true)
-		s.unref(d)
-		w = s.scalarOp(t)
-		s.unref(t)
+		// Gemma 2's eager_attention_forward (from transformers' source,
+		// unmeasured: the estimate says so, AttnSoftcapNote).
+		w = s.softcap(w)
 	}
 	if mask != nil {
 		m := s.add(w, mask)

@@ -201,13 +201,7 @@ func (o *lmHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		s.unref(x)
 	}
 	if k.Softcap > 0 {
-		// logits / cap; tanh (saves its output); · cap.
-		a := s.scalarOp(logits)
-		s.unref(logits)
-		t := s.unary("Tanh", a, false, true)
-		s.unref(a)
-		logits = s.scalarOp(t)
-		s.unref(t)
+		logits = s.softcap(logits)
 	}
 	s.lossAfterAutocast()
 	src := s.ref(logits)

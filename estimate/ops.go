@@ -142,6 +142,31 @@ func (s *sim) contiguous(x *tensor) *tensor {
 // scalarOp is x·c: nothing saved; its backward allocates grad·c.
 func (s *sim) scalarOp(x *tensor) *tensor { return s.unary("scalar op", x, false, false) }
 
+// softcap is cap·tanh(x/cap) as transformers writes it (Gemma 2's logits
+// and eager attention scores): x / cap, tanh, · cap, each a new tensor of
+// x's size and dtype, tanh keeping its output for backward. It consumes
+// the caller's reference to x, which Python's rebinding drops once the
+// division is made (x = x / cap).
+func (s *sim) softcap(x *tensor) *tensor {
+	d := s.scalarOp(x)
+	s.unref(x)
+	t := s.unary("Tanh", d, false, true)
+	s.unref(d)
+	y := s.scalarOp(t)
+	s.unref(t)
+	return y
+}
+
+// repeatKV is transformers' repeat_kv of the keys and values to every
+// query head: a copy of each (expandCopy) under grouped-query attention,
+// else k and v themselves, referenced; the caller unrefs what it gets.
+func (s *sim) repeatKV(k, v *tensor, heads, kvHeads int64) (*tensor, *tensor) {
+	if kvHeads == heads {
+		return s.ref(k), s.ref(v)
+	}
+	return s.expandCopy(k, heads/kvHeads), s.expandCopy(v, heads/kvHeads)
+}
+
 // addScalar is x + c: nothing saved, and its backward passes the gradient
 // through (AddBackward0: handle_r_to_c(self, grad), no new tensor).
 func (s *sim) addScalar(x *tensor) *tensor {
@@ -403,13 +428,7 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 // and dv and the same fp32 dq accumulator and row sums as the flash
 // kernel's, all freed when it returns but the gradients.
 func (s *sim) maskedSDPA(q, k, v *tensor, b, heads, kvHeads, sq, hd int64) *tensor {
-	if kvHeads != heads {
-		k = s.expandCopy(k, heads/kvHeads)
-		v = s.expandCopy(v, heads/kvHeads)
-	} else {
-		s.ref(k)
-		s.ref(v)
-	}
+	k, v = s.repeatKV(k, v, heads, kvHeads)
 	vc := s.castLow(v)
 	kc := s.castLow(k)
 	qc := s.castLow(q)
