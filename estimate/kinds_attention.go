@@ -233,15 +233,6 @@ func (a *attnOp) cached(s *sim) bool {
 }
 
 // mathSDPA says whether SDPA falls back to its math kernel (kernel).
-// masked says whether transformers gives SDPA a mask for this layer: it
-// attends through a sliding window and the sequence is at least as long
-// (sdpa_mask can skip the mask, SDPA's is_causal standing in for it, only
-// while the keys are fewer than the window; full-attention layers always
-// skip it).
-func (a *attnOp) masked(s *sim, seq int64) bool {
-	return !s.cfg.eager && a.window > 0 && seq >= a.window
-}
-
 func (a *attnOp) mathSDPA(s *sim) bool {
 	return !s.cfg.eager && s.cfg.compute == f32 && a.k.KVHeads != a.k.Heads
 }
@@ -266,26 +257,6 @@ func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 	}
 	s.unref(v)
 	return y
-}
-
-// rotary applies rotary embeddings to q and k.
-func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
-	k := a.k
-	frac := rotaryFrac(k)
-	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), x.dt, a.localRoPE())
-	// apply_rotary_pos_emb rotates q, then k, and only then concatenates
-	// each with its unrotated part (GPT-NeoX's and Phi's partial rotary:
-	// the allocator history of Pythia-160M, bench/results/2026-11-26-h100-eager-traces).
-	qr, qv := s.ropeRotate(st.q, cos, sin, frac)
-	kr, kv := s.ropeRotate(st.k, cos, sin, frac)
-	q2, k2 := s.ropeJoin(st.q, qr, qv), s.ropeJoin(st.k, kr, kv)
-	s.unref(st.q)
-	s.unref(st.k)
-	st.q, st.k = q2, k2
-	if k.Style == "hf" {
-		// query_states stays referenced until the module returns.
-		st.held = append(st.held, s.ref(st.q))
-	}
 }
 
 // kvCache models transformers' GPT-2 keeping use_cache=True in training
@@ -417,132 +388,6 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 	}
 }
 
-// firstRope is the first attention layer in ins that applies rotary
-// embeddings in transformers' style, or nil.
-func firstRope(ins []*inst) *attnOp {
-	for _, in := range ins {
-		if a, ok := in.op.(*attnOp); ok && a.k.RoPE && a.k.Style == "hf" {
-			return a
-		}
-		for _, list := range in.sublists() {
-			if a := firstRope(list); a != nil {
-				return a
-			}
-		}
-	}
-	return nil
-}
-
-// ropeTables returns the cos and sin tables ([1, seq, head_dim] in the
-// stream's dtype), made once per forward like transformers'
-// LlamaRotaryEmbedding; local asks for the second pair of a model with a
-// local rotary embedding (Gemma 3's sliding layers).
-func (s *sim) ropeTables(seq, hd, dt int64, local bool) (cos, sin *tensor) {
-	i := 0
-	if local {
-		i = 2
-	}
-	if s.ropeT[i] == nil {
-		s.ropeT[i] = s.alloc(seq*hd, dt, catTemp, "rope cos")
-		s.ropeT[i+1] = s.alloc(seq*hd, dt, catTemp, "rope sin")
-	}
-	return s.ropeT[i], s.ropeT[i+1]
-}
-
-// localRoPE says whether the layer rotates with the model's local tables:
-// a sliding-window layer of a model with a second rotary embedding
-// (model.Attention.LocalRoPE, Gemma 3).
-func (a *attnOp) localRoPE() bool { return a.k.LocalRoPE && a.window > 0 }
-
-// ropeRotate is apply_rotary_pos_emb's rotation of one tensor: x·cos +
-// rotate_half(x)·sin. Under autocast x is half and cos fp32, so the
-// result is fp32. With a fraction below 1 (GPT-NeoX's rotary_pct) only the
-// first part of each head (xr, the view it returns too) is rotated, and
-// ropeJoin concatenates the result back with the rest.
-func (s *sim) ropeRotate(x, cos, sin *tensor, frac float64) (y, xr *tensor) {
-	xr = x
-	if frac < 1 {
-		xr = s.view(x, int64(frac*float64(x.elems)))
-		s.record("Slice", []*tensor{x}, xr)
-	}
-	a := s.mul(xr, cos)
-	// rotate_half: two slices, the second negated, concatenated. In
-	// backward the concatenation hands views of its gradient on, the
-	// negation allocates half, and each slice pads its gradient back to
-	// the full width (measured: the tiny MoE's bf16 checkpointed trace,
-	// bench/results/moe-traces/moe-bf16-ckpt).
-	x1, x2 := s.view(xr, xr.elems/2), s.view(xr, xr.elems/2)
-	s.record("Slice", []*tensor{xr}, x1)
-	s.record("Slice", []*tensor{xr}, x2)
-	neg := s.alloc(xr.elems/2, x.dt, catTemp, "neg")
-	s.record("Neg", []*tensor{x2}, neg)
-	rh := s.alloc(xr.elems, x.dt, catTemp, "rotate_half")
-	if n := s.record("Cat", []*tensor{neg, x1}, rh); n != nil {
-		n.split = true
-	}
-	s.unref(neg)
-	s.unref(x1)
-	s.unref(x2)
-	bb := s.mul(rh, sin)
-	s.unref(rh)
-	y = s.add(a, bb)
-	s.unref(a)
-	s.unref(bb)
-	return y, xr
-}
-
-// ropeJoin returns the rotated y of x: y itself for a whole rotation, else
-// y concatenated with x's unrotated rest (xr is the rotated part's view).
-func (s *sim) ropeJoin(x, y, xr *tensor) *tensor {
-	if xr == x {
-		return y
-	}
-	pass := s.view(x, x.elems-xr.elems)
-	s.record("Slice", []*tensor{x}, pass)
-	full := s.alloc(x.elems, promote(y.dt, x.dt), catTemp, "rope cat")
-	s.record("Cat", []*tensor{y, pass}, full)
-	s.unref(y)
-	s.unref(pass)
-	s.unref(xr)
-	return full
-}
-
-// maskedIn says whether an attention layer in ins gets a mask from
-// transformers under SDPA at seq tokens (attnOp.masked).
-func maskedIn(s *sim, ins []*inst, seq int64) bool {
-	for _, in := range ins {
-		if a, ok := in.op.(*attnOp); ok && a.masked(s, seq) {
-			return true
-		}
-		for _, list := range in.sublists() {
-			if maskedIn(s, list, seq) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// slidingMask is the boolean mask transformers' sdpa_mask builds for the
-// sliding-window layers, once a forward: [1, 1, seq, seq] whatever the
-// batch (no padding; expanded over it as a view), the window's and the
-// causal conditions each evaluated over the whole grid and combined
-// (and_masks), two of them live at a time (measured: Gemma-2-2B at 4,096
-// tokens and Mistral-7B v0.1 at batch 2, masking_utils.py's inner_mask,
-// and_mask, causal_mask_function, 16 MiB each;
-// bench/results/2026-11-27-sliding-traces/).
-func (s *sim) slidingMask(seq int64) *tensor {
-	n := seq * seq
-	inner := s.alloc(n, 1, catTemp, "sliding mask (window)")
-	both := s.alloc(n, 1, catTemp, "sliding mask (and)")
-	s.unref(inner)
-	causal := s.alloc(n, 1, catTemp, "sliding mask (causal)")
-	s.mask = s.alloc(n, 1, catTemp, "sliding mask")
-	s.unref(causal)
-	s.unref(both)
-	return s.mask
-}
-
 // causalMask is the additive [batch, 1, seq, seq] mask transformers builds
 // once per forward for eager attention, in the model's dtype.
 func (s *sim) causalMask(seq, dt int64) *tensor {
@@ -550,15 +395,6 @@ func (s *sim) causalMask(seq, dt int64) *tensor {
 		s.mask = s.alloc(s.cfg.batch*seq*seq, dt, catTemp, "causal mask")
 	}
 	return s.mask
-}
-
-// rotaryFrac is the fraction of each head the rotary embedding rotates
-// (GPT-NeoX's rotary_pct; 1 for the rest).
-func rotaryFrac(k *model.Attention) float64 {
-	if k.Rotary > 0 {
-		return k.Rotary
-	}
-	return 1
 }
 
 // linear is one of the attention's projections: a Conv1D's

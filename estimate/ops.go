@@ -415,38 +415,6 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 	return y
 }
 
-// maskedSDPA is transformers' sdpa_attention_forward given a mask (the
-// sliding-window layers past their window, attnOp.masked): without
-// enable_gqa, repeat_kv copies the keys and values to every query head;
-// SDPA converts the boolean mask to an additive one in the query's dtype
-// ([batch, 1, s, s], torch.where) and runs the memory-efficient kernel,
-// which saves q, the copies, the output, its logsumexp and the converted
-// mask, each sliding layer its own, batch-sized (measured: Gemma-2-2B in
-// bf16 at 4,096 tokens, Mistral-7B v0.1 at batch 2: 64 MiB a layer at
-// 4,096 tokens; bench/results/2026-11-27-sliding-traces/). Its backward
-// first copies the output's gradient contiguous, then allocates dq, dk
-// and dv and the same fp32 dq accumulator and row sums as the flash
-// kernel's, all freed when it returns but the gradients.
-func (s *sim) maskedSDPA(q, k, v *tensor, b, heads, kvHeads, sq, hd int64) *tensor {
-	k, v = s.repeatKV(k, v, heads, kvHeads)
-	vc := s.castLow(v)
-	kc := s.castLow(k)
-	qc := s.castLow(q)
-	mask := s.alloc(b*sq*sq, qc.dt, catTemp, "attention mask (additive)")
-	y := s.alloc(b*sq*heads*hd, qc.dt, catTemp, "attention out")
-	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
-	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
-		s.save(n, qc, kc, vc, y, lse, mask)
-		ws := qc.elems*qc.dt + qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
-		last := n.ins[len(n.ins)-1]
-		n.gradWS = &[3]inputWS{{t: last, bytes: ws}}
-	}
-	for _, t := range []*tensor{qc, kc, vc, mask, lse, k, v} {
-		s.unref(t)
-	}
-	return y
-}
-
 // crossEntropy is F.cross_entropy over rows × classes logits: log_softmax
 // then nll_loss. Under autocast nll_loss is an fp32-list op, so half
 // log-probs are copied to fp32 and both are kept (docs/pytorch-memory.md §4).

@@ -157,15 +157,7 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 	if l.PP > 1 {
 		add(2*act/float64(l.TP)*micros*float64(max(l.Virtual, 1)), g)
 		if sh.tied > 0 {
-			// The first and the last stage all-reduce their copies of
-			// a tied embedding's gradient, the rank's vocabulary shard
-			// (of its dp·cp shard under FSDP), once a step: a ring of
-			// two sends the whole of it (model's stageSlice).
-			n := float64(sh.tied) / float64(l.TP)
-			if l.Zero >= 2 {
-				n /= float64(l.DP * l.CP)
-			}
-			add(n*float64(sh.gradLen), g)
+			add(tiedBytes(sh, l), g)
 		}
 	}
 	if d := l.DP * l.CP; d > 1 {
@@ -183,6 +175,18 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 		add(dpBytes(l, sh, mine, mine, efsdp), l.TP*l.CP*l.DP)
 	}
 	return p
+}
+
+// tiedBytes is what the first and the last stage of pipeline layout l
+// send to all-reduce their copies of a tied embedding's gradient, once a
+// step: the rank's vocabulary shard (of its dp·cp shard under FSDP), all
+// of it in a ring of two (model's stageSlice).
+func tiedBytes(sh shape, l Layout) float64 {
+	n := float64(sh.tied) / float64(l.TP)
+	if l.Zero >= 2 {
+		n /= float64(l.DP * l.CP)
+	}
+	return n * float64(sh.gradLen)
 }
 
 // dpBytes is what one GPU sends per step to reduce (and, by ZeRO stage,

@@ -1,0 +1,127 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// Rotary position embeddings as transformers applies them: the model's
+// forward makes the cos and sin tables once (prologue, ropeTables; Gemma 3
+// a second pair for its sliding layers), and each attention layer rotates
+// its queries and keys with them (rotary, ropeRotate, ropeJoin).
+
+// rotary applies rotary embeddings to q and k.
+func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
+	k := a.k
+	frac := rotaryFrac(k)
+	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), x.dt, a.localRoPE())
+	// apply_rotary_pos_emb rotates q, then k, and only then concatenates
+	// each with its unrotated part (GPT-NeoX's and Phi's partial rotary:
+	// the allocator history of Pythia-160M, bench/results/2026-11-26-h100-eager-traces).
+	qr, qv := s.ropeRotate(st.q, cos, sin, frac)
+	kr, kv := s.ropeRotate(st.k, cos, sin, frac)
+	q2, k2 := s.ropeJoin(st.q, qr, qv), s.ropeJoin(st.k, kr, kv)
+	s.unref(st.q)
+	s.unref(st.k)
+	st.q, st.k = q2, k2
+	if k.Style == "hf" {
+		// query_states stays referenced until the module returns.
+		st.held = append(st.held, s.ref(st.q))
+	}
+}
+
+// firstRope is the first attention layer in ins that applies rotary
+// embeddings in transformers' style, or nil.
+func firstRope(ins []*inst) *attnOp {
+	for _, in := range ins {
+		if a, ok := in.op.(*attnOp); ok && a.k.RoPE && a.k.Style == "hf" {
+			return a
+		}
+		for _, list := range in.sublists() {
+			if a := firstRope(list); a != nil {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+// ropeTables returns the cos and sin tables ([1, seq, head_dim] in the
+// stream's dtype), made once per forward like transformers'
+// LlamaRotaryEmbedding; local asks for the second pair of a model with a
+// local rotary embedding (Gemma 3's sliding layers).
+func (s *sim) ropeTables(seq, hd, dt int64, local bool) (cos, sin *tensor) {
+	i := 0
+	if local {
+		i = 2
+	}
+	if s.ropeT[i] == nil {
+		s.ropeT[i] = s.alloc(seq*hd, dt, catTemp, "rope cos")
+		s.ropeT[i+1] = s.alloc(seq*hd, dt, catTemp, "rope sin")
+	}
+	return s.ropeT[i], s.ropeT[i+1]
+}
+
+// localRoPE says whether the layer rotates with the model's local tables:
+// a sliding-window layer of a model with a second rotary embedding
+// (model.Attention.LocalRoPE, Gemma 3).
+func (a *attnOp) localRoPE() bool { return a.k.LocalRoPE && a.window > 0 }
+
+// ropeRotate is apply_rotary_pos_emb's rotation of one tensor: x·cos +
+// rotate_half(x)·sin. Under autocast x is half and cos fp32, so the
+// result is fp32. With a fraction below 1 (GPT-NeoX's rotary_pct) only the
+// first part of each head (xr, the view it returns too) is rotated, and
+// ropeJoin concatenates the result back with the rest.
+func (s *sim) ropeRotate(x, cos, sin *tensor, frac float64) (y, xr *tensor) {
+	xr = x
+	if frac < 1 {
+		xr = s.view(x, int64(frac*float64(x.elems)))
+		s.record("Slice", []*tensor{x}, xr)
+	}
+	a := s.mul(xr, cos)
+	// rotate_half: two slices, the second negated, concatenated. In
+	// backward the concatenation hands views of its gradient on, the
+	// negation allocates half, and each slice pads its gradient back to
+	// the full width (measured: the tiny MoE's bf16 checkpointed trace,
+	// bench/results/moe-traces/moe-bf16-ckpt).
+	x1, x2 := s.view(xr, xr.elems/2), s.view(xr, xr.elems/2)
+	s.record("Slice", []*tensor{xr}, x1)
+	s.record("Slice", []*tensor{xr}, x2)
+	neg := s.alloc(xr.elems/2, x.dt, catTemp, "neg")
+	s.record("Neg", []*tensor{x2}, neg)
+	rh := s.alloc(xr.elems, x.dt, catTemp, "rotate_half")
+	if n := s.record("Cat", []*tensor{neg, x1}, rh); n != nil {
+		n.split = true
+	}
+	s.unref(neg)
+	s.unref(x1)
+	s.unref(x2)
+	bb := s.mul(rh, sin)
+	s.unref(rh)
+	y = s.add(a, bb)
+	s.unref(a)
+	s.unref(bb)
+	return y, xr
+}
+
+// ropeJoin returns the rotated y of x: y itself for a whole rotation, else
+// y concatenated with x's unrotated rest (xr is the rotated part's view).
+func (s *sim) ropeJoin(x, y, xr *tensor) *tensor {
+	if xr == x {
+		return y
+	}
+	pass := s.view(x, x.elems-xr.elems)
+	s.record("Slice", []*tensor{x}, pass)
+	full := s.alloc(x.elems, promote(y.dt, x.dt), catTemp, "rope cat")
+	s.record("Cat", []*tensor{y, pass}, full)
+	s.unref(y)
+	s.unref(pass)
+	s.unref(xr)
+	return full
+}
+
+// rotaryFrac is the fraction of each head the rotary embedding rotates
+// (GPT-NeoX's rotary_pct; 1 for the rest).
+func rotaryFrac(k *model.Attention) float64 {
+	if k.Rotary > 0 {
+		return k.Rotary
+	}
+	return 1
+}

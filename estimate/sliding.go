@@ -1,0 +1,85 @@
+package estimate
+
+// Sliding-window attention past its window (docs/pytorch-memory.md §4,
+// "Sliding-window attention"): from the window's length on, transformers
+// builds a boolean mask once a forward and gives it to SDPA in each
+// sliding layer (model.Attention.SlidingAt), which then repeats the keys
+// and values and runs the memory-efficient kernel over the mask converted
+// to the query's dtype.
+
+// masked says whether transformers gives SDPA a mask for this layer: it
+// attends through a sliding window and the sequence is at least as long
+// (sdpa_mask can skip the mask, SDPA's is_causal standing in for it, only
+// while the keys are fewer than the window; full-attention layers always
+// skip it).
+func (a *attnOp) masked(s *sim, seq int64) bool {
+	return !s.cfg.eager && a.window > 0 && seq >= a.window
+}
+
+// maskedIn says whether an attention layer in ins gets a mask from
+// transformers under SDPA at seq tokens (attnOp.masked).
+func maskedIn(s *sim, ins []*inst, seq int64) bool {
+	for _, in := range ins {
+		if a, ok := in.op.(*attnOp); ok && a.masked(s, seq) {
+			return true
+		}
+		for _, list := range in.sublists() {
+			if maskedIn(s, list, seq) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// slidingMask is the boolean mask transformers' sdpa_mask builds for the
+// sliding-window layers, once a forward: [1, 1, seq, seq] whatever the
+// batch (no padding; expanded over it as a view), the window's and the
+// causal conditions each evaluated over the whole grid and combined
+// (and_masks), two of them live at a time (measured: Gemma-2-2B at 4,096
+// tokens and Mistral-7B v0.1 at batch 2, masking_utils.py's inner_mask,
+// and_mask, causal_mask_function, 16 MiB each;
+// bench/results/2026-11-27-sliding-traces/).
+func (s *sim) slidingMask(seq int64) *tensor {
+	n := seq * seq
+	inner := s.alloc(n, 1, catTemp, "sliding mask (window)")
+	both := s.alloc(n, 1, catTemp, "sliding mask (and)")
+	s.unref(inner)
+	causal := s.alloc(n, 1, catTemp, "sliding mask (causal)")
+	s.mask = s.alloc(n, 1, catTemp, "sliding mask")
+	s.unref(causal)
+	s.unref(both)
+	return s.mask
+}
+
+// maskedSDPA is transformers' sdpa_attention_forward given a mask (the
+// sliding-window layers past their window, attnOp.masked): without
+// enable_gqa, repeat_kv copies the keys and values to every query head;
+// SDPA converts the boolean mask to an additive one in the query's dtype
+// ([batch, 1, s, s], torch.where) and runs the memory-efficient kernel,
+// which saves q, the copies, the output, its logsumexp and the converted
+// mask, each sliding layer its own, batch-sized (measured: Gemma-2-2B in
+// bf16 at 4,096 tokens, Mistral-7B v0.1 at batch 2: 64 MiB a layer at
+// 4,096 tokens; bench/results/2026-11-27-sliding-traces/). Its backward
+// first copies the output's gradient contiguous, then allocates dq, dk
+// and dv and the same fp32 dq accumulator and row sums as the flash
+// kernel's, all freed when it returns but the gradients.
+func (s *sim) maskedSDPA(q, k, v *tensor, b, heads, kvHeads, sq, hd int64) *tensor {
+	k, v = s.repeatKV(k, v, heads, kvHeads)
+	vc := s.castLow(v)
+	kc := s.castLow(k)
+	qc := s.castLow(q)
+	mask := s.alloc(b*sq*sq, qc.dt, catTemp, "attention mask (additive)")
+	y := s.alloc(b*sq*heads*hd, qc.dt, catTemp, "attention out")
+	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
+	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
+		s.save(n, qc, kc, vc, y, lse, mask)
+		ws := qc.elems*qc.dt + qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
+		last := n.ins[len(n.ins)-1]
+		n.gradWS = &[3]inputWS{{t: last, bytes: ws}}
+	}
+	for _, t := range []*tensor{qc, kc, vc, mask, lse, k, v} {
+		s.unref(t)
+	}
+	return y
+}
