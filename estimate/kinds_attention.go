@@ -367,6 +367,12 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 	switch {
 	case s.cfg.eager && a.k.Causal:
 		s.causalMask(sh[0], x.dt)
+		if sliding, full := windowKinds(blocks); sliding && full {
+			// Gemma 2's causal_mask_mapping: a full and a sliding
+			// mask, each materialised under eager attention (from
+			// transformers' source, unmeasured: AttnSoftcapNote).
+			s.mask2 = s.alloc(s.mask.elems, s.mask.dt, catTemp, "sliding mask (eager)")
+		}
 		// A local of the model's forward, freed when it returns
 		// (dropBodyHold); with checkpointing the segments keep it as an
 		// input until the step's backward is done.
@@ -386,6 +392,28 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 		// computed after the global one.
 		s.ropeTables(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, true)
 	}
+}
+
+// dropMasks drops the current forward's attention masks (mask, mask2).
+func (s *sim) dropMasks() {
+	s.unref(s.mask)
+	s.unref(s.mask2)
+	s.mask, s.mask2 = nil, nil
+}
+
+// windowKinds says whether ins has attention layers that attend through a
+// sliding window, and ones that attend in full.
+func windowKinds(ins []*inst) (sliding, full bool) {
+	for _, in := range ins {
+		if a, ok := in.op.(*attnOp); ok {
+			sliding, full = sliding || a.window > 0, full || a.window == 0
+		}
+		for _, list := range in.sublists() {
+			sl, fu := windowKinds(list)
+			sliding, full = sliding || sl, full || fu
+		}
+	}
+	return sliding, full
 }
 
 // causalMask is the additive [batch, 1, seq, seq] mask transformers builds

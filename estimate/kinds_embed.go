@@ -117,8 +117,8 @@ func (s *sim) dropBodyHold() {
 	}
 	s.bodyHold = s.bodyHold[:0]
 	if s.maskLocal {
-		s.unref(s.mask)
-		s.mask, s.maskLocal = nil, false
+		s.dropMasks()
+		s.maskLocal = false
 	}
 }
 

@@ -337,8 +337,7 @@ func (s *sim) ppRecomputed(sub []*node) []*node {
 // endForward drops what one forward of the model holds until its outputs
 // are dropped: eager attention's mask and the key/value cache's copies.
 func (s *sim) endForward() {
-	s.unref(s.mask)
-	s.mask = nil
+	s.dropMasks()
 	for _, t := range s.kvHold {
 		s.unref(t)
 	}
@@ -427,8 +426,7 @@ func (s *sim) ppBackward(it, j int) []*tensor {
 		s.unref(fl.loss) // the schedule's loss list holds a scalar; dropped here
 	}
 	s.dropRope()
-	s.unref(s.mask)
-	s.mask = nil
+	s.dropMasks()
 	if p.first() {
 		return nil
 	}

@@ -277,6 +277,10 @@ type sim struct {
 	// attend through a sliding window no longer than the sequence
 	// (slidingMask).
 	mask *tensor
+	// mask2 is eager attention's second mask in a model whose layers
+	// attend both in full and through a sliding window (Gemma 2):
+	// transformers builds one per kind of layer.
+	mask2 *tensor
 	// maskLocal: mask is the model forward's local, freed when it returns
 	// (prologue, dropBodyHold).
 	maskLocal bool

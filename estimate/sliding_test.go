@@ -103,3 +103,36 @@ func TestAttnSoftcap(t *testing.T) {
 		t.Errorf("sdpa: %d B with the cap, %d without (unmeasured %q); want the same", a.PeakAllocated, b.PeakAllocated, a.Unmeasured)
 	}
 }
+
+// TestEagerMasks: under eager attention transformers materialises a mask
+// per kind of layer, so Gemma 2 (full and sliding layers) gets a second
+// mask each forward and Mistral v0.1 (sliding layers only) none; SDPA
+// builds neither eager mask.
+func TestEagerMasks(t *testing.T) {
+	count := func(file, attn string) (n int) {
+		t.Helper()
+		spec, err := model.LoadHF("../model/testdata/hf/"+file, model.Overrides{Batch: 1, Seq: 512, Attention: attn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if alloc && x.name == "sliding mask (eager)" {
+					n++
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		file, attn string
+		want       int
+	}{{"gemma-2-2b.json", "eager", 2}, {"mistral-7b-v0.1.json", "eager", 0}, {"gemma-2-2b.json", "sdpa", 0}} {
+		if got := count(c.file, c.attn); got != c.want {
+			t.Errorf("%s %s: %d second masks over the two steps, want %d", c.file, c.attn, got, c.want)
+		}
+	}
+}

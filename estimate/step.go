@@ -81,8 +81,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 				s.unref(r)
 				s.ropeT[i] = nil
 			}
-			s.unref(s.mask)
-			s.mask = nil
+			s.dropMasks()
 			s.releaseGathered()
 		}
 		s.stepOptimizer(t, it)

@@ -16,9 +16,10 @@ func unmeasuredModel(r *Result, spec *model.Spec) {
 	}
 }
 
-// AttnSoftcapNote says how eager attention's logit softcapping
-// (model.Model.AttnSoftcap) is estimated.
-const AttnSoftcapNote = "eager attention's logit softcapping (Gemma 2's attn_logit_softcapping: the scores divided, tanh kept for backward, multiplied, each a new [batch, heads, seq, seq] tensor) is modelled from transformers' source, unmeasured"
+// AttnSoftcapNote says how Gemma 2's eager attention (its logit
+// softcapping, model.Model.AttnSoftcap, and its second mask) is
+// estimated.
+const AttnSoftcapNote = "Gemma 2's eager attention is modelled from transformers' source, unmeasured: its logit softcapping (attn_logit_softcapping: the scores divided, tanh kept for backward, multiplied, each a new [batch, heads, seq, seq] tensor) and a second mask for its sliding layers"
 
 // LocalRoPENote says how a Gemma 3 model (model.Model.LocalRoPE) is
 // estimated: from parts measured on other models, none on Gemma 3 itself.
