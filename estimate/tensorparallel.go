@@ -277,6 +277,24 @@ func ncclFor(t model.Training) int64 {
 	return mustNCCL(parallel.NCCLBytes(c))
 }
 
+// NCCLFloor is the least device memory NCCL's communicators hold on any
+// rank of a run of training t (ncclFor, pipelineNCCL): what every rank's
+// device total counts at least, for lower bounds made without a
+// simulation (the planner's). Under a pipeline, a first or last stage's
+// rank without an embedding group; a model loaded whole before tensor
+// parallelism splits it, a rank that receives the scatter.
+func NCCLFloor(t model.Training) int64 {
+	switch {
+	case t.PP > 1:
+		c := layoutNCCL(t, true)
+		c.PipelineNeighbour = true
+		return mustNCCL(parallel.NCCLBytes(c))
+	case t.TP > 1 && t.FSDPInit == model.FSDPInitGPU && !scatterShared(t):
+		return min(scatterNCCL(layoutNCCL(t, false), t.TP))
+	}
+	return ncclFor(t)
+}
+
 // scatterShared says whether a whole load's scatter over the tp ranks runs
 // on connections the layout's all-to-all has made already: where the
 // tensor- and the expert-parallel groups are both the default group (tp =

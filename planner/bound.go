@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/internal/measured"
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
@@ -61,7 +62,9 @@ import (
 //     estimate/tensorparallel.go), P/ep of them in the parameter dtype,
 //     live at once;
 //   - reserved memory is at least allocated, and the device total adds
-//     the CUDA context and the kernel modules (internal/measured).
+//     the CUDA context and the kernel modules (internal/measured) and the
+//     NCCL communicators every rank of the layout holds at least
+//     (estimate.NCCLFloor; nineteenth session).
 //
 // LoRA and quantized bases freeze or shrink the weights and change what
 // autograd saves: there only the fixed overhead is counted. TestStateBound checks the bound against the
@@ -96,12 +99,15 @@ type stateBound struct {
 	wholeLoad bool
 	// orders caches the interleaved schedule's first-rank orders.
 	orders *orderCache
+	// base is the spec's training, which a layout changes (applyLayout)
+	// for the NCCL memory its ranks hold at least (estimate.NCCLFloor).
+	base model.Training
 }
 
 func newStateBound(spec *model.Spec, params int64) stateBound {
 	t := &spec.Training
 	b := stateBound{params: params, elem: 4, fixed: measured.CUDAContext.Bytes + measured.ModulesBase.Bytes,
-		bucketView: t.BucketView, wholeLoad: t.FSDPInit == model.FSDPInitGPU, orders: &orderCache{}}
+		bucketView: t.BucketView, wholeLoad: t.FSDPInit == model.FSDPInitGPU, orders: &orderCache{}, base: *t}
 	if t.Precision == model.BF16 || t.Precision == model.FSDPBF16 {
 		b.elem = 2
 	}
@@ -113,7 +119,7 @@ func newStateBound(spec *model.Spec, params int64) stateBound {
 		b.moments = 1
 	}
 	if t.LoRA.Enabled() || t.Quant != "" {
-		return stateBound{fixed: b.fixed}
+		return stateBound{fixed: b.fixed, base: *t}
 	}
 	if m := &spec.Model; transformer(m) && t.Seq > 0 && m.Hidden > 0 {
 		b.act, b.seq, b.hidden, b.layers, b.vocab = 2, t.Seq, m.Hidden, m.NumLayers, m.Vocab
@@ -210,8 +216,16 @@ func (b stateBound) bytes(l Layout) (total int64, why string) {
 			total, why = load, "loading the whole model before splitting it over tp needs "+units.Format(load)
 		}
 	}
-	total += b.fixed
+	total += b.fixed + b.nccl(l)
 	return total, fmt.Sprintf("%s: at least %s on the device", why, units.Format(total))
+}
+
+// nccl is the NCCL memory every rank of layout l holds at least
+// (estimate.NCCLFloor).
+func (b stateBound) nccl(l Layout) int64 {
+	t := b.base
+	applyLayout(&t, l)
+	return estimate.NCCLFloor(t)
 }
 
 // stageState is the larger of the first and the last pipeline stage's

@@ -207,7 +207,12 @@ func notSimulated(l Layout) error {
 // all state on the GPUs).
 func Apply(spec *model.Spec, l Layout) *model.Spec {
 	s := *spec
-	t := &s.Training
+	applyLayout(&s.Training, l)
+	return &s
+}
+
+// applyLayout sets t to layout l (Apply).
+func applyLayout(t *model.Training, l Layout) {
 	t.DP, t.Zero, t.Checkpointing = l.DP, l.Zero, l.Checkpointing
 	// Context parallelism: the estimator shards over dp·cp with FSDP
 	// (docs/parallelism.md §3.3).
@@ -222,5 +227,4 @@ func Apply(spec *model.Spec, l Layout) *model.Spec {
 		}
 	}
 	t.TP, t.SP, t.LossParallel = l.TP, l.SP, l.LossParallel
-	return &s
 }
