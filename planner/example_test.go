@@ -57,7 +57,7 @@ func ExampleSimulator_LowerBound() {
 	_, why := bound(l)
 	fmt.Println(why)
 	// Output:
-	// model state and Adam's foreach step need 82.14 GiB: at least 82.87 GiB on the device
+	// model state and Adam's foreach step need 82.14 GiB: at least 83.69 GiB on the device
 }
 
 // FirstLayout is the one layout to run a job on when data parallelism is
