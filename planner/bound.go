@@ -67,7 +67,7 @@ import (
 //     (estimate.NCCLFloor; nineteenth session).
 //
 // LoRA and quantized bases freeze or shrink the weights and change what
-// autograd saves: there only the fixed overhead is counted. TestStateBound checks the bound against the
+// autograd saves: there only the fixed overhead and NCCL are counted. TestStateBound checks the bound against the
 // estimator over many layouts.
 type stateBound struct {
 	params int64 // P
