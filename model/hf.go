@@ -160,7 +160,7 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.File = file
+	s.File, s.HFType = file, mt
 	return s, nil
 }
 

@@ -17,6 +17,9 @@ type Spec struct {
 	// Notes are things the user should know about how the spec was read,
 	// such as a decimal "80GB" taken as 80×10⁹ bytes.
 	Notes []string `json:"notes,omitempty"`
+	// HFType is the transformers model_type a spec was imported from
+	// (ParseHF), "" for a spec written as one.
+	HFType string `json:"-"`
 }
 
 // Model types accepted in a spec's model.type.

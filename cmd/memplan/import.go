@@ -38,7 +38,7 @@ Example:
 			t := spec.Training
 			training := map[string]any{"batch": t.Batch, "seq": t.Seq, "precision": t.Precision,
 				"optimizer": t.Optimizer.String(), "checkpointing": t.Checkpointing.String(), "attention": t.Attention}
-			y, err := spec.Model.SpecYAML(spec.Name, spec.Model.Type, training)
+			y, err := spec.Model.SpecYAML(spec.Name, spec.HFType, training)
 			if err != nil {
 				return err
 			}
