@@ -41,7 +41,6 @@ func lowerCP(ls []Layer, cp int64) ([]Layer, error) {
 			out = append(out, c)
 		case *Attention:
 			a := *k
-			a.Window = 0 // torchtitan's Llama: causal SDPA, no window (unwindowed)
 			if a.HeadDim == 0 {
 				a.HeadDim = k.Dim / k.Heads
 			}

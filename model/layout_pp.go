@@ -314,8 +314,8 @@ func checkPipeline(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 // dropped (copies of the layers that change; ls is not changed). The
 // parallel layouts are simulated on torchtitan's Llama (and
 // bench/torch/dist's), whose attention is causal SDPA without
-// transformers' sliding-window masks; tensor and context parallelism
-// drop the window as they lower each attention layer.
+// transformers' sliding-window masks: a pipeline's stages (stageSlice)
+// and tensor and context parallelism (lowerLayers) lower through it.
 func unwindowed(ls []Layer) []Layer {
 	out := append([]Layer(nil), ls...)
 	for i := range out {

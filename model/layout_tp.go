@@ -237,6 +237,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if m.Type != Llama {
 		return nil, fmt.Errorf("%w: %s models (torchtitan's plans for tensor and context parallelism are for Llama)", ErrNotSplittable, m.Type)
 	}
+	ls = unwindowed(ls)
 	if t.TP > 1 {
 		// The rank's sequence (s/c under context parallelism, which the
 		// spec's checks made divisible by 2·cp·tp).
@@ -303,7 +304,6 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 		case *Attention:
 			a := *k
 			a.Heads, a.KVHeads = k.Heads/tp.t, k.KVHeads/tp.t
-			a.Window = 0 // torchtitan's Llama: causal SDPA, no window (unwindowed)
 			if a.HeadDim == 0 {
 				a.HeadDim = k.Dim / k.Heads
 			}
