@@ -200,8 +200,7 @@ func p2pPeerBytes() int64 {
 // communicator, the embedding group's (Megatron-LM's; model's
 // stageSlice), even where its two ranks are the pipeline group's.
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
-	c := layoutNCCL(t, true)
-	c.PipelineNeighbour = true
+	c := pipelineBaseNCCL(t)
 	if p.embeddingGroup {
 		c.Communicators++
 	}
@@ -213,6 +212,15 @@ func pipelineNCCL(p *pipeline, t model.Training) int64 {
 		n += (peers - 1) * p2pPeerBytes()
 	}
 	return n
+}
+
+// pipelineBaseNCCL is what every pipeline rank of t connects: the
+// layout's communicators (built on the meta device) and a neighbouring
+// stage (pipelineNCCL adds the rest).
+func pipelineBaseNCCL(t model.Training) parallel.NCCL {
+	c := layoutNCCL(t, true)
+	c.PipelineNeighbour = true
+	return c
 }
 
 // peers is the number of other ranks the rank's stages send to or receive

@@ -267,32 +267,39 @@ func (s *sim) parallelCrossEntropy(x *tensor) *tensor {
 // default group as a pipeline's stages do (communicators; counted also for
 // sharded loading, which draws nothing: the safe side).
 func ncclFor(t model.Training) int64 {
+	_, most := ncclRange(t)
+	return most
+}
+
+// ncclRange is the least and the most NCCL memory a rank of a run of t
+// without a pipeline holds (ncclFor): the same on every rank, but where a
+// model loaded whole scatters its shards from rank 0 (scatterNCCL's
+// sender and receivers).
+func ncclRange(t model.Training) (least, most int64) {
 	if t.TP > 1 && t.FSDPInit != model.FSDPInitGPU {
-		return mustNCCL(parallel.NCCLBytes(layoutNCCL(t, true)))
+		n := mustNCCL(parallel.NCCLBytes(layoutNCCL(t, true)))
+		return n, n
 	}
 	c := layoutNCCL(t, false)
 	if t.TP > 1 && !scatterShared(t) {
-		return max(scatterNCCL(c, t.TP))
+		source, receiver := scatterNCCL(c, t.TP)
+		return min(source, receiver), max(source, receiver)
 	}
-	return mustNCCL(parallel.NCCLBytes(c))
+	n := mustNCCL(parallel.NCCLBytes(c))
+	return n, n
 }
 
 // NCCLFloor is the least device memory NCCL's communicators hold on any
-// rank of a run of training t (ncclFor, pipelineNCCL): what every rank's
-// device total counts at least, for lower bounds made without a
-// simulation (the planner's). Under a pipeline, a first or last stage's
-// rank without an embedding group; a model loaded whole before tensor
-// parallelism splits it, a rank that receives the scatter.
+// rank of a run of training t: what every rank's device total counts at
+// least, for lower bounds made without a simulation (the planner's).
+// Under a pipeline, a first or last stage's rank without an embedding
+// group (pipelineNCCL's least); else ncclRange's least.
 func NCCLFloor(t model.Training) int64 {
-	switch {
-	case t.PP > 1:
-		c := layoutNCCL(t, true)
-		c.PipelineNeighbour = true
-		return mustNCCL(parallel.NCCLBytes(c))
-	case t.TP > 1 && t.FSDPInit == model.FSDPInitGPU && !scatterShared(t):
-		return min(scatterNCCL(layoutNCCL(t, false), t.TP))
+	if t.PP > 1 {
+		return mustNCCL(parallel.NCCLBytes(pipelineBaseNCCL(t)))
 	}
-	return ncclFor(t)
+	least, _ := ncclRange(t)
+	return least
 }
 
 // scatterShared says whether a whole load's scatter over the tp ranks runs
