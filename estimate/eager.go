@@ -71,7 +71,7 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 	s.unref(sc)
 	if softcap > 0 {
 		// Gemma 2's eager_attention_forward (from transformers' source,
-		// unmeasured: the estimate says so, AttnSoftcapNote).
+		// unmeasured: the estimate says so, modelUnmeasured).
 		w = s.softcap(w)
 	}
 	if mask != nil {

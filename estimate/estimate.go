@@ -143,8 +143,8 @@ type Result struct {
 	// Unmeasured lists the parts of the run modelled from source that no
 	// measurement checks: "quant" (a bitsandbytes int8/nf4 base),
 	// "bnb_optimizer" (bitsandbytes' 8-bit or paged optimizers;
-	// docs/lora.md §6-§7), "local_rope" (Gemma 3: LocalRoPENote) and
-	// "attn_softcap" (eager attention's softcapping: AttnSoftcapNote).
+	// docs/lora.md §6-§7), "local_rope" (Gemma 3) and "attn_softcap"
+	// (Gemma 2's eager attention; modelUnmeasured).
 	Unmeasured []string `json:"unmeasured,omitempty"`
 }
 

@@ -149,3 +149,30 @@ func ExampleEstimate_fsdpInit() {
 	// fsdp_init gpu: peak reserved 6.24 GiB
 	// fsdp_init meta: peak reserved 5.45 GiB
 }
+
+// NCCLFloor is the NCCL memory every rank of a layout holds at least,
+// without a simulation: one communicator for plain data parallelism, more
+// for each further mesh dimension.
+func ExampleNCCLFloor() {
+	for _, t := range []model.Training{{DP: 8}, {DP: 4, TP: 2}, {DP: 2, TP: 2, PP: 2}} {
+		fmt.Printf("dp %d tp %d pp %d: %s\n", t.DP, max(t.TP, 1), max(t.PP, 1), units.Format(estimate.NCCLFloor(t)))
+	}
+	// Output:
+	// dp 8 tp 1 pp 1: 840.00 MiB
+	// dp 4 tp 2 pp 1: 1.77 GiB
+	// dp 2 tp 2 pp 2: 2.40 GiB
+}
+
+// UnmeasuredModelNotes says which parts of a model memplan estimates from
+// transformers' source alone, for a command that prints no estimate.
+func ExampleUnmeasuredModelNotes() {
+	s, err := model.LoadHF("../model/testdata/hf/gemma-3-1b.json", model.Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, n := range estimate.UnmeasuredModelNotes(s) {
+		fmt.Println(n[:55] + " …")
+	}
+	// Output:
+	// Gemma 3 is modelled from parts measured on other models …
+}

@@ -370,7 +370,7 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 		if sliding, full := windowKinds(blocks); sliding && full {
 			// Gemma 2's causal_mask_mapping: a full and a sliding
 			// mask, each materialised under eager attention (from
-			// transformers' source, unmeasured: AttnSoftcapNote).
+			// transformers' source, unmeasured: modelUnmeasured).
 			s.mask2 = s.alloc(s.mask.elems, s.mask.dt, catTemp, "sliding mask (eager)")
 		}
 		// A local of the model's forward, freed when it returns

@@ -11,9 +11,8 @@ import (
 
 // unmeasuredNote prints on w that the spec's bitsandbytes parts (an int8 or
 // nf4 base, an 8-bit or paged optimizer) are modelled from source and
-// unmeasured (docs/lora.md §6-§7), that a Gemma 3 model is not measured
-// yet (estimate.LocalRoPENote) and that eager attention's softcapping is
-// unmeasured (estimate.AttnSoftcapNote), as estimate's notes and
+// unmeasured (docs/lora.md §6-§7), and the model's parts no measurement
+// checks (estimate.UnmeasuredModelNotes), as estimate's notes and
 // Result.Unmeasured say. Commands that print no notes of their own (tune, check, plan,
 // probe, report) call it once.
 func unmeasuredNote(w io.Writer, spec *model.Spec) {
@@ -29,10 +28,7 @@ func unmeasuredNote(w io.Writer, spec *model.Spec) {
 	if len(what) > 0 {
 		fmt.Fprintf(w, "memplan: note: %s: modelled from bitsandbytes' source, unmeasured (docs/lora.md §6-§7)\n", strings.Join(what, " and "))
 	}
-	if spec.Model.LocalRoPE {
-		fmt.Fprintf(w, "memplan: note: %s\n", estimate.LocalRoPENote)
-	}
-	if spec.Model.AttnSoftcap > 0 && spec.Training.Attention == model.AttnEager {
-		fmt.Fprintf(w, "memplan: note: %s\n", estimate.AttnSoftcapNote)
+	for _, n := range estimate.UnmeasuredModelNotes(spec) {
+		fmt.Fprintf(w, "memplan: note: %s\n", n)
 	}
 }
