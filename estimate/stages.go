@@ -214,15 +214,6 @@ func pipelineNCCL(p *pipeline, t model.Training) int64 {
 	return n
 }
 
-// pipelineBaseNCCL is what every pipeline rank of t connects: the
-// layout's communicators (built on the meta device) and a neighbouring
-// stage (pipelineNCCL adds the rest).
-func pipelineBaseNCCL(t model.Training) parallel.NCCL {
-	c := layoutNCCL(t, true)
-	c.PipelineNeighbour = true
-	return c
-}
-
 // peers is the number of other ranks the rank's stages send to or receive
 // from, of pp.
 func (p *pipeline) peers(pp int64) int64 {
