@@ -12,6 +12,9 @@ type ckpt struct {
 	// tail are the gradients the backward of the segment's ops after its
 	// last save allocates, in order (tailGrads).
 	tail []gradShape
+	// masks are the attention masks the segment's layers take as inputs
+	// (segmentMasks), which its frame keeps for the recompute.
+	masks [2]*tensor
 }
 
 // gradShape is a gradient's size and dtype.
@@ -86,7 +89,10 @@ func (s *sim) recompute(n *node) {
 	s.stop = earlyStop{limit: n.ckpt.saves}
 	was := s.recomputing
 	s.recomputing = true
+	m0, m1 := s.mask, s.mask2
+	s.mask, s.mask2 = n.ckpt.masks[0], n.ckpt.masks[1]
 	r := s.ckptForward(n.ckpt, x)
+	s.mask, s.mask2 = m0, m1
 	s.recomputing = was
 	s.stop = stop
 	s.clearCache()

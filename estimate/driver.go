@@ -194,7 +194,14 @@ func (s *sim) plain(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 func (s *sim) step1(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	held := s.held // what a holding residual keeps, freed after this layer
 	s.held = [3]*tensor{}
+	mark := len(s.unitHold)
 	y, out := s.layer(in, x, sh)
+	if in.unit {
+		for _, t := range s.unitHold[mark:] {
+			s.unref(t)
+		}
+		s.unitHold = s.unitHold[:mark]
+	}
 	if !in.takesX {
 		s.unref(x)
 	}
@@ -268,6 +275,12 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 		n.ins = append(s.slab.ptrs(1), x)
 	}
 	s.save(n, x)
+	n.ckpt.masks = s.segmentMasks(units, sh)
+	for _, m := range n.ckpt.masks {
+		if m != nil {
+			s.save(n, m)
+		}
+	}
 	s.tape = append(s.tape, n)
 	s.unref(x)
 	return y, outSh

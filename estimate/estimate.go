@@ -143,8 +143,7 @@ type Result struct {
 	// Unmeasured lists the parts of the run modelled from source that no
 	// measurement checks: "quant" (a bitsandbytes int8/nf4 base),
 	// "bnb_optimizer" (bitsandbytes' 8-bit or paged optimizers;
-	// docs/lora.md §6-§7), "local_rope" (Gemma 3) and "attn_softcap"
-	// (Gemma 2's eager attention; modelUnmeasured).
+	// docs/lora.md §6-§7).
 	Unmeasured []string `json:"unmeasured,omitempty"`
 }
 
@@ -419,7 +418,6 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training)
 	}
 	r.Overhead = overhead(s.used, ncclFor(run))
 	s.bnbResult(r)
-	unmeasuredModel(r, spec)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.sized = deviceSizing{cudnn: cfg.cudnn.used, reds: s.smReds, sms: cfg.sms, threadsSM: cfg.threadsSM}

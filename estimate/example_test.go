@@ -162,17 +162,3 @@ func ExampleNCCLFloor() {
 	// dp 4 tp 2 pp 1: 1.77 GiB
 	// dp 2 tp 2 pp 2: 2.40 GiB
 }
-
-// UnmeasuredModelNotes says which parts of a model memplan estimates from
-// transformers' source alone, for a command that prints no estimate.
-func ExampleUnmeasuredModelNotes() {
-	s, err := model.LoadHF("../model/testdata/hf/gemma-3-1b.json", model.Overrides{Batch: 1, Seq: 1024})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, n := range estimate.UnmeasuredModelNotes(s) {
-		fmt.Println(n[:55] + " …")
-	}
-	// Output:
-	// Gemma 3 is modelled from parts measured on other models …
-}

@@ -301,13 +301,30 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 		y = s.maskedSDPA(st.q, st.k, st.v, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim)
 		mathSDPA = false
 	case mathSDPA:
-		y = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, model.SoftmaxFP32, 0)
+		var probs *tensor
+		y, probs = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, model.SoftmaxFP32, 0)
+		s.unref(probs) // the math kernel's (output, attn) pair: SDPA returns the output only
 	case s.cfg.eager:
 		var mask *tensor
-		if k.Causal {
+		switch {
+		case a.window > 0 && s.mask2 != nil:
+			mask = s.mask2 // a sliding layer beside full ones (prologue)
+		case k.Causal:
 			mask = s.causalMask(st.seq, x.dt)
 		}
-		y = s.eagerAttention(st.q, st.k, st.v, mask, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, k.Softmax, k.Softcap)
+		var probs *tensor
+		y, probs = s.eagerAttention(st.q, st.k, st.v, mask, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, k.Softmax, k.Softcap)
+		// The attention module returns its weights beside its output and
+		// the decoder layer binds them (hidden_states, _ = self.self_attn(...)):
+		// they live until the layer returns, through its MLP, which
+		// matters when checkpointing saves nothing in the first forward
+		// (measured: Gemma-2-2B eager bf16 checkpointed, freed at the
+		// decoder layer's return, bench/results/2026-11-27-gemma-eager-traces).
+		if k.Style == "hf" {
+			s.unitHold = append(s.unitHold, probs)
+		} else {
+			s.unref(probs)
+		}
 	default:
 		y = s.sdpa(st.q, st.k, st.v, st.b, k.Heads, st.seq, k.HeadDim)
 		if k.RoPE && k.Rotary > 0 && k.Rotary < 1 && k.Style == "hf" {
@@ -370,12 +387,12 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 		if sliding, full := windowKinds(blocks); sliding && full {
 			// Gemma 2's causal_mask_mapping: a full and a sliding
 			// mask, each materialised under eager attention (from
-			// transformers' source, unmeasured: modelUnmeasured).
+			// transformers' source; measured: held-out set 21).
 			s.mask2 = s.alloc(s.mask.elems, s.mask.dt, catTemp, "sliding mask (eager)")
 		}
 		// A local of the model's forward, freed when it returns
-		// (dropBodyHold); with checkpointing the segments keep it as an
-		// input until the step's backward is done.
+		// (dropBodyHold); with checkpointing each segment's frame keeps
+		// the masks its layers take until its backward (segmentMasks).
 		s.maskLocal = s.ckptMode == model.CkptNone
 	case maskedIn(s, blocks, sh[0]):
 		s.slidingMask(sh[0])
@@ -399,6 +416,41 @@ func (s *sim) dropMasks() {
 	s.unref(s.mask)
 	s.unref(s.mask2)
 	s.mask, s.mask2 = nil, nil
+}
+
+// segmentMasks are the attention masks a checkpointed segment's layers
+// take as inputs: transformers passes each decoder layer the mask of its
+// kind, so the segment's frame keeps them until the segment's backward
+// has recomputed it, and the last frame to die frees each (measured:
+// Gemma-2-2B eager, checkpointed: the full layers' mask freed with layer
+// 1's frame, the sliding layers' with layer 0's, late in backward,
+// bench/results/2026-11-27-gemma-eager-traces). Under eager attention
+// every layer takes one (the sliding layers mask2 where the model has
+// both kinds); under SDPA the layers that get the boolean sliding mask
+// (attnOp.masked).
+func (s *sim) segmentMasks(units []*inst, sh model.Shape) (out [2]*tensor) {
+	if s.mask == nil || len(sh) == 0 {
+		return out
+	}
+	sliding, full := windowKinds(units)
+	switch {
+	case !s.cfg.eager:
+		if maskedIn(s, units, sh[0]) {
+			out[0] = s.mask
+		}
+	case s.mask2 == nil:
+		if sliding || full {
+			out[0] = s.mask
+		}
+	default:
+		if full {
+			out[0] = s.mask
+		}
+		if sliding {
+			out[1] = s.mask2
+		}
+	}
+	return out
 }
 
 // windowKinds says whether ins has attention layers that attend through a

@@ -90,11 +90,16 @@ func (s *sim) rmsNormalize(x *tensor, rows int64) *tensor {
 // the product is fp32 (and saved in fp32 when the weight trains), and the
 // cast back comes last (measured: Gemma-2-2B in bf16 under FSDP2,
 // modeling_gemma2.py:56-63 in rank 0's allocator history,
-// bench/results/2026-11-26-h100x2-lora-heldout-snapshots).
+// bench/results/2026-11-26-h100x2-lora-heldout-snapshots). The product's
+// backward sums the gradient of 1 + weight over the rows with the column
+// sum's scratch, as for a weight (measured: 72 and 81 MiB after every norm
+// of Gemma-2-2B at 4,096 and 4,608 tokens in bf16,
+// bench/results/2026-11-27-gemma-eager-traces).
 func (s *sim) gemmaRMSNorm(x, w *tensor, rows int64) *tensor {
 	nrm := s.rmsNormalize(x, rows)
 	w32 := s.to(w, f32)
 	w1 := s.addScalar(w32)
+	w1.rowVec = true
 	s.unref(w32)
 	y32 := s.mul(nrm, w1)
 	s.unref(nrm)

@@ -123,7 +123,7 @@ func (s *sim) softmax(x *tensor) *tensor {
 	y := s.alloc(x.elems, x.dt, catTemp, "Softmax")
 	if n := s.record("Softmax", []*tensor{x}, y); n != nil {
 		s.save(n, y)
-		n.reduceTemp = y.bytes()
+		n.reduceTemp, n.fnTemp = y.bytes(), true
 	}
 	return y
 }

@@ -43,6 +43,11 @@ type tensor struct {
 	saves int32 // how many of the holders are autograd nodes
 	req   bool
 	param bool
+	// rowVec marks a vector computed from a parameter vector (Gemma's
+	// 1 + weight.float()) that a product broadcasts over the rows of its
+	// other operand: like the parameter's own, its gradient is a column
+	// sum (sumBroadcast).
+	rowVec bool
 	// perm marks a tensor whose memory is not in row-major order (a
 	// transposed view, or an elementwise result that took such a layout):
 	// kernels that need contiguous input copy it first.
@@ -139,6 +144,10 @@ type node struct {
 	// early marks a node recorded by a checkpoint's recompute: its saved
 	// tensors die when its backward returns (recompute).
 	early bool
+	// fnTemp marks a reduceTemp the node's own function makes (softmax's
+	// grad * output), so an early node's saved tensors outlive it; a bias's
+	// column sum is the engine's, after the function has returned.
+	fnTemp bool
 	// bcast marks a product whose inputs may be broadcast (Mul): a
 	// broadcast input's gradient is computed at the output's size and
 	// summed down to the input's by validate_outputs (runNode).
@@ -240,6 +249,7 @@ type sim struct {
 	bodyHold []*tensor // the base model forward's locals (Positions.Hold, Repeat.HoldInput), until it returns
 	embHold  []*tensor // the embeddings module's locals (HoldLocal), until a repeat starts
 	lossHold []*tensor // the task model forward's locals (model.Linear.Head), until the loss
+	unitHold []*tensor // a decoder layer's locals (eager attention's weights), until the unit returns (step1)
 	// hostWrap: FSDP2 shards a model built on the host (wrapFromHost),
 	// moved whole to the GPU first with wrapGPU; unsharded are the
 	// parameters whose shards it has yet to allocate.

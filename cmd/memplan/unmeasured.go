@@ -5,14 +5,12 @@ import (
 	"io"
 	"strings"
 
-	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
 // unmeasuredNote prints on w that the spec's bitsandbytes parts (an int8 or
 // nf4 base, an 8-bit or paged optimizer) are modelled from source and
-// unmeasured (docs/lora.md §6-§7), and the model's parts no measurement
-// checks (estimate.UnmeasuredModelNotes), as estimate's notes and
+// unmeasured (docs/lora.md §6-§7), as estimate's notes and
 // Result.Unmeasured say. Commands that print no notes of their own (tune, check, plan,
 // probe, report) call it once.
 func unmeasuredNote(w io.Writer, spec *model.Spec) {
@@ -27,8 +25,5 @@ func unmeasuredNote(w io.Writer, spec *model.Spec) {
 	}
 	if len(what) > 0 {
 		fmt.Fprintf(w, "memplan: note: %s: modelled from bitsandbytes' source, unmeasured (docs/lora.md §6-§7)\n", strings.Join(what, " and "))
-	}
-	for _, n := range estimate.UnmeasuredModelNotes(spec) {
-		fmt.Fprintf(w, "memplan: note: %s\n", n)
 	}
 }
