@@ -17,8 +17,12 @@ type ckpt struct {
 	masks [2]*tensor
 }
 
-// gradShape is a gradient's size and dtype.
-type gradShape struct{ elems, dt int64 }
+// gradShape is a gradient's size and dtype; inner marks a tail gradient
+// that another node of the tail consumes (tailGrads).
+type gradShape struct {
+	elems, dt int64
+	inner     bool
+}
 
 // tailGrads lists the gradients the backward of a segment's tail (the
 // nodes recorded after its last save, in a first forward) allocates. The
@@ -43,11 +47,50 @@ func tailGrads(tail []*node) []gradShape {
 		g0 := n.outs[0]
 		for _, in := range n.ins {
 			if !n.passes(g0, in) {
-				out = append(out, gradShape{in.elems, in.dt})
+				out = append(out, gradShape{in.elems, in.dt, madeBy(tail[:i], in)})
 			}
 		}
 	}
 	return out
+}
+
+// madeBy says whether one of nodes made t.
+func madeBy(nodes []*node, t *tensor) bool {
+	for _, n := range nodes {
+		for _, o := range n.outs {
+			if o == t {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tailBefore allocates a checkpointed segment's tail gradients (ckpt.tail)
+// before its recompute, as the engine makes them: a gradient another tail
+// node consumes is freed once the next one exists, that node having run
+// (measured: Gemma-2-2B in AMP, where the residual add's half gradient,
+// cast down from the fp32 stream's, goes as soon as the norm's type_as
+// backward has made its fp32 gradient, before the recompute starts;
+// bench/results/2026-11-27-heldout22-traces). The consumed ones are
+// handed to the simulated tail as placeholders (no memory).
+func (s *sim) tailBefore(tail []gradShape) {
+	var done *tensor
+	for _, g := range tail {
+		t := s.alloc(g.elems, g.dt, catTemp, "segment tail")
+		t.prefix = "grad of "
+		if done != nil {
+			s.unref(done)
+			done = nil
+		}
+		if g.inner {
+			done = t
+			t = s.unmade(g.elems, g.dt, catTemp, "segment tail")
+			t.prefix = "grad of "
+		}
+		s.preGrads = append(s.preGrads, t)
+	}
+	s.unref(done)
 }
 
 // earlyStop is torch.utils.checkpoint's early stop (use_reentrant=False,
@@ -80,11 +123,7 @@ func (s *sim) recompute(n *node) {
 	// leaving its region clears them all.
 	outer := s.tape
 	s.tape = s.subTape()
-	for _, g := range n.ckpt.tail {
-		t := s.alloc(g.elems, g.dt, catTemp, "segment tail")
-		t.prefix = "grad of "
-		s.preGrads = append(s.preGrads, t)
-	}
+	s.tailBefore(n.ckpt.tail)
 	stop := s.stop
 	s.stop = earlyStop{limit: n.ckpt.saves}
 	was := s.recomputing

@@ -44,16 +44,20 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 	// (and in eagerAttention the values, then the probabilities).
 	kc := s.castLow(k)
 	qc := s.castLow(q)
-	if qc.perm && s.cfg.eager {
+	var folded *tensor
+	if qc.perm && s.cfg.eager && s.cfg.batch > 1 {
 		// torch.matmul folds [b, heads] into one batch dimension with a
-		// reshape, which copies a query that is a heads-major view of a
-		// packed projection; the copy is what the product saves, and the
-		// projection can go when the module returns (measured: GPT-2
-		// eager bf16, 12 MiB per layer at modeling_gpt2.py's matmul,
-		// bench/results/2026-11-26-h100-eager-traces).
-		c := s.contiguous(qc)
-		s.unref(qc)
-		qc = c
+		// reshape, which copies a heads-major query (a view of a packed
+		// projection, or of a projection's [batch, seq, heads, dim] and
+		// what rotary embeddings make from it; with one sequence the
+		// fold is a view); the copy is what the product saves, and the
+		// query it was made from stays referenced until the product
+		// returns (measured: GPT-2 eager bf16, 12 MiB per layer at
+		// modeling_gpt2.py's matmul, bench/results/2026-11-26-h100-eager-traces;
+		// Llama-3.2-1B in AMP at batch 4, the autocast copy freed after
+		// the scores are made, bench/results/2026-11-27-heldout22-traces).
+		folded = qc
+		qc = s.contiguous(qc)
 	}
 	sc := s.alloc(scores, qc.dt, catTemp, "scores")
 	// BmmBackward0 computes its inputs' gradients in the sorted order of
@@ -65,6 +69,7 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 		s.save(n, qc, kc)
 	}
 	s.gemm(qc.dt, false)
+	s.unref(folded)
 	s.unref(qc)
 	s.unref(kc)
 	w := s.scalarOp(sc)

@@ -192,6 +192,9 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 			st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || k.RoPE)
 		}
 		st.v = headView(s, s.matmul(x, a.v, a.vB, st.rows, kvd), heads)
+		// The query is the projection viewed [batch, seq, heads, dim] and
+		// transposed: heads-major, not row-major (eagerScores).
+		st.q.perm = true
 	}
 }
 
@@ -398,16 +401,15 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 		s.slidingMask(sh[0])
 		s.maskLocal = s.ckptMode == model.CkptNone // as eager's
 	}
-	s.gemm(f32, false)
 	frac := 1.0
 	if a.k.Rotary > 0 {
 		frac = a.k.Rotary
 	}
-	s.ropeTables(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, false)
+	s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, false)
 	if a.k.LocalRoPE {
 		// Gemma 3's second rotary embedding, for the sliding layers,
 		// computed after the global one.
-		s.ropeTables(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, true)
+		s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, true)
 	}
 }
 

@@ -196,7 +196,9 @@ func (s *sim) add(a, b *tensor) *tensor {
 // Qwen2-MoE's gated shared expert, the last save of its block,
 // bench/results/2026-11-26-h200x4-ep-fsdp-snapshots).
 func (s *sim) mul(a, b *tensor) *tensor {
-	y := s.unmade(max(a.elems, b.elems), promote(a.dt, b.dt), catTemp, "mul")
+	el := max(a.elems, b.elems)
+	y := s.unmade(el, promote(a.dt, b.dt), catTemp, "mul")
+	y.perm = (a.perm && a.elems == el) || (b.perm && b.elems == el) // as add's
 	// MulBackward0 names a self and b other and, like every generated
 	// node, computes the gradients in sorted name order: b's first
 	// (docs/pytorch-memory.md §4; measured: GPT-2's GELU, whose tanh

@@ -43,6 +43,46 @@ func firstRope(ins []*inst) *attnOp {
 	return nil
 }
 
+// ropeBuild makes the cos and sin tables as transformers' rotary
+// embedding module does in the model's forward (prologue), and returns
+// them: with autocast off, inv_freq times the positions in fp32 (freqs,
+// [1, seq, hd/2]; the step's first product, so the thread's cuBLAS
+// workspace comes after its output), cat(freqs, freqs) (emb), then
+// emb.cos() * attention_scaling and emb.sin() * attention_scaling, each
+// product a new tensor and the cos() or sin() freed once it exists, then
+// .to(x.dtype), a copy when the stream is half; freqs, emb and the fp32
+// tables go when the function returns (measured: Gemma-2-2B in AMP and in
+// bf16, modeling_gemma2.py:131-134, bench/results/2026-11-27-heldout22-traces).
+func (s *sim) ropeBuild(seq, hd, dt int64, local bool) {
+	i := 0
+	if local {
+		i = 2
+	}
+	freqs := s.alloc(seq*hd/2, f32, catTemp, "rope freqs")
+	s.gemm(f32, false)
+	emb := s.alloc(seq*hd, f32, catTemp, "rope emb")
+	var t, full [2]*tensor
+	for k, name := range [2]string{"rope cos", "rope sin"} {
+		raw := s.alloc(seq*hd, f32, catTemp, name)
+		full[k] = s.alloc(seq*hd, f32, catTemp, name)
+		s.unref(raw)
+	}
+	t = full
+	if dt != f32 {
+		for k := range t {
+			t[k] = s.alloc(seq*hd, dt, catTemp, full[k].name)
+			t[k].prefix = "cast of "
+		}
+	}
+	s.unref(freqs)
+	s.unref(emb)
+	if dt != f32 {
+		s.unref(full[0])
+		s.unref(full[1])
+	}
+	s.ropeT[i], s.ropeT[i+1] = t[0], t[1]
+}
+
 // ropeTables returns the cos and sin tables ([1, seq, head_dim] in the
 // stream's dtype), made once per forward like transformers'
 // LlamaRotaryEmbedding; local asks for the second pair of a model with a
