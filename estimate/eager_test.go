@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -99,5 +100,109 @@ func TestEagerCheckpointedLifetimes(t *testing.T) {
 	}
 	if want := 2 * (4*26 + 1); scratches != want {
 		t.Errorf("%d column-sum scratches in backward, want %d (every Gemma norm, two steps)", scratches, want)
+	}
+}
+
+// TestHeldOut22Mechanisms holds the three mechanisms held-out set 22's
+// histories showed (bench/results/2026-11-27-heldout22-traces), in the
+// simulated event sequence:
+//   - Gemma-2-2B in AMP, checkpointed: each recompute's half tail gradient
+//     is freed before the recompute allocates anything (tailBefore);
+//   - the rotary tables are built as transformers builds them: freqs, the
+//     cuBLAS workspace, emb, then cos and sin (ropeBuild);
+//   - Llama-3.2-1B eager in AMP: matmul copies the heads-major query when
+//     it folds [batch, heads], at batch 4 and not at batch 1.
+func TestHeldOut22Mechanisms(t *testing.T) {
+	type event struct {
+		alloc bool
+		name  string
+		dt    int64
+		stage string
+	}
+	run := func(spec *model.Spec) []event {
+		t.Helper()
+		var ev []event
+		var sm *sim
+		live := map[*tensor]int{}
+		_, err := estimateWith(spec, nil, func(s *sim) {
+			sm = s
+			s.trace = func(x *tensor, alloc bool) {
+				if alloc {
+					live[x] = len(ev)
+					ev = append(ev, event{true, x.name, x.dt, sm.phase.Stage})
+					return
+				}
+				// Labels are final at the free: name the allocation too.
+				ev[live[x]].name = x.label()
+				delete(live, x)
+				ev = append(ev, event{false, x.label(), x.dt, sm.phase.Stage})
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	load := func(path string, hf bool, o model.Overrides) *model.Spec {
+		t.Helper()
+		var spec *model.Spec
+		var err error
+		if hf {
+			spec, err = model.LoadHF(path, o)
+		} else {
+			spec, err = model.Load(path, o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spec
+	}
+
+	gemma := run(load("../model/testdata/hf/gemma-2-2b.json", true, model.Overrides{Batch: 1, Seq: 1024, Checkpointing: model.CkptBlock}))
+	// The first recompute: from the first half tail gradient to the next
+	// allocation that is not a tail gradient, the half one is freed.
+	tails, freed := 0, 0
+	for i, e := range gemma {
+		if !e.alloc || e.stage != StageBackward || e.name != "grad of segment tail" || e.dt != half {
+			continue
+		}
+		tails++
+		for _, f := range gemma[i+1:] {
+			if f.alloc && f.name != "grad of segment tail" {
+				break
+			}
+			if !f.alloc && f.name == "grad of segment tail" && f.dt == half {
+				freed++
+				break
+			}
+		}
+	}
+	if tails != 2*26 || freed != tails {
+		t.Errorf("Gemma-2-2B: %d half tail gradients, %d freed before their recompute; want 52 and all", tails, freed)
+	}
+	var rope []string
+	for _, e := range gemma {
+		if e.alloc && (len(rope) > 0 || e.name == "rope freqs") && len(rope) < 5 {
+			rope = append(rope, e.name)
+		}
+	}
+	if want := []string{"rope freqs", "cublas workspace", "rope emb", "rope cos", "rope cos"}; !slices.Equal(rope, want) {
+		t.Errorf("rotary tables built as %q, want %q", rope, want)
+	}
+
+	for _, c := range []struct {
+		batch int64
+		want  int
+	}{{4, 2 * 16}, {1, 0}} {
+		llama := run(load("../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: c.batch, Seq: 256, Attention: model.AttnEager}))
+		copies := 0
+		for i, e := range llama {
+			if e.alloc && e.stage == StageForward && e.name == "contiguous copy" && i+1 < len(llama) && llama[i+1].name == "scores" {
+				copies++
+			}
+		}
+		if copies != c.want {
+			t.Errorf("Llama-3.2-1B eager at batch %d: %d query copies before the scores, want %d", c.batch, copies, c.want)
+		}
 	}
 }
