@@ -18,6 +18,14 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 	}
 	vc := s.castLow(v)
 	prc := s.castLow(pr)
+	var vfolded *tensor
+	if vc.perm && s.cfg.eager && b > 1 {
+		// matmul folds a heads-major value too (eagerScores; measured:
+		// GPT-2 checkpointed, modeling_gpt2.py:69, the copy freed once
+		// the product returns).
+		vfolded = vc
+		vc = s.contiguous(vc)
+	}
 	y := s.alloc(b*heads*sq*hd, prc.dt, catTemp, "attention out")
 	if n := s.record("Bmm", []*tensor{vc, prc}, y); n != nil {
 		n.gemm = true
@@ -25,6 +33,7 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 	}
 	s.unref(prc)
 	s.unref(vc)
+	s.unref(vfolded)
 	// transpose(1, 2).contiguous(): a copy whose backward passes the
 	// gradient on. repeat_kv's copies are eager_attention_forward's locals:
 	// freed when it returns, after the copy (measured: Llama-3.2-1B eager,
@@ -44,7 +53,7 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 	// (and in eagerAttention the values, then the probabilities).
 	kc := s.castLow(k)
 	qc := s.castLow(q)
-	var folded *tensor
+	var folded, kfolded *tensor
 	if qc.perm && s.cfg.eager && s.cfg.batch > 1 {
 		// torch.matmul folds [b, heads] into one batch dimension with a
 		// reshape, which copies a heads-major query (a view of a packed
@@ -59,6 +68,15 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 		folded = qc
 		qc = s.contiguous(qc)
 	}
+	if kc.perm && s.cfg.eager && s.cfg.batch > 1 {
+		// And the transposed key, folded second, when it is heads-major:
+		// without a key/value cache (checkpointing turns it off) and
+		// without repeat_kv's copy (measured: GPT-2 in AMP, checkpointed,
+		// 12 MiB at modeling_gpt2.py:58 after the query's,
+		// bench/results/2026-11-27-heldout23-traces).
+		kfolded = kc
+		kc = s.contiguous(kc)
+	}
 	sc := s.alloc(scores, qc.dt, catTemp, "scores")
 	// BmmBackward0 computes its inputs' gradients in the sorted order of
 	// their names, mat2 before self (as MulBackward0 does, nodeGrads):
@@ -70,6 +88,7 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 	}
 	s.gemm(qc.dt, false)
 	s.unref(folded)
+	s.unref(kfolded)
 	s.unref(qc)
 	s.unref(kc)
 	w := s.scalarOp(sc)

@@ -111,7 +111,9 @@ func TestEagerCheckpointedLifetimes(t *testing.T) {
 //   - the rotary tables are built as transformers builds them: freqs, the
 //     cuBLAS workspace, emb, then cos and sin (ropeBuild);
 //   - Llama-3.2-1B eager in AMP: matmul copies the heads-major query when
-//     it folds [batch, heads], at batch 4 and not at batch 1.
+//     it folds [batch, heads], at batch 4 and not at batch 1; and the key
+//     and value too when no cache or repeat_kv has copied them (GPT-2
+//     checkpointed, set 23's history).
 func TestHeldOut22Mechanisms(t *testing.T) {
 	type event struct {
 		alloc bool
@@ -203,6 +205,25 @@ func TestHeldOut22Mechanisms(t *testing.T) {
 		}
 		if copies != c.want {
 			t.Errorf("Llama-3.2-1B eager at batch %d: %d query copies before the scores, want %d", c.batch, copies, c.want)
+		}
+	}
+	// GPT-2 checkpointed keeps no key/value cache: its packed projection's
+	// heads-major query, key and value are each copied when matmul folds
+	// them at batch 2, beside the output's transpose copy every layer makes
+	// (bench/results/2026-11-27-heldout23-traces).
+	for _, c := range []struct {
+		batch int64
+		want  int
+	}{{2, 4 * 12}, {1, 12}} {
+		gpt2 := run(load("../model/testdata/hf/gpt2.json", true, model.Overrides{Batch: c.batch, Seq: 256, Attention: model.AttnEager, Checkpointing: model.CkptBlock}))
+		copies := 0
+		for _, e := range gpt2 {
+			if e.alloc && e.stage == StageForward && e.name == "contiguous copy" {
+				copies++
+			}
+		}
+		if copies != 2*c.want { // two steps
+			t.Errorf("GPT-2 eager checkpointed at batch %d: %d copies in the forwards, want %d", c.batch, copies, 2*c.want)
 		}
 	}
 }

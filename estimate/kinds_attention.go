@@ -192,9 +192,9 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 			st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || k.RoPE)
 		}
 		st.v = headView(s, s.matmul(x, a.v, a.vB, st.rows, kvd), heads)
-		// The query is the projection viewed [batch, seq, heads, dim] and
+		// Each is its projection viewed [batch, seq, heads, dim] and
 		// transposed: heads-major, not row-major (eagerScores).
-		st.q.perm = true
+		st.q.perm, st.k.perm, st.v.perm = true, true, true
 	}
 }
 
