@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/memplan/memplan/internal/shellquote"
 	"github.com/memplan/memplan/internal/units"
 )
 
@@ -207,7 +208,7 @@ func planHint(row Row, flags string) (none []string, cmd string) {
 	if len(none) == 0 {
 		return nil, ""
 	}
-	cmd = fmt.Sprintf("memplan plan %s --device %s --global-batch N", row.Path, none[0])
+	cmd = fmt.Sprintf("memplan plan %s --device %s --global-batch N", shellquote.Quote(row.Path), shellquote.Quote(none[0]))
 	if flags != "" {
 		cmd += " " + flags
 	}

@@ -209,6 +209,12 @@ func TestPlannedCells(t *testing.T) {
 	if _, cmd := planHint(plain.Rows[0], ""); cmd == "" {
 		t.Errorf("without a global batch: no memplan plan hint")
 	}
+	// The hint is a command to paste: a path a shell would split is quoted.
+	spaced := plain.Rows[0]
+	spaced.Path = "my specs/llama 3.yaml"
+	if _, cmd := planHint(spaced, "--precision bf16"); cmd != "memplan plan 'my specs/llama 3.yaml' --device a100-40gb --global-batch N --precision bf16" {
+		t.Errorf("hint for a path with spaces: %q", cmd)
+	}
 	o.GlobalBatch = 256
 	r, err := Build(paths, []string{"a100-40gb"}, benchLoad, o)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/memplan/memplan/estimate"
+	"github.com/memplan/memplan/internal/shellquote"
 	"github.com/memplan/memplan/internal/units"
 	"github.com/memplan/memplan/model"
 	"github.com/memplan/memplan/planner"
@@ -275,7 +276,7 @@ func printPlanFallback(w io.Writer, cmd string, gb int64, c *planner.Candidate) 
 func planCommand(c *cli.Context) string {
 	args := []string{"memplan", "plan"}
 	if p := c.Args().First(); p != "" {
-		args = append(args, shellArg(p))
+		args = append(args, shellquote.Quote(p))
 	}
 	return strings.Join(append(args, planFlags(c)...), " ")
 }
@@ -297,15 +298,7 @@ func planFlags(c *cli.Context, skip ...string) []string {
 			}
 			continue
 		}
-		args = append(args, "--"+name, shellArg(fmt.Sprint(c.Value(name))))
+		args = append(args, "--"+name, shellquote.Quote(fmt.Sprint(c.Value(name))))
 	}
 	return args
-}
-
-// shellArg quotes s for a shell when it needs it.
-func shellArg(s string) string {
-	if s == "" || strings.ContainsAny(s, " \t'\"$\\;&|<>()*?[]{}~`#") {
-		return strconv.Quote(s)
-	}
-	return s
 }
