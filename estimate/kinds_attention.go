@@ -183,7 +183,7 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 		// v_proj(x) (modeling_qwen3.py, modeling_qwen3_moe.py).
 		// Without the norms, the view's copy comes straight after each
 		// projection whose gradient returns heads-major (headView).
-		heads := a.headsMajorGrads(s)
+		heads := a.headsMajorGrads(s, st.seq)
 		if k.QKNorm {
 			st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
 			st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
@@ -224,9 +224,13 @@ func headView(s *sim, t *tensor, strided bool) *tensor {
 // projections' own transposed views returns them in those views' layout.
 // The rotary embedding's elementwise backward makes the query's and key's
 // heads-major whatever the kernel (measured on Qwen3's q_norm and k_norm,
-// qkNorm).
-func (a *attnOp) headsMajorGrads(s *sim) bool {
-	return s.cfg.eager || a.mathSDPA(s) || a.cached(s)
+// qkNorm). So do repeat_kv's copies, which SDPA gets under a sliding
+// window's mask (maskedSDPA): their gradients are summed back to the key
+// and value heads in that layout (measured: Mistral-7B v0.1 at 4 × 8,192
+// tokens, the value's gradient copied at its view,
+// bench/results/2026-11-27-h200-mistral-trace).
+func (a *attnOp) headsMajorGrads(s *sim, seq int64) bool {
+	return s.cfg.eager || a.mathSDPA(s) || a.cached(s) || (a.masked(s, seq) && a.k.KVHeads != a.k.Heads)
 }
 
 // cached says whether transformers keeps its KV cache in this training:
