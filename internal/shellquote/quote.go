@@ -10,7 +10,9 @@ import "strings"
 const safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_"
 
 // Quote returns s as one shell word: s itself when every byte is safe,
-// else s in single quotes, each single quote in it written '\”.
+// else s in single quotes, each single quote in it closing the quoted
+// text, written escaped, and opening it again (four bytes: quote,
+// backslash, quote, quote).
 func Quote(s string) string {
 	if s != "" && strings.Trim(s, safe) == "" {
 		return s
