@@ -135,8 +135,10 @@ func TestHeldOut22Mechanisms(t *testing.T) {
 					return
 				}
 				// Labels are final at the free: name the allocation too.
-				ev[live[x]].name = x.label()
-				delete(live, x)
+				if i, ok := live[x]; ok {
+					ev[i].name = x.label()
+					delete(live, x)
+				}
 				ev = append(ev, event{false, x.label(), x.dt, sm.phase.Stage})
 			}
 		})
