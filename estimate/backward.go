@@ -225,7 +225,8 @@ func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
 // the full-size one freed. A parameter broadcast over the rows (RMSNorm's
 // weight, or Gemma's 1 + weight, tensor.rowVec) is a column sum, with the
 // scratch columnSumScratch gives; a per-row factor (RMSNorm's rsqrt) sums
-// each row in one block, with none (measured: Llama-3.2-1B, bench/results/2026-11-23-h100-traces/llama1b-eager).
+// each row in one block, with none (measured: Llama-3.2-1B,
+// bench/results/2026-11-23-h100-traces/llama1b-eager).
 func (s *sim) sumBroadcast(n *node, full, grads []*tensor, g0 *tensor) {
 	for i, f := range full {
 		if f == nil {
