@@ -43,9 +43,9 @@ func firstRope(ins []*inst) *attnOp {
 	return nil
 }
 
-// ropeBuild makes the cos and sin tables as transformers' rotary
-// embedding module does in the model's forward (prologue), and returns
-// them: with autocast off, inv_freq times the positions in fp32 (freqs,
+// ropeBuild makes the cos and sin tables (sim.ropeT, the local pair when
+// local) as transformers' rotary embedding module does in the model's
+// forward (prologue): with autocast off, inv_freq times the positions in fp32 (freqs,
 // [1, seq, hd/2]; the step's first product, so the thread's cuBLAS
 // workspace comes after its output), cat(freqs, freqs) (emb), then
 // emb.cos() * attention_scaling and emb.sin() * attention_scaling, each
