@@ -8,7 +8,7 @@ import "github.com/memplan/memplan/model"
 // backward. It returns the output and the probabilities (after dropout),
 // which the function returns too and the caller holds.
 func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64, soft string, softcap float64) (out, probs *tensor) {
-	k, v = s.repeatKV(k, v, heads, kvHeads) // repeat_kv expands and reshapes: a copy per tensor
+	k, v = s.repeatKV(k, v, heads, kvHeads) // repeat_kv expands and reshapes (repeatKV)
 	w := s.eagerScores(q, k, mask, b*heads*sq*sq, softcap)
 	pr := s.eagerProbs(w, q, v, soft)
 	if p > 0 {
@@ -19,7 +19,7 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 	vc := s.castLow(v)
 	prc := s.castLow(pr)
 	var vfolded *tensor
-	if vc.perm && s.cfg.eager && b > 1 {
+	if (vc.perm || vc.expanded) && s.cfg.eager && b > 1 {
 		// matmul folds a heads-major value too (eagerScores; measured:
 		// GPT-2 checkpointed, modeling_gpt2.py:69, the copy freed once
 		// the product returns).
@@ -68,7 +68,7 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 		folded = qc
 		qc = s.contiguous(qc)
 	}
-	if kc.perm && s.cfg.eager && s.cfg.batch > 1 {
+	if (kc.perm || kc.expanded) && s.cfg.eager && s.cfg.batch > 1 {
 		// And the transposed key, folded second, when it is heads-major:
 		// without a key/value cache (checkpointing turns it off) and
 		// without repeat_kv's copy (measured: GPT-2 in AMP, checkpointed,

@@ -184,10 +184,22 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 		// Without the norms, the view's copy comes straight after each
 		// projection whose gradient returns heads-major (headView).
 		heads := a.headsMajorGrads(s, st.seq)
-		if k.QKNorm {
+		switch {
+		case k.QKNorm && k.QKNormOffset:
+			// Gemma 3 projects all three first and normalises the
+			// transposed query and key after (modeling_gemma3.py; its
+			// allocator history, bench/results/2026-11-27-gemma-eager-traces).
+			q := s.matmul(x, a.q, a.qB, st.rows, qd)
+			kk := s.matmul(x, a.kw, a.kB, st.rows, kvd)
+			st.v = headView(s, s.matmul(x, a.v, a.vB, st.rows, kvd), heads)
+			st.q = a.qkNorm(s, q, a.qNorm, st.rows*k.Heads)
+			st.k = a.qkNorm(s, kk, a.kNorm, st.rows*k.KVHeads)
+			st.q.perm, st.k.perm, st.v.perm = true, true, true
+			return
+		case k.QKNorm:
 			st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
 			st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
-		} else {
+		default:
 			st.q = headView(s, s.matmul(x, a.q, a.qB, st.rows, qd), heads || k.RoPE)
 			st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || k.RoPE)
 		}

@@ -158,13 +158,31 @@ func (s *sim) softcap(x *tensor) *tensor {
 }
 
 // repeatKV is transformers' repeat_kv of the keys and values to every
-// query head: a copy of each (expandCopy) under grouped-query attention,
-// else k and v themselves, referenced; the caller unrefs what it gets.
+// query head: a copy of each (expandCopy) under grouped-query attention;
+// with a single key/value head (multi-query attention) expand then
+// reshape merges a dimension of size one, so it is a view that repeats
+// the head with stride 0 (expandView); else k and v themselves,
+// referenced. The caller unrefs what it gets.
 func (s *sim) repeatKV(k, v *tensor, heads, kvHeads int64) (*tensor, *tensor) {
-	if kvHeads == heads {
+	switch {
+	case kvHeads == heads:
 		return s.ref(k), s.ref(v)
+	case kvHeads == 1:
+		return s.expandView(k, heads), s.expandView(v, heads)
 	}
 	return s.expandCopy(k, heads/kvHeads), s.expandCopy(v, heads/kvHeads)
+}
+
+// expandView is repeat_kv of a single key/value head: a view of x, rep
+// times its elements, that takes no memory of its own (tensor.expanded);
+// an autocast cast of it, or a matmul that folds it, makes it dense
+// (measured: Gemma-3-1B in AMP, whose casts at SDPA's call are the only
+// allocations of the repeated keys and values, held-out set 20's history).
+func (s *sim) expandView(x *tensor, rep int64) *tensor {
+	y := s.view(x, x.elems*rep)
+	y.expanded, y.name = true, "repeat_kv"
+	s.record("Expand", []*tensor{x}, y)
+	return y
 }
 
 // addScalar is x + c: nothing saved, and its backward passes the gradient

@@ -48,6 +48,10 @@ type tensor struct {
 	// other operand: like the parameter's own, its gradient is a column
 	// sum (sumBroadcast).
 	rowVec bool
+	// expanded marks a view that repeats its base with stride 0
+	// (expandView): a cast of it is dense, and a matmul folding it
+	// copies it as it copies a heads-major operand.
+	expanded bool
 	// perm marks a tensor whose memory is not in row-major order (a
 	// transposed view, or an elementwise result that took such a layout):
 	// kernels that need contiguous input copy it first.

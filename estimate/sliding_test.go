@@ -168,3 +168,65 @@ func TestMaskedValueGradCopy(t *testing.T) {
 		t.Errorf("below the window: %d value gradient copies, want none", got)
 	}
 }
+
+// TestGemma3Attention holds two things Gemma-3-1B's allocator history
+// showed (held-out set 20, AMP at 2 × 4,096 tokens): its attention makes
+// the three projections one after the other and normalises the query and
+// key after them (Qwen3 normalises each right after its projection), and
+// repeat_kv of its single key/value head is a view, so under autocast the
+// only copies of the repeated keys and values are SDPA's half casts, where
+// Mistral's eight heads are copied in fp32 first.
+func TestGemma3Attention(t *testing.T) {
+	type ev struct {
+		name  string
+		elems int64
+		dt    int64
+	}
+	forward := func(file string, seq int64, precision string) (allocs []ev, m *model.Model) {
+		t.Helper()
+		spec, err := model.LoadHF("../model/testdata/hf/"+file, model.Overrides{Batch: 1, Seq: seq, Precision: precision})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sm *sim
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			sm = s
+			s.trace = func(x *tensor, alloc bool) {
+				if alloc && sm.phase.Iteration == 0 && sm.phase.Stage == StageForward {
+					allocs = append(allocs, ev{x.name, x.elems, x.dt})
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return allocs, &spec.Model
+	}
+	// In bf16, where no autocast cast comes between the products.
+	g, m := forward("gemma-3-1b.json", 1024, model.BF16)
+	q, kv := 1024*m.Heads*m.HeadDim, 1024*m.KVHeads*m.HeadDim
+	runs := 0
+	for i := 0; i+2 < len(g); i++ {
+		if g[i].name == "matmul out" && g[i].elems == q && g[i+1].name == "matmul out" && g[i+1].elems == kv &&
+			g[i+2].name == "matmul out" && g[i+2].elems == kv {
+			runs++
+		}
+	}
+	if runs != int(m.NumLayers) {
+		t.Errorf("Gemma-3-1B: %d layers project q, k and v one after the other, want all %d", runs, m.NumLayers)
+	}
+	fp32Repeats := func(allocs []ev) (n int) {
+		for _, e := range allocs {
+			if e.name == "repeat_kv" && e.dt == f32 {
+				n++
+			}
+		}
+		return n
+	}
+	if g, _ = forward("gemma-3-1b.json", 1024, model.AMPBF16); fp32Repeats(g) != 0 {
+		t.Errorf("Gemma-3-1B (one key/value head): %d fp32 repeat_kv copies, want none", fp32Repeats(g))
+	}
+	if mi, _ := forward("mistral-7b-v0.1.json", 4096, model.AMPBF16); fp32Repeats(mi) == 0 {
+		t.Errorf("Mistral-7B v0.1 past its window (eight key/value heads): no fp32 repeat_kv copies, want one per key and value")
+	}
+}
