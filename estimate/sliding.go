@@ -1,5 +1,7 @@
 package estimate
 
+import "github.com/memplan/memplan/model"
+
 // Sliding-window attention past its window (docs/pytorch-memory.md §4,
 // "Sliding-window attention"): from the window's length on, transformers
 // builds a boolean mask once a forward and gives it to SDPA in each
@@ -82,4 +84,54 @@ func (s *sim) maskedSDPA(q, k, v *tensor, b, heads, kvHeads, sq, hd int64) *tens
 		s.unref(t)
 	}
 	return y
+}
+
+// segmentMasks are the attention masks a checkpointed segment's layers
+// take as inputs: transformers passes each decoder layer the mask of its
+// kind, so the segment's frame keeps them until the segment's backward
+// has recomputed it, and the last frame to die frees each (measured:
+// Gemma-2-2B eager, checkpointed: the full layers' mask freed with layer
+// 1's frame, the sliding layers' with layer 0's, late in backward,
+// bench/results/2026-11-27-gemma-eager-traces). Under eager attention
+// every layer takes one (the sliding layers mask2 where the model has
+// both kinds); under SDPA the layers that get the boolean sliding mask
+// (attnOp.masked).
+func (s *sim) segmentMasks(units []*inst, sh model.Shape) (out [2]*tensor) {
+	if s.mask == nil || len(sh) == 0 {
+		return out
+	}
+	sliding, full := windowKinds(units)
+	switch {
+	case !s.cfg.eager:
+		if maskedIn(s, units, sh[0]) {
+			out[0] = s.mask
+		}
+	case s.mask2 == nil:
+		if sliding || full {
+			out[0] = s.mask
+		}
+	default:
+		if full {
+			out[0] = s.mask
+		}
+		if sliding {
+			out[1] = s.mask2
+		}
+	}
+	return out
+}
+
+// windowKinds says whether ins has attention layers that attend through a
+// sliding window, and ones that attend in full.
+func windowKinds(ins []*inst) (sliding, full bool) {
+	for _, in := range ins {
+		if a, ok := in.op.(*attnOp); ok {
+			sliding, full = sliding || a.window > 0, full || a.window == 0
+		}
+		for _, list := range in.sublists() {
+			sl, fu := windowKinds(list)
+			sliding, full = sliding || sl, full || fu
+		}
+	}
+	return sliding, full
 }
