@@ -22,15 +22,11 @@ import (
 //   - every Gemma norm's backward takes a column-sum scratch for the
 //     gradient of 1 + weight (105 norms, two steps).
 func TestEagerCheckpointedLifetimes(t *testing.T) {
-	spec, err := model.LoadHF("../model/testdata/hf/gemma-2-2b.json", model.Overrides{
+	spec := loadHF(t, "gemma-2-2b.json", model.Overrides{
 		Batch: 1, Seq: 4608, Precision: model.BF16, Attention: model.AttnEager, Checkpointing: model.CkptBlock})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Labels are final once a tensor is freed (prefixes come after the
 	// allocation), so each check is made at a free.
 	var (
-		sm         *sim
 		seq        int
 		born       = map[*tensor]int{}
 		lastGelu   int
@@ -41,46 +37,40 @@ func TestEagerCheckpointedLifetimes(t *testing.T) {
 		softGone   int
 		scratches  int
 	)
-	_, err = estimateWith(spec, nil, func(s *sim) {
-		sm = s
-		s.trace = func(x *tensor, alloc bool) {
-			seq++
-			name := x.label()
-			if alloc {
-				born[x] = seq
-				switch name {
-				case "gelu":
-					lastGelu = seq
-				case "causal mask", "sliding mask (eager)":
-					masksMade[name]++
-				}
-				return
+	traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+		seq++
+		name := x.label()
+		if alloc {
+			born[x] = seq
+			switch name {
+			case "gelu":
+				lastGelu = seq
+			case "causal mask", "sliding mask (eager)":
+				masksMade[name]++
 			}
-			stage := sm.phase.Stage
-			switch {
-			case name == "cast of Softmax" && sm.phase.Iteration == 0 && stage == StageForward:
-				weights = append(weights, lastGelu > born[x])
-			case name == "causal mask" || name == "sliding mask (eager)":
-				masksFreed[name] = stage
-			case name == "Softmax reduction scratch" && stage == StageBackward:
-				alive := false
-				for t, b := range born {
-					alive = alive || (t.label() == "Softmax" && t.dt == f32 && b < born[x])
-				}
-				if alive {
-					softAlive++
-				} else {
-					softGone++
-				}
-			case name == "sum_to scratch" && stage == StageBackward:
-				scratches++
-			}
-			delete(born, x)
+			return
 		}
+		stage := s.phase.Stage
+		switch {
+		case name == "cast of Softmax" && s.phase.Iteration == 0 && stage == StageForward:
+			weights = append(weights, lastGelu > born[x])
+		case name == "causal mask" || name == "sliding mask (eager)":
+			masksFreed[name] = stage
+		case name == "Softmax reduction scratch" && stage == StageBackward:
+			alive := false
+			for t, b := range born {
+				alive = alive || (t.label() == "Softmax" && t.dt == f32 && b < born[x])
+			}
+			if alive {
+				softAlive++
+			} else {
+				softGone++
+			}
+		case name == "sum_to scratch" && stage == StageBackward:
+			scratches++
+		}
+		delete(born, x)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	held := 0
 	for _, w := range weights {
 		if w {
@@ -124,45 +114,24 @@ func TestHeldOut22Mechanisms(t *testing.T) {
 	run := func(spec *model.Spec) []event {
 		t.Helper()
 		var ev []event
-		var sm *sim
 		live := map[*tensor]int{}
-		_, err := estimateWith(spec, nil, func(s *sim) {
-			sm = s
-			s.trace = func(x *tensor, alloc bool) {
-				if alloc {
-					live[x] = len(ev)
-					ev = append(ev, event{true, x.name, x.dt, sm.phase.Stage})
-					return
-				}
-				// Labels are final at the free: name the allocation too.
-				if i, ok := live[x]; ok {
-					ev[i].name = x.label()
-					delete(live, x)
-				}
-				ev = append(ev, event{false, x.label(), x.dt, sm.phase.Stage})
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			if alloc {
+				live[x] = len(ev)
+				ev = append(ev, event{true, x.name, x.dt, s.phase.Stage})
+				return
 			}
+			// Labels are final at the free: name the allocation too.
+			if i, ok := live[x]; ok {
+				ev[i].name = x.label()
+				delete(live, x)
+			}
+			ev = append(ev, event{false, x.label(), x.dt, s.phase.Stage})
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		return ev
 	}
-	load := func(path string, hf bool, o model.Overrides) *model.Spec {
-		t.Helper()
-		var spec *model.Spec
-		var err error
-		if hf {
-			spec, err = model.LoadHF(path, o)
-		} else {
-			spec, err = model.Load(path, o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return spec
-	}
 
-	gemma := run(load("../model/testdata/hf/gemma-2-2b.json", true, model.Overrides{Batch: 1, Seq: 1024, Checkpointing: model.CkptBlock}))
+	gemma := run(loadHF(t, "gemma-2-2b.json", model.Overrides{Batch: 1, Seq: 1024, Checkpointing: model.CkptBlock}))
 	// The first recompute: from the first half tail gradient to the next
 	// allocation that is not a tail gradient, the half one is freed.
 	tails, freed := 0, 0
@@ -198,7 +167,7 @@ func TestHeldOut22Mechanisms(t *testing.T) {
 		batch int64
 		want  int
 	}{{4, 2 * 16}, {1, 0}} {
-		llama := run(load("../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: c.batch, Seq: 256, Attention: model.AttnEager}))
+		llama := run(load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: c.batch, Seq: 256, Attention: model.AttnEager}))
 		copies := 0
 		for i, e := range llama {
 			if e.alloc && e.stage == StageForward && e.name == "contiguous copy" && i+1 < len(llama) && llama[i+1].name == "scores" {
@@ -217,7 +186,7 @@ func TestHeldOut22Mechanisms(t *testing.T) {
 		batch int64
 		want  int
 	}{{2, 4 * 12}, {1, 12}} {
-		gpt2 := run(load("../model/testdata/hf/gpt2.json", true, model.Overrides{Batch: c.batch, Seq: 256, Attention: model.AttnEager, Checkpointing: model.CkptBlock}))
+		gpt2 := run(loadHF(t, "gpt2.json", model.Overrides{Batch: c.batch, Seq: 256, Attention: model.AttnEager, Checkpointing: model.CkptBlock}))
 		copies := 0
 		for _, e := range gpt2 {
 			if e.alloc && e.stage == StageForward && e.name == "contiguous copy" {

@@ -16,6 +16,29 @@ func load(t *testing.T, file string, o model.Overrides) *model.Spec {
 	return s
 }
 
+// loadHF loads a transformers config of model/testdata/hf with overrides.
+func loadHF(t *testing.T, file string, o model.Overrides) *model.Spec {
+	t.Helper()
+	s, err := model.LoadHF(filepath.Join("..", "model", "testdata", "hf", file), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// traced estimates spec with hook called on every allocation and free the
+// simulation makes (sim.trace), given the simulation making it.
+func traced(t *testing.T, spec *model.Spec, hook func(s *sim, x *tensor, alloc bool)) *Result {
+	t.Helper()
+	r, err := estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) { hook(s, x, alloc) }
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // estimateSpec estimates a bundled spec with overrides.
 func estimateSpec(t *testing.T, file string, o model.Overrides) *Result {
 	t.Helper()

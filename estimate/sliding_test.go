@@ -19,10 +19,7 @@ func TestSlidingWindow(t *testing.T) {
 	saved := func(seq, window int64, o model.Overrides) int64 {
 		t.Helper()
 		o.Batch, o.Seq, o.Precision = 2, seq, model.BF16
-		spec, err := model.LoadHF("../model/testdata/hf/gemma-2-2b.json", o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		spec := loadHF(t, "gemma-2-2b.json", o)
 		spec.Model.SlidingWindow = window
 		r, err := Estimate(spec)
 		if err != nil {
@@ -53,10 +50,7 @@ func TestSlidingWindow(t *testing.T) {
 func TestLocalRoPE(t *testing.T) {
 	est := func(local bool) *Result {
 		t.Helper()
-		spec, err := model.LoadHF("../model/testdata/hf/gemma-3-1b.json", model.Overrides{Batch: 4, Seq: 1024, Precision: model.BF16})
-		if err != nil {
-			t.Fatal(err)
-		}
+		spec := loadHF(t, "gemma-3-1b.json", model.Overrides{Batch: 4, Seq: 1024, Precision: model.BF16})
 		spec.Model.LocalRoPE = local
 		r, err := Estimate(spec)
 		if err != nil {
@@ -77,10 +71,7 @@ func TestLocalRoPE(t *testing.T) {
 func TestAttnSoftcap(t *testing.T) {
 	est := func(cap float64, attn string) *Result {
 		t.Helper()
-		spec, err := model.LoadHF("../model/testdata/hf/gemma-2-2b.json", model.Overrides{Batch: 1, Seq: 1024, Attention: attn})
-		if err != nil {
-			t.Fatal(err)
-		}
+		spec := loadHF(t, "gemma-2-2b.json", model.Overrides{Batch: 1, Seq: 1024, Attention: attn})
 		spec.Model.AttnSoftcap = cap
 		r, err := Estimate(spec)
 		if err != nil {
@@ -104,20 +95,12 @@ func TestAttnSoftcap(t *testing.T) {
 func TestEagerMasks(t *testing.T) {
 	count := func(file, attn string) (n int) {
 		t.Helper()
-		spec, err := model.LoadHF("../model/testdata/hf/"+file, model.Overrides{Batch: 1, Seq: 512, Attention: attn})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = estimateWith(spec, nil, func(s *sim) {
-			s.trace = func(x *tensor, alloc bool) {
-				if alloc && x.name == "sliding mask (eager)" {
-					n++
-				}
+		spec := loadHF(t, file, model.Overrides{Batch: 1, Seq: 512, Attention: attn})
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			if alloc && x.name == "sliding mask (eager)" {
+				n++
 			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		return n
 	}
 	for _, c := range []struct {
@@ -139,26 +122,18 @@ func TestEagerMasks(t *testing.T) {
 func TestMaskedValueGradCopy(t *testing.T) {
 	copies := func(seq int64) (n int) {
 		t.Helper()
-		spec, err := model.LoadHF("../model/testdata/hf/mistral-7b-v0.1.json", model.Overrides{Batch: 1, Seq: seq, Precision: model.BF16, Checkpointing: model.CkptBlock})
-		if err != nil {
-			t.Fatal(err)
-		}
+		spec := loadHF(t, "mistral-7b-v0.1.json", model.Overrides{Batch: 1, Seq: seq, Precision: model.BF16, Checkpointing: model.CkptBlock})
 		kv := spec.Model.KVHeads * spec.Model.HeadDim * seq
 		var last *tensor
-		_, err = estimateWith(spec, nil, func(s *sim) {
-			s.trace = func(x *tensor, alloc bool) {
-				if !alloc {
-					return
-				}
-				if x.name == "v.weight" && !x.param && last != nil && last.name == "matmul out" && last.elems == kv {
-					n++
-				}
-				last = x
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			if !alloc {
+				return
 			}
+			if x.name == "v.weight" && !x.param && last != nil && last.name == "matmul out" && last.elems == kv {
+				n++
+			}
+			last = x
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		return n
 	}
 	if got := copies(4096); got != 2*32 {
@@ -184,22 +159,12 @@ func TestGemma3Attention(t *testing.T) {
 	}
 	forward := func(file string, seq int64, precision string) (allocs []ev, m *model.Model) {
 		t.Helper()
-		spec, err := model.LoadHF("../model/testdata/hf/"+file, model.Overrides{Batch: 1, Seq: seq, Precision: precision})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sm *sim
-		_, err = estimateWith(spec, nil, func(s *sim) {
-			sm = s
-			s.trace = func(x *tensor, alloc bool) {
-				if alloc && sm.phase.Iteration == 0 && sm.phase.Stage == StageForward {
-					allocs = append(allocs, ev{x.name, x.elems, x.dt})
-				}
+		spec := loadHF(t, file, model.Overrides{Batch: 1, Seq: seq, Precision: precision})
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			if alloc && s.phase.Iteration == 0 && s.phase.Stage == StageForward {
+				allocs = append(allocs, ev{x.name, x.elems, x.dt})
 			}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		return allocs, &spec.Model
 	}
 	// In bf16, where no autocast cast comes between the products.
