@@ -235,7 +235,7 @@ func (s *sim) sumBroadcast(n *node, full, grads []*tensor, g0 *tensor) {
 		in := n.ins[i]
 		grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
 		grads[i].prefix = "grad of "
-		if in.param || in.rowVec {
+		if in.isRowVec() {
 			if b := s.columnSumScratch(g0.elems/in.elems, in.elems, g0.dt); b > 0 {
 				s.unref(s.alloc(b, u8, catTemp, "sum_to scratch"))
 			}

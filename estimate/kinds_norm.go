@@ -99,7 +99,6 @@ func (s *sim) gemmaRMSNorm(x, w *tensor, rows int64) *tensor {
 	nrm := s.rmsNormalize(x, rows)
 	w32 := s.to(w, f32)
 	w1 := s.addScalar(w32)
-	w1.rowVec = true
 	s.unref(w32)
 	y32 := s.mul(nrm, w1)
 	s.unref(nrm)

@@ -93,7 +93,7 @@ func (s *sim) to(x *tensor, dt int64) *tensor {
 	}
 	c := s.alloc(x.elems, dt, catTemp, x.name)
 	c.prefix = "cast of "
-	c.perm = x.perm
+	c.perm, c.rowVec = x.perm, x.isRowVec()
 	s.record("ToCopy", []*tensor{x}, c)
 	return c
 }
@@ -189,6 +189,7 @@ func (s *sim) expandView(x *tensor, rep int64) *tensor {
 // through (AddBackward0: handle_r_to_c(self, grad), no new tensor).
 func (s *sim) addScalar(x *tensor) *tensor {
 	y := s.alloc(x.elems, x.dt, catTemp, "add scalar")
+	y.rowVec = x.isRowVec()
 	if n := s.record("AddScalar", []*tensor{x}, y); n != nil {
 		n.pass = true
 	}

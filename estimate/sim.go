@@ -43,10 +43,10 @@ type tensor struct {
 	saves int32 // how many of the holders are autograd nodes
 	req   bool
 	param bool
-	// rowVec marks a vector computed from a parameter vector (Gemma's
-	// 1 + weight.float()) that a product broadcasts over the rows of its
-	// other operand: like the parameter's own, its gradient is a column
-	// sum (sumBroadcast).
+	// rowVec marks a vector computed elementwise from a parameter vector
+	// (a cast, a scalar added: Gemma's 1 + weight.float()): broadcast over
+	// the rows of a product's other operand, its gradient is a column sum,
+	// as the parameter's own (sumBroadcast, isRowVec).
 	rowVec bool
 	// expanded marks a view that repeats its base with stride 0
 	// (expandView): a cast of it is dense, and a matmul folding it
@@ -95,6 +95,10 @@ type tensor struct {
 }
 
 func (t *tensor) bytes() int64 { return t.elems * t.dt }
+
+// isRowVec reports whether t is a parameter vector or computed elementwise
+// from one (tensor.rowVec).
+func (t *tensor) isRowVec() bool { return t.rowVec || (t.param && t.second == 0) }
 
 // label is the tensor's name in traces.
 func (t *tensor) label() string { return t.prefix + t.name }
