@@ -58,7 +58,6 @@ type Allocator struct {
 	index    [2][]sizeIndex // free-block buckets by stream, then size: 0 small pool, 1 large pool
 	buckets  []bucket       // slab of buckets (tree.go); index 0 is unused
 	spareBk  []int32        // recycled buckets
-	held     heldBucket     // an emptied bucket still in its index (bucketFor)
 	walkBuf  []hent
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	streams  int32    // highest stream used, +1
@@ -106,7 +105,9 @@ func (a *Allocator) Reset(c Config) {
 	for p := range a.index {
 		for i := range a.index[p] {
 			x := &a.index[p][i]
-			x.sizes, x.ks = x.sizes[:0], x.ks[:0]
+			x.sizes, x.ks, x.live = x.sizes[:0], x.ks[:0], x.live[:0]
+			x.empty = 0
+			x.gen++
 		}
 	}
 	a.va.reset()
@@ -229,10 +230,6 @@ func poolOf(small bool) int {
 	return 1
 }
 
-func (a *Allocator) pool(b int32) int {
-	return poolOf(a.segs[a.blocks[b].seg].small)
-}
-
 // cache puts free block b into its pool.
 func (a *Allocator) cache(b int32) {
 	x := &a.blocks[b]
@@ -252,11 +249,11 @@ func (a *Allocator) cache(b int32) {
 
 // uncache takes block b out of its pool.
 func (a *Allocator) uncache(b int32) {
-	a.popBlock(a.pool(b), b)
 	x := &a.blocks[b]
 	if x.counted {
 		a.inactiveSplit -= x.size
 		x.counted = false
 	}
 	x.free = false
+	a.popBlock(b)
 }
