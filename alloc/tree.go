@@ -1,9 +1,6 @@
 package alloc
 
-import (
-	"math/bits"
-	"slices"
-)
+import "slices"
 
 // The free blocks of each pool are ordered as PyTorch's
 // BlockComparatorSize orders them: stream, size, then address, with the
@@ -11,58 +8,41 @@ import (
 // segment; docs/allocator.md §3). They are kept in two levels:
 //
 //   - a bucket per (stream, size); each pool keeps, per stream, the sizes
-//     of its buckets in a sorted array, with the buckets beside them and a
-//     bit set of those that hold blocks;
+//     of its non-empty buckets in a sorted array, with the buckets beside
+//     them;
 //   - in each bucket, a binary min-heap of its blocks ordered by
 //     (segment order, offset), each entry a copy of its block's key so that
 //     the heap is one contiguous array.
 //
-// A simulation asks for few distinct sizes, again and again (a 7B
-// decoder's pools hold about 15 at a time and see each layer's sizes in
-// every layer), and has many blocks of some (a mixture of experts caches
-// tens of thousands of equal remainders). A bucket that empties stays in
-// its index, its bit cleared, so that the next block of its size finds it
-// where it was: a lookup is a binary search of a short array of integers,
-// a scan of the bit set for the first bucket with blocks, and the root of
-// its heap; sizes enter the array only the first time they are seen. When
-// empty buckets outnumber the others (and a few dozen), the index is
-// compacted and they go to a spare list with their heaps' memory. A block
-// costs O(log n) in the blocks of its size. There is no heap allocation
-// once the slices have grown, and no pointer for the garbage collector to
-// scan. The order is total (no two free blocks share a segment and
-// offset), so the blocks handed out are those of any other structure
-// keeping the same order; every caller of a lookup wants a block of the
-// stream it names, so lookups stay on one stream.
+// A simulation has few distinct sizes and many blocks of each (a mixture
+// of experts caches tens of thousands of equal remainders; a 7B decoder's
+// pools hold about 15 distinct sizes at a time), so a lookup is a binary
+// search of a short array of integers plus the root of a heap. A bucket
+// that empties leaves the array (a move of a few dozen bytes) before the
+// next lookup, and goes to a spare list with its heap's memory, so a
+// lookup never steps over empty buckets; until then the next block cached
+// on its stream takes it over (bucketFor). A block costs O(log n) in the blocks of its size.
+// There is no heap allocation once the slices have grown, and no pointer
+// for the garbage collector to scan. The order is total (no two free
+// blocks share a segment and offset), so the blocks handed out are those
+// of any other structure keeping the same order; every caller of a lookup
+// wants a block of the stream it names, so lookups stay on one stream.
 
 // bucket is the free blocks of one (stream, size) in a pool.
 type bucket struct {
 	size   int64
 	stream Stream
-	pos    int32 // its place in its index
 	pool   int32
 	heap   []hent
 }
 
-// sizeIndex is one stream's buckets in a pool: their sizes in increasing
-// order, the bucket of each, and which hold blocks.
+// sizeIndex is one stream's non-empty buckets in a pool: their sizes in
+// increasing order, and the bucket of each.
 type sizeIndex struct {
 	sizes []int64
 	ks    []int32
-	live  []uint64 // bit i: bucket ks[i] holds blocks
-	empty int      // buckets without blocks
-	// memo remembers search's answers by size until a bucket enters or
-	// leaves the index (gen counts those changes): a simulation asks for
-	// the same few sizes over and over.
-	gen  uint64
-	memo [memoSlots]memoEnt
+	hint  int // the last search's answer, tried first (search)
 }
-
-type memoEnt struct {
-	size, gen int64
-	pos       int
-}
-
-const memoSlots = 64
 
 // hent is a heap entry: a block and its (segment order, offset) key.
 type hent struct {
@@ -86,56 +66,27 @@ func (a *Allocator) on(p int, s Stream) *sizeIndex {
 	return nil
 }
 
-// search returns the position of the first size at or above size.
+// search returns the position of the first size at or above size. A
+// simulation asks for the same few sizes over and over, so the last
+// answer is checked first: it is the answer whenever its size is at or
+// above size and the one before it below.
 func (x *sizeIndex) search(size int64) int {
-	m := &x.memo[uint64(size)*0x9E3779B97F4A7C15>>58]
-	if m.size == size && m.gen == int64(x.gen) {
-		return m.pos
-	}
 	sz := x.sizes
+	if h := x.hint; h < len(sz) && sz[h] >= size && (h == 0 || sz[h-1] < size) {
+		return h
+	}
 	lo, hi := 0, len(sz)
 	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if sz[h] < size {
-			lo = h + 1
+		m := int(uint(lo+hi) >> 1)
+		if sz[m] < size {
+			lo = m + 1
 		} else {
-			hi = h
+			hi = m
 		}
 	}
-	*m = memoEnt{size: size, gen: int64(x.gen), pos: lo}
+	x.hint = lo
 	return lo
 }
-
-// next returns the first position at or after i whose bucket holds
-// blocks, or len(x.sizes).
-func (x *sizeIndex) next(i int) int {
-	w := i >> 6
-	if w >= len(x.live) {
-		return len(x.sizes)
-	}
-	if m := x.live[w] >> (uint(i) & 63); m != 0 {
-		return i + bits.TrailingZeros64(m)
-	}
-	for w++; w < len(x.live); w++ {
-		if m := x.live[w]; m != 0 {
-			return w<<6 + bits.TrailingZeros64(m)
-		}
-	}
-	return len(x.sizes)
-}
-
-// last returns the last position whose bucket holds blocks, or -1.
-func (x *sizeIndex) last() int {
-	for w := len(x.live) - 1; w >= 0; w-- {
-		if m := x.live[w]; m != 0 {
-			return w<<6 + 63 - bits.LeadingZeros64(m)
-		}
-	}
-	return -1
-}
-
-func (x *sizeIndex) setLive(i int32)   { x.live[i>>6] |= 1 << (uint(i) & 63) }
-func (x *sizeIndex) clearLive(i int32) { x.live[i>>6] &^= 1 << (uint(i) & 63) }
 
 // newBucket returns an empty bucket, reusing a spare one (and its heap's
 // memory) when there is one.
@@ -157,91 +108,117 @@ func (a *Allocator) newBucket(p int, s Stream, size int64) int32 {
 	return k
 }
 
-// indexFor returns the index of pool p for stream s, adding it (and those
-// of the streams below s) if there is none.
-func (a *Allocator) indexFor(p int, s Stream) *sizeIndex {
-	if ix := a.index[p]; int(s) < len(ix) {
-		return &ix[s]
-	}
-	for int(s) >= len(a.index[p]) {
-		a.index[p] = append(a.index[p], sizeIndex{})
-	}
-	return &a.index[p][s]
-}
-
-// insert puts empty bucket k at position i of index x, moving the buckets
-// after it up by one.
-func (a *Allocator) insert(x *sizeIndex, i int, k int32) {
-	x.sizes = slices.Insert(x.sizes, i, a.buckets[k].size)
-	x.ks = slices.Insert(x.ks, i, k)
-	for j := i; j < len(x.ks); j++ {
-		a.buckets[x.ks[j]].pos = int32(j)
-	}
-	if n := (len(x.sizes) + 63) >> 6; n > len(x.live) {
-		x.live = append(x.live, 0)
-	}
-	// Shift the bits at i and above up by one; bit i (the new bucket) is
-	// clear.
-	w := i >> 6
-	for j := len(x.live) - 1; j > w; j-- {
-		x.live[j] = x.live[j]<<1 | x.live[j-1]>>63
-	}
-	low := uint64(1)<<(uint(i)&63) - 1
-	x.live[w] = x.live[w]&low | (x.live[w]&^low)<<1
-	x.empty++
-	x.gen++
-}
-
-// compact takes the empty buckets out of index x, to the spare list.
-func (a *Allocator) compact(x *sizeIndex) {
-	n := 0
-	for i, k := range x.ks {
-		if len(a.buckets[k].heap) == 0 {
-			a.spareBk = append(a.spareBk, k)
-			continue
+// bucketFor returns the bucket of (s, size) in pool p, adding an empty one
+// to the index if there is none. An emptied bucket still in the same index
+// (a.held) takes size instead of leaving (relocate): a malloc that splits
+// a block and the free that merges it back each empty one bucket and need
+// one of a neighbouring size.
+func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
+	x := a.on(p, s)
+	if x == nil {
+		for int(s) >= len(a.index[p]) {
+			a.index[p] = append(a.index[p], sizeIndex{})
 		}
-		x.sizes[n], x.ks[n] = x.sizes[i], k
-		a.buckets[k].pos = int32(n)
-		n++
+		x = &a.index[p][s]
 	}
-	x.sizes, x.ks = x.sizes[:n], x.ks[:n]
-	clear(x.live)
-	for i := 0; i < n; i++ {
-		x.live[i>>6] |= 1 << (uint(i) & 63)
+	i := x.search(size)
+	if i < len(x.sizes) && x.sizes[i] == size {
+		k := x.ks[i]
+		if k == a.held.k {
+			a.held = heldBucket{}
+		}
+		return k
 	}
-	x.live = x.live[:(n+63)>>6]
-	x.empty = 0
-	x.gen++
+	if h := a.held; h.k != 0 && h.p == p && a.buckets[h.k].stream == s {
+		a.held = heldBucket{}
+		a.relocate(x, h.k, i, size)
+		return h.k
+	}
+	if a.held.k != 0 {
+		if a.dropHeld() == x && a.held.at < i {
+			i--
+		}
+	}
+	k := a.newBucket(p, s, size)
+	x.sizes = slices.Insert(x.sizes, i, size)
+	x.ks = slices.Insert(x.ks, i, k)
+	return k
 }
 
-// compactAt is how many empty buckets an index keeps at most beyond the
-// number that hold blocks.
-const compactAt = 16
+// relocate gives emptied bucket k of index x the size size, whose place
+// in x is i (the first size above it), moving the sizes between its old
+// place and the new one by one: usually none, since a split's remainder
+// or a merged block sorts next to the block it came from.
+func (a *Allocator) relocate(x *sizeIndex, k int32, i int, size int64) {
+	var j int
+	switch {
+	case i < len(x.ks) && x.ks[i] == k:
+		j = i
+	case i > 0 && x.ks[i-1] == k:
+		j = i - 1
+	default:
+		j = x.search(a.buckets[k].size)
+	}
+	switch {
+	case j < i-1: // the old size was smaller: the ones between move down
+		copy(x.sizes[j:i-1], x.sizes[j+1:i])
+		copy(x.ks[j:i-1], x.ks[j+1:i])
+		j = i - 1
+	case j > i: // it was larger: the ones between move up
+		copy(x.sizes[i+1:j+1], x.sizes[i:j])
+		copy(x.ks[i+1:j+1], x.ks[i:j])
+		j = i
+	}
+	x.sizes[j], x.ks[j] = size, k
+	a.buckets[k].size = size
+}
 
-// pushBlock adds free block b to its bucket in pool p, adding an empty
-// bucket to the index if its size has none.
+// heldBucket is a bucket that emptied and is still in pool p's index
+// (bucketFor): at most one at a time, 0 for none. at is its position once
+// dropHeld has found it.
+type heldBucket struct {
+	k  int32
+	p  int
+	at int
+}
+
+// dropHeld takes the held bucket out of its index and returns the index.
+func (a *Allocator) dropHeld() *sizeIndex {
+	k := a.held.k
+	bk := &a.buckets[k]
+	x := a.on(a.held.p, bk.stream)
+	i := x.search(bk.size)
+	x.sizes = slices.Delete(x.sizes, i, i+1)
+	x.ks = slices.Delete(x.ks, i, i+1)
+	a.spareBk = append(a.spareBk, k)
+	a.held = heldBucket{at: i}
+	return x
+}
+
+// settle takes a held bucket out of its index before a lookup that must
+// see only non-empty buckets.
+func (a *Allocator) settle() {
+	if a.held.k != 0 {
+		a.dropHeld()
+	}
+}
+
+// pushBlock adds free block b to its bucket.
 func (a *Allocator) pushBlock(p int, b int32) {
 	x := &a.blocks[b]
-	ix := a.indexFor(p, x.stream)
-	i := ix.search(x.size)
-	var k int32
-	if i < len(ix.sizes) && ix.sizes[i] == x.size {
-		k = ix.ks[i]
-	} else {
-		k = a.newBucket(p, x.stream, x.size)
-		a.insert(ix, i, k)
-	}
+	k := a.bucketFor(p, x.stream, x.size)
 	bk := &a.buckets[k]
 	x.bkt = k
-	if len(bk.heap) == 0 {
-		ix.setLive(bk.pos)
-		ix.empty--
-	}
 	bk.heap = append(bk.heap, hent{order: x.order, off: x.off, b: b})
-	a.siftUp(bk.heap, len(bk.heap)-1)
+	if n := len(bk.heap) - 1; n > 0 {
+		a.siftUp(bk.heap, n)
+	} else {
+		x.hpos = 0
+	}
 }
 
-// popBlock takes free block b out of its bucket.
+// popBlock takes free block b out of its bucket (an emptied bucket leaves
+// the index).
 func (a *Allocator) popBlock(b int32) {
 	k := a.blocks[b].bkt
 	bk := &a.buckets[k]
@@ -251,13 +228,10 @@ func (a *Allocator) popBlock(b int32) {
 		h[i] = h[n]
 		a.blocks[h[i].b].hpos = int32(i)
 	}
-	bk.heap = h[:n]
+	bk.heap = bk.heap[:n]
 	if n == 0 {
-		x := &a.index[bk.pool][bk.stream]
-		x.clearLive(bk.pos)
-		if x.empty++; x.empty > compactAt && x.empty > len(x.ks)-x.empty {
-			a.compact(x)
-		}
+		a.settle()
+		a.held = heldBucket{k: k, p: int(bk.pool)}
 		return
 	}
 	if i != n {
@@ -308,11 +282,12 @@ func (a *Allocator) siftDown(h []hent, i int) {
 // lowerBucket returns the first bucket of pool p on stream s of at least
 // size bytes, or 0.
 func (a *Allocator) lowerBucket(p int, s Stream, size int64) int32 {
+	a.settle()
 	x := a.on(p, s)
 	if x == nil {
 		return 0
 	}
-	if i := x.next(x.search(size)); i < len(x.ks) {
+	if i := x.search(size); i < len(x.ks) {
 		return x.ks[i]
 	}
 	return 0
@@ -344,10 +319,9 @@ func (a *Allocator) successor(p int, b int32) int32 {
 
 // lastBucket returns the last bucket of pool p on stream s, or 0.
 func (a *Allocator) lastBucket(p int, s Stream) int32 {
-	if x := a.on(p, s); x != nil {
-		if i := x.last(); i >= 0 {
-			return x.ks[i]
-		}
+	a.settle()
+	if x := a.on(p, s); x != nil && len(x.ks) > 0 {
+		return x.ks[len(x.ks)-1]
 	}
 	return 0
 }
@@ -372,11 +346,9 @@ func (a *Allocator) lastOn(p int, s Stream) int32 {
 // walk calls f for every free block of pool p in order, while f returns
 // true.
 func (a *Allocator) walk(p int, f func(int32) bool) bool {
+	a.settle()
 	for i := range a.index[p] {
 		for _, k := range a.index[p][i].ks {
-			if len(a.buckets[k].heap) == 0 {
-				continue
-			}
 			if !a.walkBucket(k, f) {
 				return false
 			}
