@@ -41,8 +41,7 @@ type ringAttnOp struct {
 // the output projection.
 func (r *ringAttnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	a, k := r.attnOp, r.k
-	st := &attnState{b: s.cfg.batch, seq: sh[0]}
-	st.held = st.heldBuf[:0]
+	st := s.attnState(sh[0])
 	st.rows = st.b * st.seq
 	a.project(s, x, st)
 	if k.RoPE {

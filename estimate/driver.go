@@ -74,12 +74,17 @@ func (s *sim) param(elems int64, name string) *tensor {
 	if s.cfg.zero >= 2 {
 		// ZeRO-2 and 3 (FSDP): the GPU keeps this rank's shard; whole
 		// tensors exist only while gathered (shardSetup).
-		t = &tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name, expert: s.expertBuild}
+		t = s.slab.tensor()
+		*t = tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name, expert: s.expertBuild}
 		s.placeShard(t)
 	} else {
 		t = s.alloc(elems, s.cfg.param, catParam, name)
 	}
 	t.param, t.req, t.expert = true, true, s.expertBuild
+	if len(s.params) == cap(s.params) {
+		// Grow within the slab rather than on the heap.
+		s.params = append(s.slab.ptrs(2*cap(s.params)+64), s.params...)
+	}
 	s.params = append(s.params, t)
 	s.replaceWhole() // tensorparallel.go
 	return t

@@ -85,10 +85,19 @@ type attnState struct {
 	heldBuf      [4]*tensor // held's memory: at most q, k, v and a packed projection
 }
 
+// attnState returns the simulation's attention state, emptied for a
+// forward over seq tokens: no attention forward runs inside another, so
+// one serves them all without a heap object each.
+func (s *sim) attnState(seq int64) *attnState {
+	st := &s.attn
+	*st = attnState{b: s.cfg.batch, seq: seq}
+	st.held = st.heldBuf[:0]
+	return st
+}
+
 func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	k := a.k
-	st := &attnState{b: s.cfg.batch, seq: sh[0]}
-	st.held = st.heldBuf[:0]
+	st := s.attnState(sh[0])
 	st.rows = st.b * st.seq
 	a.project(s, x, st)
 	if k.RoPE {

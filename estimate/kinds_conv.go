@@ -135,7 +135,7 @@ func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
 	}
 	if n := s.record("Convolution", []*tensor{xc, wc, bc}, y); n != nil {
 		s.save(n, xc, wc)
-		n.gradWS = &[3]inputWS{{t: xc, bytes: ws.data}, {t: wc, bytes: ws.weight}, {t: bc, sum: true}}
+		n.gradWS = s.workspaces([3]inputWS{{t: xc, bytes: ws.data}, {t: wc, bytes: ws.weight}, {t: bc, sum: true}})
 		n.dyFirst = true
 	}
 	s.unref(xc)

@@ -386,7 +386,7 @@ func (s *sim) embedding(ids, w *tensor, rows, dim int64) *tensor {
 		// a small-pool block, are left out). Traces: 13,839,360 B
 		// for GPT-2's 4,096 rows, 27,681,792 B for BERT's 8,192.
 		parts := (rows + rows/10) * dim * f32
-		n.gradWS = &[3]inputWS{{t: w, bytes: parts}}
+		n.gradWS = s.workspaces([3]inputWS{{t: w, bytes: parts}})
 	} else if s.cfg.inputGrads {
 		s.requireGrad(y)
 	}
@@ -427,7 +427,7 @@ func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
 			ws += 2 * qc.elems * kc.dt
 		}
 		last := n.ins[len(n.ins)-1]
-		n.gradWS = &[3]inputWS{{t: last, bytes: ws}}
+		n.gradWS = s.workspaces([3]inputWS{{t: last, bytes: ws}})
 	}
 	s.unref(qc)
 	s.unref(kc)

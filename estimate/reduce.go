@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"slices"
+
+	"github.com/memplan/memplan/model"
+)
 
 // columnSumScratch is the scratch PyTorch's reduction kernel allocates to
 // sum a [rows, cols] tensor over its rows (a bias gradient) when it splits
@@ -55,7 +59,9 @@ func (s *sim) columnSumScratch(rows, cols, dt int64) int64 {
 	// From here the SM count sizes the scratch: the reduction is kept so
 	// that Result.SharesWith can size it for another device.
 	r := smReduce{grid: divUp(dim0, stepOut), vpt: vpt, block: bw * bh, unit: f32 * cols * bw * vec}
-	s.smReds = append(s.smReds, r)
+	if !slices.Contains(s.smReds, r) {
+		s.smReds = append(s.smReds, r)
+	}
 	return r.scratch(s.cfg.sms, s.cfg.threadsSM)
 }
 

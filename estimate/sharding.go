@@ -144,9 +144,11 @@ func (s *sim) shards() []*tensor {
 		}
 		return out
 	}
-	out := make([]*tensor, len(s.params))
+	out := s.slab.ptrs(len(s.params))[:len(s.params)]
 	for i, p := range s.params {
-		out[i] = &tensor{elems: s.shardOf(p), dt: s.shardDt(p), last: p.last, second: p.second}
+		t := s.slab.tensor()
+		*t = tensor{elems: s.shardOf(p), dt: s.shardDt(p), last: p.last, second: p.second}
+		out[i] = t
 	}
 	return out
 }

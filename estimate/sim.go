@@ -209,6 +209,13 @@ type inputWS struct {
 	sum   bool
 }
 
+// workspaces returns ws in the simulation's slab, for node.gradWS.
+func (s *sim) workspaces(ws [3]inputWS) *[3]inputWS {
+	w := s.slab.workspaces()
+	*w = ws
+	return w
+}
+
 // wsFor is the workspace taken after the gradient of input t, or the zero
 // inputWS.
 func (n *node) wsFor(t *tensor) inputWS {
@@ -252,6 +259,7 @@ type sim struct {
 	phases   []PhasePeak
 	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
 	params   []*tensor
+	attn     attnState // the attention forward's state (attnState)
 	frozen   []*tensor // LoRA's frozen base parameters (lora.go)
 	kvHold   []*tensor // KV-cache copies held until the forward's outputs are dropped
 	bodyHold []*tensor // the base model forward's locals (Positions.Hold, Repeat.HoldInput), until it returns

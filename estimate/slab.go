@@ -18,8 +18,10 @@ type slabs struct {
 	nodes   []*[slabChunk]node
 	lists   []*[listChunk]*tensor
 	insts   []*[instChunk]inst
-	// nt, nn, nl and ni are how much of the last chunk of each is used.
-	nt, nn, nl, ni int
+	wss     []*[wsChunk][3]inputWS
+	// nt, nn, nl, ni and nw are how much of the last chunk of each is
+	// used.
+	nt, nn, nl, ni, nw int
 	// cast is the weight-cast cache's map (castCache).
 	cast *map[*tensor]*tensor
 }
@@ -28,6 +30,7 @@ const (
 	slabChunk = 1024
 	listChunk = 4 * slabChunk
 	instChunk = 256
+	wsChunk   = 256
 )
 
 // chunkStack keeps released chunks for the next simulation. It is a plain
@@ -70,6 +73,7 @@ var (
 	nodePool   chunkStack[[slabChunk]node]
 	listPool   chunkStack[[listChunk]*tensor]
 	instPool   chunkStack[[instChunk]inst]
+	wsPool     chunkStack[[wsChunk][3]inputWS]
 	castPool   chunkStack[map[*tensor]*tensor]
 )
 
@@ -113,6 +117,16 @@ func (s *slabs) inst() *inst {
 	}
 	s.ni++
 	return &s.insts[len(s.insts)-1][s.ni-1]
+}
+
+// workspaces returns a node's zeroed per-input workspaces (node.gradWS).
+func (s *slabs) workspaces() *[3]inputWS {
+	if len(s.wss) == 0 || s.nw == wsChunk {
+		s.wss = append(s.wss, wsPool.get())
+		s.nw = 0
+	}
+	s.nw++
+	return &s.wss[len(s.wss)-1][s.nw-1]
 }
 
 // ptrs returns an empty list with room for n pointers; appending past n
@@ -162,6 +176,10 @@ func (s *slabs) release(tape []*node) {
 	for i, c := range s.insts {
 		clear(c[:used(i, len(s.insts), s.ni, instChunk)])
 		instPool.put(c)
+	}
+	for i, c := range s.wss {
+		clear(c[:used(i, len(s.wss), s.nw, wsChunk)])
+		wsPool.put(c)
 	}
 	if s.cast != nil {
 		clear(*s.cast)

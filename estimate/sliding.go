@@ -78,7 +78,7 @@ func (s *sim) maskedSDPA(q, k, v *tensor, b, heads, kvHeads, sq, hd int64) *tens
 		s.save(n, qc, kc, vc, y, lse, mask)
 		ws := qc.elems*qc.dt + qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
 		last := n.ins[len(n.ins)-1]
-		n.gradWS = &[3]inputWS{{t: last, bytes: ws}}
+		n.gradWS = s.workspaces([3]inputWS{{t: last, bytes: ws}})
 	}
 	for _, t := range []*tensor{qc, kc, vc, mask, lse, k, v} {
 		s.unref(t)

@@ -201,7 +201,7 @@ func (s *sim) adamStep(o model.Optimizer, params []*tensor, first bool) {
 	case model.ImplForeach:
 		// exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one list
 		// the size of all parameters, held at once.
-		tmp := make([]*tensor, 0, len(params))
+		tmp := s.slab.ptrs(len(params))
 		for _, p := range params {
 			tmp = append(tmp, s.alloc(p.elems, p.dt, catTemp, "foreach sqrt"))
 		}
