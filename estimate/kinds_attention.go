@@ -70,7 +70,10 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		}
 		copy(ps, slices.Concat(ps[nOut:], ps[:nOut]))
 	}
-	if k.QKNorm {
+	switch {
+	case k.QKNorm && k.QKNormWhole:
+		a.qNorm, a.kNorm = s.param(q, "q_norm.weight"), s.param(kv, "k_norm.weight")
+	case k.QKNorm:
 		a.qNorm, a.kNorm = s.param(k.HeadDim, "q_norm.weight"), s.param(k.HeadDim, "k_norm.weight")
 	}
 	return a
@@ -205,6 +208,20 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 			st.k = a.qkNorm(s, kk, a.kNorm, st.rows*k.KVHeads)
 			st.q.perm, st.k.perm, st.v.perm = true, true, true
 			return
+		case k.QKNorm && k.QKNormWhole:
+			// OLMo 2 normalises each whole projection as it comes,
+			// q_norm(q_proj(x)), k_norm(k_proj(x)), then v_proj(x), and
+			// views all three as heads after (modeling_olmo2.py): the
+			// rotary embedding's gradient comes back heads-major, and
+			// the view's backward copies it before the norm's.
+			q := a.wholeNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows)
+			kk := a.wholeNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows)
+			v := s.matmul(x, a.v, a.vB, st.rows, kvd)
+			st.q = headView(s, q, heads || k.RoPE)
+			st.k = headView(s, kk, heads || k.RoPE)
+			st.v = headView(s, v, heads)
+			st.q.perm, st.k.perm, st.v.perm = true, true, true
+			return
 		case k.QKNorm:
 			st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
 			st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
@@ -284,6 +301,19 @@ func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 		y = s.rmsNorm(v, w, rows)
 	}
 	s.unref(v)
+	return y
+}
+
+// wholeNorm is OLMo 2's q_norm or k_norm: one RMSNorm over each row of a
+// whole projection (QKNormWhole), before the split into heads.
+func (a *attnOp) wholeNorm(s *sim, t, w *tensor, rows int64) *tensor {
+	var y *tensor
+	if a.k.QKNormFP32 {
+		y = s.olmo2RMSNorm(t, w, rows)
+	} else {
+		y = s.rmsNorm(t, w, rows)
+	}
+	s.unref(t)
 	return y
 }
 

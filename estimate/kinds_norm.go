@@ -19,7 +19,7 @@ func init() {
 	})
 	register(model.KRMSNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.RMSNorm)
-		return &rmsNormOp{s.param(k.Dim, "rmsnorm.weight"), k.Offset}
+		return &rmsNormOp{w: s.param(k.Dim, "rmsnorm.weight"), offset: k.Offset, fp32Product: k.FP32Product}
 
 	})
 }
@@ -40,13 +40,17 @@ func (o *layerNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 }
 
 type rmsNormOp struct {
-	w      *tensor
-	offset bool // GemmaRMSNorm (model.RMSNorm.Offset)
+	w           *tensor
+	offset      bool // GemmaRMSNorm (model.RMSNorm.Offset)
+	fp32Product bool // Olmo2RMSNorm (model.RMSNorm.FP32Product)
 }
 
 func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
-	if o.offset {
+	switch {
+	case o.offset:
 		return s.gemmaRMSNorm(x, o.w, s.rows(sh))
+	case o.fp32Product:
+		return s.olmo2RMSNorm(x, o.w, s.rows(sh))
 	}
 	return s.rmsNorm(x, o.w, s.rows(sh))
 }
@@ -103,6 +107,19 @@ func (s *sim) gemmaRMSNorm(x, w *tensor, rows int64) *tensor {
 	y32 := s.mul(nrm, w1)
 	s.unref(nrm)
 	s.unref(w1)
+	y := s.to(y32, x.dt)
+	s.unref(y32)
+	return y
+}
+
+// olmo2RMSNorm is transformers' Olmo2RMSNorm: the normalised fp32 rows
+// times the weight, (weight · h).to(input_dtype), so the product is fp32
+// (type promotion over a half weight) and is what the weight's gradient
+// saves, in fp32; the cast back comes last (modeling_olmo2.py).
+func (s *sim) olmo2RMSNorm(x, w *tensor, rows int64) *tensor {
+	nrm := s.rmsNormalize(x, rows)
+	y32 := s.mul(w, nrm)
+	s.unref(nrm)
 	y := s.to(y32, x.dt)
 	s.unref(y32)
 	return y

@@ -16,7 +16,7 @@ import (
 // each maps to.
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
-	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT,
+	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo2": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -31,7 +31,6 @@ var hfPending = map[string]string{
 	"gpt_oss":     "attention sinks and MXFP4 experts",
 	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
-	"olmo2":       "norms after each branch and over the whole query and key projections",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
 	"mamba":       "state-space layers",
 	"mamba2":      "state-space layers",
@@ -251,6 +250,11 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		m.SandwichNorm, m.QKNorm, m.LocalRoPE = true, true, true
 		m.LogitSoftcap = c.float("final_logit_softcapping", 0)
 		m.AttnSoftcap = c.float("attn_logit_softcapping", 0)
+	case "olmo2":
+		// Olmo2DecoderLayer: a norm after each branch only; q_norm and
+		// k_norm over the whole projections; Olmo2RMSNorm's product in
+		// fp32 (modeling_olmo2.py).
+		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32 = true, true, true, true
 	}
 	c.sliding(m, mt)
 	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
@@ -316,6 +320,15 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		}
 		if m.SandwichNorm {
 			f["sandwich_norm"] = true
+		}
+		if m.PostNorm {
+			f["post_norm"] = true
+		}
+		if m.QKNormWhole {
+			f["qk_norm_whole"] = true
+		}
+		if m.NormProductFP32 {
+			f["norm_product_fp32"] = true
 		}
 		if m.Gemma {
 			f["gemma"] = true

@@ -33,6 +33,7 @@ func TestHFParams(t *testing.T) {
 		{"pythia-160m.json", 162_322_944},
 		{"falcon-7b.json", 6_921_720_704},
 		{"gemma-2-2b.json", 2_614_341_888},
+		{"olmo2-1b.json", 1_484_916_736}, // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
 		{"gemma-3-1b.json", 999_885_952}, // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
 	}
 	for _, tt := range tests {
@@ -92,7 +93,7 @@ func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "deepseek_v3"}`, `model_type "deepseek_v3" needs multi-head latent attention and dense first layers beside the experts, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, llama, mistral, mixtral, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -200,6 +201,41 @@ func TestHFGemma3(t *testing.T) {
 	g2, err := LoadHF(filepath.Join("testdata", "hf", "gemma-2-2b.json"), Overrides{Batch: 1, Seq: 1024})
 	if err != nil || g2.Model.AttnSoftcap != 50 || g2.Model.LogitSoftcap != 30 {
 		t.Errorf("Gemma 2: attention softcap %v, logits %v (%v); want 50 and 30", g2.Model.AttnSoftcap, g2.Model.LogitSoftcap, err)
+	}
+}
+
+// TestHFOlmo2 checks OLMo 2's block as modeling_olmo2.py builds it: no norm
+// before either branch, one after each, q_norm and k_norm over the whole
+// projections, and every RMSNorm's product in fp32.
+func TestHFOlmo2(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "olmo2-1b.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Model
+	if !m.PostNorm || m.SandwichNorm || !m.QKNorm || !m.QKNormWhole || !m.NormProductFP32 || m.Tied || m.Gemma {
+		t.Fatalf("model %+v", m)
+	}
+	var rep *Layer
+	for i, l := range m.Lower() {
+		if _, ok := l.Spec.(*Repeat); ok {
+			rep = &m.Lower()[i]
+		}
+	}
+	if rep == nil || len(rep.Body) != 2 {
+		t.Fatalf("no repeated block of two residual branches: %+v", rep)
+	}
+	for i, want := range []string{KAttention, KGatedMLP} {
+		body := rep.Body[i].Body
+		if len(body) != 2 || body[0].Spec.Kind() != want || body[1].Spec.Kind() != KRMSNorm {
+			t.Fatalf("branch %d: %d layers, want %s then an RMSNorm", i, len(body), want)
+		}
+		if !body[1].Spec.(*RMSNorm).FP32Product {
+			t.Errorf("branch %d: the norm's product is not fp32", i)
+		}
+		if a, ok := body[0].Spec.(*Attention); ok && (!a.QKNormWhole || !a.QKNormFP32 || a.QKNormOffset) {
+			t.Errorf("attention %+v: want OLMo 2's whole-projection q/k norms", a)
+		}
 	}
 }
 

@@ -21,8 +21,11 @@ type Attention struct {
 	// addmm(bias, x, weight), as Linear.Conv1D.
 	Conv1D bool
 	// QKNorm applies RMSNorm over head_dim to queries and keys;
-	// QKNormOffset makes it Gemma's (weight 1 + w, in fp32: Gemma 3).
-	QKNorm, QKNormOffset bool
+	// QKNormOffset makes it Gemma's (weight 1 + w, in fp32: Gemma 3);
+	// QKNormWhole makes it one norm over each whole projection
+	// (heads·head_dim) before the split into heads, and QKNormFP32 the
+	// norm's product in fp32 (OLMo 2, model.RMSNorm.FP32Product).
+	QKNorm, QKNormOffset, QKNormWhole, QKNormFP32 bool
 	// KVCache marks attention that fills a key/value cache in training
 	// (transformers' GPT-2 with use_cache=True).
 	KVCache bool
@@ -81,6 +84,8 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("causal", &k.Causal)
 	a.bool("fused_qkv", &k.FusedQKV)
 	a.bool("qk_norm", &k.QKNorm)
+	a.bool("qk_norm_whole", &k.QKNormWhole)
+	a.bool("qk_norm_fp32", &k.QKNormFP32)
 	a.bool("kv_cache", &k.KVCache)
 	a.float("p", &k.P, 0, 1, false)
 	a.float("out_dropout", &k.OutDropout, 0, 1, false)
@@ -125,7 +130,10 @@ func (k *Attention) params(*Layer) float64 {
 	q, kv := f64(k.Heads)*f64(k.HeadDim), f64(k.KVHeads)*f64(k.HeadDim)
 	d := f64(k.Dim)
 	n := d*(q+2*kv) + b64(k.Bias)*(q+2*kv) + q*d + b64(k.OutBias)*d
-	if k.QKNorm {
+	switch {
+	case k.QKNorm && k.QKNormWhole:
+		n += q + kv
+	case k.QKNorm:
 		n += 2 * f64(k.HeadDim)
 	}
 	return n

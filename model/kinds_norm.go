@@ -58,6 +58,9 @@ func (k *LayerNorm) params(*Layer) float64 { return f64(k.Dim) * (1 + b64(k.Bias
 type RMSNorm struct {
 	Dim    int64
 	Offset bool
+	// FP32Product multiplies the weight into the fp32 normalised rows
+	// and casts the product back (OLMo 2's Olmo2RMSNorm).
+	FP32Product bool
 }
 
 // Kind is the name specs use for the kind.
@@ -66,6 +69,7 @@ func (*RMSNorm) Kind() string { return KRMSNorm }
 func (k *RMSNorm) decode(a *args, _ *Layer) {
 	a.int("dim", &k.Dim, true)
 	a.bool("offset", &k.Offset)
+	a.bool("fp32_product", &k.FP32Product)
 }
 
 func (k *RMSNorm) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

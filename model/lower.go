@@ -78,24 +78,32 @@ func (m *Model) lowerGPT2() []Layer {
 func (m *Model) lowerLlama() []Layer {
 	d := m.Hidden
 	// The decoder layer registers self_attn and mlp, then its norms.
-	norm := func() Layer { l := L(&RMSNorm{Dim: d, Offset: m.Gemma}); l.Registered = 1; return l }
+	norm := func() Layer {
+		l := L(&RMSNorm{Dim: d, Offset: m.Gemma, FP32Product: m.NormProductFP32})
+		l.Registered = 1
+		return l
+	}
+	pre := func() []Layer {
+		if m.PostNorm {
+			return nil
+		}
+		return seq(norm())
+	}
 	post := func() []Layer {
-		if m.SandwichNorm {
+		if m.SandwichNorm || m.PostNorm {
 			return seq(norm())
 		}
 		return nil
 	}
 	block := seq(
-		L(&Residual{}, cat(seq(
-			norm(),
+		L(&Residual{}, cat(pre(), seq(
 			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
 				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
+				QKNormWhole: m.QKNormWhole, QKNormFP32: m.QKNorm && m.NormProductFP32,
 				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
 				Softcap: m.AttnSoftcap})), post())...),
-		L(&Residual{}, cat(seq(
-			norm(),
-			m.mlp()), post())...),
+		L(&Residual{}, cat(pre(), seq(m.mlp()), post())...),
 	)
 	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap}
 	if m.Tied {
@@ -104,7 +112,7 @@ func (m *Model) lowerLlama() []Layer {
 	return seq(
 		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma}),
 		L(&Repeat{Times: m.NumLayers}, block...),
-		L(&RMSNorm{Dim: d, Offset: m.Gemma}),
+		L(&RMSNorm{Dim: d, Offset: m.Gemma, FP32Product: m.NormProductFP32}),
 		L(head),
 	)
 }

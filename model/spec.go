@@ -79,6 +79,16 @@ type Model struct {
 	// cap·tanh(logits/cap) (Gemma 2's final_logit_softcapping).
 	SandwichNorm bool    `json:"sandwich_norm,omitempty"`
 	LogitSoftcap float64 `json:"logit_softcap,omitempty"`
+	// PostNorm puts the RMSNorm on each branch's output only, with none
+	// before the branch (OLMo 2's block); QKNormWhole normalises the whole
+	// query and key projections (heads·head_dim) before they are split
+	// into heads, instead of each head (OLMo 2's q_norm and k_norm);
+	// NormProductFP32 makes every RMSNorm multiply its weight into the
+	// fp32 normalised rows and cast the product back, (w·h).to(dtype),
+	// where Llama's casts first, w·h.to(dtype) (OLMo 2's Olmo2RMSNorm).
+	PostNorm        bool `json:"post_norm,omitempty"`
+	QKNormWhole     bool `json:"qk_norm_whole,omitempty"`
+	NormProductFP32 bool `json:"norm_product_fp32,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.
