@@ -460,11 +460,12 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 	if a.k.Rotary > 0 {
 		frac = a.k.Rotary
 	}
-	s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, false)
+	dt := a.ropeDt(x)
+	s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), dt, false)
 	if a.k.LocalRoPE {
 		// Gemma 3's second rotary embedding, for the sliding layers,
 		// computed after the global one.
-		s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), x.dt, true)
+		s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), dt, true)
 	}
 }
 

@@ -11,13 +11,24 @@ import "github.com/memplan/memplan/model"
 func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	k := a.k
 	frac := rotaryFrac(k)
-	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), x.dt, a.localRoPE())
+	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), a.ropeDt(x), a.localRoPE())
 	// apply_rotary_pos_emb rotates q, then k, and only then concatenates
 	// each with its unrotated part (GPT-NeoX's and Phi's partial rotary:
 	// the allocator history of Pythia-160M, bench/results/2026-11-26-h100-eager-traces).
 	qr, qv := s.ropeRotate(st.q, cos, sin, frac)
 	kr, kv := s.ropeRotate(st.k, cos, sin, frac)
 	q2, k2 := s.ropeJoin(st.q, qr, qv), s.ropeJoin(st.k, kr, kv)
+	if k.RoPEFP32 {
+		// q_embed.to(q_type), k_embed.to(k_type): copies when the
+		// rotation promoted them, the fp32 results freed as the function
+		// returns, then the unrotated query and key as the caller
+		// rebinds its names (modeling_olmo2.py; its allocator history,
+		// bench/results/2026-11-27-h100-olmo2-traces).
+		qc, kc := s.to(q2, st.q.dt), s.to(k2, st.k.dt)
+		s.unref(q2)
+		s.unref(k2)
+		q2, k2 = qc, kc
+	}
 	s.unref(st.q)
 	s.unref(st.k)
 	st.q, st.k = q2, k2
@@ -25,6 +36,16 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 		// query_states stays referenced until the module returns.
 		st.held = append(st.held, s.ref(st.q))
 	}
+}
+
+// ropeDt is the rotary tables' dtype for a model whose stream is x's:
+// the stream's (cos.to(x.dtype)), or fp32 where the rotary embedding
+// returns its tables as computed (model.Attention.RoPEFP32, OLMo 2's).
+func (a *attnOp) ropeDt(x *tensor) int64 {
+	if a.k.RoPEFP32 {
+		return f32
+	}
+	return x.dt
 }
 
 // firstRope is the first attention layer in ins that applies rotary

@@ -253,8 +253,9 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	case "olmo2":
 		// Olmo2DecoderLayer: a norm after each branch only; q_norm and
 		// k_norm over the whole projections; Olmo2RMSNorm's product in
-		// fp32 (modeling_olmo2.py).
-		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32 = true, true, true, true
+		// fp32; rotary tables left in fp32 and the rotated query and key
+		// cast back (modeling_olmo2.py).
+		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPEFP32 = true, true, true, true, true
 	}
 	c.sliding(m, mt)
 	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
@@ -329,6 +330,9 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		}
 		if m.NormProductFP32 {
 			f["norm_product_fp32"] = true
+		}
+		if m.RoPEFP32 {
+			f["rope_fp32"] = true
 		}
 		if m.Gemma {
 			f["gemma"] = true

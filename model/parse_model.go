@@ -81,6 +81,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("post_norm", &m.PostNorm)
 		mm.bool("qk_norm_whole", &m.QKNormWhole)
 		mm.bool("norm_product_fp32", &m.NormProductFP32)
+		mm.bool("rope_fp32", &m.RoPEFP32)
 		mm.bool("gemma", &m.Gemma)
 		mm.float("logit_softcap", &m.LogitSoftcap, 0, 1e6)
 		mm.float("attn_softcap", &m.AttnSoftcap, 0, 1e6)

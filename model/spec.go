@@ -89,6 +89,10 @@ type Model struct {
 	PostNorm        bool `json:"post_norm,omitempty"`
 	QKNormWhole     bool `json:"qk_norm_whole,omitempty"`
 	NormProductFP32 bool `json:"norm_product_fp32,omitempty"`
+	// RoPEFP32 keeps the rotary tables in fp32 whatever the stream's
+	// dtype, and casts the rotated queries and keys back to theirs
+	// (OLMo 2's Olmo2RotaryEmbedding and apply_rotary_pos_emb).
+	RoPEFP32 bool `json:"rope_fp32,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.
