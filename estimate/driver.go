@@ -374,6 +374,12 @@ func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 		if n := s.record("AddInplace", []*tensor{br, sk}, y); n != nil {
 			n.pass = true
 		}
+	} else if r.ScaleBranch {
+		// residual + h · m: the product, then the sum, then the product
+		// goes (Granite's residual_multiplier).
+		m := s.scalarOp(br)
+		y = s.add(sk, m)
+		s.unref(m)
 	} else {
 		y = s.add(sk, br)
 	}

@@ -54,8 +54,9 @@ func (o *embeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if !o.k.Scale {
 		return y
 	}
-	// Gemma's hidden_states = inputs_embeds * normalizer: a new tensor in
-	// the rows' dtype; the looked-up rows go with the name.
+	// Gemma's hidden_states = inputs_embeds * normalizer, Granite's
+	// inputs_embeds * embedding_multiplier: a new tensor in the rows'
+	// dtype; the looked-up rows go with the name.
 	z := s.scalarOp(y)
 	s.unref(y)
 	return z
@@ -202,6 +203,13 @@ func (o *lmHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	}
 	if k.Softcap > 0 {
 		logits = s.softcap(logits)
+	}
+	if k.Scale {
+		// logits = logits / logits_scaling: the rebinding drops the
+		// undivided logits once the quotient exists (Granite).
+		d := s.scalarOp(logits)
+		s.unref(logits)
+		logits = d
 	}
 	s.lossAfterAutocast()
 	src := s.ref(logits)

@@ -16,7 +16,7 @@ import (
 // each maps to.
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
-	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo2": Llama,
+	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo2": Llama, "granite": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -256,6 +256,13 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		// fp32; rotary tables left in fp32 and the rotated query and key
 		// cast back (modeling_olmo2.py).
 		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPEFP32 = true, true, true, true, true
+	case "granite":
+		// Llama with three constants applied unconditionally
+		// (modular_granite.py); attention_multiplier is the attention's
+		// scale and costs nothing. GraniteConfig's defaults are 1.0.
+		m.EmbeddingMultiplier = c.float("embedding_multiplier", 1)
+		m.ResidualMultiplier = c.float("residual_multiplier", 1)
+		m.LogitsScaling = c.float("logits_scaling", 1)
 	}
 	c.sliding(m, mt)
 	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
@@ -333,6 +340,15 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		}
 		if m.RoPEFP32 {
 			f["rope_fp32"] = true
+		}
+		if m.EmbeddingMultiplier > 0 {
+			f["embedding_multiplier"] = m.EmbeddingMultiplier
+		}
+		if m.ResidualMultiplier > 0 {
+			f["residual_multiplier"] = m.ResidualMultiplier
+		}
+		if m.LogitsScaling > 0 {
+			f["logits_scaling"] = m.LogitsScaling
 		}
 		if m.Gemma {
 			f["gemma"] = true

@@ -33,8 +33,9 @@ func TestHFParams(t *testing.T) {
 		{"pythia-160m.json", 162_322_944},
 		{"falcon-7b.json", 6_921_720_704},
 		{"gemma-2-2b.json", 2_614_341_888},
-		{"olmo2-1b.json", 1_484_916_736}, // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
-		{"gemma-3-1b.json", 999_885_952}, // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
+		{"granite-3.1-2b.json", 2_533_531_648}, // granite-3.1-2b's model card: 2.5B; by hand, 49,155 × 2,048 tied + 40 × (10,485,760 attention + 50,331,648 MLP + 4,096 norms) + 2,048
+		{"olmo2-1b.json", 1_484_916_736},       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
+		{"gemma-3-1b.json", 999_885_952},       // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -93,7 +94,7 @@ func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "deepseek_v3"}`, `model_type "deepseek_v3" needs multi-head latent attention and dense first layers beside the experts, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -236,6 +237,47 @@ func TestHFOlmo2(t *testing.T) {
 		if a, ok := body[0].Spec.(*Attention); ok && (!a.QKNormWhole || !a.QKNormFP32 || a.QKNormOffset) {
 			t.Errorf("attention %+v: want OLMo 2's whole-projection q/k norms", a)
 		}
+	}
+}
+
+// TestHFGranite checks Granite's three constants as modular_granite.py
+// applies them: the embeddings scaled, each branch scaled before its
+// residual add, and the logits divided, each a new tensor.
+func TestHFGranite(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "granite-3.1-2b.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Model
+	if m.EmbeddingMultiplier != 12 || m.ResidualMultiplier != 0.22 || m.LogitsScaling != 8 || !m.Tied || m.AttnDropout != 0.1 {
+		t.Fatalf("model %+v", m)
+	}
+	var scaled, branches int
+	for _, l := range m.Lower() {
+		switch k := l.Spec.(type) {
+		case *Embedding:
+			if !k.Scale {
+				t.Error("embeddings not scaled")
+			}
+		case *LMHead:
+			if !k.Scale {
+				t.Error("logits not divided")
+			}
+		case *Repeat:
+			for _, b := range l.Body {
+				branches++
+				if r, ok := b.Spec.(*Residual); ok && r.ScaleBranch {
+					scaled++
+				}
+			}
+		}
+	}
+	if branches != 2 || scaled != 2 {
+		t.Errorf("%d of %d residual branches scaled, want 2 of 2", scaled, branches)
+	}
+	s.Training.PP = 2
+	if err := s.Training.PipelineOK(&m); err == nil || !strings.Contains(err.Error(), "scaling") {
+		t.Errorf("a pipeline over Granite's scaled logits: %v, want it refused", err)
 	}
 }
 

@@ -109,6 +109,9 @@ type Residual struct {
 	// intermediate_output bound while BertOutput's LayerNorm runs (which
 	// matters when nothing saves them: a frozen base under LoRA).
 	HoldChunk bool
+	// ScaleBranch multiplies f(x) by a constant before the add, a new
+	// tensor (Granite's residual_multiplier: residual + h · m).
+	ScaleBranch bool
 }
 
 // Kind is the name specs use for the kind.
@@ -122,6 +125,7 @@ func (k *Residual) decode(a *args, l *Layer) {
 	a.bool("hold_first", &k.HoldFirst)
 	a.bool("hold_first_body", &k.HoldFirstBody)
 	a.bool("hold_chunk", &k.HoldChunk)
+	a.bool("scale_branch", &k.ScaleBranch)
 }
 
 // decodeList reads "- residual: [layers]".

@@ -26,8 +26,8 @@ func init() {
 type Embedding struct {
 	Vocab, Dim int64
 	Name       string
-	// Scale multiplies the rows by √Dim in their dtype, a new tensor
-	// (Gemma's normalizer).
+	// Scale multiplies the rows by a constant in their dtype, a new
+	// tensor (Gemma's normalizer √Dim, Granite's embedding_multiplier).
 	Scale bool
 }
 
@@ -171,6 +171,9 @@ type LMHead struct {
 	Tie        string
 	Upcast     bool
 	Softcap    float64
+	// Scale divides the logits by a constant, a new tensor, before the
+	// loss (Granite's logits_scaling).
+	Scale bool
 	// LocalInput drops the input once the logits are made, before the
 	// loss: it is a local of a head module that returns the logits
 	// (BertLMPredictionHead's transform output). Without it the input
@@ -189,6 +192,7 @@ func (k *LMHead) decode(a *args, _ *Layer) {
 	a.str("tie", &k.Tie)
 	a.bool("upcast", &k.Upcast)
 	a.float("softcap", &k.Softcap, 0, 1e6, false)
+	a.bool("scale", &k.Scale)
 	a.bool("local_input", &k.LocalInput)
 }
 

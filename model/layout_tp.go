@@ -55,7 +55,7 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		return
 	}
-	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.QKNormWhole || m.LogitSoftcap > 0 {
+	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.QKNormWhole || m.LogitSoftcap > 0 || m.granite() {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", m.describe())
 		return
 	}
@@ -75,6 +75,11 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 }
 
 // describe names a model for messages about what a layout supports.
+// granite says whether m applies any of Granite's constants.
+func (m *Model) granite() bool {
+	return m.EmbeddingMultiplier > 0 || m.ResidualMultiplier > 0 || m.LogitsScaling > 0
+}
+
 func (m *Model) describe() string {
 	switch {
 	case m.Type != Llama:
@@ -87,6 +92,8 @@ func (m *Model) describe() string {
 		return "a logit softcap"
 	case m.PostNorm || m.QKNormWhole:
 		return "OLMo 2's norms"
+	case m.granite():
+		return "Granite's multipliers"
 	}
 	return "sandwich norms"
 }

@@ -96,21 +96,21 @@ func (m *Model) lowerLlama() []Layer {
 		return nil
 	}
 	block := seq(
-		L(&Residual{}, cat(pre(), seq(
+		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(
 			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
 				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
 				QKNormWhole: m.QKNormWhole, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32,
 				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
 				Softcap: m.AttnSoftcap})), post())...),
-		L(&Residual{}, cat(pre(), seq(m.mlp()), post())...),
+		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(m.mlp()), post())...),
 	)
-	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap}
+	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap, Scale: m.LogitsScaling > 0}
 	if m.Tied {
 		head.Tie = "embed_tokens"
 	}
 	return seq(
-		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma}),
+		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0}),
 		L(&Repeat{Times: m.NumLayers}, block...),
 		L(&RMSNorm{Dim: d, Offset: m.Gemma, FP32Product: m.NormProductFP32}),
 		L(head),

@@ -89,6 +89,14 @@ type Model struct {
 	PostNorm        bool `json:"post_norm,omitempty"`
 	QKNormWhole     bool `json:"qk_norm_whole,omitempty"`
 	NormProductFP32 bool `json:"norm_product_fp32,omitempty"`
+	// EmbeddingMultiplier, ResidualMultiplier and LogitsScaling are
+	// Granite's constants (0: none): the embeddings times the first, each
+	// branch's output times the second before the residual add, and the
+	// logits divided by the third, each a new tensor whatever its value
+	// (modular_granite.py applies them unconditionally).
+	EmbeddingMultiplier float64 `json:"embedding_multiplier,omitempty"`
+	ResidualMultiplier  float64 `json:"residual_multiplier,omitempty"`
+	LogitsScaling       float64 `json:"logits_scaling,omitempty"`
 	// RoPEFP32 keeps the rotary tables in fp32 whatever the stream's
 	// dtype, and casts the rotated queries and keys back to theirs
 	// (OLMo 2's Olmo2RotaryEmbedding and apply_rotary_pos_emb).
