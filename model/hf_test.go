@@ -34,8 +34,9 @@ func TestHFParams(t *testing.T) {
 		{"falcon-7b.json", 6_921_720_704},
 		{"gemma-2-2b.json", 2_614_341_888},
 		{"granite-3.1-2b.json", 2_533_531_648}, // granite-3.1-2b's model card: 2.5B; by hand, 49,155 × 2,048 tied + 40 × (10,485,760 attention + 50,331,648 MLP + 4,096 norms) + 2,048
-		{"olmo2-1b.json", 1_484_916_736},       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
-		{"gemma-3-1b.json", 999_885_952},       // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
+		{"olmo2-1b.json", 1_484_916_736},
+		{"olmo2-7b.json", 7_298_617_344}, // OLMo-2-1124-7B's model card: 7.3B       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
+		{"gemma-3-1b.json", 999_885_952}, // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
