@@ -56,7 +56,8 @@ FAMILIES = {
     "bert": (["query", "key", "value", "attention.output.dense"], ["intermediate.dense", "output.dense"]),
 }
 FAMILY_OF = {"llama": "llama", "qwen2": "llama", "qwen3": "llama", "mistral": "llama", "gemma": "llama",
-             "gemma2": "llama", "phi3": "llama", "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
+             "gemma2": "llama", "phi3": "llama", "olmo2": "llama", "granite": "llama",
+             "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
 
 
 def family(spec, model):
