@@ -29,6 +29,7 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-sliding-traces/runs.jsonl",
 	"results/2026-11-27-h100-olmo2.jsonl",
 	"results/2026-11-27-h100-granite.jsonl",
+	"results/2026-11-27-h100-lora-new.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
