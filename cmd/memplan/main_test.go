@@ -141,21 +141,33 @@ func TestProbeFlags(t *testing.T) {
 }
 
 // TestHFImport checks import and --hf: the written spec estimates like the
-// config it came from.
+// config it came from, every field the import sets written out (OLMo 2's
+// norms and rotary tables, Granite's constants).
 func TestHFImport(t *testing.T) {
-	cfg := "testdata/fixtures/hf/qwen2.5-0.5b.json"
-	out := filepath.Join(t.TempDir(), "q.yaml")
-	if code, _, errOut := memplan("import", cfg, "--seq", "1024", "-o", out); code != 0 {
-		t.Fatalf("import: exit %d: %s", code, errOut)
-	}
-	_, a, _ := memplan("estimate", out, "--batch", "4", "--format", "json")
-	_, b, _ := memplan("estimate", "--hf", cfg, "--batch", "4", "--seq", "1024", "--format", "json")
-	var ra, rb estimate.Result
-	if json.Unmarshal([]byte(a), &ra) != nil || json.Unmarshal([]byte(b), &rb) != nil {
-		t.Fatalf("bad json:\n%s\n%s", a, b)
-	}
-	if ra.Params != 494_032_768 || ra.PeakAllocated != rb.PeakAllocated {
-		t.Errorf("imported spec: %d params, %d B; --hf: %d B", ra.Params, ra.PeakAllocated, rb.PeakAllocated)
+	for _, c := range []struct {
+		file   string
+		params int64
+	}{
+		{"qwen2.5-0.5b.json", 494_032_768},
+		{"olmo2-1b.json", 1_484_916_736},
+		{"granite-3.1-2b.json", 2_533_531_648},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			cfg := "testdata/fixtures/hf/" + c.file
+			out := filepath.Join(t.TempDir(), "q.yaml")
+			if code, _, errOut := memplan("import", cfg, "--seq", "1024", "-o", out); code != 0 {
+				t.Fatalf("import: exit %d: %s", code, errOut)
+			}
+			_, a, _ := memplan("estimate", out, "--batch", "4", "--format", "json")
+			_, b, _ := memplan("estimate", "--hf", cfg, "--batch", "4", "--seq", "1024", "--format", "json")
+			var ra, rb estimate.Result
+			if json.Unmarshal([]byte(a), &ra) != nil || json.Unmarshal([]byte(b), &rb) != nil {
+				t.Fatalf("bad json:\n%s\n%s", a, b)
+			}
+			if ra.Params != c.params || ra.PeakAllocated != rb.PeakAllocated || ra.PeakReserved != rb.PeakReserved {
+				t.Errorf("imported spec: %d params, %d / %d B; --hf: %d / %d B", ra.Params, ra.PeakAllocated, ra.PeakReserved, rb.PeakAllocated, rb.PeakReserved)
+			}
+		})
 	}
 	if code, out, errOut := memplan("estimate", "--hf", "testdata/fixtures/hf/mixtral-8x7b.json", "--batch", "1", "--seq", "512"); code != 0 || !strings.Contains(out, "46,702,792,704 parameters") {
 		t.Errorf("mixtral: exit %d, %q %q", code, out, errOut)
