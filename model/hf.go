@@ -320,53 +320,12 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 	case Llama:
 		f["intermediate"], f["kv_heads"], f["head_dim"], f["tied"] = m.Intermediate, m.KVHeads, m.HeadDim, m.Tied
 		f["attention_bias"], f["mlp_bias"], f["activation"], f["attention_dropout"] = m.AttentionBias, m.MLPBias, m.Activation, m.AttnDropout
-		if m.QKNorm {
-			f["qk_norm"] = true
-		}
-		if m.FusedQKV {
-			f["fused_qkv"] = true
-		}
-		if m.SandwichNorm {
-			f["sandwich_norm"] = true
-		}
-		if m.PostNorm {
-			f["post_norm"] = true
-		}
-		if m.QKNormWhole {
-			f["qk_norm_whole"] = true
-		}
-		if m.NormProductFP32 {
-			f["norm_product_fp32"] = true
-		}
-		if m.RoPEFP32 {
-			f["rope_fp32"] = true
-		}
-		if m.EmbeddingMultiplier > 0 {
-			f["embedding_multiplier"] = m.EmbeddingMultiplier
-		}
-		if m.ResidualMultiplier > 0 {
-			f["residual_multiplier"] = m.ResidualMultiplier
-		}
-		if m.LogitsScaling > 0 {
-			f["logits_scaling"] = m.LogitsScaling
-		}
-		if m.Gemma {
-			f["gemma"] = true
-		}
-		if m.LogitSoftcap > 0 {
-			f["logit_softcap"] = m.LogitSoftcap
-		}
-		if m.AttnSoftcap > 0 {
-			f["attn_softcap"] = m.AttnSoftcap
-		}
+		m.llamaOptions(f)
 		if m.SlidingWindow > 0 {
 			f["sliding_window"] = m.SlidingWindow
 			if m.SlidingPattern > 1 {
 				f["sliding_pattern"] = m.SlidingPattern
 			}
-		}
-		if m.LocalRoPE {
-			f["local_rope"] = true
 		}
 		if m.Experts > 0 {
 			f["experts"], f["top_k"] = m.Experts, m.TopK
@@ -384,6 +343,34 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// llamaOptions writes the llama fields a spec leaves out when unset: the
+// switches that are on and the constants that are set.
+func (m *Model) llamaOptions(f map[string]any) {
+	for _, o := range []struct {
+		key string
+		on  bool
+	}{
+		{"qk_norm", m.QKNorm}, {"fused_qkv", m.FusedQKV}, {"sandwich_norm", m.SandwichNorm},
+		{"post_norm", m.PostNorm}, {"qk_norm_whole", m.QKNormWhole}, {"norm_product_fp32", m.NormProductFP32},
+		{"rope_fp32", m.RoPEFP32}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
+	} {
+		if o.on {
+			f[o.key] = true
+		}
+	}
+	for _, o := range []struct {
+		key string
+		v   float64
+	}{
+		{"embedding_multiplier", m.EmbeddingMultiplier}, {"residual_multiplier", m.ResidualMultiplier},
+		{"logits_scaling", m.LogitsScaling}, {"logit_softcap", m.LogitSoftcap}, {"attn_softcap", m.AttnSoftcap},
+	} {
+		if o.v > 0 {
+			f[o.key] = o.v
+		}
+	}
 }
 
 // sliding reads transformers' sliding-window attention: Gemma 2's on
