@@ -18,7 +18,7 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	qr, qv := s.ropeRotate(st.q, cos, sin, frac)
 	kr, kv := s.ropeRotate(st.k, cos, sin, frac)
 	q2, k2 := s.ropeJoin(st.q, qr, qv), s.ropeJoin(st.k, kr, kv)
-	if k.RoPEFP32 {
+	if k.RoPECast {
 		// q_embed.to(q_type), k_embed.to(k_type): copies when the
 		// rotation promoted them, the fp32 results freed as the function
 		// returns, then the unrotated query and key as the caller

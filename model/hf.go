@@ -16,7 +16,7 @@ import (
 // each maps to.
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
-	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo2": Llama, "granite": Llama,
+	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -255,7 +255,12 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		// k_norm over the whole projections; Olmo2RMSNorm's product in
 		// fp32; rotary tables left in fp32 and the rotated query and key
 		// cast back (modeling_olmo2.py).
-		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPEFP32 = true, true, true, true, true
+		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPEFP32, m.RoPECast = true, true, true, true, true, true
+	case "olmo3":
+		// OLMo 2's block with Gemma 2's rotary embedding (tables in the
+		// stream's dtype) and sliding windows on all but every fourth
+		// layer (layer_types; modular_olmo3.py).
+		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPECast = true, true, true, true, true
 	case "granite":
 		// Llama with three constants applied unconditionally
 		// (modular_granite.py); attention_multiplier is the attention's
@@ -354,7 +359,7 @@ func (m *Model) llamaOptions(f map[string]any) {
 	}{
 		{"qk_norm", m.QKNorm}, {"fused_qkv", m.FusedQKV}, {"sandwich_norm", m.SandwichNorm},
 		{"post_norm", m.PostNorm}, {"qk_norm_whole", m.QKNormWhole}, {"norm_product_fp32", m.NormProductFP32},
-		{"rope_fp32", m.RoPEFP32}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
+		{"rope_fp32", m.RoPEFP32}, {"rope_cast", m.RoPECast}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
 	} {
 		if o.on {
 			f[o.key] = true
@@ -387,6 +392,9 @@ func (c *hfConfig) sliding(m *Model, mt string) {
 		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), c.int("sliding_window_pattern", 6, false)
 	case "mistral", "mixtral":
 		m.SlidingWindow = c.int("sliding_window", 0, false)
+	case "olmo3":
+		// Olmo3Config's default layer_types: every fourth layer full.
+		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), 4
 	case "qwen2", "qwen2_moe", "qwen3", "qwen3_moe":
 		if c.bool("use_sliding_window", false) {
 			c.fail("use_sliding_window: Qwen's sliding-window layers (from max_window_layers on) are not modelled yet")

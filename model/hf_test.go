@@ -35,7 +35,8 @@ func TestHFParams(t *testing.T) {
 		{"gemma-2-2b.json", 2_614_341_888},
 		{"granite-3.1-2b.json", 2_533_531_648}, // granite-3.1-2b's model card: 2.5B; by hand, 49,155 × 2,048 tied + 40 × (10,485,760 attention + 50,331,648 MLP + 4,096 norms) + 2,048
 		{"olmo2-1b.json", 1_484_916_736},
-		{"olmo2-7b.json", 7_298_617_344}, // OLMo-2-1124-7B's model card: 7.3B       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
+		{"olmo2-7b.json", 7_298_617_344}, // OLMo-2-1124-7B's model card: 7.3B
+		{"olmo3-7b.json", 7_298_011_136}, // Olmo-3-1025-7B's model card: 7.3B; OLMo 2's 7B with a vocabulary of 100,278       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
 		{"gemma-3-1b.json", 999_885_952}, // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
 	}
 	for _, tt := range tests {
@@ -95,7 +96,7 @@ func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "deepseek_v3"}`, `model_type "deepseek_v3" needs multi-head latent attention and dense first layers beside the experts, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo2, olmo3, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -279,6 +280,24 @@ func TestHFGranite(t *testing.T) {
 	s.Training.PP = 2
 	if err := s.Training.PipelineOK(&m); err == nil || !strings.Contains(err.Error(), "scaling") {
 		t.Errorf("a pipeline over Granite's scaled logits: %v, want it refused", err)
+	}
+}
+
+// TestHFOlmo3 checks OLMo 3 as modular_olmo3.py builds it: OLMo 2's block,
+// Gemma 2's rotary embedding (tables in the stream's dtype, the rotated
+// query and key still cast back), and sliding windows on all but every
+// fourth layer, from layer_types or Olmo3Config's default without them.
+func TestHFOlmo3(t *testing.T) {
+	for _, f := range []string{"olmo3-7b.json", "olmo3-1b-shape.json"} {
+		s, err := LoadHF(filepath.Join("testdata", "hf", f), Overrides{Batch: 1, Seq: 8192})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := s.Model
+		if !m.PostNorm || !m.QKNormWhole || !m.NormProductFP32 || !m.RoPECast || m.RoPEFP32 ||
+			m.SlidingWindow != 4096 || m.SlidingPattern != 4 {
+			t.Errorf("%s: model %+v", f, m)
+		}
 	}
 }
 

@@ -26,9 +26,10 @@ type Attention struct {
 	// (heads·head_dim) before the split into heads, and QKNormFP32 the
 	// norm's product in fp32 (OLMo 2, model.RMSNorm.FP32Product).
 	QKNorm, QKNormOffset, QKNormWhole, QKNormFP32 bool
-	// RoPEFP32 keeps the rotary tables fp32 and casts the rotated query
-	// and key back to their dtype (OLMo 2's apply_rotary_pos_emb).
-	RoPEFP32 bool
+	// RoPEFP32 keeps the rotary tables fp32 (OLMo 2's rotary embedding);
+	// RoPECast casts the rotated query and key back to their dtype (OLMo
+	// 2's and 3's apply_rotary_pos_emb).
+	RoPEFP32, RoPECast bool
 	// KVCache marks attention that fills a key/value cache in training
 	// (transformers' GPT-2 with use_cache=True).
 	KVCache bool
@@ -90,6 +91,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("qk_norm_whole", &k.QKNormWhole)
 	a.bool("qk_norm_fp32", &k.QKNormFP32)
 	a.bool("rope_fp32", &k.RoPEFP32)
+	a.bool("rope_cast", &k.RoPECast)
 	a.bool("kv_cache", &k.KVCache)
 	a.float("p", &k.P, 0, 1, false)
 	a.float("out_dropout", &k.OutDropout, 0, 1, false)

@@ -82,6 +82,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("qk_norm_whole", &m.QKNormWhole)
 		mm.bool("norm_product_fp32", &m.NormProductFP32)
 		mm.bool("rope_fp32", &m.RoPEFP32)
+		mm.bool("rope_cast", &m.RoPECast)
 		mm.float("embedding_multiplier", &m.EmbeddingMultiplier, 0, 1e6)
 		mm.float("residual_multiplier", &m.ResidualMultiplier, 0, 1e6)
 		mm.float("logits_scaling", &m.LogitsScaling, 0, 1e6)

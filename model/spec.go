@@ -98,9 +98,11 @@ type Model struct {
 	ResidualMultiplier  float64 `json:"residual_multiplier,omitempty"`
 	LogitsScaling       float64 `json:"logits_scaling,omitempty"`
 	// RoPEFP32 keeps the rotary tables in fp32 whatever the stream's
-	// dtype, and casts the rotated queries and keys back to theirs
-	// (OLMo 2's Olmo2RotaryEmbedding and apply_rotary_pos_emb).
+	// dtype (OLMo 2's Olmo2RotaryEmbedding); RoPECast casts the rotated
+	// queries and keys back to their dtype, a copy where the rotation
+	// promoted them (OLMo 2's and 3's apply_rotary_pos_emb).
 	RoPEFP32 bool `json:"rope_fp32,omitempty"`
+	RoPECast bool `json:"rope_cast,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.
