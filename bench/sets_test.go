@@ -30,6 +30,8 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h100-olmo2.jsonl",
 	"results/2026-11-27-h100-granite.jsonl",
 	"results/2026-11-27-h100-lora-new.jsonl",
+	"results/2026-11-27-h200-olmo3.jsonl",
+	"results/2026-11-27-h200-olmo3-traces/runs.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the

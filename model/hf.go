@@ -257,10 +257,14 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		// cast back (modeling_olmo2.py).
 		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPEFP32, m.RoPECast = true, true, true, true, true, true
 	case "olmo3":
-		// OLMo 2's block with Gemma 2's rotary embedding (tables in the
-		// stream's dtype) and sliding windows on all but every fourth
-		// layer (layer_types; modular_olmo3.py).
-		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPECast = true, true, true, true, true
+		// OLMo 2's block and sliding windows on all but every fourth
+		// layer (layer_types; modular_olmo3.py). In transformers 5.17
+		// its rotary tables stay fp32 as OLMo 2's do, and the sliding
+		// layers have their own pair, made after the full layers' (the
+		// allocator history of Olmo-3-7B,
+		// bench/results/2026-11-27-h200-olmo3-traces).
+		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPEFP32, m.RoPECast = true, true, true, true, true, true
+		m.LocalRoPE = true
 	case "granite":
 		// Llama with three constants applied unconditionally
 		// (modular_granite.py); attention_multiplier is the attention's

@@ -283,10 +283,11 @@ func TestHFGranite(t *testing.T) {
 	}
 }
 
-// TestHFOlmo3 checks OLMo 3 as modular_olmo3.py builds it: OLMo 2's block,
-// Gemma 2's rotary embedding (tables in the stream's dtype, the rotated
-// query and key still cast back), and sliding windows on all but every
-// fourth layer, from layer_types or Olmo3Config's default without them.
+// TestHFOlmo3 checks OLMo 3 as transformers 5.17 builds it: OLMo 2's block
+// and rotary tables (fp32, the rotated query and key cast back), a second
+// pair of tables for the sliding layers, and sliding windows on all but
+// every fourth layer, from layer_types or Olmo3Config's default without
+// them.
 func TestHFOlmo3(t *testing.T) {
 	for _, f := range []string{"olmo3-7b.json", "olmo3-1b-shape.json"} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", f), Overrides{Batch: 1, Seq: 8192})
@@ -294,8 +295,8 @@ func TestHFOlmo3(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := s.Model
-		if !m.PostNorm || !m.QKNormWhole || !m.NormProductFP32 || !m.RoPECast || m.RoPEFP32 ||
-			m.SlidingWindow != 4096 || m.SlidingPattern != 4 {
+		if !m.PostNorm || !m.QKNormWhole || !m.NormProductFP32 || !m.RoPECast || !m.RoPEFP32 ||
+			!m.LocalRoPE || m.SlidingWindow != 4096 || m.SlidingPattern != 4 {
 			t.Errorf("%s: model %+v", f, m)
 		}
 	}
