@@ -114,10 +114,11 @@ func (s *sim) gemmaRMSNorm(x, w *tensor, rows int64) *tensor {
 
 // olmo2RMSNorm is transformers' Olmo2RMSNorm: the normalised fp32 rows
 // times the weight, (weight · h).to(input_dtype), so the product is fp32
-// (type promotion over a half weight) and is what the weight's gradient
-// saves, in fp32; the cast back comes next, and the normalised rows, bound
-// to hidden_states, go when the function returns (modeling_olmo2.py; its
-// allocator history, bench/results/2026-11-27-h100-olmo2-traces).
+// (type promotion over a half weight) and the weight's gradient saves the
+// fp32 rows, not a half copy as Llama's does; the cast back comes next,
+// and the normalised rows, bound to hidden_states, go when the function
+// returns (modeling_olmo2.py; its allocator history,
+// bench/results/2026-11-27-h100-olmo2-traces).
 func (s *sim) olmo2RMSNorm(x, w *tensor, rows int64) *tensor {
 	nrm := s.rmsNormalize(x, rows)
 	y32 := s.mul(w, nrm)
