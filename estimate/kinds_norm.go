@@ -15,7 +15,10 @@ func init() {
 	})
 	register(model.KLayerNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.LayerNorm)
-		return &layerNormOp{s.param(k.Dim, "ln.weight"), s.optParam(k.Bias, k.Dim, "ln.bias")}
+		if k.Plain {
+			return &layerNormOp{plain: true}
+		}
+		return &layerNormOp{w: s.param(k.Dim, "ln.weight"), b: s.optParam(k.Bias, k.Dim, "ln.bias")}
 	})
 	register(model.KRMSNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.RMSNorm)
@@ -33,10 +36,29 @@ func (o *batchNormOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 	return s.batchNorm(x, o.w, o.b, o.k.Channels)
 }
 
-type layerNormOp struct{ w, b *tensor }
+type layerNormOp struct {
+	w, b  *tensor
+	plain bool // OlmoLayerNorm (model.LayerNorm.Plain)
+}
 
 func (o *layerNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	if o.plain {
+		return s.plainLayerNorm(x, s.rows(sh))
+	}
 	return s.layerNorm(x, o.w, o.b, s.rows(sh))
+}
+
+// plainLayerNorm is OLMo's OlmoLayerNorm: F.layer_norm(x.to(fp32), shape,
+// None, None).to(x.dtype): the fp32 copy, a temporary argument that only
+// layer_norm's saving keeps, the fp32 output, and its cast back
+// (modeling_olmo.py).
+func (s *sim) plainLayerNorm(x *tensor, rows int64) *tensor {
+	h := s.to(x, f32)
+	y := s.layerNorm(h, nil, nil, rows)
+	s.unref(h)
+	out := s.to(y, x.dt)
+	s.unref(y)
+	return out
 }
 
 type rmsNormOp struct {

@@ -347,6 +347,9 @@ func (s *sim) layerNorm(x, w, b *tensor, rows int64) *tensor {
 // bench/results/2026-11-23-h100-traces/whisper).
 func (s *sim) layerNormPartials(n *node, rows int64, w, b *tensor) {
 	const tile = 32
+	if w == nil {
+		return // no weight, no weight gradient (OlmoLayerNorm)
+	}
 	cols := w.elems
 	if rows <= 65536 || cols/tile >= s.cfg.sms/2 {
 		return

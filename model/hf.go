@@ -16,7 +16,7 @@ import (
 // each maps to.
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
-	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
+	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -32,7 +32,6 @@ var hfPending = map[string]string{
 	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
-	"olmo":        "a LayerNorm without weight or bias, in fp32, and optional clamping of q, k and v (clip_qkv)",
 	"phi":         "a parallel attention and MLP block over one LayerNorm, biased projections and partial rotary embeddings",
 	"starcoder2":  "LayerNorms with bias and a GELU MLP with biases",
 	"cohere":      "a parallel block over one bias-free LayerNorm and logits times logit_scale",
@@ -256,6 +255,14 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		m.SandwichNorm, m.QKNorm, m.LocalRoPE = true, true, true
 		m.LogitSoftcap = c.float("final_logit_softcapping", 0)
 		m.AttnSoftcap = c.float("attn_logit_softcapping", 0)
+	case "olmo":
+		// Llama with OlmoLayerNorm: no weight or bias, in fp32
+		// (modeling_olmo.py). clip_qkv clamps q, k and v in place,
+		// which is not modelled.
+		m.PlainNorm = true
+		if v, ok := c.raw["clip_qkv"]; ok && v != nil {
+			c.fail("clip_qkv: OLMo's in-place clamping of q, k and v is not modelled yet (configs with clip_qkv null are)")
+		}
 	case "olmo2":
 		// Olmo2DecoderLayer: a norm after each branch only; q_norm and
 		// k_norm over the whole projections; Olmo2RMSNorm's product in
@@ -367,7 +374,7 @@ func (m *Model) llamaOptions(f map[string]any) {
 		key string
 		on  bool
 	}{
-		{"qk_norm", m.QKNorm}, {"fused_qkv", m.FusedQKV}, {"sandwich_norm", m.SandwichNorm},
+		{"qk_norm", m.QKNorm}, {"fused_qkv", m.FusedQKV}, {"sandwich_norm", m.SandwichNorm}, {"plain_norm", m.PlainNorm},
 		{"post_norm", m.PostNorm}, {"qk_norm_whole", m.QKNormWhole}, {"norm_product_fp32", m.NormProductFP32},
 		{"rope_fp32", m.RoPEFP32}, {"rope_cast", m.RoPECast}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
 	} {

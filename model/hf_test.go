@@ -34,6 +34,7 @@ func TestHFParams(t *testing.T) {
 		{"falcon-7b.json", 6_921_720_704},
 		{"gemma-2-2b.json", 2_614_341_888},
 		{"granite-3.1-2b.json", 2_533_531_648}, // granite-3.1-2b's model card: 2.5B; by hand, 49,155 × 2,048 tied + 40 × (10,485,760 attention + 50,331,648 MLP + 4,096 norms) + 2,048
+		{"olmo-1b.json", 1_176_764_416},        // OLMo-1B-hf's model card: 1.18B; by hand, 50,304 × 2,048 tied + 16 × (16,777,216 attention + 50,331,648 MLP)
 		{"olmo2-1b.json", 1_484_916_736},
 		{"olmo2-7b.json", 7_298_617_344}, // OLMo-2-1124-7B's model card: 7.3B
 		{"olmo3-7b.json", 7_298_011_136}, // Olmo-3-1025-7B's model card: 7.3B; OLMo 2's 7B with a vocabulary of 100,278       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
@@ -96,7 +97,7 @@ func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "deepseek_v3"}`, `model_type "deepseek_v3" needs multi-head latent attention and dense first layers beside the experts, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo2, olmo3, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -299,6 +300,24 @@ func TestHFOlmo3(t *testing.T) {
 			!m.LocalRoPE || m.SlidingWindow != 4096 || m.SlidingPattern != 4 {
 			t.Errorf("%s: model %+v", f, m)
 		}
+	}
+}
+
+// TestHFOlmo checks OLMo (1) as modeling_olmo.py builds it: Llama with
+// LayerNorms without weight or bias in fp32 (no norm parameters), and a
+// config that clamps q, k and v refused.
+func TestHFOlmo(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "olmo-1b.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Model.PlainNorm || s.Model.PostNorm || s.Model.QKNorm {
+		t.Errorf("model %+v", s.Model)
+	}
+	_, err = ParseHF("clip.json", []byte(`{"model_type": "olmo", "hidden_size": 64, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "clip_qkv": 8.0}`), Overrides{Batch: 1, Seq: 16})
+	if err == nil || !strings.Contains(err.Error(), "clip_qkv") {
+		t.Errorf("clip_qkv 8: %v, want it refused", err)
 	}
 }
 

@@ -36,6 +36,9 @@ func (k *BatchNorm) params(*Layer) float64 { return 2 * f64(k.Channels) }
 type LayerNorm struct {
 	Dim  int64
 	Bias bool
+	// Plain is OLMo's OlmoLayerNorm: no weight or bias, the input cast to
+	// fp32 first and the output back to the input's dtype.
+	Plain bool
 }
 
 // Kind is the name specs use for the kind.
@@ -44,13 +47,19 @@ func (*LayerNorm) Kind() string { return KLayerNorm }
 func (k *LayerNorm) decode(a *args, _ *Layer) {
 	a.int("dim", &k.Dim, true)
 	a.bool("bias", &k.Bias)
+	a.bool("plain", &k.Plain)
 }
 
 func (k *LayerNorm) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 	return s, needWidth(l, s, k.Dim, "dim")
 }
 
-func (k *LayerNorm) params(*Layer) float64 { return f64(k.Dim) * (1 + b64(k.Bias)) }
+func (k *LayerNorm) params(*Layer) float64 {
+	if k.Plain {
+		return 0
+	}
+	return f64(k.Dim) * (1 + b64(k.Bias))
+}
 
 // RMSNorm is transformers' RMSNorm over the last dimension: LlamaRMSNorm
 // (normalised in fp32, cast back, times the weight), or with Offset

@@ -55,7 +55,7 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		return
 	}
-	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.QKNormWhole || m.LogitSoftcap > 0 || m.granite() {
+	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 || m.granite() {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", m.describe())
 		return
 	}
@@ -90,8 +90,8 @@ func (m *Model) describe() string {
 		return "a fused qkv projection"
 	case m.LogitSoftcap > 0:
 		return "a logit softcap"
-	case m.PostNorm || m.QKNormWhole:
-		return "OLMo 2's norms"
+	case m.PostNorm || m.QKNormWhole || m.PlainNorm:
+		return "OLMo's norms"
 	case m.granite():
 		return "Granite's multipliers"
 	}

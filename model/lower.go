@@ -79,7 +79,7 @@ func (m *Model) lowerLlama() []Layer {
 	d := m.Hidden
 	// The decoder layer registers self_attn and mlp, then its norms.
 	norm := func() Layer {
-		l := L(&RMSNorm{Dim: d, Offset: m.Gemma, FP32Product: m.NormProductFP32})
+		l := m.llamaNorm()
 		l.Registered = 1
 		return l
 	}
@@ -112,9 +112,18 @@ func (m *Model) lowerLlama() []Layer {
 	return seq(
 		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0}),
 		L(&Repeat{Times: m.NumLayers}, block...),
-		L(&RMSNorm{Dim: d, Offset: m.Gemma, FP32Product: m.NormProductFP32}),
+		m.llamaNorm(),
 		L(head),
 	)
+}
+
+// llamaNorm is a llama model's norm: an RMSNorm (LlamaRMSNorm, or
+// Gemma's, or OLMo 2's), or OLMo's plain LayerNorm.
+func (m *Model) llamaNorm() Layer {
+	if m.PlainNorm {
+		return L(&LayerNorm{Dim: m.Hidden, Plain: true})
+	}
+	return L(&RMSNorm{Dim: m.Hidden, Offset: m.Gemma, FP32Product: m.NormProductFP32})
 }
 
 // mlp is a Llama-style block's MLP: gated, or a mixture of gated experts.

@@ -79,6 +79,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("qk_norm", &m.QKNorm)
 		mm.bool("sandwich_norm", &m.SandwichNorm)
 		mm.bool("post_norm", &m.PostNorm)
+		mm.bool("plain_norm", &m.PlainNorm)
 		mm.bool("qk_norm_whole", &m.QKNormWhole)
 		mm.bool("norm_product_fp32", &m.NormProductFP32)
 		mm.bool("rope_fp32", &m.RoPEFP32)

@@ -86,6 +86,9 @@ type Model struct {
 	// NormProductFP32 makes every RMSNorm multiply its weight into the
 	// fp32 normalised rows and cast the product back, (w·h).to(dtype),
 	// where Llama's casts first, w·h.to(dtype) (OLMo 2's Olmo2RMSNorm).
+	// PlainNorm makes a llama model's norms OLMo's: LayerNorms without
+	// weight or bias, in fp32 (OlmoLayerNorm).
+	PlainNorm       bool `json:"plain_norm,omitempty"`
 	PostNorm        bool `json:"post_norm,omitempty"`
 	QKNormWhole     bool `json:"qk_norm_whole,omitempty"`
 	NormProductFP32 bool `json:"norm_product_fp32,omitempty"`
