@@ -256,10 +256,12 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		m.LogitSoftcap = c.float("final_logit_softcapping", 0)
 		m.AttnSoftcap = c.float("attn_logit_softcapping", 0)
 	case "olmo":
-		// Llama with OlmoLayerNorm: no weight or bias, in fp32
-		// (modeling_olmo.py). clip_qkv clamps q, k and v in place,
-		// which is not modelled.
-		m.PlainNorm = true
+		// Llama with OlmoLayerNorm: no weight or bias, in fp32, and the
+		// rotary embedding OLMo 2 took from it: fp32 tables, the rotated
+		// query and key cast back (modeling_olmo.py; OLMo-1B's allocator
+		// history, bench/results/2026-11-27-h100-olmo-traces). clip_qkv
+		// clamps q, k and v in place, which is not modelled.
+		m.PlainNorm, m.RoPEFP32, m.RoPECast = true, true, true
 		if v, ok := c.raw["clip_qkv"]; ok && v != nil {
 			c.fail("clip_qkv: OLMo's in-place clamping of q, k and v is not modelled yet (configs with clip_qkv null are)")
 		}
