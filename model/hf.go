@@ -243,6 +243,36 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	gemma := mt == "gemma" || mt == "gemma2" || mt == "gemma3_text"
 	m.Tied = c.bool("tie_word_embeddings", gemma)
 	m.Gemma = gemma
+	c.blockFamily(m, mt)
+	c.sliding(m, mt)
+	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
+	m.MLPBias = c.bool("mlp_bias", false)
+	m.AttnDropout = c.float("attention_dropout", 0)
+	m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
+	m.QKNorm = m.QKNorm || mt == "qwen3" || mt == "qwen3_moe"
+	m.FusedQKV = mt == "phi3"
+	switch mt {
+	case "mixtral":
+		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+	case "qwen2_moe", "qwen3_moe":
+		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+		m.Intermediate = c.int("moe_intermediate_size", 0, true)
+		if mt == "qwen2_moe" {
+			m.SharedExpert, m.SharedGate = c.int("shared_expert_intermediate_size", 0, true), true
+		}
+		if v, ok := c.raw["mlp_only_layers"].([]any); ok && len(v) > 0 {
+			c.fail("mlp_only_layers: dense layers inside a mixture-of-experts model are not modelled yet")
+		}
+		if step := c.int("decoder_sparse_step", 1, false); step != 1 {
+			c.fail("decoder_sparse_step %d: only every layer sparse (1) is modelled", step)
+		}
+	}
+}
+
+// blockFamily sets what a llama-type model_type changes in Llama's block:
+// Gemma 2's and 3's sandwich norms and softcaps, OLMo's norms and rotary
+// embedding, Granite's constants.
+func (c *hfConfig) blockFamily(m *Model, mt string) {
 	switch mt {
 	case "gemma2":
 		m.SandwichNorm = true
@@ -287,29 +317,6 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		m.EmbeddingMultiplier = c.float("embedding_multiplier", 1)
 		m.ResidualMultiplier = c.float("residual_multiplier", 1)
 		m.LogitsScaling = c.float("logits_scaling", 1)
-	}
-	c.sliding(m, mt)
-	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
-	m.MLPBias = c.bool("mlp_bias", false)
-	m.AttnDropout = c.float("attention_dropout", 0)
-	m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
-	m.QKNorm = m.QKNorm || mt == "qwen3" || mt == "qwen3_moe"
-	m.FusedQKV = mt == "phi3"
-	switch mt {
-	case "mixtral":
-		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
-	case "qwen2_moe", "qwen3_moe":
-		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
-		m.Intermediate = c.int("moe_intermediate_size", 0, true)
-		if mt == "qwen2_moe" {
-			m.SharedExpert, m.SharedGate = c.int("shared_expert_intermediate_size", 0, true), true
-		}
-		if v, ok := c.raw["mlp_only_layers"].([]any); ok && len(v) > 0 {
-			c.fail("mlp_only_layers: dense layers inside a mixture-of-experts model are not modelled yet")
-		}
-		if step := c.int("decoder_sparse_step", 1, false); step != 1 {
-			c.fail("decoder_sparse_step %d: only every layer sparse (1) is modelled", step)
-		}
 	}
 }
 
