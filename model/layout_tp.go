@@ -74,12 +74,12 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	}
 }
 
-// describe names a model for messages about what a layout supports.
 // granite says whether m applies any of Granite's constants.
 func (m *Model) granite() bool {
 	return m.EmbeddingMultiplier > 0 || m.ResidualMultiplier > 0 || m.LogitsScaling > 0
 }
 
+// describe names a model for messages about what a layout supports.
 func (m *Model) describe() string {
 	switch {
 	case m.Type != Llama:
