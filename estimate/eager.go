@@ -91,8 +91,7 @@ func (s *sim) eagerScores(q, k, mask *tensor, scores int64, softcap float64) *te
 	s.unref(kfolded)
 	s.unref(qc)
 	s.unref(kc)
-	w := s.scalarOp(sc)
-	s.unref(sc)
+	w := s.rescale(sc)
 	if softcap > 0 {
 		// Gemma 2's eager_attention_forward (measured: held-out set 21,
 		// bench/results/2026-11-27-h100-heldout21.jsonl).

@@ -214,8 +214,8 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 			// views all three as heads after (modeling_olmo2.py): the
 			// rotary embedding's gradient comes back heads-major, and
 			// the view's backward copies it before the norm's.
-			q := a.wholeNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows)
-			kk := a.wholeNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows)
+			q := a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows)
+			kk := a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows)
 			v := s.matmul(x, a.v, a.vB, st.rows, kvd)
 			st.q = headView(s, q, heads || k.RoPE)
 			st.k = headView(s, kk, heads || k.RoPE)
@@ -282,37 +282,23 @@ func (a *attnOp) mathSDPA(s *sim) bool {
 	return !s.cfg.eager && s.cfg.compute == f32 && a.k.KVHeads != a.k.Heads
 }
 
-// qkNorm is Qwen3's RMSNorm over head_dim on rows heads (QKNorm), or t
-// itself without it.
+// qkNorm is the query or key norm over rows rows (QKNorm), or t itself
+// without one: Qwen3's and Gemma 3's over each head, OLMo 2's over the
+// whole projection (QKNormWhole), each in its model's RMSNorm
+// (rmsNormOf).
 func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 	if !a.k.QKNorm {
 		return t
 	}
-	// The norm runs on the projection's view(hidden_shape) and its output
-	// is transposed, so its gradient comes back strided through all of
-	// its elementwise backward and the view's backward (reshape) copies
-	// it (measured: the tiny MoE's bf16 checkpointed trace,
-	// bench/results/moe-traces/moe-bf16-ckpt).
-	v := headView(s, t, true)
-	var y *tensor
-	if a.k.QKNormOffset {
-		y = s.gemmaRMSNorm(v, w, rows) // Gemma 3's q_norm and k_norm
-	} else {
-		y = s.rmsNorm(v, w, rows)
+	if !a.k.QKNormWhole {
+		// The norm runs on the projection's view(hidden_shape) and its
+		// output is transposed, so its gradient comes back strided
+		// through all of its elementwise backward and the view's
+		// backward (reshape) copies it (measured: the tiny MoE's bf16
+		// checkpointed trace, bench/results/moe-traces/moe-bf16-ckpt).
+		t = headView(s, t, true)
 	}
-	s.unref(v)
-	return y
-}
-
-// wholeNorm is OLMo 2's q_norm or k_norm: one RMSNorm over each row of a
-// whole projection (QKNormWhole), before the split into heads.
-func (a *attnOp) wholeNorm(s *sim, t, w *tensor, rows int64) *tensor {
-	var y *tensor
-	if a.k.QKNormFP32 {
-		y = s.olmo2RMSNorm(t, w, rows)
-	} else {
-		y = s.rmsNorm(t, w, rows)
-	}
+	y := s.rmsNormOf(t, w, rows, a.k.QKNormOffset, a.k.QKNormFP32)
 	s.unref(t)
 	return y
 }

@@ -57,9 +57,7 @@ func (o *embeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	// Gemma's hidden_states = inputs_embeds * normalizer, Granite's
 	// inputs_embeds * embedding_multiplier: a new tensor in the rows'
 	// dtype; the looked-up rows go with the name.
-	z := s.scalarOp(y)
-	s.unref(y)
-	return z
+	return s.rescale(y)
 }
 
 // addedEmbeddingOp is a learned embedding added to the stream: positions
@@ -205,11 +203,7 @@ func (o *lmHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		logits = s.softcap(logits)
 	}
 	if k.Scale {
-		// logits = logits / logits_scaling: the rebinding drops the
-		// undivided logits once the quotient exists (Granite).
-		d := s.scalarOp(logits)
-		s.unref(logits)
-		logits = d
+		logits = s.rescale(logits) // logits / logits_scaling (Granite)
 	}
 	s.lossAfterAutocast()
 	src := s.ref(logits)

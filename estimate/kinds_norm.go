@@ -68,13 +68,20 @@ type rmsNormOp struct {
 }
 
 func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	return s.rmsNormOf(x, o.w, s.rows(sh), o.offset, o.fp32Product)
+}
+
+// rmsNormOf is the RMSNorm a model uses, for its layers and its query and
+// key norms alike: GemmaRMSNorm (offset), Olmo2RMSNorm (fp32Product) or
+// LlamaRMSNorm.
+func (s *sim) rmsNormOf(x, w *tensor, rows int64, offset, fp32Product bool) *tensor {
 	switch {
-	case o.offset:
-		return s.gemmaRMSNorm(x, o.w, s.rows(sh))
-	case o.fp32Product:
-		return s.olmo2RMSNorm(x, o.w, s.rows(sh))
+	case offset:
+		return s.gemmaRMSNorm(x, w, rows)
+	case fp32Product:
+		return s.olmo2RMSNorm(x, w, rows)
 	}
-	return s.rmsNorm(x, o.w, s.rows(sh))
+	return s.rmsNorm(x, w, rows)
 }
 
 // rmsNorm is transformers' LlamaRMSNorm: h = x.float();

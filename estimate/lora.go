@@ -143,9 +143,7 @@ func (s *sim) adapterProduct(xa *tensor, ad *adapter, rows int64) *tensor {
 	s.unref(in)
 	z := s.matmul(h, ad.b, nil, rows, ad.b.second)
 	s.unref(h)
-	sc := s.scalarOp(z)
-	s.unref(z)
-	return sc
+	return s.rescale(z)
 }
 
 // requireGrad is output.requires_grad_(True) on a tensor without history

@@ -142,19 +142,24 @@ func (s *sim) contiguous(x *tensor) *tensor {
 // scalarOp is x·c: nothing saved; its backward allocates grad·c.
 func (s *sim) scalarOp(x *tensor) *tensor { return s.unary("scalar op", x, false, false) }
 
+// rescale is x = x·c (or x / c) in Python: the product, then x dropped by
+// the rebinding. It consumes the caller's reference to x.
+func (s *sim) rescale(x *tensor) *tensor {
+	y := s.scalarOp(x)
+	s.unref(x)
+	return y
+}
+
 // softcap is cap·tanh(x/cap) as transformers writes it (Gemma 2's logits
 // and eager attention scores): x / cap, tanh, · cap, each a new tensor of
 // x's size and dtype, tanh keeping its output for backward. It consumes
 // the caller's reference to x, which Python's rebinding drops once the
 // division is made (x = x / cap).
 func (s *sim) softcap(x *tensor) *tensor {
-	d := s.scalarOp(x)
-	s.unref(x)
+	d := s.rescale(x)
 	t := s.unary("Tanh", d, false, true)
 	s.unref(d)
-	y := s.scalarOp(t)
-	s.unref(t)
-	return y
+	return s.rescale(t)
 }
 
 // repeatKV is transformers' repeat_kv of the keys and values to every
@@ -277,12 +282,10 @@ func (s *sim) geluNew(x *tensor) *tensor {
 		n.pairTemps = xc.bytes()
 	}
 	s.unref(xc)
-	a := s.scalarOp(p)
-	s.unref(p)
+	a := s.rescale(p)
 	b := s.add(x, a)
 	s.unref(a)
-	c := s.scalarOp(b)
-	s.unref(b)
+	c := s.rescale(b)
 	t := s.unary("Tanh", c, false, true)
 	s.unref(c)
 	u := s.addScalar(t)
