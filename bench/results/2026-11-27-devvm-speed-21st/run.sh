@@ -23,14 +23,20 @@ done
 echo "== base $(git -C "$root" rev-parse --short "$base") head $(git -C "$root" rev-parse --short HEAD) $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in 1 2 3; do
 	for v in base head; do
-		(cd "$root/estimate" && GOMAXPROCS=1 "$w/est-$v" -test.run X -test.bench '^BenchmarkEstimate$/7b|EstimateMix|AllocatorReplay/7b' -test.benchtime 200x -test.benchmem | grep Benchmark | sed "s/^/$v /")
-		(cd "$root/report" && GOMAXPROCS=1 "$w/rep-$v" -test.run X -test.bench Report50x12 -test.benchtime 1x | grep Benchmark | sed "s/^/$v /")
+		# Each binary runs in its own checkout, with the specs and
+		# configs its benchmarks list.
+		src=$root
+		[[ $v == base ]] && src=$w/base
+		(cd "$src/estimate" && GOMAXPROCS=1 "$w/est-$v" -test.run X -test.bench '^BenchmarkEstimate$/7b|EstimateMix|AllocatorReplay/7b' -test.benchtime 200x -test.benchmem | grep Benchmark | sed "s/^/$v /")
+		(cd "$src/report" && GOMAXPROCS=1 "$w/rep-$v" -test.run X -test.bench Report50x12 -test.benchtime 1x | grep Benchmark | sed "s/^/$v /")
 	done
 done
 echo "== instructions per round of BenchmarkEstimateMix, GOGC=off (callgrind, 3 and 1 rounds)"
 for v in base head; do
-	one=$(cd "$root/estimate" && GOGC=off GOMAXPROCS=1 valgrind --tool=callgrind --callgrind-out-file="$w/cg1" "$w/est-$v" -test.run X -test.bench EstimateMix -test.benchtime 1x 2>&1 | awk '/Collected/ {print $4}')
-	many=$(cd "$root/estimate" && GOGC=off GOMAXPROCS=1 valgrind --tool=callgrind --callgrind-out-file="$w/cg3" "$w/est-$v" -test.run X -test.bench EstimateMix -test.benchtime 3x 2>&1 | awk '/Collected/ {print $4}')
+	src=$root
+	[[ $v == base ]] && src=$w/base
+	one=$(cd "$src/estimate" && GOGC=off GOMAXPROCS=1 valgrind --tool=callgrind --callgrind-out-file="$w/cg1" "$w/est-$v" -test.run X -test.bench EstimateMix -test.benchtime 1x 2>&1 | awk '/Collected/ {print $4}')
+	many=$(cd "$src/estimate" && GOGC=off GOMAXPROCS=1 valgrind --tool=callgrind --callgrind-out-file="$w/cg3" "$w/est-$v" -test.run X -test.bench EstimateMix -test.benchtime 3x 2>&1 | awk '/Collected/ {print $4}')
 	echo "$v $(((many - one) / 2))"
 done
 git -C "$root" worktree remove --force "$w/base"
