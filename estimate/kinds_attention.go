@@ -208,12 +208,19 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 			st.k = a.qkNorm(s, kk, a.kNorm, st.rows*k.KVHeads)
 			st.q.perm, st.k.perm, st.v.perm = true, true, true
 			return
-		case k.QKNorm && k.QKNormWhole:
-			// OLMo 2 normalises each whole projection as it comes,
-			// q_norm(q_proj(x)), k_norm(k_proj(x)), then v_proj(x), and
-			// views all three as heads after (modeling_olmo2.py): the
-			// rotary embedding's gradient comes back heads-major, and
-			// the view's backward copies it before the norm's.
+		case k.ProjectFirst || k.QKNorm && k.QKNormWhole:
+			// OLMo makes all three projections before it views any as
+			// heads (modeling_olmo.py, where clip_qkv may clamp them
+			// first), and OLMo 2 normalises each whole projection as it
+			// comes, q_norm(q_proj(x)), k_norm(k_proj(x)), then
+			// v_proj(x), and views all three after (modeling_olmo2.py).
+			// The views' nodes are then the latest made, so in backward
+			// their copies of the heads-major gradients all come before
+			// the projections' products (measured: OLMo-1B's
+			// checkpointed histories, the three copies and then the
+			// products, bench/results/2026-11-27-h100-olmo-ckpt-traces),
+			// and the rotary embedding's gradient is copied before the
+			// norm's.
 			q := a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows)
 			kk := a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows)
 			v := s.matmul(x, a.v, a.vB, st.rows, kvd)

@@ -289,9 +289,11 @@ func (c *hfConfig) blockFamily(m *Model, mt string) {
 		// Llama with OlmoLayerNorm: no weight or bias, in fp32, and the
 		// rotary embedding OLMo 2 took from it: fp32 tables, the rotated
 		// query and key cast back (modeling_olmo.py; OLMo-1B's allocator
-		// history, bench/results/2026-11-27-h100-olmo-traces). clip_qkv
-		// clamps q, k and v in place, which is not modelled.
-		m.PlainNorm, m.RoPEFP32, m.RoPECast = true, true, true
+		// history, bench/results/2026-11-27-h100-olmo-traces); q, k and v
+		// all projected before any is viewed as heads (its checkpointed
+		// histories, bench/results/2026-11-27-h100-olmo-ckpt-traces).
+		// clip_qkv clamps q, k and v in place, which is not modelled.
+		m.PlainNorm, m.RoPEFP32, m.RoPECast, m.ProjectFirst = true, true, true, true
 		if v, ok := c.raw["clip_qkv"]; ok && v != nil {
 			c.fail("clip_qkv: OLMo's in-place clamping of q, k and v is not modelled yet (configs with clip_qkv null are)")
 		}
@@ -385,7 +387,7 @@ func (m *Model) llamaOptions(f map[string]any) {
 	}{
 		{"qk_norm", m.QKNorm}, {"fused_qkv", m.FusedQKV}, {"sandwich_norm", m.SandwichNorm}, {"plain_norm", m.PlainNorm},
 		{"post_norm", m.PostNorm}, {"qk_norm_whole", m.QKNormWhole}, {"norm_product_fp32", m.NormProductFP32},
-		{"rope_fp32", m.RoPEFP32}, {"rope_cast", m.RoPECast}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
+		{"rope_fp32", m.RoPEFP32}, {"rope_cast", m.RoPECast}, {"project_first", m.ProjectFirst}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
 	} {
 		if o.on {
 			f[o.key] = true

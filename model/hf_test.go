@@ -304,15 +304,15 @@ func TestHFOlmo3(t *testing.T) {
 }
 
 // TestHFOlmo checks OLMo (1) as modeling_olmo.py builds it: Llama with
-// LayerNorms without weight or bias in fp32 (no norm parameters) and the
-// rotary embedding OLMo 2 inherits, and a config that clamps q, k and v
-// refused.
+// LayerNorms without weight or bias in fp32 (no norm parameters), the
+// rotary embedding OLMo 2 inherits and all three projections made before
+// any is viewed as heads, and a config that clamps q, k and v refused.
 func TestHFOlmo(t *testing.T) {
 	s, err := LoadHF(filepath.Join("testdata", "hf", "olmo-1b.json"), Overrides{Batch: 1, Seq: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Model.PlainNorm || !s.Model.RoPEFP32 || !s.Model.RoPECast || s.Model.PostNorm || s.Model.QKNorm {
+	if !s.Model.PlainNorm || !s.Model.RoPEFP32 || !s.Model.RoPECast || !s.Model.ProjectFirst || s.Model.PostNorm || s.Model.QKNorm {
 		t.Errorf("model %+v", s.Model)
 	}
 	_, err = ParseHF("clip.json", []byte(`{"model_type": "olmo", "hidden_size": 64, "num_hidden_layers": 2,

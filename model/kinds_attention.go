@@ -30,6 +30,11 @@ type Attention struct {
 	// RoPECast casts the rotated query and key back to their dtype (OLMo
 	// 2's and 3's apply_rotary_pos_emb).
 	RoPEFP32, RoPECast bool
+	// ProjectFirst makes all three projections before any is viewed as
+	// heads (OLMo's attention, which may clamp them first: clip_qkv);
+	// QKNormWhole implies it (OLMo 2 normalises the whole projections
+	// before viewing them).
+	ProjectFirst bool
 	// KVCache marks attention that fills a key/value cache in training
 	// (transformers' GPT-2 with use_cache=True).
 	KVCache bool
@@ -92,6 +97,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("qk_norm_fp32", &k.QKNormFP32)
 	a.bool("rope_fp32", &k.RoPEFP32)
 	a.bool("rope_cast", &k.RoPECast)
+	a.bool("project_first", &k.ProjectFirst)
 	a.bool("kv_cache", &k.KVCache)
 	a.float("p", &k.P, 0, 1, false)
 	a.float("out_dropout", &k.OutDropout, 0, 1, false)
@@ -122,6 +128,9 @@ func (k *Attention) validate(e *errs, line int) {
 	}
 	if k.Heads > 0 && k.KVHeads > 0 && k.Heads%k.KVHeads != 0 {
 		e.add(line, "attention: kv_heads (%d) must divide heads (%d)", k.KVHeads, k.Heads)
+	}
+	if k.ProjectFirst && k.QKNorm && !k.QKNormWhole {
+		e.add(line, "attention: project_first with per-head qk_norm is no transformers attention (per-head norms view each projection as heads first; use qk_norm_whole)")
 	}
 }
 

@@ -26,6 +26,8 @@ func TestNewKindErrors(t *testing.T) {
 			"x.yaml:7: training: missing required field \"seq\" (the sequence length)"},
 		{"groupnorm missing", head + "  input: {image: {channels: 3}}\n  layers:\n    - groupnorm\ntraining: {batch: 1}\n",
 			"x.yaml:6: groupnorm: missing required field \"groups\""},
+		{"project_first with per-head norms", head + "  input: {tokens: {vocab: 100}}\n  layers:\n    - embedding: {vocab: 100, dim: 64}\n    - attention: {dim: 64, heads: 4, qk_norm: true, project_first: true}\ntraining: {batch: 1, seq: 8}\n",
+			"x.yaml:7: attention: project_first with per-head qk_norm"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -101,7 +101,8 @@ func (m *Model) lowerLlama() []Layer {
 				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
 				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
 				QKNormWhole: m.QKNormWhole, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast,
-				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
+				ProjectFirst: m.ProjectFirst,
+				Window:       m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
 				Softcap: m.AttnSoftcap})), post())...),
 		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(m.mlp()), post())...),
 	)

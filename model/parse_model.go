@@ -84,6 +84,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("norm_product_fp32", &m.NormProductFP32)
 		mm.bool("rope_fp32", &m.RoPEFP32)
 		mm.bool("rope_cast", &m.RoPECast)
+		mm.bool("project_first", &m.ProjectFirst)
 		mm.float("embedding_multiplier", &m.EmbeddingMultiplier, 0, 1e6)
 		mm.float("residual_multiplier", &m.ResidualMultiplier, 0, 1e6)
 		mm.float("logits_scaling", &m.LogitsScaling, 0, 1e6)

@@ -106,6 +106,9 @@ type Model struct {
 	// promoted them (OLMo 2's and 3's apply_rotary_pos_emb).
 	RoPEFP32 bool `json:"rope_fp32,omitempty"`
 	RoPECast bool `json:"rope_cast,omitempty"`
+	// ProjectFirst makes the attention's three projections before it
+	// views any of them as heads (OLMo's, Attention.ProjectFirst).
+	ProjectFirst bool `json:"project_first,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.
