@@ -33,6 +33,7 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-olmo3.jsonl",
 	"results/2026-11-27-h200-olmo3-traces/runs.jsonl",
 	"results/2026-11-27-h100-olmo.jsonl",
+	"results/2026-11-27-h200-eagercopy.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
