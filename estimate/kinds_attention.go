@@ -439,7 +439,7 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 			// Gemma 2's causal_mask_mapping: a full and a sliding
 			// mask, each materialised under eager attention (from
 			// transformers' source; measured: held-out set 21).
-			s.mask2 = s.alloc(s.mask.elems, s.mask.dt, catTemp, "sliding mask (eager)")
+			s.mask2 = s.eagerMask(s.slidingBool(sh[0]), s.mask.dt, "sliding mask (eager)")
 		}
 		// A local of the model's forward, freed when it returns
 		// (dropBodyHold); with checkpointing each segment's frame keeps
@@ -473,9 +473,23 @@ func (s *sim) dropMasks() {
 // once per forward for eager attention, in the model's dtype.
 func (s *sim) causalMask(seq, dt int64) *tensor {
 	if s.mask == nil {
-		s.mask = s.alloc(s.cfg.batch*seq*seq, dt, catTemp, "causal mask")
+		s.mask = s.eagerMask(s.alloc(seq*seq, 1, catTemp, "causal mask (bool)"), dt, "causal mask")
 	}
 	return s.mask
+}
+
+// eagerMask is transformers' eager_mask over sdpa_mask's boolean mask
+// ([1, 1, seq, seq], expanded over the batch as a view): torch.where
+// materialises the additive mask for each sequence of the batch, and the
+// boolean goes when eager_mask returns (measured: masking_utils.py:81 and
+// 604 in the Llama-3.2-1B, OLMo-1B, GPT-2, Pythia and Gemma 2 eager
+// histories; its placement moved Llama-3.2-1B's reserved memory by 12% at
+// 2 × 2,048 tokens, bench/results/2026-11-27-h200-eagercopy-traces). It
+// consumes b.
+func (s *sim) eagerMask(b *tensor, dt int64, name string) *tensor {
+	m := s.alloc(s.cfg.batch*b.elems, dt, catTemp, name)
+	s.unref(b)
+	return m
 }
 
 // linear is one of the attention's projections: a Conv1D's

@@ -43,15 +43,23 @@ func maskedIn(s *sim, ins []*inst, seq int64) bool {
 // and_mask, causal_mask_function, 16 MiB each;
 // bench/results/2026-11-27-sliding-traces/).
 func (s *sim) slidingMask(seq int64) *tensor {
+	s.mask = s.slidingBool(seq)
+	return s.mask
+}
+
+// slidingBool builds the sliding layers' boolean mask (slidingMask; under
+// eager attention eagerMask turns it into the additive one, measured:
+// Gemma-2-2B eager, bench/results/2026-11-27-gemma-eager-traces).
+func (s *sim) slidingBool(seq int64) *tensor {
 	n := seq * seq
 	inner := s.alloc(n, 1, catTemp, "sliding mask (window)")
 	both := s.alloc(n, 1, catTemp, "sliding mask (and)")
 	s.unref(inner)
 	causal := s.alloc(n, 1, catTemp, "sliding mask (causal)")
-	s.mask = s.alloc(n, 1, catTemp, "sliding mask")
+	m := s.alloc(n, 1, catTemp, "sliding mask")
 	s.unref(causal)
 	s.unref(both)
-	return s.mask
+	return m
 }
 
 // maskedSDPA is transformers' sdpa_attention_forward given a mask (the
