@@ -44,7 +44,7 @@ func (r *ringAttnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	st := s.attnState(sh[0])
 	st.rows = st.b * st.seq
 	a.project(s, x, st)
-	if k.RoPE {
+	if a.rope {
 		a.rotary(s, x, st)
 	}
 	y := r.ring(s, st)

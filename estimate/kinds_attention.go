@@ -20,7 +20,10 @@ type attnOp struct {
 	k *model.Attention
 	// window is the sliding window the layer attends through, 0 for
 	// none (model.Attention.SlidingAt).
-	window               int64
+	window int64
+	// rope says whether this layer rotates its queries and keys
+	// (model.Attention.RoPEAt: SmolLM3's NoPE layers do not).
+	rope                 bool
 	qkv, qkvB            *tensor
 	q, qB, kw, kB, v, vB *tensor
 	o, oB                *tensor
@@ -31,6 +34,7 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.Attention)
 	a := &attnOp{k: k}
 	a.window, _ = k.SlidingAt(s.layerAt)
+	a.rope = k.RoPEAt(s.layerAt)
 	if k.RoPE && k.Style == "hf" {
 		// The model's rotary embedding module: inv_freq and
 		// original_inv_freq, fp32 buffers of half the rotated dims,
@@ -103,8 +107,13 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	st := s.attnState(sh[0])
 	st.rows = st.b * st.seq
 	a.project(s, x, st)
-	if k.RoPE {
+	switch {
+	case a.rope:
 		a.rotary(s, x, st)
+	case k.RoPE && k.Style == "hf":
+		// A NoPE layer's query_states stays bound until the module
+		// returns, as the rotated one does (rotary).
+		st.held = append(st.held, s.ref(st.q))
 	}
 	if a.cached(s) {
 		a.kvCache(s, st)
@@ -224,8 +233,8 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 			q := a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows)
 			kk := a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows)
 			v := s.matmul(x, a.v, a.vB, st.rows, kvd)
-			st.q = headView(s, q, heads || k.RoPE)
-			st.k = headView(s, kk, heads || k.RoPE)
+			st.q = headView(s, q, heads || a.rope)
+			st.k = headView(s, kk, heads || a.rope)
 			st.v = headView(s, v, heads)
 			st.q.perm, st.k.perm, st.v.perm = true, true, true
 			return
@@ -233,8 +242,8 @@ func (a *attnOp) project(s *sim, x *tensor, st *attnState) {
 			st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
 			st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
 		default:
-			st.q = headView(s, s.matmul(x, a.q, a.qB, st.rows, qd), heads || k.RoPE)
-			st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || k.RoPE)
+			st.q = headView(s, s.matmul(x, a.q, a.qB, st.rows, qd), heads || a.rope)
+			st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || a.rope)
 		}
 		st.v = headView(s, s.matmul(x, a.v, a.vB, st.rows, kvd), heads)
 		// Each is its projection viewed [batch, seq, heads, dim] and
@@ -378,7 +387,7 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 		}
 	default:
 		y = s.sdpa(st.q, st.k, st.v, st.b, k.Heads, st.seq, k.HeadDim)
-		if k.RoPE && k.Rotary > 0 && k.Rotary < 1 && k.Style == "hf" {
+		if a.rope && k.Rotary > 0 && k.Rotary < 1 && k.Style == "hf" {
 			// Partial rotary concatenates q back into a head-major
 			// tensor, so the fused kernel's output is head-major too and
 			// transformers' transpose(1, 2).contiguous() copies it; the

@@ -195,3 +195,25 @@ func TestGemma3Attention(t *testing.T) {
 		t.Errorf("Mistral-7B v0.1 past its window (eight key/value heads): no fp32 repeat_kv copies, want one per key and value")
 	}
 }
+
+// TestNoRoPE: SmolLM3 leaves the rotary embedding out of every fourth
+// layer (no_rope_layers), so a forward rotates the queries and keys of 27
+// of its 36 layers: rotate_half's outputs (two per layer, the query's and
+// the key's) are three quarters of Llama's with every layer rotating.
+func TestNoRoPE(t *testing.T) {
+	count := func(pattern int64) (n int) {
+		t.Helper()
+		spec := loadHF(t, "smollm3-3b.json", model.Overrides{Batch: 1, Seq: 256})
+		spec.Model.NoRoPEPattern = pattern
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			if alloc && x.name == "rotate_half" {
+				n++
+			}
+		})
+		return n
+	}
+	with, without := count(4), count(0)
+	if without == 0 || with*4 != without*3 {
+		t.Errorf("rotate_half outputs: %d with every fourth layer NoPE, %d without; want three quarters", with, without)
+	}
+}

@@ -17,6 +17,7 @@ import (
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
+	"smollm3": Llama, "starcoder2": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -33,9 +34,7 @@ var hfPending = map[string]string{
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
 	"phi":         "a parallel attention and MLP block over one LayerNorm, biased projections and partial rotary embeddings",
-	"starcoder2":  "LayerNorms with bias and a GELU MLP with biases",
 	"cohere":      "a parallel block over one bias-free LayerNorm and logits times logit_scale",
-	"smollm3":     "layers without rotary embeddings (no_rope_layers)",
 	"gpt_bigcode": "multi-query attention in a GPT-2 style block",
 	"mamba":       "state-space layers",
 	"mamba2":      "state-space layers",
@@ -241,7 +240,9 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	}
 	m.HeadDim = c.int("head_dim", hd, false)
 	gemma := mt == "gemma" || mt == "gemma2" || mt == "gemma3_text"
-	m.Tied = c.bool("tie_word_embeddings", gemma)
+	// Starcoder2Config, like Gemma's, ties the head to the embeddings
+	// unless told otherwise.
+	m.Tied = c.bool("tie_word_embeddings", gemma || mt == "starcoder2")
 	m.Gemma = gemma
 	c.blockFamily(m, mt)
 	c.sliding(m, mt)
@@ -251,6 +252,9 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
 	m.QKNorm = m.QKNorm || mt == "qwen3" || mt == "qwen3_moe"
 	m.FusedQKV = mt == "phi3"
+	if mt == "starcoder2" {
+		c.starcoder2(m)
+	}
 	switch mt {
 	case "mixtral":
 		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
@@ -267,6 +271,21 @@ func (c *hfConfig) llama(m *Model, mt string) {
 			c.fail("decoder_sparse_step %d: only every layer sparse (1) is modelled", step)
 		}
 	}
+}
+
+// starcoder2 reads StarCoder2's changes to Llama's block
+// (modeling_starcoder2.py): nn.LayerNorms with weight and bias, a bias on
+// every projection (use_bias), a two-layer MLP (c_fc, the activation,
+// c_proj), and dropouts on the embeddings (embedding_dropout), on each
+// branch's output inside it (residual_dropout) and on eager attention's
+// probabilities (attention_dropout). Its configs' norm_type and mlp_type
+// are not read by transformers, nor here.
+func (c *hfConfig) starcoder2(m *Model) {
+	bias := c.bool("use_bias", true)
+	m.AttentionBias, m.OutBias, m.MLPBias = bias, bias, bias
+	m.AffineNorm, m.PlainMLP = true, true
+	m.Activation = c.str("hidden_act", "gelu_pytorch_tanh")
+	m.Dropout, m.EmbeddingDropout = c.float("residual_dropout", 0), c.float("embedding_dropout", 0)
 }
 
 // blockFamily sets what a llama-type model_type changes in Llama's block:
@@ -312,6 +331,11 @@ func (c *hfConfig) blockFamily(m *Model, mt string) {
 		// bench/results/2026-11-27-h200-olmo3-traces).
 		m.PostNorm, m.QKNorm, m.QKNormWhole, m.NormProductFP32, m.RoPEFP32, m.RoPECast = true, true, true, true, true, true
 		m.LocalRoPE = true
+	case "smollm3":
+		// Llama whose every no_rope_layer_interval-th layer (NoPE) skips
+		// apply_rotary_pos_emb (modeling_smollm3.py: use_rope), the
+		// rotary tables made once for the others.
+		c.noRoPE(m)
 	case "granite":
 		// Llama with three constants applied unconditionally
 		// (modular_granite.py); attention_multiplier is the attention's
@@ -360,6 +384,9 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 				f["sliding_pattern"] = m.SlidingPattern
 			}
 		}
+		if m.NoRoPEPattern > 1 {
+			f["no_rope_pattern"] = m.NoRoPEPattern
+		}
 		if m.Experts > 0 {
 			f["experts"], f["top_k"] = m.Experts, m.TopK
 			if m.SharedExpert > 0 {
@@ -387,7 +414,8 @@ func (m *Model) llamaOptions(f map[string]any) {
 	}{
 		{"qk_norm", m.QKNorm}, {"fused_qkv", m.FusedQKV}, {"sandwich_norm", m.SandwichNorm}, {"plain_norm", m.PlainNorm},
 		{"post_norm", m.PostNorm}, {"qk_norm_whole", m.QKNormWhole}, {"norm_product_fp32", m.NormProductFP32},
-		{"rope_fp32", m.RoPEFP32}, {"rope_cast", m.RoPECast}, {"project_first", m.ProjectFirst}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
+		{"rope_fp32", m.RoPEFP32}, {"rope_cast", m.RoPECast}, {"project_first", m.ProjectFirst},
+		{"layer_norm", m.AffineNorm}, {"plain_mlp", m.PlainMLP}, {"out_bias", m.OutBias}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
 	} {
 		if o.on {
 			f[o.key] = true
@@ -399,11 +427,48 @@ func (m *Model) llamaOptions(f map[string]any) {
 	}{
 		{"embedding_multiplier", m.EmbeddingMultiplier}, {"residual_multiplier", m.ResidualMultiplier},
 		{"logits_scaling", m.LogitsScaling}, {"logit_softcap", m.LogitSoftcap}, {"attn_softcap", m.AttnSoftcap},
+		{"dropout", m.Dropout}, {"embedding_dropout", m.EmbeddingDropout},
 	} {
 		if o.v > 0 {
 			f[o.key] = o.v
 		}
 	}
+}
+
+// noRoPE reads SmolLM3's NoPE layers: no_rope_layers (1: the layer
+// rotates, 0: it does not), or without it every no_rope_layer_interval-th
+// layer (SmolLM3Config's default, 4). Patterns other than "all but every
+// P-th" are refused, as is use_sliding_window (SmolLM3's sliding layers are
+// its NoPE layers, not modelled).
+func (c *hfConfig) noRoPE(m *Model) {
+	if c.bool("use_sliding_window", false) {
+		c.fail("use_sliding_window: SmolLM3's sliding-window layers are not modelled yet")
+	}
+	list, ok := c.raw["no_rope_layers"].([]any)
+	if !ok || len(list) == 0 {
+		if p := c.int("no_rope_layer_interval", 4, false); p > 1 {
+			m.NoRoPEPattern = p
+		}
+		return
+	}
+	rope := make([]bool, len(list))
+	for i, v := range list {
+		f, isNum := v.(float64)
+		rope[i] = isNum && f != 0
+	}
+	first := slices.Index(rope, false)
+	if first < 0 {
+		return
+	}
+	pattern, fits := int64(first+1), first > 0
+	for i, r := range rope {
+		fits = fits && r == ((int64(i)+1)%pattern != 0)
+	}
+	if !fits {
+		c.fail("no_rope_layers: layers without rotary embeddings in an order memplan does not model (none, or every P-th)")
+		return
+	}
+	m.NoRoPEPattern = pattern
 }
 
 // sliding reads transformers' sliding-window attention: Gemma 2's on
@@ -418,7 +483,7 @@ func (c *hfConfig) sliding(m *Model, mt string) {
 		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), 2
 	case "gemma3_text":
 		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), c.int("sliding_window_pattern", 6, false)
-	case "mistral", "mixtral":
+	case "mistral", "mixtral", "starcoder2":
 		m.SlidingWindow = c.int("sliding_window", 0, false)
 	case "olmo3":
 		// Olmo3Config's default layer_types: every fourth layer full.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,9 +37,11 @@ func TestHFParams(t *testing.T) {
 		{"granite-3.1-2b.json", 2_533_531_648}, // granite-3.1-2b's model card: 2.5B; by hand, 49,155 × 2,048 tied + 40 × (10,485,760 attention + 50,331,648 MLP + 4,096 norms) + 2,048
 		{"olmo-1b.json", 1_176_764_416},        // OLMo-1B-hf's model card: 1.18B; by hand, 50,304 × 2,048 tied + 16 × (16,777,216 attention + 50,331,648 MLP)
 		{"olmo2-1b.json", 1_484_916_736},
-		{"olmo2-7b.json", 7_298_617_344}, // OLMo-2-1124-7B's model card: 7.3B
-		{"olmo3-7b.json", 7_298_011_136}, // Olmo-3-1025-7B's model card: 7.3B; OLMo 2's 7B with a vocabulary of 100,278       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
-		{"gemma-3-1b.json", 999_885_952}, // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
+		{"olmo2-7b.json", 7_298_617_344},      // OLMo-2-1124-7B's model card: 7.3B
+		{"olmo3-7b.json", 7_298_011_136},      // Olmo-3-1025-7B's model card: 7.3B; OLMo 2's 7B with a vocabulary of 100,278       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
+		{"smollm3-3b.json", 3_075_098_624},    // SmolLM3-3B's model card: 3.08B; by hand, 128,256 × 2,048 tied + 36 × (10,485,760 attention + 67,633,152 MLP + 4,096 norms) + 2,048
+		{"starcoder2-3b.json", 3_030_371_328}, // StarCoder2-3B's model card: 3B; by hand, 49,152 × 3,072 tied + 30 × (19,928,064 attention with biases + 75,509,760 MLP with biases + 12,288 norms) + 6,144
+		{"gemma-3-1b.json", 999_885_952},      // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -97,7 +100,7 @@ func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "deepseek_v3"}`, `model_type "deepseek_v3" needs multi-head latent attention and dense first layers beside the experts, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -346,5 +349,73 @@ func TestForkSpec(t *testing.T) {
 	}
 	if _, err := Parse("f.yaml", []byte("model: {type: sequential, input: tokens, layers: [{fork: []}]}\ntraining: {batch: 1, seq: 4}\n"), Overrides{}); err == nil || !strings.Contains(err.Error(), "fork: want a list of branches") {
 		t.Errorf("empty fork: err = %v", err)
+	}
+}
+
+// TestHFSmolLM3 checks SmolLM3's NoPE layers: no_rope_layers [1, 1, 1, 0,
+// …] is every fourth layer without rotary embeddings, an irregular list
+// and use_sliding_window are refused, and without the list
+// no_rope_layer_interval (default 4) gives the pattern.
+func TestHFSmolLM3(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "smollm3-3b.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Model.NoRoPEPattern != 4 || !s.Model.Tied || s.Model.KVHeads != 4 {
+		t.Errorf("model %+v", s.Model)
+	}
+	var rope []bool
+	for _, l := range s.Model.Lower() {
+		walkAttention(l, func(a *Attention) {
+			for i := int64(0); i < 8; i++ {
+				rope = append(rope, a.RoPEAt(i))
+			}
+		})
+	}
+	if want := []bool{true, true, true, false, true, true, true, false}; len(rope) < 8 || !slices.Equal(rope[:8], want) {
+		t.Errorf("RoPEAt(0..7) = %v, want %v", rope, want)
+	}
+	const base = `"model_type": "smollm3", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128`
+	for _, tt := range []struct {
+		name, extra, want string
+		pattern           int64
+	}{
+		{"interval", `"no_rope_layer_interval": 2`, "", 2},
+		{"default interval", ``, "", 4},
+		{"all rotate", `"no_rope_layers": [1, 1, 1, 1]`, "", 0},
+		{"irregular", `"no_rope_layers": [1, 0, 0, 1]`, "no_rope_layers: layers without rotary embeddings in an order", 0},
+		{"sliding", `"use_sliding_window": true, "sliding_window": 16`, "use_sliding_window", 0},
+	} {
+		extra := ""
+		if tt.extra != "" {
+			extra = ", " + tt.extra
+		}
+		s, err := ParseHF("x.json", []byte("{"+base+extra+"}"), Overrides{Batch: 1, Seq: 16})
+		switch {
+		case tt.want != "":
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s: %v, want an error with %q", tt.name, err, tt.want)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case s.Model.NoRoPEPattern != tt.pattern:
+			t.Errorf("%s: pattern %d, want %d", tt.name, s.Model.NoRoPEPattern, tt.pattern)
+		}
+	}
+}
+
+// TestHFStarcoder2 checks StarCoder2's block as modeling_starcoder2.py
+// builds it: nn.LayerNorms, a bias on every projection, the two-layer
+// MLP, the head tied by default, the three dropouts, and the window on
+// every layer (its parameters: TestHFParams).
+func TestHFStarcoder2(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "starcoder2-3b.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Model
+	if !m.AffineNorm || !m.PlainMLP || !m.OutBias || !m.AttentionBias || !m.MLPBias || !m.Tied ||
+		m.Dropout != 0.1 || m.EmbeddingDropout != 0.1 || m.AttnDropout != 0.1 || m.SlidingWindow != 4096 || m.SlidingPattern > 1 {
+		t.Errorf("model %+v", m)
 	}
 }

@@ -62,6 +62,11 @@ type Attention struct {
 	// LocalRoPE: the sliding-window layers rotate with the model's local
 	// rotary tables (Model.LocalRoPE).
 	LocalRoPE bool
+	// NoRoPEPattern P > 1 leaves the rotary embedding out of the copy of
+	// a repeat that is layer i of the model when (i+1) % P == 0
+	// (Model.NoRoPEPattern: SmolLM3's NoPE layers); 0 rotates in every
+	// layer.
+	NoRoPEPattern int64
 	// Softcap caps eager attention's scores (Model.AttnSoftcap).
 	Softcap float64
 }
@@ -70,6 +75,12 @@ type Attention struct {
 // model, attends through a sliding window, and the window.
 func (k *Attention) SlidingAt(layer int64) (int64, bool) {
 	return slidingAt(k.Window, k.WindowPattern, layer)
+}
+
+// RoPEAt reports whether the attention, as layer (0-based) of its model,
+// applies rotary embeddings.
+func (k *Attention) RoPEAt(layer int64) bool {
+	return k.RoPE && !(k.NoRoPEPattern > 1 && (layer+1)%k.NoRoPEPattern == 0)
 }
 
 // Eager attention's softmax conventions (Attention.Softmax).
@@ -98,6 +109,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("rope_fp32", &k.RoPEFP32)
 	a.bool("rope_cast", &k.RoPECast)
 	a.bool("project_first", &k.ProjectFirst)
+	a.int("no_rope_pattern", &k.NoRoPEPattern, false)
 	a.bool("kv_cache", &k.KVCache)
 	a.float("p", &k.P, 0, 1, false)
 	a.float("out_dropout", &k.OutDropout, 0, 1, false)
@@ -128,6 +140,9 @@ func (k *Attention) validate(e *errs, line int) {
 	}
 	if k.Heads > 0 && k.KVHeads > 0 && k.Heads%k.KVHeads != 0 {
 		e.add(line, "attention: kv_heads (%d) must divide heads (%d)", k.KVHeads, k.Heads)
+	}
+	if k.NoRoPEPattern == 1 || k.NoRoPEPattern > 1 && !k.RoPE {
+		e.add(line, "attention: no_rope_pattern %d leaves out the rotary embedding of every %d-th layer: it needs rope and a pattern of 2 or more (rope: false rotates in no layer)", k.NoRoPEPattern, k.NoRoPEPattern)
 	}
 	if k.ProjectFirst && k.QKNorm && !k.QKNormWhole {
 		e.add(line, "attention: project_first with per-head qk_norm is no transformers attention (per-head norms view each projection as heads first; use qk_norm_whole)")

@@ -55,7 +55,7 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		return
 	}
-	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 || m.granite() {
+	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 || m.granite() || m.NoRoPEPattern > 0 || m.starcoder() {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", m.describe())
 		return
 	}
@@ -79,6 +79,12 @@ func (m *Model) granite() bool {
 	return m.EmbeddingMultiplier > 0 || m.ResidualMultiplier > 0 || m.LogitsScaling > 0
 }
 
+// starcoder says whether m has any of StarCoder2's changes to Llama's
+// block, which torchtitan's plan does not shard.
+func (m *Model) starcoder() bool {
+	return m.AffineNorm || m.PlainMLP || m.OutBias || m.Dropout > 0 || m.EmbeddingDropout > 0
+}
+
 // describe names a model for messages about what a layout supports.
 func (m *Model) describe() string {
 	switch {
@@ -94,6 +100,10 @@ func (m *Model) describe() string {
 		return "OLMo's norms"
 	case m.granite():
 		return "Granite's multipliers"
+	case m.NoRoPEPattern > 0:
+		return "layers without rotary embeddings"
+	case m.starcoder():
+		return "StarCoder2's block"
 	}
 	return "sandwich norms"
 }

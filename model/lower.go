@@ -98,42 +98,54 @@ func (m *Model) lowerLlama() []Layer {
 	block := seq(
 		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(
 			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
-				Bias: m.AttentionBias, RoPE: true, Causal: true, P: m.AttnDropout, Style: "hf",
+				Bias: m.AttentionBias, OutBias: m.OutBias, RoPE: true, Causal: true, P: m.AttnDropout,
+				OutDropout: m.Dropout, Style: "hf",
 				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
 				QKNormWhole: m.QKNormWhole, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast,
-				ProjectFirst: m.ProjectFirst,
-				Window:       m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
+				ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
+				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
 				Softcap: m.AttnSoftcap})), post())...),
-		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(m.mlp()), post())...),
+		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), m.mlp(), post())...),
 	)
 	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap, Scale: m.LogitsScaling > 0}
 	if m.Tied {
 		head.Tie = "embed_tokens"
 	}
-	return seq(
-		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0}),
-		L(&Repeat{Times: m.NumLayers}, block...),
-		m.llamaNorm(),
-		L(head),
+	return cat(
+		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0})),
+		dropout(m.EmbeddingDropout),
+		seq(L(&Repeat{Times: m.NumLayers}, block...),
+			m.llamaNorm(),
+			L(head)),
 	)
 }
 
 // llamaNorm is a llama model's norm: an RMSNorm (LlamaRMSNorm, or
-// Gemma's, or OLMo 2's), or OLMo's plain LayerNorm.
+// Gemma's, or OLMo 2's), OLMo's plain LayerNorm or StarCoder2's
+// nn.LayerNorm.
 func (m *Model) llamaNorm() Layer {
-	if m.PlainNorm {
+	switch {
+	case m.PlainNorm:
 		return L(&LayerNorm{Dim: m.Hidden, Plain: true})
+	case m.AffineNorm:
+		return ln(m.Hidden)
 	}
 	return L(&RMSNorm{Dim: m.Hidden, Offset: m.Gemma, FP32Product: m.NormProductFP32})
 }
 
-// mlp is a Llama-style block's MLP: gated, or a mixture of gated experts.
-func (m *Model) mlp() Layer {
-	if m.Experts > 0 {
-		return L(&MoE{Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
-			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias})
+// mlp is a Llama-style block's MLP: gated, a mixture of gated experts, or
+// StarCoder2's two projections around the activation with its residual
+// dropout after them (Starcoder2MLP).
+func (m *Model) mlp() []Layer {
+	switch {
+	case m.Experts > 0:
+		return seq(L(&MoE{Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
+			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias}))
+	case m.PlainMLP:
+		return cat(seq(linear(m.Hidden, m.Intermediate, m.MLPBias), Act(m.Activation),
+			linear(m.Intermediate, m.Hidden, m.MLPBias)), dropout(m.Dropout))
 	}
-	return L(&GatedMLP{Dim: m.Hidden, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias})
+	return seq(L(&GatedMLP{Dim: m.Hidden, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias}))
 }
 
 // lowerBERT follows transformers' BertLayer. BertSelfOutput and BertOutput

@@ -109,6 +109,24 @@ type Model struct {
 	// ProjectFirst makes the attention's three projections before it
 	// views any of them as heads (OLMo's, Attention.ProjectFirst).
 	ProjectFirst bool `json:"project_first,omitempty"`
+	// NoRoPEPattern P > 1 leaves the rotary embedding out of every layer
+	// i with (i+1) % P == 0 (SmolLM3's NoPE layers, no_rope_layers); 0
+	// rotates in every layer.
+	NoRoPEPattern int64 `json:"no_rope_pattern,omitempty"`
+	// AffineNorm makes a llama model's norms nn.LayerNorm with weight
+	// and bias (StarCoder2's); PlainMLP its MLP two projections around
+	// the activation (c_fc, act, c_proj) instead of a gated one; OutBias
+	// puts a bias on the attention's output projection (StarCoder2's
+	// use_bias; attention_bias is the q, k and v projections' alone, as
+	// Qwen2 has them).
+	AffineNorm bool `json:"layer_norm,omitempty"`
+	PlainMLP   bool `json:"plain_mlp,omitempty"`
+	OutBias    bool `json:"out_bias,omitempty"`
+	// EmbeddingDropout is a llama model's dropout on the embeddings
+	// (StarCoder2's embedding_dropout); a llama model's Dropout is on
+	// each branch's output inside it, after the attention's output
+	// projection and after the MLP (StarCoder2's residual_dropout).
+	EmbeddingDropout float64 `json:"embedding_dropout,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.
