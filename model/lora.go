@@ -61,26 +61,14 @@ const (
 	QuantNF4  = "nf4"
 )
 
-// loraNames are the module names transformers uses per model type for the
-// linears LoRA can target (docs/lora.md §9), attention first then MLP.
-var loraNames = map[string][2][]string{
-	GPT2:  {{"c_attn", "c_proj"}, {"c_fc", "c_proj"}},
-	Llama: {{"q_proj", "k_proj", "v_proj", "o_proj"}, {"gate_proj", "up_proj", "down_proj"}},
-	BERT:  {{"query", "key", "value", "dense"}, {"dense"}},
-	NeoX:  {{"query_key_value", "dense"}, {"dense_h_to_4h", "dense_4h_to_h"}},
-}
-
-// LoRANames returns the module names LoRA targets can name for a model
-// type, sorted; nil when the type has no named linears.
-func LoRANames(modelType string) []string {
-	g, ok := loraNames[modelType]
-	if !ok {
-		return nil
-	}
+// LoRANames returns the module names LoRA targets can name in the model
+// (transformers' names of its linears, LoRALinears), sorted; nil when its
+// type has no named linears.
+func (m *Model) LoRANames() []string {
 	var out []string
-	for _, n := range append(append([]string(nil), g[0]...), g[1]...) {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
+	for _, x := range m.LoRALinears() {
+		if x.Group != "" && !slices.Contains(out, x.Name) {
+			out = append(out, x.Name)
 		}
 	}
 	slices.Sort(out)
@@ -100,7 +88,7 @@ func (l *LoRA) String() string {
 
 // parseTargets reads attn, mlp, all, or a comma list of module names that
 // must exist in the model type.
-func parseTargets(v, modelType string, dst *LoRA) error {
+func parseTargets(v string, m *Model, dst *LoRA) error {
 	s := strings.ToLower(strings.TrimSpace(v))
 	switch s {
 	case TargetsAttn, TargetsMLP, TargetsAll:
@@ -110,7 +98,7 @@ func parseTargets(v, modelType string, dst *LoRA) error {
 		dst.Targets, dst.Names = TargetsAll, nil
 		return nil
 	}
-	valid := LoRANames(modelType)
+	valid, modelType := m.LoRANames(), m.Type
 	var names []string
 	for _, n := range strings.Split(v, ",") {
 		n = strings.TrimSpace(n)
@@ -157,12 +145,12 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 			for _, c := range tn.Content {
 				parts = append(parts, c.Value)
 			}
-			if err := parseTargets(strings.Join(parts, ","), m.Type, l); err != nil {
+			if err := parseTargets(strings.Join(parts, ","), m, l); err != nil {
 				e.add(tn.Line, "targets: %v", err)
 			}
 		} else if s := ""; tn != nil {
 			if ln, ok := lm.str("targets", &s); ok {
-				if err := parseTargets(s, m.Type, l); err != nil {
+				if err := parseTargets(s, m, l); err != nil {
 					e.add(ln, "targets: %v", err)
 				}
 			}
@@ -179,7 +167,7 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	} else if o.LoRATargets != "" || o.LoRAAlpha != "" || o.LoRADropout != "" || o.LoRAAdapterDtype != "" {
 		e.add(0, "--lora-targets, --lora-alpha, --lora-dropout and --lora-adapter-dtype need a rank (--lora R or training.lora.rank)")
 	}
-	if t.LoRA.Enabled() && LoRANames(m.Type) == nil && m.Type != "" {
+	if t.LoRA.Enabled() && m.LoRANames() == nil && m.Type != "" {
 		e.add(line, "lora: adapters are modelled for gpt2, llama, bert and neox models, not %s", m.Type)
 	}
 	if t.LoRA.Enabled() && m.Experts > 0 {
@@ -256,7 +244,7 @@ func loraFlags(e *errs, l *LoRA, m *Model, o Overrides) {
 		l.Rank = o.LoRA
 	}
 	if o.LoRATargets != "" {
-		if err := parseTargets(o.LoRATargets, m.Type, l); err != nil {
+		if err := parseTargets(o.LoRATargets, m, l); err != nil {
 			e.add(0, "--lora-targets: %v", err)
 		}
 	}

@@ -36,8 +36,12 @@ func (m *Model) LoRALinears() []LoRALinear {
 		if m.FusedQKV {
 			attn = []LoRALinear{lin("qkv_proj", TargetsAttn, d, (m.Heads+2*kv)*hd)}
 		}
-		return append(attn, lin("o_proj", TargetsAttn, m.Heads*hd, d),
-			lin("gate_proj", TargetsMLP, d, f), lin("up_proj", TargetsMLP, d, f), lin("down_proj", TargetsMLP, f, d))
+		attn = append(attn, lin("o_proj", TargetsAttn, m.Heads*hd, d))
+		if m.PlainMLP {
+			// StarCoder2's Starcoder2MLP.
+			return append(attn, lin("c_fc", TargetsMLP, d, f), lin("c_proj", TargetsMLP, f, d))
+		}
+		return append(attn, lin("gate_proj", TargetsMLP, d, f), lin("up_proj", TargetsMLP, d, f), lin("down_proj", TargetsMLP, f, d))
 	case BERT:
 		return []LoRALinear{lin("query", TargetsAttn, d, d), lin("key", TargetsAttn, d, d), lin("value", TargetsAttn, d, d),
 			lin("dense", TargetsAttn, d, d), lin("dense", TargetsMLP, d, f), lin("dense", TargetsMLP, f, d),

@@ -54,9 +54,11 @@ FAMILIES = {
     "llama": (["q_proj", "k_proj", "v_proj", "o_proj"], ["gate_proj", "up_proj", "down_proj"]),
     "gpt2": (["attn.c_attn", "attn.c_proj"], ["mlp.c_fc", "mlp.c_proj"]),
     "bert": (["query", "key", "value", "attention.output.dense"], ["intermediate.dense", "output.dense"]),
+    "starcoder2": (["q_proj", "k_proj", "v_proj", "o_proj"], ["mlp.c_fc", "mlp.c_proj"]),
 }
 FAMILY_OF = {"llama": "llama", "qwen2": "llama", "qwen3": "llama", "mistral": "llama", "gemma": "llama",
-             "gemma2": "llama", "phi3": "llama", "olmo2": "llama", "granite": "llama",
+             "gemma2": "llama", "phi3": "llama", "olmo": "llama", "olmo2": "llama", "olmo3": "llama", "granite": "llama",
+             "smollm3": "llama", "starcoder2": "starcoder2",
              "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
 
 
