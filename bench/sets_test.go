@@ -34,6 +34,9 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-olmo3-traces/runs.jsonl",
 	"results/2026-11-27-h100-olmo.jsonl",
 	"results/2026-11-27-h200-eagercopy.jsonl",
+	"results/2026-11-27-h200-smollm3.jsonl",
+	"results/2026-11-27-h200-starcoder2.jsonl",
+	"results/2026-11-27-h200-lora-22.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
