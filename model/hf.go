@@ -19,7 +19,7 @@ var HFTypes = map[string]string{
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
 	"smollm3": Llama, "starcoder2": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
-	"gpt_neox": NeoX, "falcon": NeoX, "gemma2": Llama, "gemma3_text": Llama,
+	"gpt_neox": NeoX, "falcon": NeoX, "phi": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
 
 // hfPending are model types that need layers memplan does not have yet,
@@ -33,7 +33,6 @@ var hfPending = map[string]string{
 	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
-	"phi":         "a parallel attention and MLP block over one LayerNorm, biased projections and partial rotary embeddings",
 	"cohere":      "a parallel block over one bias-free LayerNorm and logits times logit_scale",
 	"gpt_bigcode": "multi-query attention in a GPT-2 style block",
 	"mamba":       "state-space layers",
@@ -134,6 +133,8 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 		c.neox(&m)
 	case "falcon":
 		c.falcon(&m)
+	case "phi":
+		c.phi(&m)
 	default: // Llama-style decoders
 		c.llama(&m, mt)
 	}
@@ -198,6 +199,33 @@ func (c *hfConfig) neox(m *Model) {
 	}
 	if !c.bool("use_parallel_residual", true) {
 		c.fail("use_parallel_residual false (sequential GPT-NeoX blocks) is not modelled yet")
+	}
+}
+
+// phi reads PhiConfig (modeling_phi.py): GPT-NeoX's parallel block over
+// one LayerNorm (PhiDecoderLayer: attention and MLP both read
+// input_layernorm's output), separate q, k and v projections, biases on
+// every projection and on lm_head, partial rotary embeddings
+// (partial_rotary_factor, default 0.5), resid_pdrop on each branch's
+// output and embd_pdrop on the embeddings. qk_layernorm is refused.
+func (c *hfConfig) phi(m *Model) {
+	m.NumLayers, m.Hidden, m.Heads = c.int("num_hidden_layers", 0, true), c.int("hidden_size", 0, true), c.int("num_attention_heads", 0, true)
+	m.Vocab, m.Intermediate = c.int("vocab_size", 0, true), c.int("intermediate_size", 0, true)
+	m.KVHeads, m.Tied = c.int("num_key_value_heads", m.Heads, false), c.bool("tie_word_embeddings", false)
+	m.SharedNorm, m.SplitQKV, m.HeadBias, m.AttentionBias, m.MLPBias = true, true, true, true, true
+	m.Activation = c.str("hidden_act", "gelu_new")
+	m.Rotary = c.float("partial_rotary_factor", 0.5)
+	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok {
+		if f, ok := rp["partial_rotary_factor"].(float64); ok {
+			m.Rotary = f
+		}
+	}
+	if m.Rotary <= 0 || m.Rotary > 1 {
+		c.fail("field \"partial_rotary_factor\": want a fraction in (0, 1], got %g", m.Rotary)
+	}
+	m.Dropout, m.EmbeddingDropout, m.AttnDropout = c.float("resid_pdrop", 0), c.float("embd_pdrop", 0), c.float("attention_dropout", 0)
+	if c.bool("qk_layernorm", false) {
+		c.fail("qk_layernorm: Phi's LayerNorms on the queries and keys are not modelled yet")
 	}
 }
 
@@ -367,6 +395,21 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		}
 		if m.Rotary > 0 && m.Rotary < 1 {
 			f["rotary"] = m.Rotary
+		}
+		if m.SplitQKV {
+			f["split_qkv"] = true
+		}
+		if m.HeadBias {
+			f["head_bias"] = true
+		}
+		if m.Dropout > 0 {
+			f["dropout"] = m.Dropout
+		}
+		if m.EmbeddingDropout > 0 {
+			f["embedding_dropout"] = m.EmbeddingDropout
+		}
+		if m.AttnDropout > 0 {
+			f["attention_dropout"] = m.AttnDropout
 		}
 	case BERT:
 		f["positions"], f["type_vocab"], f["intermediate"] = m.Positions, m.TypeVocab, m.Intermediate

@@ -41,6 +41,7 @@ func TestHFParams(t *testing.T) {
 		{"olmo3-7b.json", 7_298_011_136},      // Olmo-3-1025-7B's model card: 7.3B; OLMo 2's 7B with a vocabulary of 100,278       // OLMo-2-0425-1B's model card: 1.48B; by hand, 2 × 100,352 × 2,048 + 16 × (16,777,216 attention + 4,096 q/k norms + 50,331,648 MLP + 4,096 norms) + 2,048
 		{"smollm3-3b.json", 3_075_098_624},    // SmolLM3-3B's model card: 3.08B; by hand, 128,256 × 2,048 tied + 36 × (10,485,760 attention + 67,633,152 MLP + 4,096 norms) + 2,048
 		{"starcoder2-3b.json", 3_030_371_328}, // StarCoder2-3B's model card: 3B; by hand, 49,152 × 3,072 tied + 30 × (19,928,064 attention with biases + 75,509,760 MLP with biases + 12,288 norms) + 6,144
+		{"phi-2.json", 2_779_683_840},         // phi-2's model card: 2.7B; by hand, 2 × 51,200 × 2,560 + 51,200 head bias + 32 × (26,224,640 attention + 52,441,600 MLP + 5,120 norm) + 5,120
 		{"gemma-3-1b.json", 999_885_952},      // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
 	}
 	for _, tt := range tests {
@@ -100,7 +101,7 @@ func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "deepseek_v3"}`, `model_type "deepseek_v3" needs multi-head latent attention and dense first layers beside the experts, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -417,5 +418,25 @@ func TestHFStarcoder2(t *testing.T) {
 	if !m.AffineNorm || !m.PlainMLP || !m.OutBias || !m.AttentionBias || !m.MLPBias || !m.Tied ||
 		m.Dropout != 0.1 || m.EmbeddingDropout != 0.1 || m.AttnDropout != 0.1 || m.SlidingWindow != 4096 || m.SlidingPattern > 1 {
 		t.Errorf("model %+v", m)
+	}
+}
+
+// TestHFPhi checks Phi as modeling_phi.py builds it: GPT-NeoX's parallel
+// block over one LayerNorm with separate q, k and v projections, biases on
+// every projection and the head, 40% of each head rotated, resid_pdrop on
+// both branches; qk_layernorm refused.
+func TestHFPhi(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "phi-2.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Model
+	if m.Type != NeoX || !m.SharedNorm || !m.SplitQKV || !m.HeadBias || m.Tied || m.Rotary != 0.4 || m.Dropout != 0.1 || m.Activation != KGELUNew {
+		t.Errorf("model %+v", m)
+	}
+	_, err = ParseHF("qk.json", []byte(`{"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "qk_layernorm": true}`), Overrides{Batch: 1, Seq: 16})
+	if err == nil || !strings.Contains(err.Error(), "qk_layernorm") {
+		t.Errorf("qk_layernorm: %v, want it refused", err)
 	}
 }

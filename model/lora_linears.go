@@ -47,6 +47,12 @@ func (m *Model) LoRALinears() []LoRALinear {
 			lin("dense", TargetsAttn, d, d), lin("dense", TargetsMLP, d, f), lin("dense", TargetsMLP, f, d),
 			{Name: "dense", In: d, Out: d, Count: 1}} // cls.predictions.transform.dense
 	case NeoX:
+		if m.SplitQKV {
+			// Phi's PhiAttention and PhiMLP.
+			kv := m.KVHeads * (d / m.Heads)
+			return []LoRALinear{lin("q_proj", TargetsAttn, d, d), lin("k_proj", TargetsAttn, d, kv), lin("v_proj", TargetsAttn, d, kv),
+				lin("dense", TargetsAttn, d, d), lin("fc1", TargetsMLP, d, f), lin("fc2", TargetsMLP, f, d)}
+		}
 		return []LoRALinear{lin("query_key_value", TargetsAttn, d, 3*d), lin("dense", TargetsAttn, d, d),
 			lin("dense_h_to_4h", TargetsMLP, d, f), lin("dense_4h_to_h", TargetsMLP, f, d)}
 	}

@@ -297,27 +297,31 @@ func (m *Model) lowerNeoX() []Layer {
 	d := m.Hidden
 	attn := func() Layer {
 		return L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: d / m.Heads,
-			Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Rotary: m.Rotary, Causal: true, FusedQKV: true,
-			KVCache: true, Style: "hf"})
+			Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Rotary: m.Rotary, Causal: true, FusedQKV: !m.SplitQKV,
+			P: m.AttnDropout, KVCache: true, Style: "hf"})
 	}
+	// Each branch's output goes through the block's dropout before the
+	// sum (Phi's resid_dropout, applied to each in turn).
 	mlp := func() []Layer {
-		return seq(linear(d, m.Intermediate, m.MLPBias), Act(m.Activation), linear(m.Intermediate, d, m.MLPBias))
+		return cat(seq(linear(d, m.Intermediate, m.MLPBias), Act(m.Activation), linear(m.Intermediate, d, m.MLPBias)), dropout(m.Dropout))
 	}
+	attnBranch := func() []Layer { return cat(seq(attn()), dropout(m.Dropout)) }
 	fork := func(branches ...[]Layer) Layer { l := L(&Fork{}); l.Branches = branches; return l }
 	var body []Layer
 	if m.SharedNorm {
-		body = seq(ln(d), fork(seq(attn()), mlp()))
+		body = seq(ln(d), fork(attnBranch(), mlp()))
 	} else {
-		body = seq(fork(seq(ln(d), attn()), cat(seq(ln(d)), mlp())))
+		body = seq(fork(cat(seq(ln(d)), attnBranch()), cat(seq(ln(d)), mlp())))
 	}
-	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true}
+	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Bias: m.HeadBias}
 	if m.Tied {
 		head.Tie = "embed_in"
 	}
-	return seq(
-		L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_in"}),
-		L(&Repeat{Times: m.NumLayers}, L(&Residual{}, body...)),
-		ln(d),
-		L(head),
+	return cat(
+		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_in"})),
+		dropout(m.EmbeddingDropout),
+		seq(L(&Repeat{Times: m.NumLayers}, L(&Residual{}, body...)),
+			ln(d),
+			L(head)),
 	)
 }

@@ -123,6 +123,11 @@ func decodeNeoX(e *errs, mm *mapping, m *Model) {
 	m.MLPBias = m.AttentionBias
 	mm.bool("shared_norm", &m.SharedNorm)
 	mm.float("rotary", &m.Rotary, 0, 1)
+	mm.bool("split_qkv", &m.SplitQKV)
+	mm.bool("head_bias", &m.HeadBias)
+	mm.float("dropout", &m.Dropout, 0, 1)
+	mm.float("embedding_dropout", &m.EmbeddingDropout, 0, 1)
+	mm.float("attention_dropout", &m.AttnDropout, 0, 1)
 	decodeActivation(e, mm, m)
 }
 

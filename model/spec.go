@@ -127,6 +127,12 @@ type Model struct {
 	// each branch's output inside it, after the attention's output
 	// projection and after the MLP (StarCoder2's residual_dropout).
 	EmbeddingDropout float64 `json:"embedding_dropout,omitempty"`
+	// SplitQKV gives a neox model separate q, k and v projections instead
+	// of query_key_value (Phi's); HeadBias puts a bias on the output head
+	// (Phi's lm_head). A neox model's Dropout is on each branch's output
+	// (Phi's resid_pdrop, GPT-NeoX's hidden_dropout).
+	SplitQKV bool `json:"split_qkv,omitempty"`
+	HeadBias bool `json:"head_bias,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.

@@ -55,10 +55,11 @@ FAMILIES = {
     "gpt2": (["attn.c_attn", "attn.c_proj"], ["mlp.c_fc", "mlp.c_proj"]),
     "bert": (["query", "key", "value", "attention.output.dense"], ["intermediate.dense", "output.dense"]),
     "starcoder2": (["q_proj", "k_proj", "v_proj", "o_proj"], ["mlp.c_fc", "mlp.c_proj"]),
+    "phi": (["q_proj", "k_proj", "v_proj", "self_attn.dense"], ["fc1", "fc2"]),
 }
 FAMILY_OF = {"llama": "llama", "qwen2": "llama", "qwen3": "llama", "mistral": "llama", "gemma": "llama",
              "gemma2": "llama", "phi3": "llama", "olmo": "llama", "olmo2": "llama", "olmo3": "llama", "granite": "llama",
-             "smollm3": "llama", "starcoder2": "starcoder2",
+             "smollm3": "llama", "starcoder2": "starcoder2", "phi": "phi",
              "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
 
 
