@@ -37,6 +37,8 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-smollm3.jsonl",
 	"results/2026-11-27-h200-starcoder2.jsonl",
 	"results/2026-11-27-h200-lora-22.jsonl",
+	"results/2026-11-27-h200-phi.jsonl",
+	"results/2026-11-27-h200-lora-phi.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
