@@ -334,6 +334,12 @@ func (s *sim) fork(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 			continue
 		}
 		z := s.add(sum, y)
+		if in.l.Spec.(*model.Fork).Hold {
+			if len(s.forkHeld) == 0 {
+				s.forkHeld = append(s.forkHeld, s.ref(sum))
+			}
+			s.forkHeld = append(s.forkHeld, s.ref(y))
+		}
 		s.unref(sum)
 		s.unref(y)
 		sum = z
@@ -359,6 +365,8 @@ func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 		act, body = s.ref(h), body[2:]
 	}
 	br, o := s.run(body, h, hsh)
+	forkHeld := s.forkHeld // a holding fork's branch outputs (fork), freed after the add
+	s.forkHeld = nil
 	if r.HoldFirstBody {
 		s.unref(first)
 		first = nil
@@ -384,6 +392,9 @@ func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 		y = s.add(sk, br)
 	}
 	s.unref(first)
+	for _, t := range forkHeld {
+		s.unref(t)
+	}
 	if r.Hold {
 		for _, t := range s.held { // nested holds: the inner one is done
 			s.unref(t)

@@ -17,6 +17,13 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	// the allocator history of Pythia-160M, bench/results/2026-11-26-h100-eager-traces).
 	qr, qv := s.ropeRotate(st.q, cos, sin, frac)
 	kr, kv := s.ropeRotate(st.k, cos, sin, frac)
+	if k.SlicedRotary && frac < 1 {
+		// Phi's forward binds query_rot (rotated) and query_pass (a view
+		// of the projection), and the key's, until it returns (measured:
+		// phi-2 in AMP, 8 and 10 MiB each freed at the module's return,
+		// bench/results/2026-11-27-h200-phi-traces).
+		st.held = append(st.held, s.ref(qr), s.ref(st.q), s.ref(kr), s.ref(st.k))
+	}
 	q2, k2 := s.ropeJoin(st.q, qr, qv), s.ropeJoin(st.k, kr, kv)
 	if k.RoPECast {
 		// q_embed.to(q_type), k_embed.to(k_type): copies when the

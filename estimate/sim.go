@@ -240,7 +240,10 @@ type sim struct {
 	// held is what a holding residual keeps (model.Residual.Hold and
 	// HoldChunk): its branch output, and its activation's output and
 	// input, freed in that order when the next layer returns.
-	held     [3]*tensor
+	held [3]*tensor
+	// forkHeld are the outputs of a holding fork's branches
+	// (model.Fork.Hold), released by the enclosing residual after its add.
+	forkHeld []*tensor
 	al       allocator
 	cfg      *config
 	tape     []*node

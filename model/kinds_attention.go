@@ -14,9 +14,14 @@ type Attention struct {
 	Bias, OutBias bool
 	RoPE          bool
 	// Rotary is the fraction of head_dim that RoPE rotates (0: all).
-	Rotary   float64
-	Causal   bool
-	FusedQKV bool
+	Rotary float64
+	// SlicedRotary: the module itself slices the rotated part of each
+	// query and key head from the rest and keeps both parts bound until
+	// it returns (Phi's query_rot and query_pass), where GPT-NeoX's
+	// apply_rotary_pos_emb slices and drops them inside.
+	SlicedRotary bool
+	Causal       bool
+	FusedQKV     bool
 	// Conv1D says the projections are transformers' Conv1D (GPT-2),
 	// addmm(bias, x, weight), as Linear.Conv1D.
 	Conv1D bool
@@ -108,6 +113,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("qk_norm_fp32", &k.QKNormFP32)
 	a.bool("rope_fp32", &k.RoPEFP32)
 	a.bool("rope_cast", &k.RoPECast)
+	a.bool("sliced_rotary", &k.SlicedRotary)
 	a.bool("project_first", &k.ProjectFirst)
 	a.int("no_rope_pattern", &k.NoRoPEPattern, false)
 	a.bool("kv_cache", &k.KVCache)

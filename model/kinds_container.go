@@ -153,12 +153,18 @@ func (*Residual) infer(l *Layer, s Shape, names map[string]*Layer) (Shape, error
 func (*Residual) params(l *Layer) float64 { return paramsFloat(l.Body) + paramsFloat(l.Shortcut) }
 
 // Fork runs its branches on the same input and sums their outputs.
-type Fork struct{}
+type Fork struct {
+	// Hold keeps the branches' outputs alive until the enclosing
+	// residual's add is made, as Phi's decoder layer binds attn_outputs
+	// and feed_forward_hidden_states until it returns (after
+	// attn_outputs + feed_forward_hidden_states + residual).
+	Hold bool
+}
 
 // Kind is the name specs use for the kind.
 func (*Fork) Kind() string { return KFork }
 
-func (*Fork) decode(*args, *Layer) {}
+func (k *Fork) decode(a *args, _ *Layer) { a.bool("hold", &k.Hold) }
 
 // decodeList reads "- fork: [[layers], [layers]]".
 func (*Fork) decodeList(e *errs, n *yaml.Node, l *Layer) (bool, bool) {

@@ -298,7 +298,7 @@ func (m *Model) lowerNeoX() []Layer {
 	attn := func() Layer {
 		return L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: d / m.Heads,
 			Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Rotary: m.Rotary, Causal: true, FusedQKV: !m.SplitQKV,
-			P: m.AttnDropout, KVCache: true, Style: "hf"})
+			SlicedRotary: m.SplitQKV, P: m.AttnDropout, KVCache: true, Style: "hf"})
 	}
 	// Each branch's output goes through the block's dropout before the
 	// sum (Phi's resid_dropout, applied to each in turn).
@@ -306,10 +306,16 @@ func (m *Model) lowerNeoX() []Layer {
 		return cat(seq(linear(d, m.Intermediate, m.MLPBias), Act(m.Activation), linear(m.Intermediate, d, m.MLPBias)), dropout(m.Dropout))
 	}
 	attnBranch := func() []Layer { return cat(seq(attn()), dropout(m.Dropout)) }
-	fork := func(branches ...[]Layer) Layer { l := L(&Fork{}); l.Branches = branches; return l }
+	// Phi's decoder layer (the neox model with separate projections)
+	// binds the norm's output and each branch's output until its sum
+	// with the residual is made; GPT-NeoX's and Falcon's pass them on.
+	phi := m.SplitQKV
+	fork := func(branches ...[]Layer) Layer { l := L(&Fork{Hold: phi}); l.Branches = branches; return l }
 	var body []Layer
+	res := &Residual{}
 	if m.SharedNorm {
 		body = seq(ln(d), fork(attnBranch(), mlp()))
+		res.HoldFirst = phi
 	} else {
 		body = seq(fork(cat(seq(ln(d)), attnBranch()), cat(seq(ln(d)), mlp())))
 	}
@@ -320,7 +326,7 @@ func (m *Model) lowerNeoX() []Layer {
 	return cat(
 		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_in"})),
 		dropout(m.EmbeddingDropout),
-		seq(L(&Repeat{Times: m.NumLayers}, L(&Residual{}, body...)),
+		seq(L(&Repeat{Times: m.NumLayers}, L(res, body...)),
 			ln(d),
 			L(head)),
 	)
