@@ -157,14 +157,15 @@ type Fork struct {
 	// Hold keeps the branches' outputs alive until the enclosing
 	// residual's add is made, as Phi's decoder layer binds attn_outputs
 	// and feed_forward_hidden_states until it returns (after
-	// attn_outputs + feed_forward_hidden_states + residual).
+	// attn_outputs + feed_forward_hidden_states + residual); set by the
+	// neox shorthand for Phi (split_qkv), not a spec key.
 	Hold bool
 }
 
 // Kind is the name specs use for the kind.
 func (*Fork) Kind() string { return KFork }
 
-func (k *Fork) decode(a *args, _ *Layer) { a.bool("hold", &k.Hold) }
+func (*Fork) decode(*args, *Layer) {}
 
 // decodeList reads "- fork: [[layers], [layers]]".
 func (*Fork) decodeList(e *errs, n *yaml.Node, l *Layer) (bool, bool) {
