@@ -22,7 +22,7 @@ func init() {
 	})
 	register(model.KRMSNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.RMSNorm)
-		return &rmsNormOp{w: s.param(k.Dim, "rmsnorm.weight"), offset: k.Offset, fp32Product: k.FP32Product}
+		return &rmsNormOp{w: s.param(k.Dim, "rmsnorm.weight"), offset: k.Offset, fp32Product: k.FP32Product, centered: k.Centered}
 
 	})
 }
@@ -65,10 +65,54 @@ type rmsNormOp struct {
 	w           *tensor
 	offset      bool // GemmaRMSNorm (model.RMSNorm.Offset)
 	fp32Product bool // Olmo2RMSNorm (model.RMSNorm.FP32Product)
+	centered    bool // CohereLayerNorm (model.RMSNorm.Centered)
 }
 
 func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	if o.centered {
+		return s.cohereLayerNorm(x, o.w, s.rows(sh))
+	}
 	return s.rmsNormOf(x, o.w, s.rows(sh), o.offset, o.fp32Product)
+}
+
+// cohereLayerNorm is transformers' CohereLayerNorm, written out in Python:
+// h = x.to(fp32); mean = h.mean(-1); variance = (h - mean).pow(2).mean(-1);
+// h = (h - mean) · rsqrt(variance + ε), the difference made a second time;
+// then weight.to(fp32) · h, cast back to x's dtype (modeling_cohere.py).
+// The power saves the first difference and the product the second and the
+// normalised rows, all fp32; mean and variance are locals, freed as it
+// returns.
+func (s *sim) cohereLayerNorm(x, w *tensor, rows int64) *tensor {
+	h := s.to(x, f32)
+	mean := s.alloc(rows, f32, catTemp, "mean")
+	s.record("Mean", []*tensor{h}, mean)
+	d1 := s.add(h, mean) // h - mean
+	p := s.alloc(x.elems, f32, catTemp, "pow")
+	if n := s.record("Pow", []*tensor{d1}, p); n != nil {
+		s.save(n, d1)
+		n.pairTemps = d1.bytes()
+	}
+	s.unref(d1)
+	v := s.alloc(rows, f32, catTemp, "mean")
+	s.record("Mean", []*tensor{p}, v)
+	s.unref(p)
+	d2 := s.add(h, mean)
+	ve := s.addScalar(v)
+	r := s.unary("Rsqrt", ve, false, true)
+	s.unref(ve)
+	nrm := s.mul(d2, r)
+	s.unref(d2)
+	s.unref(r)
+	s.unref(h)
+	w32 := s.to(w, f32)
+	y32 := s.mul(w32, nrm)
+	s.unref(w32)
+	s.unref(nrm)
+	y := s.to(y32, x.dt)
+	s.unref(y32)
+	s.unref(v)
+	s.unref(mean)
+	return y
 }
 
 // rmsNormOf is the RMSNorm a model uses, for its layers and its query and

@@ -15,8 +15,14 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	// apply_rotary_pos_emb rotates q, then k, and only then concatenates
 	// each with its unrotated part (GPT-NeoX's and Phi's partial rotary:
 	// the allocator history of Pythia-160M, bench/results/2026-11-26-h100-eager-traces).
-	qr, qv := s.ropeRotate(st.q, cos, sin, frac)
-	kr, kv := s.ropeRotate(st.k, cos, sin, frac)
+	q0, k0 := st.q, st.k
+	if k.RoPEUpcast {
+		// Cohere's apply_rotary_pos_emb: q = q.float(), k = k.float()
+		// first, copies unless they are fp32 already, freed as it returns.
+		q0, k0 = s.to(st.q, f32), s.to(st.k, f32)
+	}
+	qr, qv := s.ropeRotate(q0, cos, sin, frac)
+	kr, kv := s.ropeRotate(k0, cos, sin, frac)
 	if k.SlicedRotary && frac < 1 {
 		// Phi's forward binds query_rot (rotated) and query_pass (a view
 		// of the projection), and the key's, until it returns (measured:
@@ -24,8 +30,8 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 		// bench/results/2026-11-27-h200-phi-traces).
 		st.held = append(st.held, s.ref(qr), s.ref(st.q), s.ref(kr), s.ref(st.k))
 	}
-	q2, k2 := s.ropeJoin(st.q, qr, qv), s.ropeJoin(st.k, kr, kv)
-	if k.RoPECast {
+	q2, k2 := s.ropeJoin(q0, qr, qv), s.ropeJoin(k0, kr, kv)
+	if k.RoPECast || k.RoPEUpcast {
 		// q_embed.to(q_type), k_embed.to(k_type): copies when the
 		// rotation promoted them, the fp32 results freed as the function
 		// returns, then the unrotated query and key as the caller
@@ -35,6 +41,10 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 		s.unref(q2)
 		s.unref(k2)
 		q2, k2 = qc, kc
+	}
+	if k.RoPEUpcast {
+		s.unref(q0)
+		s.unref(k0)
 	}
 	s.unref(st.q)
 	s.unref(st.k)

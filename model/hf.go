@@ -17,7 +17,7 @@ import (
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
-	"smollm3": Llama, "starcoder2": Llama,
+	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "phi": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -33,7 +33,6 @@ var hfPending = map[string]string{
 	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
-	"cohere":      "a parallel block over one bias-free LayerNorm and logits times logit_scale",
 	"gpt_bigcode": "multi-query attention in a GPT-2 style block",
 	"mamba":       "state-space layers",
 	"mamba2":      "state-space layers",
@@ -270,7 +269,7 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	gemma := mt == "gemma" || mt == "gemma2" || mt == "gemma3_text"
 	// Starcoder2Config, like Gemma's, ties the head to the embeddings
 	// unless told otherwise.
-	m.Tied = c.bool("tie_word_embeddings", gemma || mt == "starcoder2")
+	m.Tied = c.bool("tie_word_embeddings", gemma || mt == "starcoder2" || mt == "cohere")
 	m.Gemma = gemma
 	c.blockFamily(m, mt)
 	c.sliding(m, mt)
@@ -280,8 +279,11 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
 	m.QKNorm = m.QKNorm || mt == "qwen3" || mt == "qwen3_moe"
 	m.FusedQKV = mt == "phi3"
-	if mt == "starcoder2" {
+	switch mt {
+	case "starcoder2":
 		c.starcoder2(m)
+	case "cohere":
+		c.cohere(m)
 	}
 	switch mt {
 	case "mixtral":
@@ -314,6 +316,20 @@ func (c *hfConfig) starcoder2(m *Model) {
 	m.AffineNorm, m.PlainMLP = true, true
 	m.Activation = c.str("hidden_act", "gelu_pytorch_tanh")
 	m.Dropout, m.EmbeddingDropout = c.float("residual_dropout", 0), c.float("embedding_dropout", 0)
+}
+
+// cohere reads Cohere's changes to Llama's block (modeling_cohere.py):
+// one CohereLayerNorm under both the attention and the MLP, the query and
+// key rotated in fp32 and cast back, attention_bias on the output
+// projection too, and the logits times logit_scale. use_qk_norm (Command
+// R+'s per-head norms) is refused.
+func (c *hfConfig) cohere(m *Model) {
+	m.ParallelBlock, m.CenteredNorm, m.RoPEUpcast = true, true, true
+	m.OutBias = m.AttentionBias
+	m.LogitScale = c.float("logit_scale", 0.0625)
+	if c.bool("use_qk_norm", false) {
+		c.fail("use_qk_norm: Cohere's per-head query and key LayerNorms are not modelled yet")
+	}
 }
 
 // blockFamily sets what a llama-type model_type changes in Llama's block:
@@ -458,7 +474,8 @@ func (m *Model) llamaOptions(f map[string]any) {
 		{"qk_norm", m.QKNorm}, {"fused_qkv", m.FusedQKV}, {"sandwich_norm", m.SandwichNorm}, {"plain_norm", m.PlainNorm},
 		{"post_norm", m.PostNorm}, {"qk_norm_whole", m.QKNormWhole}, {"norm_product_fp32", m.NormProductFP32},
 		{"rope_fp32", m.RoPEFP32}, {"rope_cast", m.RoPECast}, {"project_first", m.ProjectFirst},
-		{"layer_norm", m.AffineNorm}, {"plain_mlp", m.PlainMLP}, {"out_bias", m.OutBias}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
+		{"layer_norm", m.AffineNorm}, {"plain_mlp", m.PlainMLP}, {"out_bias", m.OutBias},
+		{"parallel_block", m.ParallelBlock}, {"centered_norm", m.CenteredNorm}, {"rope_upcast", m.RoPEUpcast}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
 	} {
 		if o.on {
 			f[o.key] = true
@@ -470,7 +487,7 @@ func (m *Model) llamaOptions(f map[string]any) {
 	}{
 		{"embedding_multiplier", m.EmbeddingMultiplier}, {"residual_multiplier", m.ResidualMultiplier},
 		{"logits_scaling", m.LogitsScaling}, {"logit_softcap", m.LogitSoftcap}, {"attn_softcap", m.AttnSoftcap},
-		{"dropout", m.Dropout}, {"embedding_dropout", m.EmbeddingDropout},
+		{"dropout", m.Dropout}, {"embedding_dropout", m.EmbeddingDropout}, {"logit_scale", m.LogitScale},
 	} {
 		if o.v > 0 {
 			f[o.key] = o.v

@@ -42,6 +42,7 @@ func TestHFParams(t *testing.T) {
 		{"smollm3-3b.json", 3_075_098_624},    // SmolLM3-3B's model card: 3.08B; by hand, 128,256 × 2,048 tied + 36 × (10,485,760 attention + 67,633,152 MLP + 4,096 norms) + 2,048
 		{"starcoder2-3b.json", 3_030_371_328}, // StarCoder2-3B's model card: 3B; by hand, 49,152 × 3,072 tied + 30 × (19,928,064 attention with biases + 75,509,760 MLP with biases + 12,288 norms) + 6,144
 		{"phi-2.json", 2_779_683_840},         // phi-2's model card: 2.7B; by hand, 2 × 51,200 × 2,560 + 51,200 head bias + 32 × (26,224,640 attention + 52,441,600 MLP + 5,120 norm) + 5,120
+		{"aya-23-8b.json", 8_028_033_024},     // aya-23-8B's model card: 8B; by hand, 256,000 × 4,096 tied + 32 × (41,943,040 attention + 176,160,768 MLP + 4,096 norm) + 4,096
 		{"gemma-3-1b.json", 999_885_952},      // by hand: 262,144 × 1,152 + 26 × (2,949,120 attention + 23,887,872 MLP + 5,120 norms) + 1,152; not yet built by transformers on the GPU machine
 	}
 	for _, tt := range tests {
@@ -101,7 +102,7 @@ func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "deepseek_v3"}`, `model_type "deepseek_v3" needs multi-head latent attention and dense first layers beside the experts, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, cohere, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -438,5 +439,24 @@ func TestHFPhi(t *testing.T) {
 		"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "qk_layernorm": true}`), Overrides{Batch: 1, Seq: 16})
 	if err == nil || !strings.Contains(err.Error(), "qk_layernorm") {
 		t.Errorf("qk_layernorm: %v, want it refused", err)
+	}
+}
+
+// TestHFCohere checks Cohere as modeling_cohere.py builds it: one
+// CohereLayerNorm under both branches, the query and key rotated in fp32,
+// the logits times logit_scale, tied by default; use_qk_norm refused.
+func TestHFCohere(t *testing.T) {
+	s, err := LoadHF(filepath.Join("testdata", "hf", "aya-23-8b.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Model
+	if !m.ParallelBlock || !m.CenteredNorm || !m.RoPEUpcast || m.LogitScale != 0.125 || !m.Tied || m.OutBias {
+		t.Errorf("model %+v", m)
+	}
+	_, err = ParseHF("qk.json", []byte(`{"model_type": "cohere", "hidden_size": 64, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "use_qk_norm": true}`), Overrides{Batch: 1, Seq: 16})
+	if err == nil || !strings.Contains(err.Error(), "use_qk_norm") {
+		t.Errorf("use_qk_norm: %v, want it refused", err)
 	}
 }

@@ -35,6 +35,10 @@ type Attention struct {
 	// RoPECast casts the rotated query and key back to their dtype (OLMo
 	// 2's and 3's apply_rotary_pos_emb).
 	RoPEFP32, RoPECast bool
+	// RoPEUpcast rotates fp32 copies of the query and key (q.float(),
+	// k.float()) and casts the results back (Cohere's
+	// apply_rotary_pos_emb).
+	RoPEUpcast bool
 	// ProjectFirst makes all three projections before any is viewed as
 	// heads (OLMo's attention, which may clamp them first: clip_qkv);
 	// QKNormWhole implies it (OLMo 2 normalises the whole projections
@@ -114,6 +118,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("rope_fp32", &k.RoPEFP32)
 	a.bool("rope_cast", &k.RoPECast)
 	a.bool("sliced_rotary", &k.SlicedRotary)
+	a.bool("rope_upcast", &k.RoPEUpcast)
 	a.bool("project_first", &k.ProjectFirst)
 	a.int("no_rope_pattern", &k.NoRoPEPattern, false)
 	a.bool("kv_cache", &k.KVCache)

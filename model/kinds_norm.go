@@ -70,6 +70,10 @@ type RMSNorm struct {
 	// FP32Product multiplies the weight into the fp32 normalised rows
 	// and casts the product back (OLMo 2's Olmo2RMSNorm).
 	FP32Product bool
+	// Centered subtracts the rows' mean first, making it a LayerNorm
+	// without bias written out in Python, its product in fp32
+	// (Cohere's CohereLayerNorm).
+	Centered bool
 }
 
 // Kind is the name specs use for the kind.
@@ -79,6 +83,7 @@ func (k *RMSNorm) decode(a *args, _ *Layer) {
 	a.int("dim", &k.Dim, true)
 	a.bool("offset", &k.Offset)
 	a.bool("fp32_product", &k.FP32Product)
+	a.bool("centered", &k.Centered)
 }
 
 func (k *RMSNorm) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

@@ -66,7 +66,7 @@ func (m *Model) splittable(layers []Layer) (int, error) {
 	default:
 		return 0, fmt.Errorf("%s models cannot be split into pipeline stages (only the transformer shorthands gpt2, llama, neox and bert)", m.Type)
 	}
-	if m.LogitSoftcap > 0 || m.LogitsScaling > 0 {
+	if m.LogitSoftcap > 0 || m.scalesLogits() {
 		return 0, fmt.Errorf("logit softcapping and scaling are not simulated under pipeline parallelism")
 	}
 	for i := range layers {

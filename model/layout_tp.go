@@ -55,7 +55,7 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		return
 	}
-	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 || m.granite() || m.NoRoPEPattern > 0 || m.starcoder() {
+	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 || m.granite() || m.NoRoPEPattern > 0 || m.starcoder() || m.cohere() {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", m.describe())
 		return
 	}
@@ -85,6 +85,11 @@ func (m *Model) starcoder() bool {
 	return m.AffineNorm || m.PlainMLP || m.OutBias || m.Dropout > 0 || m.EmbeddingDropout > 0
 }
 
+// cohere says whether m has any of Cohere's changes to Llama's block.
+func (m *Model) cohere() bool {
+	return m.ParallelBlock || m.CenteredNorm || m.RoPEUpcast || m.LogitScale > 0
+}
+
 // describe names a model for messages about what a layout supports.
 func (m *Model) describe() string {
 	switch {
@@ -104,6 +109,8 @@ func (m *Model) describe() string {
 		return "layers without rotary embeddings"
 	case m.starcoder():
 		return "StarCoder2's block"
+	case m.cohere():
+		return "Cohere's block"
 	}
 	return "sandwich norms"
 }

@@ -95,19 +95,29 @@ func (m *Model) lowerLlama() []Layer {
 		}
 		return nil
 	}
-	block := seq(
-		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(
-			L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
+	attn := func() Layer {
+		return L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 				Bias: m.AttentionBias, OutBias: m.OutBias, RoPE: true, Causal: true, P: m.AttnDropout,
 				OutDropout: m.Dropout, Style: "hf",
 				QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
 				QKNormWhole: m.QKNormWhole, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast,
 				ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
 				Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
-				Softcap: m.AttnSoftcap})), post())...),
+				Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast})
+	}
+	block := seq(
+		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(attn()), post())...),
 		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), m.mlp(), post())...),
 	)
-	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap, Scale: m.LogitsScaling > 0}
+	if m.ParallelBlock {
+		// Cohere's decoder layer: one norm under both branches, whose
+		// output and the branches' outputs stay bound until
+		// residual + attention + mlp exists (as Phi's).
+		fork := L(&Fork{Hold: true})
+		fork.Branches = [][]Layer{seq(attn()), m.mlp()}
+		block = seq(L(&Residual{HoldFirst: true}, norm(), fork))
+	}
+	head := &LMHead{Vocab: m.Vocab, Dim: d, Upcast: true, Softcap: m.LogitSoftcap, Scale: m.scalesLogits()}
 	if m.Tied {
 		head.Tie = "embed_tokens"
 	}
@@ -120,6 +130,11 @@ func (m *Model) lowerLlama() []Layer {
 	)
 }
 
+// scalesLogits says whether the head's logits are multiplied or divided
+// by a constant, a new tensor (Granite's logits_scaling, Cohere's
+// logit_scale).
+func (m *Model) scalesLogits() bool { return m.LogitsScaling > 0 || m.LogitScale > 0 }
+
 // llamaNorm is a llama model's norm: an RMSNorm (LlamaRMSNorm, or
 // Gemma's, or OLMo 2's), OLMo's plain LayerNorm or StarCoder2's
 // nn.LayerNorm.
@@ -129,6 +144,8 @@ func (m *Model) llamaNorm() Layer {
 		return L(&LayerNorm{Dim: m.Hidden, Plain: true})
 	case m.AffineNorm:
 		return ln(m.Hidden)
+	case m.CenteredNorm:
+		return L(&RMSNorm{Dim: m.Hidden, Centered: true})
 	}
 	return L(&RMSNorm{Dim: m.Hidden, Offset: m.Gemma, FP32Product: m.NormProductFP32})
 }

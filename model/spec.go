@@ -133,6 +133,17 @@ type Model struct {
 	// (Phi's resid_pdrop, GPT-NeoX's hidden_dropout).
 	SplitQKV bool `json:"split_qkv,omitempty"`
 	HeadBias bool `json:"head_bias,omitempty"`
+	// ParallelBlock makes a llama model's block one norm under both the
+	// attention and the MLP, x + attn(n) + mlp(n) (Cohere's);
+	// CenteredNorm makes its norms CohereLayerNorm (the mean subtracted,
+	// no bias, in fp32: model.RMSNorm.Centered); RoPEUpcast rotates fp32
+	// copies of the query and key and casts them back
+	// (model.Attention.RoPEUpcast); LogitScale multiplies the logits by a
+	// constant, a new tensor (Cohere's logit_scale; 0: none).
+	ParallelBlock bool    `json:"parallel_block,omitempty"`
+	CenteredNorm  bool    `json:"centered_norm,omitempty"`
+	RoPEUpcast    bool    `json:"rope_upcast,omitempty"`
+	LogitScale    float64 `json:"logit_scale,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.

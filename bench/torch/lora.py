@@ -59,7 +59,7 @@ FAMILIES = {
 }
 FAMILY_OF = {"llama": "llama", "qwen2": "llama", "qwen3": "llama", "mistral": "llama", "gemma": "llama",
              "gemma2": "llama", "phi3": "llama", "olmo": "llama", "olmo2": "llama", "olmo3": "llama", "granite": "llama",
-             "smollm3": "llama", "starcoder2": "starcoder2", "phi": "phi",
+             "smollm3": "llama", "starcoder2": "starcoder2", "phi": "phi", "cohere": "llama",
              "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
 
 
