@@ -39,6 +39,8 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-lora-22.jsonl",
 	"results/2026-11-27-h200-phi.jsonl",
 	"results/2026-11-27-h200-lora-phi.jsonl",
+	"results/2026-11-27-h200-cohere.jsonl",
+	"results/2026-11-27-h200-lora-cohere.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
