@@ -1,0 +1,118 @@
+package estimate
+
+import (
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestEagerMaskBool: eager attention's additive mask is made from
+// sdpa_mask's boolean [1, 1, seq, seq], which lives until the additive
+// one exists (masking_utils.py:81 and 604; measured: Llama-3.2-1B eager,
+// bench/results/2026-11-27-h200-eagercopy-traces): each forward allocates
+// the boolean (seq² bytes), then the mask (batch·seq² in the stream's
+// dtype), then frees the boolean.
+func TestEagerMaskBool(t *testing.T) {
+	const b, seq = 2, 256
+	spec := load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: b, Seq: seq, Precision: model.BF16, Attention: "eager"})
+	var order []string
+	traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+		if x.name != "causal mask (bool)" && x.name != "causal mask" {
+			return
+		}
+		switch {
+		case alloc && x.name == "causal mask (bool)" && x.bytes() == seq*seq:
+			order = append(order, "bool")
+		case alloc && x.bytes() == b*seq*seq*2:
+			order = append(order, "mask")
+		case !alloc && x.name == "causal mask (bool)":
+			order = append(order, "free bool")
+		}
+	})
+	want := []string{"bool", "mask", "free bool"}
+	if len(order) < 3 || order[0] != want[0] || order[1] != want[1] || order[2] != want[2] {
+		t.Errorf("mask events %v, want each forward's to begin %v", order, want)
+	}
+}
+
+// TestEagerOutputGradCopy: eager attention's output gradient comes back
+// through transpose(1, 2) strided, and matmul's backward copies it when it
+// folds [batch, heads] (measured: OLMo-1B and GPT-2 eager histories): one
+// copy per layer and step at batch 2, none with one sequence (a view).
+func TestEagerOutputGradCopy(t *testing.T) {
+	copies := func(b int64) (n int) {
+		t.Helper()
+		spec := load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: b, Seq: 256, Precision: model.BF16, Attention: "eager"})
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			// The copy takes the output's name (runNode's copyIn); the
+			// output's own gradient is the contiguous copy's.
+			if alloc && s.phase.Stage == StageBackward && x.name == "attention out" {
+				n++
+			}
+		})
+		return n
+	}
+	layers := int(load(t, "llama-3.2-1b.yaml", model.Overrides{}).Model.NumLayers)
+	if got := copies(2); got != 2*layers {
+		t.Errorf("batch 2: %d copies of the output's gradient over two steps, want %d", got, 2*layers)
+	}
+	if got := copies(1); got != 0 {
+		t.Errorf("batch 1: %d copies, want none", got)
+	}
+}
+
+// TestProjectFirst: OLMo makes q, k and v before viewing any as heads, so
+// in backward the views' three gradient copies come before the first
+// projection's weight gradient; Llama's order interleaves them (measured:
+// OLMo-1B's checkpointed histories, bench/results/2026-11-27-h100-olmo-ckpt-traces).
+func TestProjectFirst(t *testing.T) {
+	copiesBeforeWeight := func(first bool) int {
+		t.Helper()
+		spec := loadHF(t, "olmo-1b.json", model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16, Attention: "eager"})
+		spec.Model.ProjectFirst = first
+		n, on, done := 0, false, false
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			if done || !alloc || s.phase.Stage != StageBackward {
+				return
+			}
+			switch {
+			case x.name == "o.weight":
+				on = true // the last layer's attention, from its output projection on
+			case !on:
+			case x.name == "v.weight" || x.name == "k.weight" || x.name == "q.weight":
+				done = true
+			case x.name == "matmul out":
+				n++ // a view's reshape copy of its gradient, named by the projection's output
+			}
+		})
+		return n
+	}
+	if with, without := copiesBeforeWeight(true), copiesBeforeWeight(false); with != 3 || without != 1 {
+		t.Errorf("gradient copies before the first projection's weight gradient: %d with project_first, %d without; want 3 and 1", with, without)
+	}
+}
+
+// TestCohereLayerNorm: CohereLayerNorm, written out in Python, saves three
+// fp32 copies of its rows in bf16 (the two differences from the mean, one
+// for the power and one for the product, and the normalised rows for the
+// weight's gradient) and the weight's fp32 copy, where LlamaRMSNorm saves
+// the fp32 rows and their bf16 cast: 6 bytes more per element per norm
+// (two per layer and the final one), plus the weights' fp32 copies.
+func TestCohereLayerNorm(t *testing.T) {
+	est := func(centered bool) *Result {
+		t.Helper()
+		spec := load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16})
+		spec.Model.CenteredNorm = centered
+		r, err := Estimate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	m := load(t, "llama-3.2-1b.yaml", model.Overrides{}).Model
+	norms := 2*m.NumLayers + 1
+	want := 6*256*m.Hidden*norms + 4*m.Hidden*norms
+	if d := est(true).ActivationBytes - est(false).ActivationBytes; d != want {
+		t.Errorf("CohereLayerNorm saves %d B more than LlamaRMSNorm, want %d", d, want)
+	}
+}
