@@ -116,3 +116,29 @@ func TestCohereLayerNorm(t *testing.T) {
 		t.Errorf("CohereLayerNorm saves %d B more than LlamaRMSNorm, want %d", d, want)
 	}
 }
+
+// TestPhiLocals: PhiAttention keeps the query's and key's projections
+// (through query_pass and key_pass) and their rotated parts bound until it
+// returns, so the first layer's query projection is freed only after the
+// attention's output exists, where GPT-NeoX's apply_rotary_pos_emb, slicing
+// inside, lets it go before (measured: phi-2 in AMP,
+// bench/results/2026-11-27-h200-phi-traces).
+func TestPhiLocals(t *testing.T) {
+	spec := loadHF(t, "phi-2.json", model.Overrides{Batch: 2, Seq: 256})
+	var q *tensor
+	outMade, freedAfter, done := false, false, false
+	traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+		switch {
+		case done || s.phase.Stage != StageForward:
+		case alloc && q == nil && x.name == "matmul out":
+			q = x // the first layer's query projection
+		case alloc && x.name == "attention out":
+			outMade = true
+		case !alloc && x == q:
+			freedAfter, done = outMade, true
+		}
+	})
+	if !done || !freedAfter {
+		t.Errorf("the query projection freed (%v) after the attention's output (%v); want both", done, freedAfter)
+	}
+}
