@@ -162,7 +162,7 @@ var multiGPUOver = map[string][]int{
 // H200s (world size 2), four (world size 4, bench/torch/dist/grid-4.txt
 // and heldout-4.txt), the eighth session's held-out sets 5–8 (world sizes
 // 2 and 4 on one 4 × H200 host), FSDP2 under allocator settings, expert
-// parallelism, and the eleventh session's five new families.
+// parallelism, and the eleventh and twenty-second sessions' new families.
 func TestMultiGPUAccuracy(t *testing.T) {
 	under := map[gapKey]bool{}
 	for _, tc := range []struct {
@@ -192,6 +192,11 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// modelling changed (twelfth session, 2 x H100; predictions
 		// committed first: results/2026-11-26-gemma-bert-heldout-predictions.txt).
 		{"Gemma and RoBERTa, 2xH100", "", "results/2026-11-26-gemma-bert-heldout-h100x2.jsonl", 0, 4},
+		// The twenty-second session's new families under real NCCL:
+		// SmolLM3 under FSDP2, StarCoder2 under DDP, Phi under ZeRO-1
+		// (2 x H200; predictions committed first:
+		// results/2026-11-27-families-22-dist-predictions.txt).
+		{"new families, 22nd session, 2xH200", "", "results/2026-11-27-h200x2-families-22-heldout.jsonl", 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
