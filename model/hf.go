@@ -406,27 +406,11 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		f["tied"], f["activation"] = m.Tied, m.Activation
 	case NeoX:
 		f["intermediate"], f["kv_heads"], f["tied"], f["bias"], f["activation"] = m.Intermediate, m.KVHeads, m.Tied, m.AttentionBias, m.Activation
-		if m.SharedNorm {
-			f["shared_norm"] = true
-		}
+		setFlags(f, flag{"shared_norm", m.SharedNorm}, flag{"split_qkv", m.SplitQKV}, flag{"head_bias", m.HeadBias})
 		if m.Rotary > 0 && m.Rotary < 1 {
 			f["rotary"] = m.Rotary
 		}
-		if m.SplitQKV {
-			f["split_qkv"] = true
-		}
-		if m.HeadBias {
-			f["head_bias"] = true
-		}
-		if m.Dropout > 0 {
-			f["dropout"] = m.Dropout
-		}
-		if m.EmbeddingDropout > 0 {
-			f["embedding_dropout"] = m.EmbeddingDropout
-		}
-		if m.AttnDropout > 0 {
-			f["attention_dropout"] = m.AttnDropout
-		}
+		setValues(f, value{"dropout", m.Dropout}, value{"embedding_dropout", m.EmbeddingDropout}, value{"attention_dropout", m.AttnDropout})
 	case BERT:
 		f["positions"], f["type_vocab"], f["intermediate"] = m.Positions, m.TypeVocab, m.Intermediate
 		f["dropout"], f["attention_dropout"], f["tied"], f["activation"] = m.Dropout, m.AttnDropout, m.Tied, m.Activation
@@ -467,28 +451,42 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 // llamaOptions writes the llama fields a spec leaves out when unset: the
 // switches that are on and the constants that are set.
 func (m *Model) llamaOptions(f map[string]any) {
-	for _, o := range []struct {
+	setFlags(f, flag{"qk_norm", m.QKNorm}, flag{"fused_qkv", m.FusedQKV}, flag{"sandwich_norm", m.SandwichNorm},
+		flag{"plain_norm", m.PlainNorm}, flag{"post_norm", m.PostNorm}, flag{"qk_norm_whole", m.QKNormWhole},
+		flag{"norm_product_fp32", m.NormProductFP32}, flag{"rope_fp32", m.RoPEFP32}, flag{"rope_cast", m.RoPECast},
+		flag{"project_first", m.ProjectFirst}, flag{"layer_norm", m.AffineNorm}, flag{"plain_mlp", m.PlainMLP},
+		flag{"out_bias", m.OutBias}, flag{"parallel_block", m.ParallelBlock}, flag{"centered_norm", m.CenteredNorm},
+		flag{"rope_upcast", m.RoPEUpcast}, flag{"gemma", m.Gemma}, flag{"local_rope", m.LocalRoPE})
+	setValues(f, value{"embedding_multiplier", m.EmbeddingMultiplier}, value{"residual_multiplier", m.ResidualMultiplier},
+		value{"logits_scaling", m.LogitsScaling}, value{"logit_softcap", m.LogitSoftcap}, value{"attn_softcap", m.AttnSoftcap},
+		value{"dropout", m.Dropout}, value{"embedding_dropout", m.EmbeddingDropout}, value{"logit_scale", m.LogitScale})
+}
+
+// flag and value are a spec key with a switch or a constant (setFlags,
+// setValues).
+type (
+	flag struct {
 		key string
 		on  bool
-	}{
-		{"qk_norm", m.QKNorm}, {"fused_qkv", m.FusedQKV}, {"sandwich_norm", m.SandwichNorm}, {"plain_norm", m.PlainNorm},
-		{"post_norm", m.PostNorm}, {"qk_norm_whole", m.QKNormWhole}, {"norm_product_fp32", m.NormProductFP32},
-		{"rope_fp32", m.RoPEFP32}, {"rope_cast", m.RoPECast}, {"project_first", m.ProjectFirst},
-		{"layer_norm", m.AffineNorm}, {"plain_mlp", m.PlainMLP}, {"out_bias", m.OutBias},
-		{"parallel_block", m.ParallelBlock}, {"centered_norm", m.CenteredNorm}, {"rope_upcast", m.RoPEUpcast}, {"gemma", m.Gemma}, {"local_rope", m.LocalRoPE},
-	} {
+	}
+	value struct {
+		key string
+		v   float64
+	}
+)
+
+// setFlags writes the switches that are on.
+func setFlags(f map[string]any, flags ...flag) {
+	for _, o := range flags {
 		if o.on {
 			f[o.key] = true
 		}
 	}
-	for _, o := range []struct {
-		key string
-		v   float64
-	}{
-		{"embedding_multiplier", m.EmbeddingMultiplier}, {"residual_multiplier", m.ResidualMultiplier},
-		{"logits_scaling", m.LogitsScaling}, {"logit_softcap", m.LogitSoftcap}, {"attn_softcap", m.AttnSoftcap},
-		{"dropout", m.Dropout}, {"embedding_dropout", m.EmbeddingDropout}, {"logit_scale", m.LogitScale},
-	} {
+}
+
+// setValues writes the constants that are set (above 0).
+func setValues(f map[string]any, values ...value) {
+	for _, o := range values {
 		if o.v > 0 {
 			f[o.key] = o.v
 		}

@@ -142,7 +142,8 @@ func TestProbeFlags(t *testing.T) {
 
 // TestHFImport checks import and --hf: the written spec estimates like the
 // config it came from, every field the import sets written out (OLMo 2's
-// norms and rotary tables, Granite's constants).
+// norms and rotary tables, Granite's constants, SmolLM3's NoPE layers,
+// StarCoder2's and Phi's blocks and dropouts, Cohere's).
 func TestHFImport(t *testing.T) {
 	for _, c := range []struct {
 		file   string
@@ -151,6 +152,10 @@ func TestHFImport(t *testing.T) {
 		{"qwen2.5-0.5b.json", 494_032_768},
 		{"olmo2-1b.json", 1_484_916_736},
 		{"granite-3.1-2b.json", 2_533_531_648},
+		{"smollm3-3b.json", 3_075_098_624},
+		{"starcoder2-3b.json", 3_030_371_328},
+		{"phi-2.json", 2_779_683_840},
+		{"cohere-1b-shape.json", 1_497_401_344},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			cfg := "testdata/fixtures/hf/" + c.file
