@@ -109,6 +109,9 @@ func TestHFErrors(t *testing.T) {
 		{"inconsistent", `{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 128}`, `kv_heads (3) must divide heads (8)`},
 		{"bad json", "{\n\"model_type\": \"gpt2\",,\n}", "c.json:2: JSON"},
 		{"qwen sliding", `{"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "use_sliding_window": true}`, "use_sliding_window: Qwen's sliding-window layers"},
+		{"olmo clip_qkv", `{"model_type": "olmo", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "clip_qkv": 8.0}`, "clip_qkv"},
+		{"phi qk_layernorm", `{"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "qk_layernorm": true}`, "qk_layernorm: Phi's LayerNorms on the queries and keys"},
+		{"cohere use_qk_norm", `{"model_type": "cohere", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "use_qk_norm": true}`, "use_qk_norm: Cohere's per-head query and key LayerNorms"},
 		{"layer types", `{"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "layer_types": ["full_attention", "sliding_attention", "sliding_attention"]}`, "layer_types: sliding and full attention layers in an order"},
 	}
 	for _, tt := range tests {
@@ -311,7 +314,8 @@ func TestHFOlmo3(t *testing.T) {
 // TestHFOlmo checks OLMo (1) as modeling_olmo.py builds it: Llama with
 // LayerNorms without weight or bias in fp32 (no norm parameters), the
 // rotary embedding OLMo 2 inherits and all three projections made before
-// any is viewed as heads, and a config that clamps q, k and v refused.
+// any is viewed as heads (a config that clamps q, k and v is refused:
+// TestHFErrors).
 func TestHFOlmo(t *testing.T) {
 	s, err := LoadHF(filepath.Join("testdata", "hf", "olmo-1b.json"), Overrides{Batch: 1, Seq: 1024})
 	if err != nil {
@@ -319,11 +323,6 @@ func TestHFOlmo(t *testing.T) {
 	}
 	if !s.Model.PlainNorm || !s.Model.RoPEFP32 || !s.Model.RoPECast || !s.Model.ProjectFirst || s.Model.PostNorm || s.Model.QKNorm {
 		t.Errorf("model %+v", s.Model)
-	}
-	_, err = ParseHF("clip.json", []byte(`{"model_type": "olmo", "hidden_size": 64, "num_hidden_layers": 2,
-		"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "clip_qkv": 8.0}`), Overrides{Batch: 1, Seq: 16})
-	if err == nil || !strings.Contains(err.Error(), "clip_qkv") {
-		t.Errorf("clip_qkv 8: %v, want it refused", err)
 	}
 }
 
@@ -425,7 +424,7 @@ func TestHFStarcoder2(t *testing.T) {
 // TestHFPhi checks Phi as modeling_phi.py builds it: GPT-NeoX's parallel
 // block over one LayerNorm with separate q, k and v projections, biases on
 // every projection and the head, 40% of each head rotated, resid_pdrop on
-// both branches; qk_layernorm refused.
+// both branches (qk_layernorm is refused: TestHFErrors).
 func TestHFPhi(t *testing.T) {
 	s, err := LoadHF(filepath.Join("testdata", "hf", "phi-2.json"), Overrides{Batch: 1, Seq: 1024})
 	if err != nil {
@@ -435,16 +434,12 @@ func TestHFPhi(t *testing.T) {
 	if m.Type != NeoX || !m.SharedNorm || !m.SplitQKV || !m.HeadBias || m.Tied || m.Rotary != 0.4 || m.Dropout != 0.1 || m.Activation != KGELUNew {
 		t.Errorf("model %+v", m)
 	}
-	_, err = ParseHF("qk.json", []byte(`{"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2,
-		"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "qk_layernorm": true}`), Overrides{Batch: 1, Seq: 16})
-	if err == nil || !strings.Contains(err.Error(), "qk_layernorm") {
-		t.Errorf("qk_layernorm: %v, want it refused", err)
-	}
 }
 
 // TestHFCohere checks Cohere as modeling_cohere.py builds it: one
 // CohereLayerNorm under both branches, the query and key rotated in fp32,
-// the logits times logit_scale, tied by default; use_qk_norm refused.
+// the logits times logit_scale, tied by default (use_qk_norm is refused:
+// TestHFErrors).
 func TestHFCohere(t *testing.T) {
 	s, err := LoadHF(filepath.Join("testdata", "hf", "aya-23-8b.json"), Overrides{Batch: 1, Seq: 1024})
 	if err != nil {
@@ -453,10 +448,5 @@ func TestHFCohere(t *testing.T) {
 	m := s.Model
 	if !m.ParallelBlock || !m.CenteredNorm || !m.RoPEUpcast || m.LogitScale != 0.125 || !m.Tied || m.OutBias {
 		t.Errorf("model %+v", m)
-	}
-	_, err = ParseHF("qk.json", []byte(`{"model_type": "cohere", "hidden_size": 64, "num_hidden_layers": 2,
-		"num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "use_qk_norm": true}`), Overrides{Batch: 1, Seq: 16})
-	if err == nil || !strings.Contains(err.Error(), "use_qk_norm") {
-		t.Errorf("use_qk_norm: %v, want it refused", err)
 	}
 }
