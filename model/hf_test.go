@@ -405,48 +405,37 @@ func TestHFSmolLM3(t *testing.T) {
 	}
 }
 
-// TestHFStarcoder2 checks StarCoder2's block as modeling_starcoder2.py
-// builds it: nn.LayerNorms, a bias on every projection, the two-layer
-// MLP, the head tied by default, the three dropouts, and the window on
-// every layer (its parameters: TestHFParams).
-func TestHFStarcoder2(t *testing.T) {
-	s, err := LoadHF(filepath.Join("testdata", "hf", "starcoder2-3b.json"), Overrides{Batch: 1, Seq: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := s.Model
-	if !m.AffineNorm || !m.PlainMLP || !m.OutBias || !m.AttentionBias || !m.MLPBias || !m.Tied ||
-		m.Dropout != 0.1 || m.EmbeddingDropout != 0.1 || m.AttnDropout != 0.1 || m.SlidingWindow != 4096 || m.SlidingPattern > 1 {
-		t.Errorf("model %+v", m)
-	}
-}
-
-// TestHFPhi checks Phi as modeling_phi.py builds it: GPT-NeoX's parallel
-// block over one LayerNorm with separate q, k and v projections, biases on
-// every projection and the head, 40% of each head rotated, resid_pdrop on
-// both branches (qk_layernorm is refused: TestHFErrors).
-func TestHFPhi(t *testing.T) {
-	s, err := LoadHF(filepath.Join("testdata", "hf", "phi-2.json"), Overrides{Batch: 1, Seq: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := s.Model
-	if m.Type != NeoX || !m.SharedNorm || !m.SplitQKV || !m.HeadBias || m.Tied || m.Rotary != 0.4 || m.Dropout != 0.1 || m.Activation != KGELUNew {
-		t.Errorf("model %+v", m)
-	}
-}
-
-// TestHFCohere checks Cohere as modeling_cohere.py builds it: one
-// CohereLayerNorm under both branches, the query and key rotated in fp32,
-// the logits times logit_scale, tied by default (use_qk_norm is refused:
-// TestHFErrors).
-func TestHFCohere(t *testing.T) {
-	s, err := LoadHF(filepath.Join("testdata", "hf", "aya-23-8b.json"), Overrides{Batch: 1, Seq: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := s.Model
-	if !m.ParallelBlock || !m.CenteredNorm || !m.RoPEUpcast || m.LogitScale != 0.125 || !m.Tied || m.OutBias {
-		t.Errorf("model %+v", m)
+// TestHFFamilies checks the blocks of the twenty-second session's
+// families as their modeling files build them: StarCoder2's nn.LayerNorms,
+// biases everywhere, two-layer MLP, tied head, three dropouts and window on
+// every layer; Phi's GPT-NeoX block over one LayerNorm with separate q, k
+// and v projections, biases on every projection and the head, 40% of each
+// head rotated and resid_pdrop on both branches; Cohere's one
+// CohereLayerNorm under both branches, fp32 rotation, logit_scale and tied
+// head. (Their refusals are TestHFErrors's.)
+func TestHFFamilies(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		ok   func(m Model) bool
+	}{
+		{"starcoder2-3b.json", func(m Model) bool {
+			return m.AffineNorm && m.PlainMLP && m.OutBias && m.AttentionBias && m.MLPBias && m.Tied &&
+				m.Dropout == 0.1 && m.EmbeddingDropout == 0.1 && m.AttnDropout == 0.1 && m.SlidingWindow == 4096 && m.SlidingPattern <= 1
+		}},
+		{"phi-2.json", func(m Model) bool {
+			return m.Type == NeoX && m.SharedNorm && m.SplitQKV && m.HeadBias && !m.Tied && m.Rotary == 0.4 &&
+				m.Dropout == 0.1 && m.Activation == KGELUNew
+		}},
+		{"aya-23-8b.json", func(m Model) bool {
+			return m.ParallelBlock && m.CenteredNorm && m.RoPEUpcast && m.LogitScale == 0.125 && m.Tied && !m.OutBias
+		}},
+	} {
+		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.ok(s.Model) {
+			t.Errorf("%s: model %+v", c.file, s.Model)
+		}
 	}
 }
