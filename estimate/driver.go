@@ -322,24 +322,24 @@ func (s *sim) layer(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 // scalarShape marks a scalar loss.
 var scalarShape = model.Shape{1}
 
-// fork runs the branches on x and sums their outputs.
+// fork runs the branches on x and sums their outputs; a holding fork
+// (model.Fork.Hold) keeps each branch's output for the enclosing residual
+// to free after its add (sim.forkHeld).
 func (s *sim) fork(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 	var sum *tensor
 	var o model.Shape
+	hold := in.l.Spec.(*model.Fork).Hold
 	for _, b := range in.fork {
 		y, so := s.run(b, s.ref(x), sh)
 		o = so
+		if hold {
+			s.forkHeld = append(s.forkHeld, s.ref(y))
+		}
 		if sum == nil {
 			sum = y
 			continue
 		}
 		z := s.add(sum, y)
-		if in.l.Spec.(*model.Fork).Hold {
-			if len(s.forkHeld) == 0 {
-				s.forkHeld = append(s.forkHeld, s.ref(sum))
-			}
-			s.forkHeld = append(s.forkHeld, s.ref(y))
-		}
 		s.unref(sum)
 		s.unref(y)
 		sum = z
