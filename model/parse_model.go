@@ -109,6 +109,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.int("shared_expert", &m.SharedExpert, false)
 		mm.bool("shared_expert_gate", &m.SharedGate)
 		mm.bool("fused_qkv", &m.FusedQKV)
+		llamaConflicts(e, mm, m)
 	}
 	decodeActivation(e, mm, m)
 }
@@ -256,4 +257,25 @@ func decodeInput(e *errs, mm *mapping, in *Input) {
 		}
 	}
 	im.finish()
+}
+
+// llamaConflicts refuses llama options that contradict each other: more
+// than one choice of norm, a parallel block with norms placed around each
+// branch, and StarCoder2's MLP with experts.
+func llamaConflicts(e *errs, mm *mapping, m *Model) {
+	norms := 0
+	for _, on := range []bool{m.PlainNorm, m.AffineNorm, m.CenteredNorm} {
+		if on {
+			norms++
+		}
+	}
+	if norms > 1 {
+		e.add(mm.line, "model: plain_norm, layer_norm and centered_norm each choose the norm: give one")
+	}
+	if m.ParallelBlock && (m.PostNorm || m.SandwichNorm) {
+		e.add(mm.keys["parallel_block"], "parallel_block: one norm under both branches, not with post_norm or sandwich_norm")
+	}
+	if m.PlainMLP && m.Experts > 0 {
+		e.add(mm.keys["plain_mlp"], "plain_mlp: a two-layer MLP, not with experts")
+	}
 }
