@@ -55,8 +55,8 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		return
 	}
-	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 || m.granite() || m.NoRoPEPattern > 0 || m.starcoder() || m.cohere() {
-		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", m.describe())
+	if why := m.TPRefusal(); why != "" {
+		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", why)
 		return
 	}
 	seq := t.Seq
@@ -72,6 +72,19 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		}
 		e.add(line(key), "%s: %v", key, err)
 	}
+}
+
+// TPRefusal says why tensor and context parallelism are not simulated for
+// m, or "" when they are: torchtitan's plans shard Llama's block with
+// separate q, k and v projections, not the other families' changes to it.
+// The spec's checks and LowerRank (for every caller, the planner's too)
+// both ask it.
+func (m *Model) TPRefusal() string {
+	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 ||
+		m.granite() || m.NoRoPEPattern > 0 || m.starcoder() || m.cohere() {
+		return m.describe()
+	}
+	return ""
 }
 
 // granite says whether m applies any of Granite's constants.
@@ -260,8 +273,8 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if t.TP <= 1 && t.CP <= 1 {
 		return ls, nil
 	}
-	if m.Type != Llama {
-		return nil, fmt.Errorf("%w: %s models (torchtitan's plans for tensor and context parallelism are for Llama)", ErrNotSplittable, m.Type)
+	if why := m.TPRefusal(); why != "" {
+		return nil, fmt.Errorf("%w: %s (torchtitan's plans for tensor and context parallelism are for Llama's block)", ErrNotSplittable, why)
 	}
 	ls = unwindowed(ls)
 	if t.TP > 1 {

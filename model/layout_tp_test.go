@@ -1,6 +1,8 @@
 package model
 
 import (
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -97,6 +99,31 @@ func TestRankParams(t *testing.T) {
 	for _, tc := range []struct{ ep, want int64 }{{1, whole}, {2, whole - routed/2}, {8, whole - routed*7/8}} {
 		if got := RankParams(ls, tc.ep); got != tc.want {
 			t.Errorf("ep %d: %d parameters, want %d", tc.ep, got, tc.want)
+		}
+	}
+}
+
+// TestTPRefusalInLowering: LowerRank refuses tensor and context
+// parallelism for every model the spec's checks refuse them for, so that
+// callers building a Training without those checks (the planner) get
+// ErrNotSplittable rather than a plain Llama's program.
+func TestTPRefusalInLowering(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		ok   bool
+	}{
+		{"llama-3-8b.json", true}, {"granite-3.1-2b.json", false}, {"olmo-1b.json", false}, {"smollm3-3b.json", false},
+		{"starcoder2-3b.json", false}, {"aya-23-8b.json", false}, {"gemma-2-2b.json", false}, {"phi-2.json", false},
+	} {
+		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range []Training{{TP: 2, Seq: 1024}, {CP: 2, Seq: 1024}} {
+			_, err := s.Model.LowerRank(&tr)
+			if got := !errors.Is(err, ErrNotSplittable); got != c.ok || (c.ok && err != nil) {
+				t.Errorf("%s tp %d cp %d: %v", c.file, tr.TP, tr.CP, err)
+			}
 		}
 	}
 }
