@@ -413,8 +413,15 @@ func (c *hfConfig) noRoPE(m *Model) {
 	}
 	rope := make([]bool, len(list))
 	for i, v := range list {
-		f, isNum := v.(float64)
-		rope[i] = isNum && f != 0
+		switch x := v.(type) {
+		case float64:
+			rope[i] = x != 0
+		case bool:
+			rope[i] = x
+		default:
+			c.fail("no_rope_layers: entry %d is %v, want 1 or 0", i, v)
+			return
+		}
 	}
 	first := slices.Index(rope, false)
 	if first < 0 {
