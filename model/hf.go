@@ -265,8 +265,8 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	}
 	m.HeadDim = c.int("head_dim", hd, false)
 	gemma := mt == "gemma" || mt == "gemma2" || mt == "gemma3_text"
-	// Starcoder2Config, like Gemma's, ties the head to the embeddings
-	// unless told otherwise.
+	// Starcoder2Config and CohereConfig, like Gemma's, tie the head to
+	// the embeddings unless told otherwise.
 	m.Tied = c.bool("tie_word_embeddings", gemma || mt == "starcoder2" || mt == "cohere")
 	m.Gemma = gemma
 	c.blockFamily(m, mt)
@@ -406,7 +406,10 @@ func (c *hfConfig) noRoPE(m *Model) {
 	}
 	list, ok := c.raw["no_rope_layers"].([]any)
 	if !ok || len(list) == 0 {
-		if p := c.int("no_rope_layer_interval", 4, false); p > 1 {
+		switch p := c.int("no_rope_layer_interval", 4, false); {
+		case p == 1:
+			c.fail("no_rope_layer_interval 1: every layer without rotary embeddings is not modelled")
+		case p > 1:
 			m.NoRoPEPattern = p
 		}
 		return

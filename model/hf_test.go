@@ -387,6 +387,7 @@ func TestHFSmolLM3(t *testing.T) {
 		{"irregular", `"no_rope_layers": [1, 0, 0, 1]`, "no_rope_layers: layers without rotary embeddings in an order", 0},
 		{"sliding", `"use_sliding_window": true, "sliding_window": 16`, "use_sliding_window", 0},
 		{"booleans", `"no_rope_layers": [true, false, true, false]`, "", 2},
+		{"interval 1", `"no_rope_layer_interval": 1`, "no_rope_layer_interval 1", 0},
 		{"not a number", `"no_rope_layers": [1, "no", 1, 0]`, "no_rope_layers: entry 1", 0},
 	} {
 		extra := ""
