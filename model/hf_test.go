@@ -98,6 +98,44 @@ func TestHFParamsMeasured(t *testing.T) {
 	}
 }
 
+// TestHFParamsOfRuns checks the families added since against the count
+// transformers made in their measured runs' records (measure.py's
+// parameters; lora.py's frozen base).
+func TestHFParamsOfRuns(t *testing.T) {
+	for _, run := range []string{"2026-11-27-h100-olmo.jsonl", "2026-11-27-h100-olmo2.jsonl", "2026-11-27-h100-granite.jsonl",
+		"2026-11-27-h200-olmo3.jsonl", "2026-11-27-h200-smollm3.jsonl", "2026-11-27-h200-starcoder2.jsonl",
+		"2026-11-27-h200-phi.jsonl", "2026-11-27-h200-cohere.jsonl", "2026-11-27-h200-heldout36.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("..", "bench", "results", run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var rec struct {
+				Spec       string          `json:"spec"`
+				Parameters json.RawMessage `json:"parameters"`
+			}
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("%s: %v", run, err)
+			}
+			var n int64
+			if json.Unmarshal(rec.Parameters, &n) != nil {
+				var lora struct{ Frozen int64 }
+				if err := json.Unmarshal(rec.Parameters, &lora); err != nil {
+					t.Fatalf("%s: parameters %s: %v", run, rec.Parameters, err)
+				}
+				n = lora.Frozen
+			}
+			s, err := LoadHF(filepath.Join("..", filepath.FromSlash(rec.Spec)), Overrides{Seq: 128})
+			if err != nil {
+				t.Fatalf("%s: %v", rec.Spec, err)
+			}
+			if got := s.Params(); got != n {
+				t.Errorf("%s (%s): Params() = %d, transformers counted %d", rec.Spec, run, got, n)
+			}
+		}
+	}
+}
+
 func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "deepseek_v3"}`, `model_type "deepseek_v3" needs multi-head latent attention and dense first layers beside the experts, which memplan does not model yet (supported: `},
