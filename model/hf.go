@@ -426,14 +426,7 @@ func (c *hfConfig) noRoPE(m *Model) {
 			return
 		}
 	}
-	first := slices.Index(rope, false)
-	if first < 0 {
-		return
-	}
-	pattern, fits := int64(first+1), first > 0
-	for i, r := range rope {
-		fits = fits && r == ((int64(i)+1)%pattern != 0)
-	}
+	pattern, fits := exceptEvery(rope)
 	if !fits {
 		c.fail("no_rope_layers: layers without rotary embeddings in an order memplan does not model (none, or every P-th)")
 		return
@@ -471,20 +464,14 @@ func (c *hfConfig) sliding(m *Model, mt string) {
 	for _, t := range types {
 		sliding = append(sliding, t == "sliding_attention")
 	}
-	window, pattern, fits := int64(0), int64(0), true
-	switch first := slices.Index(sliding, false); {
-	case first < 0:
-		window, pattern = c.int("sliding_window", 4096, false), 1
-	case slices.Contains(sliding, true):
-		window, pattern = c.int("sliding_window", 4096, false), int64(first+1)
-		for i, sl := range sliding {
-			_, want := slidingAt(window, pattern, int64(i))
-			fits = fits && sl == want
-		}
+	if !slices.Contains(sliding, true) {
+		m.SlidingWindow, m.SlidingPattern = 0, 0 // every layer full
+		return
 	}
+	pattern, fits := exceptEvery(sliding)
 	if !fits {
 		c.fail("layer_types: sliding and full attention layers in an order memplan does not model (every layer, or all but every P-th)")
 		return
 	}
-	m.SlidingWindow, m.SlidingPattern = window, pattern
+	m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), max(pattern, 1)
 }

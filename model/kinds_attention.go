@@ -89,7 +89,7 @@ func (k *Attention) SlidingAt(layer int64) (int64, bool) {
 // RoPEAt reports whether the attention, as layer (0-based) of its model,
 // applies rotary embeddings.
 func (k *Attention) RoPEAt(layer int64) bool {
-	return k.RoPE && !(k.NoRoPEPattern > 1 && (layer+1)%k.NoRoPEPattern == 0)
+	return k.RoPE && !everyPth(k.NoRoPEPattern, layer)
 }
 
 // Eager attention's softmax conventions (Attention.Softmax).

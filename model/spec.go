@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -474,8 +475,34 @@ func slidingAt(window, pattern, layer int64) (int64, bool) {
 	if window <= 0 {
 		return 0, false
 	}
-	if pattern > 1 && (layer+1)%pattern == 0 {
+	if everyPth(pattern, layer) {
 		return 0, false
 	}
 	return window, true
+}
+
+// everyPth says whether layer (0-based) is one of every p-th layers, the
+// layers p, 2p, … counted from 1 (p > 1): the full-attention layers of a
+// sliding pattern (slidingAt) and the NoPE layers of SmolLM3
+// (Attention.RoPEAt).
+func everyPth(p, layer int64) bool { return p > 1 && (layer+1)%p == 0 }
+
+// exceptEvery reads a per-layer list that is true on every layer but each
+// p-th (everyPth): p, or 0 when every entry is true; ok is false when the
+// list follows no such rule (its first entry false included).
+func exceptEvery(bs []bool) (p int64, ok bool) {
+	first := slices.Index(bs, false)
+	switch {
+	case first < 0:
+		return 0, true
+	case first == 0:
+		return 0, false
+	}
+	p = int64(first + 1)
+	for i, b := range bs {
+		if b == everyPth(p, int64(i)) {
+			return 0, false
+		}
+	}
+	return p, true
 }
