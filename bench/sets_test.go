@@ -118,6 +118,17 @@ func TestEverySingleGPUSet(t *testing.T) {
 		t.Fatalf("%d tuning and %d held-out runs; want ≥ 100 and a fifth held out", rep.Tuning.N, rep.HeldOut.N)
 	}
 	checkMedians(t, rep)
+	// The figures README.md and docs/accuracy.md's summary quote
+	// (go test ./bench -run TestEverySingleGPUSet -v prints them).
+	for _, s := range []struct {
+		name string
+		sum  Summary
+	}{{"tuning", rep.Tuning}, {"held out", rep.HeldOut}, {"all", rep.All}} {
+		for m := 0; m < NumMetrics; m++ {
+			t.Logf("%s (%d runs): %s median %.1f%%, worst %.1f%%, %d more than %.0f%% under", s.name, s.sum.N,
+				MetricNames[m], 100*s.sum.Median[m], 100*s.sum.Worst[m], s.sum.Under[m], 100*UnderLimit)
+		}
+	}
 	// A listed gap must still miss in at least one run of its label (one
 	// configuration can be in several sets).
 	matched, missed := map[string]bool{}, map[gapKey]bool{}
