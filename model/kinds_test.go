@@ -27,7 +27,7 @@ func TestNewKindErrors(t *testing.T) {
 		{"groupnorm missing", head + "  input: {image: {channels: 3}}\n  layers:\n    - groupnorm\ntraining: {batch: 1}\n",
 			"x.yaml:6: groupnorm: missing required field \"groups\""},
 		{"two norms", "name: x\nmodel:\n  type: llama\n  layers: 2\n  hidden: 64\n  heads: 4\n  vocab: 100\n  intermediate: 128\n  plain_norm: true\n  layer_norm: true\ntraining: {batch: 1, seq: 8}\n",
-			"plain_norm, layer_norm and centered_norm each choose the norm"},
+			"x.yaml:10: model: plain_norm, layer_norm and centered_norm each choose the norm"},
 		{"parallel block with post norms", "name: x\nmodel:\n  type: llama\n  layers: 2\n  hidden: 64\n  heads: 4\n  vocab: 100\n  intermediate: 128\n  parallel_block: true\n  post_norm: true\ntraining: {batch: 1, seq: 8}\n",
 			"x.yaml:9: parallel_block: one norm under both branches"},
 		{"project_first with per-head norms", head + "  input: {tokens: {vocab: 100}}\n  layers:\n    - embedding: {vocab: 100, dim: 64}\n    - attention: {dim: 64, heads: 4, qk_norm: true, project_first: true}\ntraining: {batch: 1, seq: 8}\n",

@@ -263,14 +263,17 @@ func decodeInput(e *errs, mm *mapping, in *Input) {
 // than one choice of norm, a parallel block with norms placed around each
 // branch, and StarCoder2's MLP with experts.
 func llamaConflicts(e *errs, mm *mapping, m *Model) {
-	norms := 0
-	for _, on := range []bool{m.PlainNorm, m.AffineNorm, m.CenteredNorm} {
-		if on {
-			norms++
+	norms, line := 0, mm.line
+	for _, n := range []struct {
+		key string
+		on  bool
+	}{{"plain_norm", m.PlainNorm}, {"layer_norm", m.AffineNorm}, {"centered_norm", m.CenteredNorm}} {
+		if n.on {
+			norms, line = norms+1, max(line, mm.keys[n.key])
 		}
 	}
 	if norms > 1 {
-		e.add(mm.line, "model: plain_norm, layer_norm and centered_norm each choose the norm: give one")
+		e.add(line, "model: plain_norm, layer_norm and centered_norm each choose the norm: give one")
 	}
 	if m.ParallelBlock && (m.PostNorm || m.SandwichNorm) {
 		e.add(mm.keys["parallel_block"], "parallel_block: one norm under both branches, not with post_norm or sandwich_norm")
