@@ -89,7 +89,7 @@ type attnState struct {
 	b, seq, rows int64
 	q, k, v      *tensor
 	held         []*tensor
-	heldBuf      [4]*tensor // held's memory: at most q, k, v and a packed projection
+	heldBuf      [8]*tensor // held's memory: q, k, v, a packed projection, Phi's four sliced rotary parts
 }
 
 // attnState returns the simulation's attention state, emptied for a
