@@ -4,10 +4,11 @@ package estimate
 // order PyTorch's engine and generated code allocate and free
 // (docs/pytorch-memory.md §4).
 
-// passes says whether node n hands its incoming gradient g to input in as
-// it is (node.pass, and the same size and dtype).
-func (n *node) passes(g, in *tensor) bool {
-	return n.pass && len(n.outs) == 1 && g.elems == in.elems && g.dt == in.dt
+// passes says whether node n hands its incoming gradient g to input i,
+// in, as it is (node.pass, the same size and dtype, and not a
+// subtraction's subtrahend: node.negFirst).
+func (n *node) passes(g *tensor, i int, in *tensor) bool {
+	return n.pass && len(n.outs) == 1 && g.elems == in.elems && g.dt == in.dt && !(i == 0 && n.negFirst)
 }
 
 // backward runs the tape in reverse creation order, which is the order
@@ -139,7 +140,7 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 			*dyc = nil
 		}
 		switch {
-		case n.passes(g0, in):
+		case n.passes(g0, i, in):
 			grads[i] = s.ref(g0)
 		case n.split:
 			grads[i] = s.view(g0, in.elems)

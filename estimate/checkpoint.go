@@ -45,8 +45,8 @@ func tailGrads(tail []*node) []gradShape {
 			return nil
 		}
 		g0 := n.outs[0]
-		for _, in := range n.ins {
-			if !n.passes(g0, in) {
+		for j, in := range n.ins {
+			if !n.passes(g0, j, in) {
 				out = append(out, gradShape{in.elems, in.dt, madeBy(tail[:i], in)})
 			}
 		}

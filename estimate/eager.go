@@ -6,15 +6,23 @@ import "github.com/memplan/memplan/model"
 // [b, heads, s, s] go through softmax, in fp32 or in their own dtype by
 // the model's convention (model.Attention.Softmax), and are kept for
 // backward. It returns the output and the probabilities (after dropout),
-// which the function returns too and the caller holds.
-func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64, soft string, softcap float64) (out, probs *tensor) {
+// which the function returns too and the caller holds. With sinks (a
+// parameter of one logit per head: model.Attention.Sinks) the
+// probabilities are GPT-OSS's (sinkProbs).
+func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd int64, p float64, soft string, softcap float64, sinks *tensor) (out, probs *tensor) {
 	k, v = s.repeatKV(k, v, heads, kvHeads) // repeat_kv expands and reshapes (repeatKV)
 	w := s.eagerScores(q, k, mask, b*heads*sq*sq, softcap)
-	pr := s.eagerProbs(w, q, v, soft)
-	if p > 0 {
-		d := s.dropout(pr)
-		s.unref(pr)
-		pr = d
+	var pr *tensor
+	var locals [3]*tensor // GPT-OSS's combined_logits, probs and scores
+	if sinks != nil {
+		pr, locals = s.sinkProbs(w, sinks, v, b*heads*sq, p)
+	} else {
+		pr = s.eagerProbs(w, q, v, soft)
+		if p > 0 {
+			d := s.dropout(pr)
+			s.unref(pr)
+			pr = d
+		}
 	}
 	vc := s.castLow(v)
 	prc := s.castLow(pr)
@@ -49,7 +57,53 @@ func (s *sim) eagerAttention(q, k, v, mask *tensor, b, heads, kvHeads, sq, hd in
 	s.unref(y)
 	s.unref(k)
 	s.unref(v)
+	for _, t := range locals {
+		s.unref(t)
+	}
 	return c, pr
+}
+
+// sinkProbs is GPT-OSS's eager_attention_forward from the masked scores w
+// (consumed) to the probabilities that multiply the values, over rows =
+// b·heads·seq rows: the sinks expanded to [b, heads, seq, 1] and
+// concatenated to the scores (cat promotes, so under autocast both are
+// fp32), the rows' maximum subtracted (max saves its int64 indices; the
+// concatenation is dropped once the difference exists), softmax in that
+// dtype, the sink column sliced off (a view), dropout, and the cast to the
+// values' dtype (a copy under autocast). It returns the probabilities and
+// the locals bound until the function returns: combined_logits (the
+// difference), probs and scores. The masked scores stay bound to
+// attn_weights until the cast rebinds it.
+func (s *sim) sinkProbs(w, sinks, v *tensor, rows int64, p float64) (pr *tensor, locals [3]*tensor) {
+	sv := s.view(sinks, rows)
+	sv.expanded, sv.name = true, "sinks (expanded)"
+	s.record("Expand", []*tensor{sinks}, sv)
+	combined := s.alloc(w.elems+rows, promote(w.dt, sinks.dt), catTemp, "scores with sinks")
+	if n := s.record("Cat", []*tensor{w, sv}, combined); n != nil {
+		n.split = true
+	}
+	s.unref(sv)
+	mx := s.alloc(rows, combined.dt, catTemp, "max")
+	idx := s.alloc(rows, i64, catTemp, "max indices")
+	if n := s.record("MaxDim", []*tensor{combined}, mx); n != nil {
+		s.save(n, idx)
+	}
+	s.unref(idx)
+	logits := s.sub(combined, mx)
+	s.unref(mx)
+	s.unref(combined)
+	probs := s.softmax(logits)
+	scores := s.view(probs, w.elems)
+	s.record("Slice", []*tensor{probs}, scores)
+	d := s.ref(scores)
+	if p > 0 {
+		s.unref(d)
+		d = s.dropout(scores)
+	}
+	pr = s.to(d, v.dt)
+	s.unref(d)
+	s.unref(w)
+	return pr, [3]*tensor{logits, probs, scores}
 }
 
 // eagerScores is eager attention's q·kᵀ, scaled and masked: the matrix

@@ -28,6 +28,7 @@ type attnOp struct {
 	q, qB, kw, kB, v, vB *tensor
 	o, oB                *tensor
 	qNorm, kNorm         *tensor
+	sinks                *tensor // model.Attention.Sinks
 }
 
 func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
@@ -64,6 +65,9 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	}
 	if k.Style != "torch" {
 		outProj()
+		if k.Sinks {
+			a.sinks = s.param(k.Heads, "sinks") // registered after o_proj
+		}
 	} else {
 		// parameters() order: in_proj first, then out_proj (a rotation
 		// of the layer's parameters by out_proj's count).
@@ -210,7 +214,7 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 		mathSDPA = false
 	case mathSDPA:
 		var probs *tensor
-		y, probs = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, model.SoftmaxFP32, 0)
+		y, probs = s.eagerAttention(st.q, st.k, st.v, nil, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, model.SoftmaxFP32, 0, nil)
 		s.unref(probs) // the math kernel's (output, attn) pair: SDPA returns the output only
 	case s.cfg.eager:
 		var mask *tensor
@@ -221,7 +225,7 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 			mask = s.causalMask(st.seq, x.dt)
 		}
 		var probs *tensor
-		y, probs = s.eagerAttention(st.q, st.k, st.v, mask, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, k.Softmax, k.Softcap)
+		y, probs = s.eagerAttention(st.q, st.k, st.v, mask, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim, k.P, k.Softmax, k.Softcap, a.sinks)
 		// The attention module returns its weights beside its output and
 		// the decoder layer binds them (hidden_states, _ = self.self_attn(...)):
 		// they live until the layer returns, through its MLP, which
@@ -286,11 +290,11 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 		frac = a.k.Rotary
 	}
 	dt := a.ropeDt(x)
-	s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), dt, false)
+	s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), dt, false, a.k.RoPEHalves)
 	if a.k.LocalRoPE {
 		// Gemma 3's second rotary embedding, for the sliding layers,
 		// computed after the global one.
-		s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), dt, true)
+		s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), dt, true, a.k.RoPEHalves)
 	}
 }
 

@@ -13,6 +13,7 @@ import "github.com/memplan/memplan/model"
 type moeOp struct {
 	k              *model.MoE
 	router         *tensor
+	routerB        *tensor // GPT-OSS's router bias (model.RouterTopKSoftmax)
 	gateUp, down   *tensor
 	gateUpB, downB *tensor
 	shared         mlpParams // gate is nil without a shared expert
@@ -25,6 +26,7 @@ type moeOp struct {
 func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.MoE)
 	o := &moeOp{k: k, router: s.matrix(k.Experts, k.Dim, 1, "router.weight")}
+	o.routerB = s.optParam(k.Router == model.RouterTopKSoftmax, k.Experts, "router.bias")
 	// The rank's experts (all of them without --ep); a whole load
 	// (loadWhole) builds every expert before the rank keeps its own, as
 	// ep.py's slices of a model built on the GPU do.
@@ -55,7 +57,12 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if k.Shared > 0 {
 		shared = s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
 	}
-	w, idx := s.route(o, x, rows)
+	var w, idx, logits *tensor
+	if k.Router == model.RouterTopKSoftmax {
+		w, idx, logits = s.routeTopKFirst(o, x, rows)
+	} else {
+		w, idx = s.route(o, x, rows)
+	}
 	var y *tensor
 	experts := func() {
 		if s.cfg.ep > 1 {
@@ -69,8 +76,13 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	} else {
 		experts()
 	}
-	s.unref(w)
+	if logits != nil {
+		s.returnScores(w)
+	} else {
+		s.unref(w)
+	}
 	s.unref(idx)
+	s.unref(logits)
 	if shared != nil {
 		y = s.addShared(o, x, y, shared, rows)
 	}
@@ -111,6 +123,37 @@ func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 	return w, idx
 }
 
+// routeTopKFirst is GPT-OSS's GptOssTopKRouter: logits = x·Wᵀ + b (bf16
+// under autocast), the top k of the logits (values and int64 ids; the
+// node keeps the ids), softmax over the k values in their dtype (the
+// routing weights, which it saves). It returns the weights, the ids and
+// the logits, which GptOssMLP.forward binds (as _) until it returns.
+func (s *sim) routeTopKFirst(o *moeOp, x *tensor, rows int64) (w, idx, logits *tensor) {
+	k := o.k
+	logits = s.matmul(x, o.router, o.routerB, rows, k.Experts)
+	top := s.alloc(rows*k.TopK, logits.dt, catTemp, "top-k logits")
+	idx = s.alloc(rows*k.TopK, i64, catTemp, "top-k experts")
+	if n := s.record("Topk", []*tensor{logits}, top); n != nil {
+		s.save(n, idx)
+	}
+	w = s.softmax(top)
+	s.unref(top)
+	return w, idx, logits
+}
+
+// returnScores is GPT-OSS's MLP returning its routing weights beside its
+// output: the decoder layer binds them to the name that held the
+// attention's weights (hidden_states, _ = self.mlp(...)), which frees
+// those, and keeps them until it returns.
+func (s *sim) returnScores(w *tensor) {
+	if n := len(s.unitHold); n > 0 {
+		s.unref(s.unitHold[n-1])
+		s.unitHold[n-1] = w
+		return
+	}
+	s.unitHold = append(s.unitHold, w)
+}
+
 // groupedExperts is transformers 5.17's grouped_mm_experts_forward over
 // the S = rows·k routed pairs (its source, as it ran, is in
 // bench/results/moe-traces/*/source.txt): sort the expert ids (values and
@@ -133,9 +176,12 @@ func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	s.unref(pk)
 	wg := s.gatherRows(w, perm, n, 1, "sample_weights_g")
 	hi, tpe, offs, mask := s.groupOffsets(n, k.Experts)
+	// selected_biases = gate_up_proj_bias[expert_ids_g], before the
+	// pre-mask.
+	b1 := s.expertBias(o.gateUpB, eg, n, 2*k.Hidden)
 	selm := s.maskInPlace(selg, mask)
 	s.unref(selg)
-	out := s.expertMLP(o, selm, mask, eg, n)
+	out, b2 := s.expertMLP(o, selm, mask, eg, n, b1)
 	sc := s.broadcastMul(out, wg)
 	r, inv := s.restore(sc, perm, n)
 	s.unref(sc) // the name is rebound to the reordered rows
@@ -144,10 +190,19 @@ func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	// first bound.
 	// (selected_hidden_states_g, masked in place, is one of them: measured,
 	// bench/results/2026-11-23-h100-traces2/moe-ckpt-amp.)
-	for _, t := range []*tensor{eg, perm, selm, wg, hi, tpe, offs, mask, out, inv, r} {
+	for _, t := range []*tensor{eg, perm, selm, wg, hi, tpe, offs, mask, b2, out, inv, r} {
 		s.unref(t)
 	}
 	return y
+}
+
+// expertBias is bias[expert_ids_g] over n rows of width, or nil for
+// experts without biases.
+func (s *sim) expertBias(b, eg *tensor, n, width int64) *tensor {
+	if b == nil {
+		return nil
+	}
+	return s.gatherRows(b, eg, n, width, "bias[expert_ids_g]")
 }
 
 // sortExperts is torch.sort(expert_ids): the sorted ids and the
@@ -193,26 +248,71 @@ func (s *sim) maskCopy(x, mask *tensor) *tensor {
 	return y
 }
 
-// expertMLP is the experts' two grouped GEMMs around the gated activation
-// over n sorted rows, each output masked: the [n, h] result.
-func (s *sim) expertMLP(o *moeOp, x, mask, eg *tensor, n int64) *tensor {
+// expertMLP is the experts' two grouped GEMMs around the gate over n
+// sorted rows, each output masked: the [n, h] result. b1 is the gathered
+// gate_up bias (expertBias; nil without biases), which the name
+// selected_biases holds until the down projection's is gathered; that
+// one, b2, is returned for the caller to free with its locals.
+func (s *sim) expertMLP(o *moeOp, x, mask, eg *tensor, n int64, b1 *tensor) (d, b2 *tensor) {
 	k := o.k
-	gu0 := s.groupedLinear(x, o.gateUp, o.gateUpB, eg, n, 2*k.Hidden)
+	gu0 := s.groupedLinear(x, o.gateUp, b1, n, 2*k.Hidden)
 	gu := s.maskCopy(gu0, mask)
 	s.unref(gu0)
-	gate, up := s.view(gu, n*k.Hidden), s.view(gu, n*k.Hidden) // chunk(2)
-	s.record("Split", []*tensor{gu}, gate, up)
-	s.unref(gu)
-	a := s.activation(k.Activation, gate, false)
-	s.unref(gate)
-	m := s.mul(a, up)
-	s.unref(a)
-	s.unref(up)
-	d0 := s.groupedLinear(m, o.down, o.downB, eg, n, k.Dim)
+	m := s.expertGate(o, gu, n)
+	b2 = s.expertBias(o.downB, eg, n, k.Dim)
+	s.unref(b1)
+	d0 := s.groupedLinear(m, o.down, b2, n, k.Dim)
 	s.unref(m)
-	d := s.maskCopy(d0, mask)
+	d = s.maskCopy(d0, mask)
 	s.unref(d0)
-	return d
+	return d, b2
+}
+
+// expertGate is the experts' _apply_gate over gate_up's output gu [n, 2I]
+// (consumed, as the caller's name is rebound to the result):
+// transformers' default act(gate) · up over gu's two halves (chunk), or
+// GPT-OSS's clamped gate (model.GateClamped) over its even and odd
+// columns (two strided slices, whose backward each pads its gradient to
+// gu's size): gate.clamp(max=7) and up.clamp(−7, 7), each a new tensor
+// that saves its (sliced) input, so gu stays saved; glu = gate ·
+// σ(1.702 · gate) (the scaled gate dropped once the sigmoid exists, which
+// saves its output); (up + 1) · glu. clamp's backward makes where(self ≤
+// max, grad, 0): one boolean mask of the input's size for the gate, two
+// (≥ min, ≤ max) for up, before its gradient.
+func (s *sim) expertGate(o *moeOp, gu *tensor, n int64) *tensor {
+	k := o.k
+	gate, up := s.view(gu, n*k.Hidden), s.view(gu, n*k.Hidden)
+	if k.Gate != model.GateClamped {
+		s.record("Split", []*tensor{gu}, gate, up) // chunk(2)
+		s.unref(gu)
+		a := s.activation(k.Activation, gate, false)
+		s.unref(gate)
+		m := s.mul(a, up)
+		s.unref(a)
+		s.unref(up)
+		return m
+	}
+	s.record("Slice", []*tensor{gu}, gate) // gate_up[..., ::2]
+	s.record("Slice", []*tensor{gu}, up)   // gate_up[..., 1::2]
+	gc := s.clamp(gate, false)
+	s.unref(gate)
+	uc := s.clamp(up, true)
+	s.unref(up)
+	t := s.scalarOp(gc)
+	sg := s.unary("Sigmoid", t, false, true)
+	s.unref(t)
+	glu := s.mul(gc, sg)
+	s.unref(sg)
+	u1 := s.addScalar(uc)
+	m := s.mul(u1, glu)
+	s.unref(u1)
+	// _apply_gate's locals (gate, up, glu) go as it returns, then the
+	// caller's name for gu.
+	s.unref(gc)
+	s.unref(uc)
+	s.unref(glu)
+	s.unref(gu)
+	return m
 }
 
 // restore is inv_perm = empty_like(perm); inv_perm[perm] = arange(S);
@@ -242,15 +342,33 @@ func (s *sim) gatherRows(src, index *tensor, n, cols int64, name string) *tensor
 	return y
 }
 
+// clamp is x.clamp(max=c), or with both x.clamp(min=−c, max=c): a new
+// tensor whose node saves x; clamp_backward (FunctionsManual.cpp) makes
+// where(mask, grad, 0) over one boolean mask of x's size per bound, the
+// masks alive until the gradient exists.
+func (s *sim) clamp(x *tensor, both bool) *tensor {
+	y := s.alloc(x.elems, x.dt, catTemp, "clamp")
+	if n := s.record("Clamp", []*tensor{x}, y); n != nil {
+		s.save(n, x)
+		if both {
+			n.pairTemps = x.elems
+		} else {
+			n.bwdTemp = x.elems
+		}
+	}
+	return y
+}
+
 // groupedLinear is transformers' _grouped_linear: _grouped_mm(input.to(W's
-// dtype), Wᵀ, offs) [+ bias[expert_ids_g]]. Its node saves the (cast)
+// dtype), Wᵀ, offs), then out.add_(b) in place when the experts have
+// biases (b is the gathered bias, expertBias). Its node saves the (cast)
 // input for W's gradient (W itself is a parameter); the backward's
 // gradient of W comes out in W's layout and is kept as .grad as it is.
 // GroupedMmBackward0 names the input self and Wᵀ mat2 (derivatives.yaml)
 // and, like every generated node, computes the gradients in sorted name
 // order: W's first, then the input's (docs/moe.md §1,
 // docs/pytorch-memory.md §4).
-func (s *sim) groupedLinear(x, wt, b, eg *tensor, n, out int64) *tensor {
+func (s *sim) groupedLinear(x, wt, b *tensor, n, out int64) *tensor {
 	xc := s.to(x, wt.dt)
 	y := s.alloc(n*out, xc.dt, catTemp, "grouped_mm out")
 	if wt.dt == f32 {
@@ -264,10 +382,13 @@ func (s *sim) groupedLinear(x, wt, b, eg *tensor, n, out int64) *tensor {
 	if b == nil {
 		return y
 	}
-	bg := s.gatherRows(b, eg, n, out, "bias[expert_ids_g]")
-	z := s.add(y, bg)
+	// add_ makes a new version of y's storage; AddBackward0 passes the
+	// gradient to both.
+	z := s.view(y, y.elems)
+	if nd := s.record("Add", []*tensor{y, b}, z); nd != nil {
+		nd.pass = true
+	}
 	s.unref(y)
-	s.unref(bg)
 	return z
 }
 

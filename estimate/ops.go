@@ -214,6 +214,21 @@ func (s *sim) add(a, b *tensor) *tensor {
 	return y
 }
 
+// sub is a − b with broadcasting: nothing saved; in backward the
+// subtrahend's gradient is −grad (SubBackward0 computes other's before
+// self's, in sorted name order), computed at the output's size and summed
+// down when b is broadcast; a's passes through as add's.
+func (s *sim) sub(a, b *tensor) *tensor {
+	el := max(a.elems, b.elems)
+	y := s.alloc(el, promote(a.dt, b.dt), catTemp, "sub")
+	y.perm = (a.perm && a.elems == el) || (b.perm && b.elems == el)
+	if n := s.record("Sub", []*tensor{b, a}, y); n != nil {
+		// record keeps only the inputs that require grad.
+		n.pass, n.negFirst, n.bcast = true, b.req, true
+	}
+	return y
+}
+
 // mul is a * b: each operand is saved when the other requires grad.
 // Autograd saves inputs before the kernel runs, so a checkpoint's
 // recompute that stops at those saves never makes the output (measured:

@@ -11,11 +11,23 @@ import "github.com/memplan/memplan/model"
 func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	k := a.k
 	frac := rotaryFrac(k)
-	cos, sin := s.ropeTables(st.seq, int64(frac*float64(k.HeadDim)), a.ropeDt(x), a.localRoPE())
+	width := int64(frac * float64(k.HeadDim))
+	if k.RoPEHalves {
+		width /= 2 // GPT-OSS's tables are half a head wide (ropeBuild)
+	}
+	cos, sin := s.ropeTables(st.seq, width, a.ropeDt(x), a.localRoPE())
 	// apply_rotary_pos_emb rotates q, then k, and only then concatenates
 	// each with its unrotated part (GPT-NeoX's and Phi's partial rotary:
 	// the allocator history of Pythia-160M, bench/results/2026-11-26-h100-eager-traces).
 	q0, k0 := st.q, st.k
+	if k.RoPEHalves {
+		q2, k2 := s.ropeHalves(st.q, cos, sin), s.ropeHalves(st.k, cos, sin)
+		s.unref(st.q)
+		s.unref(st.k)
+		st.q, st.k = q2, k2
+		st.held = append(st.held, s.ref(st.q))
+		return
+	}
 	if k.RoPEUpcast {
 		// Cohere's apply_rotary_pos_emb: q = q.float(), k = k.float()
 		// first, copies unless they are fp32 already, freed as it returns.
@@ -91,14 +103,21 @@ func firstRope(ins []*inst) *attnOp {
 // .to(x.dtype), a copy when the stream is half; freqs, emb and the fp32
 // tables go when the function returns (measured: Gemma-2-2B in AMP and in
 // bf16, modeling_gemma2.py:131-134, bench/results/2026-11-27-heldout22-traces).
-func (s *sim) ropeBuild(seq, hd, dt int64, local bool) {
+// With halves (GPT-OSS's rotary embedding, model.Attention.RoPEHalves)
+// emb is freqs itself and the tables are half a head wide.
+func (s *sim) ropeBuild(seq, hd, dt int64, local, halves bool) {
 	i := 0
 	if local {
 		i = 2
 	}
 	freqs := s.alloc(seq*hd/2, f32, catTemp, "rope freqs")
 	s.gemm(f32, false)
-	emb := s.alloc(seq*hd, f32, catTemp, "rope emb")
+	var emb *tensor
+	if halves {
+		hd /= 2
+	} else {
+		emb = s.alloc(seq*hd, f32, catTemp, "rope emb")
+	}
 	var t, full [2]*tensor
 	for k, name := range [2]string{"rope cos", "rope sin"} {
 		raw := s.alloc(seq*hd, f32, catTemp, name)
@@ -177,6 +196,37 @@ func (s *sim) ropeRotate(x, cos, sin *tensor, frac float64) (y, xr *tensor) {
 	s.unref(a)
 	s.unref(bb)
 	return y, xr
+}
+
+// ropeHalves is GPT-OSS's _apply_rotary_emb of one tensor x with tables
+// of half its width: chunk(x, 2) (two views), first = x1·cos − x2·sin and
+// second = x2·cos + x1·sin (each product a new tensor dropped once the
+// sum exists; a product saves the table, not its half of x), and the two
+// concatenated. Under autocast x is half and the tables fp32, so the
+// result is fp32. In backward the concatenation hands views of its
+// gradient on, the difference negates the second product's, each product
+// multiplies the gradient by its table, and the chunk concatenates the
+// halves' gradients into one of x's size.
+func (s *sim) ropeHalves(x, cos, sin *tensor) *tensor {
+	x1, x2 := s.view(x, x.elems/2), s.view(x, x.elems/2)
+	s.record("Split", []*tensor{x}, x1, x2)
+	a, b := s.mul(x1, cos), s.mul(x2, sin)
+	first := s.sub(a, b)
+	s.unref(a)
+	s.unref(b)
+	c, d := s.mul(x2, cos), s.mul(x1, sin)
+	second := s.add(c, d)
+	s.unref(c)
+	s.unref(d)
+	y := s.alloc(x.elems, first.dt, catTemp, "rope cat")
+	if n := s.record("Cat", []*tensor{first, second}, y); n != nil {
+		n.split = true
+	}
+	s.unref(first)
+	s.unref(second)
+	s.unref(x1)
+	s.unref(x2)
+	return y
 }
 
 // ropeJoin returns the rotated y of x: y itself for a whole rotation, else

@@ -134,6 +134,10 @@ type node struct {
 	gradWS *[3]inputWS
 	ckpt   *ckpt // a checkpointed segment to recompute
 	pass   bool  // gradient passes through when sizes match (add, views)
+	// negFirst marks a subtraction recorded as [subtrahend, minuend]:
+	// the subtrahend's gradient is −grad, a new tensor (SubBackward0),
+	// however pass treats the minuend's.
+	negFirst bool
 	// split marks a concatenation: its inputs' gradients are views of the
 	// incoming one (CatBackward0 narrows it), no new tensor.
 	split bool

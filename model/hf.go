@@ -15,7 +15,7 @@ import (
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
-	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama,
+	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "phi": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -27,7 +27,6 @@ var hfPending = map[string]string{
 	"gemma3":      "a SigLIP vision tower beside the language model (its text_config, model_type gemma3_text, imports the language model alone)",
 	"deepseek_v2": "multi-head latent attention and dense first layers beside the experts",
 	"deepseek_v3": "multi-head latent attention and dense first layers beside the experts",
-	"gpt_oss":     "attention sinks and MXFP4 experts",
 	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
@@ -153,7 +152,11 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 	if m.Type == BERT {
 		seq = min(m.Positions, 512)
 	}
-	y, err := m.SpecYAML(name, mt, map[string]any{"batch": 1, "seq": seq, "precision": AMPBF16, "optimizer": AdamW})
+	training := map[string]any{"batch": 1, "seq": seq, "precision": AMPBF16, "optimizer": AdamW}
+	if m.AttnSinks {
+		training["attention"] = AttnEager // the only attention transformers runs sinks in
+	}
+	y, err := m.SpecYAML(name, mt, training)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +274,7 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	m.Gemma = gemma
 	c.blockFamily(m, mt)
 	c.sliding(m, mt)
-	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe")
+	m.AttentionBias = c.bool("attention_bias", mt == "qwen2" || mt == "qwen2_moe" || mt == "gpt_oss")
 	m.MLPBias = c.bool("mlp_bias", false)
 	m.AttnDropout = c.float("attention_dropout", 0)
 	m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
@@ -282,9 +285,11 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		c.starcoder2(m)
 	case "cohere":
 		c.cohere(m)
+	case "gpt_oss":
+		c.gptOSS(m)
 	}
 	switch mt {
-	case "mixtral":
+	case "mixtral", "gpt_oss":
 		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
 	case "qwen2_moe", "qwen3_moe":
 		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
@@ -327,6 +332,27 @@ func (c *hfConfig) cohere(m *Model) {
 	m.LogitScale = c.float("logit_scale", 0.0625)
 	if c.bool("use_qk_norm", false) {
 		c.fail("use_qk_norm: Cohere's per-head query and key LayerNorms are not modelled yet")
+	}
+}
+
+// gptOSS reads GPT-OSS's changes to Llama's block (modeling_gpt_oss.py,
+// transformers 5.17): a learned sink logit per head in eager attention
+// (GptOssPreTrainedModel has no SDPA path), rotary embeddings over each
+// head's two halves, biases on all four attention projections
+// (attention_bias), RMSNorms whose weight multiplies the fp32 rows before
+// the cast back, and a mixture of experts (num_local_experts) with
+// GptOssTopKRouter (a biased linear layer, top k of the logits, softmax
+// over them) and GptOssExperts (biases, interleaved gate and up columns,
+// the clamped gate). The released checkpoints store the experts in MXFP4
+// (quantization_config); training dequantizes them to the model's dtype
+// (Mxfp4Config(dequantize=True)), which is what memplan simulates.
+// output_router_logits (the auxiliary load-balancing loss) is refused.
+func (c *hfConfig) gptOSS(m *Model) {
+	m.AttnSinks, m.RoPEHalves, m.NormProductFP32 = true, true, true
+	m.OutBias, m.MLPBias = m.AttentionBias, true
+	m.Router, m.ExpertGate = RouterTopKSoftmax, GateClamped
+	if c.bool("output_router_logits", false) {
+		c.fail("output_router_logits: the router's auxiliary load-balancing loss is not modelled yet")
 	}
 }
 
@@ -444,6 +470,10 @@ func (c *hfConfig) sliding(m *Model, mt string) {
 	switch mt {
 	case "gemma2":
 		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), 2
+	case "gpt_oss":
+		// GptOssConfig's default layer_types alternate from a sliding
+		// first layer, as Gemma 2's.
+		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 128, false), 2
 	case "gemma3_text":
 		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), c.int("sliding_window_pattern", 6, false)
 	case "mistral", "mixtral", "starcoder2":

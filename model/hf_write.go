@@ -47,6 +47,12 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 			if m.SharedExpert > 0 {
 				f["shared_expert"], f["shared_expert_gate"] = m.SharedExpert, m.SharedGate
 			}
+			if m.Router != "" {
+				f["router"] = m.Router
+			}
+			if m.ExpertGate != "" {
+				f["expert_gate"] = m.ExpertGate
+			}
 		}
 	}
 	doc := map[string]any{"name": name, "model": f, "training": training}
@@ -68,7 +74,8 @@ func (m *Model) llamaOptions(f map[string]any) {
 		flag{"norm_product_fp32", m.NormProductFP32}, flag{"rope_fp32", m.RoPEFP32}, flag{"rope_cast", m.RoPECast},
 		flag{"project_first", m.ProjectFirst}, flag{"layer_norm", m.AffineNorm}, flag{"plain_mlp", m.PlainMLP},
 		flag{"out_bias", m.OutBias}, flag{"parallel_block", m.ParallelBlock}, flag{"centered_norm", m.CenteredNorm},
-		flag{"rope_upcast", m.RoPEUpcast}, flag{"gemma", m.Gemma}, flag{"local_rope", m.LocalRoPE})
+		flag{"rope_upcast", m.RoPEUpcast}, flag{"gemma", m.Gemma}, flag{"local_rope", m.LocalRoPE},
+		flag{"attention_sinks", m.AttnSinks}, flag{"rope_halves", m.RoPEHalves})
 	setValues(f, value{"embedding_multiplier", m.EmbeddingMultiplier}, value{"residual_multiplier", m.ResidualMultiplier},
 		value{"logits_scaling", m.LogitsScaling}, value{"logit_softcap", m.LogitSoftcap}, value{"attn_softcap", m.AttnSoftcap},
 		value{"dropout", m.Dropout}, value{"embedding_dropout", m.EmbeddingDropout}, value{"logit_scale", m.LogitScale})

@@ -78,6 +78,18 @@ type Attention struct {
 	NoRoPEPattern int64
 	// Softcap caps eager attention's scores (Model.AttnSoftcap).
 	Softcap float64
+	// Sinks gives each head a learned logit (a parameter of heads
+	// elements, registered after the output projection) that eager
+	// attention concatenates to its masked scores, subtracts the rows'
+	// maximum from, and drops after the softmax (GPT-OSS's
+	// eager_attention_forward; Model.AttnSinks, which alone sets it).
+	Sinks bool
+	// RoPEHalves rotates each head as GPT-OSS's _apply_rotary_emb does:
+	// the head's halves (chunk) times cos and sin tables of half a head,
+	// first·cos − second·sin and second·cos + first·sin, concatenated; the
+	// rotary embedding's tables are half a head wide (emb = freqs, no
+	// cat). Model.RoPEHalves alone sets it.
+	RoPEHalves bool
 }
 
 // SlidingAt reports whether the attention, as layer (0-based) of its
@@ -171,6 +183,9 @@ func (k *Attention) params(*Layer) float64 {
 	q, kv := f64(k.Heads)*f64(k.HeadDim), f64(k.KVHeads)*f64(k.HeadDim)
 	d := f64(k.Dim)
 	n := d*(q+2*kv) + b64(k.Bias)*(q+2*kv) + q*d + b64(k.OutBias)*d
+	if k.Sinks {
+		n += f64(k.Heads)
+	}
 	switch {
 	case k.QKNorm && k.QKNormWhole:
 		n += q + kv

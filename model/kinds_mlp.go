@@ -47,7 +47,36 @@ type MoE struct {
 	SharedGate                 bool
 	Activation                 string
 	Bias                       bool
+	// Router is how the router picks and weighs the experts:
+	// RouterSoftmaxTopK or RouterTopKSoftmax.
+	Router string
+	// Gate is how the experts combine the gate and up halves of
+	// gate_up_proj's output: GateAct or GateClamped.
+	Gate string
 }
+
+// The routers of MoE.Router.
+const (
+	// RouterSoftmaxTopK is Mixtral's and Qwen's (Qwen2MoeTopKRouter): a
+	// linear layer without bias, softmax over every expert in fp32, the
+	// top k, renormalised.
+	RouterSoftmaxTopK = ""
+	// RouterTopKSoftmax is GPT-OSS's (GptOssTopKRouter): a linear layer
+	// with bias, the top k of its logits, softmax over those k in their
+	// dtype.
+	RouterTopKSoftmax = "topk_softmax"
+)
+
+// The experts' gates of MoE.Gate.
+const (
+	// GateAct is act(gate) · up over gate_up_proj's two halves
+	// (transformers' _default_apply_gate).
+	GateAct = ""
+	// GateClamped is GPT-OSS's GptOssExperts._apply_gate over interleaved
+	// gate and up columns: gate clamped from above and up from both
+	// sides at 7, then (up + 1) · gate · σ(1.702 · gate).
+	GateClamped = "clamped"
+)
 
 // Kind is the name specs use for the kind.
 func (*MoE) Kind() string { return KMoE }
@@ -61,6 +90,18 @@ func (k *MoE) decode(a *args, _ *Layer) {
 	a.bool("shared_gate", &k.SharedGate)
 	a.activationArg(&k.Activation)
 	a.bool("bias", &k.Bias)
+	if line, ok := a.str("router", &k.Router); ok && k.Router != RouterTopKSoftmax && k.Router != "softmax_topk" {
+		a.e.add(line, "router: unknown router %q (valid: softmax_topk, topk_softmax)", k.Router)
+	}
+	if k.Router == "softmax_topk" {
+		k.Router = RouterSoftmaxTopK
+	}
+	if line, ok := a.str("gate", &k.Gate); ok && k.Gate != GateClamped && k.Gate != "act" {
+		a.e.add(line, "gate: unknown experts' gate %q (valid: act, clamped)", k.Gate)
+	}
+	if k.Gate == "act" {
+		k.Gate = GateAct
+	}
 }
 
 func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
@@ -73,6 +114,9 @@ func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 func (k *MoE) params(*Layer) float64 {
 	d := f64(k.Dim)
 	n := d*f64(k.Experts) + f64(k.Experts)*3*d*f64(k.Hidden)
+	if k.Router == RouterTopKSoftmax {
+		n += f64(k.Experts) // the router's bias
+	}
 	n += b64(k.Bias) * f64(k.Experts) * (2*f64(k.Hidden) + d)
 	if k.Shared > 0 {
 		n += 3 * d * f64(k.Shared)

@@ -81,7 +81,7 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 // both ask it.
 func (m *Model) TPRefusal() string {
 	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 ||
-		m.granite() || m.NoRoPEPattern > 0 || m.starcoder() || m.cohere() {
+		m.granite() || m.NoRoPEPattern > 0 || m.starcoder() || m.cohere() || m.gptOSS() {
 		return m.describe()
 	}
 	return ""
@@ -103,11 +103,20 @@ func (m *Model) cohere() bool {
 	return m.ParallelBlock || m.CenteredNorm || m.RoPEUpcast || m.LogitScale > 0
 }
 
+// gptOSS says whether m has any of GPT-OSS's changes to Llama's block,
+// which neither torchtitan's plans nor the pipeline and expert-parallel
+// programs memplan is measured against carry.
+func (m *Model) gptOSS() bool {
+	return m.AttnSinks || m.RoPEHalves || m.Router != "" || m.ExpertGate != ""
+}
+
 // describe names a model for messages about what a layout supports.
 func (m *Model) describe() string {
 	switch {
 	case m.Type != Llama:
 		return m.Type + " models"
+	case m.gptOSS():
+		return "GPT-OSS's block"
 	case m.Experts > 0:
 		return "a mixture of experts"
 	case m.FusedQKV:

@@ -103,7 +103,7 @@ func (m *Model) lowerLlama() []Layer {
 			QKNormWhole: m.QKNormWhole, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast,
 			ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
 			Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
-			Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast})
+			Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast, Sinks: m.AttnSinks, RoPEHalves: m.RoPEHalves})
 	}
 	block := seq(
 		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(attn()), post())...),
@@ -157,7 +157,8 @@ func (m *Model) mlp() []Layer {
 	switch {
 	case m.Experts > 0:
 		return seq(L(&MoE{Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
-			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias}))
+			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias,
+			Router: m.Router, Gate: m.ExpertGate}))
 	case m.PlainMLP:
 		return cat(seq(linear(m.Hidden, m.Intermediate, m.MLPBias), Act(m.Activation),
 			linear(m.Intermediate, m.Hidden, m.MLPBias)), dropout(m.Dropout))

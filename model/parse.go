@@ -148,6 +148,13 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	set("optimizer", o.Optimizer, func(v string) error { return parseOptimizer(v, &t.Optimizer) })
 	set("checkpointing", o.Checkpointing, func(v string) error { return parseCheckpointing(v, &t.Checkpointing) })
 	set("attention", o.Attention, func(v string) error { return parseChoice(v, &t.Attention, "attention", AttnSDPA, AttnEager) })
+	if m.AttnSinks && t.Attention != AttnEager {
+		line, _ := tm.str("attention", &s)
+		if o.Attention != "" {
+			line = 0
+		}
+		e.add(line, "attention: the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path): use attention: eager")
+	}
 	set("zero_grad", o.ZeroGrad, func(v string) error {
 		return parseChoice(v, &t.ZeroGrad, "zero_grad mode", ZeroGradNone, ZeroGradZeros)
 	})

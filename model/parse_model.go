@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -109,6 +110,9 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.int("shared_expert", &m.SharedExpert, false)
 		mm.bool("shared_expert_gate", &m.SharedGate)
 		mm.bool("fused_qkv", &m.FusedQKV)
+		mm.bool("attention_sinks", &m.AttnSinks)
+		mm.bool("rope_halves", &m.RoPEHalves)
+		decodeExpertChoices(e, mm, m)
 		llamaConflicts(e, mm, m)
 	}
 	decodeActivation(e, mm, m)
@@ -262,6 +266,32 @@ func decodeInput(e *errs, mm *mapping, in *Input) {
 // llamaConflicts refuses llama options that contradict each other: more
 // than one choice of norm, a parallel block with norms placed around each
 // branch, and StarCoder2's MLP with experts.
+// decodeExpertChoices reads a llama model's router and expert_gate
+// (MoE.Router, MoE.Gate), which need experts.
+func decodeExpertChoices(e *errs, mm *mapping, m *Model) {
+	for _, c := range []struct {
+		key, alias string
+		dst        *string
+		valid      []string
+	}{
+		{"router", "softmax_topk", &m.Router, []string{"softmax_topk", RouterTopKSoftmax}},
+		{"expert_gate", "act", &m.ExpertGate, []string{"act", GateClamped}},
+	} {
+		line, ok := mm.str(c.key, c.dst)
+		switch {
+		case !ok:
+			continue
+		case !slices.Contains(c.valid, *c.dst):
+			e.add(line, "%s: unknown choice %q (valid: %s)", c.key, *c.dst, strings.Join(c.valid, ", "))
+		case m.Experts == 0:
+			e.add(line, "%s: needs experts", c.key)
+		}
+		if *c.dst == c.alias {
+			*c.dst = ""
+		}
+	}
+}
+
 func llamaConflicts(e *errs, mm *mapping, m *Model) {
 	norms, line := 0, mm.line
 	for _, n := range []struct {

@@ -145,6 +145,19 @@ type Model struct {
 	CenteredNorm  bool    `json:"centered_norm,omitempty"`
 	RoPEUpcast    bool    `json:"rope_upcast,omitempty"`
 	LogitScale    float64 `json:"logit_scale,omitempty"`
+	// AttnSinks gives each attention head a learned sink logit that
+	// eager attention concatenates to its scores before the softmax and
+	// drops after it (GPT-OSS's sinks, model.Attention.Sinks): eager
+	// attention only, as transformers runs it. RoPEHalves rotates each
+	// head's two halves with cos and sin tables of half a head, x1·cos −
+	// x2·sin and x2·cos + x1·sin concatenated (GPT-OSS's
+	// _apply_rotary_emb, model.Attention.RoPEHalves). Router and
+	// ExpertGate choose the experts' router and gate (model.MoE.Router,
+	// model.MoE.Gate; GPT-OSS's "topk_softmax" and "clamped").
+	AttnSinks  bool   `json:"attention_sinks,omitempty"`
+	RoPEHalves bool   `json:"rope_halves,omitempty"`
+	Router     string `json:"router,omitempty"`
+	ExpertGate string `json:"expert_gate,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.

@@ -45,6 +45,10 @@ def build_hf(path, attn):
     mt = cfg.pop("model_type")
     for k in ("architectures", "torch_dtype", "_name_or_path", "transformers_version"):
         cfg.pop(k, None)
+    # A released checkpoint's quantization (gpt-oss's MXFP4 experts) is
+    # undone for training (Mxfp4Config(dequantize=True)): the model is
+    # built in the run's dtype, as memplan simulates it.
+    cfg.pop("quantization_config", None)
     config = transformers.AutoConfig.for_model(mt, **cfg)
     config._attn_implementation = attn
     if mt in ("bert", "roberta"):
