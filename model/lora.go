@@ -170,8 +170,12 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	if t.LoRA.Enabled() && m.LoRANames() == nil && m.Type != "" {
 		e.add(line, "lora: adapters are modelled for gpt2, llama, bert and neox models, not %s", m.Type)
 	}
-	if t.LoRA.Enabled() && m.Experts > 0 {
-		e.add(line, "lora: adapters over a mixture of experts are not modelled yet")
+	switch {
+	case !t.LoRA.Enabled() || m.Experts == 0:
+	case m.SharedExpert > 0:
+		e.add(line, "lora: adapters over a mixture of experts with a shared expert are not modelled yet")
+	case t.LoRA.Targets == TargetsMLP:
+		e.add(line, "lora: a mixture of experts has no MLP linears to adapt (its experts are fused parameters, which peft's target_parameters would adapt: not modelled); use attn or all")
 	}
 	decodeQuant(e, tm, t, o)
 }

@@ -37,6 +37,13 @@ func (m *Model) LoRALinears() []LoRALinear {
 			attn = []LoRALinear{lin("qkv_proj", TargetsAttn, d, (m.Heads+2*kv)*hd)}
 		}
 		attn = append(attn, lin("o_proj", TargetsAttn, m.Heads*hd, d))
+		if m.Experts > 0 {
+			// A mixture of experts has no MLP linears: the experts are
+			// fused parameters (gate_up_proj, down_proj), and so are the
+			// routers (Qwen2MoeTopKRouter, GptOssTopKRouter), which
+			// peft's target_modules and all-linear never wrap.
+			return attn
+		}
 		if m.PlainMLP {
 			// StarCoder2's Starcoder2MLP.
 			return append(attn, lin("c_fc", TargetsMLP, d, f), lin("c_proj", TargetsMLP, f, d))

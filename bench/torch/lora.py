@@ -56,10 +56,13 @@ FAMILIES = {
     "bert": (["query", "key", "value", "attention.output.dense"], ["intermediate.dense", "output.dense"]),
     "starcoder2": (["q_proj", "k_proj", "v_proj", "o_proj"], ["mlp.c_fc", "mlp.c_proj"]),
     "phi": (["q_proj", "k_proj", "v_proj", "self_attn.dense"], ["fc1", "fc2"]),
+    # GPT-OSS's experts and router are parameters, not Linear modules:
+    # no MLP names.
+    "gpt_oss": (["q_proj", "k_proj", "v_proj", "o_proj"], []),
 }
 FAMILY_OF = {"llama": "llama", "qwen2": "llama", "qwen3": "llama", "mistral": "llama", "gemma": "llama",
              "gemma2": "llama", "phi3": "llama", "olmo": "llama", "olmo2": "llama", "olmo3": "llama", "granite": "llama",
-             "smollm3": "llama", "starcoder2": "starcoder2", "phi": "phi", "cohere": "llama",
+             "smollm3": "llama", "starcoder2": "starcoder2", "phi": "phi", "cohere": "llama", "gpt_oss": "gpt_oss",
              "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
 
 
