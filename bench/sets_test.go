@@ -41,6 +41,8 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-lora-phi.jsonl",
 	"results/2026-11-27-h200-cohere.jsonl",
 	"results/2026-11-27-h200-lora-cohere.jsonl",
+	"results/2026-11-27-h200-gptoss.jsonl",
+	"results/2026-11-27-h200-lora-gptoss.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the

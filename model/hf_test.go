@@ -104,7 +104,8 @@ func TestHFParamsMeasured(t *testing.T) {
 func TestHFParamsOfRuns(t *testing.T) {
 	for _, run := range []string{"2026-11-27-h100-olmo.jsonl", "2026-11-27-h100-olmo2.jsonl", "2026-11-27-h100-granite.jsonl",
 		"2026-11-27-h200-olmo3.jsonl", "2026-11-27-h200-smollm3.jsonl", "2026-11-27-h200-starcoder2.jsonl",
-		"2026-11-27-h200-phi.jsonl", "2026-11-27-h200-cohere.jsonl", "2026-11-27-h200-heldout36.jsonl"} {
+		"2026-11-27-h200-phi.jsonl", "2026-11-27-h200-cohere.jsonl", "2026-11-27-h200-heldout36.jsonl",
+		"2026-11-27-h200-gptoss.jsonl", "2026-11-27-h200-heldout37.jsonl", "2026-11-27-h200-lora-gptoss.jsonl"} {
 		data, err := os.ReadFile(filepath.Join("..", "bench", "results", run))
 		if err != nil {
 			t.Fatal(err)
@@ -149,6 +150,7 @@ func TestHFErrors(t *testing.T) {
 		{"qwen sliding", `{"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "use_sliding_window": true}`, "use_sliding_window: Qwen's sliding-window layers"},
 		{"olmo clip_qkv", `{"model_type": "olmo", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "clip_qkv": 8.0}`, "clip_qkv"},
 		{"phi qk_layernorm", `{"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "qk_layernorm": true}`, "qk_layernorm: Phi's LayerNorms on the queries and keys"},
+		{"gpt_oss router logits", `{"model_type": "gpt_oss", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "num_local_experts": 4, "num_experts_per_tok": 2, "output_router_logits": true}`, "output_router_logits: the router's auxiliary load-balancing loss"},
 		{"cohere use_qk_norm", `{"model_type": "cohere", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "use_qk_norm": true}`, "use_qk_norm: Cohere's per-head query and key LayerNorms"},
 		{"layer types", `{"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "layer_types": ["full_attention", "sliding_attention", "sliding_attention"]}`, "layer_types: sliding and full attention layers in an order"},
 	}
@@ -469,6 +471,11 @@ func TestHFFamilies(t *testing.T) {
 		}},
 		{"aya-23-8b.json", func(m Model) bool {
 			return m.ParallelBlock && m.CenteredNorm && m.RoPEUpcast && m.LogitScale == 0.125 && m.Tied && !m.OutBias
+		}},
+		{"gpt-oss-20b.json", func(m Model) bool {
+			return m.AttnSinks && m.RoPEHalves && m.NormProductFP32 && m.AttentionBias && m.OutBias && m.MLPBias && !m.Tied &&
+				m.Experts == 32 && m.TopK == 4 && m.Router == RouterTopKSoftmax && m.ExpertGate == GateClamped &&
+				m.SlidingWindow == 128 && m.SlidingPattern == 2 && m.HeadDim == 64
 		}},
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
