@@ -362,7 +362,8 @@ func (s *sim) clamp(x *tensor, both bool) *tensor {
 // groupedLinear is transformers' _grouped_linear: _grouped_mm(input.to(W's
 // dtype), Wᵀ, offs), then out.add_(b) in place when the experts have
 // biases (b is the gathered bias, expertBias). Its node saves the (cast)
-// input for W's gradient (W itself is a parameter); the backward's
+// input for W's gradient when W requires grad (W itself is a parameter;
+// the generated code saves self only for mat2's gradient); the backward's
 // gradient of W comes out in W's layout and is kept as .grad as it is.
 // GroupedMmBackward0 names the input self and Wᵀ mat2 (derivatives.yaml)
 // and, like every generated node, computes the gradients in sorted name
@@ -376,7 +377,12 @@ func (s *sim) groupedLinear(x, wt, b *tensor, n, out int64) *tensor {
 	}
 	if nd := s.record("GroupedMM", []*tensor{wt, xc}, y); nd != nil {
 		nd.gemm = wt.dt == f32
-		s.save(nd, xc)
+		if wt.req {
+			// Only W's gradient needs the input: frozen experts (LoRA)
+			// save nothing (measured: GPT-OSS under LoRA, 2 × 90 MiB
+			// per layer at 8,192 routed rows, bench/results/2026-11-27-h200-gptoss-lora.jsonl).
+			s.save(nd, xc)
+		}
 	}
 	s.unref(xc)
 	if b == nil {
