@@ -1,0 +1,90 @@
+package model
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestGPTOSSSpec checks the llama shorthand's GPT-OSS fields: the choices'
+// values and errors, the eager attention sinks need, the layouts GPT-OSS's
+// block is refused under, and LoRA over its experts.
+func TestGPTOSSSpec(t *testing.T) {
+	const model = "name: x\nmodel:\n  type: llama\n  layers: 2\n  hidden: 64\n  heads: 4\n  vocab: 100\n  intermediate: 64\n" +
+		"  experts: 4\n  top_k: 2\n  attention_bias: true\n  mlp_bias: true\n"
+	oss := model + "  attention_sinks: true\n  rope_halves: true\n  router: topk_softmax\n  expert_gate: clamped\n"
+	eager := "training: {batch: 1, seq: 8, attention: eager}\n"
+	tests := []struct {
+		name, spec string
+		o          Overrides
+		want       string // error substring, or "" for success
+	}{
+		{"gpt-oss", oss + eager, Overrides{}, ""},
+		{"aliases", model + "  router: softmax_topk\n  expert_gate: act\n" + eager, Overrides{}, ""},
+		{"sinks need eager", oss + "training: {batch: 1, seq: 8}\n", Overrides{}, "attention: the model's attention sinks run in eager attention only"},
+		{"sinks need eager (flag)", oss + eager, Overrides{Attention: AttnSDPA}, "x.yaml: attention: the model's attention sinks"},
+		{"unknown router", model + "  router: sigmoid\n" + eager, Overrides{}, "x.yaml:13: router: unknown choice \"sigmoid\" (valid: softmax_topk, topk_softmax)"},
+		{"unknown gate", model + "  expert_gate: relu\n" + eager, Overrides{}, "x.yaml:13: expert_gate: unknown choice \"relu\""},
+		{"router needs experts", strings.Replace(model, "  experts: 4\n  top_k: 2\n", "", 1) + "  router: topk_softmax\n" + eager, Overrides{}, "router: needs experts"},
+		{"no tensor parallelism", oss + eager, Overrides{TP: 2}, "not GPT-OSS's block"},
+		{"no pipeline", oss + eager, Overrides{PP: 2, DP: 1}, "GPT-OSS's block is not simulated under pipeline parallelism"},
+		{"no expert parallelism", oss + "training: {batch: 1, seq: 8, attention: eager, dp: 2, zero: 3, ep: 2}\n", Overrides{}, "GPT-OSS's experts"},
+		{"lora attn", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsAttn}, ""},
+		{"lora mlp", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsMLP}, "a mixture of experts has no MLP linears to adapt"},
+		{"lora shared expert", model + "  shared_expert: 32\n" + eager, Overrides{LoRA: 8}, "adapters over a mixture of experts with a shared expert"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("x.yaml", []byte(tt.spec), tt.o)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Parse() error = %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("Parse() = nil error, want %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("Parse() error = %q, want %q", err, tt.want)
+			case tt.want != "":
+				return
+			}
+			if tt.name == "aliases" && (s.Model.Router != RouterSoftmaxTopK || s.Model.ExpertGate != GateAct) {
+				t.Errorf("aliases: router %q, gate %q, want the defaults", s.Model.Router, s.Model.ExpertGate)
+			}
+			if tt.name == "lora attn" {
+				// Adapters on q, k, v and o only: 8·((64+64)·4) per layer.
+				if got, want := s.Trainable(), int64(2*8*(4*128)); got != want {
+					t.Errorf("lora attn: %d trainable, want %d", got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestGPTOSSLowering checks that the shorthand's fields reach the layers:
+// the attention's sinks and halves, the experts' router and gate, and the
+// parameters they add (sinks per head, the router's bias).
+func TestGPTOSSLowering(t *testing.T) {
+	m := &Model{Type: Llama, NumLayers: 1, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 16, Intermediate: 64, Vocab: 10,
+		Experts: 4, TopK: 2, Activation: KSiLU, AttnSinks: true, RoPEHalves: true, Router: RouterTopKSoftmax, ExpertGate: GateClamped}
+	plain := *m
+	plain.AttnSinks, plain.RoPEHalves, plain.Router, plain.ExpertGate = false, false, "", ""
+	var attn *Attention
+	var moe *MoE
+	var find func([]Layer)
+	find = func(ls []Layer) {
+		for _, l := range ls {
+			switch k := l.Spec.(type) {
+			case *Attention:
+				attn = k
+			case *MoE:
+				moe = k
+			}
+			find(l.Body)
+		}
+	}
+	find(m.Lower())
+	if attn == nil || !attn.Sinks || !attn.RoPEHalves || moe == nil || moe.Router != RouterTopKSoftmax || moe.Gate != GateClamped {
+		t.Fatalf("lowered attention %+v, experts %+v", attn, moe)
+	}
+	if got, want := Params(m.Lower())-Params(plain.Lower()), int64(4+4); got != want {
+		t.Errorf("GPT-OSS adds %d parameters over the plain block, want %d (4 sinks, 4 router biases)", got, want)
+	}
+}
