@@ -44,6 +44,8 @@ def train_cmd(args, world):
         cmd += ["--ep", opts["ep"]] + (["--ep-skew", opts["ep"]] if opts.get("router") == "zero" else [])
     if opts.get("checkpointing", "none") != "none":
         cmd += ["--checkpointing", opts["checkpointing"]]
+    if opts.get("attention", "sdpa") != "sdpa":
+        cmd += ["--attention", opts["attention"]]
     if mode == "ddp-view":
         cmd += ["--bucket-view"]
     if "meta-init" in opts:

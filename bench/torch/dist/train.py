@@ -56,6 +56,8 @@ def memplan_command(a, t):
         c += " --ep %d --ep-skew %s" % (a.ep, a.ep_skew)
     if t["checkpointing"] != "none":
         c += " --checkpointing " + t["checkpointing"]
+    if t.get("attention", "sdpa") != "sdpa":
+        c += " --attention " + t["attention"]
     if a.mode == "ddp-view":
         c += " --bucket-view"
     if a.meta_init:
@@ -224,6 +226,8 @@ def main():
     for k in ("precision", "checkpointing"):
         ap.add_argument("--" + k, dest=k)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--attention", choices=["sdpa", "eager"], default=None,
+                    help="the attention implementation (measure.py's; GPT-OSS needs eager)")
     ap.add_argument("--snapshot", action="store_true")
     ap.add_argument("--snapshot-from", dest="snapshot_from", type=int, default=1,
                     help="with --snapshot: the step the history starts at (0: the first, after wrapping)")
@@ -256,7 +260,7 @@ def main():
     import torch
     import torch.distributed as dist
     torch.cuda.set_device(rank)
-    a.optimizer = a.attention = a.zero_grad = a.grad_accum = a.image = a.dp = a.zero = None
+    a.optimizer = a.zero_grad = a.grad_accum = a.image = a.dp = a.zero = None
     prec = a.precision
     if prec == "fsdp-bf16":
         a.precision = "amp-bf16"  # load_spec accepts it; restored below
