@@ -197,6 +197,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// (2 x H200; predictions committed first:
 		// results/2026-11-27-families-22-dist-predictions.txt).
 		{"new families, 22nd session, 2xH200", "", "results/2026-11-27-h200x2-families-22-heldout.jsonl", 0, 3},
+		// GPT-OSS under real NCCL (twenty-third session): FSDP2 in AMP and
+		// with MixedPrecisionPolicy, DDP in bf16 (2 x H200; predictions
+		// committed first: results/2026-11-27-gptoss-dist-predictions.txt).
+		{"GPT-OSS, 2xH200", "", "results/2026-11-27-h200x2-gptoss-heldout.jsonl", 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
