@@ -201,6 +201,11 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// with MixedPrecisionPolicy, DDP in bf16 (2 x H200; predictions
 		// committed first: results/2026-11-27-gptoss-dist-predictions.txt).
 		{"GPT-OSS, 2xH200", "", "results/2026-11-27-h200x2-gptoss-heldout.jsonl", 0, 3},
+		// gpt-oss-20b itself under FSDP2 on four GPUs, with and without
+		// expandable_segments (twenty-third session, 4 x H200;
+		// predictions committed first:
+		// results/2026-11-27-gptoss-20b-dist-predictions.txt).
+		{"gpt-oss-20b, 4xH200", "", "results/2026-11-27-h200x4-gptoss-20b-heldout.jsonl", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
