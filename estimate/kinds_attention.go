@@ -29,6 +29,7 @@ type attnOp struct {
 	o, oB                *tensor
 	qNorm, kNorm         *tensor
 	sinks                *tensor // model.Attention.Sinks
+	mla                  *mlaParams
 }
 
 func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
@@ -40,7 +41,11 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		// The model's rotary embedding module: inv_freq and
 		// original_inv_freq, fp32 buffers of half the rotated dims,
 		// moved to the device with the model (ddp.go broadcasts them).
-		s.rotaryElems = int64(rotaryFrac(k)*float64(k.HeadDim)) / 2
+		s.rotaryElems = a.ropeWidth() / 2
+	}
+	if k.MLA != nil {
+		a.buildMLA(s) // mla.go
+		return a
 	}
 	q, kv := k.Heads*k.HeadDim, k.KVHeads*k.HeadDim
 	outProj := func() {
@@ -110,6 +115,9 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	k := a.k
 	st := s.attnState(sh[0])
 	st.rows = st.b * st.seq
+	if k.MLA != nil {
+		return a.mlaForward(s, x, st)
+	}
 	a.project(s, x, st)
 	switch {
 	case a.rope:
@@ -285,16 +293,12 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 		s.slidingMask(sh[0])
 		s.maskLocal = s.ckptMode == model.CkptNone // as eager's
 	}
-	frac := 1.0
-	if a.k.Rotary > 0 {
-		frac = a.k.Rotary
-	}
 	dt := a.ropeDt(x)
-	s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), dt, false, a.k.RoPEHalves)
+	s.ropeBuild(sh[0], a.ropeWidth(), dt, false, a.k.RoPEHalves)
 	if a.k.LocalRoPE {
 		// Gemma 3's second rotary embedding, for the sliding layers,
 		// computed after the global one.
-		s.ropeBuild(sh[0], int64(frac*float64(a.k.HeadDim)), dt, true, a.k.RoPEHalves)
+		s.ropeBuild(sh[0], a.ropeWidth(), dt, true, a.k.RoPEHalves)
 	}
 }
 

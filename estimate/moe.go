@@ -25,8 +25,18 @@ type moeOp struct {
 // shared expert and its gate.
 func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.MoE)
-	o := &moeOp{k: k, router: s.matrix(k.Experts, k.Dim, 1, "router.weight")}
-	o.routerB = s.optParam(k.Router == model.RouterTopKSoftmax, k.Experts, "router.bias")
+	o := &moeOp{k: k}
+	if k.Router == model.RouterSigmoidGroup {
+		// DeepseekV3MoE registers the experts before its router (gate).
+		defer func() {
+			o.router = s.matrix(k.Experts, k.Dim, 1, "gate.weight")
+			s.buffer(k.Experts, s.cfg.param, "gate.e_score_correction_bias")
+			o.newShared(s)
+		}()
+	} else {
+		o.router = s.matrix(k.Experts, k.Dim, 1, "router.weight")
+		o.routerB = s.optParam(k.Router == model.RouterTopKSoftmax, k.Experts, "router.bias")
+	}
 	// The rank's experts (all of them without --ep); a whole load
 	// (loadWhole) builds every expert before the rank keeps its own, as
 	// ep.py's slices of a model built on the GPU do.
@@ -40,13 +50,22 @@ func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	o.down = s.matrix(k.Dim, k.Hidden, e, "experts.down_proj")
 	o.downB = s.optParam(k.Bias, e*k.Dim, "experts.down_proj_bias")
 	s.expertBuild = false
+	if k.Router != model.RouterSigmoidGroup {
+		o.newShared(s)
+	}
+	return o
+}
+
+// newShared allocates the shared expert and its gate, if the block has
+// them.
+func (o *moeOp) newShared(s *sim) {
+	k := o.k
 	if k.Shared > 0 {
 		o.shared = s.mlpParams(k.Dim, k.Shared, false, &sharedNames)
 		if k.SharedGate {
 			o.sharedGate = s.matrix(1, k.Dim, 1, "shared_expert_gate")
 		}
 	}
-	return o
 }
 
 // forward is the sparse block: the shared expert first (Qwen2-MoE), the
@@ -54,13 +73,16 @@ func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	k, rows := o.k, s.rows(sh)
 	var shared *tensor
-	if k.Shared > 0 {
+	if k.Shared > 0 && !k.SharedAfter {
 		shared = s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
 	}
 	var w, idx, logits *tensor
-	if k.Router == model.RouterTopKSoftmax {
+	switch k.Router {
+	case model.RouterTopKSoftmax:
 		w, idx, logits = s.routeTopKFirst(o, x, rows)
-	} else {
+	case model.RouterSigmoidGroup:
+		w, idx, logits = s.routeSigmoidGroup(o, x, rows)
+	default:
 		w, idx = s.route(o, x, rows)
 	}
 	var y *tensor
@@ -76,7 +98,16 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	} else {
 		experts()
 	}
-	if logits != nil {
+	if k.SharedAfter && k.Shared > 0 {
+		// DeepseekV3MoE: hidden_states + self.shared_experts(residuals),
+		// after the routed experts; the sum made, both go.
+		sh := s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
+		sum := s.add(y, sh)
+		s.unref(y)
+		s.unref(sh)
+		y = sum
+	}
+	if k.Router == model.RouterTopKSoftmax {
 		s.returnScores(w)
 	} else {
 		s.unref(w)
@@ -87,6 +118,80 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		y = s.addShared(o, x, y, shared, rows)
 	}
 	return y
+}
+
+// routeSigmoidGroup is DeepSeek-V3's DeepseekV3TopkRouter over rows
+// tokens: logits = x.float()·W.float()ᵀ (fp32 copies of both in bf16;
+// under autocast the linear casts them to bf16 as ever), scores =
+// sigmoid(logits) (saved), scores + the correction bias, the best two
+// scores of each of the G groups summed, the best TopGroups groups (their
+// int64 ids kept), a zeros [rows, G] mask scattered and expanded to every
+// expert (a copy), made boolean and inverted, the scores outside those
+// groups set to −inf (a copy), the top k of those (ids kept), the
+// original scores gathered at them, renormalised in place (a saved copy
+// and the sum) and scaled. It returns the weights, the ids and the
+// logits, which DeepseekV3MoE.forward binds (as _) until it returns; the
+// router's locals go as it returns.
+func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits *tensor) {
+	k := o.k
+	e, g := k.Experts, k.Groups
+	x32, w32 := s.to(x, f32), s.to(o.router, f32)
+	logits = s.matmulView(x32, w32, nil, rows, e, false, false)
+	s.unref(x32)
+	s.unref(w32)
+	sc := s.unary("Sigmoid", logits, false, true)
+	choice := s.alloc(rows*e, promote(sc.dt, s.cfg.param), catTemp, "scores_for_choice")
+	if n := s.record("Add", []*tensor{sc}, choice); n != nil {
+		n.pass = true
+	}
+	gv, gi := s.alloc(rows*g*2, choice.dt, catTemp, "group top-2"), s.alloc(rows*g*2, i64, catTemp, "group top-2 ids")
+	if n := s.record("Topk", []*tensor{choice}, gv); n != nil {
+		s.save(n, gi)
+	}
+	s.unref(gi)
+	gs := s.alloc(rows*g, choice.dt, catTemp, "group_scores")
+	s.record("Sum", []*tensor{gv}, gs)
+	s.unref(gv)
+	tgv, gidx := s.alloc(rows*k.TopGroups, gs.dt, catTemp, "group top"), s.alloc(rows*k.TopGroups, i64, catTemp, "group_idx")
+	if n := s.record("Topk", []*tensor{gs}, tgv); n != nil {
+		s.save(n, gidx)
+	}
+	s.unref(tgv)
+	gm := s.alloc(rows*g, gs.dt, catTemp, "group_mask")
+	sm := s.alloc(rows*e, gs.dt, catTemp, "score_mask")
+	mb := s.alloc(rows*e, u8, catTemp, "score_mask.bool()")
+	inv := s.alloc(rows*e, u8, catTemp, "~score_mask")
+	s.unref(mb)
+	masked := s.maskCopy(choice, inv)
+	s.unref(inv)
+	s.unref(choice) // rebound to the masked copy
+	tv := s.alloc(rows*k.TopK, masked.dt, catTemp, "top-k values")
+	idx = s.alloc(rows*k.TopK, i64, catTemp, "topk_indices")
+	if n := s.record("Topk", []*tensor{masked}, tv); n != nil {
+		s.save(n, idx)
+	}
+	s.unref(tv)
+	tw := s.alloc(rows*k.TopK, sc.dt, catTemp, "topk_weights")
+	if n := s.record("Gather", []*tensor{sc}, tw); n != nil {
+		s.save(n, idx)
+	}
+	sum := s.alloc(rows, tw.dt, catTemp, "denominator")
+	den := s.alloc(rows, tw.dt, catTemp, "denominator + eps")
+	s.unref(sum)
+	clone := s.alloc(rows*k.TopK, tw.dt, catTemp, "topk_weights (saved copy)")
+	norm := s.view(tw, tw.elems)
+	if n := s.record("Div", []*tensor{tw}, norm); n != nil {
+		n.pass = true
+		s.save(n, clone, den)
+	}
+	s.unref(clone)
+	s.unref(tw)
+	w = s.scalarOp(norm)
+	s.unref(norm)
+	for _, t := range []*tensor{sc, masked, gs, gidx, gm, sm, den} {
+		s.unref(t)
+	}
+	return w, idx, logits
 }
 
 // route is the top-k router (Qwen2MoeTopKRouter and the routers built on

@@ -11,7 +11,7 @@ import "github.com/memplan/memplan/model"
 func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	k := a.k
 	frac := rotaryFrac(k)
-	width := int64(frac * float64(k.HeadDim))
+	width := a.ropeWidth()
 	if k.RoPEHalves {
 		width /= 2 // GPT-OSS's tables are half a head wide (ropeBuild)
 	}
@@ -243,6 +243,16 @@ func (s *sim) ropeJoin(x, y, xr *tensor) *tensor {
 	s.unref(pass)
 	s.unref(xr)
 	return full
+}
+
+// ropeWidth is the dims of each head the rotary embedding rotates: the
+// latent attention's shared rotary dims (model.MLA.Rope), or the rotated
+// fraction of head_dim.
+func (a *attnOp) ropeWidth() int64 {
+	if m := a.k.MLA; m != nil {
+		return m.Rope
+	}
+	return int64(rotaryFrac(a.k) * float64(a.k.HeadDim))
 }
 
 // rotaryFrac is the fraction of each head the rotary embedding rotates

@@ -15,7 +15,7 @@ import (
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
-	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama,
+	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama, "deepseek_v3": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "phi": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -26,7 +26,6 @@ var HFTypes = map[string]string{
 var hfPending = map[string]string{
 	"gemma3":      "a SigLIP vision tower beside the language model (its text_config, model_type gemma3_text, imports the language model alone)",
 	"deepseek_v2": "multi-head latent attention and dense first layers beside the experts",
-	"deepseek_v3": "multi-head latent attention and dense first layers beside the experts",
 	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
@@ -287,10 +286,14 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		c.cohere(m)
 	case "gpt_oss":
 		c.gptOSS(m)
+	case "deepseek_v3":
+		c.deepseekV3(m)
 	}
 	switch mt {
 	case "mixtral", "gpt_oss":
 		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+	case "deepseek_v3":
+		// deepseekV3 read them.
 	case "qwen2_moe", "qwen3_moe":
 		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
 		m.Intermediate = c.int("moe_intermediate_size", 0, true)
@@ -353,6 +356,42 @@ func (c *hfConfig) gptOSS(m *Model) {
 	m.Router, m.ExpertGate = RouterTopKSoftmax, GateClamped
 	if c.bool("output_router_logits", false) {
 		c.fail("output_router_logits: the router's auxiliary load-balancing loss is not modelled yet")
+	}
+}
+
+// deepseekV3 reads DeepseekV3Config (modeling_deepseek_v3.py, transformers
+// 5.17): multi-head latent attention (q_lora_rank, null for one query
+// projection; kv_lora_rank; qk_nope_head_dim, qk_rope_head_dim,
+// v_head_dim; rope_interleave), attention_bias on q_a, kv_a and o, the
+// first first_k_dense_replace layers dense (intermediate_size), the rest
+// n_routed_experts of moe_intermediate_size with DeepseekV3TopkRouter
+// (n_group, topk_group) and n_shared_experts run after them. Defaults are
+// DeepseekV3Config's. Grouped-query heads (num_key_value_heads below
+// num_attention_heads) are refused.
+func (c *hfConfig) deepseekV3(m *Model) {
+	m.Intermediate = c.int("moe_intermediate_size", 2048, false)
+	m.DenseIntermediate = c.int("intermediate_size", 18432, false)
+	m.Experts = c.int("n_routed_experts", 256, false)
+	m.TopK = c.int("num_experts_per_tok", 8, false)
+	m.SharedExpert = c.int("n_shared_experts", 1, false) * m.Intermediate
+	m.SharedAfter, m.Router = true, RouterSigmoidGroup
+	m.RouterGroups, m.RouterTopGroups = c.int("n_group", 8, false), c.int("topk_group", 4, false)
+	m.DenseLayers = min(c.int("first_k_dense_replace", 3, false), m.NumLayers)
+	if v, ok := c.raw["first_k_dense_replace"].(float64); ok && v == 0 {
+		m.DenseLayers = 0
+	}
+	m.KVLoRARank = c.int("kv_lora_rank", 512, false)
+	m.QLoRARank = c.int("q_lora_rank", 0, false)
+	if _, set := c.raw["q_lora_rank"]; !set {
+		m.QLoRARank = 1536
+	}
+	m.QKNopeDim, m.QKRopeDim = c.int("qk_nope_head_dim", 128, false), c.int("qk_rope_head_dim", 64, false)
+	m.VHeadDim = c.int("v_head_dim", 128, false)
+	m.HeadDim = m.QKNopeDim + m.QKRopeDim
+	m.RoPEInterleave = c.bool("rope_interleave", true)
+	m.OutBias = m.AttentionBias
+	if m.KVHeads != m.Heads {
+		c.fail("num_key_value_heads %d: DeepSeek-V3's latent attention with fewer key/value heads than query heads is not modelled", m.KVHeads)
 	}
 }
 

@@ -75,7 +75,18 @@ func (m *Model) llamaOptions(f map[string]any) {
 		flag{"project_first", m.ProjectFirst}, flag{"layer_norm", m.AffineNorm}, flag{"plain_mlp", m.PlainMLP},
 		flag{"out_bias", m.OutBias}, flag{"parallel_block", m.ParallelBlock}, flag{"centered_norm", m.CenteredNorm},
 		flag{"rope_upcast", m.RoPEUpcast}, flag{"gemma", m.Gemma}, flag{"local_rope", m.LocalRoPE},
-		flag{"attention_sinks", m.AttnSinks}, flag{"rope_halves", m.RoPEHalves})
+		flag{"attention_sinks", m.AttnSinks}, flag{"rope_halves", m.RoPEHalves}, flag{"rope_interleave", m.RoPEInterleave},
+		flag{"shared_expert_after", m.SharedAfter})
+	for _, v := range []struct {
+		key string
+		n   int64
+	}{{"kv_lora_rank", m.KVLoRARank}, {"q_lora_rank", m.QLoRARank}, {"qk_nope_head_dim", m.QKNopeDim}, {"qk_rope_head_dim", m.QKRopeDim},
+		{"v_head_dim", m.VHeadDim}, {"dense_layers", m.DenseLayers}, {"dense_intermediate", m.DenseIntermediate},
+		{"router_groups", m.RouterGroups}, {"router_top_groups", m.RouterTopGroups}} {
+		if v.n > 0 {
+			f[v.key] = v.n
+		}
+	}
 	setValues(f, value{"embedding_multiplier", m.EmbeddingMultiplier}, value{"residual_multiplier", m.ResidualMultiplier},
 		value{"logits_scaling", m.LogitsScaling}, value{"logit_softcap", m.LogitSoftcap}, value{"attn_softcap", m.AttnSoftcap},
 		value{"dropout", m.Dropout}, value{"embedding_dropout", m.EmbeddingDropout}, value{"logit_scale", m.LogitScale})

@@ -90,6 +90,21 @@ type Attention struct {
 	// rotary embedding's tables are half a head wide (emb = freqs, no
 	// cat). Model.RoPEHalves alone sets it.
 	RoPEHalves bool
+	// MLA, when set, makes the layer DeepSeek-V3's multi-head latent
+	// attention (Model.KVLoRARank alone sets it); HeadDim, KVHeads and
+	// FusedQKV are then unused.
+	MLA *MLA
+}
+
+// MLA is the widths of DeepSeek-V3's multi-head latent attention
+// (DeepseekV3Attention): queries projected to QRank, normalised and
+// projected to heads·(Nope+Rope) (one projection when QRank is 0); keys
+// and values projected to KVRank+Rope, the first KVRank normalised and
+// projected to heads·(Nope+V), the last Rope rotated and shared by every
+// head; Interleave rotates interleaved pairs (rope_interleave).
+type MLA struct {
+	QRank, KVRank, Nope, Rope, V int64
+	Interleave                   bool
 }
 
 // SlidingAt reports whether the attention, as layer (0-based) of its
@@ -180,6 +195,17 @@ func (k *Attention) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error)
 }
 
 func (k *Attention) params(*Layer) float64 {
+	if m := k.MLA; m != nil {
+		d, h := f64(k.Dim), f64(k.Heads)
+		qk := h * f64(m.Nope+m.Rope)
+		n := d*qk + h*f64(m.V)*d + b64(k.OutBias)*d
+		if m.QRank > 0 {
+			r := f64(m.QRank)
+			n = d*r + b64(k.Bias)*r + r + r*qk + h*f64(m.V)*d + b64(k.OutBias)*d
+		}
+		kv := f64(m.KVRank + m.Rope)
+		return n + d*kv + b64(k.Bias)*kv + f64(m.KVRank) + f64(m.KVRank)*h*f64(m.Nope+m.V)
+	}
 	q, kv := f64(k.Heads)*f64(k.HeadDim), f64(k.KVHeads)*f64(k.HeadDim)
 	d := f64(k.Dim)
 	n := d*(q+2*kv) + b64(k.Bias)*(q+2*kv) + q*d + b64(k.OutBias)*d

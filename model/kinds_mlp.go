@@ -53,6 +53,12 @@ type MoE struct {
 	// Gate is how the experts combine the gate and up halves of
 	// gate_up_proj's output: GateAct or GateClamped.
 	Gate string
+	// Groups and TopGroups are RouterSigmoidGroup's expert groups and
+	// the groups a token may route to.
+	Groups, TopGroups int64
+	// SharedAfter runs the shared expert after the routed ones, ungated,
+	// and adds it (DeepseekV3MoE); else it runs first (Qwen2-MoE).
+	SharedAfter bool
 }
 
 // The routers of MoE.Router.
@@ -65,6 +71,11 @@ const (
 	// with bias, the top k of its logits, softmax over those k in their
 	// dtype.
 	RouterTopKSoftmax = "topk_softmax"
+	// RouterSigmoidGroup is DeepSeek-V3's (DeepseekV3TopkRouter): fp32
+	// logits, sigmoid scores plus a correction bias (a buffer), the best
+	// MoE.TopGroups of MoE.Groups expert groups kept, the top k of them,
+	// their scores gathered, renormalised and scaled.
+	RouterSigmoidGroup = "sigmoid_group"
 )
 
 // The experts' gates of MoE.Gate.
@@ -90,9 +101,12 @@ func (k *MoE) decode(a *args, _ *Layer) {
 	a.bool("shared_gate", &k.SharedGate)
 	a.activationArg(&k.Activation)
 	a.bool("bias", &k.Bias)
-	if line, ok := a.str("router", &k.Router); ok && k.Router != RouterTopKSoftmax && k.Router != "softmax_topk" {
-		a.e.add(line, "router: unknown router %q (valid: softmax_topk, topk_softmax)", k.Router)
+	if line, ok := a.str("router", &k.Router); ok && k.Router != RouterTopKSoftmax && k.Router != RouterSigmoidGroup && k.Router != "softmax_topk" {
+		a.e.add(line, "router: unknown router %q (valid: softmax_topk, topk_softmax, sigmoid_group)", k.Router)
 	}
+	a.int("groups", &k.Groups, false)
+	a.int("top_groups", &k.TopGroups, false)
+	a.bool("shared_after", &k.SharedAfter)
 	if k.Router == "softmax_topk" {
 		k.Router = RouterSoftmaxTopK
 	}
@@ -107,6 +121,11 @@ func (k *MoE) decode(a *args, _ *Layer) {
 func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 	if k.TopK > k.Experts {
 		return nil, bad(l, "top_k (%d) exceeds experts (%d)", k.TopK, k.Experts)
+	}
+	if k.Router == RouterSigmoidGroup {
+		if k.Groups < 1 || k.Experts%k.Groups != 0 || k.TopGroups < 1 || k.TopGroups > k.Groups || k.Experts/k.Groups < 2 {
+			return nil, bad(l, "sigmoid_group router: groups (%d) must divide experts (%d) into groups of two or more, and top_groups (%d) be 1 to groups", k.Groups, k.Experts, k.TopGroups)
+		}
 	}
 	return s, needWidth(l, s, k.Dim, "dim")
 }

@@ -69,8 +69,8 @@ func (m *Model) splittable(layers []Layer) (int, error) {
 	if m.LogitSoftcap > 0 || m.scalesLogits() {
 		return 0, fmt.Errorf("logit softcapping and scaling are not simulated under pipeline parallelism")
 	}
-	if m.gptOSS() {
-		return 0, fmt.Errorf("GPT-OSS's block is not simulated under pipeline parallelism")
+	if m.gptOSS() || m.deepseek() {
+		return 0, fmt.Errorf("%s is not simulated under pipeline parallelism", m.describe())
 	}
 	for i := range layers {
 		if _, ok := layers[i].Spec.(*Repeat); ok {

@@ -81,7 +81,7 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 // both ask it.
 func (m *Model) TPRefusal() string {
 	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 ||
-		m.granite() || m.NoRoPEPattern > 0 || m.starcoder() || m.cohere() || m.gptOSS() {
+		m.granite() || m.NoRoPEPattern > 0 || m.starcoder() || m.cohere() || m.gptOSS() || m.deepseek() {
 		return m.describe()
 	}
 	return ""
@@ -110,6 +110,14 @@ func (m *Model) gptOSS() bool {
 	return m.AttnSinks || m.RoPEHalves || m.Router != "" || m.ExpertGate != ""
 }
 
+// deepseek says whether m has any of DeepSeek-V3's changes to Llama's
+// block (multi-head latent attention, dense first layers, its router and
+// shared expert), which no plan or program memplan is measured against
+// shards or splits.
+func (m *Model) deepseek() bool {
+	return m.KVLoRARank > 0 || m.DenseLayers > 0 || m.Router == RouterSigmoidGroup || m.SharedAfter
+}
+
 // describe names a model for messages about what a layout supports.
 func (m *Model) describe() string {
 	switch {
@@ -117,6 +125,8 @@ func (m *Model) describe() string {
 		return m.Type + " models"
 	case m.gptOSS():
 		return "GPT-OSS's block"
+	case m.deepseek():
+		return "DeepSeek-V3's block"
 	case m.Experts > 0:
 		return "a mixture of experts"
 	case m.FusedQKV:

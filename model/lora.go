@@ -172,6 +172,8 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	}
 	switch {
 	case !t.LoRA.Enabled() || m.Experts == 0:
+	case m.deepseek():
+		e.add(line, "lora: adapters over DeepSeek-V3's block are not modelled yet")
 	case m.SharedExpert > 0:
 		e.add(line, "lora: adapters over a mixture of experts with a shared expert are not modelled yet")
 	case t.LoRA.Targets == TargetsMLP:

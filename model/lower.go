@@ -103,12 +103,15 @@ func (m *Model) lowerLlama() []Layer {
 			QKNormWhole: m.QKNormWhole, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast,
 			ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
 			Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
-			Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast, Sinks: m.AttnSinks, RoPEHalves: m.RoPEHalves})
+			Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast, Sinks: m.AttnSinks, RoPEHalves: m.RoPEHalves, MLA: m.mla()})
 	}
-	block := seq(
-		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(attn()), post())...),
-		L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), m.mlp(), post())...),
-	)
+	blockWith := func(mlp []Layer) []Layer {
+		return seq(
+			L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(attn()), post())...),
+			L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), mlp, post())...),
+		)
+	}
+	block := blockWith(m.mlp())
 	if m.ParallelBlock {
 		// Cohere's decoder layer: one norm under both branches, whose
 		// output and the branches' outputs stay bound until
@@ -121,13 +124,29 @@ func (m *Model) lowerLlama() []Layer {
 	if m.Tied {
 		head.Tie = "embed_tokens"
 	}
+	blocks := seq(L(&Repeat{Times: m.NumLayers}, block...))
+	if k := m.DenseLayers; k > 0 && m.Experts > 0 {
+		// DeepSeek-V3's first_k_dense_replace: the first k layers have a
+		// dense gated MLP, the rest the experts.
+		dense := blockWith(seq(L(&GatedMLP{Dim: d, Hidden: m.DenseIntermediate, Activation: m.Activation})))
+		blocks = seq(L(&Repeat{Times: k}, dense...), L(&Repeat{Times: m.NumLayers - k, First: k}, block...))
+	}
 	return cat(
 		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0})),
 		dropout(m.EmbeddingDropout),
-		seq(L(&Repeat{Times: m.NumLayers}, block...),
-			m.llamaNorm(),
+		blocks,
+		seq(m.llamaNorm(),
 			L(head)),
 	)
+}
+
+// mla is the model's multi-head latent attention widths, or nil
+// (Model.KVLoRARank).
+func (m *Model) mla() *MLA {
+	if m.KVLoRARank == 0 {
+		return nil
+	}
+	return &MLA{QRank: m.QLoRARank, KVRank: m.KVLoRARank, Nope: m.QKNopeDim, Rope: m.QKRopeDim, V: m.VHeadDim, Interleave: m.RoPEInterleave}
 }
 
 // scalesLogits says whether the head's logits are multiplied or divided
@@ -158,7 +177,7 @@ func (m *Model) mlp() []Layer {
 	case m.Experts > 0:
 		return seq(L(&MoE{Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
 			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias,
-			Router: m.Router, Gate: m.ExpertGate}))
+			Router: m.Router, Gate: m.ExpertGate, Groups: m.RouterGroups, TopGroups: m.RouterTopGroups, SharedAfter: m.SharedAfter}))
 	case m.PlainMLP:
 		return cat(seq(linear(m.Hidden, m.Intermediate, m.MLPBias), Act(m.Activation),
 			linear(m.Intermediate, m.Hidden, m.MLPBias)), dropout(m.Dropout))

@@ -155,6 +155,13 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		}
 		e.add(line, "attention: the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path): use attention: eager")
 	}
+	if m.KVLoRARank > 0 && t.Attention == AttnEager {
+		line, _ := tm.str("attention", &s)
+		if o.Attention != "" {
+			line = 0
+		}
+		e.add(line, "attention: multi-head latent attention is simulated under SDPA (transformers' default for DeepSeek-V3), not eager attention")
+	}
 	set("zero_grad", o.ZeroGrad, func(v string) error {
 		return parseChoice(v, &t.ZeroGrad, "zero_grad mode", ZeroGradNone, ZeroGradZeros)
 	})

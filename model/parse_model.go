@@ -113,6 +113,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("attention_sinks", &m.AttnSinks)
 		mm.bool("rope_halves", &m.RoPEHalves)
 		decodeExpertChoices(e, mm, m)
+		decodeMLA(e, mm, m)
 		llamaConflicts(e, mm, m)
 	}
 	decodeActivation(e, mm, m)
@@ -266,6 +267,35 @@ func decodeInput(e *errs, mm *mapping, in *Input) {
 // llamaConflicts refuses llama options that contradict each other: more
 // than one choice of norm, a parallel block with norms placed around each
 // branch, and StarCoder2's MLP with experts.
+// decodeMLA reads a llama model's multi-head latent attention
+// (kv_lora_rank and the widths it needs) and DeepSeek-V3's dense first
+// layers, shared expert order and router groups.
+func decodeMLA(e *errs, mm *mapping, m *Model) {
+	mm.int("kv_lora_rank", &m.KVLoRARank, false)
+	mm.int("q_lora_rank", &m.QLoRARank, false)
+	mm.int("qk_nope_head_dim", &m.QKNopeDim, m.KVLoRARank > 0)
+	mm.int("qk_rope_head_dim", &m.QKRopeDim, m.KVLoRARank > 0)
+	mm.int("v_head_dim", &m.VHeadDim, m.KVLoRARank > 0)
+	mm.bool("rope_interleave", &m.RoPEInterleave)
+	mm.int("dense_layers", &m.DenseLayers, false)
+	mm.int("dense_intermediate", &m.DenseIntermediate, m.DenseLayers > 0)
+	mm.bool("shared_expert_after", &m.SharedAfter)
+	mm.int("router_groups", &m.RouterGroups, m.Router == RouterSigmoidGroup)
+	mm.int("router_top_groups", &m.RouterTopGroups, m.Router == RouterSigmoidGroup)
+	if m.KVLoRARank == 0 {
+		for _, k := range []string{"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave"} {
+			if mm.has(k) {
+				e.add(mm.keys[k], "%s: needs kv_lora_rank (multi-head latent attention)", k)
+			}
+		}
+	} else if m.QKRopeDim%2 != 0 {
+		e.add(mm.keys["qk_rope_head_dim"], "qk_rope_head_dim: %d must be even (rotated in pairs)", m.QKRopeDim)
+	}
+	if m.DenseLayers > 0 && (m.Experts == 0 || m.DenseLayers >= m.NumLayers) {
+		e.add(mm.keys["dense_layers"], "dense_layers: the first %d of %d layers dense needs experts in the rest", m.DenseLayers, m.NumLayers)
+	}
+}
+
 // decodeExpertChoices reads a llama model's router and expert_gate
 // (MoE.Router, MoE.Gate), which need experts.
 func decodeExpertChoices(e *errs, mm *mapping, m *Model) {
@@ -274,7 +304,7 @@ func decodeExpertChoices(e *errs, mm *mapping, m *Model) {
 		dst        *string
 		valid      []string
 	}{
-		{"router", "softmax_topk", &m.Router, []string{"softmax_topk", RouterTopKSoftmax}},
+		{"router", "softmax_topk", &m.Router, []string{"softmax_topk", RouterTopKSoftmax, RouterSigmoidGroup}},
 		{"expert_gate", "act", &m.ExpertGate, []string{"act", GateClamped}},
 	} {
 		line, ok := mm.str(c.key, c.dst)

@@ -155,6 +155,30 @@ type Model struct {
 	// ExpertGate choose the experts' router and gate (model.MoE.Router,
 	// model.MoE.Gate; GPT-OSS's "topk_softmax" and "clamped").
 	AttnSinks  bool   `json:"attention_sinks,omitempty"`
+	// KVLoRARank > 0 makes the attention DeepSeek-V3's multi-head latent
+	// attention (model.MLA): keys and values projected down to
+	// KVLoRARank (plus QKRopeDim shared rotary dims), normalised, and up
+	// per head to QKNopeDim key and VHeadDim value dims; queries through
+	// QLoRARank when set (0: one projection); RoPEInterleave rotates
+	// interleaved pairs.
+	KVLoRARank     int64 `json:"kv_lora_rank,omitempty"`
+	QLoRARank      int64 `json:"q_lora_rank,omitempty"`
+	QKNopeDim      int64 `json:"qk_nope_head_dim,omitempty"`
+	QKRopeDim      int64 `json:"qk_rope_head_dim,omitempty"`
+	VHeadDim       int64 `json:"v_head_dim,omitempty"`
+	RoPEInterleave bool  `json:"rope_interleave,omitempty"`
+	// DenseLayers are a mixture of experts' first layers with a dense
+	// gated MLP of DenseIntermediate instead of experts (DeepSeek-V3's
+	// first_k_dense_replace); SharedAfter runs the shared expert after
+	// the routed ones, ungated (DeepseekV3MoE), where Qwen2-MoE runs it
+	// first and gates it; RouterGroups and RouterTopGroups are the
+	// sigmoid router's expert groups and the groups each token may use
+	// (model.RouterSigmoidGroup).
+	DenseLayers       int64 `json:"dense_layers,omitempty"`
+	DenseIntermediate int64 `json:"dense_intermediate,omitempty"`
+	SharedAfter       bool  `json:"shared_expert_after,omitempty"`
+	RouterGroups      int64 `json:"router_groups,omitempty"`
+	RouterTopGroups   int64 `json:"router_top_groups,omitempty"`
 	RoPEHalves bool   `json:"rope_halves,omitempty"`
 	Router     string `json:"router,omitempty"`
 	ExpertGate string `json:"expert_gate,omitempty"`

@@ -1,0 +1,210 @@
+package estimate
+
+// DeepSeek-V3's multi-head latent attention (model.MLA) as transformers
+// 5.17's DeepseekV3Attention runs it (modeling_deepseek_v3.py).
+
+// mlaParams holds the latent attention's own parameters: the query's
+// down projection, its norm and up projection (or one projection), and the
+// keys' and values' down projection with the shared rotary dims, its norm
+// and up projection. o and oB are the attnOp's.
+type mlaParams struct {
+	qa, qaB, qaNorm, qb *tensor
+	kva, kvaB, kvNorm   *tensor
+	kvb                 *tensor
+}
+
+// buildMLA allocates the latent attention's parameters in the order
+// DeepseekV3Attention registers them: q_proj or q_a_proj, q_a_layernorm,
+// q_b_proj; kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj; o_proj.
+func (a *attnOp) buildMLA(s *sim) {
+	k, m := a.k, a.k.MLA
+	p := &mlaParams{}
+	qk := k.Heads * (m.Nope + m.Rope)
+	if m.QRank > 0 {
+		p.qa, p.qaB = s.matrix(m.QRank, k.Dim, 1, "q_a_proj.weight"), s.optParam(k.Bias, m.QRank, "q_a_proj.bias")
+		p.qaNorm = s.param(m.QRank, "q_a_layernorm.weight")
+		p.qb = s.matrix(qk, m.QRank, 1, "q_b_proj.weight")
+	} else {
+		p.qb = s.matrix(qk, k.Dim, 1, "q_proj.weight")
+	}
+	p.kva = s.matrix(m.KVRank+m.Rope, k.Dim, 1, "kv_a_proj_with_mqa.weight")
+	p.kvaB = s.optParam(k.Bias, m.KVRank+m.Rope, "kv_a_proj_with_mqa.bias")
+	p.kvNorm = s.param(m.KVRank, "kv_a_layernorm.weight")
+	p.kvb = s.matrix(k.Heads*(m.Nope+m.V), m.KVRank, 1, "kv_b_proj.weight")
+	a.o, a.oB = s.matrix(k.Dim, k.Heads*m.V, 1, "o.weight"), s.optParam(k.OutBias, k.Dim, "o.bias")
+	a.mla = p
+}
+
+// mlaForward is DeepseekV3Attention.forward over x: the query (through
+// its rank when it has one) viewed as heads and split into its unrotated
+// and rotated parts; the compressed keys and values split into the latent
+// part, normalised, and the shared rotary part; both rotated; the
+// key/value cache's copies of the latent and rotary parts (without
+// checkpointing); the query concatenated back; expand_kv (the latent
+// projected up per head and split into keys and values, the key made with
+// new_empty and its two parts copied in); attention; the output
+// projection. The module's locals (the query projection, the compressed
+// projection, the up projection and the query and key) stay bound until it
+// returns.
+func (a *attnOp) mlaForward(s *sim, x *tensor, st *attnState) *tensor {
+	k, m, p := a.k, a.k.MLA, a.mla
+	b, seq, rows, h := st.b, st.seq, st.rows, k.Heads
+	qk := m.Nope + m.Rope
+	var q *tensor
+	if m.QRank > 0 {
+		qa := a.linear(s, x, p.qa, p.qaB, rows, m.QRank)
+		qn := s.rmsNorm(qa, p.qaNorm, rows)
+		s.unref(qa)
+		q = a.linear(s, qn, p.qb, nil, rows, h*qk)
+		s.unref(qn)
+	} else {
+		q = a.linear(s, x, p.qb, nil, rows, h*qk)
+	}
+	qPass, qRot := s.view(q, rows*h*m.Nope), s.view(q, rows*h*m.Rope)
+	qPass.perm, qRot.perm = true, true
+	s.record("Split", []*tensor{q}, qPass, qRot)
+	ckv := a.linear(s, x, p.kva, p.kvaB, rows, m.KVRank+m.Rope)
+	kvNope, kRot := s.view(ckv, rows*m.KVRank), s.view(ckv, rows*m.Rope)
+	s.record("Split", []*tensor{ckv}, kvNope, kRot)
+	kvn := s.rmsNorm(kvNope, p.kvNorm, rows)
+	s.unref(kvNope)
+	cos, sin := s.ropeTables(seq, m.Rope, x.dt, false)
+	qr := s.mlaRotate(qRot, cos, sin, m.Interleave)
+	s.unref(qRot)
+	kr := s.mlaRotate(kRot, cos, sin, m.Interleave)
+	s.unref(kRot)
+	if a.cached(s) {
+		// DynamicCache.update concatenates the latent part and the shared
+		// rotary key into the cache, and those copies are what the rest
+		// of the layer uses (as kvCache does for whole keys and values).
+		kvn, kr = s.cacheCopy(kvn), s.cacheCopy(kr)
+	}
+	qs := s.alloc(b*h*seq*qk, promote(qPass.dt, qr.dt), catTemp, "query_states")
+	if n := s.record("Cat", []*tensor{qPass, qr}, qs); n != nil {
+		n.split = true
+	}
+	s.unref(qr)
+	s.unref(qPass)
+	key, v, kvb := a.expandKV(s, kvn, kr, rows)
+	s.unref(kvn)
+	s.unref(kr)
+	y := s.sdpaV(qs, key, v, b, h, seq, qk, m.V)
+	o := a.linear(s, y, a.o, a.oB, rows, k.Dim)
+	s.unref(y)
+	for _, t := range []*tensor{q, ckv, qs, key, v, kvb} {
+		s.unref(t)
+	}
+	return o
+}
+
+// cacheCopy is DynamicCache.update's concatenation of x into an empty
+// cache: a copy the cache holds until the model's outputs are dropped,
+// whose backward narrows the gradient (a view).
+func (s *sim) cacheCopy(x *tensor) *tensor {
+	c := s.alloc(x.elems, x.dt, catTemp, "CacheCat")
+	if n := s.record("CacheCat", []*tensor{x}, c); n != nil {
+		n.split = true
+	}
+	s.unref(x)
+	s.kvHold = append(s.kvHold, s.ref(c))
+	return c
+}
+
+// expandKV is DeepseekV3Attention.expand_kv: kv_b_proj over the latent
+// part (viewed as heads and split into the unrotated key and the value,
+// both views), then key_states = new_empty(...) with the unrotated key
+// copied into its first dims and the shared rotary key, expanded over the
+// heads, into the rest: two in-place copies into slices, whose backward
+// (CopySlices) clones the whole incoming gradient and the slice's part.
+func (a *attnOp) expandKV(s *sim, kvn, kr *tensor, rows int64) (key, v, kvb *tensor) {
+	k, m := a.k, a.k.MLA
+	h := k.Heads
+	kvb = a.linear(s, kvn, a.mla.kvb, nil, rows, h*(m.Nope+m.V))
+	kNope, v := s.view(kvb, rows*h*m.Nope), s.view(kvb, rows*h*m.V)
+	kNope.perm, v.perm = true, true
+	s.record("Split", []*tensor{kvb}, kNope, v)
+	full := rows * h * (m.Nope + m.Rope)
+	key = s.alloc(full, kvb.dt, catTemp, "key_states")
+	k1 := s.view(key, full)
+	if n := s.record("CopySlices", []*tensor{kNope}, k1); n != nil {
+		// The whole gradient cloned (no earlier version to pass it to),
+		// the slice's clone handed to the key, zeros for the slice.
+		n.bwdTemp = full * kvb.dt
+		n.pairTemps = rows * h * m.Nope * kvb.dt
+		n.pairFirstDies = true
+	}
+	s.unref(kNope)
+	kre := s.view(kr, rows*h*m.Rope)
+	kre.expanded = true
+	s.record("Expand", []*tensor{kr}, kre)
+	k2 := s.view(key, full)
+	if n := s.record("CopySlices", []*tensor{k1, kre}, k2); n != nil {
+		n.pairTemps = rows * h * m.Rope * kvb.dt
+		n.pairFirstDies = true
+	}
+	s.unref(kre)
+	s.unref(k1)
+	s.unref(key)
+	return k2, v, kvb
+}
+
+// mlaRotate is the latent attention's rotary embedding of one tensor x
+// (the query's rotated part, or the shared rotary key): with interleave
+// (apply_rotary_pos_emb_interleave) the even and odd dims (two strided
+// slices, each padding its gradient back to x's size in backward) times
+// the first half of the cos and sin tables, x1·cos − x2·sin and x2·cos +
+// x1·sin concatenated; else Llama's x·cos + rotate_half(x)·sin.
+func (s *sim) mlaRotate(x, cos, sin *tensor, interleave bool) *tensor {
+	if !interleave {
+		y, _ := s.ropeRotate(x, cos, sin, 1)
+		return y
+	}
+	c, sn := s.view(cos, cos.elems/2), s.view(sin, sin.elems/2)
+	x1, x2 := s.view(x, x.elems/2), s.view(x, x.elems/2)
+	s.record("Slice", []*tensor{x}, x1)
+	s.record("Slice", []*tensor{x}, x2)
+	p1, p2 := s.mul(x1, c), s.mul(x2, sn)
+	first := s.sub(p1, p2)
+	s.unref(p1)
+	s.unref(p2)
+	p3, p4 := s.mul(x2, c), s.mul(x1, sn)
+	second := s.add(p3, p4)
+	s.unref(p3)
+	s.unref(p4)
+	y := s.alloc(x.elems, first.dt, catTemp, "rope cat")
+	if n := s.record("Cat", []*tensor{first, second}, y); n != nil {
+		n.split = true
+	}
+	for _, t := range []*tensor{first, second, x1, x2, c, sn} {
+		s.unref(t)
+	}
+	return y
+}
+
+// sdpaV is scaled_dot_product_attention over queries and keys of qk dims
+// and values of vd dims per head. The flash kernel takes only equal head
+// dims, so with vd ≠ qk the memory-efficient kernel runs: it saves q, k,
+// v, the output and an fp32 logsumexp, and its backward takes a
+// contiguous copy of the output's gradient, an fp32 dq accumulator and
+// row sums beside dq, dk and dv (as maskedSDPA's). With equal dims it is
+// sdpa.
+func (s *sim) sdpaV(q, k, v *tensor, b, heads, sq, qk, vd int64) *tensor {
+	if vd == qk {
+		return s.sdpa(q, k, v, b, heads, sq, qk)
+	}
+	vc := s.castLow(v)
+	kc := s.castLow(k)
+	qc := s.castLow(q)
+	y := s.alloc(b*sq*heads*vd, qc.dt, catTemp, "attention out")
+	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
+	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
+		s.save(n, qc, kc, vc, y, lse)
+		ws := y.elems*qc.dt + qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
+		last := n.ins[len(n.ins)-1]
+		n.gradWS = s.workspaces([3]inputWS{{t: last, bytes: ws}})
+	}
+	for _, t := range []*tensor{qc, kc, vc, lse} {
+		s.unref(t)
+	}
+	return y
+}
