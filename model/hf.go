@@ -25,7 +25,7 @@ var HFTypes = map[string]string{
 // "unknown model_type".
 var hfPending = map[string]string{
 	"gemma3":      "a SigLIP vision tower beside the language model (its text_config, model_type gemma3_text, imports the language model alone)",
-	"deepseek_v2": "multi-head latent attention and dense first layers beside the experts",
+	"deepseek_v2": "DeepSeek-V2's softmax router with group-limited greedy selection (deepseek_v3's latent attention and sigmoid router are modelled)",
 	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
