@@ -71,6 +71,7 @@ func (a *attnOp) mlaForward(s *sim, x *tensor, st *attnState) *tensor {
 	cos, sin := s.ropeTables(seq, m.Rope, x.dt, false)
 	qr := s.mlaRotate(qRot, cos, sin, m.Interleave)
 	s.unref(qRot)
+	st.held = append(st.held, s.ref(qr)) // q_rot, bound until the module returns
 	kr := s.mlaRotate(kRot, cos, sin, m.Interleave)
 	s.unref(kRot)
 	if a.cached(s) {
@@ -93,6 +94,9 @@ func (a *attnOp) mlaForward(s *sim, x *tensor, st *attnState) *tensor {
 	s.unref(y)
 	for _, t := range []*tensor{q, ckv, qs, key, v, kvb} {
 		s.unref(t)
+	}
+	for i := len(st.held) - 1; i >= 0; i-- {
+		s.unref(st.held[i])
 	}
 	return o
 }
@@ -127,11 +131,10 @@ func (a *attnOp) expandKV(s *sim, kvn, kr *tensor, rows int64) (key, v, kvb *ten
 	key = s.alloc(full, kvb.dt, catTemp, "key_states")
 	k1 := s.view(key, full)
 	if n := s.record("CopySlices", []*tensor{kNope}, k1); n != nil {
-		// The whole gradient cloned (no earlier version to pass it to),
-		// the slice's clone handed to the key, zeros for the slice.
+		// The whole gradient cloned first, with no earlier version of
+		// the key to hand it to, and dropped once the slice's clone (the
+		// unrotated key's gradient) exists.
 		n.bwdTemp = full * kvb.dt
-		n.pairTemps = rows * h * m.Nope * kvb.dt
-		n.pairFirstDies = true
 	}
 	s.unref(kNope)
 	kre := s.view(kr, rows*h*m.Rope)
@@ -139,8 +142,10 @@ func (a *attnOp) expandKV(s *sim, kvn, kr *tensor, rows int64) (key, v, kvb *ten
 	s.record("Expand", []*tensor{kr}, kre)
 	k2 := s.view(key, full)
 	if n := s.record("CopySlices", []*tensor{k1, kre}, k2); n != nil {
-		n.pairTemps = rows * h * m.Rope * kvb.dt
-		n.pairFirstDies = true
+		// The whole gradient cloned (the first copy's), the slice's clone
+		// (the rotary key's), then zeros for the slice, freed at once
+		// (measured: Moonlight's cut, bench/results/2026-11-27-h200-deepseek-traces).
+		n.reduceTemp = rows * h * m.Rope * kvb.dt
 	}
 	s.unref(kre)
 	s.unref(k1)
@@ -181,13 +186,17 @@ func (s *sim) mlaRotate(x, cos, sin *tensor, interleave bool) *tensor {
 	return y
 }
 
-// sdpaV is scaled_dot_product_attention over queries and keys of qk dims
-// and values of vd dims per head. The flash kernel takes only equal head
-// dims, so with vd ≠ qk the memory-efficient kernel runs: it saves q, k,
-// v, the output and an fp32 logsumexp, and its backward takes a
-// contiguous copy of the output's gradient, an fp32 dq accumulator and
-// row sums beside dq, dk and dv (as maskedSDPA's). With equal dims it is
-// sdpa.
+// sdpaV is transformers' sdpa_attention_forward over queries and keys of
+// qk dims and values of vd dims per head. The flash kernel takes only
+// equal head dims; with vd ≠ qk PyTorch 2.11 picks cuDNN's kernel in half
+// precision (torch._fused_sdp_choice on an H200: CUDNN_ATTENTION) and the
+// memory-efficient one in fp32 (bench/results/2026-11-27-h200-deepseek-sdpchoice.txt).
+// Either saves q, k, v, the output and an fp32 row statistic; cuDNN
+// writes its output in the query's layout (heads-major), which
+// transpose(1, 2).contiguous() copies; its backward takes a copy of the
+// output's gradient (the original freed first), then dq, dk and dv and an
+// fp32 dq accumulator with row sums (measured: Moonlight's cut, 48.25 MiB
+// at 2 × 2,048 tokens and 16 heads of 192). With equal dims it is sdpa.
 func (s *sim) sdpaV(q, k, v *tensor, b, heads, sq, qk, vd int64) *tensor {
 	if vd == qk {
 		return s.sdpa(q, k, v, b, heads, sq, qk)
@@ -195,16 +204,27 @@ func (s *sim) sdpaV(q, k, v *tensor, b, heads, sq, qk, vd int64) *tensor {
 	vc := s.castLow(v)
 	kc := s.castLow(k)
 	qc := s.castLow(q)
+	cudnn := qc.dt != f32
 	y := s.alloc(b*sq*heads*vd, qc.dt, catTemp, "attention out")
 	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
 	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
 		s.save(n, qc, kc, vc, y, lse)
-		ws := y.elems*qc.dt + qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
+		ws := qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
+		if cudnn {
+			n.copyIn = true
+		} else {
+			ws += y.elems * qc.dt // the memory-efficient kernel's copy of the gradient
+		}
 		last := n.ins[len(n.ins)-1]
 		n.gradWS = s.workspaces([3]inputWS{{t: last, bytes: ws}})
 	}
 	for _, t := range []*tensor{qc, kc, vc, lse} {
 		s.unref(t)
+	}
+	if cudnn {
+		c := s.contiguous(y)
+		s.unref(y)
+		y = c
 	}
 	return y
 }

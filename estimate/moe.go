@@ -291,6 +291,14 @@ func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	r, inv := s.restore(sc, perm, n)
 	s.unref(sc) // the name is rebound to the reordered rows
 	y := s.sumTopK(r, rows*k.Dim)
+	if y.dt != x.dt {
+		// .to(hidden_states.dtype): fp32 routing weights (DeepSeek-V3's)
+		// make the weighted rows and their sum fp32 over a bf16 stream
+		// (measured: Moonlight's cut, a 16 MiB cast after the 32 MiB sum).
+		c := s.to(y, x.dt)
+		s.unref(y)
+		y = c
+	}
 	// The function's locals go when it returns, in the order they were
 	// first bound.
 	// (selected_hidden_states_g, masked in place, is one of them: measured,
