@@ -43,6 +43,7 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-lora-cohere.jsonl",
 	"results/2026-11-27-h200-gptoss.jsonl",
 	"results/2026-11-27-h200-lora-gptoss.jsonl",
+	"results/2026-11-27-h200-deepseek.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the

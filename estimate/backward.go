@@ -86,6 +86,9 @@ func (s *sim) runNode(n *node) {
 	if n.early && n.fnTemp {
 		s.release(n) // measured: Gemma-2-2B eager, checkpointed (softmax)
 	}
+	if n.castFirst {
+		cast = s.castGrads(n, grads, cast)
+	}
 	s.sumBroadcast(n, full[:], grads, g0)
 	if !n.tempHeld {
 		s.unref(tmp)
@@ -191,16 +194,7 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 // tied embedding, whose incoming gradient is freed before the sum of its
 // weight's two gradients is allocated).
 func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
-	for i := 0; cast != 0; i++ {
-		if cast&(1<<i) != 0 {
-			cast &^= 1 << i
-			in := n.ins[i]
-			c := s.alloc(in.elems, in.dt, catTemp, in.name)
-			c.prefix = "grad of "
-			s.unref(grads[i])
-			grads[i] = c
-		}
-	}
+	s.castGrads(n, grads, cast)
 	for _, o := range n.outs {
 		if o.grad != nil {
 			s.unref(o.grad)
@@ -219,6 +213,23 @@ func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
 		s.ddpReady(n) // ddp.go
 	}
 	s.scratch = grads[:0]
+}
+
+// castGrads is validate_outputs' casts of node n's gradients computed in
+// another dtype than their inputs' (bit i of cast marks input i's), each
+// cast made before the uncast one is freed. It returns no bits left.
+func (s *sim) castGrads(n *node, grads []*tensor, cast uint32) uint32 {
+	for i := 0; cast != 0; i++ {
+		if cast&(1<<i) != 0 {
+			cast &^= 1 << i
+			in := n.ins[i]
+			c := s.alloc(in.elems, in.dt, catTemp, in.name)
+			c.prefix = "grad of "
+			s.unref(grads[i])
+			grads[i] = c
+		}
+	}
+	return 0
 }
 
 // sumBroadcast is validate_outputs' sum_to for a product's broadcast

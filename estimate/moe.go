@@ -511,16 +511,20 @@ func (s *sim) groupedLinear(x, wt, b *tensor, n, out int64) *tensor {
 	return z
 }
 
-// broadcastMul is out · weights.unsqueeze(-1): both are saved; the
-// gradient of the [S, 1] weights is the [S, h] product grad·out summed to
-// size, a transient of out's size.
+// broadcastMul is out · weights.unsqueeze(-1): both are saved. In
+// backward (MulBackward0 computes other's gradient before self's) the
+// gradient of the [S, 1] weights is the [S, h] product grad·out, summed
+// to size by validate_outputs; out's is grad·weights in the product's
+// dtype, which validate_outputs casts to out's when the weights promoted
+// it (DeepSeek-V3's fp32 weights over bf16 rows) before it sums the
+// weights' (measured: Moonlight's and DeepSeek-V3's cuts, an fp32 [S, h]
+// beside the weights' while the bf16 cast is made,
+// bench/results/2026-11-27-h200-deepseek-traces).
 func (s *sim) broadcastMul(big, small *tensor) *tensor {
 	y := s.alloc(big.elems, promote(big.dt, small.dt), catTemp, "weighted out")
-	if n := s.record("Mul", []*tensor{big, small}, y); n != nil {
+	if n := s.record("Mul", []*tensor{small, big}, y); n != nil {
 		s.save(n, big, small)
-		if small.req {
-			n.bwdTemp = big.elems * y.dt
-		}
+		n.bcast, n.castFirst = true, true
 	}
 	return y
 }

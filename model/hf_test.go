@@ -105,7 +105,8 @@ func TestHFParamsOfRuns(t *testing.T) {
 	for _, run := range []string{"2026-11-27-h100-olmo.jsonl", "2026-11-27-h100-olmo2.jsonl", "2026-11-27-h100-granite.jsonl",
 		"2026-11-27-h200-olmo3.jsonl", "2026-11-27-h200-smollm3.jsonl", "2026-11-27-h200-starcoder2.jsonl",
 		"2026-11-27-h200-phi.jsonl", "2026-11-27-h200-cohere.jsonl", "2026-11-27-h200-heldout36.jsonl",
-		"2026-11-27-h200-gptoss.jsonl", "2026-11-27-h200-heldout37.jsonl", "2026-11-27-h200-lora-gptoss.jsonl"} {
+		"2026-11-27-h200-gptoss.jsonl", "2026-11-27-h200-heldout37.jsonl", "2026-11-27-h200-lora-gptoss.jsonl",
+		"2026-11-27-h200-deepseek.jsonl", "2026-11-27-h200-heldout39.jsonl", "2026-11-27-h200-heldout40.jsonl"} {
 		data, err := os.ReadFile(filepath.Join("..", "bench", "results", run))
 		if err != nil {
 			t.Fatal(err)
@@ -476,6 +477,15 @@ func TestHFFamilies(t *testing.T) {
 			return m.AttnSinks && m.RoPEHalves && m.NormProductFP32 && m.AttentionBias && m.OutBias && m.MLPBias && !m.Tied &&
 				m.Experts == 32 && m.TopK == 4 && m.Router == RouterTopKSoftmax && m.ExpertGate == GateClamped &&
 				m.SlidingWindow == 128 && m.SlidingPattern == 2 && m.HeadDim == 64
+		}},
+		{"moonlight-16b-a3b.json", func(m Model) bool {
+			return m.KVLoRARank == 512 && m.QLoRARank == 0 && m.QKNopeDim == 128 && m.QKRopeDim == 64 && m.VHeadDim == 128 &&
+				m.RoPEInterleave && m.DenseLayers == 1 && m.DenseIntermediate == 11264 && m.Intermediate == 1408 &&
+				m.Experts == 64 && m.TopK == 6 && m.SharedExpert == 2*1408 && m.SharedAfter && !m.SharedGate &&
+				m.Router == RouterSigmoidGroup && m.RouterGroups == 1 && m.RouterTopGroups == 1
+		}},
+		{"deepseek-v3.json", func(m Model) bool {
+			return m.QLoRARank == 1536 && m.DenseLayers == 3 && m.Experts == 256 && m.RouterGroups == 8 && m.RouterTopGroups == 4
 		}},
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
