@@ -107,7 +107,7 @@ func (m *Model) cohere() bool {
 // which neither torchtitan's plans nor the pipeline and expert-parallel
 // programs memplan is measured against carry.
 func (m *Model) gptOSS() bool {
-	return m.AttnSinks || m.RoPEHalves || m.Router != "" || m.ExpertGate != ""
+	return m.AttnSinks || m.RoPEHalves || m.Router == RouterTopKSoftmax || m.ExpertGate != ""
 }
 
 // deepseek says whether m has any of DeepSeek-V3's changes to Llama's

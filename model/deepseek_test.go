@@ -1,0 +1,80 @@
+package model
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDeepSeekSpec checks the llama shorthand's DeepSeek-V3 fields: what
+// they need, the refusals, and that they reach the layers with the
+// parameters transformers counts.
+func TestDeepSeekSpec(t *testing.T) {
+	const base = "name: x\nmodel:\n  type: llama\n  layers: 3\n  hidden: 64\n  heads: 4\n  vocab: 100\n  intermediate: 32\n"
+	const ds = base + "  experts: 8\n  top_k: 2\n  shared_expert: 64\n  shared_expert_after: true\n  router: sigmoid_group\n" +
+		"  router_groups: 4\n  router_top_groups: 2\n  dense_layers: 1\n  dense_intermediate: 128\n" +
+		"  kv_lora_rank: 32\n  qk_nope_head_dim: 16\n  qk_rope_head_dim: 8\n  v_head_dim: 16\n  rope_interleave: true\n"
+	const train = "training: {batch: 1, seq: 8}\n"
+	tests := []struct {
+		name, spec string
+		o          Overrides
+		want       string
+	}{
+		{"deepseek", ds + train, Overrides{}, ""},
+		{"query rank", ds + "  q_lora_rank: 24\n" + train, Overrides{}, ""},
+		{"latent widths without rank", base + "  qk_rope_head_dim: 8\n" + train, Overrides{}, "x.yaml:9: qk_rope_head_dim: needs kv_lora_rank"},
+		{"odd rotary dims", strings.Replace(ds, "qk_rope_head_dim: 8", "qk_rope_head_dim: 7", 1) + train, Overrides{}, "qk_rope_head_dim: 7 must be even"},
+		{"missing widths", base + "  kv_lora_rank: 32\n" + train, Overrides{}, "missing required field \"qk_nope_head_dim\""},
+		{"dense without experts", base + "  dense_layers: 1\n  dense_intermediate: 64\n" + train, Overrides{}, "dense_layers: the first 1 of 3 layers dense needs experts"},
+		{"groups", strings.Replace(ds, "router_groups: 4", "router_groups: 3", 1) + train, Overrides{}, "sigmoid_group router: groups (3) must divide experts (8)"},
+		{"groups needed", strings.Replace(ds, "  router_groups: 4\n", "", 1) + train, Overrides{}, "missing required field \"router_groups\""},
+		{"eager", ds + "training: {batch: 1, seq: 8, attention: eager}\n", Overrides{}, "multi-head latent attention is simulated under SDPA"},
+		{"tensor parallel", ds + train, Overrides{TP: 2}, "not DeepSeek-V3's block"},
+		{"pipeline", ds + train, Overrides{PP: 3, DP: 1}, "DeepSeek-V3's block is not simulated under pipeline parallelism"},
+		{"lora", ds + train, Overrides{LoRA: 8}, "adapters over DeepSeek-V3's block are not modelled yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse("x.yaml", []byte(tt.spec), tt.o)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Parse() error = %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("Parse() = nil error, want %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("Parse() error = %q, want %q", err, tt.want)
+			case tt.want != "":
+				return
+			}
+			// Two repeats: the dense layer, then the sparse ones from
+			// index 1.
+			var reps []*Repeat
+			for _, l := range s.Model.Lower() {
+				if r, ok := l.Spec.(*Repeat); ok {
+					reps = append(reps, r)
+				}
+			}
+			if len(reps) != 2 || reps[0].Times != 1 || reps[1].Times != 2 || reps[1].First != 1 {
+				t.Fatalf("repeats %+v, want one dense layer then two sparse from index 1", reps)
+			}
+		})
+	}
+}
+
+// TestMLAParams checks multi-head latent attention's parameter count by
+// hand, with and without a query rank and biases.
+func TestMLAParams(t *testing.T) {
+	for _, c := range []struct {
+		a    Attention
+		want int64
+	}{
+		// q_proj 64·(4·24) + kv_a 64·40 + norm 32 + kv_b 32·(4·32) + o (4·16)·64.
+		{Attention{Dim: 64, Heads: 4, MLA: &MLA{KVRank: 32, Nope: 16, Rope: 8, V: 16}}, 64*96 + 64*40 + 32 + 32*128 + 64*64},
+		// q_a 64·24 + bias 24 + norm 24 + q_b 24·96, kv_a with bias 40, o with bias 64.
+		{Attention{Dim: 64, Heads: 4, Bias: true, OutBias: true, MLA: &MLA{QRank: 24, KVRank: 32, Nope: 16, Rope: 8, V: 16}},
+			64*24 + 24 + 24 + 24*96 + 64*40 + 40 + 32 + 32*128 + 64*64 + 64},
+	} {
+		if got := int64(c.a.params(nil)); got != c.want {
+			t.Errorf("MLA %+v: %d parameters, want %d", *c.a.MLA, got, c.want)
+		}
+	}
+}
