@@ -206,6 +206,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// predictions committed first:
 		// results/2026-11-27-gptoss-20b-dist-predictions.txt).
 		{"gpt-oss-20b, 4xH200", "", "results/2026-11-27-h200x4-gptoss-20b-heldout.jsonl", 0, 2},
+		// DeepSeek-V3 (Moonlight's cut) under FSDP2 and DDP (twenty-third
+		// session, 2 x H200; predictions committed first:
+		// results/2026-11-27-deepseek-dist-predictions.txt).
+		{"DeepSeek-V3, 2xH200", "", "results/2026-11-27-h200x2-deepseek-heldout.jsonl", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
