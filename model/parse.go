@@ -111,6 +111,28 @@ func Parse(file string, data []byte, o Overrides) (*Spec, error) {
 	return s, nil
 }
 
+// checkAttention refuses the attention implementations a model's layers
+// are not simulated under: attention sinks run in eager attention only
+// (transformers' GPT-OSS has no SDPA path), and multi-head latent
+// attention is simulated under SDPA only.
+func checkAttention(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
+	var why string
+	switch {
+	case m.AttnSinks && t.Attention != AttnEager:
+		why = "the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path): use attention: eager"
+	case m.KVLoRARank > 0 && t.Attention == AttnEager:
+		why = "multi-head latent attention is simulated under SDPA (transformers' default for DeepSeek-V3), not eager attention"
+	default:
+		return
+	}
+	var s string
+	line, _ := tm.str("attention", &s)
+	if o.Attention != "" {
+		line = 0
+	}
+	e.add(line, "attention: %s", why)
+}
+
 func lineOf(m *mapping, key string) int {
 	if v := m.vals[key]; v != nil {
 		return v.Line
@@ -148,20 +170,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	set("optimizer", o.Optimizer, func(v string) error { return parseOptimizer(v, &t.Optimizer) })
 	set("checkpointing", o.Checkpointing, func(v string) error { return parseCheckpointing(v, &t.Checkpointing) })
 	set("attention", o.Attention, func(v string) error { return parseChoice(v, &t.Attention, "attention", AttnSDPA, AttnEager) })
-	if m.AttnSinks && t.Attention != AttnEager {
-		line, _ := tm.str("attention", &s)
-		if o.Attention != "" {
-			line = 0
-		}
-		e.add(line, "attention: the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path): use attention: eager")
-	}
-	if m.KVLoRARank > 0 && t.Attention == AttnEager {
-		line, _ := tm.str("attention", &s)
-		if o.Attention != "" {
-			line = 0
-		}
-		e.add(line, "attention: multi-head latent attention is simulated under SDPA (transformers' default for DeepSeek-V3), not eager attention")
-	}
+	checkAttention(e, tm, t, m, o)
 	set("zero_grad", o.ZeroGrad, func(v string) error {
 		return parseChoice(v, &t.ZeroGrad, "zero_grad mode", ZeroGradNone, ZeroGradZeros)
 	})

@@ -1,0 +1,143 @@
+package estimate
+
+// The routers of a mixture of experts (moeOp.forward picks one by
+// model.MoE.Router) and what a block returns beside its output.
+
+// routeSigmoidGroup is DeepSeek-V3's DeepseekV3TopkRouter over rows
+// tokens: logits = x.float()·W.float()ᵀ (fp32 copies of both in bf16;
+// under autocast the linear casts them to bf16 as ever), scores =
+// sigmoid(logits) (saved), scores + the correction bias, the best two
+// scores of each of the G groups summed, the best TopGroups groups (their
+// int64 ids kept), a zeros [rows, G] mask scattered and expanded to every
+// expert (a copy), made boolean and inverted, the scores outside those
+// groups set to −inf (a copy), the top k of those (ids kept), the
+// original scores gathered at them, renormalised in place (a saved copy
+// and the sum) and scaled. It returns the weights, the ids and the
+// logits, which DeepseekV3MoE.forward binds (as _) until it returns; the
+// router's locals go as it returns.
+func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits *tensor) {
+	k := o.k
+	e, g := k.Experts, k.Groups
+	x32, w32 := s.to(x, f32), s.to(o.router, f32)
+	logits = s.matmulView(x32, w32, nil, rows, e, false, false)
+	s.unref(x32)
+	s.unref(w32)
+	sc := s.unary("Sigmoid", logits, false, true)
+	choice := s.alloc(rows*e, promote(sc.dt, s.cfg.param), catTemp, "scores_for_choice")
+	if n := s.record("Add", []*tensor{sc}, choice); n != nil {
+		n.pass = true
+	}
+	gv, gi := s.alloc(rows*g*2, choice.dt, catTemp, "group top-2"), s.alloc(rows*g*2, i64, catTemp, "group top-2 ids")
+	if n := s.record("Topk", []*tensor{choice}, gv); n != nil {
+		s.save(n, gi)
+	}
+	s.unref(gi)
+	gs := s.alloc(rows*g, choice.dt, catTemp, "group_scores")
+	s.record("Sum", []*tensor{gv}, gs)
+	s.unref(gv)
+	tgv, gidx := s.alloc(rows*k.TopGroups, gs.dt, catTemp, "group top"), s.alloc(rows*k.TopGroups, i64, catTemp, "group_idx")
+	if n := s.record("Topk", []*tensor{gs}, tgv); n != nil {
+		s.save(n, gidx)
+	}
+	s.unref(tgv)
+	gm := s.alloc(rows*g, gs.dt, catTemp, "group_mask")
+	sm := s.alloc(rows*e, gs.dt, catTemp, "score_mask")
+	mb := s.alloc(rows*e, u8, catTemp, "score_mask.bool()")
+	inv := s.alloc(rows*e, u8, catTemp, "~score_mask")
+	s.unref(mb)
+	masked := s.maskCopy(choice, inv)
+	s.unref(inv)
+	s.unref(choice) // rebound to the masked copy
+	tv := s.alloc(rows*k.TopK, masked.dt, catTemp, "top-k values")
+	idx = s.alloc(rows*k.TopK, i64, catTemp, "topk_indices")
+	if n := s.record("Topk", []*tensor{masked}, tv); n != nil {
+		s.save(n, idx)
+	}
+	s.unref(tv)
+	tw := s.alloc(rows*k.TopK, sc.dt, catTemp, "topk_weights")
+	if n := s.record("Gather", []*tensor{sc}, tw); n != nil {
+		s.save(n, idx)
+	}
+	sum := s.alloc(rows, tw.dt, catTemp, "denominator")
+	den := s.alloc(rows, tw.dt, catTemp, "denominator + eps")
+	s.unref(sum)
+	clone := s.alloc(rows*k.TopK, tw.dt, catTemp, "topk_weights (saved copy)")
+	norm := s.view(tw, tw.elems)
+	if n := s.record("Div", []*tensor{tw}, norm); n != nil {
+		n.pass = true
+		s.save(n, clone, den)
+	}
+	s.unref(clone)
+	s.unref(tw)
+	w = s.scalarOp(norm)
+	s.unref(norm)
+	for _, t := range []*tensor{sc, masked, gs, gidx, gm, sm, den} {
+		s.unref(t)
+	}
+	return w, idx, logits
+}
+
+// route is the top-k router (Qwen2MoeTopKRouter and the routers built on
+// it): logits = x·Wᵀ (bf16 under autocast), softmax in fp32, top-k, the
+// in-place renormalisation (norm_topk_prob; it saves a clone of the top-k
+// values and their sum, tensors of rows·k and rows, modelled for every
+// router), and the weights cast back to the logits' dtype. It returns the
+// routing weights [rows, k] and the int64 expert ids [rows, k].
+func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
+	k := o.k
+	logits := s.matmul(x, o.router, nil, rows, k.Experts)
+	l32 := s.to(logits, f32) // softmax(..., dtype=float) converts first
+	probs := s.softmax(l32)
+	s.unref(l32)
+	top := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights")
+	idx = s.alloc(rows*k.TopK, i64, catTemp, "top-k experts")
+	if n := s.record("Topk", []*tensor{probs}, top); n != nil {
+		s.save(n, idx)
+	}
+	s.unref(probs)
+	sum := s.alloc(rows, f32, catTemp, "top-k sum")
+	clone := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights (saved copy)")
+	norm := s.view(top, top.elems)
+	if n := s.record("Div", []*tensor{top}, norm); n != nil {
+		n.pass = true
+		s.save(n, clone, sum)
+	}
+	s.unref(top)
+	s.unref(sum)
+	s.unref(clone)
+	w = s.to(norm, logits.dt)
+	s.unref(norm)
+	s.unref(logits)
+	return w, idx
+}
+
+// routeTopKFirst is GPT-OSS's GptOssTopKRouter: logits = x·Wᵀ + b (bf16
+// under autocast), the top k of the logits (values and int64 ids; the
+// node keeps the ids), softmax over the k values in their dtype (the
+// routing weights, which it saves). It returns the weights, the ids and
+// the logits, which GptOssMLP.forward binds (as _) until it returns.
+func (s *sim) routeTopKFirst(o *moeOp, x *tensor, rows int64) (w, idx, logits *tensor) {
+	k := o.k
+	logits = s.matmul(x, o.router, o.routerB, rows, k.Experts)
+	top := s.alloc(rows*k.TopK, logits.dt, catTemp, "top-k logits")
+	idx = s.alloc(rows*k.TopK, i64, catTemp, "top-k experts")
+	if n := s.record("Topk", []*tensor{logits}, top); n != nil {
+		s.save(n, idx)
+	}
+	w = s.softmax(top)
+	s.unref(top)
+	return w, idx, logits
+}
+
+// returnScores is GPT-OSS's MLP returning its routing weights beside its
+// output: the decoder layer binds them to the name that held the
+// attention's weights (hidden_states, _ = self.mlp(...)), which frees
+// those, and keeps them until it returns.
+func (s *sim) returnScores(w *tensor) {
+	if n := len(s.unitHold); n > 0 {
+		s.unref(s.unitHold[n-1])
+		s.unitHold[n-1] = w
+		return
+	}
+	s.unitHold = append(s.unitHold, w)
+}

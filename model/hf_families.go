@@ -1,0 +1,90 @@
+package model
+
+// The readers of the llama-type families whose changes to Llama's block
+// take more than a few fields (hf.go's llama calls them).
+
+// starcoder2 reads StarCoder2's changes to Llama's block
+// (modeling_starcoder2.py): nn.LayerNorms with weight and bias, a bias on
+// every projection (use_bias), a two-layer MLP (c_fc, the activation,
+// c_proj), and dropouts on the embeddings (embedding_dropout), on each
+// branch's output inside it (residual_dropout) and on eager attention's
+// probabilities (attention_dropout). Its configs' norm_type and mlp_type
+// are not read by transformers, nor here.
+func (c *hfConfig) starcoder2(m *Model) {
+	bias := c.bool("use_bias", true)
+	m.AttentionBias, m.OutBias, m.MLPBias = bias, bias, bias
+	m.AffineNorm, m.PlainMLP = true, true
+	m.Activation = c.str("hidden_act", "gelu_pytorch_tanh")
+	m.Dropout, m.EmbeddingDropout = c.float("residual_dropout", 0), c.float("embedding_dropout", 0)
+}
+
+// cohere reads Cohere's changes to Llama's block (modeling_cohere.py):
+// one CohereLayerNorm under both the attention and the MLP, the query and
+// key rotated in fp32 and cast back, attention_bias on the output
+// projection too, and the logits times logit_scale. use_qk_norm (Command
+// R+'s per-head norms) is refused.
+func (c *hfConfig) cohere(m *Model) {
+	m.ParallelBlock, m.CenteredNorm, m.RoPEUpcast = true, true, true
+	m.OutBias = m.AttentionBias
+	m.LogitScale = c.float("logit_scale", 0.0625)
+	if c.bool("use_qk_norm", false) {
+		c.fail("use_qk_norm: Cohere's per-head query and key LayerNorms are not modelled yet")
+	}
+}
+
+// gptOSS reads GPT-OSS's changes to Llama's block (modeling_gpt_oss.py,
+// transformers 5.17): a learned sink logit per head in eager attention
+// (GptOssPreTrainedModel has no SDPA path), rotary embeddings over each
+// head's two halves, biases on all four attention projections
+// (attention_bias), RMSNorms whose weight multiplies the fp32 rows before
+// the cast back, and a mixture of experts (num_local_experts) with
+// GptOssTopKRouter (a biased linear layer, top k of the logits, softmax
+// over them) and GptOssExperts (biases, interleaved gate and up columns,
+// the clamped gate). The released checkpoints store the experts in MXFP4
+// (quantization_config); training dequantizes them to the model's dtype
+// (Mxfp4Config(dequantize=True)), which is what memplan simulates.
+// output_router_logits (the auxiliary load-balancing loss) is refused.
+func (c *hfConfig) gptOSS(m *Model) {
+	m.AttnSinks, m.RoPEHalves, m.NormProductFP32 = true, true, true
+	m.OutBias, m.MLPBias = m.AttentionBias, true
+	m.Router, m.ExpertGate = RouterTopKSoftmax, GateClamped
+	if c.bool("output_router_logits", false) {
+		c.fail("output_router_logits: the router's auxiliary load-balancing loss is not modelled yet")
+	}
+}
+
+// deepseekV3 reads DeepseekV3Config (modeling_deepseek_v3.py, transformers
+// 5.17): multi-head latent attention (q_lora_rank, null for one query
+// projection; kv_lora_rank; qk_nope_head_dim, qk_rope_head_dim,
+// v_head_dim; rope_interleave), attention_bias on q_a, kv_a and o, the
+// first first_k_dense_replace layers dense (intermediate_size), the rest
+// n_routed_experts of moe_intermediate_size with DeepseekV3TopkRouter
+// (n_group, topk_group) and n_shared_experts run after them. Defaults are
+// DeepseekV3Config's. Grouped-query heads (num_key_value_heads below
+// num_attention_heads) are refused.
+func (c *hfConfig) deepseekV3(m *Model) {
+	m.Intermediate = c.int("moe_intermediate_size", 2048, false)
+	m.DenseIntermediate = c.int("intermediate_size", 18432, false)
+	m.Experts = c.int("n_routed_experts", 256, false)
+	m.TopK = c.int("num_experts_per_tok", 8, false)
+	m.SharedExpert = c.int("n_shared_experts", 1, false) * m.Intermediate
+	m.SharedAfter, m.Router = true, RouterSigmoidGroup
+	m.RouterGroups, m.RouterTopGroups = c.int("n_group", 8, false), c.int("topk_group", 4, false)
+	m.DenseLayers = min(c.int("first_k_dense_replace", 3, false), m.NumLayers)
+	if v, ok := c.raw["first_k_dense_replace"].(float64); ok && v == 0 {
+		m.DenseLayers = 0
+	}
+	m.KVLoRARank = c.int("kv_lora_rank", 512, false)
+	m.QLoRARank = c.int("q_lora_rank", 0, false)
+	if _, set := c.raw["q_lora_rank"]; !set {
+		m.QLoRARank = 1536
+	}
+	m.QKNopeDim, m.QKRopeDim = c.int("qk_nope_head_dim", 128, false), c.int("qk_rope_head_dim", 64, false)
+	m.VHeadDim = c.int("v_head_dim", 128, false)
+	m.HeadDim = m.QKNopeDim + m.QKRopeDim
+	m.RoPEInterleave = c.bool("rope_interleave", true)
+	m.OutBias = m.AttentionBias
+	if m.KVHeads != m.Heads {
+		c.fail("num_key_value_heads %d: DeepSeek-V3's latent attention with fewer key/value heads than query heads is not modelled", m.KVHeads)
+	}
+}

@@ -1,0 +1,229 @@
+package model
+
+import "fmt"
+
+// The training setup: precisions, optimizers, checkpointing, attention and
+// the rest of a spec's training section.
+
+// Precisions.
+const (
+	FP32    = "fp32"
+	AMPBF16 = "amp-bf16"
+	AMPFP16 = "amp-fp16"
+	BF16    = "bf16"
+	// FSDPBF16 is FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
+	// reduce_dtype=fp32) over fp32 weights, without autocast: bf16
+	// compute and gathered parameters, fp32 shards, gradients and
+	// optimizer state (docs/multigpu.md). It needs ZeRO stage 2 or 3.
+	FSDPBF16 = "fsdp-bf16"
+)
+
+// Precisions lists the accepted precision names.
+var Precisions = []string{FP32, AMPBF16, AMPFP16, BF16, FSDPBF16}
+
+// Optimizer names.
+const (
+	Adam        = "adam"
+	AdamW       = "adamw"
+	SGD         = "sgd"
+	SGDMomentum = "sgd-momentum"
+	Adafactor   = "adafactor"
+	Adam8bit    = "adam8bit"
+	// PagedAdamW8bit and PagedAdamW32bit are bitsandbytes' paged AdamW:
+	// the state of tensors of at least 1e5 elements lives in CUDA unified
+	// memory, outside PyTorch's allocator (docs/lora.md §7).
+	PagedAdamW8bit  = "paged-adamw8bit"
+	PagedAdamW32bit = "paged-adamw32bit"
+)
+
+// Optimizer implementations (torch.optim's foreach, fused, for-loop).
+const (
+	ImplForeach = "foreach"
+	ImplFused   = "fused"
+	ImplForLoop = "for-loop"
+)
+
+// OptimizerNames lists the accepted optimizer names. Adam, AdamW and SGD
+// take an implementation suffix: "adamw-fused", "adam-for-loop".
+var OptimizerNames = []string{Adam, AdamW, SGD, SGDMomentum, Adafactor, Adam8bit, PagedAdamW8bit, PagedAdamW32bit}
+
+// Paged reports whether the optimizer keeps state in CUDA unified memory.
+func (o Optimizer) Paged() bool { return o.Name == PagedAdamW8bit || o.Name == PagedAdamW32bit }
+
+// Optimizer is the optimizer and its implementation.
+type Optimizer struct {
+	Name string `json:"name"`
+	Impl string `json:"impl"`
+}
+
+func (o Optimizer) String() string {
+	switch o.Name {
+	case Adafactor, Adam8bit, PagedAdamW8bit, PagedAdamW32bit:
+		return o.Name
+	}
+	return o.Name + "-" + o.Impl
+}
+
+// Checkpointing modes.
+const (
+	CkptNone   = "none"
+	CkptBlock  = "every-block"
+	CkptSqrt   = "sqrt"
+	CkptEveryK = "every-k"
+)
+
+// Checkpointing says which blocks keep only their input during forward and
+// recompute the rest in backward.
+type Checkpointing struct {
+	Mode string `json:"mode"`
+	// K is the segment length for every-k.
+	K int64 `json:"k,omitempty"`
+}
+
+func (c Checkpointing) String() string {
+	if c.Mode == CkptEveryK {
+		return fmt.Sprintf("every-%d", c.K)
+	}
+	return c.Mode
+}
+
+// Attention implementations.
+const (
+	AttnSDPA  = "sdpa"
+	AttnEager = "eager"
+)
+
+// Zero-grad modes.
+const (
+	ZeroGradNone  = "none"
+	ZeroGradZeros = "zeros"
+)
+
+// Training is the training setup.
+type Training struct {
+	Batch int64 `json:"batch"`
+	// Seq is the sequence length for token models.
+	Seq int64 `json:"seq,omitempty"`
+	// Image is the image side in pixels for vision models.
+	Image         int64         `json:"image,omitempty"`
+	Precision     string        `json:"precision"`
+	Optimizer     Optimizer     `json:"optimizer"`
+	Checkpointing Checkpointing `json:"checkpointing"`
+	Attention     string        `json:"attention"`
+	// ZeroGrad is "none" (zero_grad(set_to_none=True), the default) or
+	// "zeros" (gradients kept allocated and zeroed).
+	ZeroGrad  string `json:"zero_grad"`
+	GradAccum int64  `json:"grad_accum"`
+	// DP is the data-parallel world size (1: one GPU). Memory is
+	// estimated per GPU.
+	DP int64 `json:"dp"`
+	// Zero is the ZeRO stage over the DP ranks: 0 replicates everything
+	// (DistributedDataParallel, with its gradient buckets when DP > 1),
+	// 1 shards the optimizer state, 2 also the gradients, 3 also the
+	// parameters (gathered a block at a time).
+	Zero int64 `json:"zero"`
+	// EP splits each mixture-of-experts block's experts over EP of the DP
+	// ranks (0 or 1: none); EPSkew is the rows the busiest rank receives
+	// over balanced routing's (0: the default allowance, min(EP, 3)).
+	// docs/moe.md §4.
+	EP     int64   `json:"ep,omitempty"`
+	EPSkew float64 `json:"ep_skew,omitempty"`
+	// StepPause is the seconds the loop waits, once its first optimizer
+	// step has finished on the GPU, before the next forward (0: none, the
+	// second step starts at once; a pause after every step counts too). It decides
+	// whether DDP's old flat bucket outlives its rebuild at the second
+	// step (docs/multigpu.md, "DDP's bucket rebuild race").
+	StepPause float64 `json:"step_pause,omitempty"`
+	// LossOutsideAutocast says the loop computes the loss after leaving
+	// its autocast region (with autocast: logits = model(x); then
+	// loss = loss_fn(logits, y)), as bench/torch/dist's tp.py and cp.py
+	// do: autocast's cached half copies of the weights are freed before
+	// the logits' cast and the loss. false (the default) is the loss
+	// inside the region: PyTorch's AMP recipe, transformers' models
+	// (the loss inside forward) and torchtitan. Only AMP precisions cache
+	// casts; a pipeline's schedule computes the loss inside its step, so
+	// pipelines ignore it.
+	LossOutsideAutocast bool `json:"loss_outside_autocast,omitempty"`
+	// Offload moves ZeRO state to host memory: "optimizer" (optimizer
+	// state and its step, ZeRO-Offload) or "params" (also the parameter
+	// shards, ZeRO-Infinity; needs stage 3). "none" keeps all on the GPU.
+	Offload string `json:"offload"`
+	// PP is the number of pipeline stages (torch.distributed.pipelining;
+	// 0 or 1: none) and PPSchedule its schedule (PPGPipe, PP1F1B). With
+	// PP > 1, Batch is the micro-batch and GradAccum the micro-batches one
+	// step pipelines; memory is per GPU, for the busiest stage
+	// (docs/parallelism.md §3.2).
+	PP         int64  `json:"pp,omitempty"`
+	PPSchedule string `json:"pp_schedule,omitempty"`
+	// PPVirtual is the stages each rank holds under the interleaved
+	// schedule (ScheduleInterleaved1F1B; 0: 2), round robin: rank r holds
+	// stages r, r+PP, … (docs/parallelism.md §3.2).
+	PPVirtual int64 `json:"pp_virtual,omitempty"`
+	// BucketView is DDP's gradient_as_bucket_view=True (stages 0 and 1):
+	// the gradients are slices of the reducer's buckets, not a second
+	// copy. Other stages ignore it.
+	BucketView bool `json:"bucket_view,omitempty"`
+	// FSDPInit is how the model reaches FSDP2's fully_shard (stages 2 and
+	// 3 over dp > 1; other stages, offload and pipeline parallelism ignore
+	// it) and tensor parallelism's parallelize_module (FSDPInitGPU builds
+	// the whole model on the GPU first, as bench/torch/dist/tp.py does;
+	// the others allocate each shard directly): "" (FSDPInitHost, the default:
+	// built on the host, as transformers' from_pretrained, each
+	// fully_shard call moving its unit's parameters to the GPU whole
+	// before sharding them), FSDPInitGPU (moved whole to the GPU first:
+	// model.cuda(), then fully_shard) or FSDPInitMeta (made on the meta
+	// device and materialised by to_empty, as torchtitan does: each shard
+	// allocated directly). The freed whole parameters leave holes among
+	// the shards (docs/multigpu.md, "Wrapping a model built on the host").
+	FSDPInit string `json:"fsdp_init,omitempty"`
+	// TP is the tensor-parallel size (0 or 1: none): torchtitan's plan,
+	// columnwise q, k, v, gate and up, rowwise o and down, a
+	// vocabulary-parallel embedding and head (docs/parallelism.md §3.1).
+	// SP adds sequence parallelism (norms and residuals split along the
+	// sequence); LossParallel keeps the logits split by vocabulary for the
+	// loss. CP is the context-parallel size (docs/parallelism.md §3.3).
+	TP           int64 `json:"tp,omitempty"`
+	SP           bool  `json:"sp,omitempty"`
+	LossParallel bool  `json:"loss_parallel,omitempty"`
+	CP           int64 `json:"cp,omitempty"`
+	// AllocConf is the PYTORCH_ALLOC_CONF the job runs with (alloc.Parse
+	// syntax, docs/allocator.md); "" is PyTorch's default.
+	AllocConf string `json:"alloc_conf,omitempty"`
+	// LoRA, when set, freezes the base weights and trains low-rank
+	// adapters (docs/lora.md). Quant is the frozen base's storage:
+	// "" (as loaded), int8 or nf4; DoubleQuant quantizes nf4's absmax.
+	LoRA        *LoRA  `json:"lora,omitempty"`
+	Quant       string `json:"quant,omitempty"`
+	DoubleQuant bool   `json:"double_quant,omitempty"`
+}
+
+// Offload modes.
+const (
+	OffloadNone      = "none"
+	OffloadOptimizer = "optimizer"
+	OffloadParams    = "params"
+)
+
+// How the model reaches FSDP2's fully_shard (Training.FSDPInit).
+const (
+	FSDPInitHost = ""
+	FSDPInitGPU  = "gpu"
+	FSDPInitMeta = "meta"
+)
+
+// parseFSDPInit reads fsdp_init: host (stored as FSDPInitHost), gpu or
+// meta.
+func parseFSDPInit(v string, out *string) error {
+	switch v {
+	case "host":
+		*out = FSDPInitHost
+	case FSDPInitGPU, FSDPInitMeta:
+		*out = v
+	default:
+		return fmt.Errorf("want host, gpu or meta, got %q", v)
+	}
+	return nil
+}
+
+// Mixed reports whether the precision is autocast over fp32 weights.
+func (t Training) Mixed() bool { return t.Precision == AMPBF16 || t.Precision == AMPFP16 }
