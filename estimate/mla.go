@@ -168,21 +168,9 @@ func (s *sim) mlaRotate(x, cos, sin *tensor, interleave bool) *tensor {
 	x1, x2 := s.view(x, x.elems/2), s.view(x, x.elems/2)
 	s.record("Slice", []*tensor{x}, x1)
 	s.record("Slice", []*tensor{x}, x2)
-	p1, p2 := s.mul(x1, c), s.mul(x2, sn)
-	first := s.sub(p1, p2)
-	s.unref(p1)
-	s.unref(p2)
-	p3, p4 := s.mul(x2, c), s.mul(x1, sn)
-	second := s.add(p3, p4)
-	s.unref(p3)
-	s.unref(p4)
-	y := s.alloc(x.elems, first.dt, catTemp, "rope cat")
-	if n := s.record("Cat", []*tensor{first, second}, y); n != nil {
-		n.split = true
-	}
-	for _, t := range []*tensor{first, second, x1, x2, c, sn} {
-		s.unref(t)
-	}
+	y := s.rotatePairs(x, x1, x2, c, sn)
+	s.unref(c)
+	s.unref(sn)
 	return y
 }
 

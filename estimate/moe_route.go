@@ -27,18 +27,12 @@ func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits
 	if n := s.record("Add", []*tensor{sc}, choice); n != nil {
 		n.pass = true
 	}
-	gv, gi := s.alloc(rows*g*2, choice.dt, catTemp, "group top-2"), s.alloc(rows*g*2, i64, catTemp, "group top-2 ids")
-	if n := s.record("Topk", []*tensor{choice}, gv); n != nil {
-		s.save(n, gi)
-	}
+	gv, gi := s.topk(choice, rows*g*2, choice.dt, "group top-2")
 	s.unref(gi)
 	gs := s.alloc(rows*g, choice.dt, catTemp, "group_scores")
 	s.record("Sum", []*tensor{gv}, gs)
 	s.unref(gv)
-	tgv, gidx := s.alloc(rows*k.TopGroups, gs.dt, catTemp, "group top"), s.alloc(rows*k.TopGroups, i64, catTemp, "group_idx")
-	if n := s.record("Topk", []*tensor{gs}, tgv); n != nil {
-		s.save(n, gidx)
-	}
+	tgv, gidx := s.topk(gs, rows*k.TopGroups, gs.dt, "group_idx")
 	s.unref(tgv)
 	gm := s.alloc(rows*g, gs.dt, catTemp, "group_mask")
 	sm := s.alloc(rows*e, gs.dt, catTemp, "score_mask")
@@ -48,11 +42,7 @@ func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits
 	masked := s.maskCopy(choice, inv)
 	s.unref(inv)
 	s.unref(choice) // rebound to the masked copy
-	tv := s.alloc(rows*k.TopK, masked.dt, catTemp, "top-k values")
-	idx = s.alloc(rows*k.TopK, i64, catTemp, "topk_indices")
-	if n := s.record("Topk", []*tensor{masked}, tv); n != nil {
-		s.save(n, idx)
-	}
+	tv, idx := s.topk(masked, rows*k.TopK, masked.dt, "topk_indices")
 	s.unref(tv)
 	tw := s.alloc(rows*k.TopK, sc.dt, catTemp, "topk_weights")
 	if n := s.record("Gather", []*tensor{sc}, tw); n != nil {
@@ -61,12 +51,7 @@ func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits
 	sum := s.alloc(rows, tw.dt, catTemp, "denominator")
 	den := s.alloc(rows, tw.dt, catTemp, "denominator + eps")
 	s.unref(sum)
-	clone := s.alloc(rows*k.TopK, tw.dt, catTemp, "topk_weights (saved copy)")
-	norm := s.view(tw, tw.elems)
-	if n := s.record("Div", []*tensor{tw}, norm); n != nil {
-		n.pass = true
-		s.save(n, clone, den)
-	}
+	norm, clone := s.divInPlace(tw, den)
 	s.unref(clone)
 	s.unref(tw)
 	w = s.scalarOp(norm)
@@ -89,19 +74,10 @@ func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 	l32 := s.to(logits, f32) // softmax(..., dtype=float) converts first
 	probs := s.softmax(l32)
 	s.unref(l32)
-	top := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights")
-	idx = s.alloc(rows*k.TopK, i64, catTemp, "top-k experts")
-	if n := s.record("Topk", []*tensor{probs}, top); n != nil {
-		s.save(n, idx)
-	}
+	top, idx := s.topk(probs, rows*k.TopK, f32, "top-k experts")
 	s.unref(probs)
 	sum := s.alloc(rows, f32, catTemp, "top-k sum")
-	clone := s.alloc(rows*k.TopK, f32, catTemp, "top-k weights (saved copy)")
-	norm := s.view(top, top.elems)
-	if n := s.record("Div", []*tensor{top}, norm); n != nil {
-		n.pass = true
-		s.save(n, clone, sum)
-	}
+	norm, clone := s.divInPlace(top, sum)
 	s.unref(top)
 	s.unref(sum)
 	s.unref(clone)
@@ -119,11 +95,7 @@ func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 func (s *sim) routeTopKFirst(o *moeOp, x *tensor, rows int64) (w, idx, logits *tensor) {
 	k := o.k
 	logits = s.matmul(x, o.router, o.routerB, rows, k.Experts)
-	top := s.alloc(rows*k.TopK, logits.dt, catTemp, "top-k logits")
-	idx = s.alloc(rows*k.TopK, i64, catTemp, "top-k experts")
-	if n := s.record("Topk", []*tensor{logits}, top); n != nil {
-		s.save(n, idx)
-	}
+	top, idx := s.topk(logits, rows*k.TopK, logits.dt, "top-k experts")
 	w = s.softmax(top)
 	s.unref(top)
 	return w, idx, logits
@@ -140,4 +112,29 @@ func (s *sim) returnScores(w *tensor) {
 		return
 	}
 	s.unitHold = append(s.unitHold, w)
+}
+
+// topk is torch.topk over x: n values of dtype dt and n int64 ids (name),
+// the node keeping the ids for its backward (a scatter into zeros of x's
+// size).
+func (s *sim) topk(x *tensor, n, dt int64, name string) (vals, ids *tensor) {
+	vals = s.alloc(n, dt, catTemp, "top-k values")
+	ids = s.alloc(n, i64, catTemp, name)
+	if nd := s.record("Topk", []*tensor{x}, vals); nd != nil {
+		s.save(nd, ids)
+	}
+	return vals, ids
+}
+
+// divInPlace is x /= d for top-k weights x and their per-row sum d: a
+// new version of x's storage whose node keeps a clone of x (the in-place
+// division's self) and d. It returns the new version and the clone.
+func (s *sim) divInPlace(x, d *tensor) (y, clone *tensor) {
+	clone = s.alloc(x.elems, x.dt, catTemp, x.name+" (saved copy)")
+	y = s.view(x, x.elems)
+	if n := s.record("Div", []*tensor{x}, y); n != nil {
+		n.pass = true
+		s.save(n, clone, d)
+	}
+	return y, clone
 }

@@ -210,6 +210,14 @@ func (s *sim) ropeRotate(x, cos, sin *tensor, frac float64) (y, xr *tensor) {
 func (s *sim) ropeHalves(x, cos, sin *tensor) *tensor {
 	x1, x2 := s.view(x, x.elems/2), s.view(x, x.elems/2)
 	s.record("Split", []*tensor{x}, x1, x2)
+	return s.rotatePairs(x, x1, x2, cos, sin)
+}
+
+// rotatePairs is x1·cos − x2·sin and x2·cos + x1·sin concatenated into a
+// tensor of x's size, x1 and x2 being the two halves of x (views it
+// consumes), cos and sin tables half x's width (GPT-OSS's halves,
+// DeepSeek-V3's interleaved pairs).
+func (s *sim) rotatePairs(x, x1, x2, cos, sin *tensor) *tensor {
 	a, b := s.mul(x1, cos), s.mul(x2, sin)
 	first := s.sub(a, b)
 	s.unref(a)
@@ -222,10 +230,9 @@ func (s *sim) ropeHalves(x, cos, sin *tensor) *tensor {
 	if n := s.record("Cat", []*tensor{first, second}, y); n != nil {
 		n.split = true
 	}
-	s.unref(first)
-	s.unref(second)
-	s.unref(x1)
-	s.unref(x2)
+	for _, t := range []*tensor{first, second, x1, x2} {
+		s.unref(t)
+	}
 	return y
 }
 

@@ -34,15 +34,8 @@ func TestGPTOSSSpec(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Parse("x.yaml", []byte(tt.spec), tt.o)
-			switch {
-			case tt.want == "" && err != nil:
-				t.Fatalf("Parse() error = %v", err)
-			case tt.want != "" && err == nil:
-				t.Fatalf("Parse() = nil error, want %q", tt.want)
-			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
-				t.Fatalf("Parse() error = %q, want %q", err, tt.want)
-			case tt.want != "":
+			s := parseCase(t, tt.spec, tt.o, tt.want)
+			if s == nil {
 				return
 			}
 			if tt.name == "aliases" && (s.Model.Router != RouterSoftmaxTopK || s.Model.ExpertGate != GateAct) {
