@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -79,5 +80,25 @@ func TestGPTOSSLowering(t *testing.T) {
 	}
 	if got, want := Params(m.Lower())-Params(plain.Lower()), int64(4+4); got != want {
 		t.Errorf("GPT-OSS adds %d parameters over the plain block, want %d (4 sinks, 4 router biases)", got, want)
+	}
+}
+
+// TestHFQuantNote: a config's quantization_config is not read, and the
+// import says how the weights are simulated instead.
+func TestHFQuantNote(t *testing.T) {
+	const cfg = `{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128%s}`
+	for _, c := range []struct{ extra, want string }{
+		{"", ""},
+		{`, "quantization_config": {"quant_method": "mxfp4"}`, "the experts are simulated dequantized"},
+		{`, "quantization_config": {"quant_method": "fp8"}`, "quantization_config (fp8) is not read"},
+	} {
+		s, err := ParseHF("c.json", []byte(fmt.Sprintf(cfg, c.extra)), Overrides{Batch: 1, Seq: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(s.Notes, "; ")
+		if c.want == "" && strings.Contains(got, "quantization_config") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: notes %q, want %q", c.extra, got, c.want)
+		}
 	}
 }

@@ -164,7 +164,24 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 		return nil, err
 	}
 	s.File, s.HFType = file, mt
+	if n := c.quantNote(); n != "" {
+		s.Notes = append(s.Notes, n)
+	}
 	return s, nil
+}
+
+// quantNote says how a config's quantization_config is taken: a released
+// checkpoint's storage format, which memplan does not read.
+func (c *hfConfig) quantNote() string {
+	q, ok := c.raw["quantization_config"].(map[string]any)
+	if !ok {
+		return ""
+	}
+	method, _ := q["quant_method"].(string)
+	if method == "mxfp4" {
+		return "quantization_config (mxfp4): the experts are simulated dequantized to the run's dtype, as transformers loads them for training (Mxfp4Config(dequantize=True))"
+	}
+	return fmt.Sprintf("quantization_config (%s) is not read: the weights are simulated in the run's dtype; for LoRA over a quantized base give --quant int8 or nf4 (bitsandbytes)", method)
 }
 
 // gpt2 reads transformers' GPT2Config.
