@@ -71,3 +71,34 @@ func TestMLAParams(t *testing.T) {
 		}
 	}
 }
+
+// TestHFDeepSeekV3 checks the import's readings: first_k_dense_replace 0
+// (every layer sparse), q_lora_rank null (one query projection), and
+// DeepseekV3Config's defaults where a field is absent.
+func TestHFDeepSeekV3(t *testing.T) {
+	const head = `{"model_type": "deepseek_v3", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 100, "intermediate_size": 128`
+	for _, c := range []struct {
+		name, cfg string
+		ok        func(m Model) bool
+	}{
+		{"every layer sparse", head + `, "first_k_dense_replace": 0, "q_lora_rank": null, "n_routed_experts": 8, "n_group": 2, "topk_group": 1, "num_experts_per_tok": 2, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8}`,
+			func(m Model) bool { return m.DenseLayers == 0 && m.QLoRARank == 0 && m.Experts == 8 && m.RouterGroups == 2 }},
+		{"defaults", head + `, "n_routed_experts": 16, "num_experts_per_tok": 2}`,
+			func(m Model) bool {
+				return m.DenseLayers == 3 && m.QLoRARank == 1536 && m.KVLoRARank == 512 && m.QKNopeDim == 128 && m.QKRopeDim == 64 &&
+					m.VHeadDim == 128 && m.RoPEInterleave && m.Intermediate == 2048 && m.SharedExpert == 2048 && m.RouterGroups == 8 && m.RouterTopGroups == 4
+			}},
+	} {
+		s, err := ParseHF("c.json", []byte(c.cfg), Overrides{Batch: 1, Seq: 8})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !c.ok(s.Model) {
+			t.Errorf("%s: model %+v", c.name, s.Model)
+		}
+	}
+	_, err := ParseHF("c.json", []byte(head+`, "num_key_value_heads": 2}`), Overrides{Batch: 1, Seq: 8})
+	if err == nil || !strings.Contains(err.Error(), "num_key_value_heads 2") {
+		t.Errorf("grouped key/value heads: error %v, want a refusal", err)
+	}
+}
