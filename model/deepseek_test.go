@@ -82,7 +82,9 @@ func TestHFDeepSeekV3(t *testing.T) {
 		ok        func(m Model) bool
 	}{
 		{"every layer sparse", head + `, "first_k_dense_replace": 0, "q_lora_rank": null, "n_routed_experts": 8, "n_group": 2, "topk_group": 1, "num_experts_per_tok": 2, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8}`,
-			func(m Model) bool { return m.DenseLayers == 0 && m.QLoRARank == 0 && m.Experts == 8 && m.RouterGroups == 2 }},
+			func(m Model) bool {
+				return m.DenseLayers == 0 && m.QLoRARank == 0 && m.Experts == 8 && m.RouterGroups == 2
+			}},
 		{"defaults", head + `, "n_routed_experts": 16, "num_experts_per_tok": 2}`,
 			func(m Model) bool {
 				return m.DenseLayers == 3 && m.QLoRARank == 1536 && m.KVLoRARank == 512 && m.QKNopeDim == 128 && m.QKRopeDim == 64 &&
