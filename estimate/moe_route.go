@@ -104,14 +104,15 @@ func (s *sim) routeTopKFirst(o *moeOp, x *tensor, rows int64) (w, idx, logits *t
 // returnScores is GPT-OSS's MLP returning its routing weights beside its
 // output: the decoder layer binds them to the name that held the
 // attention's weights (hidden_states, _ = self.mlp(...)), which frees
-// those, and keeps them until it returns.
+// those, and keeps them until it returns. Without attention weights held
+// (a spec's block under SDPA) the weights go with the MLP's return.
 func (s *sim) returnScores(w *tensor) {
 	if n := len(s.unitHold); n > 0 {
 		s.unref(s.unitHold[n-1])
 		s.unitHold[n-1] = w
 		return
 	}
-	s.unitHold = append(s.unitHold, w)
+	s.unref(w)
 }
 
 // topk is torch.topk over x: n values of dtype dt and n int64 ids (name),
