@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/memplan/memplan/model"
@@ -172,6 +173,10 @@ func limitBytes(spec *model.Spec, band tuner.Band, margin float64) int64 {
 func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 	if err := req.defaults(); err != nil {
 		return nil, err
+	}
+	if spec.Training.Precision == model.FSDPBF16 {
+		// FSDP2's mixed-precision policy exists at ZeRO 2 and 3 only.
+		req.Zero = slices.DeleteFunc(slices.Clone(req.Zero), func(z int64) bool { return z < 2 })
 	}
 	res := &Result{Model: spec.Name, Device: spec.Device.Name, DeviceMemory: spec.Device.Memory, Band: req.Band,
 		Limit: limitBytes(spec, req.Band, req.Margin), GlobalBatch: req.GlobalBatch, Seq: spec.Training.Seq,

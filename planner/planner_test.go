@@ -318,3 +318,30 @@ func TestProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanFSDPBF16: FSDP2's mixed-precision policy exists at ZeRO 2 and 3
+// only, so a plan for an fsdp-bf16 spec lists no layout at a lower stage
+// (its layouts would not validate); the others keep every stage.
+func TestPlanFSDPBF16(t *testing.T) {
+	stages := func(spec *model.Spec) map[int64]bool {
+		t.Helper()
+		r, err := Plan(spec, Request{GlobalBatch: 64, GPUs: 8, Top: 50}, &Fake{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int64]bool{}
+		for _, c := range append(r.Layouts, r.NearMisses...) {
+			seen[c.Layout.Zero] = true
+		}
+		return seen
+	}
+	spec := load(t, "llama-3.2-1b.yaml")
+	spec.Training.Seq, spec.Training.Precision, spec.Training.Zero = 2048, model.FSDPBF16, 3
+	if got := stages(spec); got[0] || got[1] || !got[2] && !got[3] {
+		t.Errorf("fsdp-bf16: ZeRO stages %v, want 2 and 3 only", got)
+	}
+	spec.Training.Precision = model.AMPBF16
+	if got := stages(spec); !got[0] && !got[1] {
+		t.Errorf("amp-bf16: ZeRO stages %v, want the lower ones too", got)
+	}
+}

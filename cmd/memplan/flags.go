@@ -54,7 +54,7 @@ func overrideFlags() []cli.Flag {
 }
 
 func overrides(c *cli.Context) model.Overrides {
-	return model.Overrides{
+	o := model.Overrides{
 		Batch: c.Int64("batch"), Seq: c.Int64("seq"), Image: c.Int64("image"), GradAccum: max(c.Int64("grad-accum"), c.Int64("microbatches")),
 		Precision: c.String("precision"), Optimizer: c.String("optimizer"), Checkpointing: c.String("checkpointing"),
 		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
@@ -67,6 +67,13 @@ func overrides(c *cli.Context) model.Overrides {
 		TP: c.Int64("tp"), SP: c.Bool("sp"), LossParallel: c.Bool("loss-parallel"), CP: c.Int64("cp"),
 		LoRAAdapterDtype: c.String("lora-adapter-dtype"), LossOutsideAutocast: c.Bool("loss-outside-autocast"),
 	}
+	if c.Command.Name == "plan" && o.Precision == model.FSDPBF16 {
+		// plan sets the ZeRO stage per layout (it has no --zero) and keeps
+		// 2 and 3 for FSDP2's mixed-precision policy (planner.Plan); the
+		// spec is read at stage 3, where the policy exists.
+		o.Zero = "3"
+	}
+	return o
 }
 
 // allocConf is --alloc-conf, or else the allocator settings in the
