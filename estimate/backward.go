@@ -86,10 +86,7 @@ func (s *sim) runNode(n *node) {
 	if n.early && n.fnTemp {
 		s.release(n) // measured: Gemma-2-2B eager, checkpointed (softmax)
 	}
-	if n.castFirst {
-		cast = s.castGrads(n, grads, cast)
-	}
-	s.sumBroadcast(n, full[:], grads, g0)
+	cast = s.validateProduct(n, full[:], grads, g0, cast)
 	if !n.tempHeld {
 		s.unref(tmp)
 		tmp = nil
@@ -217,44 +214,76 @@ func (s *sim) finishNode(n *node, grads []*tensor, cast uint32) {
 
 // castGrads is validate_outputs' casts of node n's gradients computed in
 // another dtype than their inputs' (bit i of cast marks input i's), each
-// cast made before the uncast one is freed. It returns no bits left.
-func (s *sim) castGrads(n *node, grads []*tensor, cast uint32) uint32 {
-	for i := 0; cast != 0; i++ {
+// cast made before the uncast one is freed.
+func (s *sim) castGrads(n *node, grads []*tensor, cast uint32) {
+	for i := range n.ins {
 		if cast&(1<<i) != 0 {
-			cast &^= 1 << i
-			in := n.ins[i]
-			c := s.alloc(in.elems, in.dt, catTemp, in.name)
-			c.prefix = "grad of "
-			s.unref(grads[i])
-			grads[i] = c
+			s.castGrad(n, grads, i)
 		}
 	}
-	return 0
 }
 
-// sumBroadcast is validate_outputs' sum_to for a product's broadcast
-// inputs (node.bcast): the reduced gradient, the reduction's scratch, then
-// the full-size one freed. A parameter broadcast over the rows (RMSNorm's
-// weight, or Gemma's 1 + weight, tensor.rowVec) is a column sum, with the
-// scratch columnSumScratch gives; a per-row factor (RMSNorm's rsqrt) sums
-// each row in one block, with none (measured: Llama-3.2-1B,
-// bench/results/2026-11-23-h100-traces/llama1b-eager).
-func (s *sim) sumBroadcast(n *node, full, grads []*tensor, g0 *tensor) {
-	for i, f := range full {
-		if f == nil {
-			continue
-		}
-		in := n.ins[i]
-		grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
-		grads[i].prefix = "grad of "
-		if in.isRowVec() {
-			if b := s.columnSumScratch(g0.elems/in.elems, in.elems, g0.dt); b > 0 {
-				s.unref(s.alloc(b, u8, catTemp, "sum_to scratch"))
-			}
-		}
-		s.unref(f)
-		full[i] = nil
+func (s *sim) castGrad(n *node, grads []*tensor, i int) {
+	in := n.ins[i]
+	c := s.alloc(in.elems, in.dt, catTemp, in.name)
+	c.prefix = "grad of "
+	s.unref(grads[i])
+	grads[i] = c
+}
+
+// sumsBroadcast says whether node n is a product one of whose inputs is
+// broadcast: its backward makes that gradient at the output's size, a
+// temporary, and sums it down (validateProduct).
+func (n *node) sumsBroadcast() bool {
+	if !n.bcast || len(n.outs) == 0 {
+		return false
 	}
+	for _, in := range n.ins {
+		if in.elems < n.outs[0].elems {
+			return true
+		}
+	}
+	return false
+}
+
+// validateProduct is validate_outputs over a product's gradients
+// (node.bcast): input by input in the op's order (self, then other: the
+// reverse of the sorted-name order such nodes record their inputs in), a
+// broadcast input's full-size gradient summed to size (the reduced
+// gradient, the reduction's scratch, then the full one freed) and a
+// gradient computed in another dtype cast (measured: the MoE rows'
+// fp32 gradient cast before the routing weights' is summed,
+// bench/results/2026-11-27-h200-deepseek-traces). A parameter broadcast
+// over the rows (RMSNorm's weight, or Gemma's 1 + weight,
+// tensor.rowVec) is a column sum, with the scratch columnSumScratch
+// gives; a per-row factor (RMSNorm's rsqrt) sums each row in one block,
+// with none (measured: Llama-3.2-1B,
+// bench/results/2026-11-23-h100-traces/llama1b-eager). It returns the
+// cast bits left for finishNode: every one of a node that is not a
+// product.
+func (s *sim) validateProduct(n *node, full, grads []*tensor, g0 *tensor, cast uint32) uint32 {
+	if !n.bcast {
+		return cast
+	}
+	for i := len(n.ins) - 1; i >= 0; i-- {
+		if i < len(full) && full[i] != nil {
+			in := n.ins[i]
+			grads[i] = s.alloc(in.elems, in.dt, catTemp, in.name)
+			grads[i].prefix = "grad of "
+			if in.isRowVec() {
+				if b := s.columnSumScratch(g0.elems/in.elems, in.elems, g0.dt); b > 0 {
+					s.unref(s.alloc(b, u8, catTemp, "sum_to scratch"))
+				}
+			}
+			s.unref(full[i])
+			full[i] = nil
+		}
+		if cast&(1<<i) != 0 {
+			cast &^= 1 << i
+			s.castGrad(n, grads, i)
+		}
+	}
+	return cast
 }
 
 // nodeTemp allocates bytes that node n's backward takes for itself,

@@ -41,9 +41,7 @@ func tailGrads(tail []*node) []gradShape {
 	var out []gradShape
 	for i := len(tail) - 1; i >= 0; i-- {
 		n := tail[i]
-		// (castFirst: broadcastMul, whose weights' gradient is a
-		// full-size product summed down.)
-		if n.ckpt != nil || n.bwdTemp > 0 || n.pairTemps > 0 || n.gemm || n.reduceTemp > 0 || n.gradWS != nil || n.castFirst || len(n.outs) == 0 {
+		if n.ckpt != nil || n.bwdTemp > 0 || n.pairTemps > 0 || n.gemm || n.reduceTemp > 0 || n.gradWS != nil || n.sumsBroadcast() || len(n.outs) == 0 {
 			return nil
 		}
 		g0 := n.outs[0]

@@ -385,7 +385,7 @@ func (s *sim) broadcastMul(big, small *tensor) *tensor {
 	y := s.alloc(big.elems, promote(big.dt, small.dt), catTemp, "weighted out")
 	if n := s.record("Mul", []*tensor{small, big}, y); n != nil {
 		s.save(n, big, small)
-		n.bcast, n.castFirst = true, true
+		n.bcast = true
 	}
 	return y
 }

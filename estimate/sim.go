@@ -164,11 +164,6 @@ type node struct {
 	// broadcast input's gradient is computed at the output's size and
 	// summed down to the input's by validate_outputs (runNode).
 	bcast bool
-	// castFirst: validate_outputs casts this node's gradients to their
-	// inputs' dtypes (the cast bits of nodeGrads) before it sums the
-	// broadcast ones down, as it does input by input when the cast input
-	// comes first (broadcastMul); elsewhere the sums come first.
-	castFirst bool
 	// dyFirst marks a backward that makes its incoming gradient
 	// contiguous before anything else (cuDNN's convolution_backward),
 	// which copies when the output's gradient arrives strided (gradPerm).
