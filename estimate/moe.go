@@ -22,18 +22,13 @@ type moeOp struct {
 
 // newMoE allocates the block's parameters in the order transformers 5
 // registers them: the router, the experts' two fused tensors, then the
-// shared expert and its gate.
+// shared expert and its gate; DeepseekV3MoE registers its experts before
+// its router (gate), whose score-correction bias is a buffer.
 func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.MoE)
 	o := &moeOp{k: k}
-	if k.Router == model.RouterSigmoidGroup {
-		// DeepseekV3MoE registers the experts before its router (gate).
-		defer func() {
-			o.router = s.matrix(k.Experts, k.Dim, 1, "gate.weight")
-			s.buffer(k.Experts, s.cfg.param, "gate.e_score_correction_bias")
-			o.newShared(s)
-		}()
-	} else {
+	expertsFirst := k.Router == model.RouterSigmoidGroup
+	if !expertsFirst {
 		o.router = s.matrix(k.Experts, k.Dim, 1, "router.weight")
 		o.routerB = s.optParam(k.Router == model.RouterTopKSoftmax, k.Experts, "router.bias")
 	}
@@ -50,22 +45,17 @@ func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	o.down = s.matrix(k.Dim, k.Hidden, e, "experts.down_proj")
 	o.downB = s.optParam(k.Bias, e*k.Dim, "experts.down_proj_bias")
 	s.expertBuild = false
-	if k.Router != model.RouterSigmoidGroup {
-		o.newShared(s)
+	if expertsFirst {
+		o.router = s.matrix(k.Experts, k.Dim, 1, "gate.weight")
+		s.buffer(k.Experts, s.cfg.param, "gate.e_score_correction_bias")
 	}
-	return o
-}
-
-// newShared allocates the shared expert and its gate, if the block has
-// them.
-func (o *moeOp) newShared(s *sim) {
-	k := o.k
 	if k.Shared > 0 {
 		o.shared = s.mlpParams(k.Dim, k.Shared, false, &sharedNames)
 		if k.SharedGate {
 			o.sharedGate = s.matrix(1, k.Dim, 1, "shared_expert_gate")
 		}
 	}
+	return o
 }
 
 // forward is the sparse block: the shared expert first (Qwen2-MoE), the

@@ -72,6 +72,24 @@ func (c *hfConfig) int(key string, def int64, required bool) int64 {
 	return int64(f)
 }
 
+// count reads a count that may be zero: def when the field is absent, 0
+// when it is null.
+func (c *hfConfig) count(key string, def int64) int64 {
+	v, ok := c.raw[key]
+	switch {
+	case !ok:
+		return def
+	case v == nil:
+		return 0
+	}
+	f, ok := v.(float64)
+	if !ok || f != float64(int64(f)) || f < 0 {
+		c.fail("field %q: want a whole number of 0 or more, got %v", key, v)
+		return def
+	}
+	return int64(f)
+}
+
 func (c *hfConfig) float(key string, def float64) float64 {
 	if f, ok := c.raw[key].(float64); ok {
 		return f

@@ -70,17 +70,9 @@ func (c *hfConfig) deepseekV3(m *Model) {
 	m.SharedExpert = c.int("n_shared_experts", 1, false) * m.Intermediate
 	m.SharedAfter, m.Router = true, RouterSigmoidGroup
 	m.RouterGroups, m.RouterTopGroups = c.int("n_group", 8, false), c.int("topk_group", 4, false)
-	m.DenseLayers = 3
-	if v, ok := c.raw["first_k_dense_replace"].(float64); ok && v == 0 {
-		m.DenseLayers = 0 // every layer sparse (c.int takes positive counts only)
-	} else {
-		m.DenseLayers = min(c.int("first_k_dense_replace", 3, false), m.NumLayers)
-	}
+	m.DenseLayers = min(c.count("first_k_dense_replace", 3), m.NumLayers)
 	m.KVLoRARank = c.int("kv_lora_rank", 512, false)
-	m.QLoRARank = c.int("q_lora_rank", 0, false)
-	if _, set := c.raw["q_lora_rank"]; !set {
-		m.QLoRARank = 1536
-	}
+	m.QLoRARank = c.count("q_lora_rank", 1536) // null: one query projection
 	m.QKNopeDim, m.QKRopeDim = c.int("qk_nope_head_dim", 128, false), c.int("qk_rope_head_dim", 64, false)
 	m.VHeadDim = c.int("v_head_dim", 128, false)
 	m.HeadDim = m.QKNopeDim + m.QKRopeDim

@@ -1,5 +1,10 @@
 package model
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Gated MLPs and mixtures of experts.
 
 // Layer kinds of this file.
@@ -89,6 +94,30 @@ const (
 	GateClamped = "clamped"
 )
 
+// expertChoice is the spelling a spec uses for a router or a gate and the
+// value it stands for (the defaults, "", have names too).
+type expertChoice struct{ name, value string }
+
+// The spellings of MoE.Router and MoE.Gate, in the order errors list them.
+var (
+	routerChoices = []expertChoice{{"softmax_topk", RouterSoftmaxTopK}, {RouterTopKSoftmax, RouterTopKSoftmax}, {RouterSigmoidGroup, RouterSigmoidGroup}}
+	gateChoices   = []expertChoice{{"act", GateAct}, {GateClamped, GateClamped}}
+)
+
+// parseExpertChoice sets *dst to what the spelling *dst stands for, or
+// says which spellings there are.
+func parseExpertChoice(choices []expertChoice, dst *string) error {
+	var names []string
+	for _, c := range choices {
+		if c.name == *dst {
+			*dst = c.value
+			return nil
+		}
+		names = append(names, c.name)
+	}
+	return fmt.Errorf("unknown choice %q (valid: %s)", *dst, strings.Join(names, ", "))
+}
+
 // Kind is the name specs use for the kind.
 func (*MoE) Kind() string { return KMoE }
 
@@ -101,21 +130,20 @@ func (k *MoE) decode(a *args, _ *Layer) {
 	a.bool("shared_gate", &k.SharedGate)
 	a.activationArg(&k.Activation)
 	a.bool("bias", &k.Bias)
-	if line, ok := a.str("router", &k.Router); ok && k.Router != RouterTopKSoftmax && k.Router != RouterSigmoidGroup && k.Router != "softmax_topk" {
-		a.e.add(line, "router: unknown router %q (valid: softmax_topk, topk_softmax, sigmoid_group)", k.Router)
+	for _, c := range []struct {
+		key     string
+		dst     *string
+		choices []expertChoice
+	}{{"router", &k.Router, routerChoices}, {"gate", &k.Gate, gateChoices}} {
+		if line, ok := a.str(c.key, c.dst); ok {
+			if err := parseExpertChoice(c.choices, c.dst); err != nil {
+				a.e.add(line, "%s: %v", c.key, err)
+			}
+		}
 	}
 	a.int("groups", &k.Groups, false)
 	a.int("top_groups", &k.TopGroups, false)
 	a.bool("shared_after", &k.SharedAfter)
-	if k.Router == "softmax_topk" {
-		k.Router = RouterSoftmaxTopK
-	}
-	if line, ok := a.str("gate", &k.Gate); ok && k.Gate != GateClamped && k.Gate != "act" {
-		a.e.add(line, "gate: unknown experts' gate %q (valid: act, clamped)", k.Gate)
-	}
-	if k.Gate == "act" {
-		k.Gate = GateAct
-	}
 }
 
 func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

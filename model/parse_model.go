@@ -1,7 +1,6 @@
 package model
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
@@ -300,24 +299,18 @@ func decodeMLA(e *errs, mm *mapping, m *Model) {
 // (MoE.Router, MoE.Gate), which need experts.
 func decodeExpertChoices(e *errs, mm *mapping, m *Model) {
 	for _, c := range []struct {
-		key, alias string
-		dst        *string
-		valid      []string
-	}{
-		{"router", "softmax_topk", &m.Router, []string{"softmax_topk", RouterTopKSoftmax, RouterSigmoidGroup}},
-		{"expert_gate", "act", &m.ExpertGate, []string{"act", GateClamped}},
-	} {
+		key     string
+		dst     *string
+		choices []expertChoice
+	}{{"router", &m.Router, routerChoices}, {"expert_gate", &m.ExpertGate, gateChoices}} {
 		line, ok := mm.str(c.key, c.dst)
-		switch {
-		case !ok:
+		if !ok {
 			continue
-		case !slices.Contains(c.valid, *c.dst):
-			e.add(line, "%s: unknown choice %q (valid: %s)", c.key, *c.dst, strings.Join(c.valid, ", "))
-		case m.Experts == 0:
-			e.add(line, "%s: needs experts", c.key)
 		}
-		if *c.dst == c.alias {
-			*c.dst = ""
+		if err := parseExpertChoice(c.choices, c.dst); err != nil {
+			e.add(line, "%s: %v", c.key, err)
+		} else if m.Experts == 0 {
+			e.add(line, "%s: needs experts", c.key)
 		}
 	}
 }
