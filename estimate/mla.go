@@ -189,25 +189,16 @@ func (s *sim) sdpaV(q, k, v *tensor, b, heads, sq, qk, vd int64) *tensor {
 	if vd == qk {
 		return s.sdpa(q, k, v, b, heads, sq, qk)
 	}
-	vc := s.castLow(v)
-	kc := s.castLow(k)
-	qc := s.castLow(q)
-	cudnn := qc.dt != f32
-	y := s.alloc(b*sq*heads*vd, qc.dt, catTemp, "attention out")
-	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
-	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
-		s.save(n, qc, kc, vc, y, lse)
+	cudnn := s.cfg.compute != f32 // the kernels' dtype: the compute dtype, under autocast too
+	y, n := s.sdpaKernel(q, k, v, b*sq*heads*vd, b*heads*sq, 0, func(qc, _, y *tensor) int64 {
 		ws := qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
-		if cudnn {
-			n.copyIn = true
-		} else {
+		if !cudnn {
 			ws += y.elems * qc.dt // the memory-efficient kernel's copy of the gradient
 		}
-		last := n.ins[len(n.ins)-1]
-		n.gradWS = s.workspaces([3]inputWS{{t: last, bytes: ws}})
-	}
-	for _, t := range []*tensor{qc, kc, vc, lse} {
-		s.unref(t)
+		return ws
+	})
+	if n != nil && cudnn {
+		n.copyIn = true
 	}
 	if cudnn {
 		c := s.contiguous(y)

@@ -422,39 +422,56 @@ const sdpaWSExtra = 256
 // flash on Hopper in bf16; memory-efficient in fp32). It saves q, k, v, the
 // output and an fp32 logsumexp per (batch, head, query).
 func (s *sim) sdpa(q, k, v *tensor, b, heads, sq, hd int64) *tensor {
-	// Autocast casts right to left (matmulView): the values, the keys,
-	// then the queries (measured: the tiny MoE in AMP, whose rotated q and
-	// k are fp32, bench/results/2026-11-23-h100-traces2/moe-ckpt-amp).
-	vc := s.castLow(v)
-	kc := s.castLow(k)
-	qc := s.castLow(q)
-	y := s.alloc(b*sq*heads*hd, qc.dt, catTemp, "attention out")
-	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
-	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
-		s.save(n, qc, kc, vc, y, lse)
-		// The backward allocates dq, dk and dv, then its workspace: an
-		// fp32 dq accumulator and fp32 row sums, and 256 bytes more
-		// (measured, the same in every trace: GPT-2 124M in AMP at
-		// batch 4, GPT-2 XL in AMP at batch 4 and in bf16 at batch 6),
-		// freed before it returns.
-		// With fewer key-value heads than query heads (grouped-query
-		// attention) the workspace also holds dK and dV expanded to every
-		// query head, in the inputs' dtype, summed down before it is freed
-		// (measured: the tiny MoE, 16 query and 4 key-value heads, 32 MiB
-		// more than dq's accumulator at batch 4 × 1024,
-		// bench/results/moe-traces/moe-bf16-ckpt).
+	// The backward allocates dq, dk and dv, then its workspace: an fp32
+	// dq accumulator and fp32 row sums, and 256 bytes more (measured, the
+	// same in every trace: GPT-2 124M in AMP at batch 4, GPT-2 XL in AMP
+	// at batch 4 and in bf16 at batch 6), freed before it returns.
+	// With fewer key-value heads than query heads (grouped-query
+	// attention) the workspace also holds dK and dV expanded to every
+	// query head, in the inputs' dtype, summed down before it is freed
+	// (measured: the tiny MoE, 16 query and 4 key-value heads, 32 MiB
+	// more than dq's accumulator at batch 4 × 1024,
+	// bench/results/moe-traces/moe-bf16-ckpt).
+	y, _ := s.sdpaKernel(q, k, v, b*sq*heads*hd, b*heads*sq, 0, func(qc, kc, _ *tensor) int64 {
 		ws := qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
 		if kc.elems < qc.elems {
 			ws += 2 * qc.elems * kc.dt
 		}
-		last := n.ins[len(n.ins)-1]
-		n.gradWS = s.workspaces([3]inputWS{{t: last, bytes: ws}})
-	}
-	s.unref(qc)
-	s.unref(kc)
-	s.unref(vc)
-	s.unref(lse)
+		return ws
+	})
 	return y
+}
+
+// sdpaKernel is a fused scaled_dot_product_attention kernel over q, k and
+// v, cast by autocast right to left (matmulView: the values, the keys,
+// then the queries; measured: the tiny MoE in AMP, whose rotated q and k
+// are fp32, bench/results/2026-11-23-h100-traces2/moe-ckpt-amp): an
+// additive mask of maskElems in the query's dtype when SDPA converts one
+// (0: none), the output of outElems and an fp32 row statistic of rows; the
+// node saves the cast inputs, the output, the statistic and the mask, and
+// its backward takes ws(qc, kc, y) bytes of workspace after the last
+// input's gradient. It returns the output and the node (nil without a
+// graph), having dropped its own references to the rest.
+func (s *sim) sdpaKernel(q, k, v *tensor, outElems, rows, maskElems int64, ws func(qc, kc, y *tensor) int64) (*tensor, *node) {
+	vc := s.castLow(v)
+	kc := s.castLow(k)
+	qc := s.castLow(q)
+	var mask *tensor
+	if maskElems > 0 {
+		mask = s.alloc(maskElems, qc.dt, catTemp, "attention mask (additive)")
+	}
+	y := s.alloc(outElems, qc.dt, catTemp, "attention out")
+	lse := s.alloc(rows, f32, catTemp, "logsumexp")
+	n := s.record("SDPA", []*tensor{qc, kc, vc}, y)
+	if n != nil {
+		s.save(n, qc, kc, vc, y, lse, mask)
+		last := n.ins[len(n.ins)-1]
+		n.gradWS = s.workspaces([3]inputWS{{t: last, bytes: ws(qc, kc, y)}})
+	}
+	for _, t := range []*tensor{qc, kc, vc, mask, lse} {
+		s.unref(t)
+	}
+	return y, n
 }
 
 // crossEntropy is F.cross_entropy over rows × classes logits: log_softmax

@@ -76,21 +76,11 @@ func (s *sim) slidingBool(seq int64) *tensor {
 // kernel's, all freed when it returns but the gradients.
 func (s *sim) maskedSDPA(q, k, v *tensor, b, heads, kvHeads, sq, hd int64) *tensor {
 	k, v = s.repeatKV(k, v, heads, kvHeads)
-	vc := s.castLow(v)
-	kc := s.castLow(k)
-	qc := s.castLow(q)
-	mask := s.alloc(b*sq*sq, qc.dt, catTemp, "attention mask (additive)")
-	y := s.alloc(b*sq*heads*hd, qc.dt, catTemp, "attention out")
-	lse := s.alloc(b*heads*sq, f32, catTemp, "logsumexp")
-	if n := s.record("SDPA", []*tensor{qc, kc, vc}, y); n != nil {
-		s.save(n, qc, kc, vc, y, lse, mask)
-		ws := qc.elems*qc.dt + qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
-		last := n.ins[len(n.ins)-1]
-		n.gradWS = s.workspaces([3]inputWS{{t: last, bytes: ws}})
-	}
-	for _, t := range []*tensor{qc, kc, vc, mask, lse, k, v} {
-		s.unref(t)
-	}
+	y, _ := s.sdpaKernel(q, k, v, b*sq*heads*hd, b*heads*sq, b*sq*sq, func(qc, _, _ *tensor) int64 {
+		return qc.elems*qc.dt + qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
+	})
+	s.unref(k)
+	s.unref(v)
 	return y
 }
 
