@@ -116,21 +116,22 @@ func Parse(file string, data []byte, o Overrides) (*Spec, error) {
 // (transformers' GPT-OSS has no SDPA path), and multi-head latent
 // attention is simulated under SDPA only.
 func checkAttention(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
-	var why string
+	var why, want string
 	switch {
 	case m.AttnSinks && t.Attention != AttnEager:
-		why = "the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path): use attention: eager"
+		why, want = "the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path)", AttnEager
 	case m.KVLoRARank > 0 && t.Attention == AttnEager:
-		why = "multi-head latent attention is simulated under SDPA (transformers' default for DeepSeek-V3), not eager attention"
+		why, want = "multi-head latent attention is simulated under SDPA (transformers' default for DeepSeek-V3), not eager attention", AttnSDPA
 	default:
 		return
 	}
 	var s string
 	line, _ := tm.str("attention", &s)
+	use := "attention: " + want
 	if o.Attention != "" {
-		line = 0
+		line, use = 0, "--attention "+want
 	}
-	e.add(line, "attention: %s", why)
+	e.add(line, "attention: %s: use %s", why, use)
 }
 
 func lineOf(m *mapping, key string) int {
