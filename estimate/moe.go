@@ -141,15 +141,7 @@ func (s *sim) groupedExperts(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	sc := s.broadcastMul(out, wg)
 	r, inv := s.restore(sc, perm, n)
 	s.unref(sc) // the name is rebound to the reordered rows
-	y := s.sumTopK(r, rows*k.Dim)
-	if y.dt != x.dt {
-		// .to(hidden_states.dtype): fp32 routing weights (DeepSeek-V3's)
-		// make the weighted rows and their sum fp32 over a bf16 stream
-		// (measured: Moonlight's cut, a 16 MiB cast after the 32 MiB sum).
-		c := s.to(y, x.dt)
-		s.unref(y)
-		y = c
-	}
+	y := s.sumTopK(r, rows*k.Dim, x.dt)
 	// The function's locals go when it returns, in the order they were
 	// first bound.
 	// (selected_hidden_states_g, masked in place, is one of them: measured,
@@ -385,10 +377,19 @@ func (s *sim) broadcastMul(big, small *tensor) *tensor {
 // over k), which the view's backward must copy to reshape it to [S, h]:
 // the gradient of r, which the [inv_perm] gather's backward then scatters
 // into zeros of [S, h].
-func (s *sim) sumTopK(r *tensor, outElems int64) *tensor {
+// The sum goes back to the stream's dtype dt (.to(hidden_states.dtype)):
+// a copy when fp32 routing weights (DeepSeek-V3's) made the weighted rows
+// and their sum fp32 over a bf16 stream (measured: Moonlight's cut, a
+// 16 MiB cast after the 32 MiB sum).
+func (s *sim) sumTopK(r *tensor, outElems, dt int64) *tensor {
 	y := s.alloc(outElems, r.dt, catTemp, "moe out")
 	s.record("SumTopK", []*tensor{r}, y)
-	return y
+	if y.dt == dt {
+		return y
+	}
+	c := s.to(y, dt)
+	s.unref(y)
+	return c
 }
 
 // addShared gates the shared expert's output with sigmoid(x·gᵀ) when the

@@ -89,7 +89,7 @@ func (s *sim) expertsEP(o *moeOp, x, w, idx *tensor, rows int64) *tensor {
 	s.unref(comb)
 	rr, inv := s.restore(sc, perm, n)
 	s.unref(sc)
-	y := s.sumTopK(rr, rows*k.Dim)
+	y := s.sumTopK(rr, rows*k.Dim, x.dt)
 	for _, t := range []*tensor{eg, perm, wg, lp, hi, tpe, offs, mask, ilp, inv, rr} {
 		s.unref(t)
 	}
