@@ -293,6 +293,10 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 		s.slidingMask(sh[0])
 		s.maskLocal = s.ckptMode == model.CkptNone // as eager's
 	}
+	if m := a.k.MLA; m != nil && m.Complex {
+		s.ropeBuildComplex(sh[0], m.Rope)
+		return
+	}
 	dt := a.ropeDt(x)
 	s.ropeBuild(sh[0], a.ropeWidth(), dt, false, a.k.RoPEHalves)
 	if a.k.LocalRoPE {

@@ -1,7 +1,9 @@
 package estimate
 
-// DeepSeek-V3's multi-head latent attention (model.MLA) as transformers
-// 5.17's DeepseekV3Attention runs it (modeling_deepseek_v3.py).
+// DeepSeek's multi-head latent attention (model.MLA) as transformers
+// 5.17's DeepseekV3Attention runs it (modeling_deepseek_v3.py), and
+// DeepseekV2Attention (modeling_deepseek_v2.py), which differs only in
+// rotating as complex numbers (mlaRotateComplex).
 
 // mlaParams holds the latent attention's own parameters: the query's
 // down projection, its norm and up projection (or one projection), and the
@@ -68,12 +70,20 @@ func (a *attnOp) mlaForward(s *sim, x *tensor, st *attnState) *tensor {
 	s.record("Split", []*tensor{ckv}, kvNope, kRot)
 	kvn := s.rmsNorm(kvNope, p.kvNorm, rows)
 	s.unref(kvNope)
-	cos, sin := s.ropeTables(seq, m.Rope, x.dt, false)
-	qr := s.mlaRotate(qRot, cos, sin, m.Interleave)
-	s.unref(qRot)
-	st.held = append(st.held, s.ref(qr)) // q_rot, bound until the module returns
-	kr := s.mlaRotate(kRot, cos, sin, m.Interleave)
-	s.unref(kRot)
+	var qr, kr *tensor
+	if m.Complex {
+		qr, kr = s.mlaRotateComplex(qRot, kRot, s.ropeComplexTable(seq, m.Rope))
+		s.unref(qRot)
+		s.unref(kRot)
+		st.held = append(st.held, s.ref(qr)) // q_pe, bound until the module returns
+	} else {
+		cos, sin := s.ropeTables(seq, m.Rope, x.dt, false)
+		qr = s.mlaRotate(qRot, cos, sin, m.Interleave)
+		s.unref(qRot)
+		st.held = append(st.held, s.ref(qr)) // q_rot, bound until the module returns
+		kr = s.mlaRotate(kRot, cos, sin, m.Interleave)
+		s.unref(kRot)
+	}
 	if a.cached(s) {
 		// DynamicCache.update concatenates the latent part and the shared
 		// rotary key into the cache, and those copies are what the rest
@@ -171,6 +181,32 @@ func (s *sim) mlaRotate(x, cos, sin *tensor, interleave bool) *tensor {
 	y := s.rotatePairs(x, x1, x2, c, sn)
 	s.unref(c)
 	s.unref(sn)
+	return y
+}
+
+// mlaRotateComplex is DeepSeek-V2's apply_rotary_emb over the query's
+// rotated part q and the shared rotary key k: each made fp32 (x.float(), a
+// copy of a half tensor, x itself in fp32; both locals until the function
+// returns) and viewed as complex pairs, each times the complex table (a
+// complex64 product of x's bytes in fp32, which saves the table), viewed
+// back as real pairs and cast to x's dtype (type_as: a copy of a half
+// tensor, after which the product goes; the product itself in fp32). In
+// backward each cast casts the gradient, the product multiplies it by the
+// table's conjugate, and the views pass it on.
+func (s *sim) mlaRotateComplex(q, k, table *tensor) (qr, kr *tensor) {
+	q32, k32 := s.to(q, f32), s.to(k, f32)
+	qr, kr = s.complexRotate(q32, table, q.dt), s.complexRotate(k32, table, k.dt)
+	s.unref(q32)
+	s.unref(k32)
+	return qr, kr
+}
+
+// complexRotate is view_as_real(x32 · table).flatten(3).type_as(x) for
+// an fp32 x32 whose original dtype is dt.
+func (s *sim) complexRotate(x32, table *tensor, dt int64) *tensor {
+	p := s.mul(x32, table)
+	y := s.to(p, dt)
+	s.unref(p)
 	return y
 }
 

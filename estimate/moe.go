@@ -27,7 +27,7 @@ type moeOp struct {
 func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	k := l.Spec.(*model.MoE)
 	o := &moeOp{k: k}
-	expertsFirst := k.Router == model.RouterSigmoidGroup
+	expertsFirst := model.ExpertsFirst(k.Router)
 	if !expertsFirst {
 		o.router = s.matrix(k.Experts, k.Dim, 1, "router.weight")
 		o.routerB = s.optParam(k.Router == model.RouterTopKSoftmax, k.Experts, "router.bias")
@@ -47,7 +47,9 @@ func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	s.expertBuild = false
 	if expertsFirst {
 		o.router = s.matrix(k.Experts, k.Dim, 1, "gate.weight")
-		s.buffer(k.Experts, s.cfg.param, "gate.e_score_correction_bias")
+		if k.Router == model.RouterSigmoidGroup {
+			s.buffer(k.Experts, s.cfg.param, "gate.e_score_correction_bias")
+		}
 	}
 	if k.Shared > 0 {
 		o.shared = s.mlpParams(k.Dim, k.Shared, false, &sharedNames)
@@ -72,6 +74,8 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		w, idx, logits = s.routeTopKFirst(o, x, rows)
 	case model.RouterSigmoidGroup:
 		w, idx, logits = s.routeSigmoidGroup(o, x, rows)
+	case model.RouterSoftmaxGreedy, model.RouterSoftmaxGroup:
+		w, idx, logits = s.routeSoftmax(o, x, rows)
 	default:
 		w, idx = s.route(o, x, rows)
 	}

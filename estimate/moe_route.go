@@ -3,6 +3,8 @@ package estimate
 // The routers of a mixture of experts (moeOp.forward picks one by
 // model.MoE.Router) and what a block returns beside its output.
 
+import "github.com/memplan/memplan/model"
+
 // routeSigmoidGroup is DeepSeek-V3's DeepseekV3TopkRouter over rows
 // tokens: logits = x.float()·W.float()ᵀ (fp32 copies of both in bf16;
 // under autocast the linear casts them to bf16 as ever), scores =
@@ -18,10 +20,7 @@ package estimate
 func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits *tensor) {
 	k := o.k
 	e, g := k.Experts, k.Groups
-	x32, w32 := s.to(x, f32), s.to(o.router, f32)
-	logits = s.matmulView(x32, w32, nil, rows, e, false, false)
-	s.unref(x32)
-	s.unref(w32)
+	logits = s.routerLogits32(o, x, rows)
 	sc := s.unary("Sigmoid", logits, false, true)
 	choice := s.alloc(rows*e, promote(sc.dt, s.cfg.param), catTemp, "scores_for_choice")
 	if n := s.record("Add", []*tensor{sc}, choice); n != nil {
@@ -57,6 +56,69 @@ func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits
 	w = s.scalarOp(norm)
 	s.unref(norm)
 	for _, t := range []*tensor{sc, masked, gs, gidx, gm, sm, den} {
+		s.unref(t)
+	}
+	return w, idx, logits
+}
+
+// routerLogits32 is DeepSeek's routers' F.linear(x.type(torch.float32),
+// W.type(torch.float32)): fp32 copies of both in bf16 (under autocast the
+// linear casts them to bf16 as ever), freed once the logits exist.
+func (s *sim) routerLogits32(o *moeOp, x *tensor, rows int64) *tensor {
+	x32, w32 := s.to(x, f32), s.to(o.router, f32)
+	logits := s.matmulView(x32, w32, nil, rows, o.k.Experts, false, false)
+	s.unref(x32)
+	s.unref(w32)
+	return logits
+}
+
+// routeSoftmax is DeepSeek-V2's DeepseekV2TopkRouter over rows tokens:
+// fp32 logits (routerLogits32), scores = softmax(logits, fp32) (saved; a
+// cast first where autocast made the logits half); with
+// group_limited_greedy (model.RouterSoftmaxGroup) each group's best score
+// (max over the group: values and int64 ids, which its node keeps while
+// the values live), the best TopGroups groups (their ids; the values and
+// their node go at once), a zeros [rows, G] mask
+// scattered and expanded to every expert (a copy), made boolean and
+// inverted, the scores outside those groups set to 0 (a copy whose node
+// keeps the mask); then the top k of the scores (greedy, or of the masked
+// copy), scaled by routed_scaling_factor (the unscaled values go as the
+// name is rebound). It returns the weights, the ids and the logits, which
+// DeepseekV2Moe.forward binds (as _) until it returns; the router's locals
+// go as it returns, and with them the group selection's nodes, which no
+// gradient reaches (group_idx has none), so they are not recorded.
+func (s *sim) routeSoftmax(o *moeOp, x *tensor, rows int64) (w, idx, logits *tensor) {
+	k := o.k
+	logits = s.routerLogits32(o, x, rows)
+	l32 := s.to(logits, f32)
+	sc := s.softmax(l32)
+	s.unref(l32)
+	choice := s.ref(sc)
+	var locals []*tensor
+	if k.Router == model.RouterSoftmaxGroup {
+		e, g := k.Experts, k.Groups
+		gs := s.alloc(rows*g, f32, catTemp, "group max") // .max(dim=-1).values
+		gi := s.alloc(rows*g, i64, catTemp, "group max ids")
+		tgv := s.alloc(rows*k.TopGroups, f32, catTemp, "top-k values")
+		gidx := s.alloc(rows*k.TopGroups, i64, catTemp, "group_idx")
+		s.unref(tgv)
+		gm := s.alloc(rows*g, f32, catTemp, "group_mask")
+		sm := s.alloc(rows*e, f32, catTemp, "score_mask")
+		mb := s.alloc(rows*e, u8, catTemp, "score_mask.bool()")
+		inv := s.alloc(rows*e, u8, catTemp, "~score_mask")
+		s.unref(mb)
+		masked := s.maskCopy(sc, inv)
+		s.unref(inv)
+		s.unref(choice) // scores rebound to the masked copy
+		choice = masked
+		locals = append(locals, gs, gi, gidx, gm, sm)
+	}
+	tv, idx := s.topk(choice, rows*k.TopK, f32, "topk_indices")
+	w = s.scalarOp(tv)
+	s.unref(tv)
+	s.unref(choice)
+	s.unref(sc)
+	for _, t := range locals {
 		s.unref(t)
 	}
 	return w, idx, logits

@@ -140,6 +140,35 @@ func (s *sim) ropeBuild(seq, hd, dt int64, local, halves bool) {
 	s.ropeT[i], s.ropeT[i+1] = t[0], t[1]
 }
 
+// ropeBuildComplex makes DeepSeek-V2's rotary table
+// (DeepseekV2RotaryEmbedding.forward) for hd rotated dims in sim.ropeT[0]:
+// with autocast off, freqs = inv_freq times the positions in fp32 ([1,
+// seq, hd/2]; the step's first product), torch.polar(ones_like(freqs),
+// freqs) (a complex64 table; the ones go once it exists), times
+// attention_scaling (a new table; the first goes as the name is rebound);
+// freqs goes as the function returns. The table stays complex64 whatever
+// the stream's dtype: hd/2 complex numbers per position, the bytes of hd
+// fp32 values, which is how the simulator counts it.
+func (s *sim) ropeBuildComplex(seq, hd int64) {
+	freqs := s.alloc(seq*hd/2, f32, catTemp, "rope freqs")
+	s.gemm(f32, false)
+	ones := s.alloc(seq*hd/2, f32, catTemp, "ones_like(freqs)")
+	polar := s.alloc(seq*hd, f32, catTemp, "freqs_cis")
+	s.unref(ones)
+	s.ropeT[0] = s.alloc(seq*hd, f32, catTemp, "freqs_cis")
+	s.unref(polar)
+	s.unref(freqs)
+}
+
+// ropeComplexTable returns DeepSeek-V2's complex rotary table, made once
+// per forward (ropeBuildComplex).
+func (s *sim) ropeComplexTable(seq, hd int64) *tensor {
+	if s.ropeT[0] == nil {
+		s.ropeT[0] = s.alloc(seq*hd, f32, catTemp, "freqs_cis")
+	}
+	return s.ropeT[0]
+}
+
 // ropeTables returns the cos and sin tables ([1, seq, head_dim] in the
 // stream's dtype), made once per forward like transformers'
 // LlamaRotaryEmbedding; local asks for the second pair of a model with a

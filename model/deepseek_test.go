@@ -28,8 +28,8 @@ func TestDeepSeekSpec(t *testing.T) {
 		{"groups", strings.Replace(ds, "router_groups: 4", "router_groups: 3", 1) + train, Overrides{}, "sigmoid_group router: groups (3) must divide experts (8)"},
 		{"groups needed", strings.Replace(ds, "  router_groups: 4\n", "", 1) + train, Overrides{}, "missing required field \"router_groups\""},
 		{"eager", ds + "training: {batch: 1, seq: 8, attention: eager}\n", Overrides{}, "multi-head latent attention is simulated under SDPA"},
-		{"tensor parallel", ds + train, Overrides{TP: 2}, "not DeepSeek-V3's block"},
-		{"pipeline", ds + train, Overrides{PP: 3, DP: 1}, "DeepSeek-V3's block is not simulated under pipeline parallelism"},
+		{"tensor parallel", ds + train, Overrides{TP: 2}, "not DeepSeek's block"},
+		{"pipeline", ds + train, Overrides{PP: 3, DP: 1}, "DeepSeek's block is not simulated under pipeline parallelism"},
 		{"lora", ds + train, Overrides{LoRA: 8}, "adapters over DeepSeek-V3's block are not modelled yet"},
 	}
 	for _, tt := range tests {
@@ -102,5 +102,45 @@ func TestHFDeepSeekV3(t *testing.T) {
 	_, err := ParseHF("c.json", []byte(head+`, "num_key_value_heads": 2}`), Overrides{Batch: 1, Seq: 8})
 	if err == nil || !strings.Contains(err.Error(), "num_key_value_heads 2") {
 		t.Errorf("grouped key/value heads: error %v, want a refusal", err)
+	}
+}
+
+// TestHFDeepSeekV2 checks the import of DeepseekV2Config: the released
+// configs' routers (DeepSeek-V2-Lite's greedy one, DeepSeek-V2's
+// group-limited one), complex rotary dims, DeepseekV2Config's defaults
+// where a field is absent, and the refusals.
+func TestHFDeepSeekV2(t *testing.T) {
+	const head = `{"model_type": "deepseek_v2", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128, "num_experts_per_tok": 2`
+	for _, c := range []struct {
+		name, cfg string
+		ok        func(m Model) bool
+	}{
+		{"defaults", head + `}`, func(m Model) bool {
+			return m.Router == RouterSoftmaxGreedy && m.RoPEComplex && !m.RoPEInterleave && m.DenseLayers == 0 && m.QLoRARank == 1536 &&
+				m.KVLoRARank == 512 && m.Intermediate == 1407 && m.Experts == 64 && m.SharedExpert == 2*1407 && m.SharedAfter && m.TopK == 2
+		}},
+		{"group limited", head + `, "topk_method": "group_limited_greedy", "n_routed_experts": 8, "n_group": 4, "topk_group": 2}`, func(m Model) bool {
+			return m.Router == RouterSoftmaxGroup && m.RouterGroups == 4 && m.RouterTopGroups == 2
+		}},
+	} {
+		s, err := ParseHF("c.json", []byte(c.cfg), Overrides{Batch: 1, Seq: 8})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !c.ok(s.Model) {
+			t.Errorf("%s: model %+v", c.name, s.Model)
+		}
+	}
+	for _, c := range []struct{ name, cfg, want string }{
+		{"unknown method", head + `, "topk_method": "noaux_tc"}`, `topk_method "noaux_tc": DeepseekV2TopkRouter knows greedy and group_limited_greedy`},
+		{"groups missing", head + `, "topk_method": "group_limited_greedy"}`, `missing field "n_group"`},
+		{"mlp bias", head + `, "mlp_bias": true}`, "mlp_bias: biases on DeepSeek-V2's dense and shared MLPs are not modelled yet"},
+		{"no top k", strings.Replace(head, `, "num_experts_per_tok": 2`, "", 1) + `}`, `missing field "num_experts_per_tok"`},
+		{"groups uneven", head + `, "topk_method": "group_limited_greedy", "n_routed_experts": 8, "n_group": 3, "topk_group": 2}`, "softmax_group router: groups (3) must divide experts (8)"},
+	} {
+		_, err := ParseHF("c.json", []byte(c.cfg), Overrides{Batch: 1, Seq: 8})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
 	}
 }

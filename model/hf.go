@@ -15,7 +15,7 @@ import (
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
-	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama, "deepseek_v3": Llama,
+	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama, "deepseek_v2": Llama, "deepseek_v3": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "phi": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -25,7 +25,6 @@ var HFTypes = map[string]string{
 // "unknown model_type".
 var hfPending = map[string]string{
 	"gemma3":      "a SigLIP vision tower beside the language model (its text_config, model_type gemma3_text, imports the language model alone)",
-	"deepseek_v2": "DeepSeek-V2's softmax router with group-limited greedy selection (deepseek_v3's latent attention and sigmoid router are modelled)",
 	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
 	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
@@ -321,14 +320,16 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		c.cohere(m)
 	case "gpt_oss":
 		c.gptOSS(m)
+	case "deepseek_v2":
+		c.deepseekV2(m)
 	case "deepseek_v3":
 		c.deepseekV3(m)
 	}
 	switch mt {
 	case "mixtral", "gpt_oss":
 		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
-	case "deepseek_v3":
-		// deepseekV3 read them.
+	case "deepseek_v2", "deepseek_v3":
+		// deepseekV2 and deepseekV3 read them.
 	case "qwen2_moe", "qwen3_moe":
 		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
 		m.Intermediate = c.int("moe_intermediate_size", 0, true)

@@ -54,31 +54,73 @@ func (c *hfConfig) gptOSS(m *Model) {
 }
 
 // deepseekV3 reads DeepseekV3Config (modeling_deepseek_v3.py, transformers
-// 5.17): multi-head latent attention (q_lora_rank, null for one query
-// projection; kv_lora_rank; qk_nope_head_dim, qk_rope_head_dim,
-// v_head_dim; rope_interleave), attention_bias on q_a, kv_a and o, the
-// first first_k_dense_replace layers dense (intermediate_size), the rest
-// n_routed_experts of moe_intermediate_size with DeepseekV3TopkRouter
-// (n_group, topk_group) and n_shared_experts run after them. Defaults are
-// DeepseekV3Config's. Grouped-query heads (num_key_value_heads below
-// num_attention_heads) are refused.
+// 5.17): multi-head latent attention (deepseekMLA) with interleaved rotary
+// pairs (rope_interleave), n_routed_experts of moe_intermediate_size with
+// DeepseekV3TopkRouter (sigmoid scores, n_group groups of which
+// topk_group are kept) and n_shared_experts run after them. Defaults are
+// DeepseekV3Config's.
 func (c *hfConfig) deepseekV3(m *Model) {
-	m.Intermediate = c.int("moe_intermediate_size", 2048, false)
-	m.DenseIntermediate = c.int("intermediate_size", 18432, false)
-	m.Experts = c.int("n_routed_experts", 256, false)
+	c.deepseekMLA(m, deepseekDefaults{moe: 2048, dense: 18432, experts: 256, shared: 1, denseLayers: 3})
 	m.TopK = c.int("num_experts_per_tok", 8, false)
-	m.SharedExpert = c.int("n_shared_experts", 1, false) * m.Intermediate
-	m.SharedAfter, m.Router = true, RouterSigmoidGroup
+	m.Router = RouterSigmoidGroup
 	m.RouterGroups, m.RouterTopGroups = c.int("n_group", 8, false), c.int("topk_group", 4, false)
-	m.DenseLayers = min(c.count("first_k_dense_replace", 3), m.NumLayers)
+	m.RoPEInterleave = c.bool("rope_interleave", true)
+}
+
+// deepseekV2 reads DeepseekV2Config (modeling_deepseek_v2.py, transformers
+// 5.17; DeepSeek-V2, DeepSeek-V2-Lite, DeepSeek-Coder-V2): the latent
+// attention of deepseekMLA with its rotary dims rotated as complex numbers
+// (apply_rotary_emb), and DeepseekV2TopkRouter: softmax scores, the top
+// num_experts_per_tok (topk_method greedy) or the top among the topk_group
+// of n_group groups with the best single score (group_limited_greedy),
+// scaled, never renormalised (its forward does not read norm_topk_prob).
+// Defaults are DeepseekV2Config's; num_experts_per_tok has none there.
+// mlp_bias (biases on the dense and shared MLPs) is refused.
+func (c *hfConfig) deepseekV2(m *Model) {
+	c.deepseekMLA(m, deepseekDefaults{moe: 1407, dense: 11008, experts: 64, shared: 2})
+	m.TopK = c.int("num_experts_per_tok", 0, true)
+	m.RoPEComplex = true
+	switch method := c.str("topk_method", "greedy"); method {
+	case "greedy":
+		m.Router = RouterSoftmaxGreedy
+	case "group_limited_greedy":
+		m.Router = RouterSoftmaxGroup
+		m.RouterGroups, m.RouterTopGroups = c.int("n_group", 0, true), c.int("topk_group", 0, true)
+	default:
+		c.fail("topk_method %q: DeepseekV2TopkRouter knows greedy and group_limited_greedy", method)
+	}
+	if m.MLPBias {
+		c.fail("mlp_bias: biases on DeepSeek-V2's dense and shared MLPs are not modelled yet")
+	}
+}
+
+// deepseekDefaults are the defaults of what DeepseekV2Config and
+// DeepseekV3Config share and set differently: moe_intermediate_size,
+// intermediate_size, n_routed_experts, n_shared_experts and
+// first_k_dense_replace.
+type deepseekDefaults struct{ moe, dense, experts, shared, denseLayers int64 }
+
+// deepseekMLA reads what DeepSeek-V2's and V3's configs share: multi-head
+// latent attention (q_lora_rank, null for one query projection;
+// kv_lora_rank; qk_nope_head_dim, qk_rope_head_dim, v_head_dim),
+// attention_bias on q_a, kv_a and o, the first first_k_dense_replace
+// layers dense (intermediate_size), the rest n_routed_experts of
+// moe_intermediate_size and n_shared_experts run after them. Grouped-query
+// heads (num_key_value_heads below num_attention_heads) are refused.
+func (c *hfConfig) deepseekMLA(m *Model, d deepseekDefaults) {
+	m.Intermediate = c.int("moe_intermediate_size", d.moe, false)
+	m.DenseIntermediate = c.int("intermediate_size", d.dense, false)
+	m.Experts = c.int("n_routed_experts", d.experts, false)
+	m.SharedExpert = c.int("n_shared_experts", d.shared, false) * m.Intermediate
+	m.SharedAfter = true
+	m.DenseLayers = min(c.count("first_k_dense_replace", d.denseLayers), m.NumLayers)
 	m.KVLoRARank = c.int("kv_lora_rank", 512, false)
 	m.QLoRARank = c.count("q_lora_rank", 1536) // null: one query projection
 	m.QKNopeDim, m.QKRopeDim = c.int("qk_nope_head_dim", 128, false), c.int("qk_rope_head_dim", 64, false)
 	m.VHeadDim = c.int("v_head_dim", 128, false)
 	m.HeadDim = m.QKNopeDim + m.QKRopeDim
-	m.RoPEInterleave = c.bool("rope_interleave", true)
 	m.OutBias = m.AttentionBias
 	if m.KVHeads != m.Heads {
-		c.fail("num_key_value_heads %d: DeepSeek-V3's latent attention with fewer key/value heads than query heads is not modelled", m.KVHeads)
+		c.fail("num_key_value_heads %d: DeepSeek's latent attention with fewer key/value heads than query heads is not modelled", m.KVHeads)
 	}
 }

@@ -140,9 +140,9 @@ func TestHFParamsOfRuns(t *testing.T) {
 
 func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
-		{"pending type", `{"model_type": "deepseek_v2"}`, `model_type "deepseek_v2" needs DeepSeek-V2's softmax router with group-limited greedy selection (deepseek_v3's latent attention and sigmoid router are modelled), which memplan does not model yet (supported: `},
+		{"pending type", `{"model_type": "qwen3_next"}`, `model_type "qwen3_next" needs gated DeltaNet layers beside attention, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, cohere, deepseek_v3, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, gpt_oss, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, cohere, deepseek_v2, deepseek_v3, falcon, gemma, gemma2, gemma3_text, gpt2, gpt_neox, gpt_oss, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},
@@ -483,6 +483,14 @@ func TestHFFamilies(t *testing.T) {
 				m.RoPEInterleave && m.DenseLayers == 1 && m.DenseIntermediate == 11264 && m.Intermediate == 1408 &&
 				m.Experts == 64 && m.TopK == 6 && m.SharedExpert == 2*1408 && m.SharedAfter && !m.SharedGate &&
 				m.Router == RouterSigmoidGroup && m.RouterGroups == 1 && m.RouterTopGroups == 1
+		}},
+		{"deepseek-v2-lite.json", func(m Model) bool {
+			return m.KVLoRARank == 512 && m.QLoRARank == 0 && m.RoPEComplex && !m.RoPEInterleave && m.DenseLayers == 1 &&
+				m.DenseIntermediate == 10944 && m.Intermediate == 1408 && m.Experts == 64 && m.TopK == 6 && m.SharedExpert == 2*1408 &&
+				m.SharedAfter && m.Router == RouterSoftmaxGreedy
+		}},
+		{"deepseek-v2.json", func(m Model) bool {
+			return m.QLoRARank == 1536 && m.Experts == 160 && m.Router == RouterSoftmaxGroup && m.RouterGroups == 8 && m.RouterTopGroups == 3
 		}},
 		{"deepseek-v3.json", func(m Model) bool {
 			return m.QLoRARank == 1536 && m.DenseLayers == 3 && m.Experts == 256 && m.RouterGroups == 8 && m.RouterTopGroups == 4

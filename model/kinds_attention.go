@@ -96,15 +96,17 @@ type Attention struct {
 	MLA *MLA
 }
 
-// MLA is the widths of DeepSeek-V3's multi-head latent attention
+// MLA is the widths of DeepSeek's multi-head latent attention
 // (DeepseekV3Attention): queries projected to QRank, normalised and
 // projected to heads·(Nope+Rope) (one projection when QRank is 0); keys
 // and values projected to KVRank+Rope, the first KVRank normalised and
 // projected to heads·(Nope+V), the last Rope rotated and shared by every
-// head; Interleave rotates interleaved pairs (rope_interleave).
+// head; Interleave rotates interleaved pairs (rope_interleave), Complex
+// rotates pairs as complex numbers times a complex table (DeepSeek-V2's
+// apply_rotary_emb).
 type MLA struct {
 	QRank, KVRank, Nope, Rope, V int64
-	Interleave                   bool
+	Interleave, Complex          bool
 }
 
 // SlidingAt reports whether the attention, as layer (0-based) of its

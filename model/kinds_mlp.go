@@ -52,14 +52,14 @@ type MoE struct {
 	SharedGate                 bool
 	Activation                 string
 	Bias                       bool
-	// Router is how the router picks and weighs the experts:
-	// RouterSoftmaxTopK or RouterTopKSoftmax.
+	// Router is how the router picks and weighs the experts: one of the
+	// Router constants.
 	Router string
 	// Gate is how the experts combine the gate and up halves of
 	// gate_up_proj's output: GateAct or GateClamped.
 	Gate string
-	// Groups and TopGroups are RouterSigmoidGroup's expert groups and
-	// the groups a token may route to.
+	// Groups and TopGroups are a grouped router's expert groups and the
+	// groups a token may route to (GroupedRouter).
 	Groups, TopGroups int64
 	// SharedAfter runs the shared expert after the routed ones, ungated,
 	// and adds it (DeepseekV3MoE); else it runs first (Qwen2-MoE).
@@ -81,7 +81,28 @@ const (
 	// MoE.TopGroups of MoE.Groups expert groups kept, the top k of them,
 	// their scores gathered, renormalised and scaled.
 	RouterSigmoidGroup = "sigmoid_group"
+	// RouterSoftmaxGreedy is DeepSeek-V2's DeepseekV2TopkRouter with
+	// topk_method greedy: fp32 logits, softmax over every expert, the top
+	// k, scaled (routed_scaling_factor), not renormalised.
+	RouterSoftmaxGreedy = "softmax_greedy"
+	// RouterSoftmaxGroup is DeepseekV2TopkRouter with topk_method
+	// group_limited_greedy: as RouterSoftmaxGreedy, but the scores
+	// outside the MoE.TopGroups groups with the best top score (of
+	// MoE.Groups) set to zero first.
+	RouterSoftmaxGroup = "softmax_group"
 )
+
+// GroupedRouter says whether router picks expert groups before experts
+// (MoE.Groups, MoE.TopGroups).
+func GroupedRouter(router string) bool {
+	return router == RouterSigmoidGroup || router == RouterSoftmaxGroup
+}
+
+// ExpertsFirst says whether router belongs to a block that registers its
+// experts before its router (DeepSeek's DeepseekV2Moe and DeepseekV3MoE).
+func ExpertsFirst(router string) bool {
+	return router == RouterSigmoidGroup || router == RouterSoftmaxGreedy || router == RouterSoftmaxGroup
+}
 
 // The experts' gates of MoE.Gate.
 const (
@@ -100,8 +121,9 @@ type expertChoice struct{ name, value string }
 
 // The spellings of MoE.Router and MoE.Gate, in the order errors list them.
 var (
-	routerChoices = []expertChoice{{"softmax_topk", RouterSoftmaxTopK}, {RouterTopKSoftmax, RouterTopKSoftmax}, {RouterSigmoidGroup, RouterSigmoidGroup}}
-	gateChoices   = []expertChoice{{"act", GateAct}, {GateClamped, GateClamped}}
+	routerChoices = []expertChoice{{"softmax_topk", RouterSoftmaxTopK}, {RouterTopKSoftmax, RouterTopKSoftmax}, {RouterSigmoidGroup, RouterSigmoidGroup},
+		{RouterSoftmaxGreedy, RouterSoftmaxGreedy}, {RouterSoftmaxGroup, RouterSoftmaxGroup}}
+	gateChoices = []expertChoice{{"act", GateAct}, {GateClamped, GateClamped}}
 )
 
 // parseExpertChoice sets *dst to what the spelling *dst stands for, or
@@ -150,9 +172,15 @@ func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 	if k.TopK > k.Experts {
 		return nil, bad(l, "top_k (%d) exceeds experts (%d)", k.TopK, k.Experts)
 	}
-	if k.Router == RouterSigmoidGroup {
-		if k.Groups < 1 || k.Experts%k.Groups != 0 || k.TopGroups < 1 || k.TopGroups > k.Groups || k.Experts/k.Groups < 2 {
-			return nil, bad(l, "sigmoid_group router: groups (%d) must divide experts (%d) into groups of two or more, and top_groups (%d) be 1 to groups", k.Groups, k.Experts, k.TopGroups)
+	if GroupedRouter(k.Router) {
+		// DeepseekV3TopkRouter sums each group's best two scores;
+		// DeepseekV2TopkRouter takes each group's best one.
+		least := int64(1)
+		if k.Router == RouterSigmoidGroup {
+			least = 2
+		}
+		if k.Groups < 1 || k.Experts%k.Groups != 0 || k.TopGroups < 1 || k.TopGroups > k.Groups || k.Experts/k.Groups < least {
+			return nil, bad(l, "%s router: groups (%d) must divide experts (%d) into groups of %d or more, and top_groups (%d) be 1 to groups", k.Router, k.Groups, k.Experts, least, k.TopGroups)
 		}
 	}
 	return s, needWidth(l, s, k.Dim, "dim")

@@ -110,12 +110,12 @@ func (m *Model) gptOSS() bool {
 	return m.AttnSinks || m.RoPEHalves || m.Router == RouterTopKSoftmax || m.ExpertGate != ""
 }
 
-// deepseek says whether m has any of DeepSeek-V3's changes to Llama's
+// deepseek says whether m has any of DeepSeek-V2's and V3's changes to Llama's
 // block (multi-head latent attention, dense first layers, its router and
 // shared expert), which no plan or program memplan is measured against
 // shards or splits.
 func (m *Model) deepseek() bool {
-	return m.KVLoRARank > 0 || m.DenseLayers > 0 || m.Router == RouterSigmoidGroup || m.SharedAfter
+	return m.KVLoRARank > 0 || m.DenseLayers > 0 || ExpertsFirst(m.Router) || m.SharedAfter
 }
 
 // describe names a model for messages about what a layout supports.
@@ -126,7 +126,7 @@ func (m *Model) describe() string {
 	case m.gptOSS():
 		return "GPT-OSS's block"
 	case m.deepseek():
-		return "DeepSeek-V3's block"
+		return "DeepSeek's block"
 	case m.Experts > 0:
 		return "a mixture of experts"
 	case m.FusedQKV:

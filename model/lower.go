@@ -146,7 +146,7 @@ func (m *Model) mla() *MLA {
 	if m.KVLoRARank == 0 {
 		return nil
 	}
-	return &MLA{QRank: m.QLoRARank, KVRank: m.KVLoRARank, Nope: m.QKNopeDim, Rope: m.QKRopeDim, V: m.VHeadDim, Interleave: m.RoPEInterleave}
+	return &MLA{QRank: m.QLoRARank, KVRank: m.KVLoRARank, Nope: m.QKNopeDim, Rope: m.QKRopeDim, V: m.VHeadDim, Interleave: m.RoPEInterleave, Complex: m.RoPEComplex}
 }
 
 // scalesLogits says whether the head's logits are multiplied or divided

@@ -121,7 +121,7 @@ func checkAttention(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	case m.AttnSinks && t.Attention != AttnEager:
 		why, want = "the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path)", AttnEager
 	case m.KVLoRARank > 0 && t.Attention == AttnEager:
-		why, want = "multi-head latent attention is simulated under SDPA (transformers' default for DeepSeek-V3), not eager attention", AttnSDPA
+		why, want = "multi-head latent attention is simulated under SDPA (transformers' default for DeepSeek-V2 and V3), not eager attention", AttnSDPA
 	default:
 		return
 	}

@@ -276,19 +276,23 @@ func decodeMLA(e *errs, mm *mapping, m *Model) {
 	mm.int("qk_rope_head_dim", &m.QKRopeDim, m.KVLoRARank > 0)
 	mm.int("v_head_dim", &m.VHeadDim, m.KVLoRARank > 0)
 	mm.bool("rope_interleave", &m.RoPEInterleave)
+	mm.bool("rope_complex", &m.RoPEComplex)
 	mm.int("dense_layers", &m.DenseLayers, false)
 	mm.int("dense_intermediate", &m.DenseIntermediate, m.DenseLayers > 0)
 	mm.bool("shared_expert_after", &m.SharedAfter)
-	mm.int("router_groups", &m.RouterGroups, m.Router == RouterSigmoidGroup)
-	mm.int("router_top_groups", &m.RouterTopGroups, m.Router == RouterSigmoidGroup)
+	mm.int("router_groups", &m.RouterGroups, GroupedRouter(m.Router))
+	mm.int("router_top_groups", &m.RouterTopGroups, GroupedRouter(m.Router))
 	if m.KVLoRARank == 0 {
-		for _, k := range []string{"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave"} {
+		for _, k := range []string{"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave", "rope_complex"} {
 			if mm.has(k) {
 				e.add(mm.keys[k], "%s: needs kv_lora_rank (multi-head latent attention)", k)
 			}
 		}
 	} else if m.QKRopeDim%2 != 0 {
 		e.add(mm.keys["qk_rope_head_dim"], "qk_rope_head_dim: %d must be even (rotated in pairs)", m.QKRopeDim)
+	}
+	if m.RoPEInterleave && m.RoPEComplex {
+		e.add(mm.keys["rope_complex"], "rope_complex: the rotary dims are rotated either as interleaved pairs (rope_interleave) or as complex numbers, not both")
 	}
 	if m.DenseLayers > 0 && (m.Experts == 0 || m.DenseLayers >= m.NumLayers) {
 		e.add(mm.keys["dense_layers"], "dense_layers: the first %d of %d layers dense needs experts in the rest", m.DenseLayers, m.NumLayers)

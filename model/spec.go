@@ -159,13 +159,15 @@ type Model struct {
 	// KVLoRARank (plus QKRopeDim shared rotary dims), normalised, and up
 	// per head to QKNopeDim key and VHeadDim value dims; queries through
 	// QLoRARank when set (0: one projection); RoPEInterleave rotates
-	// interleaved pairs.
+	// interleaved pairs (DeepSeek-V3's rope_interleave), RoPEComplex as
+	// complex numbers (DeepSeek-V2's apply_rotary_emb).
 	KVLoRARank     int64 `json:"kv_lora_rank,omitempty"`
 	QLoRARank      int64 `json:"q_lora_rank,omitempty"`
 	QKNopeDim      int64 `json:"qk_nope_head_dim,omitempty"`
 	QKRopeDim      int64 `json:"qk_rope_head_dim,omitempty"`
 	VHeadDim       int64 `json:"v_head_dim,omitempty"`
 	RoPEInterleave bool  `json:"rope_interleave,omitempty"`
+	RoPEComplex    bool  `json:"rope_complex,omitempty"`
 	// DenseLayers are a mixture of experts' first layers with a dense
 	// gated MLP of DenseIntermediate instead of experts (DeepSeek-V3's
 	// first_k_dense_replace); SharedAfter runs the shared expert after
