@@ -64,3 +64,38 @@ func TestSoftmaxGroupRouter(t *testing.T) {
 		t.Errorf("DeepSeek-V2-Lite's cut (greedy): %d masks, want none", n)
 	}
 }
+
+// TestLoRAOverSharedExperts: adapters over DeepSeek's latent attention
+// (q_proj, kv_a_proj_with_mqa, kv_b_proj, o_proj), its dense first
+// layer's MLP and every sparse layer's shared expert, and over
+// Qwen2-MoE's shared expert and its one-output gate (all-linear only):
+// the simulator allocates exactly the adapters the spec counts, with an
+// fp32 gradient each.
+func TestLoRAOverSharedExperts(t *testing.T) {
+	for _, c := range []struct {
+		file, targets string
+		want          int64
+	}{
+		// Per layer at rank 16: q_proj 16·(2048+16·192), kv_a 16·(2048+576),
+		// kv_b 16·(512+16·256), o 16·(2048+2048).
+		{"deepseek-v2-lite-4layer.json", model.TargetsAttn, 4 * (81920 + 41984 + 73728 + 65536)},
+		// The dense layer's 16·(2048+10944)·3, three shared experts' 16·(2048+2816)·3.
+		{"deepseek-v2-lite-4layer.json", model.TargetsMLP, 623616 + 3*233472},
+		{"deepseek-v2-2layer.json", model.TargetsAll, 0},
+		{"qwen1.5-moe-a2.7b.json", model.TargetsAll, 0},
+		{"qwen1.5-moe-a2.7b.json", model.TargetsMLP, 0},
+	} {
+		spec := loadHF(t, c.file, model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16, LoRA: 16, LoRATargets: c.targets})
+		r, err := Estimate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := spec.Trainable()
+		if c.want != 0 && n != c.want {
+			t.Errorf("%s %s: the spec counts %d adapter parameters, want %d", c.file, c.targets, n, c.want)
+		}
+		if n == 0 || r.Trainable != n || r.GradBytes != 4*n {
+			t.Errorf("%s %s: %d trainable, %d gradient bytes; the spec counts %d", c.file, c.targets, r.Trainable, r.GradBytes, n)
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"strings"
+
+	"github.com/memplan/memplan/model"
+)
 
 // LoRA (docs/lora.md): the base parameters are frozen (requires_grad
 // False: no node records them, no gradient, no optimizer state) and each
@@ -73,15 +77,37 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 		if len(attn) > 0 {
 			return attn[len(attn)-1], true
 		}
+	case "q_proj.weight", "q_a_proj.weight", "q_b_proj.weight", "kv_a_proj_with_mqa.weight", "kv_b_proj.weight":
+		// The latent attention's projections (model.Model.mlaLinears).
+		return findLinear(attn, strings.TrimSuffix(p.name, ".weight"), in, out)
 	case "gate.weight", "up.weight", "down.weight":
-		if i := loraRoles[p.name]; i < len(mlp) {
+		// Widths checked: DeepSeek's router is a gate.weight too, and
+		// no Linear.
+		if i := loraRoles[p.name]; i < len(mlp) && mlp[i].In == in && mlp[i].Out == out {
 			return mlp[i], true
 		}
+	case "shared.gate", "shared.up", "shared.down":
+		// A mixture of experts' shared expert (its dense first layers'
+		// MLPs are gate.weight and the rest, first in the list).
+		return findLinear(mlp, strings.TrimPrefix(p.name, "shared.")+"_proj", in, out)
+	case "shared_expert_gate":
+		return findLinear(other, p.name, in, out)
 	case "linear.weight":
 		for _, x := range append(append([]model.LoRALinear(nil), mlp...), other...) {
 			if x.In == in && x.Out == out {
 				return x, true
 			}
+		}
+	}
+	return model.LoRALinear{}, false
+}
+
+// findLinear is the linear of list named name with in inputs and out
+// outputs.
+func findLinear(list []model.LoRALinear, name string, in, out int64) (model.LoRALinear, bool) {
+	for _, x := range list {
+		if x.Name == name && x.In == in && x.Out == out {
+			return x, true
 		}
 	}
 	return model.LoRALinear{}, false

@@ -30,7 +30,7 @@ func TestDeepSeekSpec(t *testing.T) {
 		{"eager", ds + "training: {batch: 1, seq: 8, attention: eager}\n", Overrides{}, "multi-head latent attention is simulated under SDPA"},
 		{"tensor parallel", ds + train, Overrides{TP: 2}, "not DeepSeek's block"},
 		{"pipeline", ds + train, Overrides{PP: 3, DP: 1}, "DeepSeek's block is not simulated under pipeline parallelism"},
-		{"lora", ds + train, Overrides{LoRA: 8}, "adapters over DeepSeek-V3's block are not modelled yet"},
+		{"lora", ds + train, Overrides{LoRA: 8, LoRATargets: TargetsAll}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

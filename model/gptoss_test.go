@@ -30,8 +30,8 @@ func TestGPTOSSSpec(t *testing.T) {
 		{"no pipeline", oss + eager, Overrides{PP: 2, DP: 1}, "GPT-OSS's block is not simulated under pipeline parallelism"},
 		{"no expert parallelism", oss + "training: {batch: 1, seq: 8, attention: eager, dp: 2, zero: 3, ep: 2}\n", Overrides{}, "GPT-OSS's experts"},
 		{"lora attn", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsAttn}, ""},
-		{"lora mlp", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsMLP}, "a mixture of experts has no MLP linears to adapt"},
-		{"lora shared expert", model + "  shared_expert: 32\n" + eager, Overrides{LoRA: 8}, "adapters over a mixture of experts with a shared expert"},
+		{"lora mlp", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsMLP}, "a mixture of experts without a shared expert or dense layers has no MLP linears to adapt"},
+		{"lora shared expert", model + "  shared_expert: 32\n" + eager, Overrides{LoRA: 8, LoRATargets: TargetsMLP}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -172,12 +172,8 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	}
 	switch {
 	case !t.LoRA.Enabled() || m.Experts == 0:
-	case m.deepseek():
-		e.add(line, "lora: adapters over DeepSeek-V3's block are not modelled yet")
-	case m.SharedExpert > 0:
-		e.add(line, "lora: adapters over a mixture of experts with a shared expert are not modelled yet")
-	case t.LoRA.Targets == TargetsMLP:
-		e.add(line, "lora: a mixture of experts has no MLP linears to adapt (its experts are fused parameters, which peft's target_parameters would adapt: not modelled); use attn or all")
+	case t.LoRA.Targets == TargetsMLP && m.SharedExpert == 0 && m.DenseLayers == 0:
+		e.add(line, "lora: a mixture of experts without a shared expert or dense layers has no MLP linears to adapt (its experts are fused parameters, which peft's target_parameters would adapt: not modelled); use attn or all")
 	}
 	decodeQuant(e, tm, t, o)
 }

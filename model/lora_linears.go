@@ -33,16 +33,19 @@ func (m *Model) LoRALinears() []LoRALinear {
 		}
 		attn := []LoRALinear{lin("q_proj", TargetsAttn, d, m.Heads*hd), lin("k_proj", TargetsAttn, d, kv*hd),
 			lin("v_proj", TargetsAttn, d, kv*hd)}
-		if m.FusedQKV {
+		switch {
+		case m.KVLoRARank > 0:
+			attn = m.mlaLinears(lin)
+		case m.FusedQKV:
 			attn = []LoRALinear{lin("qkv_proj", TargetsAttn, d, (m.Heads+2*kv)*hd)}
 		}
-		attn = append(attn, lin("o_proj", TargetsAttn, m.Heads*hd, d))
+		if m.KVLoRARank > 0 {
+			attn = append(attn, lin("o_proj", TargetsAttn, m.Heads*m.VHeadDim, d))
+		} else {
+			attn = append(attn, lin("o_proj", TargetsAttn, m.Heads*hd, d))
+		}
 		if m.Experts > 0 {
-			// A mixture of experts has no MLP linears: the experts are
-			// fused parameters (gate_up_proj, down_proj), and so are the
-			// routers (Qwen2MoeTopKRouter, GptOssTopKRouter), which
-			// peft's target_modules and all-linear never wrap.
-			return attn
+			return append(attn, m.moeLinears()...)
 		}
 		if m.PlainMLP {
 			// StarCoder2's Starcoder2MLP.
@@ -64,6 +67,43 @@ func (m *Model) LoRALinears() []LoRALinear {
 			lin("dense_h_to_4h", TargetsMLP, d, f), lin("dense_4h_to_h", TargetsMLP, f, d)}
 	}
 	return nil
+}
+
+// mlaLinears are the query and key/value projections of DeepSeek's latent
+// attention (DeepseekV2Attention, DeepseekV3Attention) in module order:
+// q_proj, or q_a_proj and q_b_proj around the query rank's norm; then
+// kv_a_proj_with_mqa and kv_b_proj.
+func (m *Model) mlaLinears(lin func(name, group string, in, out int64) LoRALinear) []LoRALinear {
+	d, qk := m.Hidden, m.Heads*(m.QKNopeDim+m.QKRopeDim)
+	q := []LoRALinear{lin("q_proj", TargetsAttn, d, qk)}
+	if m.QLoRARank > 0 {
+		q = []LoRALinear{lin("q_a_proj", TargetsAttn, d, m.QLoRARank), lin("q_b_proj", TargetsAttn, m.QLoRARank, qk)}
+	}
+	return append(q, lin("kv_a_proj_with_mqa", TargetsAttn, d, m.KVLoRARank+m.QKRopeDim),
+		lin("kv_b_proj", TargetsAttn, m.KVLoRARank, m.Heads*(m.QKNopeDim+m.VHeadDim)))
+}
+
+// moeLinears are a mixture of experts' linears: the dense first layers'
+// MLPs (DeepSeek's first_k_dense_replace), the shared expert's three
+// projections in every sparse layer, and Qwen2-MoE's shared_expert_gate
+// (a Linear to one output, which only all-linear wraps). The experts
+// themselves are fused parameters (gate_up_proj, down_proj), and so are
+// the routers (Qwen2MoeTopKRouter, GptOssTopKRouter, DeepSeek's
+// TopkRouter), which peft's target_modules and all-linear never wrap.
+func (m *Model) moeLinears() []LoRALinear {
+	d, sparse := m.Hidden, m.NumLayers-m.DenseLayers
+	var out []LoRALinear
+	for _, mlp := range []struct{ width, count int64 }{{m.DenseIntermediate, m.DenseLayers}, {m.SharedExpert, sparse}} {
+		if mlp.count > 0 && mlp.width > 0 {
+			f, n := mlp.width, mlp.count
+			out = append(out, LoRALinear{"gate_proj", TargetsMLP, d, f, n}, LoRALinear{"up_proj", TargetsMLP, d, f, n},
+				LoRALinear{"down_proj", TargetsMLP, f, d, n})
+		}
+	}
+	if m.SharedGate {
+		out = append(out, LoRALinear{Name: "shared_expert_gate", In: d, Out: 1, Count: sparse})
+	}
+	return out
 }
 
 // Wraps reports whether the adapters wrap a linear.

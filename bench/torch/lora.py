@@ -59,10 +59,19 @@ FAMILIES = {
     # GPT-OSS's experts and router are parameters, not Linear modules:
     # no MLP names.
     "gpt_oss": (["q_proj", "k_proj", "v_proj", "o_proj"], []),
+    # DeepSeek's latent attention (q_proj, or q_a_proj and q_b_proj) and
+    # the MLPs of its dense first layers and shared experts (the router,
+    # mlp.gate, is a parameter; gate_proj does not match it).
+    "deepseek": (["q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+                 ["gate_proj", "up_proj", "down_proj"]),
+    # Qwen2-MoE's shared expert (its experts are fused parameters; its
+    # one-output shared_expert_gate only all-linear takes).
+    "qwen2_moe": (["q_proj", "k_proj", "v_proj", "o_proj"], ["gate_proj", "up_proj", "down_proj"]),
 }
 FAMILY_OF = {"llama": "llama", "qwen2": "llama", "qwen3": "llama", "mistral": "llama", "gemma": "llama",
              "gemma2": "llama", "phi3": "llama", "olmo": "llama", "olmo2": "llama", "olmo3": "llama", "granite": "llama",
              "smollm3": "llama", "starcoder2": "starcoder2", "phi": "phi", "cohere": "llama", "gpt_oss": "gpt_oss",
+             "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "qwen2_moe": "qwen2_moe",
              "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
 
 
