@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -65,37 +66,74 @@ func TestSoftmaxGroupRouter(t *testing.T) {
 	}
 }
 
-// TestLoRAOverSharedExperts: adapters over DeepSeek's latent attention
-// (q_proj, kv_a_proj_with_mqa, kv_b_proj, o_proj), its dense first
-// layer's MLP and every sparse layer's shared expert, and over
-// Qwen2-MoE's shared expert and its one-output gate (all-linear only):
-// the simulator allocates exactly the adapters the spec counts, with an
-// fp32 gradient each.
-func TestLoRAOverSharedExperts(t *testing.T) {
+// TestLoRAOverMoE: the adapters peft 0.21 makes over mixtures of experts,
+// as its records count them (lora.py's peft_trainable_parameters in
+// bench/results/2026-11-27-h200-lora-deepseek.jsonl and
+// 2026-11-27-h200-heldout42-lora.jsonl): over DeepSeek all-linear adapts
+// the latent attention, the router and the fused experts (gate_up_proj at
+// twice the rank) but neither the dense nor the shared MLPs; over
+// Qwen2-MoE, which peft does not convert, the shared expert and its
+// one-output gate. The simulator allocates exactly the adapters the spec
+// counts, with an fp32 gradient each.
+func TestLoRAOverMoE(t *testing.T) {
 	for _, c := range []struct {
 		file, targets string
-		want          int64
+		rank, want    int64
 	}{
-		// Per layer at rank 16: q_proj 16·(2048+16·192), kv_a 16·(2048+576),
-		// kv_b 16·(512+16·256), o 16·(2048+2048).
-		{"deepseek-v2-lite-4layer.json", model.TargetsAttn, 4 * (81920 + 41984 + 73728 + 65536)},
-		// The dense layer's 16·(2048+10944)·3, three shared experts' 16·(2048+2816)·3.
-		{"deepseek-v2-lite-4layer.json", model.TargetsMLP, 623616 + 3*233472},
-		{"deepseek-v2-2layer.json", model.TargetsAll, 0},
-		{"qwen1.5-moe-a2.7b.json", model.TargetsAll, 0},
-		{"qwen1.5-moe-a2.7b.json", model.TargetsMLP, 0},
+		{"deepseek-v2-lite-4layer.json", model.TargetsAll, 16, 41_655_296},
+		{"deepseek-v2-lite.json", model.TargetsAll, 16, 358_994_944},
+		{"qwen1.5-moe-a2.7b.json", model.TargetsAll, 16, 15_925_632},
+		{"qwen1.5-moe-a2.7b.json", model.TargetsMLP, 8, 4_423_680},
+		{"moonlight-4layer.json", model.TargetsAttn, 8, 526_336},
+		{"deepseek-v2-2layer.json", model.TargetsMLP, 16, 0},
 	} {
-		spec := loadHF(t, c.file, model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16, LoRA: 16, LoRATargets: c.targets})
+		spec := loadHF(t, c.file, model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16, LoRA: c.rank, LoRATargets: c.targets})
 		r, err := Estimate(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := spec.Trainable()
 		if c.want != 0 && n != c.want {
-			t.Errorf("%s %s: the spec counts %d adapter parameters, want %d", c.file, c.targets, n, c.want)
+			t.Errorf("%s %s: the spec counts %d adapter parameters, peft %d", c.file, c.targets, n, c.want)
 		}
 		if n == 0 || r.Trainable != n || r.GradBytes != 4*n {
 			t.Errorf("%s %s: %d trainable, %d gradient bytes; the spec counts %d", c.file, c.targets, r.Trainable, r.GradBytes, n)
 		}
+	}
+}
+
+// TestParamWrapperLifetimes: peft's ParamWrapper over each sparse layer's
+// two expert stacks runs the parametrization twice in forward (the
+// registration's check, dropped, and the cached weight the experts read,
+// which their grouped GEMM keeps until backward only when its input
+// requires grad: with adapters on the experts alone, the first sparse
+// layer's rows do not, so its gate_up_proj goes as the wrapper exits), and
+// casts the factors to a bf16 base's dtype (none over fp32 weights, under
+// autocast), which the baddbmm keeps until backward.
+func TestParamWrapperLifetimes(t *testing.T) {
+	const b, seq = 1, 256
+	count := func(p string) (made, kept, casts int) {
+		o := model.Overrides{Batch: b, Seq: seq, Precision: p, LoRA: 16, LoRATargets: model.TargetsMLP}
+		traced(t, loadHF(t, "deepseek-v2-lite-4layer.json", o), func(s *sim, x *tensor, alloc bool) {
+			if s.phase.Iteration != 0 {
+				return
+			}
+			stack := strings.HasPrefix(x.name, "experts.") && strings.HasSuffix(x.name, " (parametrized)")
+			switch {
+			case alloc && s.phase.Stage == StageForward && stack:
+				made++
+			case !alloc && s.phase.Stage == StageBackward && x.prefix == "" && stack:
+				kept++ // not its gradient, which takes its name
+			case !alloc && s.phase.Stage == StageBackward && x.prefix == "cast of " && strings.HasPrefix(x.name, "lora_"):
+				casts++
+			}
+		})
+		return made, kept, casts
+	}
+	if made, kept, casts := count(model.BF16); made != 12 || kept != 5 || casts != 12 {
+		t.Errorf("bf16: %d parametrized stacks made, %d kept until backward, %d factor casts; want 12, 5 and 12", made, kept, casts)
+	}
+	if made, kept, casts := count(model.AMPBF16); made != 12 || kept != 5 || casts != 0 {
+		t.Errorf("amp-bf16: %d made, %d kept, %d factor casts; want 12, 5 and none", made, kept, casts)
 	}
 }

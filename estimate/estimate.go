@@ -312,7 +312,7 @@ var fsdpInitNotes = map[string]string{
 // newConfig is what the simulated ops need to know about a spec's run.
 func newConfig(spec *model.Spec) (*config, error) {
 	t := spec.Training
-	if err := t.LoRALayoutOK(); err != nil {
+	if err := spec.LoRALayoutOK(); err != nil {
 		return nil, fmt.Errorf("lora: %w", err)
 	}
 	cfg := &config{

@@ -15,6 +15,11 @@ import (
 type adapter struct {
 	a, b          *tensor // A [rank, in], B [out, rank]
 	rank, dropout float64
+	// param marks a ParamWrapper's adapters (lora_params.go), over
+	// experts fused parameters (0: a plain matrix); their rows are
+	// rank·experts.
+	param   bool
+	experts int64
 }
 
 // loraRoles maps the simulator's attention and gated-MLP weight names to
@@ -42,14 +47,17 @@ func (s *sim) applyLoRA(spec *model.Spec) {
 	for _, p := range base {
 		p.req = false
 	}
+	fused := false
 	for _, p := range base {
 		x, ok := loraLinear(p, attn, mlp, other)
 		if !ok || !l.Wraps(x) {
 			continue
 		}
-		ad := &adapter{rank: float64(l.Rank), dropout: l.Dropout}
-		ad.a = s.adapterParam(l.Rank, x.In, dt, "lora_A.weight")
-		ad.b = s.adapterParam(x.Out, l.Rank, dt, "lora_B.weight")
+		fused = fused || x.From != nil
+		ad := &adapter{rank: float64(l.Rank), dropout: l.Dropout, param: x.From != nil, experts: x.Experts}
+		rows := x.Rank(l.Rank) * max(x.Experts, 1)
+		ad.a = s.adapterParam(rows, x.In, dt, "lora_A.weight")
+		ad.b = s.adapterParam(x.Out, rows, dt, "lora_B.weight")
 		p.lora = ad
 	}
 	s.frozen = base
@@ -62,6 +70,9 @@ func (s *sim) applyLoRA(spec *model.Spec) {
 		measured += "; with context parallelism modelled, unmeasured"
 	}
 	s.note("LoRA: " + how + "; enable_input_require_grads with checkpointing only; " + measured)
+	if fused {
+		s.note("LoRA: peft adapts this mixture of experts' fused parameters (its MLP targets become target_parameters: gate_up_proj at twice the rank, down_proj, and the router under all-linear; the dense and shared MLPs stay frozen), and each forward keeps a parametrized copy of every adapted expert stack until backward (docs/lora.md §14)")
+	}
 }
 
 // loraLinear finds which of the model's LoRA-targetable linears a base
@@ -82,10 +93,18 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 		return findLinear(attn, strings.TrimSuffix(p.name, ".weight"), in, out)
 	case "gate.weight", "up.weight", "down.weight":
 		// Widths checked: DeepSeek's router is a gate.weight too, and
-		// no Linear.
+		// no Linear (but a target parameter of fused experts').
 		if i := loraRoles[p.name]; i < len(mlp) && mlp[i].In == in && mlp[i].Out == out {
 			return mlp[i], true
 		}
+		if p.name == "gate.weight" {
+			return findLinear(other, "gate", in, out)
+		}
+	case "router.weight":
+		return findLinear(other, "gate", in, out)
+	case "experts.gate_up_proj", "experts.down_proj":
+		// Fused experts' parameters (model.Model.LoRAFusedExperts).
+		return findLinear(mlp, strings.TrimPrefix(p.name, "experts."), in, out)
 	case "shared.gate", "shared.up", "shared.down":
 		// A mixture of experts' shared expert (its dense first layers'
 		// MLPs are gate.weight and the rest, first in the list).

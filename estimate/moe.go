@@ -18,6 +18,10 @@ type moeOp struct {
 	gateUpB, downB *tensor
 	shared         mlpParams // gate is nil without a shared expert
 	sharedGate     *tensor
+	// pls are the ParamWrappers active on the router, gate_up_proj and
+	// down_proj while their modules run (LoRA on fused experts,
+	// lora_params.go).
+	pls [3]*paramLoRA
 }
 
 // newMoE allocates the block's parameters in the order transformers 5
@@ -69,6 +73,9 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		shared = s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
 	}
 	var w, idx, logits *tensor
+	if fusedLoRA(o.router) {
+		o.pls[0] = s.activateParamLoRA(o.router) // the gate module's wrapper
+	}
 	switch k.Router {
 	case model.RouterTopKSoftmax:
 		w, idx, logits = s.routeTopKFirst(o, x, rows)
@@ -79,12 +86,24 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	default:
 		w, idx = s.route(o, x, rows)
 	}
+	s.deactivate(o.pls[0])
+	o.pls[0] = nil
 	var y *tensor
 	experts := func() {
+		// The experts' wrappers nest: down_proj's outside gate_up_proj's.
+		for i, p := range []*tensor{o.down, o.gateUp} {
+			if fusedLoRA(p) {
+				o.pls[2-i] = s.activateParamLoRA(p)
+			}
+		}
 		if s.cfg.ep > 1 {
 			y = s.expertsEP(o, x, w, idx, rows)
 		} else {
 			y = s.groupedExperts(o, x, w, idx, rows)
+		}
+		for i := 1; i <= 2; i++ {
+			s.deactivate(o.pls[i])
+			o.pls[i] = nil
 		}
 	}
 	if u := s.expertsUnit(); u != nil {
@@ -215,13 +234,13 @@ func (s *sim) maskCopy(x, mask *tensor) *tensor {
 // one, b2, is returned for the caller to free with its locals.
 func (s *sim) expertMLP(o *moeOp, x, mask, eg *tensor, n int64, b1 *tensor) (d, b2 *tensor) {
 	k := o.k
-	gu0 := s.groupedLinear(x, o.gateUp, b1, n, 2*k.Hidden)
+	gu0 := s.groupedLinear(x, s.weight(o.pls[:], o.gateUp), b1, n, 2*k.Hidden)
 	gu := s.maskCopy(gu0, mask)
 	s.unref(gu0)
 	m := s.expertGate(o, gu, n)
 	b2 = s.expertBias(o.downB, eg, n, k.Dim)
 	s.unref(b1)
-	d0 := s.groupedLinear(m, o.down, b2, n, k.Dim)
+	d0 := s.groupedLinear(m, s.weight(o.pls[:], o.down), b2, n, k.Dim)
 	s.unref(m)
 	d = s.maskCopy(d0, mask)
 	s.unref(d0)
@@ -342,6 +361,11 @@ func (s *sim) groupedLinear(x, wt, b *tensor, n, out int64) *tensor {
 			// save nothing (measured: GPT-OSS under LoRA, 2 × 90 MiB
 			// per layer at 8,192 routed rows, bench/results/2026-11-27-h200-gptoss-lora.jsonl).
 			s.save(nd, xc)
+		}
+		if !wt.param && xc.req {
+			// A parametrized weight (LoRA on fused experts) lives only
+			// as long as this node keeps it.
+			s.save(nd, wt)
 		}
 	}
 	s.unref(xc)

@@ -65,7 +65,7 @@ func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits
 // W.type(torch.float32)): fp32 copies of both in bf16 (under autocast the
 // linear casts them to bf16 as ever), freed once the logits exist.
 func (s *sim) routerLogits32(o *moeOp, x *tensor, rows int64) *tensor {
-	x32, w32 := s.to(x, f32), s.to(o.router, f32)
+	x32, w32 := s.to(x, f32), s.to(s.weight(o.pls[:], o.router), f32)
 	logits := s.matmulView(x32, w32, nil, rows, o.k.Experts, false, false)
 	s.unref(x32)
 	s.unref(w32)
@@ -132,7 +132,7 @@ func (s *sim) routeSoftmax(o *moeOp, x *tensor, rows int64) (w, idx, logits *ten
 // routing weights [rows, k] and the int64 expert ids [rows, k].
 func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 	k := o.k
-	logits := s.matmul(x, o.router, nil, rows, k.Experts)
+	logits := s.matmul(x, s.weight(o.pls[:], o.router), nil, rows, k.Experts)
 	l32 := s.to(logits, f32) // softmax(..., dtype=float) converts first
 	probs := s.softmax(l32)
 	s.unref(l32)

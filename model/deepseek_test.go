@@ -1,6 +1,7 @@
 package model
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -141,6 +142,45 @@ func TestHFDeepSeekV2(t *testing.T) {
 		_, err := ParseHF("c.json", []byte(c.cfg), Overrides{Batch: 1, Seq: 8})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestLoRAFusedExperts checks which imports peft converts (their MLP
+// targets become the fused experts' parameters, measured:
+// bench/results/2026-11-27-peft-targets.jsonl), the names that target
+// them, and the layouts the conversion is refused under.
+func TestLoRAFusedExperts(t *testing.T) {
+	for file, want := range map[string]bool{"deepseek-v2-lite.json": true, "moonlight-4layer.json": true, "qwen3-30b-a3b.json": true,
+		"mixtral-8x7b.json": true, "qwen1.5-moe-a2.7b.json": false, "gpt-oss-20b.json": false} {
+		s, err := LoadHF(filepath.Join("testdata", "hf", file), Overrides{Batch: 1, Seq: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Model.LoRAFusedExperts != want {
+			t.Errorf("%s: lora_fused_experts %v, want %v", file, s.Model.LoRAFusedExperts, want)
+		}
+	}
+	path := filepath.Join("testdata", "hf", "deepseek-v2-lite-4layer.json")
+	for _, c := range []struct {
+		name string
+		o    Overrides
+		want string
+	}{
+		{"pair", Overrides{LoRA: 8, LoRATargets: "gate_proj,up_proj"}, ""},
+		{"half a pair", Overrides{LoRA: 8, LoRATargets: "gate_proj,down_proj"}, "gate_proj without up_proj: peft fuses them into gate_up_proj"},
+		{"fsdp", Overrides{LoRA: 8, LoRATargets: "all", DP: 2, Zero: "3"}, "LoRA on fused experts under FSDP, expert parallelism or a quantized base is not simulated"},
+		{"fsdp attention", Overrides{LoRA: 8, LoRATargets: "attn", DP: 2, Zero: "3"}, ""},
+	} {
+		c.o.Batch, c.o.Seq = 1, 64
+		s, err := LoadHF(path, c.o)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		case c.name == "pair" && s.Trainable() != 16*64*(2048+2816)*3:
+			t.Errorf("gate_proj and up_proj: %d adapter parameters, want gate_up_proj's at twice rank 8 over 64 experts in 3 layers", s.Trainable())
 		}
 	}
 }

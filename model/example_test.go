@@ -106,11 +106,11 @@ func ExampleOptimizer_Paged() {
 
 // LoRA's layouts: FSDP (ZeRO 3) over the data-parallel ranks is simulated;
 // tensor parallelism is not (docs/lora.md §13).
-func ExampleTraining_LoRALayoutOK() {
-	t := model.Training{DP: 8, Zero: 3, LoRA: &model.LoRA{Rank: 16, Alpha: 16, Targets: model.TargetsAll}}
-	fmt.Println(t.LoRALayoutOK())
-	t.TP = 2
-	fmt.Println(t.LoRALayoutOK())
+func ExampleSpec_LoRALayoutOK() {
+	s := model.Spec{Training: model.Training{DP: 8, Zero: 3, LoRA: &model.LoRA{Rank: 16, Alpha: 16, Targets: model.TargetsAll}}}
+	fmt.Println(s.LoRALayoutOK())
+	s.Training.TP = 2
+	fmt.Println(s.LoRALayoutOK())
 	// Output:
 	// <nil>
 	// LoRA with tensor parallelism is not simulated (no PyTorch plan shards peft's adapters)

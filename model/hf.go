@@ -325,6 +325,9 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	case "deepseek_v3":
 		c.deepseekV3(m)
 	}
+	// peft's conversion of these types' MLP targets to their fused
+	// experts (Model.LoRAFusedExperts).
+	m.LoRAFusedExperts = mt == "deepseek_v2" || mt == "deepseek_v3" || mt == "qwen3_moe" || mt == "mixtral"
 	switch mt {
 	case "mixtral", "gpt_oss":
 		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)

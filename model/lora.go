@@ -67,8 +67,11 @@ const (
 func (m *Model) LoRANames() []string {
 	var out []string
 	for _, x := range m.LoRALinears() {
-		if x.Group != "" && !slices.Contains(out, x.Name) {
-			out = append(out, x.Name)
+		// A fused parameter answers to the names peft converts to it.
+		for _, n := range append([]string{x.Name}, x.From...) {
+			if (x.Group != "" || x.From != nil) && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
 		}
 	}
 	slices.Sort(out)
@@ -113,6 +116,20 @@ func parseTargets(v string, m *Model, dst *LoRA) error {
 		}
 		if !slices.Contains(names, n) {
 			names = append(names, n)
+		}
+	}
+	for _, x := range m.LoRALinears() {
+		// peft's _convert_peft_config_moe refuses half of a fused pair.
+		var have, miss []string
+		for _, n := range x.From {
+			if slices.Contains(names, n) {
+				have = append(have, n)
+			} else {
+				miss = append(miss, n)
+			}
+		}
+		if len(have) > 0 && len(miss) > 0 {
+			return fmt.Errorf("%s without %s: peft fuses them into %s and refuses half of the pair", strings.Join(have, ", "), strings.Join(miss, ", "), x.Name)
 		}
 	}
 	dst.Targets, dst.Names = "", names
@@ -172,7 +189,7 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	}
 	switch {
 	case !t.LoRA.Enabled() || m.Experts == 0:
-	case t.LoRA.Targets == TargetsMLP && m.SharedExpert == 0 && m.DenseLayers == 0:
+	case t.LoRA.Targets == TargetsMLP && m.SharedExpert == 0 && m.DenseLayers == 0 && !m.LoRAFusedExperts:
 		e.add(line, "lora: a mixture of experts without a shared expert or dense layers has no MLP linears to adapt (its experts are fused parameters, which peft's target_parameters would adapt: not modelled); use attn or all")
 	}
 	decodeQuant(e, tm, t, o)
@@ -201,11 +218,18 @@ func (e *UnsimulatedLoRA) Error() string {
 // ZeRO 2 or 3 LoRA is simulated as FSDP2 over the data-parallel ranks
 // alone (fully_shard on every block and the root, the frozen base sharded
 // beside the adapters; docs/lora.md §13), with the states on the GPU and a
-// base in a torch dtype. The spec parser, the estimator and the planner
-// ask it.
-func (t *Training) LoRALayoutOK() error {
+// base in a torch dtype. Adapters on fused experts (peft's ParamWrapper,
+// Model.LoRAFusedExperts) are simulated on one GPU and under DDP and
+// ZeRO-1 only. The spec parser, the estimator and the planner ask it.
+func (s *Spec) LoRALayoutOK() error {
+	t := &s.Training
 	if !t.LoRA.Enabled() {
 		return nil
+	}
+	if s.Model.wrapsFusedExperts(t.LoRA) && (t.Zero >= 2 || t.EP > 1 || t.Quant != "") {
+		return &UnsimulatedLoRA{What: "LoRA on fused experts under FSDP, expert parallelism or a quantized base",
+			Why: "peft's ParamWrapper over " + s.Model.describe() + "'s experts is modelled on one GPU and under DDP and ZeRO-1",
+			Hint: "use zero: 0 or 1, or attention targets (attn)"}
 	}
 	if t.TP > 1 {
 		return &UnsimulatedLoRA{What: "LoRA with tensor parallelism", Why: "no PyTorch plan shards peft's adapters"}
@@ -232,10 +256,24 @@ func (t *Training) LoRALayoutOK() error {
 }
 
 // checkLoRALayout reports LoRALayoutOK's refusal at the spec's line.
-func checkLoRALayout(e *errs, line int, t *Training) {
-	if err := t.LoRALayoutOK(); err != nil {
+func checkLoRALayout(e *errs, line int, s *Spec) {
+	if err := s.LoRALayoutOK(); err != nil {
 		e.add(line, "lora: %v", err)
 	}
+}
+
+// wrapsFusedExperts says whether l adapts any of m's fused parameters
+// (Model.LoRAFusedExperts).
+func (m *Model) wrapsFusedExperts(l *LoRA) bool {
+	if !m.LoRAFusedExperts {
+		return false
+	}
+	for _, x := range m.LoRALinears() {
+		if x.From != nil && l.Wraps(x) {
+			return true
+		}
+	}
+	return false
 }
 
 // loraFlags applies --lora, --lora-targets, --lora-alpha and --lora-dropout.

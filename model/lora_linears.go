@@ -4,10 +4,30 @@ import "slices"
 
 // LoRALinear is one kind of linear LoRA can wrap: its transformers module
 // name, its group (attn, mlp, or "" for other linears such as BERT's head
-// transform, which only all targets), its widths and how many the model has.
+// transform, which only all targets), its widths and how many the model
+// has. A fused parameter peft adapts through a ParamWrapper
+// (Model.LoRAFusedExperts) has Experts > 0 (adapters of Experts·rank·RankMul
+// rows) and From, the names that target it.
 type LoRALinear struct {
 	Name, Group    string
 	In, Out, Count int64
+	// Experts is the fused parameter's experts (0: a Linear module).
+	Experts int64
+	// RankMul multiplies the rank (peft's rank_pattern for gate_up_proj,
+	// two projections fused: 2); 0 means 1.
+	RankMul int64
+	// From are the transformers 4 module names peft converts to this
+	// parameter; naming all of them targets it.
+	From []string
+}
+
+// Rank is the adapter rank of x for a LoRA of rank r.
+func (x LoRALinear) Rank(r int64) int64 { return r * max(x.RankMul, 1) }
+
+// Params is the adapter parameters of one x at rank r: rank·(in+out),
+// times the experts of a fused parameter.
+func (x LoRALinear) Params(r int64) int64 {
+	return x.Rank(r) * (x.In + x.Out) * max(x.Experts, 1)
 }
 
 // LoRALinears lists the linears of a transformer shorthand in module order
@@ -44,7 +64,10 @@ func (m *Model) LoRALinears() []LoRALinear {
 		} else {
 			attn = append(attn, lin("o_proj", TargetsAttn, m.Heads*hd, d))
 		}
-		if m.Experts > 0 {
+		switch {
+		case m.Experts > 0 && m.LoRAFusedExperts:
+			return append(attn, m.fusedExpertLinears()...)
+		case m.Experts > 0:
 			return append(attn, m.moeLinears()...)
 		}
 		if m.PlainMLP {
@@ -96,14 +119,30 @@ func (m *Model) moeLinears() []LoRALinear {
 	for _, mlp := range []struct{ width, count int64 }{{m.DenseIntermediate, m.DenseLayers}, {m.SharedExpert, sparse}} {
 		if mlp.count > 0 && mlp.width > 0 {
 			f, n := mlp.width, mlp.count
-			out = append(out, LoRALinear{"gate_proj", TargetsMLP, d, f, n}, LoRALinear{"up_proj", TargetsMLP, d, f, n},
-				LoRALinear{"down_proj", TargetsMLP, f, d, n})
+			out = append(out, LoRALinear{Name: "gate_proj", Group: TargetsMLP, In: d, Out: f, Count: n},
+				LoRALinear{Name: "up_proj", Group: TargetsMLP, In: d, Out: f, Count: n},
+				LoRALinear{Name: "down_proj", Group: TargetsMLP, In: f, Out: d, Count: n})
 		}
 	}
 	if m.SharedGate {
 		out = append(out, LoRALinear{Name: "shared_expert_gate", In: d, Out: 1, Count: sparse})
 	}
 	return out
+}
+
+// fusedExpertLinears are what peft adapts in a mixture of experts it
+// converts (Model.LoRAFusedExperts): the router's weight (a target
+// parameter only all-linear takes) and the experts' gate_up_proj (from
+// gate_proj and up_proj, at twice the rank) and down_proj, each with one
+// adapter pair of rank·experts rows (peft's ParamWrapper). The dense and
+// shared MLPs are left out: their names are converted to the experts'.
+func (m *Model) fusedExpertLinears() []LoRALinear {
+	d, f, e, n := m.Hidden, m.Intermediate, m.Experts, m.NumLayers-m.DenseLayers
+	return []LoRALinear{
+		{Name: "gate", In: d, Out: e, Count: n, From: []string{"gate"}},
+		{Name: "gate_up_proj", Group: TargetsMLP, In: d, Out: 2 * f, Count: n, Experts: e, RankMul: 2, From: []string{"gate_proj", "up_proj"}},
+		{Name: "down_proj", Group: TargetsMLP, In: f, Out: d, Count: n, Experts: e, From: []string{"down_proj"}},
+	}
 }
 
 // Wraps reports whether the adapters wrap a linear.
@@ -117,7 +156,15 @@ func (l *LoRA) Wraps(x LoRALinear) bool {
 	case TargetsAttn, TargetsMLP:
 		return x.Group == l.Targets
 	}
-	return slices.Contains(l.Names, x.Name)
+	if slices.Contains(l.Names, x.Name) {
+		return true
+	}
+	for _, n := range x.From {
+		if !slices.Contains(l.Names, n) {
+			return false
+		}
+	}
+	return len(x.From) > 0
 }
 
 // Trainable is the number of adapter parameters: rank·(in+out) for every
@@ -127,7 +174,7 @@ func (s *Spec) Trainable() int64 {
 	var n int64
 	for _, x := range s.Model.LoRALinears() {
 		if l.Wraps(x) {
-			n += l.Rank * (x.In + x.Out) * x.Count
+			n += x.Params(l.Rank) * x.Count
 		}
 	}
 	return n

@@ -208,7 +208,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	tm.finish()
 	checkStages(e, t, zline, pline, bline, o.Precision != "")
 	applySizes(e, t, o)
-	checkLoRALayout(e, lineOf(tm, "lora"), t)
+	checkLoRALayout(e, lineOf(tm, "lora"), &Spec{Model: *m, Training: *t})
 	if len(e.list) == 0 {
 		checkEP(e, t, m, epLine)
 		checkCP(e, t, tm, o)

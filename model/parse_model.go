@@ -300,8 +300,12 @@ func decodeMLA(e *errs, mm *mapping, m *Model) {
 }
 
 // decodeExpertChoices reads a llama model's router and expert_gate
-// (MoE.Router, MoE.Gate), which need experts.
+// (MoE.Router, MoE.Gate) and lora_fused_experts, which need experts.
 func decodeExpertChoices(e *errs, mm *mapping, m *Model) {
+	mm.bool("lora_fused_experts", &m.LoRAFusedExperts)
+	if m.LoRAFusedExperts && m.Experts == 0 {
+		e.add(mm.keys["lora_fused_experts"], "lora_fused_experts: needs experts")
+	}
 	for _, c := range []struct {
 		key     string
 		dst     *string

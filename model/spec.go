@@ -183,6 +183,18 @@ type Model struct {
 	RoPEHalves        bool   `json:"rope_halves,omitempty"`
 	Router            string `json:"router,omitempty"`
 	ExpertGate        string `json:"expert_gate,omitempty"`
+	// LoRAFusedExperts says that peft (0.21, over transformers 5) adapts
+	// this mixture of experts' fused parameters where a LoRA config names
+	// the MLP projections: its conversion of transformers 4 names
+	// (peft/utils/transformers_weight_conversion.py, for the model types
+	// transformers' conversion_mapping.py maps to Mixtral's or
+	// Qwen2-MoE's pattern, qwen2_moe itself excepted) turns gate_proj and
+	// up_proj into gate_up_proj at twice the rank, down_proj into
+	// down_proj, and all-linear's router gate into gate.weight, each a
+	// target parameter (ParamWrapper), and leaves the dense and shared
+	// MLPs untargeted. The import sets it for deepseek_v2, deepseek_v3,
+	// qwen3_moe and mixtral (measured: bench/results/2026-11-27-peft-targets.jsonl).
+	LoRAFusedExperts bool `json:"lora_fused_experts,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.

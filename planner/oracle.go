@@ -107,7 +107,7 @@ func (sim Simulator) Simulates(spec *model.Spec, l Layout) error {
 	}
 	if spec.Training.LoRA.Enabled() {
 		var u *model.UnsimulatedLoRA
-		if err := Apply(spec, l).Training.LoRALayoutOK(); errors.As(err, &u) {
+		if err := Apply(spec, l).LoRALayoutOK(); errors.As(err, &u) {
 			return &NotSimulatedError{What: []string{u.What}}
 		}
 	}
