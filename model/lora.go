@@ -228,7 +228,7 @@ func (s *Spec) LoRALayoutOK() error {
 	}
 	if s.Model.wrapsFusedExperts(t.LoRA) && (t.Zero >= 2 || t.EP > 1 || t.Quant != "") {
 		return &UnsimulatedLoRA{What: "LoRA on fused experts under FSDP, expert parallelism or a quantized base",
-			Why: "peft's ParamWrapper over " + s.Model.describe() + "'s experts is modelled on one GPU and under DDP and ZeRO-1",
+			Why:  "peft's ParamWrapper over " + s.Model.describe() + "'s experts is modelled on one GPU and under DDP and ZeRO-1",
 			Hint: "use zero: 0 or 1, or attention targets (attn)"}
 	}
 	if t.TP > 1 {
