@@ -210,6 +210,11 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// session, 2 x H200; predictions committed first:
 		// results/2026-11-27-deepseek-dist-predictions.txt).
 		{"DeepSeek-V3, 2xH200", "", "results/2026-11-27-h200x2-deepseek-heldout.jsonl", 0, 2},
+		// DeepSeek-V2 under FSDP2 (fsdp-bf16) and DDP, and LoRA over its
+		// fused experts under DDP (twenty-fourth session, 2 x H200;
+		// predictions committed first:
+		// results/2026-11-27-deepseek-v2-dist-predictions.txt).
+		{"DeepSeek-V2, 2xH200", "", "results/2026-11-27-h200x2-deepseek-v2-heldout.jsonl", 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)

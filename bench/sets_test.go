@@ -44,6 +44,8 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-gptoss.jsonl",
 	"results/2026-11-27-h200-lora-gptoss.jsonl",
 	"results/2026-11-27-h200-deepseek.jsonl",
+	"results/2026-11-27-h200-deepseek-v2.jsonl",
+	"results/2026-11-27-h200-lora-deepseek.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
