@@ -26,12 +26,16 @@ func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits
 	if n := s.record("Add", []*tensor{sc}, choice); n != nil {
 		n.pass = true
 	}
-	gv, gi := s.topk(choice, rows*g*2, choice.dt, "group top-2")
-	s.unref(gi)
+	// The group selection's nodes are reachable from no gradient
+	// (group_idx has none): not recorded, their tensors go with the
+	// router's locals (measured: Moonlight's cut, the top-2 ids freed as
+	// the router returns, bench/results/2026-11-27-h200-deepseek-traces).
+	gv := s.alloc(rows*g*2, choice.dt, catTemp, "top-k values")
+	gi := s.alloc(rows*g*2, i64, catTemp, "group top-2")
 	gs := s.alloc(rows*g, choice.dt, catTemp, "group_scores")
-	s.record("Sum", []*tensor{gv}, gs)
 	s.unref(gv)
-	tgv, gidx := s.topk(gs, rows*k.TopGroups, gs.dt, "group_idx")
+	tgv := s.alloc(rows*k.TopGroups, gs.dt, catTemp, "top-k values")
+	gidx := s.alloc(rows*k.TopGroups, i64, catTemp, "group_idx")
 	s.unref(tgv)
 	gm := s.alloc(rows*g, gs.dt, catTemp, "group_mask")
 	sm := s.alloc(rows*e, gs.dt, catTemp, "score_mask")
@@ -55,7 +59,7 @@ func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits
 	s.unref(tw)
 	w = s.scalarOp(norm)
 	s.unref(norm)
-	for _, t := range []*tensor{sc, masked, gs, gidx, gm, sm, den} {
+	for _, t := range []*tensor{sc, masked, gi, gs, gidx, gm, sm, den} {
 		s.unref(t)
 	}
 	return w, idx, logits
