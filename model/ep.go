@@ -68,9 +68,6 @@ func CheckEP(t *Training, m *Model) error {
 	if m.gptOSS() {
 		return fmt.Errorf("GPT-OSS's experts (biases, their own router and gate) are not simulated under expert parallelism")
 	}
-	if m.deepseek() {
-		return fmt.Errorf("DeepSeek's experts (their router, the shared expert after them) are not simulated under expert parallelism")
-	}
 	dp := max(t.DP, 1)
 	switch region := dp * max(t.CP, 1) * max(t.TP, 1); {
 	case t.TP > 1 && region%t.EP != 0:

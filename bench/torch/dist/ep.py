@@ -43,7 +43,8 @@ def experts_modules(model):
 
 
 def routers(model):
-    return [m for m in model.modules() if type(m).__name__.endswith("TopKRouter")]
+    # Qwen's and Mixtral's TopKRouter, DeepSeek's TopkRouter.
+    return [m for m in model.modules() if type(m).__name__.lower().endswith("topkrouter")]
 
 
 def apply(model, ep, router, group=None):
