@@ -163,28 +163,34 @@ func (s *sim) rootPostForward() {
 	s.agState = nil
 }
 
-// preBackward is a resharded unit's pre-backward (zero 3): its all-gather
-// (prefetched by the unit before it in backward, if that targeted it),
-// the copy-out, the all-gather output freed, then the prefetch of the
-// next unit's all-gather (the block before it; none after block 0).
+// preBackward is a unit's pre-backward: when resharded (zero 3) its
+// all-gather (prefetched by the unit before it in backward, if that
+// targeted it), the copy-out and the all-gather output freed; then, as
+// FSDPParamGroup.pre_backward calls _backward_prefetch whether or not the
+// unit was unsharded already, the prefetch of the next unit's all-gather
+// (the unit before it in post-forward order; none after block 0), which
+// gathers only a resharded unit. A block's experts unit that a
+// checkpoint's recompute has unsharded prefetches its block's predecessor
+// so (measured: DeepSeek-V2-Lite's cut under FSDP2 with expert parallelism,
+// block 0's all-gather live through block 1's experts' backward,
+// bench/results/2026-11-27-h200x2-deepseek-ep-traces).
 func (s *sim) preBackward(u *fsdpUnit) {
 	u.backward = true
-	if u.unsharded {
-		return
-	}
-	out := s.agNext
-	if out == nil || s.agNextUnit != u.idx {
+	if !u.unsharded {
+		out := s.agNext
+		if out == nil || s.agNextUnit != u.idx {
+			s.unref(out)
+			out = s.gatherUnit(u)
+		}
+		s.agNext = nil
+		s.unshard(u)
 		s.unref(out)
-		out = s.gatherUnit(u)
 	}
-	s.agNext = nil
-	s.unshard(u)
-	s.unref(out)
 	k := u.idx - 1
 	if u.idx == 0 {
 		k = int16(len(s.units) - 1) // the root prefetches the last block
 	}
-	if k >= 1 {
+	if k >= 1 && !s.units[k].unsharded && s.agNext == nil {
 		s.agNext, s.agNextUnit = s.gatherUnit(s.units[k]), k
 	}
 }
