@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/model"
 )
 
@@ -33,6 +34,12 @@ func (s *sim) epRows(tokens, k int64) int64 {
 	}
 	s.note(fmt.Sprintf("expert parallelism: the busiest rank is taken to receive %d routed rows per MoE block, %.3g× the balanced %d (--ep-skew; docs/moe.md §4)",
 		r, float64(r)/float64(n), n))
+	if !s.al.use(alloc.Default()).Config().ExpandableSegments {
+		// Rows that change from step to step leave cached blocks that do
+		// not fit the next step's requests (measured: DeepSeek-V2's cut,
+		// one rank of two +9% reserved in one of two runs, docs/moe.md §11).
+		s.note("expert parallelism: the routed rows change from step to step, and the caching allocator may reserve more than this as its cached blocks stop fitting them; expandable_segments:True (--alloc-conf), which maps and unmaps pages as blocks grow and go, is the usual remedy (not measured for this case)")
+	}
 	return r
 }
 
