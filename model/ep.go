@@ -65,9 +65,6 @@ func CheckEP(t *Training, m *Model) error {
 	if len(experts) == 0 {
 		return fmt.Errorf("needs a mixture-of-experts model (%s has no experts to split)", m.Type)
 	}
-	if m.gptOSS() {
-		return fmt.Errorf("GPT-OSS's experts (biases, their own router and gate) are not simulated under expert parallelism")
-	}
 	dp := max(t.DP, 1)
 	switch region := dp * max(t.CP, 1) * max(t.TP, 1); {
 	case t.TP > 1 && region%t.EP != 0:

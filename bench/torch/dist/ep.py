@@ -67,7 +67,10 @@ def apply(model, ep, router, group=None):
         lo, hi = er * el, (er + 1) * el
         m.gate_up_proj = torch.nn.Parameter(m.gate_up_proj.data[lo:hi].clone())
         m.down_proj = torch.nn.Parameter(m.down_proj.data[lo:hi].clone())
-        assert getattr(m, "gate_up_proj_bias", None) is None, "expert biases are not handled"
+        if getattr(m, "gate_up_proj_bias", None) is not None:
+            # GPT-OSS's experts: their biases go with them.
+            m.gate_up_proj_bias = torch.nn.Parameter(m.gate_up_proj_bias.data[lo:hi].clone())
+            m.down_proj_bias = torch.nn.Parameter(m.down_proj_bias.data[lo:hi].clone())
         m.ep, m.ep_group, m.num_local, m.ep_log, m.block = ep, group, el, log, i
         m.forward = types.MethodType(ep_forward, m)
     if router == "zero":
@@ -79,6 +82,8 @@ def zero_routers(model):
     with torch.no_grad():
         for r in routers(model):
             r.weight.zero_()
+            if getattr(r, "bias", None) is not None:
+                r.bias.zero_()  # GPT-OSS's router: a tie needs its bias zero too
 
 
 def ep_forward(self, hidden_states, top_k_index, top_k_weights):
@@ -114,12 +119,19 @@ def ep_forward(self, hidden_states, top_k_index, top_k_weights):
     tokens_per_expert = torch.histc(lid_g.int(), bins=el, min=0, max=el - 1)
     offsets = torch.cumsum(tokens_per_expert, dim=0, dtype=torch.int32)
     sentinel_mask = (lid_g >= el).unsqueeze(-1)
+    # Biased experts (GPT-OSS): each row's expert bias gathered before the
+    # pre-mask, as grouped_mm_experts_forward does (selected_biases, held
+    # until the down projection's replaces it).
+    has_bias = getattr(self, "gate_up_proj_bias", None) is not None
+    selected_biases = self.gate_up_proj_bias[lid_g] if has_bias else None
     rows_g.masked_fill_(sentinel_mask, 0.0)
-    proj = _grouped_linear(rows_g, self.gate_up_proj, offsets, bias=None, is_transposed=self.is_transposed)
+    proj = _grouped_linear(rows_g, self.gate_up_proj, offsets, bias=selected_biases, is_transposed=self.is_transposed)
     proj = proj.masked_fill(sentinel_mask, 0.0)
     proj = self._apply_gate(proj)
-    proj = _grouped_linear(proj, self.down_proj, offsets, bias=None, is_transposed=self.is_transposed)
+    selected_biases = self.down_proj_bias[lid_g] if has_bias else None
+    proj = _grouped_linear(proj, self.down_proj, offsets, bias=selected_biases, is_transposed=self.is_transposed)
     proj = proj.masked_fill(sentinel_mask, 0.0)
+    del selected_biases
     del rows_g
     inv_lp = torch.empty_like(lp)
     inv_lp[lp] = torch.arange(lp.size(0), device=dev)
