@@ -226,6 +226,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// session, 2 x H200; predictions committed first:
 		// results/2026-11-27-deepseek-ep-predictions.txt).
 		{"DeepSeek EP, 2xH200", "", "results/2026-11-27-h200x2-deepseek-ep-heldout.jsonl", 0, 4},
+		// GPT-OSS under expert parallelism, its experts' biases split with
+		// them (twenty-fourth session, 2 x H200; predictions committed
+		// first: results/2026-11-27-gptoss-ep-predictions.txt).
+		{"GPT-OSS EP, 2xH200", "", "results/2026-11-27-h200x2-gptoss-ep-heldout.jsonl", 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
