@@ -45,6 +45,27 @@ func IsSpecError(err error) bool {
 	return errors.As(err, &e) || errors.As(err, &l)
 }
 
+// unlocated returns err's spec errors without their line numbers.
+func unlocated(err error) error {
+	var e *Error
+	var l ErrorList
+	switch {
+	case errors.As(err, &l):
+		out := make(ErrorList, len(l))
+		for i, x := range l {
+			c := *x
+			c.Line = 0
+			out[i] = &c
+		}
+		return out
+	case errors.As(err, &e):
+		c := *e
+		c.Line = 0
+		return &c
+	}
+	return err
+}
+
 // errs collects errors while decoding one file.
 type errs struct {
 	file string

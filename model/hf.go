@@ -176,9 +176,11 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := Parse(file+" (as a spec)", y, o)
+	s, err := Parse(file, y, o)
 	if err != nil {
-		return nil, err
+		// The rendered spec's line numbers point nowhere the user wrote:
+		// the config and the flags are named by the message itself.
+		return nil, unlocated(err)
 	}
 	s.File, s.HFType = file, mt
 	if n := c.quantNote(); n != "" {

@@ -190,7 +190,7 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	switch {
 	case !t.LoRA.Enabled() || m.Experts == 0:
 	case t.LoRA.Targets == TargetsMLP && m.SharedExpert == 0 && m.DenseLayers == 0 && !m.LoRAFusedExperts:
-		e.add(line, "lora: a mixture of experts without a shared expert or dense layers has no MLP linears to adapt (its experts are fused parameters, which peft's target_parameters would adapt: not modelled); use attn or all")
+		e.add(line, "lora: a mixture of experts without a shared expert or dense layers has no MLP linears to adapt (its experts are fused parameters, which peft adapts here only through target_parameters, not modelled for this model); use attn or all")
 	}
 	decodeQuant(e, tm, t, o)
 }
@@ -228,7 +228,7 @@ func (s *Spec) LoRALayoutOK() error {
 	}
 	if s.Model.wrapsFusedExperts(t.LoRA) && (t.Zero >= 2 || t.EP > 1 || t.Quant != "") {
 		return &UnsimulatedLoRA{What: "LoRA on fused experts under FSDP, expert parallelism or a quantized base",
-			Why:  "peft's ParamWrapper over " + s.Model.describe() + "'s experts is modelled on one GPU and under DDP and ZeRO-1",
+			Why:  "peft's ParamWrapper over the experts is modelled on one GPU and under DDP and ZeRO-1",
 			Hint: "use zero: 0 or 1, or attention targets (attn)"}
 	}
 	if t.TP > 1 {
