@@ -141,6 +141,11 @@ func targetArgs(c *cli.Context) (f string, band tuner.Band, spec *model.Spec, er
 	spec, err = loadSpec(c)
 	if err == nil {
 		unmeasuredNote(c.App.ErrWriter, spec)
+		// What the spec's reading noted (an environment's allocator
+		// settings, a config's quantization), as estimate prints it.
+		for _, n := range spec.Notes {
+			fmt.Fprintf(c.App.ErrWriter, "memplan: note: %s\n", n)
+		}
 	}
 	return
 }
