@@ -132,8 +132,11 @@ func (s *sim) routeSoftmax(o *moeOp, x *tensor, rows int64) (w, idx, logits *ten
 // it): logits = x·Wᵀ (bf16 under autocast), softmax in fp32, top-k, the
 // in-place renormalisation (norm_topk_prob; it saves a clone of the top-k
 // values and their sum, tensors of rows·k and rows, modelled for every
-// router), and the weights cast back to the logits' dtype. It returns the
-// routing weights [rows, k] and the int64 expert ids [rows, k].
+// router), and the weights cast back to the logits' dtype, except
+// Mixtral's (model.RouterSoftmaxTopKFP32), which keeps them fp32
+// (modeling_mixtral.py; measured: Mixtral-8x7B's first two layers, its
+// weighted rows fp32, bench/results/2026-11-27-h200-fused-lora-traces). It
+// returns the routing weights [rows, k] and the int64 expert ids [rows, k].
 func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 	k := o.k
 	logits := s.matmul(x, s.weight(o.pls[:], o.router), nil, rows, k.Experts)
@@ -147,8 +150,12 @@ func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 	s.unref(top)
 	s.unref(sum)
 	s.unref(clone)
-	w = s.to(norm, logits.dt)
-	s.unref(norm)
+	if k.Router == model.RouterSoftmaxTopKFP32 {
+		w = norm
+	} else {
+		w = s.to(norm, logits.dt)
+		s.unref(norm)
+	}
 	s.unref(logits)
 	return w, idx
 }

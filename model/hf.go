@@ -333,6 +333,9 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	switch mt {
 	case "mixtral", "gpt_oss":
 		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+		if mt == "mixtral" {
+			m.Router = RouterSoftmaxTopKFP32 // MixtralTopKRouter keeps its weights fp32
+		}
 	case "deepseek_v2", "deepseek_v3":
 		// deepseekV2 and deepseekV3 read them.
 	case "qwen2_moe", "qwen3_moe":

@@ -72,6 +72,10 @@ const (
 	// linear layer without bias, softmax over every expert in fp32, the
 	// top k, renormalised.
 	RouterSoftmaxTopK = ""
+	// RouterSoftmaxTopKFP32 is Mixtral's (MixtralTopKRouter): as
+	// RouterSoftmaxTopK, but the renormalised top k stay fp32 (no cast
+	// back to the logits' dtype), so the experts' weighted rows are fp32.
+	RouterSoftmaxTopKFP32 = "softmax_topk_fp32"
 	// RouterTopKSoftmax is GPT-OSS's (GptOssTopKRouter): a linear layer
 	// with bias, the top k of its logits, softmax over those k in their
 	// dtype.
@@ -121,7 +125,8 @@ type expertChoice struct{ name, value string }
 
 // The spellings of MoE.Router and MoE.Gate, in the order errors list them.
 var (
-	routerChoices = []expertChoice{{"softmax_topk", RouterSoftmaxTopK}, {RouterTopKSoftmax, RouterTopKSoftmax}, {RouterSigmoidGroup, RouterSigmoidGroup},
+	routerChoices = []expertChoice{{"softmax_topk", RouterSoftmaxTopK}, {RouterSoftmaxTopKFP32, RouterSoftmaxTopKFP32},
+		{RouterTopKSoftmax, RouterTopKSoftmax}, {RouterSigmoidGroup, RouterSigmoidGroup},
 		{RouterSoftmaxGreedy, RouterSoftmaxGreedy}, {RouterSoftmaxGroup, RouterSoftmaxGroup}}
 	gateChoices = []expertChoice{{"act", GateAct}, {GateClamped, GateClamped}}
 )
