@@ -1,5 +1,7 @@
 package model
 
+import "slices"
+
 // The readers of the llama-type families whose changes to Llama's block
 // take more than a few fields (hf.go's llama calls them).
 
@@ -123,4 +125,50 @@ func (c *hfConfig) deepseekMLA(m *Model, d deepseekDefaults) {
 	if m.KVHeads != m.Heads {
 		c.fail("num_key_value_heads %d: DeepSeek's latent attention with fewer key/value heads than query heads is not modelled", m.KVHeads)
 	}
+}
+
+// sliding reads transformers' sliding-window attention: Gemma 2's on
+// every other layer (sliding_window, default 4096), Mistral's and
+// Mixtral's on every layer when sliding_window is set (Mistral v0.1's
+// 4096; null in later versions), or a layer_types list whose sliding
+// layers are every layer or all but every P-th. Qwen's use_sliding_window
+// (sliding layers from max_window_layers on) is not modelled: an error.
+func (c *hfConfig) sliding(m *Model, mt string) {
+	switch mt {
+	case "gemma2":
+		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), 2
+	case "gpt_oss":
+		// GptOssConfig's default layer_types alternate from a sliding
+		// first layer, as Gemma 2's.
+		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 128, false), 2
+	case "gemma3_text":
+		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), c.int("sliding_window_pattern", 6, false)
+	case "mistral", "mixtral", "starcoder2":
+		m.SlidingWindow = c.int("sliding_window", 0, false)
+	case "olmo3":
+		// Olmo3Config's default layer_types: every fourth layer full.
+		m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), 4
+	case "qwen2", "qwen2_moe", "qwen3", "qwen3_moe":
+		if c.bool("use_sliding_window", false) {
+			c.fail("use_sliding_window: Qwen's sliding-window layers (from max_window_layers on) are not modelled yet")
+		}
+	}
+	types, ok := c.raw["layer_types"].([]any)
+	if !ok || len(types) == 0 {
+		return
+	}
+	var sliding []bool
+	for _, t := range types {
+		sliding = append(sliding, t == "sliding_attention")
+	}
+	if !slices.Contains(sliding, true) {
+		m.SlidingWindow, m.SlidingPattern = 0, 0 // every layer full
+		return
+	}
+	pattern, fits := exceptEvery(sliding)
+	if !fits {
+		c.fail("layer_types: sliding and full attention layers in an order memplan does not model (every layer, or all but every P-th)")
+		return
+	}
+	m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), max(pattern, 1)
 }
