@@ -137,3 +137,32 @@ func TestParamWrapperLifetimes(t *testing.T) {
 		t.Errorf("amp-bf16: %d made, %d kept, %d factor casts; want 12, 5 and none", made, kept, casts)
 	}
 }
+
+// TestQuantLinearsOfFusedExperts: bitsandbytes replaces Linear modules
+// (model.Model.Linears). Under QLoRA with attention adapters over
+// DeepSeek-V2-Lite's cut it quantizes the latent attention's four
+// projections in every layer, the dense layer's MLP and each sparse
+// layer's shared expert, but not the fused experts nor the routers, which
+// are parameters of custom modules: in int8, one byte per quantized weight.
+func TestQuantLinearsOfFusedExperts(t *testing.T) {
+	o := model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16, LoRA: 8, LoRATargets: model.TargetsAttn}
+	base, err := Estimate(loadHF(t, "deepseek-v2-lite-4layer.json", o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Quant = model.QuantInt8
+	q, err := Estimate(loadHF(t, "deepseek-v2-lite-4layer.json", o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per layer q_proj 2048·3072, kv_a 2048·576, kv_b 512·4096, o 2048·2048;
+	// the dense MLP 3·2048·10944; three shared experts of 3·2048·2816.
+	const attn = 4 * (2048*3072 + 2048*576 + 512*4096 + 2048*2048)
+	const linears = attn + 3*2048*10944 + 3*3*2048*2816
+	// int8: each weight one byte instead of two, plus an fp32 scale per
+	// output row (Int8Params' SCB).
+	const rowsOut = 4*(3072+576+4096+2048) + (10944 + 10944 + 2048) + 3*(2816+2816+2048)
+	if want := base.ParamBytes - linears + 4*rowsOut; q.ParamBytes != want {
+		t.Errorf("int8: parameter bytes %d, want %d (the Linears quantized, %d bytes fewer)", q.ParamBytes, want, base.ParamBytes-want)
+	}
+}

@@ -15,9 +15,9 @@ import (
 type adapter struct {
 	a, b          *tensor // A [rank, in], B [out, rank]
 	rank, dropout float64
-	// param marks a ParamWrapper's adapters (lora_params.go), over
-	// experts fused parameters (0: a plain matrix); their rows are
-	// rank·experts.
+	// param marks a ParamWrapper's adapters (lora_params.go): over
+	// experts fused into one parameter (experts > 0; their rows are
+	// rank·experts) or over a plain matrix (experts 0, the router).
 	param   bool
 	experts int64
 }

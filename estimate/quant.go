@@ -34,7 +34,12 @@ type qweight struct{ in, out int64 }
 
 // splitLinears groups the model's LoRA-targetable linears by kind.
 func splitLinears(spec *model.Spec) (attn, mlp, other []model.LoRALinear) {
-	for _, x := range spec.Model.LoRALinears() {
+	return splitGroups(spec.Model.LoRALinears())
+}
+
+// splitGroups splits list by LoRALinear.Group.
+func splitGroups(list []model.LoRALinear) (attn, mlp, other []model.LoRALinear) {
+	for _, x := range list {
 		switch x.Group {
 		case model.TargetsAttn:
 			attn = append(attn, x)
@@ -56,7 +61,9 @@ func (s *sim) bnbSetup(spec *model.Spec) {
 	if t.Quant == "" {
 		return
 	}
-	s.bnb.attn, s.bnb.mlp, s.bnb.other = splitLinears(spec)
+	// bitsandbytes replaces Linear modules, which fused experts and
+	// their routers are not (model.Model.Linears).
+	s.bnb.attn, s.bnb.mlp, s.bnb.other = splitGroups(spec.Model.Linears())
 	s.note("bitsandbytes is not installed on the measuring machines: the " + t.Quant +
 		" figures are modelled from its source (docs/lora.md §6), unmeasured")
 	if t.Quant == model.QuantNF4 {

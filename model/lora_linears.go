@@ -145,6 +145,25 @@ func (m *Model) fusedExpertLinears() []LoRALinear {
 	}
 }
 
+// Linears lists the nn.Linear modules of a transformer shorthand in module
+// order within a block, the output head excepted: what bitsandbytes
+// replaces with its quantized layers. They are LoRALinears' but where peft
+// adapts fused experts (Model.LoRAFusedExperts): their parameters and the
+// router are no Linears, and the dense and shared MLPs are.
+func (m *Model) Linears() []LoRALinear {
+	all := m.LoRALinears()
+	if !m.LoRAFusedExperts || m.Experts == 0 {
+		return all
+	}
+	var out []LoRALinear
+	for _, x := range all {
+		if x.From == nil {
+			out = append(out, x)
+		}
+	}
+	return append(out, m.moeLinears()...)
+}
+
 // Wraps reports whether the adapters wrap a linear.
 func (l *LoRA) Wraps(x LoRALinear) bool {
 	if !l.Enabled() {
