@@ -130,9 +130,9 @@ func (s *sim) routeSoftmax(o *moeOp, x *tensor, rows int64) (w, idx, logits *ten
 
 // route is the top-k router (Qwen2MoeTopKRouter and the routers built on
 // it): logits = x·Wᵀ (bf16 under autocast), softmax in fp32, top-k, the
-// in-place renormalisation (norm_topk_prob; it saves a clone of the top-k
-// values and their sum, tensors of rows·k and rows, modelled for every
-// router), and the weights cast back to the logits' dtype, except
+// in-place renormalisation (norm_topk_prob, unless model.MoE.NoRenorm; it
+// saves a clone of the top-k values and their sum, tensors of rows·k and
+// rows), and the weights cast back to the logits' dtype, except
 // Mixtral's (model.RouterSoftmaxTopKFP32), which keeps them fp32
 // (modeling_mixtral.py; measured: Mixtral-8x7B's first two layers, its
 // weighted rows fp32, bench/results/2026-11-27-h200-fused-lora-traces). It
@@ -145,11 +145,15 @@ func (s *sim) route(o *moeOp, x *tensor, rows int64) (w, idx *tensor) {
 	s.unref(l32)
 	top, idx := s.topk(probs, rows*k.TopK, f32, "top-k experts")
 	s.unref(probs)
-	sum := s.alloc(rows, f32, catTemp, "top-k sum")
-	norm, clone := s.divInPlace(top, sum)
-	s.unref(top)
-	s.unref(sum)
-	s.unref(clone)
+	norm := top
+	if !k.NoRenorm {
+		sum := s.alloc(rows, f32, catTemp, "top-k sum")
+		var clone *tensor
+		norm, clone = s.divInPlace(top, sum)
+		s.unref(top)
+		s.unref(sum)
+		s.unref(clone)
+	}
 	if k.Router == model.RouterSoftmaxTopKFP32 {
 		w = norm
 	} else {

@@ -304,3 +304,24 @@ func TestExpertsTensorParallelLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestRouterRenorm: Qwen's router renormalises its top k in place only
+// with norm_topk_prob (a saved clone and the row sums); Qwen1.5-MoE's
+// config has it false, the tiny Qwen3-MoE's true.
+func TestRouterRenorm(t *testing.T) {
+	sums := func(file string) (n int) {
+		o := model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16}
+		traced(t, loadHF(t, file, o), func(s *sim, x *tensor, alloc bool) {
+			if alloc && s.phase.Stage == StageForward && s.phase.Iteration == 0 && x.name == "top-k sum" {
+				n++
+			}
+		})
+		return n
+	}
+	if n := sums("qwen1.5-moe-a2.7b.json"); n != 0 {
+		t.Errorf("Qwen1.5-MoE (norm_topk_prob false): %d renormalisations, want none", n)
+	}
+	if n := sums("tiny-qwen3-moe.json"); n == 0 {
+		t.Errorf("tiny Qwen3-MoE (norm_topk_prob true): no renormalisation")
+	}
+}

@@ -339,6 +339,8 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		// deepseekV2 and deepseekV3 read them.
 	case "qwen2_moe", "qwen3_moe":
 		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
+		// Qwen2MoeConfig's and Qwen3MoeConfig's default is false.
+		m.RouterNoRenorm = !c.bool("norm_topk_prob", false)
 		m.Intermediate = c.int("moe_intermediate_size", 0, true)
 		if mt == "qwen2_moe" {
 			m.SharedExpert, m.SharedGate = c.int("shared_expert_intermediate_size", 0, true), true

@@ -64,6 +64,9 @@ type MoE struct {
 	// SharedAfter runs the shared expert after the routed ones, ungated,
 	// and adds it (DeepseekV3MoE); else it runs first (Qwen2-MoE).
 	SharedAfter bool
+	// NoRenorm leaves RouterSoftmaxTopK's top k as the softmax made them
+	// (Qwen's norm_topk_prob false): no in-place renormalisation.
+	NoRenorm bool
 }
 
 // The routers of MoE.Router.
@@ -171,6 +174,7 @@ func (k *MoE) decode(a *args, _ *Layer) {
 	a.int("groups", &k.Groups, false)
 	a.int("top_groups", &k.TopGroups, false)
 	a.bool("shared_after", &k.SharedAfter)
+	a.bool("no_renorm", &k.NoRenorm)
 }
 
 func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

@@ -177,7 +177,7 @@ func (m *Model) mlp() []Layer {
 	case m.Experts > 0:
 		return seq(L(&MoE{Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
 			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias,
-			Router: m.Router, Gate: m.ExpertGate, Groups: m.RouterGroups, TopGroups: m.RouterTopGroups, SharedAfter: m.SharedAfter}))
+			Router: m.Router, Gate: m.ExpertGate, Groups: m.RouterGroups, TopGroups: m.RouterTopGroups, SharedAfter: m.SharedAfter, NoRenorm: m.RouterNoRenorm}))
 	case m.PlainMLP:
 		return cat(seq(linear(m.Hidden, m.Intermediate, m.MLPBias), Act(m.Activation),
 			linear(m.Intermediate, m.Hidden, m.MLPBias)), dropout(m.Dropout))

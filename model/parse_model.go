@@ -303,8 +303,14 @@ func decodeMLA(e *errs, mm *mapping, m *Model) {
 // (MoE.Router, MoE.Gate) and lora_fused_experts, which need experts.
 func decodeExpertChoices(e *errs, mm *mapping, m *Model) {
 	mm.bool("lora_fused_experts", &m.LoRAFusedExperts)
-	if m.LoRAFusedExperts && m.Experts == 0 {
-		e.add(mm.keys["lora_fused_experts"], "lora_fused_experts: needs experts")
+	mm.bool("router_no_renorm", &m.RouterNoRenorm)
+	for _, k := range []string{"lora_fused_experts", "router_no_renorm"} {
+		if mm.has(k) && m.Experts == 0 {
+			e.add(mm.keys[k], "%s: needs experts", k)
+		}
+	}
+	if m.RouterNoRenorm && m.Router != RouterSoftmaxTopK {
+		e.add(mm.keys["router_no_renorm"], "router_no_renorm: only the softmax_topk router renormalises optionally")
 	}
 	for _, c := range []struct {
 		key     string

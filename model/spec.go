@@ -195,6 +195,10 @@ type Model struct {
 	// MLPs untargeted. The import sets it for deepseek_v2, deepseek_v3,
 	// qwen3_moe and mixtral (measured: bench/results/2026-11-27-peft-targets.jsonl).
 	LoRAFusedExperts bool `json:"lora_fused_experts,omitempty"`
+	// RouterNoRenorm leaves the softmax router's top k unrenormalised
+	// (Qwen2MoeTopKRouter and Qwen3's with norm_topk_prob false, as
+	// Qwen1.5-MoE's config has it; model.MoE.NoRenorm).
+	RouterNoRenorm bool `json:"router_no_renorm,omitempty"`
 	// AttnSoftcap caps eager attention's scores with cap·tanh(s/cap)
 	// (Gemma 2's attn_logit_softcapping); SDPA ignores it, as
 	// transformers' sdpa_attention_forward does.
