@@ -221,6 +221,24 @@ func singleGPU(t model.Training) []cand {
 		cs = append(cs, cand{"--optimizer adafactor", "factored second moments", 3,
 			func(x *model.Training) { x.Optimizer = model.Optimizer{Name: model.Adafactor, Impl: model.ImplForLoop} }})
 	}
+	if l := t.LoRA; l.Enabled() && l.Targets != model.TargetsAttn {
+		// Over DeepSeek, Qwen3-MoE and Mixtral peft's MLP targets adapt
+		// every expert, with a parametrized copy of each expert stack
+		// (docs/lora.md §14): the attention's adapters alone may fit.
+		attn := func(x *model.Training) {
+			c := *x.LoRA
+			c.Targets, c.Names = model.TargetsAttn, nil
+			x.LoRA = &c
+		}
+		cs = append(cs, cand{"--lora-targets attn", "adapters on the attention's projections only (a different fine-tune)", 3, attn})
+		if t.Checkpointing.Mode != model.CkptBlock {
+			cs = append(cs, cand{"--lora-targets attn --checkpointing every-block", "attention adapters only, each block recomputed in backward", 4,
+				func(x *model.Training) {
+					attn(x)
+					x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+				}})
+		}
+	}
 	// Combinations, cheapest first.
 	return append(cs, cand{"--checkpointing every-block --precision bf16 --optimizer adamw-fused", "all of the above that keep Adam", 4,
 		func(x *model.Training) {

@@ -283,3 +283,29 @@ func TestFixShardsOnItsGPUs(t *testing.T) {
 		t.Fatalf("fixes %+v, want --dp 8 --zero 3 first, fitting on the job's 8 GPUs", fixes)
 	}
 }
+
+// TestFixLoRATargets: LoRA on every linear of Qwen3-30B-A3B adapts each
+// expert through peft's ParamWrapper (docs/lora.md §14) and fits no H100
+// even with checkpointing; attention adapters with checkpointing fit one,
+// and are offered before more GPUs. A job with attention adapters is not
+// offered them.
+func TestFixLoRATargets(t *testing.T) {
+	load := func(targets string) *model.Spec {
+		t.Helper()
+		s, err := model.LoadHF("../model/testdata/hf/qwen3-30b-a3b.json", model.Overrides{Batch: 1, Seq: 4096,
+			Precision: model.BF16, LoRA: 16, LoRATargets: targets, Dev: "h100-80gb"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	fixes := Fixes(load(model.TargetsAll), DefaultBand, DefaultMargin, Analytic)
+	if len(fixes) == 0 || fixes[0].Change != "--lora-targets attn --checkpointing every-block" || !fixes[0].Fits || fixes[0].GPUs != 1 {
+		t.Fatalf("fixes %+v, want attention adapters with checkpointing first, fitting one GPU", fixes)
+	}
+	for _, f := range Fixes(load(model.TargetsAttn), DefaultBand, DefaultMargin, Analytic) {
+		if f.Change == "--lora-targets attn" || f.Change == "--lora-targets attn --checkpointing every-block" {
+			t.Errorf("a job with attention adapters was offered %q", f.Change)
+		}
+	}
+}
