@@ -230,6 +230,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// them (twenty-fourth session, 2 x H200; predictions committed
 		// first: results/2026-11-27-gptoss-ep-predictions.txt).
 		{"GPT-OSS EP, 2xH200", "", "results/2026-11-27-h200x2-gptoss-ep-heldout.jsonl", 0, 3},
+		// LoRA over fused experts (peft's ParamWrapper) under ZeRO-1 and
+		// DDP (twenty-fourth session, 2 x H200; predictions committed
+		// first: results/2026-11-27-fused-lora-dist-predictions.txt).
+		{"fused-expert LoRA, 2xH200", "", "results/2026-11-27-h200x2-fused-lora-heldout.jsonl", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
