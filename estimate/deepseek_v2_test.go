@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -164,5 +165,42 @@ func TestQuantLinearsOfFusedExperts(t *testing.T) {
 	const rowsOut = 4*(3072+576+4096+2048) + (10944 + 10944 + 2048) + 3*(2816+2816+2048)
 	if want := base.ParamBytes - linears + 4*rowsOut; q.ParamBytes != want {
 		t.Errorf("int8: parameter bytes %d, want %d (the Linears quantized, %d bytes fewer)", q.ParamBytes, want, base.ParamBytes-want)
+	}
+}
+
+// TestEPBiasedExperts: under expert parallelism GPT-OSS's experts keep
+// their biases beside them (E/ep of each, once the whole model's have
+// been sliced), and each simulated rank gathers its received rows' two
+// biases (bench/torch/dist/ep.py, as grouped_mm_experts_forward does on one
+// GPU): rows of 2I, then of h, for the receiving rank's 2n rows at skew 2,
+// the balanced rank's n and the sending rank's none (n = tokens·k).
+func TestEPBiasedExperts(t *testing.T) {
+	const b, seq, k = 1, 256, 4
+	o := model.Overrides{Batch: b, Seq: seq, Precision: model.BF16, DP: 2, EP: 2, EPSkew: "2", Attention: model.AttnEager}
+	spec := loadHF(t, "gpt-oss-4layer.json", o)
+	e, h, inter := int64(32), int64(2880), int64(2880)
+	var biasLive int64
+	gathers := map[int64]int{}
+	traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+		bias := x.name == "experts.gate_up_proj_bias" || x.name == "experts.down_proj_bias"
+		switch {
+		case bias && s.phase.Stage == "load" && alloc:
+			biasLive += x.elems
+		case bias && s.phase.Stage == "load":
+			biasLive -= x.elems
+		case alloc && s.phase.Stage == StageForward && s.phase.Iteration == 0 && x.name == "bias[expert_ids_g]":
+			gathers[x.elems]++
+		}
+	})
+	// Three ranks simulated (receiving, balanced, sending), each its own load.
+	if want := 3 * 4 * (e / 2) * (2*inter + h); biasLive != want {
+		t.Errorf("bias parameters kept: %d elements, want %d (half the experts' on each of three ranks)", biasLive, want)
+	}
+	n := int64(b * seq * k)
+	// 2I = 2h here, so the receiving rank's down gathers and the balanced
+	// rank's gate_up ones share a size.
+	want := map[int64]int{2 * n * 2 * inter: 4, 2 * n * h: 8, n * h: 4, 0: 8}
+	if !maps.Equal(gathers, want) {
+		t.Errorf("bias gathers in the first forward by elements %v, want %v", gathers, want)
 	}
 }
