@@ -204,3 +204,38 @@ func TestEPBiasedExperts(t *testing.T) {
 		t.Errorf("bias gathers in the first forward by elements %v, want %v", gathers, want)
 	}
 }
+
+// TestPrefetchAfterRecompute: FSDPParamGroup.pre_backward prefetches the
+// next unit even when its own unit is unsharded already, as a checkpoint's
+// recompute leaves a block's experts unit: block 0's all-gather (its fp32
+// parameters, 324,028,416 B) is made in block 1's experts' backward, before
+// their reduce-scatter (measured: DeepSeek-V2-Lite's cut under FSDP2 with
+// expert parallelism, bench/results/2026-11-27-h200x2-deepseek-ep-traces).
+func TestPrefetchAfterRecompute(t *testing.T) {
+	o := model.Overrides{Batch: 2, Seq: 2048, Precision: model.AMPBF16, DP: 2, EP: 2, EPSkew: "2", Zero: "3",
+		Checkpointing: model.CkptBlock}
+	const block0 = 324_028_416
+	const experts = 32 * 3 * 2048 * 1408 * 4 // one rank's experts of a block, their fp32 gradients
+	i, gather, reduce := 0, -1, -1
+	ranks := 0
+	estimateWith(loadHF(t, "deepseek-v2-lite-4layer.json", o), func(*sim) {}, func(s *sim) {
+		if ranks++; ranks > 1 {
+			return // the receiving rank's
+		}
+		s.trace = func(x *tensor, alloc bool) {
+			i++
+			if !alloc || s.phase.Stage != StageBackward || s.phase.Iteration != 0 {
+				return
+			}
+			switch {
+			case x.name == "all-gather output (FSDP)" && x.bytes() == block0 && gather < 0:
+				gather = i
+			case x.name == "reduce-scatter input (FSDP)" && x.bytes() == experts:
+				reduce = i // the last: block 1's
+			}
+		}
+	})
+	if gather < 0 || reduce < 0 || gather > reduce {
+		t.Errorf("block 0's all-gather at event %d, block 1's experts' reduce-scatter input at %d: want the gather first", gather, reduce)
+	}
+}
