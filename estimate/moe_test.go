@@ -325,3 +325,32 @@ func TestRouterRenorm(t *testing.T) {
 		t.Errorf("tiny Qwen3-MoE (norm_topk_prob true): no renormalisation")
 	}
 }
+
+// TestMixtralWeightsFP32: Mixtral's router keeps its renormalised top k in
+// fp32 (MixtralTopKRouter), Qwen's casts them back to the logits' dtype;
+// so a bf16 Mixtral block's weighted rows are fp32 (the experts' sum cast
+// back once per block, as DeepSeek's).
+func TestMixtralWeightsFP32(t *testing.T) {
+	const rows = 256
+	casts := func(file string, k int64) (weights, sums int) {
+		o := model.Overrides{Batch: 1, Seq: rows, Precision: model.BF16}
+		traced(t, loadHF(t, file, o), func(s *sim, x *tensor, alloc bool) {
+			if alloc || s.phase.Stage != StageForward || s.phase.Iteration != 0 || x.prefix != "cast of " {
+				return
+			}
+			switch {
+			case x.dt == half && x.bytes() == rows*k*half: // the renormalised weights (a view), cast
+				weights++
+			case x.name == "moe out":
+				sums++
+			}
+		})
+		return weights, sums
+	}
+	if w, s := casts("mixtral-8x7b-2layer.json", 2); w != 0 || s != 2 {
+		t.Errorf("Mixtral's cut: %d weight casts and %d sum casts, want none and two (one per block)", w, s)
+	}
+	if w, s := casts("tiny-qwen3-moe.json", 4); w == 0 || s != 0 {
+		t.Errorf("tiny Qwen3-MoE: %d weight casts and %d sum casts, want some and none", w, s)
+	}
+}
