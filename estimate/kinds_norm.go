@@ -86,7 +86,7 @@ func (s *sim) cohereLayerNorm(x, w *tensor, rows int64) *tensor {
 	h := s.to(x, f32)
 	mean := s.alloc(rows, f32, catTemp, "mean")
 	s.record("Mean", []*tensor{h}, mean)
-	d1 := s.add(h, mean) // h - mean
+	d1 := s.sub(h, mean)
 	p := s.alloc(x.elems, f32, catTemp, "pow")
 	if n := s.record("Pow", []*tensor{d1}, p); n != nil {
 		s.save(n, d1)
@@ -96,7 +96,7 @@ func (s *sim) cohereLayerNorm(x, w *tensor, rows int64) *tensor {
 	v := s.alloc(rows, f32, catTemp, "mean")
 	s.record("Mean", []*tensor{p}, v)
 	s.unref(p)
-	d2 := s.add(h, mean)
+	d2 := s.sub(h, mean)
 	ve := s.addScalar(v)
 	r := s.unary("Rsqrt", ve, false, true)
 	s.unref(ve)
