@@ -406,7 +406,7 @@ func (s *sim) broadcastMul(big, small *tensor) *tensor {
 // the gradient of r, which the [inv_perm] gather's backward then scatters
 // into zeros of [S, h].
 // The sum goes back to the stream's dtype dt (.to(hidden_states.dtype)):
-// a copy when fp32 routing weights (DeepSeek-V3's) made the weighted rows
+// a copy when fp32 routing weights (DeepSeek's, Mixtral's) made the weighted rows
 // and their sum fp32 over a bf16 stream (measured: Moonlight's cut, a
 // 16 MiB cast after the 32 MiB sum).
 func (s *sim) sumTopK(r *tensor, outElems, dt int64) *tensor {

@@ -90,14 +90,14 @@ type Attention struct {
 	// rotary embedding's tables are half a head wide (emb = freqs, no
 	// cat). Model.RoPEHalves alone sets it.
 	RoPEHalves bool
-	// MLA, when set, makes the layer DeepSeek-V3's multi-head latent
+	// MLA, when set, makes the layer DeepSeek's multi-head latent
 	// attention (Model.KVLoRARank alone sets it); HeadDim, KVHeads and
 	// FusedQKV are then unused.
 	MLA *MLA
 }
 
 // MLA is the widths of DeepSeek's multi-head latent attention
-// (DeepseekV3Attention): queries projected to QRank, normalised and
+// (DeepseekV2Attention, DeepseekV3Attention): queries projected to QRank, normalised and
 // projected to heads·(Nope+Rope) (one projection when QRank is 0); keys
 // and values projected to KVRank+Rope, the first KVRank normalised and
 // projected to heads·(Nope+V), the last Rope rotated and shared by every

@@ -104,16 +104,17 @@ func (m *Model) cohere() bool {
 }
 
 // gptOSS says whether m has any of GPT-OSS's changes to Llama's block,
-// which neither torchtitan's plans nor the pipeline and expert-parallel
-// programs memplan is measured against carry.
+// which neither torchtitan's plans nor the pipeline programs memplan is
+// measured against carry (its expert-parallel one does: docs/moe.md §9).
 func (m *Model) gptOSS() bool {
 	return m.AttnSinks || m.RoPEHalves || m.Router == RouterTopKSoftmax || m.ExpertGate != ""
 }
 
-// deepseek says whether m has any of DeepSeek-V2's and V3's changes to Llama's
-// block (multi-head latent attention, dense first layers, its router and
-// shared expert), which no plan or program memplan is measured against
-// shards or splits.
+// deepseek says whether m has any of DeepSeek-V2's and V3's changes to
+// Llama's block (multi-head latent attention, dense first layers, its
+// router and shared expert), which neither torchtitan's plans nor the
+// pipeline programs memplan is measured against carry (its expert-parallel
+// one does: docs/moe.md §11).
 func (m *Model) deepseek() bool {
 	return m.KVLoRARank > 0 || m.DenseLayers > 0 || ExpertsFirst(m.Router) || m.SharedAfter
 }

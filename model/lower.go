@@ -126,7 +126,7 @@ func (m *Model) lowerLlama() []Layer {
 	}
 	blocks := seq(L(&Repeat{Times: m.NumLayers}, block...))
 	if k := m.DenseLayers; k > 0 && m.Experts > 0 {
-		// DeepSeek-V3's first_k_dense_replace: the first k layers have a
+		// DeepSeek's first_k_dense_replace: the first k layers have a
 		// dense gated MLP, the rest the experts.
 		dense := blockWith(seq(L(&GatedMLP{Dim: d, Hidden: m.DenseIntermediate, Activation: m.Activation})))
 		blocks = seq(L(&Repeat{Times: k}, dense...), L(&Repeat{Times: m.NumLayers - k, First: k}, block...))

@@ -267,7 +267,7 @@ func decodeInput(e *errs, mm *mapping, in *Input) {
 // than one choice of norm, a parallel block with norms placed around each
 // branch, and StarCoder2's MLP with experts.
 // decodeMLA reads a llama model's multi-head latent attention
-// (kv_lora_rank and the widths it needs) and DeepSeek-V3's dense first
+// (kv_lora_rank and the widths it needs) and DeepSeek's dense first
 // layers, shared expert order and router groups.
 func decodeMLA(e *errs, mm *mapping, m *Model) {
 	mm.int("kv_lora_rank", &m.KVLoRARank, false)

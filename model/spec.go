@@ -154,7 +154,7 @@ type Model struct {
 	// ExpertGate choose the experts' router and gate (model.MoE.Router,
 	// model.MoE.Gate; GPT-OSS's "topk_softmax" and "clamped").
 	AttnSinks bool `json:"attention_sinks,omitempty"`
-	// KVLoRARank > 0 makes the attention DeepSeek-V3's multi-head latent
+	// KVLoRARank > 0 makes the attention DeepSeek's multi-head latent
 	// attention (model.MLA): keys and values projected down to
 	// KVLoRARank (plus QKRopeDim shared rotary dims), normalised, and up
 	// per head to QKNopeDim key and VHeadDim value dims; queries through
@@ -169,7 +169,7 @@ type Model struct {
 	RoPEInterleave bool  `json:"rope_interleave,omitempty"`
 	RoPEComplex    bool  `json:"rope_complex,omitempty"`
 	// DenseLayers are a mixture of experts' first layers with a dense
-	// gated MLP of DenseIntermediate instead of experts (DeepSeek-V3's
+	// gated MLP of DenseIntermediate instead of experts (DeepSeek's
 	// first_k_dense_replace); SharedAfter runs the shared expert after
 	// the routed ones, ungated (DeepseekV3MoE), where Qwen2-MoE runs it
 	// first and gates it; RouterGroups and RouterTopGroups are the
