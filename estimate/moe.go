@@ -18,9 +18,9 @@ type moeOp struct {
 	gateUpB, downB *tensor
 	shared         mlpParams // gate is nil without a shared expert
 	sharedGate     *tensor
-	// pls are the ParamWrappers active on the router, gate_up_proj and
-	// down_proj while their modules run (LoRA on fused experts,
-	// lora_params.go).
+	// pls are the ParamWrappers active on the router (0), gate_up_proj
+	// (1) and down_proj (2) while their modules run (LoRA on fused
+	// experts, lora_params.go).
 	pls [3]*paramLoRA
 }
 
@@ -91,20 +91,20 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	var y *tensor
 	experts := func() {
 		// The experts' wrappers nest: down_proj's outside gate_up_proj's.
-		for i, p := range []*tensor{o.down, o.gateUp} {
-			if fusedLoRA(p) {
-				o.pls[2-i] = s.activateParamLoRA(p)
-			}
+		if fusedLoRA(o.down) {
+			o.pls[2] = s.activateParamLoRA(o.down)
+		}
+		if fusedLoRA(o.gateUp) {
+			o.pls[1] = s.activateParamLoRA(o.gateUp)
 		}
 		if s.cfg.ep > 1 {
 			y = s.expertsEP(o, x, w, idx, rows)
 		} else {
 			y = s.groupedExperts(o, x, w, idx, rows)
 		}
-		for i := 1; i <= 2; i++ {
-			s.deactivate(o.pls[i])
-			o.pls[i] = nil
-		}
+		s.deactivate(o.pls[1]) // the inner wrapper exits first
+		s.deactivate(o.pls[2])
+		o.pls[1], o.pls[2] = nil, nil
 	}
 	if u := s.expertsUnit(); u != nil {
 		s.inUnit(u, experts) // the experts module's own FSDP2 unit (fsdp.go)
