@@ -137,7 +137,7 @@ func TestHFDeepSeekV2(t *testing.T) {
 		{"groups missing", head + `, "topk_method": "group_limited_greedy"}`, `missing field "n_group"`},
 		{"mlp bias", head + `, "mlp_bias": true}`, "mlp_bias: biases on DeepSeek-V2's dense and shared MLPs are not modelled yet"},
 		{"no top k", strings.Replace(head, `, "num_experts_per_tok": 2`, "", 1) + `}`, `missing field "num_experts_per_tok"`},
-		{"groups uneven", head + `, "topk_method": "group_limited_greedy", "n_routed_experts": 8, "n_group": 3, "topk_group": 2}`, "softmax_group router: groups (3) must divide experts (8)"},
+		{"groups uneven", head + `, "topk_method": "group_limited_greedy", "n_routed_experts": 8, "n_group": 3, "topk_group": 2}`, "n_group 3 must divide n_routed_experts (8), and topk_group 2 be 1 to n_group"},
 	} {
 		_, err := ParseHF("c.json", []byte(c.cfg), Overrides{Batch: 1, Seq: 8})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

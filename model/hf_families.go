@@ -67,6 +67,7 @@ func (c *hfConfig) deepseekV3(m *Model) {
 	m.Router = RouterSigmoidGroup
 	m.RouterGroups, m.RouterTopGroups = c.int("n_group", 8, false), c.int("topk_group", 4, false)
 	m.RoPEInterleave = c.bool("rope_interleave", true)
+	c.routerGroups(m)
 }
 
 // deepseekV2 reads DeepseekV2Config (modeling_deepseek_v2.py, transformers
@@ -88,11 +89,21 @@ func (c *hfConfig) deepseekV2(m *Model) {
 	case "group_limited_greedy":
 		m.Router = RouterSoftmaxGroup
 		m.RouterGroups, m.RouterTopGroups = c.int("n_group", 0, true), c.int("topk_group", 0, true)
+		c.routerGroups(m)
 	default:
 		c.fail("topk_method %q: DeepseekV2TopkRouter knows greedy and group_limited_greedy", method)
 	}
 	if m.MLPBias {
 		c.fail("mlp_bias: biases on DeepSeek-V2's dense and shared MLPs are not modelled yet")
+	}
+}
+
+// routerGroups refuses, in the config's own names, expert groups the
+// router cannot form (model.MoE's check says the same in a spec's).
+func (c *hfConfig) routerGroups(m *Model) {
+	g, top := m.RouterGroups, m.RouterTopGroups
+	if g < 1 || m.Experts%g != 0 || top < 1 || top > g {
+		c.fail("n_group %d must divide n_routed_experts (%d), and topk_group %d be 1 to n_group", g, m.Experts, top)
 	}
 }
 
