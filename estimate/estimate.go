@@ -280,6 +280,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer) ([]*i
 	s.dtensor = t.TP > 1
 	if s.pp != nil {
 		// The rank's stages, each built on its own (pipeline.go).
+		s.cfg.modelRope = s.pp.modelForward
 		return s.buildStages(), s.pp.rankLayers()
 	}
 	done := func() {}

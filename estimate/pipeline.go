@@ -65,6 +65,9 @@ type pipeline struct {
 	order   []model.PPAction
 	// lossParallel computes the last stage's loss on the logits' shards.
 	lossParallel bool
+	// modelForward says the stages run transformers' model forward
+	// (model.Model.StagesRunModel): its prologue in every stage's forward.
+	modelForward bool
 	// embeddingGroup says the rank holds the first or the last stage of a
 	// model with tied embeddings: it all-reduces the two copies'
 	// gradients over the embedding group (model's stageSlice), one more
@@ -122,6 +125,7 @@ func newPipeline(spec *model.Spec, rank int64) (*pipeline, error) {
 	}
 	p := local[0]
 	p.local = local
+	p.modelForward = spec.Model.StagesRunModel()
 	for _, q := range local {
 		p.embeddingGroup = p.embeddingGroup || spec.Model.Tied && (q.first() || q.last())
 	}

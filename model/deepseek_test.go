@@ -2,6 +2,7 @@ package model
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,7 @@ func TestDeepSeekSpec(t *testing.T) {
 		{"groups needed", strings.Replace(ds, "  router_groups: 4\n", "", 1) + train, Overrides{}, "missing required field \"router_groups\""},
 		{"eager", ds + "training: {batch: 1, seq: 8, attention: eager}\n", Overrides{}, "multi-head latent attention is simulated under SDPA"},
 		{"tensor parallel", ds + train, Overrides{TP: 2}, "not DeepSeek's block"},
-		{"pipeline", ds + train, Overrides{PP: 3, DP: 1}, "DeepSeek's block is not simulated under pipeline parallelism"},
+		{"pipeline", ds + train, Overrides{PP: 2, GradAccum: 2}, ""},
 		{"lora", ds + train, Overrides{LoRA: 8, LoRATargets: TargetsAll}, ""},
 	}
 	for _, tt := range tests {
@@ -51,6 +52,45 @@ func TestDeepSeekSpec(t *testing.T) {
 				t.Fatalf("repeats %+v, want one dense layer then two sparse from index 1", reps)
 			}
 		})
+	}
+}
+
+// TestDeepSeekStages checks how a pipeline splits DeepSeek's two repeats
+// (the dense first layers, then the sparse ones): torchtitan's split counts
+// them as one list of blocks, so a stage may hold part of each, every part
+// keeping its layers' model indexes.
+func TestDeepSeekStages(t *testing.T) {
+	const spec = "name: x\nmodel:\n  type: llama\n  layers: 5\n  hidden: 64\n  heads: 4\n  vocab: 100\n  intermediate: 32\n" +
+		"  experts: 8\n  top_k: 2\n  dense_layers: 2\n  dense_intermediate: 128\n" +
+		"  kv_lora_rank: 32\n  qk_nope_head_dim: 16\n  qk_rope_head_dim: 8\n  v_head_dim: 16\n" +
+		"training: {batch: 1, seq: 8, grad_accum: 4}\n"
+	s := parseCase(t, spec, Overrides{}, "")
+	type part struct{ times, first int64 }
+	for _, c := range []struct {
+		stages int64
+		want   [][]part // per stage, its repeats' (times, first)
+	}{
+		// StageLayers(5, 2): 3 and 2 blocks; the first stage holds both
+		// dense layers and the first sparse one.
+		{2, [][]part{{{2, 0}, {1, 2}}, {{2, 3}}}},
+		// StageLayers(5, 3): 2, 2 and 1.
+		{3, [][]part{{{2, 0}}, {{2, 2}}, {{1, 4}}}},
+	} {
+		for stage, w := range c.want {
+			ls, err := s.Model.LowerStage(int64(stage), c.stages)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []part
+			for _, l := range ls {
+				if r, ok := l.Spec.(*Repeat); ok {
+					got = append(got, part{r.Times, r.First})
+				}
+			}
+			if !slices.Equal(got, w) {
+				t.Errorf("%d stages, stage %d: repeats (times, first) %v, want %v", c.stages, stage, got, w)
+			}
+		}
 	}
 }
 

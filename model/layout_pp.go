@@ -58,27 +58,47 @@ func StageLayers(layers, stages int64) ([]int64, error) {
 	return out, nil
 }
 
-// splittable returns the index of the one top-level repeat of blocks a
-// pipeline splits, or an error saying why the model cannot be split.
-func (m *Model) splittable(layers []Layer) (int, error) {
+// splittable returns the index of the first of the top-level repeats of
+// blocks a pipeline splits and how many there are (DeepSeek's dense
+// first layers are a repeat of their own before the experts' one), or an
+// error saying why the model cannot be split.
+func (m *Model) splittable(layers []Layer) (int, int, error) {
 	switch m.Type {
 	case GPT2, Llama, NeoX, BERT:
 	default:
-		return 0, fmt.Errorf("%s models cannot be split into pipeline stages (only the transformer shorthands gpt2, llama, neox and bert)", m.Type)
+		return 0, 0, fmt.Errorf("%s models cannot be split into pipeline stages (only the transformer shorthands gpt2, llama, neox and bert)", m.Type)
 	}
 	if m.LogitSoftcap > 0 || m.scalesLogits() {
-		return 0, fmt.Errorf("logit softcapping and scaling are not simulated under pipeline parallelism")
+		return 0, 0, fmt.Errorf("logit softcapping and scaling are not simulated under pipeline parallelism")
 	}
-	if m.gptOSS() || m.deepseek() {
-		return 0, fmt.Errorf("%s is not simulated under pipeline parallelism", m.describe())
+	if m.gptOSS() {
+		return 0, 0, fmt.Errorf("%s is not simulated under pipeline parallelism", m.describe())
 	}
 	for i := range layers {
 		if _, ok := layers[i].Spec.(*Repeat); ok {
-			return i, nil
+			n := 1
+			for i+n < len(layers) {
+				if _, ok := layers[i+n].Spec.(*Repeat); !ok {
+					break
+				}
+				n++
+			}
+			return i, n, nil
 		}
 	}
-	return 0, fmt.Errorf("%s model has no repeated blocks to split", m.Type)
+	return 0, 0, fmt.Errorf("%s model has no repeated blocks to split", m.Type)
 }
+
+// StagesRunModel says whether a pipeline stage of m runs transformers'
+// own model forward over its share of the decoder layers
+// (bench/torch/dist/pp.py's stages of a transformers config: the base
+// model with the other layers taken out), so that each stage's forward
+// makes the rotary tables (and eager attention's mask) before its first
+// block as the whole model's does; the other llama models' stages run
+// bench/torch/dist/common.py's Llama, as torchtitan's, whose attention
+// casts the rotary tables it is given. DeepSeek's blocks are measured
+// through transformers' stages (docs/parallelism.md §3.2).
+func (m *Model) StagesRunModel() bool { return m.deepseek() }
 
 // LowerStage returns the layers stage (0-based) of stages holds: its share
 // of the blocks (StageLayers), with everything before them (the embedding)
@@ -116,7 +136,7 @@ func stageHead(ls []Layer) []Layer {
 // state. (torchtitan refuses tied weights under a pipeline.)
 func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 	all := m.Lower()
-	at, err := m.splittable(all)
+	at, reps, err := m.splittable(all)
 	if err != nil {
 		return nil, err
 	}
@@ -131,20 +151,34 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 	if stage == 0 {
 		out = append(out, all[:at]...)
 	}
-	rep := all[at]
-	rep.Body = unwindowed(rep.Body)
-	r := *rep.Spec.(*Repeat)
-	// The first stage's copies take the embeddings' output, which the
-	// base model's forward may keep (Repeat.HoldInput); later stages
-	// take a received activation.
-	r.Times, r.HoldInput = split[stage], r.HoldInput && stage == 0
+	lo := int64(0)
 	for _, n := range split[:stage] {
-		r.First += n
+		lo += n
 	}
-	rep.Spec = &r
-	out = append(out, rep)
+	hi := lo + split[stage]
+	// The stage's blocks, lo to hi of the model's: the part of each
+	// repeat that falls among them (DeepSeek's dense first layers and its
+	// experts' layers are two repeats, torchtitan's split counts them as
+	// one list).
+	first := int64(0)
+	for _, rep := range all[at : at+reps] {
+		r := *rep.Spec.(*Repeat)
+		from, to := max(lo, first), min(hi, first+r.Times)
+		first += r.Times
+		if from >= to {
+			continue
+		}
+		rep.Body = unwindowed(rep.Body)
+		// The first stage's copies take the embeddings' output, which the
+		// base model's forward may keep (Repeat.HoldInput); later stages
+		// take a received activation.
+		r.HoldInput = r.HoldInput && from == 0
+		r.Times, r.First = to-from, from
+		rep.Spec = &r
+		out = append(out, rep)
+	}
 	if stage == stages-1 {
-		out = append(out, untie(all[at+1:])...)
+		out = append(out, untie(all[at+reps:])...)
 	}
 	return out, nil
 }
@@ -236,7 +270,7 @@ func (t *Training) PipelineOK(m *Model) error {
 	if t.PP <= 1 {
 		return nil
 	}
-	if _, err := m.splittable(m.Lower()); err != nil {
+	if _, _, err := m.splittable(m.Lower()); err != nil {
 		return err
 	}
 	if t.PPVirtual > 1 && t.PPSchedule != PPInterleaved {

@@ -34,6 +34,15 @@ ep.py applied on the meta device, before the stage is materialised; FSDP2
 over dp with the experts over efsdp when --dp > 1). The routers' gradients
 are all-reduced over tp.
 
+A transformers config (a .json, as memplan estimate --hf reads it; DeepSeek-V2
+and V3 so far) is pipelined through transformers' own model: each stage is the
+base model built on meta with only its share of the decoder layers (their
+global indexes kept, so DeepSeek's dense first layers stay dense), the
+embedding on the first stage, the final norm and the head on the last; its
+forward is the base model's (rotary tables made in every stage's forward, the
+key/value cache kept by the forward unless checkpointing turns it off), as
+memplan's model.Model.StagesRunModel says (HFStage). No --tp with them.
+
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
 amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
 name another implementation) and prints one JSON line on rank 0 with every
@@ -42,6 +51,8 @@ memplan's pipeline.kinds for stage r (one stage per rank) or rank r
 (interleaved). The modules are built on the meta device, as torchtitan does.
 """
 import argparse
+import os
+import sys
 import time
 
 import torch
@@ -124,6 +135,70 @@ def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp, ep_args=N
     return model
 
 
+class HFStage(torch.nn.Module):
+    """One pipeline stage of a transformers causal LM (the module docstring)."""
+
+    def __init__(self, hf, keep, first, last):
+        super().__init__()
+        self.model = hf.model
+        self.model.layers = torch.nn.ModuleList([self.model.layers[i] for i in keep])
+        if not first:
+            self.model.embed_tokens = None
+        if not last:
+            self.model.norm = torch.nn.Identity()
+        self.lm_head = hf.lm_head if last else None
+        self.first = first
+
+    def forward(self, x):
+        if self.first:
+            h = self.model(input_ids=x).last_hidden_state
+        else:
+            h = self.model(inputs_embeds=x).last_hidden_state
+        return self.lm_head(h) if self.lm_head is not None else h
+
+
+def hf_dims(path, seq):
+    """pp.py's dims of a transformers config (what main reads of them)."""
+    import json
+    with open(path) as f:
+        cfg = json.load(f)
+    assert not cfg.get("tie_word_embeddings", False), "tied transformers configs are not pipelined here"
+    return dict(hf=path, layers=cfg["num_hidden_layers"], vocab=cfg["vocab_size"], seq=seq, tied=False,
+                experts=int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0))
+
+
+def build_hf_stage(d, split, stage, n_stages, checkpointing):
+    """The HFStage of one stage: the model built on meta, the other layers
+    taken out, then materialised and initialised on the GPU (the rotary
+    tables' inverse frequencies made again there, the other buffers zeroed:
+    DeepSeek-V3's router correction bias)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import measure  # bench/torch/measure.py: the config read as measure.py reads it
+    first = sum(split[:stage])
+    with torch.device("meta"):
+        hf, _ = measure.build_hf(d["hf"], "sdpa")
+    if checkpointing:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = HFStage(hf, range(first, first + split[stage]), stage == 0, stage == n_stages - 1)
+    rot = model.model.rotary_emb
+    model.to_empty(device="cuda")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+        for b in model.buffers():
+            b.zero_()
+    model.model.rotary_emb = type(rot)(config=hf.config, device="cuda")
+    model.hf_config = hf.config
+    return model.train()
+
+
+def stage_blocks(model):
+    """A stage's decoder blocks: common.Llama's layers dict or an HFStage's list."""
+    if isinstance(model, HFStage):
+        return list(model.model.layers)
+    return list(model.layers.values())
+
+
 # memplan's ZeRO stage for each --mode: FSDP under a pipeline never reshards
 # within a step, which memplan simulates alike at stages 2 and 3.
 ZERO = {"ddp": 0, "zero1": 1, "fsdp": 2}
@@ -139,7 +214,7 @@ def wrap_dp(model, mode, mesh, local, efsdp=None):
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(model, device_ids=[local], process_group=mesh.get_group())
     from torch.distributed.fsdp import fully_shard
-    for block in model.layers.values():
+    for block in stage_blocks(model):
         if efsdp is not None:
             import ep
             ep.shard_experts(block, efsdp, reshard_after_forward=False)
@@ -221,6 +296,9 @@ def sync_tied(modules, group, grads):
 def experts_implementation(modules):
     """What transformers' MoE blocks of the stages run (None without one)."""
     for m in modules:
+        m = getattr(m, "module", m)
+        if isinstance(m, HFStage):
+            return getattr(m.hf_config, "_experts_implementation", None)
         for x in m.modules():
             if isinstance(x, common.HFMoE):
                 return x.implementation
@@ -253,7 +331,9 @@ def main():
     rank, world, local = common.setup()
     assert world % (a.tp * a.dp) == 0, f"world {world} is not a multiple of tp·dp {a.tp * a.dp}"
     pp, sp = world // (a.tp * a.dp), not a.no_sp
-    d = common.llama_dims(a.spec, a.seq)
+    hf = a.spec.endswith(".json")
+    assert not (hf and a.tp > 1), "transformers configs are pipelined without --tp"
+    d = hf_dims(a.spec, a.seq or 2048) if hf else common.llama_dims(a.spec, a.seq)
     tp_mesh, dp_mesh, efsdp_mesh, ep_mesh, group, pp_rank = None, None, None, None, None, rank
     if a.tp > 1 or a.dp > 1:
         from torch.distributed.device_mesh import init_device_mesh
@@ -290,8 +370,11 @@ def main():
     stage_ids = [pp_rank + k * pp for k in range(v)]
     torch.manual_seed(0)
     ep_args = (a.ep, a.router, ep_mesh.get_group()) if a.ep > 1 and a.tp > 1 else None
-    modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp, ep_args)
-               for s in stage_ids]
+    if hf:
+        modules = [build_hf_stage(d, split, s, n_stages, a.checkpointing == "every-block") for s in stage_ids]
+    else:
+        modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp, ep_args)
+                   for s in stage_ids]
     dev = torch.device("cuda", local)
     logs = []  # ep.apply's lists, which the stages' forwards fill
     if ep_args is not None:
@@ -348,10 +431,13 @@ def main():
             sync_tied(modules, emb_group, grads=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if ep_args is not None and a.router == "zero":
+        if (ep_args is not None or hf and a.ep > 1) and a.router == "zero":
+            # Again after every step, as tp.py and train.py do (the
+            # transformers stages too; common.Llama's stages under EP
+            # without TP were measured without it, and keep that).
             import ep
             for m in modules:
-                ep.zero_routers(m)  # again after every step, as tp.py and train.py do
+                ep.zero_routers(m)
         torch.cuda.synchronize()
         if a.step_pause > 0 and not steps:
             time.sleep(a.step_pause)
@@ -369,7 +455,7 @@ def main():
               # _PipelineScheduleRuntime for interleaved (send Works kept to
               # the end of step()), PipelineScheduleSingle for gpipe and 1f1b.
               "schedule_bases": [c.__name__ for c in type(sched).__mro__[1:4]]}
-    cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], pp=pp, pp_schedule=a.schedule,
+    cmd = common.memplan_cmd(("--hf " if hf else "") + a.spec, a.batch, d["seq"], pp=pp, pp_schedule=a.schedule,
                              pp_virtual=v if a.schedule == "interleaved" else None, microbatches=a.microbatches,
                              tp=a.tp if a.tp > 1 else None, sp=sp and a.tp > 1,
                              dp=a.dp if a.dp > 1 else None, zero=ZERO[a.mode] if a.dp > 1 else None,

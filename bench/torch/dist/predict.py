@@ -67,7 +67,8 @@ def train_cmd(args, world):
 
 def script_cmd(script, nproc, args):
     spec, opts = args[0], options(args[1:])
-    cmd = ["estimate", spec, "--batch", opts.get("batch", "1"), "--seq", opts["seq"], "--precision", "amp-bf16",
+    src = ["--hf", spec] if spec.endswith(".json") else [spec]
+    cmd = ["estimate"] + src + ["--batch", opts.get("batch", "1"), "--seq", opts["seq"], "--precision", "amp-bf16",
            "--optimizer", "adamw"]
     if script == "tp.py":
         cmd += ["--tp", opts["tp"]]
