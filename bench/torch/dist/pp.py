@@ -187,7 +187,8 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing):
             p.normal_(0, 0.02)
         for b in model.buffers():
             b.zero_()
-    model.model.rotary_emb = type(rot)(config=hf.config, device="cuda")
+    with torch.device("cuda"):
+        model.model.rotary_emb = type(rot)(config=hf.config)
     model.hf_config = hf.config
     return model.train()
 
