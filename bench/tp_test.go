@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/estimate"
@@ -215,7 +216,11 @@ func readScript(t *testing.T, path, script string) []tpRecord {
 // the busiest kind of stage's prediction, metric by metric).
 func distErrors(t *testing.T, r tpRecord, o model.Overrides) (e [NumMetrics]float64) {
 	t.Helper()
-	spec, err := model.Load(filepath.Join("..", r.Config.Spec), o)
+	load := model.Load
+	if strings.HasSuffix(r.Config.Spec, ".json") {
+		load = model.LoadHF // a transformers config (pp.py's HFStage)
+	}
+	spec, err := load(filepath.Join("..", r.Config.Spec), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -279,7 +279,7 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 	switch {
 	case s.cfg.eager && a.k.Causal:
 		s.causalMask(sh[0], x.dt)
-		if sliding, full := windowKinds(blocks); sliding && full {
+		if sliding, full := modelWindowKinds(blocks); sliding && full {
 			// Gemma 2's causal_mask_mapping: a full and a sliding
 			// mask, each materialised under eager attention (from
 			// transformers' source; measured: held-out set 21).

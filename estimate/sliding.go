@@ -133,3 +133,33 @@ func windowKinds(ins []*inst) (sliding, full bool) {
 	}
 	return sliding, full
 }
+
+// modelWindowKinds is windowKinds for the model ins belongs to: a layer
+// whose kind alternates sliding and full layers (model.Attention's
+// WindowPattern) says the model has both, whichever layers ins holds (a
+// pipeline stage's share); its forward makes both masks
+// (causal_mask_mapping).
+func modelWindowKinds(ins []*inst) (sliding, full bool) {
+	sliding, full = windowKinds(ins)
+	if a := firstWindowed(ins); a != nil && a.k.WindowPattern > 1 {
+		return true, true
+	}
+	return sliding, full
+}
+
+// firstWindowed is the first attention layer in ins with a sliding
+// window, or nil.
+func firstWindowed(ins []*inst) *attnOp {
+	for _, in := range ins {
+		if a, ok := in.op.(*attnOp); ok && a.k.Window > 0 {
+			return a
+		}
+		for _, list := range in.sublists() {
+			if a := firstWindowed(list); a != nil {
+				return a
+			}
+		}
+	}
+	return nil
+}
+

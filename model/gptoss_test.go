@@ -27,7 +27,7 @@ func TestGPTOSSSpec(t *testing.T) {
 		{"unknown gate", model + "  expert_gate: relu\n" + eager, Overrides{}, "x.yaml:13: expert_gate: unknown choice \"relu\""},
 		{"router needs experts", strings.Replace(model, "  experts: 4\n  top_k: 2\n", "", 1) + "  router: topk_softmax\n" + eager, Overrides{}, "router: needs experts"},
 		{"no tensor parallelism", oss + eager, Overrides{TP: 2}, "not GPT-OSS's block"},
-		{"no pipeline", oss + eager, Overrides{PP: 2, DP: 1}, "GPT-OSS's block is not simulated under pipeline parallelism"},
+		{"pipeline", oss + eager, Overrides{PP: 2, GradAccum: 2}, ""},
 		{"expert parallelism", oss + "training: {batch: 1, seq: 8, attention: eager, dp: 2, zero: 3, ep: 2}\n", Overrides{}, ""},
 		{"lora attn", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsAttn}, ""},
 		{"lora mlp", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsMLP}, "a mixture of experts without a shared expert or dense layers has no MLP linears to adapt"},

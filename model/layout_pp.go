@@ -71,9 +71,6 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 	if m.LogitSoftcap > 0 || m.scalesLogits() {
 		return 0, 0, fmt.Errorf("logit softcapping and scaling are not simulated under pipeline parallelism")
 	}
-	if m.gptOSS() {
-		return 0, 0, fmt.Errorf("%s is not simulated under pipeline parallelism", m.describe())
-	}
 	for i := range layers {
 		if _, ok := layers[i].Spec.(*Repeat); ok {
 			n := 1
@@ -96,9 +93,10 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 // makes the rotary tables (and eager attention's mask) before its first
 // block as the whole model's does; the other llama models' stages run
 // bench/torch/dist/common.py's Llama, as torchtitan's, whose attention
-// casts the rotary tables it is given. DeepSeek's blocks are measured
-// through transformers' stages (docs/parallelism.md §3.2).
-func (m *Model) StagesRunModel() bool { return m.deepseek() }
+// casts the rotary tables it is given and has no sliding window. DeepSeek's
+// and GPT-OSS's blocks are measured through transformers' stages, whose
+// sliding windows stay (docs/parallelism.md §3.2).
+func (m *Model) StagesRunModel() bool { return m.deepseek() || m.gptOSS() }
 
 // LowerStage returns the layers stage (0-based) of stages holds: its share
 // of the blocks (StageLayers), with everything before them (the embedding)
@@ -168,7 +166,9 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 		if from >= to {
 			continue
 		}
-		rep.Body = unwindowed(rep.Body)
+		if !m.StagesRunModel() {
+			rep.Body = unwindowed(rep.Body)
+		}
 		// The first stage's copies take the embeddings' output, which the
 		// base model's forward may keep (Repeat.HoldInput); later stages
 		// take a received activation.

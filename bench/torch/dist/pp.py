@@ -34,10 +34,12 @@ ep.py applied on the meta device, before the stage is materialised; FSDP2
 over dp with the experts over efsdp when --dp > 1). The routers' gradients
 are all-reduced over tp.
 
-A transformers config (a .json, as memplan estimate --hf reads it; DeepSeek-V2
-and V3 so far) is pipelined through transformers' own model: each stage is the
-base model built on meta with only its share of the decoder layers (their
-global indexes kept, so DeepSeek's dense first layers stay dense), the
+A transformers config (a .json, as memplan estimate --hf reads it: DeepSeek-V2
+and V3, and GPT-OSS in eager attention) is pipelined through transformers' own
+model: each stage is the base model built on meta with only its share of the
+decoder layers (their global indexes kept, so DeepSeek's dense first layers stay
+dense; GPT-OSS's stage model given its layers' sliding or full types, so that
+its forward still makes both masks and hands each layer its own), the
 embedding on the first stage, the final norm and the head on the last; its
 forward is the base model's (rotary tables made in every stage's forward, the
 key/value cache kept by the forward unless checkpointing turns it off), as
@@ -142,6 +144,12 @@ class HFStage(torch.nn.Module):
         super().__init__()
         self.model = hf.model
         self.model.layers = torch.nn.ModuleList([self.model.layers[i] for i in keep])
+        if getattr(hf.config, "layer_types", None) is not None:
+            # GPT-OSS's forward picks each layer's mask by its place in
+            # the list: the stage's model gets its layers' types.
+            import copy
+            self.model.config = copy.copy(hf.config)
+            self.model.config.layer_types = [hf.config.layer_types[i] for i in keep]
         if not first:
             self.model.embed_tokens = None
         if not last:
@@ -163,7 +171,9 @@ def hf_dims(path, seq):
     with open(path) as f:
         cfg = json.load(f)
     assert not cfg.get("tie_word_embeddings", False), "tied transformers configs are not pipelined here"
-    return dict(hf=path, layers=cfg["num_hidden_layers"], vocab=cfg["vocab_size"], seq=seq, tied=False,
+    # transformers runs GPT-OSS in eager attention only (its sinks).
+    attn = "eager" if cfg.get("model_type") == "gpt_oss" else "sdpa"
+    return dict(hf=path, attn=attn, layers=cfg["num_hidden_layers"], vocab=cfg["vocab_size"], seq=seq, tied=False,
                 experts=int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0))
 
 
@@ -176,7 +186,7 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing):
     import measure  # bench/torch/measure.py: the config read as measure.py reads it
     first = sum(split[:stage])
     with torch.device("meta"):
-        hf, _ = measure.build_hf(d["hf"], "sdpa")
+        hf, _ = measure.build_hf(d["hf"], d["attn"])
     if checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = HFStage(hf, range(first, first + split[stage]), stage == 0, stage == n_stages - 1)
