@@ -162,4 +162,3 @@ func firstWindowed(ins []*inst) *attnOp {
 	}
 	return nil
 }
-
