@@ -38,9 +38,9 @@ A transformers config (a .json, as memplan estimate --hf reads it: DeepSeek-V2
 and V3, and GPT-OSS in eager attention) is pipelined through transformers' own
 model: each stage is the base model built on meta with only its share of the
 decoder layers (their global indexes kept, so DeepSeek's dense first layers stay
-dense; GPT-OSS's stage model given its layers' sliding or full types, so that
-its forward still makes both masks and hands each layer its own), the
-embedding on the first stage, the final norm and the head on the last; its
+dense, the others' replaced by a pass-through so that every layer keeps its
+place: GPT-OSS's forward still makes both masks and hands each layer its own),
+the embedding on the first stage, the final norm and the head on the last; its
 forward is the base model's (rotary tables made in every stage's forward, the
 key/value cache kept by the forward unless checkpointing turns it off), as
 memplan's model.Model.StagesRunModel says (HFStage). No --tp with them.
@@ -137,19 +137,25 @@ def build_stage(d, split, stage, n_stages, checkpointing, tp_mesh, sp, ep_args=N
     return model
 
 
+class Skip(torch.nn.Module):
+    """A decoder layer another stage holds: the hidden states pass."""
+
+    def forward(self, hidden_states, *args, **kwargs):
+        return hidden_states
+
+
 class HFStage(torch.nn.Module):
-    """One pipeline stage of a transformers causal LM (the module docstring)."""
+    """One pipeline stage of a transformers causal LM (the module docstring).
+    The layers other stages hold are Skip, so that every layer keeps its
+    place: the forward's loop hands each its own mask (GPT-OSS picks it by
+    the layer's place) and the cache its own slot."""
 
     def __init__(self, hf, keep, first, last):
         super().__init__()
         self.model = hf.model
-        self.model.layers = torch.nn.ModuleList([self.model.layers[i] for i in keep])
-        if getattr(hf.config, "layer_types", None) is not None:
-            # GPT-OSS's forward picks each layer's mask by its place in
-            # the list: the stage's model gets its layers' types.
-            import copy
-            self.model.config = copy.copy(hf.config)
-            self.model.config.layer_types = [hf.config.layer_types[i] for i in keep]
+        keep = set(keep)
+        self.model.layers = torch.nn.ModuleList(
+            [l if i in keep else Skip() for i, l in enumerate(self.model.layers)])
         if not first:
             self.model.embed_tokens = None
         if not last:
@@ -206,7 +212,7 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing):
 def stage_blocks(model):
     """A stage's decoder blocks: common.Llama's layers dict or an HFStage's list."""
     if isinstance(model, HFStage):
-        return list(model.model.layers)
+        return [l for l in model.model.layers if not isinstance(l, Skip)]
     return list(model.layers.values())
 
 
