@@ -24,7 +24,8 @@ import (
 // bench/torch/align.py to set beside a real trace. Where one estimate
 // simulates several ranks (pipeline stages, expert parallelism's
 // receiving and sending ranks), MEMPLAN_TRACE_LAST=1 keeps the last and
-// MEMPLAN_TRACE_FIRST=1 the first (otherwise their events follow each other).
+// MEMPLAN_TRACE_FIRST=1 the first, MEMPLAN_TRACE_RANK=N the N-th (1-based;
+// otherwise their events follow each other).
 // MEMPLAN_TRACE_LOAD=1 writes only the load (the state before the first
 // step), for alloc's TestReplayDebug to replay before a real history
 // (MEMPLAN_REPLAY_FIRST).
@@ -52,6 +53,9 @@ func TestTraceDebug(t *testing.T) {
 	estimateWith(s, func(*sim) {}, func(sm *sim) {
 		if ranks++; ranks > 1 && os.Getenv("MEMPLAN_TRACE_FIRST") != "" {
 			return // keep the first simulated rank's (a skewed EP run's receiving rank)
+		}
+		if n := os.Getenv("MEMPLAN_TRACE_RANK"); n != "" && n != fmt.Sprint(ranks) {
+			return // keep the n-th simulated rank's (1-based: a pipeline's stages times EP's kinds)
 		}
 		if os.Getenv("MEMPLAN_TRACE_LAST") != "" {
 			ev, ids = ev[:0], map[*tensor]int{} // keep the last simulated rank's (a skewed EP run's sending rank)

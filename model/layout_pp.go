@@ -109,15 +109,17 @@ func (m *Model) LowerStage(stage, stages int64) ([]Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return stageHead(out), nil
+	return m.stageHead(out), nil
 }
 
 // stageHead makes the head of a last stage's layers a plain linear layer
-// whose logits are the stage's output.
-func stageHead(ls []Layer) []Layer {
+// whose logits are the stage's output. Where the stage runs transformers'
+// model forward (StagesRunModel), the head runs after that forward has
+// returned, its locals (the masks) gone: a task head (Linear.Head).
+func (m *Model) stageHead(ls []Layer) []Layer {
 	for i, l := range ls {
 		if h, ok := l.Spec.(*LMHead); ok {
-			ls[i] = L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias})
+			ls[i] = L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias, Head: m.StagesRunModel()})
 		}
 	}
 	return ls
@@ -209,7 +211,7 @@ func (m *Model) LowerStageRank(stage, stages int64, t *Training) ([]Layer, error
 		return nil, err
 	}
 	if t.TP <= 1 && t.CP <= 1 {
-		return stageHead(ls), nil
+		return m.stageHead(ls), nil
 	}
 	// No stage holds both ends of a tie (stageSlice): the embedding is
 	// lowered as an untied one, whose whole gradient stays.
@@ -226,7 +228,7 @@ func (m *Model) LowerStageRank(stage, stages int64, t *Training) ([]Layer, error
 			ls[i] = L(&c)
 		}
 	}
-	return stageHead(ls), nil
+	return m.stageHead(ls), nil
 }
 
 // PipelineStages is the number of pipeline stages: pp, times the stages

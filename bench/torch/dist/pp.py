@@ -183,11 +183,13 @@ def hf_dims(path, seq):
                 experts=int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0))
 
 
-def build_hf_stage(d, split, stage, n_stages, checkpointing):
+def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None):
     """The HFStage of one stage: the model built on meta, the other layers
-    taken out, then materialised and initialised on the GPU (the rotary
+    taken out, its experts split with ep.py when ep_args (ep, router, group)
+    are given, then materialised and initialised on the GPU (the rotary
     tables' inverse frequencies made again there, the other buffers zeroed:
-    DeepSeek-V3's router correction bias)."""
+    DeepSeek-V3's router correction bias; zeroed routers zeroed again). The
+    stage's list of ep.apply's rows is model.ep_log."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import measure  # bench/torch/measure.py: the config read as measure.py reads it
     first = sum(split[:stage])
@@ -196,6 +198,9 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing):
     if checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = HFStage(hf, range(first, first + split[stage]), stage == 0, stage == n_stages - 1)
+    if ep_args is not None:
+        import ep
+        model.ep_log = ep.apply(model, ep_args[0], "random", ep_args[2])
     rot = model.model.rotary_emb
     model.to_empty(device="cuda")
     with torch.no_grad():
@@ -205,6 +210,9 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing):
             b.zero_()
     with torch.device("cuda"):
         model.model.rotary_emb = type(rot)(config=hf.config)
+    if ep_args is not None and ep_args[1] == "zero":
+        import ep
+        ep.zero_routers(model)
     model.hf_config = hf.config
     return model.train()
 
@@ -388,7 +396,14 @@ def main():
     torch.manual_seed(0)
     ep_args = (a.ep, a.router, ep_mesh.get_group()) if a.ep > 1 and a.tp > 1 else None
     if hf:
-        modules = [build_hf_stage(d, split, s, n_stages, a.checkpointing == "every-block") for s in stage_ids]
+        if a.ep > 1:
+            # The experts split on the meta device, before the stage is
+            # materialised (torchtitan's order: only the rank's experts
+            # are ever allocated, as memplan simulates).
+            assert dp_mesh is not None and a.dp % a.ep == 0, "--ep needs --dp a multiple of it"
+            ep_args = (a.ep, a.router, ep_mesh.get_group() if ep_mesh is not None else dp_mesh.get_group())
+        modules = [build_hf_stage(d, split, s, n_stages, a.checkpointing == "every-block", ep_args)
+                   for s in stage_ids]
     else:
         modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp, ep_args)
                    for s in stage_ids]
@@ -448,7 +463,7 @@ def main():
             sync_tied(modules, emb_group, grads=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if (ep_args is not None or hf and a.ep > 1) and a.router == "zero":
+        if ep_args is not None and a.router == "zero":
             # Again after every step, as tp.py and train.py do (the
             # transformers stages too; common.Llama's stages under EP
             # without TP were measured without it, and keep that).
