@@ -159,7 +159,23 @@ type ExpertRank struct {
 // rest, and returns the one with the largest device total, with every
 // kind in Experts.
 func estimateExperts(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*Result, error) {
-	recv, err := simulateRank(spec, inspect, setup)
+	return busiestExpertRank(spec, func(role func(*sim)) (*Result, error) {
+		return simulateRank(spec, inspect, func(s *sim) {
+			if setup != nil {
+				setup(s)
+			}
+			role(s)
+		})
+	})
+}
+
+// busiestExpertRank runs simulate for the receiving rank and, when the skew
+// allowance is above one, the balanced and the sending ones (role sets
+// the kind on the simulation), and returns the result with the largest
+// device total, with every kind in Experts: estimateExperts's choice, and
+// each pipeline stage's under expert parallelism (stages.go).
+func busiestExpertRank(spec *model.Spec, simulate func(role func(*sim)) (*Result, error)) (*Result, error) {
+	recv, err := simulate(func(*sim) {})
 	if err != nil || spec.Training.EPSkew == 1 || recv.Stopped {
 		return recv, err
 	}
@@ -169,12 +185,7 @@ func estimateExperts(spec *model.Spec, inspect func(*sim), setup func(*sim)) (*R
 		role epRole
 		name string
 	}{{epBalanced, "balanced"}, {epSending, "sending"}} {
-		r, err := simulateRank(spec, inspect, func(s *sim) {
-			if setup != nil {
-				setup(s)
-			}
-			s.cfg.epRole = k.role
-		})
+		r, err := simulate(func(s *sim) { s.cfg.epRole = k.role })
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"slices"
+
+	"github.com/memplan/memplan/model"
+)
 
 // Pipeline parallelism as torch.distributed.pipelining (PyTorch 2.11) runs
 // it, lowered to one stage's program (docs/parallelism.md §3.2): the
@@ -63,6 +67,9 @@ type pipeline struct {
 	ddp     *ddpState
 	local   []*pipeline
 	order   []model.PPAction
+	// castOrder is each parameter's place among the cached weight casts,
+	// in the order they were first made (keepCasts; byCastOrder).
+	castOrder map[*tensor]int
 	// lossParallel computes the last stage's loss on the logits' shards.
 	lossParallel bool
 	// modelForward says the stages run transformers' model forward
@@ -273,7 +280,7 @@ func (s *sim) shapeInference(spec *model.Spec, q *pipeline) {
 func (s *sim) keepCasts(tape []*node, from *flight) {
 	p := s.pp
 	if p.nodeOf == nil {
-		p.nodeOf = map[*tensor]*node{}
+		p.nodeOf, p.castOrder = map[*tensor]*node{}, map[*tensor]int{}
 	}
 	nodes := map[*tensor]*node{}
 	for _, n := range tape {
@@ -296,6 +303,9 @@ func (s *sim) keepCasts(tape []*node, from *flight) {
 		}
 		p.casts = append(p.casts, cast{param: in, half: c, node: n, from: from})
 		p.nodeOf[c] = n
+		if _, ok := p.castOrder[in]; !ok {
+			p.castOrder[in] = len(p.castOrder)
+		}
 	}
 }
 
@@ -407,6 +417,19 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 	return []*tensor{out}
 }
 
+// byCastOrder is the ToCopy nodes of the casts a micro-batch's forward
+// found cached (shared) and those its recomputed segments stand in for
+// them (deferred), in the order the casts were first made: autograd runs
+// the ready nodes by sequence number, the latest first, so once the
+// micro-batch's own nodes are done these run from the last-made cast (the
+// head's) back (measured: GPT-OSS's last stage, whose head weight's
+// gradient comes before its blocks', bench/results/2026-11-27-h200x4-pp-moe-hf-traces).
+func (p *pipeline) byCastOrder(shared, deferred []*node) []*node {
+	out := append(append(make([]*node, 0, len(shared)+len(deferred)), shared...), deferred...)
+	slices.SortStableFunc(out, func(a, b *node) int { return p.castOrder[a.ins[0]] - p.castOrder[b.ins[0]] })
+	return out
+}
+
 // ppBackward is backward_one_chunk for micro-batch j. It returns the
 // tensors the stage sends: the input's gradient.
 func (s *sim) ppBackward(it, j int) []*tensor {
@@ -423,7 +446,7 @@ func (s *sim) ppBackward(it, j int) []*tensor {
 	}
 	p.cur = fl
 	s.backward(fl.tape)
-	s.backward(append(fl.shared, fl.deferred...))
+	s.backward(p.byCastOrder(fl.shared, fl.deferred))
 	p.cur = nil
 	s.unref(fl.out)
 	if fl.loss != nil {

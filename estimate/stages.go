@@ -131,22 +131,35 @@ func simulateStages(spec *model.Spec, inspect func(*sim), setup func(*sim), work
 		// there before simulating the others.
 		for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
 			st := n - 1 - i
-			p, err := newPipeline(spec, st)
-			if err != nil {
-				errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)
-				continue
-			}
-			r, err := simulateRank(spec, inspect, func(s *sim) {
-				s.pp = p
-				if setup != nil {
-					setup(s)
+			var blocks int64
+			simulate := func(role func(*sim)) (*Result, error) {
+				p, err := newPipeline(spec, st)
+				if err != nil {
+					return nil, err
 				}
-			})
+				blocks = p.rankBlocks()
+				return simulateRank(spec, inspect, func(s *sim) {
+					s.pp = p
+					if setup != nil {
+						setup(s)
+					}
+					role(s)
+				})
+			}
+			var r *Result
+			var err error
+			if spec.Training.EP > 1 {
+				// Each kind of expert-parallel rank of the stage: the
+				// one that sends may reserve more than the receiver.
+				r, err = busiestExpertRank(spec, simulate)
+			} else {
+				r, err = simulate(func(*sim) {})
+			}
 			if err != nil {
 				errs[st] = fmt.Errorf("pipeline stage %d: %w", st, err)
 				continue
 			}
-			rs[st] = stageResult{r, p.rankBlocks()}
+			rs[st] = stageResult{r, blocks}
 		}
 	}
 	var wg sync.WaitGroup
