@@ -18,6 +18,15 @@ var pipelineGaps = map[string][]int{
 	// GPipe, 8 micro-batches: the last stage's reserve still grows in the
 	// third step (32.41 GiB after two, 33.63 after three).
 	"pp.py 2 specs/tinyllama-1.1b.yaml --schedule gpipe --microbatches 8 --seq 2048 --batch 1": {Reserved, Device},
+	// Allocated exact. −1.7% reserved until the twenty-fifth session
+	// ordered the ToCopy nodes of casts an earlier forward made latest
+	// first (estimate's byCastOrder; this line's history, recorded again
+	// in results/2026-11-27-h200x4-pp-castorder-traces, runs the head
+	// weight's before the blocks'), −3.5% since: which cached block serves
+	// which request moved. The history and the simulation still differ
+	// elsewhere (the tensor-parallel stage's sequence-parallel all-gathers
+	// of the shape inference), not resolved.
+	"pp.py 4 specs/llama-3-8b.yaml --schedule 1f1b --microbatches 4 --tp 2 --seq 2048 --batch 1 --checkpointing every-block": {Reserved, Device},
 }
 
 // pipelineOver are the pipeline runs over the worst-case targets, with
@@ -68,6 +77,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-27-h200x4-pp-tied.jsonl", "2026-11-27-h200x4-pp-tied-heldout.jsonl",
 		"2026-11-27-h200x4-pp-deepseek.jsonl", "2026-11-27-h200x4-pp-deepseek-heldout.jsonl",
 		"2026-11-27-h200x4-pp-gptoss.jsonl", "2026-11-27-h200x4-pp-gptoss-heldout.jsonl",
+		"2026-11-27-h200x4-pp-ep-hf-recheck.jsonl", "2026-11-27-h200x4-pp-moe-hf-heldout.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -116,8 +126,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 98-len(pipelineOver) {
-		t.Fatalf("%d pipeline runs besides the listed overs, want %d", n, 98-len(pipelineOver))
+	if n := len(errs[Allocated]); n != 103-len(pipelineOver) {
+		t.Fatalf("%d pipeline runs besides the listed overs, want %d", n, 103-len(pipelineOver))
 	}
 	checkSpread(t, errs)
 }
