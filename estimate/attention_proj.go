@@ -53,10 +53,12 @@ func (a *attnOp) projectSeparate(s *sim, x *tensor, st *attnState, qd, kvd int64
 	// projection whose gradient returns heads-major (headView).
 	heads := a.headsMajorGrads(s, st.seq)
 	switch {
-	case k.QKNorm && k.QKNormOffset:
+	case k.QKNorm && (k.QKNormOffset || k.QKNormLate):
 		// Gemma 3 projects all three first and normalises the
 		// transposed query and key after (modeling_gemma3.py; its
-		// allocator history, bench/results/2026-11-27-gemma-eager-traces).
+		// allocator history, bench/results/2026-11-27-gemma-eager-traces);
+		// GLM-4 MoE normalises the heads before it transposes them
+		// (modeling_glm4_moe.py), the same tensors.
 		q := s.matmul(x, a.q, a.qB, st.rows, qd)
 		kk := s.matmul(x, a.kw, a.kB, st.rows, kvd)
 		st.v = headView(s, s.matmul(x, a.v, a.vB, st.rows, kvd), heads)

@@ -14,7 +14,8 @@ import "github.com/memplan/memplan/model"
 // expert (a copy), made boolean and inverted, the scores outside those
 // groups set to −inf (a copy), the top k of those (ids kept), the
 // original scores gathered at them, renormalised in place (a saved copy
-// and the sum) and scaled. It returns the weights, the ids and the
+// and the sum; not with model.MoE.NoRenorm, GLM-4's norm_topk_prob false)
+// and scaled. It returns the weights, the ids and the
 // logits, which DeepseekV3MoE.forward binds (as _) until it returns; the
 // router's locals go as it returns.
 func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits *tensor) {
@@ -51,12 +52,16 @@ func (s *sim) routeSigmoidGroup(o *moeOp, x *tensor, rows int64) (w, idx, logits
 	if n := s.record("Gather", []*tensor{sc}, tw); n != nil {
 		s.save(n, idx)
 	}
-	sum := s.alloc(rows, tw.dt, catTemp, "denominator")
-	den := s.alloc(rows, tw.dt, catTemp, "denominator + eps")
-	s.unref(sum)
-	norm, clone := s.divInPlace(tw, den)
-	s.unref(clone)
-	s.unref(tw)
+	norm, den := tw, (*tensor)(nil)
+	if !k.NoRenorm {
+		sum := s.alloc(rows, tw.dt, catTemp, "denominator")
+		den = s.alloc(rows, tw.dt, catTemp, "denominator + eps")
+		s.unref(sum)
+		var clone *tensor
+		norm, clone = s.divInPlace(tw, den)
+		s.unref(clone)
+		s.unref(tw)
+	}
 	w = s.scalarOp(norm)
 	s.unref(norm)
 	for _, t := range []*tensor{sc, masked, gi, gs, gidx, gm, sm, den} {

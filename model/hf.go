@@ -14,7 +14,7 @@ import (
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
-	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama, "deepseek_v2": Llama, "deepseek_v3": Llama,
+	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama, "deepseek_v2": Llama, "deepseek_v3": Llama, "glm4_moe": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "phi": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -325,18 +325,20 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		c.deepseekV2(m)
 	case "deepseek_v3":
 		c.deepseekV3(m)
+	case "glm4_moe":
+		c.glm4MoE(m)
 	}
 	// peft's conversion of these types' MLP targets to their fused
 	// experts (Model.LoRAFusedExperts).
-	m.LoRAFusedExperts = mt == "deepseek_v2" || mt == "deepseek_v3" || mt == "qwen3_moe" || mt == "mixtral"
+	m.LoRAFusedExperts = mt == "deepseek_v2" || mt == "deepseek_v3" || mt == "glm4_moe" || mt == "qwen3_moe" || mt == "mixtral"
 	switch mt {
 	case "mixtral", "gpt_oss":
 		m.Experts, m.TopK = c.int("num_local_experts", 0, true), c.int("num_experts_per_tok", 0, true)
 		if mt == "mixtral" {
 			m.Router = RouterSoftmaxTopKFP32 // MixtralTopKRouter keeps its weights fp32
 		}
-	case "deepseek_v2", "deepseek_v3":
-		// deepseekV2 and deepseekV3 read them.
+	case "deepseek_v2", "deepseek_v3", "glm4_moe":
+		// deepseekV2, deepseekV3 and glm4MoE read them.
 	case "qwen2_moe", "qwen3_moe":
 		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
 		// Qwen2MoeConfig's and Qwen3MoeConfig's default is false.

@@ -70,6 +70,50 @@ func (c *hfConfig) deepseekV3(m *Model) {
 	c.routerGroups(m)
 }
 
+// glm4MoE reads Glm4MoeConfig (modeling_glm4_moe.py, transformers 5.17;
+// GLM-4.5, GLM-4.5-Air, GLM-4.6): Llama's grouped-query attention with
+// biases on q, k and v (attention_bias), a partial rotary embedding
+// (partial_rotary_factor, 0.5 by default, rotated as GPT-NeoX's
+// apply_rotary_pos_emb slices it), optional norms on the query and key
+// heads (use_qk_norm, as Qwen3's), and DeepSeek-V3's mixture of experts
+// module for module (Glm4MoeTopkRouter is DeepseekV3TopkRouter, Glm4MoeMoE
+// DeepseekV3MoE): the first first_k_dense_replace layers dense
+// (intermediate_size), the rest n_routed_experts of moe_intermediate_size
+// under the grouped sigmoid router with n_shared_experts run after them.
+// norm_topk_prob false leaves the top k unrenormalised. The multi-token
+// prediction layers (num_nextn_predict_layers) are not built by
+// transformers' model. Defaults are Glm4MoeConfig's.
+func (c *hfConfig) glm4MoE(m *Model) {
+	m.Intermediate = c.int("moe_intermediate_size", 1408, false)
+	m.DenseIntermediate = c.int("intermediate_size", 10944, false)
+	m.Experts = c.int("n_routed_experts", 128, false)
+	m.SharedExpert = c.int("n_shared_experts", 1, false) * m.Intermediate
+	m.SharedAfter = true
+	m.DenseLayers = min(c.count("first_k_dense_replace", 1), m.NumLayers)
+	m.TopK = c.int("num_experts_per_tok", 8, false)
+	m.Router = RouterSigmoidGroup
+	m.RouterGroups, m.RouterTopGroups = c.int("n_group", 1, false), c.int("topk_group", 1, false)
+	m.RouterNoRenorm = !c.bool("norm_topk_prob", true)
+	c.routerGroups(m)
+	m.QKNorm = c.bool("use_qk_norm", false)
+	m.QKNormLate = m.QKNorm // q_norm and k_norm after all three projections
+	m.Rotary = c.float("partial_rotary_factor", 0.5)
+	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok {
+		if f, ok := rp["partial_rotary_factor"].(float64); ok {
+			m.Rotary = f
+		}
+	}
+	if m.Rotary <= 0 || m.Rotary > 1 {
+		c.fail("field \"partial_rotary_factor\": want a fraction in (0, 1], got %g", m.Rotary)
+	}
+	if m.Rotary == 1 {
+		m.Rotary = 0 // every dim rotated: Llama's rotation
+	}
+	if m.DenseLayers == 0 {
+		m.DenseIntermediate = 0
+	}
+}
+
 // deepseekV2 reads DeepseekV2Config (modeling_deepseek_v2.py, transformers
 // 5.17; DeepSeek-V2, DeepSeek-V2-Lite, DeepSeek-Coder-V2): the latent
 // attention of deepseekMLA with its rotary dims rotated as complex numbers

@@ -42,6 +42,9 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 		if m.NoRoPEPattern > 1 {
 			f["no_rope_pattern"] = m.NoRoPEPattern
 		}
+		if m.Rotary > 0 && m.Rotary < 1 {
+			f["rotary"] = m.Rotary
+		}
 		if m.Experts > 0 {
 			f["experts"], f["top_k"] = m.Experts, m.TopK
 			if m.SharedExpert > 0 {
@@ -70,7 +73,7 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 // switches that are on and the constants that are set.
 func (m *Model) llamaOptions(f map[string]any) {
 	setFlags(f, flag{"qk_norm", m.QKNorm}, flag{"fused_qkv", m.FusedQKV}, flag{"sandwich_norm", m.SandwichNorm},
-		flag{"plain_norm", m.PlainNorm}, flag{"post_norm", m.PostNorm}, flag{"qk_norm_whole", m.QKNormWhole},
+		flag{"plain_norm", m.PlainNorm}, flag{"post_norm", m.PostNorm}, flag{"qk_norm_whole", m.QKNormWhole}, flag{"qk_norm_late", m.QKNormLate},
 		flag{"norm_product_fp32", m.NormProductFP32}, flag{"rope_fp32", m.RoPEFP32}, flag{"rope_cast", m.RoPECast},
 		flag{"project_first", m.ProjectFirst}, flag{"layer_norm", m.AffineNorm}, flag{"plain_mlp", m.PlainMLP},
 		flag{"out_bias", m.OutBias}, flag{"parallel_block", m.ParallelBlock}, flag{"centered_norm", m.CenteredNorm},

@@ -30,7 +30,10 @@ type Attention struct {
 	// QKNormWhole makes it one norm over each whole projection
 	// (heads·head_dim) before the split into heads, and QKNormFP32 the
 	// norm's product in fp32 (OLMo 2, model.RMSNorm.FP32Product).
-	QKNorm, QKNormOffset, QKNormWhole, QKNormFP32 bool
+	// QKNormLate normalises the query and key heads after all three
+	// projections (GLM-4 MoE's order; Gemma 3's, which QKNormOffset
+	// implies), where Qwen3 normalises each projection as it comes.
+	QKNorm, QKNormOffset, QKNormWhole, QKNormFP32, QKNormLate bool
 	// RoPEFP32 keeps the rotary tables fp32 (OLMo 2's rotary embedding);
 	// RoPECast casts the rotated query and key back to their dtype (OLMo
 	// 2's and 3's apply_rotary_pos_emb).
@@ -143,6 +146,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("fused_qkv", &k.FusedQKV)
 	a.bool("qk_norm", &k.QKNorm)
 	a.bool("qk_norm_whole", &k.QKNormWhole)
+	a.bool("qk_norm_late", &k.QKNormLate)
 	a.bool("qk_norm_fp32", &k.QKNormFP32)
 	a.bool("rope_fp32", &k.RoPEFP32)
 	a.bool("rope_cast", &k.RoPECast)
@@ -183,6 +187,9 @@ func (k *Attention) validate(e *errs, line int) {
 	}
 	if k.NoRoPEPattern == 1 || k.NoRoPEPattern > 1 && !k.RoPE {
 		e.add(line, "attention: no_rope_pattern %d leaves out the rotary embedding of every %d-th layer: it needs rope and a pattern of 2 or more (rope: false rotates in no layer)", k.NoRoPEPattern, k.NoRoPEPattern)
+	}
+	if k.QKNormLate && (!k.QKNorm || k.QKNormWhole) {
+		e.add(line, "attention: qk_norm_late orders per-head query and key norms: it needs qk_norm, not qk_norm_whole")
 	}
 	if k.ProjectFirst && k.QKNorm && !k.QKNormWhole {
 		e.add(line, "attention: project_first with per-head qk_norm is no transformers attention (per-head norms view each projection as heads first; use qk_norm_whole)")

@@ -65,7 +65,8 @@ type MoE struct {
 	// and adds it (DeepseekV3MoE); else it runs first (Qwen2-MoE).
 	SharedAfter bool
 	// NoRenorm leaves RouterSoftmaxTopK's top k as the softmax made them
-	// (Qwen's norm_topk_prob false): no in-place renormalisation.
+	// (Qwen's norm_topk_prob false), and RouterSigmoidGroup's as the
+	// sigmoid made them (GLM-4's): no renormalisation.
 	NoRenorm bool
 }
 

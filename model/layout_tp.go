@@ -126,6 +126,8 @@ func (m *Model) describe() string {
 		return m.Type + " models"
 	case m.gptOSS():
 		return "GPT-OSS's block"
+	case m.deepseek() && m.KVLoRARank == 0:
+		return "DeepSeek-V3's mixture of experts (GLM-4 MoE's)"
 	case m.deepseek():
 		return "DeepSeek's block"
 	case m.Experts > 0:

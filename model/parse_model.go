@@ -81,6 +81,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("post_norm", &m.PostNorm)
 		mm.bool("plain_norm", &m.PlainNorm)
 		mm.bool("qk_norm_whole", &m.QKNormWhole)
+		mm.bool("qk_norm_late", &m.QKNormLate)
 		mm.bool("norm_product_fp32", &m.NormProductFP32)
 		mm.bool("rope_fp32", &m.RoPEFP32)
 		mm.bool("rope_cast", &m.RoPECast)
@@ -111,6 +112,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("fused_qkv", &m.FusedQKV)
 		mm.bool("attention_sinks", &m.AttnSinks)
 		mm.bool("rope_halves", &m.RoPEHalves)
+		mm.float("rotary", &m.Rotary, 0, 1)
 		decodeExpertChoices(e, mm, m)
 		decodeMLA(e, mm, m)
 		llamaConflicts(e, mm, m)
@@ -309,8 +311,8 @@ func decodeExpertChoices(e *errs, mm *mapping, m *Model) {
 			e.add(mm.keys[k], "%s: needs experts", k)
 		}
 	}
-	if m.RouterNoRenorm && m.Router != RouterSoftmaxTopK {
-		e.add(mm.keys["router_no_renorm"], "router_no_renorm: only the softmax_topk router renormalises optionally")
+	if m.RouterNoRenorm && m.Router != RouterSoftmaxTopK && m.Router != RouterSigmoidGroup {
+		e.add(mm.keys["router_no_renorm"], "router_no_renorm: only the softmax_topk and sigmoid_group routers renormalise optionally")
 	}
 	for _, c := range []struct {
 		key     string
@@ -347,5 +349,11 @@ func llamaConflicts(e *errs, mm *mapping, m *Model) {
 	}
 	if m.PlainMLP && m.Experts > 0 {
 		e.add(mm.keys["plain_mlp"], "plain_mlp: a two-layer MLP, not with experts")
+	}
+	if m.QKNormLate && (!m.QKNorm || m.QKNormWhole) {
+		e.add(mm.keys["qk_norm_late"], "qk_norm_late: orders per-head query and key norms: it needs qk_norm, not qk_norm_whole")
+	}
+	if m.Rotary > 0 && m.Rotary < 1 && (m.KVLoRARank > 0 || m.RoPEHalves) {
+		e.add(mm.keys["rotary"], "rotary: a fraction of each head rotated, not with latent attention's rotary dims or rope_halves")
 	}
 }

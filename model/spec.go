@@ -92,6 +92,10 @@ type Model struct {
 	PostNorm        bool `json:"post_norm,omitempty"`
 	QKNormWhole     bool `json:"qk_norm_whole,omitempty"`
 	NormProductFP32 bool `json:"norm_product_fp32,omitempty"`
+	// QKNormLate applies the per-head query and key norms (QKNorm) after
+	// all three projections, where Qwen3 normalises each projection as it
+	// comes (GLM-4 MoE's use_qk_norm; Attention.QKNormLate).
+	QKNormLate bool `json:"qk_norm_late,omitempty"`
 	// EmbeddingMultiplier, ResidualMultiplier and LogitsScaling are
 	// Granite's constants (0: none): the embeddings times the first, each
 	// branch's output times the second before the residual add, and the
