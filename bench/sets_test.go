@@ -46,6 +46,7 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-deepseek.jsonl",
 	"results/2026-11-27-h200-deepseek-v2.jsonl",
 	"results/2026-11-27-h200-lora-deepseek.jsonl",
+	"results/2026-11-27-h200-glm.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the

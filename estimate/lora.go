@@ -94,7 +94,7 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 	case "gate.weight", "up.weight", "down.weight":
 		// Widths checked: DeepSeek's router is a gate.weight too, and
 		// no Linear (but a target parameter of fused experts').
-		if i := loraRoles[p.name]; i < len(mlp) && mlp[i].In == in && mlp[i].Out == out {
+		if i := loraRoles[p.name]; i < len(mlp) && mlp[i].From == nil && mlp[i].In == in && mlp[i].Out == out {
 			return mlp[i], true
 		}
 		if p.name == "gate.weight" {
@@ -107,8 +107,11 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 		return findLinear(mlp, strings.TrimPrefix(p.name, "experts."), in, out)
 	case "shared.gate", "shared.up", "shared.down":
 		// A mixture of experts' shared expert (its dense first layers'
-		// MLPs are gate.weight and the rest, first in the list).
-		return findLinear(mlp, strings.TrimPrefix(p.name, "shared.")+"_proj", in, out)
+		// MLPs are gate.weight and the rest, first in the list). Never
+		// the fused experts' entries, whose widths a shared expert of
+		// one expert's width has too (GLM-4.5-Air's down_proj): where
+		// peft converts the experts, the shared MLP stays frozen.
+		return findLinear(unfused(mlp), strings.TrimPrefix(p.name, "shared.")+"_proj", in, out)
 	case "shared_expert_gate":
 		return findLinear(other, p.name, in, out)
 	case "linear.weight":
@@ -119,6 +122,18 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 		}
 	}
 	return model.LoRALinear{}, false
+}
+
+// unfused is list without the fused experts' parameters
+// (model.LoRALinear.From).
+func unfused(list []model.LoRALinear) []model.LoRALinear {
+	out := make([]model.LoRALinear, 0, len(list))
+	for _, x := range list {
+		if x.From == nil {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // findLinear is the linear of list named name with in inputs and out

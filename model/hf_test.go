@@ -108,7 +108,8 @@ func TestHFParamsOfRuns(t *testing.T) {
 		"2026-11-27-h200-gptoss.jsonl", "2026-11-27-h200-heldout37.jsonl", "2026-11-27-h200-lora-gptoss.jsonl",
 		"2026-11-27-h200-deepseek.jsonl", "2026-11-27-h200-heldout39.jsonl", "2026-11-27-h200-heldout40.jsonl",
 		"2026-11-27-h200-deepseek-v2.jsonl", "2026-11-27-h200-heldout41.jsonl", "2026-11-27-h200-lora-deepseek.jsonl",
-		"2026-11-27-h200-heldout42-lora.jsonl", "2026-11-27-h200-heldout43-lora.jsonl"} {
+		"2026-11-27-h200-heldout42-lora.jsonl", "2026-11-27-h200-heldout43-lora.jsonl",
+		"2026-11-27-h200-glm.jsonl", "2026-11-27-h200-heldout45.jsonl", "2026-11-27-h200-heldout45-lora.jsonl"} {
 		data, err := os.ReadFile(filepath.Join("..", "bench", "results", run))
 		if err != nil {
 			t.Fatal(err)
