@@ -234,6 +234,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// DDP (twenty-fourth session, 2 x H200; predictions committed
 		// first: results/2026-11-27-fused-lora-dist-predictions.txt).
 		{"fused-expert LoRA, 2xH200", "", "results/2026-11-27-h200x2-fused-lora-heldout.jsonl", 0, 2},
+		// GLM-4 MoE under FSDP2 (fsdp-bf16) and DDP (twenty-fifth
+		// session, 2 x H200 of a 4 x H200 host; predictions committed
+		// first: results/2026-11-27-glm-dist-predictions.txt).
+		{"GLM-4 MoE, 2xH200", "", "results/2026-11-27-h200x2-glm-heldout.jsonl", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
