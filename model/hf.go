@@ -248,19 +248,28 @@ func (c *hfConfig) phi(m *Model) {
 	m.KVHeads, m.Tied = c.int("num_key_value_heads", m.Heads, false), c.bool("tie_word_embeddings", false)
 	m.SharedNorm, m.SplitQKV, m.HeadBias, m.AttentionBias, m.MLPBias = true, true, true, true, true
 	m.Activation = c.str("hidden_act", "gelu_new")
-	m.Rotary = c.float("partial_rotary_factor", 0.5)
-	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok {
-		if f, ok := rp["partial_rotary_factor"].(float64); ok {
-			m.Rotary = f
-		}
-	}
-	if m.Rotary <= 0 || m.Rotary > 1 {
-		c.fail("field \"partial_rotary_factor\": want a fraction in (0, 1], got %g", m.Rotary)
-	}
+	m.Rotary = c.partialRotary()
 	m.Dropout, m.EmbeddingDropout, m.AttnDropout = c.float("resid_pdrop", 0), c.float("embd_pdrop", 0), c.float("attention_dropout", 0)
 	if c.bool("qk_layernorm", false) {
 		c.fail("qk_layernorm: Phi's LayerNorms on the queries and keys are not modelled yet")
 	}
+}
+
+// partialRotary reads partial_rotary_factor, the fraction of each head
+// the rotary embedding rotates: at the top level or in rope_parameters
+// (transformers 5 moves it there), 0.5 by default (PhiConfig's and
+// Glm4MoeConfig's).
+func (c *hfConfig) partialRotary() float64 {
+	f := c.float("partial_rotary_factor", 0.5)
+	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok {
+		if v, ok := rp["partial_rotary_factor"].(float64); ok {
+			f = v
+		}
+	}
+	if f <= 0 || f > 1 {
+		c.fail("field \"partial_rotary_factor\": want a fraction in (0, 1], got %g", f)
+	}
+	return f
 }
 
 // falcon reads FalconConfig.

@@ -97,15 +97,7 @@ func (c *hfConfig) glm4MoE(m *Model) {
 	c.routerGroups(m)
 	m.QKNorm = c.bool("use_qk_norm", false)
 	m.QKNormLate = m.QKNorm // q_norm and k_norm after all three projections
-	m.Rotary = c.float("partial_rotary_factor", 0.5)
-	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok {
-		if f, ok := rp["partial_rotary_factor"].(float64); ok {
-			m.Rotary = f
-		}
-	}
-	if m.Rotary <= 0 || m.Rotary > 1 {
-		c.fail("field \"partial_rotary_factor\": want a fraction in (0, 1], got %g", m.Rotary)
-	}
+	m.Rotary = c.partialRotary()
 	if m.Rotary == 1 {
 		m.Rotary = 0 // every dim rotated: Llama's rotation
 	}
