@@ -548,3 +548,29 @@ func TestMaskedLMHoldsEncoderOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestLoRAAdaptersMatchCount checks that the adapters the simulation
+// allocates are the ones spec.Trainable counts, on models where peft
+// converts the experts: GLM-4.5-Air's shared expert, one expert wide, has
+// the fused down_proj's widths and must stay frozen (its allocator history,
+// bench/results/2026-11-27-h200-glm-traces).
+func TestLoRAAdaptersMatchCount(t *testing.T) {
+	for _, f := range []string{"glm-4.5-air-4layer.json", "deepseek-v2-lite-4layer.json", "glm4-moe-test-4layer.json"} {
+		spec, err := model.LoadHF(filepath.Join("..", "model", "testdata", "hf", f),
+			model.Overrides{Batch: 1, Seq: 256, Precision: "bf16", LoRA: 16, LoRATargets: model.TargetsAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		if _, err := estimateWith(spec, func(s *sim) {
+			for _, p := range s.params {
+				got += p.elems
+			}
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if want := spec.Trainable(); got != want {
+			t.Errorf("%s: adapters of %d elements simulated, %d counted", f, got, want)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package estimate
 
 import (
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,5 +166,48 @@ func TestPipelineTiedNCCL(t *testing.T) {
 	}
 	if len(r.Notes) == 0 || !strings.Contains(strings.Join(r.Notes, "\n"), "tied embeddings: split as Megatron-LM splits them") {
 		t.Errorf("notes %q: want the tied split's", r.Notes)
+	}
+}
+
+// TestByCastOrder checks the order in which a micro-batch's backward runs
+// the ToCopy nodes of casts an earlier forward made: shared and deferred
+// together, by when each cast was first made, so that the backward (which
+// walks a list from its end) runs the last-made first.
+func TestByCastOrder(t *testing.T) {
+	a, b, c, d := &tensor{name: "a"}, &tensor{name: "b"}, &tensor{name: "c"}, &tensor{name: "d"}
+	p := &pipeline{castOrder: map[*tensor]int{a: 0, b: 1, c: 2, d: 3}}
+	toCopy := func(x *tensor) *node { return &node{name: "ToCopy", ins: []*tensor{x}} }
+	shared := []*node{toCopy(d), toCopy(a)}   // the head's cast (d) among them
+	deferred := []*node{toCopy(c), toCopy(b)} // a recompute's, latest block first
+	got := p.byCastOrder(shared, deferred)
+	var names []string
+	for _, n := range got {
+		names = append(names, n.ins[0].name)
+	}
+	if want := []string{"a", "b", "c", "d"}; !slices.Equal(names, want) {
+		t.Errorf("order %v, want %v (backward runs it from the end: d, the head's, first)", names, want)
+	}
+}
+
+// TestPipelineExpertKinds checks that a pipeline under skewed expert
+// parallelism simulates every kind of expert-parallel rank of each stage
+// and reports them for the busiest stage (stages.go, busiestExpertRank).
+func TestPipelineExpertKinds(t *testing.T) {
+	spec, err := model.Load(filepath.Join("..", "bench", "torch", "dist", "moe-llama.yaml"),
+		model.Overrides{PP: 2, GradAccum: 2, DP: 2, EP: 2, EPSkew: "2", Seq: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Estimate(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Pipeline == nil || r.Experts == nil || len(r.Experts.Kinds) != 3 {
+		t.Fatalf("pipeline %v, experts %+v: want a pipeline's busiest stage with its three kinds of rank", r.Pipeline, r.Experts)
+	}
+	for _, k := range r.Experts.Kinds {
+		if k.DeviceTotal > r.DeviceTotal {
+			t.Errorf("%s rank %d B above the stage's reported %d B", k.Kind, k.DeviceTotal, r.DeviceTotal)
+		}
 	}
 }

@@ -33,6 +33,9 @@ func TestDeepSeekSpec(t *testing.T) {
 		{"tensor parallel", ds + train, Overrides{TP: 2}, "not DeepSeek's block"},
 		{"pipeline", ds + train, Overrides{PP: 2, GradAccum: 2}, ""},
 		{"lora", ds + train, Overrides{LoRA: 8, LoRATargets: TargetsAll}, ""},
+		{"partial rotary with latent attention", ds + "  rotary: 0.5\n" + train, Overrides{}, "rotary: a fraction of each head rotated, not with latent attention's"},
+		{"late norms without norms", ds + "  qk_norm_late: true\n" + train, Overrides{}, "qk_norm_late: orders per-head query and key norms: it needs qk_norm"},
+		{"unrenormalised sigmoid router", ds + "  router_no_renorm: true\n" + train, Overrides{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -498,6 +498,16 @@ func TestHFFamilies(t *testing.T) {
 		{"deepseek-v3.json", func(m Model) bool {
 			return m.QLoRARank == 1536 && m.DenseLayers == 3 && m.Experts == 256 && m.RouterGroups == 8 && m.RouterTopGroups == 4
 		}},
+		{"glm-4.5-air.json", func(m Model) bool {
+			return m.KVLoRARank == 0 && m.HeadDim == 128 && m.KVHeads == 8 && m.AttentionBias && !m.OutBias && m.Rotary == 0.5 &&
+				!m.QKNorm && !m.QKNormLate && m.DenseLayers == 1 && m.DenseIntermediate == 10944 && m.Intermediate == 1408 &&
+				m.Experts == 128 && m.TopK == 8 && m.SharedExpert == 1408 && m.SharedAfter && m.Router == RouterSigmoidGroup &&
+				m.RouterGroups == 1 && m.RouterTopGroups == 1 && !m.RouterNoRenorm && m.LoRAFusedExperts
+		}},
+		{"glm4-moe-test-4layer.json", func(m Model) bool {
+			return m.QKNorm && m.QKNormLate && m.RouterNoRenorm && m.DenseLayers == 2 && m.RouterGroups == 4 && m.RouterTopGroups == 2 &&
+				m.SharedExpert == 2*768
+		}},
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
 		if err != nil {
