@@ -184,8 +184,8 @@ def hf_dims(path, seq):
 
 
 def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None):
-    """The HFStage of one stage: the model built on meta, the other layers
-    taken out, its experts split with ep.py when ep_args (ep, router, group)
+    """The HFStage of one stage: the model built on meta, the other stages'
+    layers replaced by Skip, its experts split with ep.py when ep_args (ep, router, group)
     are given, then materialised and initialised on the GPU (the rotary
     tables' inverse frequencies made again there, the other buffers zeroed:
     DeepSeek-V3's router correction bias; zeroed routers zeroed again). The
