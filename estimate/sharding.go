@@ -38,9 +38,6 @@ func (s *sim) paramTotal() int64 {
 	return n
 }
 
-// shard is this rank's part of n elements (or bytes).
-func (s *sim) shard(n int64) int64 { return (n + s.cfg.dp - 1) / s.cfg.dp }
-
 // degree is how many ranks share parameter t's storage under ZeRO 2 and
 // 3: every data-parallel rank, but under expert parallelism the dp·tp/ep
 // ranks that hold the same routed experts for an expert's (torchtitan
