@@ -244,7 +244,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 	if err != nil {
 		return nil, err
 	}
-	ins, layers := s.buildRank(t, run, layers, prog)
+	ins, layers := s.buildRank(t, run, layers, prog, spec.Model.StagesRunModel())
 	s.applyLoRA(spec)
 	s.cpRun = run.CP > 1
 	s.shardSetup(ins)
@@ -275,8 +275,9 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 // on the GPU first (fsdp_init gpu, as bench/torch/dist/tp.py does:
 // loadWhole); otherwise each shard is allocated directly, as torchtitan's
 // meta-device build and transformers' sharded loading do. It returns the
-// built instances and the layers the rank holds.
-func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer) ([]*inst, []model.Layer) {
+// built instances and the layers the rank holds. runsModel: the model runs
+// through transformers' forward (model.Model.StagesRunModel).
+func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsModel bool) ([]*inst, []model.Layer) {
 	s.dtensor = t.TP > 1
 	if s.pp != nil {
 		// The rank's stages, each built on its own (pipeline.go).
@@ -296,7 +297,10 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer) ([]*i
 		s.note(fsdpInitNotes[t.FSDPInit])
 	}
 	ins := s.build(prog, map[string]*tensor{})
-	s.cfg.modelRope = t.TP <= 1 && run.CP <= 1
+	// torchtitan's Llama (bench/torch/dist's) holds its rotary tables as a
+	// buffer; transformers' forward makes them, also under tensor
+	// parallelism of a model run through it (StagesRunModel).
+	s.cfg.modelRope = (t.TP <= 1 && run.CP <= 1) || runsModel
 	done()
 	return ins, layers
 }

@@ -59,6 +59,14 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", why)
 		return
 	}
+	if why := m.SeqSplitRefusal(); why != "" && (t.SP || t.CP > 1) {
+		key := "sp"
+		if t.CP > 1 {
+			key = "cp"
+		}
+		e.add(line(key), "%s: sequence and context parallelism are not simulated for %s (tensor parallelism without sp is)", key, why)
+		return
+	}
 	seq := t.Seq
 	if o.Seq > 0 {
 		seq = o.Seq
@@ -77,12 +85,34 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 // TPRefusal says why tensor and context parallelism are not simulated for
 // m, or "" when they are: torchtitan's plans shard Llama's block with
 // separate q, k and v projections, not the other families' changes to it.
-// The spec's checks and LowerRank (for every caller, the planner's too)
-// both ask it.
+// GPT-OSS's block and DeepSeek-V3's mixture of experts without latent
+// attention (GLM-4 MoE) are split by the same plan, their experts as
+// torchtitan splits experts (docs/parallelism.md §3.1.3), but only without
+// sequence parallelism (SeqSplitRefusal). The spec's checks and LowerRank
+// (for every caller, the planner's too) both ask it.
 func (m *Model) TPRefusal() string {
+	starcoder := m.starcoder()
+	if m.gptOSS() {
+		// GPT-OSS's output projection has a bias, which RowwiseParallel
+		// keeps whole on every rank (Attention's params count it so).
+		starcoder = m.AffineNorm || m.PlainMLP || m.Dropout > 0 || m.EmbeddingDropout > 0
+	}
 	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 ||
-		m.granite() || m.NoRoPEPattern > 0 || m.starcoder() || m.cohere() || m.gptOSS() || m.deepseek() {
+		m.granite() || m.NoRoPEPattern > 0 || starcoder || m.cohere() || m.KVLoRARank > 0 {
 		return m.describe()
+	}
+	return ""
+}
+
+// SeqSplitRefusal says why sequence and context parallelism, which split
+// the residual stream along the sequence, are not simulated for m, or ""
+// when they are: a model run through transformers' own forward
+// (StagesRunModel) makes its rotary tables and masks from the length of
+// the hidden states it is handed, so that only tensor parallelism without
+// sequence parallelism keeps it whole (as transformers' own tp_plan does).
+func (m *Model) SeqSplitRefusal() string {
+	if m.StagesRunModel() {
+		return m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
 	}
 	return ""
 }
@@ -298,7 +328,14 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if why := m.TPRefusal(); why != "" {
 		return nil, fmt.Errorf("%w: %s (torchtitan's plans for tensor and context parallelism are for Llama's block)", ErrNotSplittable, why)
 	}
-	ls = unwindowed(ls)
+	if why := m.SeqSplitRefusal(); why != "" && (t.SP || t.CP > 1) {
+		return nil, fmt.Errorf("%w: sequence or context parallelism of %s", ErrNotSplittable, why)
+	}
+	if !m.StagesRunModel() {
+		// transformers' forward keeps its sliding windows; torchtitan's
+		// Llama has none.
+		ls = unwindowed(ls)
+	}
 	if t.TP > 1 {
 		// The rank's sequence (s/c under context parallelism, which the
 		// spec's checks made divisible by 2·cp·tp).

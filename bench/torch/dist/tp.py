@@ -17,6 +17,10 @@ columns over tp (common.TPMoE), or with --ep over EP groups of the dp·tp
 ranks (ep.py, torchtitan's sparse mesh; sequence parallelism required, each
 rank routing its sequence shard; fully_shard over efsdp when dp > 1).
 
+With a transformers config (a .json: GPT-OSS, GLM-4 MoE) the model is
+transformers' own, run through its forward and split by hftp.py's plan:
+--no-sp --meta required, no --ep.
+
 Trains in amp-bf16 (autocast over fp32 weights) with AdamW (foreach), loss
 from fp32 logits, and prints one JSON line on rank 0 (common.report) with every
 rank's peaks and the memplan command line for the configuration.
@@ -63,6 +67,8 @@ def main():
     a = ap.parse_args()
     rank, world, local = common.setup()
     assert a.tp * a.dp == world, f"tp {a.tp} × dp {a.dp} != world {world}"
+    if a.spec.endswith(".json"):
+        return hf_main(a, world, local)
     d = common.llama_dims(a.spec, a.seq)
     sp = not a.no_sp
     mesh = init_device_mesh("cuda", (a.dp, a.tp), mesh_dim_names=("dp", "tp"))
@@ -138,6 +144,51 @@ def main():
                              loss_outside_autocast=True, fsdp_init="meta" if a.meta else "gpu",
                              ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
+    common.report(a.label, config, cmd, steps, local)
+
+
+def hf_main(a, world, local):
+    """A transformers config (GPT-OSS, GLM-4 MoE) through transformers' own
+    forward, split by hftp.py's plan (no sequence parallelism), built on
+    meta; FSDP2 over dp as main does."""
+    import hftp
+    assert a.no_sp and a.ep == 1 and a.meta, "a transformers config runs with --no-sp --meta and no --ep (hftp.py)"
+    mesh = init_device_mesh("cuda", (a.dp, a.tp), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    model, config, d = hftp.build(a.spec, a.checkpointing == "every-block")
+    hftp.apply(model, mesh["tp"], a.loss_parallel)
+    if a.dp > 1:
+        from torch.distributed.fsdp import fully_shard
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+    hftp.materialise(model, config)
+    from torch.distributed.tensor import DTensor
+    groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
+              [p for p in model.parameters() if not isinstance(p, DTensor)]]
+    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
+    g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank())
+    seq = a.seq
+    inp = torch.randint(0, d["vocab"], (a.batch, seq), device="cuda", generator=g)
+    labels = torch.randint(0, d["vocab"], (a.batch, seq), device="cuda", generator=g)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    steps = []
+    for _ in range(a.steps):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = [model(inp)]
+        common.loss_backward(out, labels, a.loss_parallel)
+        hftp.reduce_partial_grads(model, mesh["tp"].get_group())
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        steps.append(common.peaks(local))
+    config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": False, "loss_parallel": a.loss_parallel,
+              "meta": True, "batch": a.batch, "seq": seq, "checkpointing": a.checkpointing, "world": world,
+              "ep": 1, "router": None, "recv_rows_max": None}
+    cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, loss_parallel=a.loss_parallel,
+                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
+                             loss_outside_autocast=True, fsdp_init="meta")
     common.report(a.label, config, cmd, steps, local)
 
 

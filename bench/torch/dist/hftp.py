@@ -1,0 +1,167 @@
+"""Tensor parallelism without sequence parallelism of a transformers causal LM
+run through its own forward (GPT-OSS, GLM-4 MoE: memplan's
+model.Model.StagesRunModel families without latent attention), for tp.py.
+
+The plan is torchtitan's apply_tp for Llama's block, without sequence
+parallelism (transformers' forward makes its rotary tables and masks from
+the length of the hidden states it is handed, so the residual stream stays
+whole on every rank, as transformers' own tp_plan leaves it):
+
+- the embedding split by vocabulary, its output all-reduced
+  (RowwiseParallel, input and output Replicate), and the head split by
+  vocabulary with the logits gathered, or kept sharded for loss parallelism
+  (ColwiseParallel);
+- q, k and v projections by columns (their biases with them), the output
+  projection by rows (its bias whole on every rank); GPT-OSS's attention
+  sinks cut to the rank's heads;
+- a dense MLP's gate and up by columns, its down by rows;
+- a mixture of experts as torchtitan splits experts without expert
+  parallelism (common.TPMoE for the Llama harness): the router replicated and
+  run on every token, each expert's gate/up columns and down rows cut to the
+  rank's share (gate and up halves each, or GPT-OSS's interleaved pairs), the
+  shared experts by columns and rows, the block's input taken as replicated
+  and its partial output all-reduced (ExpertsTP). The parameters the rank
+  holds replicated but whose gradients are partial sums (the routers, the q/k
+  norms) are all-reduced after the backward (reduce_partial_grads), as DTensor
+  reduces a Replicate parameter's gradient.
+
+The model is built on the meta device with all its layers (pp.HFStage,
+one stage), split there, then materialised and drawn on the GPU, as
+torchtitan does (memplan's --fsdp-init meta).
+"""
+import torch
+from torch import nn
+
+
+def build(path, checkpointing):
+    """The model built on meta (pp.HFStage over every layer) and its config;
+    the embedding without a padding index (DTensor's sharded embedding takes
+    none; no memory of its own)."""
+    import os
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, ".."))
+    import measure  # bench/torch/measure.py: the config read as measure.py reads it
+    import pp
+    d = pp.hf_dims(path, None)
+    with torch.device("meta"):
+        hf, _ = measure.build_hf(path, d["attn"])
+    if checkpointing:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    hf.model.embed_tokens.padding_idx = None
+    n = len(hf.model.layers)
+    return pp.HFStage(hf, range(n), True, True), hf.config, d
+
+
+def apply(model, mesh, lp):
+    """The module docstring's plan on model (an HFStage of every layer)."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    base = model.model
+    parallelize_module(base, mesh, {"embed_tokens": RowwiseParallel(input_layouts=Replicate(),
+                                                                     output_layouts=Replicate())})
+    parallelize_module(model, mesh, {"lm_head": ColwiseParallel(output_layouts=Shard(-1) if lp else Replicate(),
+                                                                use_local_output=not lp)})
+    t, r = mesh.size(), mesh.get_local_rank()
+    for layer in base.layers:
+        plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+                "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel()}
+        if hasattr(layer.mlp, "experts"):
+            layer.mlp = ExpertsTP(layer.mlp, mesh)
+        else:
+            plan.update({"mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+                         "mlp.down_proj": RowwiseParallel()})
+        parallelize_module(layer, mesh, plan)
+        attn = layer.self_attn
+        if getattr(attn, "sinks", None) is not None:
+            h = attn.sinks.shape[0] // t
+            attn.sinks = nn.Parameter(attn.sinks.detach()[r * h:(r + 1) * h].clone())
+
+
+def _rows(lin, r, c):
+    lin.weight = nn.Parameter(lin.weight.detach()[r * c:(r + 1) * c].clone())
+
+
+def _cols(lin, r, c):
+    lin.weight = nn.Parameter(lin.weight.detach()[:, r * c:(r + 1) * c].clone())
+
+
+class ExpertsTP(nn.Module):
+    """A transformers mixture-of-experts block split by columns over the tp
+    ranks (the module docstring). Returns what the block returns (GPT-OSS's
+    a tuple with the router's scores)."""
+
+    def __init__(self, moe, mesh):
+        super().__init__()
+        self.inner, self.mesh = moe, mesh
+        t, r = mesh.size(), mesh.get_local_rank()
+        ex = moe.experts
+        with torch.no_grad():
+            if hasattr(ex, "gate_up_proj_bias"):
+                # GPT-OSS: gate_up [E, h, 2I] with gate and up interleaved
+                # (pairs stay together in a contiguous cut), down [E, I, h],
+                # the down bias whole.
+                c2 = ex.gate_up_proj.shape[2] // t
+                ex.gate_up_proj = nn.Parameter(ex.gate_up_proj[:, :, r * c2:(r + 1) * c2].clone())
+                ex.gate_up_proj_bias = nn.Parameter(ex.gate_up_proj_bias[:, r * c2:(r + 1) * c2].clone())
+                c = c2 // 2
+                ex.down_proj = nn.Parameter(ex.down_proj[:, r * c:(r + 1) * c].clone())
+            else:
+                # [E, 2I, h]: the gate's I rows, then the up's; down [E, h, I].
+                gu = ex.gate_up_proj
+                i = gu.shape[1] // 2
+                assert i % t == 0, f"the experts' intermediate size {i} does not split over {t} ranks"
+                c = i // t
+                ex.gate_up_proj = nn.Parameter(torch.cat((gu[:, r * c:(r + 1) * c], gu[:, i + r * c:i + (r + 1) * c]),
+                                                         dim=1))
+                del gu
+                ex.down_proj = nn.Parameter(ex.down_proj[:, :, r * c:(r + 1) * c].clone())
+            sh = getattr(moe, "shared_experts", None)
+            if sh is not None:
+                c = sh.gate_proj.weight.shape[0] // t
+                _rows(sh.gate_proj, r, c)
+                _rows(sh.up_proj, r, c)
+                _cols(sh.down_proj, r, c)
+
+    def forward(self, x):
+        from torch.distributed.tensor import DTensor, Partial, Replicate
+        xd = DTensor.from_local(x, self.mesh, (Replicate(),), run_check=False)
+        out = self.inner(xd.to_local(grad_placements=(Partial(),)))
+        y = out[0] if isinstance(out, tuple) else out
+        y = DTensor.from_local(y, self.mesh, (Partial(),), run_check=False).redistribute(
+            placements=(Replicate(),)).to_local()
+        return (y,) + tuple(out[1:]) if isinstance(out, tuple) else y
+
+
+def reduce_partial_grads(model, group):
+    """All-reduces, in place, the gradients of the replicated parameters that
+    only the rank's heads or experts fed: the routers' (inside ExpertsTP) and
+    the q/k norms' (GLM-4 MoE's use_qk_norm). Under FSDP the gradient is the
+    rank's dp shard."""
+    import torch.distributed as dist
+    for m in model.modules():
+        ps = []
+        if isinstance(m, ExpertsTP):
+            router = getattr(m.inner, "gate", None) or getattr(m.inner, "router", None)
+            ps = list(router.parameters())
+        elif hasattr(m, "q_norm") and hasattr(m, "q_proj"):
+            ps = list(m.q_norm.parameters()) + list(m.k_norm.parameters())
+        for p in ps:
+            if p.grad is not None:
+                g = p.grad
+                dist.all_reduce(g.to_local() if hasattr(g, "to_local") else g, group=group)
+
+
+def materialise(model, config):
+    """to_empty on the GPU, the weights drawn, the buffers zeroed (GLM's
+    router correction bias) and the rotary tables made again there."""
+    rot = model.model.rotary_emb
+    model.to_empty(device="cuda")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+        for b in model.buffers():
+            b.zero_()
+    with torch.device("cuda"):
+        model.model.rotary_emb = type(rot)(config=config)
+    return model.train()
