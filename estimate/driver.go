@@ -150,6 +150,9 @@ func (s *sim) build(ls []model.Layer, names map[string]*tensor) []*inst {
 				in.takesX = t.takesInput()
 			}
 			in.p = s.params[start:len(s.params):len(s.params)]
+			if s.dtensor {
+				s.markPlain(l, in.op, in.p) // tensorparallel.go
+			}
 		}
 		out = append(out, in)
 	}

@@ -278,7 +278,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 // built instances and the layers the rank holds. runsModel: the model runs
 // through transformers' forward (model.Model.StagesRunModel).
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsModel bool) ([]*inst, []model.Layer) {
-	s.dtensor = t.TP > 1
+	s.dtensor, s.tpSP = t.TP > 1, t.SP
 	if s.pp != nil {
 		// The rank's stages, each built on its own (pipeline.go).
 		s.cfg.modelRope = s.pp.modelForward

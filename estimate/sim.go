@@ -64,6 +64,10 @@ type tensor struct {
 	// parallelism with ZeRO 2 or 3 it is sharded over the dp·tp/ep ranks
 	// that hold the same experts, not over every data-parallel rank.
 	expert bool
+	// plain marks a parameter a tensor-parallel rank holds as a plain
+	// tensor, not a DTensor (markPlain): the optimizer steps it in a
+	// parameter group of its own (adamStep).
+	plain bool
 	// sdt is a ZeRO 2/3 shard's bytes per element when not the master
 	// dtype's (LoRA's fp32 adapters over a half base, lora.go), else 0.
 	sdt int8
@@ -286,6 +290,7 @@ type sim struct {
 	curUnit, bwdUnit int16
 	perParam         bool    // FSDP2's unsharded storages per unit and parameter (fsdp.go)
 	expertBuild      bool    // the parameters being built are routed experts' (moe.go)
+	tpSP             bool    // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
 	recomputing      bool    // a checkpoint's recompute runs, inside the backward (checkpoint.go)
 	rsInput          *tensor // FSDP2's last reduce-scatter input (fsdp.go)
 	// agState is the forward's last all-gather output, agNext the

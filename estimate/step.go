@@ -183,8 +183,39 @@ func (s *sim) optimizerStep(o model.Optimizer, first bool) {
 }
 
 // adamStep is Adam and AdamW: two moments per parameter, created on the
-// first step, and the temporaries of the implementation's update.
+// first step, and the temporaries of the implementation's update. A
+// tensor-parallel rank whose parameters are not all DTensors (markPlain)
+// and are not sharded by FSDP steps two parameter groups, the DTensors
+// first, as bench/torch/dist's tp.py builds them: Adam.step initialises
+// and updates one group before the next, so the first group's
+// temporaries are gone when the second's state is made (measured:
+// bench/results/2026-11-27-h200x4-tp-hf/).
 func (s *sim) adamStep(o model.Optimizer, params []*tensor, first bool) {
+	if !s.dtensor || s.cfg.zero > 0 {
+		s.adamGroup(o, params, first, true)
+		return
+	}
+	dt, plain := s.slab.ptrs(len(params)), s.slab.ptrs(len(params))
+	for _, p := range params {
+		if p.plain {
+			plain = append(plain, p)
+		} else {
+			dt = append(dt, p)
+		}
+	}
+	if len(dt) > 0 {
+		s.adamGroup(o, dt, first, true)
+	}
+	if len(plain) > 0 {
+		s.adamGroup(o, plain, first, false)
+	}
+}
+
+// adamGroup is one call of Adam's update over params, a parameter group:
+// its state on the first step, then the update's temporaries; dtensors
+// says that the group holds the DTensors whose whole gradients are
+// redistributed to shards (shardWholeGrads).
+func (s *sim) adamGroup(o model.Optimizer, params []*tensor, first, dtensors bool) {
 	if first {
 		for _, p := range params {
 			s.alloc(p.elems, p.dt, catOptState, "optimizer state") // exp_avg
@@ -194,7 +225,7 @@ func (s *sim) adamStep(o model.Optimizer, params []*tensor, first bool) {
 			}
 		}
 	}
-	if o.Impl == model.ImplForeach {
+	if o.Impl == model.ImplForeach && dtensors {
 		s.shardWholeGrads() // tensorparallel.go
 	}
 	switch o.Impl {

@@ -85,10 +85,10 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 // TPRefusal says why tensor and context parallelism are not simulated for
 // m, or "" when they are: torchtitan's plans shard Llama's block with
 // separate q, k and v projections, not the other families' changes to it.
-// GPT-OSS's block and DeepSeek-V3's mixture of experts without latent
-// attention (GLM-4 MoE) are split by the same plan, their experts as
-// torchtitan splits experts (docs/parallelism.md §3.1.3), but only without
-// sequence parallelism (SeqSplitRefusal). The spec's checks and LowerRank
+// GPT-OSS's block and DeepSeek's (latent attention split as torchtitan's
+// DeepSeek-V3 plan splits it, and GLM-4 MoE's) are split by the same plan,
+// their experts as torchtitan splits experts (docs/parallelism.md §3.1.3),
+// but only without sequence parallelism (SeqSplitRefusal). The spec's checks and LowerRank
 // (for every caller, the planner's too) both ask it.
 func (m *Model) TPRefusal() string {
 	starcoder := m.starcoder()
@@ -98,7 +98,7 @@ func (m *Model) TPRefusal() string {
 		starcoder = m.AffineNorm || m.PlainMLP || m.Dropout > 0 || m.EmbeddingDropout > 0
 	}
 	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 ||
-		m.granite() || m.NoRoPEPattern > 0 || starcoder || m.cohere() || m.KVLoRARank > 0 {
+		m.granite() || m.NoRoPEPattern > 0 || starcoder || m.cohere() {
 		return m.describe()
 	}
 	return ""

@@ -1,6 +1,6 @@
 """Tensor parallelism without sequence parallelism of a transformers causal LM
-run through its own forward (GPT-OSS, GLM-4 MoE: memplan's
-model.Model.StagesRunModel families without latent attention), for tp.py.
+run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and V3: memplan's
+model.Model.StagesRunModel families), for tp.py.
 
 The plan is torchtitan's apply_tp for Llama's block, without sequence
 parallelism (transformers' forward makes its rotary tables and masks from
@@ -13,7 +13,11 @@ whole on every rank, as transformers' own tp_plan leaves it):
   (ColwiseParallel);
 - q, k and v projections by columns (their biases with them), the output
   projection by rows (its bias whole on every rank); GPT-OSS's attention
-  sinks cut to the rank's heads;
+  sinks cut to the rank's heads; DeepSeek's latent attention as torchtitan's
+  DeepSeek-V3 plan splits it: the per-head up-projections (q_proj or q_b_proj,
+  kv_b_proj) by columns, the down-projections to the latents (q_a_proj,
+  kv_a_proj_with_mqa) and their norms replicated, o_proj by rows
+  (transformers' forward views every projection with -1 heads);
 - a dense MLP's gate and up by columns, its down by rows;
 - a mixture of experts as torchtitan splits experts without expert
   parallelism (common.TPMoE for the Llama harness): the router replicated and
@@ -21,7 +25,8 @@ whole on every rank, as transformers' own tp_plan leaves it):
   rank's share (gate and up halves each, or GPT-OSS's interleaved pairs), the
   shared experts by columns and rows, the block's input taken as replicated
   and its partial output all-reduced (ExpertsTP). The parameters the rank
-  holds replicated but whose gradients are partial sums (the routers, the q/k
+  holds replicated but whose gradients are partial sums (the routers, the
+  attention's plain parameters: q/k norms, the latent projections and their
   norms) are all-reduced after the backward (reduce_partial_grads), as DTensor
   reduces a Replicate parameter's gradient.
 
@@ -54,18 +59,26 @@ def build(path, checkpointing):
 
 
 def apply(model, mesh, lp):
-    """The module docstring's plan on model (an HFStage of every layer)."""
+    """The module docstring's plan on model (a pp.HFStage: of every layer, or
+    one pipeline stage's, whose embedding, head and other stages' layers are
+    absent)."""
+    import pp
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     base = model.model
-    parallelize_module(base, mesh, {"embed_tokens": RowwiseParallel(input_layouts=Replicate(),
-                                                                     output_layouts=Replicate())})
-    parallelize_module(model, mesh, {"lm_head": ColwiseParallel(output_layouts=Shard(-1) if lp else Replicate(),
-                                                                use_local_output=not lp)})
+    if base.embed_tokens is not None:
+        parallelize_module(base, mesh, {"embed_tokens": RowwiseParallel(input_layouts=Replicate(),
+                                                                         output_layouts=Replicate())})
+    if model.lm_head is not None:
+        parallelize_module(model, mesh, {"lm_head": ColwiseParallel(output_layouts=Shard(-1) if lp else Replicate(),
+                                                                    use_local_output=not lp)})
     t, r = mesh.size(), mesh.get_local_rank()
     for layer in base.layers:
-        plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-                "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel()}
+        if isinstance(layer, pp.Skip):
+            continue
+        plan = {"self_attn." + n: ColwiseParallel() for n in ("q_proj", "k_proj", "v_proj", "q_b_proj", "kv_b_proj")
+                if getattr(layer.self_attn, n, None) is not None}
+        plan["self_attn.o_proj"] = RowwiseParallel()
         if hasattr(layer.mlp, "experts"):
             layer.mlp = ExpertsTP(layer.mlp, mesh)
         else:
@@ -136,16 +149,18 @@ class ExpertsTP(nn.Module):
 def reduce_partial_grads(model, group):
     """All-reduces, in place, the gradients of the replicated parameters that
     only the rank's heads or experts fed: the routers' (inside ExpertsTP) and
-    the q/k norms' (GLM-4 MoE's use_qk_norm). Under FSDP the gradient is the
+    the attention's plain ones but for the sinks (GLM-4 MoE's q/k norms,
+    DeepSeek's latent projections and norms). Under FSDP the gradient is the
     rank's dp shard."""
     import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
     for m in model.modules():
         ps = []
         if isinstance(m, ExpertsTP):
             router = getattr(m.inner, "gate", None) or getattr(m.inner, "router", None)
             ps = list(router.parameters())
-        elif hasattr(m, "q_norm") and hasattr(m, "q_proj"):
-            ps = list(m.q_norm.parameters()) + list(m.k_norm.parameters())
+        elif hasattr(m, "o_proj") and hasattr(m, "layer_idx"):  # an attention module
+            ps = [p for n, p in m.named_parameters() if n != "sinks" and not isinstance(p, DTensor)]
         for p in ps:
             if p.grad is not None:
                 g = p.grad

@@ -43,7 +43,8 @@ place: GPT-OSS's forward still makes both masks and hands each layer its own),
 the embedding on the first stage, the final norm and the head on the last; its
 forward is the base model's (rotary tables made in every stage's forward, the
 key/value cache kept by the forward unless checkpointing turns it off), as
-memplan's model.Model.StagesRunModel says (HFStage). No --tp with them.
+memplan's model.Model.StagesRunModel says (HFStage). With --tp (and --no-sp)
+each stage is split by tp.py's plan for them (hftp.py); no --ep beside it.
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
 amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
@@ -183,7 +184,7 @@ def hf_dims(path, seq):
                 experts=int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0))
 
 
-def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None):
+def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None, tp_mesh=None):
     """The HFStage of one stage: the model built on meta, the other stages'
     layers replaced by Skip, its experts split with ep.py when ep_args (ep, router, group)
     are given, then materialised and initialised on the GPU (the rotary
@@ -198,6 +199,11 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None):
     if checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = HFStage(hf, range(first, first + split[stage]), stage == 0, stage == n_stages - 1)
+    if tp_mesh is not None:
+        import hftp  # tp.py's plan for transformers' models (no sequence parallelism)
+        if model.model.embed_tokens is not None:
+            model.model.embed_tokens.padding_idx = None  # DTensor's sharded embedding takes none
+        hftp.apply(model, tp_mesh, False)
     if ep_args is not None:
         import ep
         model.ep_log = ep.apply(model, ep_args[0], "random", ep_args[2])
@@ -357,7 +363,7 @@ def main():
     assert world % (a.tp * a.dp) == 0, f"world {world} is not a multiple of tp·dp {a.tp * a.dp}"
     pp, sp = world // (a.tp * a.dp), not a.no_sp
     hf = a.spec.endswith(".json")
-    assert not (hf and a.tp > 1), "transformers configs are pipelined without --tp"
+    assert not (hf and a.tp > 1 and (sp or a.ep > 1)), "transformers configs are pipelined with --tp only with --no-sp, no --ep"
     d = hf_dims(a.spec, a.seq or 2048) if hf else common.llama_dims(a.spec, a.seq)
     tp_mesh, dp_mesh, efsdp_mesh, ep_mesh, group, pp_rank = None, None, None, None, None, rank
     if a.tp > 1 or a.dp > 1:
@@ -402,7 +408,7 @@ def main():
             # are ever allocated, as memplan simulates).
             assert dp_mesh is not None and a.dp % a.ep == 0, "--ep needs --dp a multiple of it"
             ep_args = (a.ep, a.router, ep_mesh.get_group() if ep_mesh is not None else dp_mesh.get_group())
-        modules = [build_hf_stage(d, split, s, n_stages, a.checkpointing == "every-block", ep_args)
+        modules = [build_hf_stage(d, split, s, n_stages, a.checkpointing == "every-block", ep_args, tp_mesh)
                    for s in stage_ids]
     else:
         modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp, ep_args)
@@ -456,7 +462,11 @@ def main():
                 sched.step(target=labels, losses=[])
             else:
                 sched.step()
-        if tp_mesh is not None and d["experts"]:
+        if tp_mesh is not None and hf:
+            import hftp
+            for m in modules:
+                hftp.reduce_partial_grads(m, tp_mesh.get_group())
+        elif tp_mesh is not None and d["experts"]:
             for m in modules:
                 common.allreduce_router_grads(m, tp_mesh.get_group())
         if emb_group is not None:
