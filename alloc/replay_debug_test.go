@@ -18,7 +18,8 @@ import (
 // Each event's stream is the " sN" at the end of its label; a
 // segment_free replays torch.cuda.empty_cache. It prints every segment the
 // model maps of at least MEMPLAN_REPLAY_MIB MiB (default 100) beside the
-// history's own, and the reserved totals.
+// history's own, and the reserved totals. MEMPLAN_REPLAY_AT=N[,M...]
+// prints the large pool's free blocks before those events.
 func TestReplayDebug(t *testing.T) {
 	path := os.Getenv("MEMPLAN_REPLAY")
 	if path == "" {
@@ -45,7 +46,17 @@ func TestReplayDebug(t *testing.T) {
 			ev = wrapped.Events
 		}
 		live := map[string]Block{}
+		at := map[int]bool{}
+		for _, f := range strings.Split(os.Getenv("MEMPLAN_REPLAY_AT"), ",") {
+			var n int
+			if _, err := fmt.Sscan(f, &n); err == nil {
+				at[n] = true
+			}
+		}
 		for i, e := range ev {
+			if at[i] {
+				printFree(a, tag, i)
+			}
 			key := fmt.Sprint(tag, e[1])
 			size, label := int64(e[2].(float64)), fmt.Sprint(e[3])
 			st := "" // the " sN" a history's label ends with, if any
@@ -88,4 +99,30 @@ func TestReplayDebug(t *testing.T) {
 	replay(path, "replay")
 	fmt.Printf("model: reserved peak %d MiB, end %d MiB; history's segments: peak %d MiB, end %d MiB\n",
 		peak>>20, a.Reserved()>>20, realPeak>>20, real>>20)
+}
+
+// printFree prints the large-pool segments that hold free blocks, each
+// with its free blocks in MiB, read from the allocator's layout.
+func printFree(a *Allocator, tag string, i int) {
+	l := a.AppendLayout(nil, func(Block) int64 { return 0 })
+	fmt.Printf("%s %6d free blocks (segment MiB: free MiB...):\n", tag, i)
+	for k := 3; k < len(l); {
+		size, small := l[k+1], l[k+3] == 1
+		k += 5
+		var free []int64
+		for sum := int64(0); sum < size; k += 4 {
+			sum += l[k+1]
+			if l[k+3] < 0 {
+				free = append(free, l[k+1])
+			}
+		}
+		if small || len(free) == 0 {
+			continue
+		}
+		fmt.Printf("   %6.1f:", float64(size)/(1<<20))
+		for _, f := range free {
+			fmt.Printf(" %.1f", float64(f)/(1<<20))
+		}
+		fmt.Println()
+	}
 }

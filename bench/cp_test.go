@@ -104,15 +104,10 @@ var contextOver = map[string]string{
 }
 
 // contextGaps are the context-parallel runs more than UnderLimit under,
-// with the metrics that are. TinyLlama at cp 2 × tp 2: cp rank 1 reserves
-// 0.62 GiB more than cp rank 0 (memplan's) through the segments its
-// whole-output merges map (its allocator history,
-// bench/results/2026-11-26-h200x4-cp-tp-trace); simulating that rank
-// instead moves memplan's figure by under 0.01 GiB, because cp.py's Llama
-// rotates q and k in bf16 where transformers', which memplan simulates,
-// does it in fp32, so the blocks the merges land in differ: rotating in
-// bf16 in the simulation (an experiment, not committed) gives −2.5%
-// reserved instead of −3.6% (docs/parallelism.md §3.3).
-var contextGaps = map[string]map[int]bool{
-	"cp.py 4 specs/tinyllama-1.1b.yaml --tp 2 --seq 16384 --batch 1 --loss-parallel": {Reserved: true, Device: true},
-}
+// with the metrics that are. None since the twenty-sixth session: TinyLlama
+// at cp 2 × tp 2 with loss parallelism (−3.6% reserved before, with its
+// allocator history in bench/results/2026-11-26-h200x4-cp-tp-trace) is
+// −1.5% since a sequence all-gather of a batch of one is a view of the
+// collective's output, not a copy (estimate's collectiveOp, as
+// torch._utils._maybe_view_chunk_cat makes it).
+var contextGaps = map[string]map[int]bool{}

@@ -175,17 +175,23 @@ type collectiveOp struct{ k *model.Collective }
 
 func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 	t := o.k.Ranks
+	// A gather along the sequence (dim 1) of a batch of one is a view of
+	// the collective's [t, s/t, …] output (torch._utils.
+	// _maybe_view_chunk_cat: only size-1 dims lie before the gather dim);
+	// a larger batch is chunked and concatenated anew.
+	one := s.cfg.batch == 1
 	switch o.k.Op {
 	case model.OpGatherSeq:
-		return s.allGather(x, t, true)
+		return s.allGather(x, t, true, one)
 	case model.OpReduceScatterSeq:
 		// Partial → Shard(1): the chunks concatenated along dim 0, then
 		// reduce_scatter_tensor's output. Backward all-gathers the
-		// gradient: a [t·b, s/t, …] buffer, then the full gradient.
+		// gradient: a [t·b, s/t, …] buffer, then the full gradient (the
+		// buffer itself for a batch of one).
 		c := s.alloc(x.elems, x.dt, catTemp, "reduce-scatter input (TP)")
 		y := s.alloc(x.elems/t, x.dt, catTemp, "reduce-scatter output (TP)")
 		s.unref(c)
-		if n := s.record("ReduceScatter", []*tensor{x}, y); n != nil {
+		if n := s.record("ReduceScatter", []*tensor{x}, y); n != nil && !one {
 			n.bwdTemp = x.bytes()
 		}
 		return y
@@ -205,15 +211,20 @@ func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 	return y
 }
 
-// allGather gathers t shards of x into a new tensor. seq says whether the
+// allGather gathers t shards of x into a new tensor: the collective's
+// output, then its chunks concatenated along the gather dim unless view
+// (the output itself serves: collectiveOp.forward). seq says whether the
 // gradient is a partial sum to reduce-scatter in backward (a sequence
 // gather before ColwiseParallel), which concatenates the gradient's
 // chunks first; a gather of the logits' vocabulary shards instead takes
 // its shard of the replicated gradient (a clone).
-func (s *sim) allGather(x *tensor, t int64, seq bool) *tensor {
-	buf := s.alloc(x.elems*t, x.dt, catTemp, "all-gather output (TP)")
-	y := s.alloc(x.elems*t, x.dt, catTemp, "all-gather concatenation (TP)")
-	s.unref(buf)
+func (s *sim) allGather(x *tensor, t int64, seq, view bool) *tensor {
+	y := s.alloc(x.elems*t, x.dt, catTemp, "all-gather output (TP)")
+	if !view {
+		buf := y
+		y = s.alloc(x.elems*t, x.dt, catTemp, "all-gather concatenation (TP)")
+		s.unref(buf)
+	}
 	if n := s.record("AllGather", []*tensor{x}, y); n != nil && seq {
 		n.bwdTemp = y.bytes()
 	}
@@ -237,7 +248,7 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	rows := s.rows(sh)
 	logits := s.matmul(x, o.w, nil, rows, k.Vocab)
 	if k.Gather {
-		full := s.allGather(logits, k.Ranks, false)
+		full := s.allGather(logits, k.Ranks, false, false)
 		s.unref(logits)
 		logits = full
 	}

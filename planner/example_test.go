@@ -25,7 +25,7 @@ func ExamplePlan() {
 		fmt.Printf("%s: %.0f%% of %s\n", c.Name, 100*c.Fill, r.Device)
 	}
 	// Output:
-	// dp2·tp4+sp zero0 loss-parallel mb1×acc128: 87% of h100-80gb
+	// dp2·tp4+sp zero0 loss-parallel mb1×acc128: 88% of h100-80gb
 	// dp2·tp4+sp zero1 loss-parallel mb1×acc128: 77% of h100-80gb
 }
 
