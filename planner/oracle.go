@@ -161,7 +161,11 @@ func (sim Simulator) EstimateAbove(spec *model.Spec, l Layout, above int64) (Bus
 	}
 	r, err := estimate.EstimateOptions(Apply(spec, l), estimate.Options{StopAbove: above})
 	if errors.Is(err, model.ErrNotSplittable) {
-		return Busiest{}, &NotSimulatedError{What: []string{"tensor or context parallelism for " + spec.Model.TPRefusal()}}
+		what := "tensor or context parallelism for " + spec.Model.TPRefusal()
+		if spec.Model.TPRefusal() == "" {
+			what = "sequence or context parallelism for " + spec.Model.SeqSplitRefusal()
+		}
+		return Busiest{}, &NotSimulatedError{What: []string{what}}
 	}
 	if err != nil {
 		return Busiest{}, fmt.Errorf("estimate %s: %w", l, err)
