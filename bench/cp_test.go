@@ -57,7 +57,9 @@ func checkCP(t *testing.T, r tpRecord) {
 		o.FSDPInit = model.FSDPInitGPU
 	}
 	if c.FSDP {
-		o.Zero = "3"
+		// fully_shard(model) without reshard_after_forward: torch keeps
+		// the root unsharded after the forward.
+		o.Zero, o.FSDPRoot = "3", model.FSDPRootKeep
 		if c.DP > 1 {
 			o.DP = c.DP
 		}

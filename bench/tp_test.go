@@ -121,7 +121,9 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			LossOutsideAutocast: true,              // tp.py's loss is outside autocast
 			FSDPInit:            model.FSDPInitGPU} // and it builds the model whole on the GPU first
 		if c.DP > 1 {
-			o.DP, o.Zero = c.DP, "3"
+			// fully_shard(model) without reshard_after_forward: torch
+			// keeps the root unsharded after the forward.
+			o.DP, o.Zero, o.FSDPRoot = c.DP, "3", model.FSDPRootKeep
 		}
 		setEP(&o, c.EP, c.Router, c.RecvRowsMax) // tp.py --ep: the experts over dp·tp
 		if c.Meta {

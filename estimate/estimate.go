@@ -279,6 +279,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 // through transformers' forward (model.Model.StagesRunModel).
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsModel bool) ([]*inst, []model.Layer) {
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
+	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
 	if s.pp != nil {
 		// The rank's stages, each built on its own (pipeline.go).
 		s.cfg.modelRope = s.pp.modelForward

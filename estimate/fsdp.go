@@ -150,13 +150,14 @@ func (s *sim) preForward(u *fsdpUnit) {
 
 // rootPostForward is the root's post-forward, once the model's forward
 // (its loss included) has returned: with zero 3 the root is resharded
-// too (fully_shard(model, reshard_after_forward=True)), and the last
+// too (fully_shard(model, reshard_after_forward=True)) unless it is kept
+// (model.FSDPRootKeep: torch's default for the root), and the last
 // all-gather output is freed.
 func (s *sim) rootPostForward() {
 	if !s.perParam {
 		return
 	}
-	if s.cfg.zero >= 3 && s.pp == nil {
+	if s.cfg.zero >= 3 && s.pp == nil && !s.rootKept {
 		s.reshard(s.units[0])
 	}
 	s.unref(s.agState)
@@ -243,12 +244,26 @@ func (s *sim) expertsUnit() *fsdpUnit {
 	return s.units[s.curUnit].nested
 }
 
+// outsideUnit is the unit of the nodes of a loss the training loop
+// computes outside the model (node.unit, sim.curUnit, sim.bwdUnit).
+const outsideUnit = -1
+
 // fsdpBackwardAt is the backward reaching a node of unit k: the block it
 // leaves runs its post-backward and the block it enters is unsharded (its
 // pre-backward; a no-op unless resharded after forward). A block's experts
 // unit nests in it: entering it from the block leaves the block
 // unsharded, and leaving it back to the block runs its post-backward only.
 func (s *sim) fsdpBackwardAt(k int16) {
+	if s.bwdUnit == outsideUnit {
+		// Leaving the loop's loss (lossAfterAutocast): the gradient of
+		// the model's output is ready, so the root's pre-backward runs,
+		// and then the unit's the backward enters.
+		s.bwdUnit = 0
+		s.preBackward(s.units[0])
+		if k == 0 {
+			return
+		}
+	}
 	if cur := s.bwdUnit; cur > 0 {
 		u, next := s.units[cur], s.units[k]
 		switch {

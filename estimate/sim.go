@@ -291,6 +291,7 @@ type sim struct {
 	perParam         bool    // FSDP2's unsharded storages per unit and parameter (fsdp.go)
 	expertBuild      bool    // the parameters being built are routed experts' (moe.go)
 	tpSP             bool    // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
+	rootKept         bool    // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
 	recomputing      bool    // a checkpoint's recompute runs, inside the backward (checkpoint.go)
 	rsInput          *tensor // FSDP2's last reduce-scatter input (fsdp.go)
 	// agState is the forward's last all-gather output, agNext the

@@ -69,7 +69,12 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.tape = nil
 			loss.grad = s.alloc(1, f32, catTemp, "loss grad")
 			if s.perParam {
-				s.preBackward(s.units[0]) // the root's (fsdp.go)
+				if s.curUnit == outsideUnit {
+					s.bwdUnit = outsideUnit // the root's pre-backward after the loss's (fsdpBackwardAt)
+				} else {
+					s.preBackward(s.units[0]) // the root's (fsdp.go)
+				}
+				s.curUnit = 0
 			}
 			s.backward(tape)
 			if len(s.tape) == 0 {
@@ -279,6 +284,13 @@ func (s *sim) enter(iter, micro int, stage string) {
 func (s *sim) lossAfterAutocast() {
 	if s.cfg.lossOutside {
 		s.clearCache()
+		if s.perParam {
+			// The loss is the loop's, outside the model and so outside
+			// FSDP2's root: its nodes run in backward before the root's
+			// pre-backward hook, which fires once the gradient of the
+			// model's output (the logits) exists (fsdpBackwardAt).
+			s.curUnit = outsideUnit
+		}
 	}
 }
 

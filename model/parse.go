@@ -29,6 +29,8 @@ type Overrides struct {
 	LossOutsideAutocast bool `json:",omitempty"`
 	// FSDPInit replaces fsdp_init (host, gpu or meta; "" leaves it).
 	FSDPInit string `json:",omitempty"`
+	// FSDPRoot replaces fsdp_root (reshard or keep; "" leaves it).
+	FSDPRoot string `json:",omitempty"`
 	// PP is the pipeline stages (0 leaves the spec's); PPSchedule the
 	// pipeline schedule ("" leaves it).
 	PP         int64
@@ -184,6 +186,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		return nil
 	})
 	set("fsdp_init", o.FSDPInit, func(v string) error { return parseFSDPInit(v, &t.FSDPInit) })
+	set("fsdp_root", o.FSDPRoot, func(v string) error { return parseFSDPRoot(v, &t.FSDPRoot) })
 	set("offload", o.Offload, func(v string) error {
 		return parseChoice(v, &t.Offload, "offload mode", OffloadNone, OffloadOptimizer, OffloadParams)
 	})

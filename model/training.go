@@ -176,6 +176,14 @@ type Training struct {
 	// allocated directly). The freed whole parameters leave holes among
 	// the shards (docs/multigpu.md, "Wrapping a model built on the host").
 	FSDPInit string `json:"fsdp_init,omitempty"`
+	// FSDPRoot is what FSDP2's root unit does after the forward under
+	// ZeRO 3: "" (FSDPRootReshard, the default) reshards it with the
+	// blocks, as torchtitan, accelerate and bench/torch/dist/train.py pass
+	// reshard_after_forward=True to fully_shard(model); FSDPRootKeep keeps
+	// its parameters unsharded until the backward, torch's default for the
+	// root (reshard_after_forward=None, as bench/torch/dist/tp.py and
+	// cp.py call it). docs/multigpu.md, "The root unit".
+	FSDPRoot string `json:"fsdp_root,omitempty"`
 	// TP is the tensor-parallel size (0 or 1: none): torchtitan's plan,
 	// columnwise q, k, v, gate and up, rowwise o and down, a
 	// vocabulary-parallel embedding and head (docs/parallelism.md §3.1).
@@ -210,6 +218,26 @@ const (
 	FSDPInitGPU  = "gpu"
 	FSDPInitMeta = "meta"
 )
+
+// What FSDP2's root unit does after the forward (Training.FSDPRoot).
+const (
+	FSDPRootReshard = ""
+	FSDPRootKeep    = "keep"
+)
+
+// parseFSDPRoot reads fsdp_root: reshard (stored as FSDPRootReshard) or
+// keep.
+func parseFSDPRoot(v string, out *string) error {
+	switch v {
+	case "reshard":
+		*out = FSDPRootReshard
+	case FSDPRootKeep:
+		*out = v
+	default:
+		return fmt.Errorf("want reshard or keep, got %q", v)
+	}
+	return nil
+}
 
 // parseFSDPInit reads fsdp_init: host (stored as FSDPInitHost), gpu or
 // meta.

@@ -77,7 +77,8 @@ def script_cmd(script, nproc, args):
         if "loss-parallel" in opts:
             cmd += ["--loss-parallel"]
         if int(opts.get("dp", "1")) > 1:
-            cmd += ["--dp", opts["dp"], "--zero", "3"]
+            # fully_shard(model) without reshard_after_forward: the root stays unsharded.
+            cmd += ["--dp", opts["dp"], "--zero", "3", "--fsdp-root", "keep"]
         # tp.py builds the model whole on the GPU first, or with --meta on the meta device.
         cmd += ["--fsdp-init", "meta" if "meta" in opts else "gpu"]
     elif script == "cp.py":
@@ -89,7 +90,7 @@ def script_cmd(script, nproc, args):
             if "loss-parallel" in opts:
                 cmd += ["--loss-parallel"]
         if "fsdp" in opts:
-            cmd += (["--dp", str(dp)] if dp > 1 else []) + ["--zero", "3"]
+            cmd += (["--dp", str(dp)] if dp > 1 else []) + ["--zero", "3", "--fsdp-root", "keep"]
         if "fsdp" in opts or tp > 1:
             cmd += ["--fsdp-init", "gpu"]  # cp.py builds the model whole on the GPU first
     elif script == "pp.py":
