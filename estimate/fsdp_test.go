@@ -63,27 +63,30 @@ func TestFSDPStreamPools(t *testing.T) {
 // _fsdp_param_group.py does (docs/multigpu.md, "FSDP2's unsharded
 // parameters"): every unit is gathered once per forward; with
 // reshard_after_forward=True (zero 3) every unit, the root included, is
-// gathered again for its backward; checkpointing's recompute gathers
-// nothing more.
+// gathered again for its backward, but for a root kept unsharded
+// (fsdp_root: keep, torch's default for the root), which is gathered once;
+// checkpointing's recompute gathers nothing more.
 func TestFSDPUnshardCounts(t *testing.T) {
 	for _, tc := range []struct {
-		zero, ckpt string
-		passes     int // gathers of each unit per step
+		zero, ckpt, root string
+		passes           int // gathers of each unit per step
 	}{
-		{"2", "none", 1},
-		{"3", "none", 2},
-		{"2", "every-block", 1},
-		{"3", "every-block", 2},
+		{"2", "none", "", 1},
+		{"3", "none", "", 2},
+		{"2", "every-block", "", 1},
+		{"3", "every-block", "", 2},
+		{"3", "none", model.FSDPRootKeep, 2},
+		{"3", "every-block", model.FSDPRootKeep, 2},
 	} {
-		t.Run("zero"+tc.zero+"-"+tc.ckpt, func(t *testing.T) {
+		t.Run("zero"+tc.zero+"-"+tc.ckpt+"-"+tc.root, func(t *testing.T) {
 			spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256, DP: 2,
-				Zero: tc.zero, Checkpointing: tc.ckpt, Precision: "bf16"})
+				Zero: tc.zero, Checkpointing: tc.ckpt, Precision: "bf16", FSDPRoot: tc.root})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var storages, gathers, params, units int
+			var storages, gathers, params, units, rootParams int
 			_, err = estimateWith(spec, func(s *sim) {
-				units = len(s.units)
+				units, rootParams = len(s.units), len(s.units[0].params)
 				for _, u := range s.units {
 					params += len(u.params)
 					if u.unsharded || len(u.grads) > 0 {
@@ -106,11 +109,51 @@ func TestFSDPUnshardCounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if storages != tc.passes*params || gathers != tc.passes*units {
-				t.Errorf("second step: %d storages and %d all-gathers, want %d × %d parameters and %d × %d units",
-					storages, gathers, tc.passes, params, tc.passes, units)
+			wantStorages, wantGathers := tc.passes*params, tc.passes*units
+			if tc.root == model.FSDPRootKeep {
+				wantStorages, wantGathers = wantStorages-rootParams, wantGathers-1
+			}
+			if storages != wantStorages || gathers != wantGathers {
+				t.Errorf("second step: %d storages and %d all-gathers, want %d and %d (%d × %d parameters, %d × %d units, root %q)",
+					storages, gathers, wantStorages, wantGathers, tc.passes, params, tc.passes, units, tc.root)
 			}
 		})
+	}
+}
+
+// TestRootPreBackwardAfterLoss: with the loss outside the model
+// (loss_outside_autocast), FSDP2's root pre-backward (its all-gather under
+// ZeRO 3) runs once the loss's backward has made the logits' gradient, so
+// the backward's first allocation is the loss's, and the root's all-gather
+// follows it; with the loss inside the model it comes first.
+func TestRootPreBackwardAfterLoss(t *testing.T) {
+	for _, outside := range []bool{false, true} {
+		spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256, DP: 2, Zero: "3",
+			Precision: model.AMPBF16, LossOutsideAutocast: outside})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, gather, i := -1, -1, 0
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				i++
+				if !alloc || s.phase.Stage != StageBackward || s.phase.Iteration != 1 {
+					return
+				}
+				if first < 0 && x.name != "loss grad" {
+					first = i
+				}
+				if gather < 0 && x.name == "all-gather output (FSDP)" {
+					gather = i
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gather > first; got != outside || gather < 0 {
+			t.Errorf("loss outside the model %v: the root's all-gather at event %d, the backward's first allocation at %d", outside, gather, first)
+		}
 	}
 }
 

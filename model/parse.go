@@ -177,14 +177,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	set("zero_grad", o.ZeroGrad, func(v string) error {
 		return parseChoice(v, &t.ZeroGrad, "zero_grad mode", ZeroGradNone, ZeroGradZeros)
 	})
-	set("zero", o.Zero, func(v string) error {
-		z, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || z < 0 || z > 3 {
-			return fmt.Errorf("want a ZeRO stage 0, 1, 2 or 3, got %q", v)
-		}
-		t.Zero = z
-		return nil
-	})
+	set("zero", o.Zero, func(v string) error { return parseZero(v, &t.Zero) })
 	set("fsdp_init", o.FSDPInit, func(v string) error { return parseFSDPInit(v, &t.FSDPInit) })
 	set("fsdp_root", o.FSDPRoot, func(v string) error { return parseFSDPRoot(v, &t.FSDPRoot) })
 	set("offload", o.Offload, func(v string) error {
@@ -223,6 +216,16 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		t.Image = 224
 	}
 	checkPipeline(e, tm, t, m, o)
+}
+
+// parseZero reads a ZeRO stage, 0 to 3.
+func parseZero(v string, out *int64) error {
+	z, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || z < 0 || z > 3 {
+		return fmt.Errorf("want a ZeRO stage 0, 1, 2 or 3, got %q", v)
+	}
+	*out = z
+	return nil
 }
 
 // applySizes applies the command line's batch, seq, image, grad-accum and

@@ -114,3 +114,32 @@ func parseCase(t *testing.T, yaml string, o Overrides, wantErr string) *Spec {
 	}
 	return s
 }
+
+// TestFSDPRoot checks fsdp_root: reshard is the default (stored as ""),
+// keep is kept, anything else is refused with its line or flag.
+func TestFSDPRoot(t *testing.T) {
+	yaml := func(v string) string {
+		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  dp: 2\n  zero: 3\n"
+		if v != "" {
+			s += "  fsdp_root: " + v + "\n"
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, yaml, flag, want, err string
+	}{
+		{"default", yaml(""), "", FSDPRootReshard, ""},
+		{"yaml reshard", yaml("reshard"), "", FSDPRootReshard, ""},
+		{"yaml keep", yaml("keep"), "", FSDPRootKeep, ""},
+		{"flag reshard over yaml keep", yaml("keep"), "reshard", FSDPRootReshard, ""},
+		{"yaml bad", yaml("never"), "", "", `x.yaml:13: fsdp_root: want reshard or keep, got "never"`},
+		{"flag bad", yaml(""), "true", "", `--fsdp-root: want reshard or keep, got "true"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := parseCase(t, tc.yaml, Overrides{FSDPRoot: tc.flag}, tc.err)
+			if s != nil && s.Training.FSDPRoot != tc.want {
+				t.Errorf("FSDPRoot %q, want %q", s.Training.FSDPRoot, tc.want)
+			}
+		})
+	}
+}
