@@ -111,7 +111,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-27-tp-ep-h200x4.jsonl", "2026-11-27-tp-ep-heldout-h200x4.jsonl",
 		"2026-11-27-tp-ep-heldout-2-h200x4.jsonl", "2026-11-27-tp-meta-heldout-h100x4.jsonl",
 		"2026-11-27-h200x4-tp-hf/tp-hf.jsonl", "2026-11-27-h200x4-tp-hf/tp-hf-heldout.jsonl",
-		"2026-11-27-h200x4-tp-hf/tp-hf-2.jsonl", "2026-11-27-h200x4-tp-hf/tp-hf-2-heldout.jsonl"} {
+		"2026-11-27-h200x4-tp-hf/tp-hf-2.jsonl", "2026-11-27-h200x4-tp-hf/tp-hf-2-heldout.jsonl",
+		"2026-11-27-h200x4-tp-hf/tp-hf-3-heldout.jsonl", "2026-11-27-h200x4-tp-hf/x2-heldout.jsonl"} {
 		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
 	}
 	for _, r := range runs {
@@ -142,8 +143,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 51 {
-		t.Fatalf("%d tensor-parallel runs, want 51", n)
+	if n := len(errs[Allocated]); n != 55 {
+		t.Fatalf("%d tensor-parallel runs, want 55", n)
 	}
 	checkSpread(t, errs)
 }
@@ -163,8 +164,21 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // (common.HFMoE builds and drops a one-layer Qwen3-MoE in every block at
 // load; common.Llama rotates in bf16 halves), and which cached blocks the
 // 384 MiB expert requests find follows them.
+//
+// GPT-OSS's first four layers at tp 2, a batch of two checkpointed, held
+// out: −6.3% reserved blind, allocated exact. Its allocator history (run
+// again, bench/results/2026-11-27-h200x4-tp-hf/gpt-oss-4layer-tp2-b2-ckpt-
+// rank0.json.gz) replays through memplan's allocator to its 65,308 MiB
+// exactly; the second step's first attention maps a new 4,098 MiB segment
+// because the first step's optimizer put a 2.81 MiB Adam state (k_proj's,
+// the rank's four key heads) into one of the 4,098 MiB cached blocks (the
+// best fit then), so the next 4,096 MiB score tensor no longer fits there.
+// memplan's small blocks at that moment differ (its cuBLAS workspaces and
+// masks sit elsewhere), so its states land in other blocks and nothing is
+// mapped. Not resolved.
 var tpGaps = map[string]map[int]bool{
-	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096": {Reserved: true, Device: true},
+	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096":                                                       {Reserved: true, Device: true},
+	"tp.py 2 model/testdata/hf/gpt-oss-4layer.json --tp 2 --no-sp --meta --seq 4096 --checkpointing every-block --batch 2": {Reserved: true, Device: true},
 }
 
 // setEP gives o a record's expert parallelism (cp.py and tp.py --ep): ep

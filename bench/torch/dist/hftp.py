@@ -47,6 +47,7 @@ def build(path, checkpointing):
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, ".."))
     import measure  # bench/torch/measure.py: the config read as measure.py reads it
+    import pp
     d = pp.hf_dims(path, None)
     with torch.device("meta"):
         hf, _ = measure.build_hf(path, d["attn"])
