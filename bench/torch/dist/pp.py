@@ -199,23 +199,15 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None, tp_me
     if checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = HFStage(hf, range(first, first + split[stage]), stage == 0, stage == n_stages - 1)
+    import hftp  # tp.py's plan for transformers' models (no sequence parallelism), materialise
     if tp_mesh is not None:
-        import hftp  # tp.py's plan for transformers' models (no sequence parallelism)
         if model.model.embed_tokens is not None:
             model.model.embed_tokens.padding_idx = None  # DTensor's sharded embedding takes none
         hftp.apply(model, tp_mesh, False)
     if ep_args is not None:
         import ep
         model.ep_log = ep.apply(model, ep_args[0], "random", ep_args[2])
-    rot = model.model.rotary_emb
-    model.to_empty(device="cuda")
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.02)
-        for b in model.buffers():
-            b.zero_()
-    with torch.device("cuda"):
-        model.model.rotary_emb = type(rot)(config=hf.config)
+    hftp.materialise(model, hf.config)
     if ep_args is not None and ep_args[1] == "zero":
         import ep
         ep.zero_routers(model)

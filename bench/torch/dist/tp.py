@@ -107,31 +107,15 @@ def main():
             model.rope.copy_(common.rope_tables(d, "cuda"))
         if a.ep > 1 and a.router == "zero":
             ep.zero_routers(model)
-    # Without sequence parallelism the norms keep plain-tensor parameters;
-    # foreach AdamW cannot mix them with DTensors in one call, so they get
-    # their own parameter group (one foreach call per group).
-    from torch.distributed.tensor import DTensor
-    groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
-              [p for p in model.parameters() if not isinstance(p, DTensor)]]
-    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
-    g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank())
-    inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
-    labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    steps = []
-    for _ in range(a.steps):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = [model(inp)]
-        common.loss_backward(out, labels, a.loss_parallel)
+    def after_backward():
         if d["experts"]:
             common.allreduce_router_grads(model, mesh["tp"].get_group())
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+
+    def after_step():
         if a.ep > 1 and a.router == "zero":
             ep.zero_routers(model)
-        torch.cuda.synchronize()
-        steps.append(common.peaks(local))
+
+    steps = train(model, mesh, d["vocab"], d["seq"], a, local, after_backward, after_step)
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
               "meta": a.meta,
               "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
@@ -145,6 +129,35 @@ def main():
                              ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
     common.report(a.label, config, cmd, steps, local)
+
+
+def train(model, mesh, vocab, seq, a, local, after_backward, after_step):
+    """a.steps training steps on random tokens (each dp rank its own), every
+    rank's peaks after each. Without sequence parallelism the norms (and a
+    mixture of experts' local shards) keep plain-tensor parameters; foreach
+    AdamW cannot mix them with DTensors in one call, so they get a parameter
+    group of their own after the DTensors' (one foreach call per group)."""
+    from torch.distributed.tensor import DTensor
+    groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
+              [p for p in model.parameters() if not isinstance(p, DTensor)]]
+    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
+    g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank())
+    inp = torch.randint(0, vocab, (a.batch, seq), device="cuda", generator=g)
+    labels = torch.randint(0, vocab, (a.batch, seq), device="cuda", generator=g)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    steps = []
+    for _ in range(a.steps):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = [model(inp)]
+        common.loss_backward(out, labels, a.loss_parallel)
+        after_backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        after_step()
+        torch.cuda.synchronize()
+        steps.append(common.peaks(local))
+    return steps
 
 
 def hf_main(a, world, local):
@@ -163,26 +176,9 @@ def hf_main(a, world, local):
             fully_shard(layer, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
     hftp.materialise(model, config)
-    from torch.distributed.tensor import DTensor
-    groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
-              [p for p in model.parameters() if not isinstance(p, DTensor)]]
-    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
-    g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank())
     seq = a.seq
-    inp = torch.randint(0, d["vocab"], (a.batch, seq), device="cuda", generator=g)
-    labels = torch.randint(0, d["vocab"], (a.batch, seq), device="cuda", generator=g)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    steps = []
-    for _ in range(a.steps):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = [model(inp)]
-        common.loss_backward(out, labels, a.loss_parallel)
-        hftp.reduce_partial_grads(model, mesh["tp"].get_group())
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        steps.append(common.peaks(local))
+    steps = train(model, mesh, d["vocab"], seq, a, local,
+                  lambda: hftp.reduce_partial_grads(model, mesh["tp"].get_group()), lambda: None)
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": False, "loss_parallel": a.loss_parallel,
               "meta": True, "batch": a.batch, "seq": seq, "checkpointing": a.checkpointing, "world": world,
               "ep": 1, "router": None, "recv_rows_max": None}
