@@ -211,3 +211,56 @@ func TestFSDPPipelineUnits(t *testing.T) {
 		})
 	}
 }
+
+// TestOptimizerGroupsUnderTP: a tensor-parallel rank without FSDP steps
+// its DTensors and its plain parameters (markPlain: GPT-OSS's experts,
+// router, sinks and norms) as two parameter groups, so foreach Adam's
+// square roots of one group are gone before the other's are made: the most
+// square-root bytes alive at once is the larger group's, not their sum.
+// Under FSDP every parameter is a DTensor and one call steps all the
+// rank's shards.
+func TestOptimizerGroupsUnderTP(t *testing.T) {
+	for _, fsdp := range []bool{false, true} {
+		o := model.Overrides{Batch: 1, Seq: 256, Precision: model.AMPBF16, TP: 2, FSDPInit: model.FSDPInitMeta,
+			LossOutsideAutocast: true}
+		if fsdp {
+			o.DP, o.Zero = 2, "3"
+		}
+		var live, most, dtensor, plain, shards int64
+		_, err := estimateWith(loadHF(t, "gpt-oss-4layer.json", o), func(s *sim) {
+			for _, p := range s.params {
+				if p.plain {
+					plain += p.elems * p.dt
+				} else {
+					dtensor += p.elems * p.dt
+				}
+			}
+			if fsdp {
+				for _, p := range s.shards() {
+					shards += p.bytes()
+				}
+			}
+		}, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if x.name != "foreach sqrt" || s.phase.Iteration != 1 {
+					return
+				}
+				if alloc {
+					live += x.bytes()
+					most = max(most, live)
+				} else {
+					live -= x.bytes()
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !fsdp && (plain == 0 || most != max(dtensor, plain)):
+			t.Errorf("tp 2: %d square-root bytes at once, want the larger group's (DTensors %d, plain %d)", most, dtensor, plain)
+		case fsdp && most != shards:
+			t.Errorf("tp 2 × FSDP 2: %d square-root bytes at once, want every shard's, %d", most, shards)
+		}
+	}
+}
