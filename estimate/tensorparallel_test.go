@@ -145,3 +145,43 @@ func TestScatterShared(t *testing.T) {
 		}
 	}
 }
+
+// TestSequenceGatherView: a sequence all-gather of a batch of one is a
+// view of the collective's [t, s/t, h] output (torch._utils.
+// _maybe_view_chunk_cat), so no concatenation is made; a batch of two
+// concatenates each gather's chunks anew. The head's gather of the
+// vocabulary shards always concatenates.
+func TestSequenceGatherView(t *testing.T) {
+	for _, tc := range []struct {
+		batch int64
+		want  func(seq, vocab int) bool
+	}{
+		{1, func(seq, vocab int) bool { return seq == 0 && vocab > 0 }},
+		{2, func(seq, vocab int) bool { return seq > 0 && vocab > 0 }},
+	} {
+		spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: tc.batch, Seq: 256,
+			Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seq, vocab int
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if !alloc || x.name != "all-gather concatenation (TP)" || s.phase.Stage != StageForward {
+					return
+				}
+				if x.elems == tc.batch*256*2048 { // [b, s, h]: the sequence's
+					seq++
+				} else {
+					vocab++
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tc.want(seq, vocab) {
+			t.Errorf("batch %d: %d sequence and %d vocabulary concatenations in forward", tc.batch, seq, vocab)
+		}
+	}
+}
