@@ -19,7 +19,9 @@ import (
 // segment_free replays torch.cuda.empty_cache. It prints every segment the
 // model maps of at least MEMPLAN_REPLAY_MIB MiB (default 100) beside the
 // history's own, and the reserved totals. MEMPLAN_REPLAY_AT=N[,M...]
-// prints the large pool's free blocks before those events.
+// prints the large pool's free blocks before those events, and with
+// MEMPLAN_REPLAY_BLOCKS=1 every block of those segments in address order,
+// an allocated one with the event that made it.
 func TestReplayDebug(t *testing.T) {
 	path := os.Getenv("MEMPLAN_REPLAY")
 	if path == "" {
@@ -46,6 +48,7 @@ func TestReplayDebug(t *testing.T) {
 			ev = wrapped.Events
 		}
 		live := map[string]Block{}
+		born := map[Block]int{} // the event that allocated each live block
 		at := map[int]bool{}
 		for _, f := range strings.Split(os.Getenv("MEMPLAN_REPLAY_AT"), ",") {
 			var n int
@@ -55,7 +58,7 @@ func TestReplayDebug(t *testing.T) {
 		}
 		for i, e := range ev {
 			if at[i] {
-				printFree(a, tag, i)
+				printFree(a, tag, i, ev, born)
 			}
 			key := fmt.Sprint(tag, e[1])
 			size, label := int64(e[2].(float64)), fmt.Sprint(e[3])
@@ -72,6 +75,7 @@ func TestReplayDebug(t *testing.T) {
 			case "alloc":
 				before := a.Reserved()
 				live[key] = a.Malloc(size, s)
+				born[live[key]] = i
 				peak = max(peak, a.Reserved())
 				if grew := a.Reserved() - before; grew >= minMiB<<20 {
 					fmt.Printf("%s %6d model maps %5d MiB for %5d MiB  %s\n", tag, i, grew>>20, size>>20, label)
@@ -102,27 +106,34 @@ func TestReplayDebug(t *testing.T) {
 }
 
 // printFree prints the large-pool segments that hold free blocks, each
-// with its free blocks in MiB, read from the allocator's layout.
-func printFree(a *Allocator, tag string, i int) {
-	l := a.AppendLayout(nil, func(Block) int64 { return 0 })
+// with its free blocks in MiB, read from the allocator's layout (with
+// MEMPLAN_REPLAY_BLOCKS set, every block, an allocated one as
+// MiB@event:label from ev and born).
+func printFree(a *Allocator, tag string, i int, ev [][]any, born map[Block]int) {
+	all := os.Getenv("MEMPLAN_REPLAY_BLOCKS") != ""
+	l := a.AppendLayout(nil, func(b Block) int64 { return int64(born[b]) + 1 })
 	fmt.Printf("%s %6d free blocks (segment MiB: free MiB...):\n", tag, i)
 	for k := 3; k < len(l); {
 		size, small := l[k+1], l[k+3] == 1
 		k += 5
-		var free []int64
+		var free, blocks []string
 		for sum := int64(0); sum < size; k += 4 {
 			sum += l[k+1]
-			if l[k+3] < 0 {
-				free = append(free, l[k+1])
+			mib := float64(l[k+1]) / (1 << 20)
+			if st := l[k+3]; st < 0 {
+				free = append(free, fmt.Sprintf("%.1f", mib))
+				blocks = append(blocks, fmt.Sprintf("[free %.1f]", mib))
+			} else {
+				lab := fmt.Sprint(ev[st-1][3])
+				blocks = append(blocks, fmt.Sprintf("%.1f@%d:%s", mib, st-1, lab[max(0, len(lab)-40):]))
 			}
 		}
 		if small || len(free) == 0 {
 			continue
 		}
-		fmt.Printf("   %6.1f:", float64(size)/(1<<20))
-		for _, f := range free {
-			fmt.Printf(" %.1f", float64(f)/(1<<20))
+		if all {
+			free = blocks
 		}
-		fmt.Println()
+		fmt.Printf("   %6.1f: %s\n", float64(size)/(1<<20), strings.Join(free, " "))
 	}
 }
