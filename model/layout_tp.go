@@ -88,8 +88,8 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 // GPT-OSS's block and DeepSeek's (latent attention split as torchtitan's
 // DeepSeek-V3 plan splits it, and GLM-4 MoE's) are split by the same plan,
 // their experts as torchtitan splits experts (docs/parallelism.md §3.1.3),
-// but only without sequence parallelism (SeqSplitRefusal). The spec's checks and LowerRank
-// (for every caller, the planner's too) both ask it.
+// but only without sequence parallelism (SeqSplitRefusal). The spec's
+// checks and LowerRank (for every caller, the planner's too) both ask it.
 func (m *Model) TPRefusal() string {
 	starcoder := m.starcoder()
 	if m.gptOSS() {
