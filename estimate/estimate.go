@@ -292,6 +292,9 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsM
 	case t.TP > 1:
 		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
 	}
+	if t.TP > 1 && runsModel {
+		s.note("tensor parallelism through transformers' forward: the residual stream whole on every rank (no sequence parallelism), the experts split by columns with the router replicated, as bench/torch/dist/hftp.py splits them (docs/parallelism.md §3.1.3)")
+	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
 	if t.TP <= 1 && s.fsdpStreams() {
