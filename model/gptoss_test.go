@@ -31,6 +31,8 @@ func TestGPTOSSSpec(t *testing.T) {
 		{"no context parallelism", oss + eager, Overrides{CP: 2}, "cp: sequence and context parallelism are not simulated for GPT-OSS's block"},
 		{"pipeline", oss + eager, Overrides{PP: 2, GradAccum: 2}, ""},
 		{"expert parallelism", oss + "training: {batch: 1, seq: 8, attention: eager, dp: 2, zero: 3, ep: 2}\n", Overrides{}, ""},
+		{"no expert parallelism beside tensor parallelism", oss + "training: {batch: 1, seq: 8, attention: eager, dp: 2, zero: 3, ep: 2}\n", Overrides{TP: 2},
+			"ep: expert parallelism with tensor parallelism is simulated with sequence parallelism (sp), whose sequence shard each tp rank routes, as torchtitan does, and sequence parallelism is not simulated for GPT-OSS's block"},
 		{"lora attn", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsAttn}, ""},
 		{"lora mlp", oss + eager, Overrides{LoRA: 8, LoRATargets: TargetsMLP}, "a mixture of experts without a shared expert or dense layers has no MLP linears to adapt"},
 		{"lora shared expert", model + "  shared_expert: 32\n" + eager, Overrides{LoRA: 8, LoRATargets: TargetsMLP}, ""},
