@@ -244,7 +244,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 	if err != nil {
 		return nil, err
 	}
-	ins, layers := s.buildRank(t, run, layers, prog, spec.Model.StagesRunModel())
+	ins, layers := s.buildRank(t, run, layers, prog, spec.Model.RunsTransformersForward())
 	s.applyLoRA(spec)
 	s.cpRun = run.CP > 1
 	s.shardSetup(ins)
@@ -276,7 +276,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 // loadWhole); otherwise each shard is allocated directly, as torchtitan's
 // meta-device build and transformers' sharded loading do. It returns the
 // built instances and the layers the rank holds. runsModel: the model runs
-// through transformers' forward (model.Model.StagesRunModel).
+// through transformers' forward (model.Model.RunsTransformersForward).
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsModel bool) ([]*inst, []model.Layer) {
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
 	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
@@ -303,7 +303,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsM
 	ins := s.build(prog, map[string]*tensor{})
 	// torchtitan's Llama (bench/torch/dist's) holds its rotary tables as a
 	// buffer; transformers' forward makes them, also under tensor
-	// parallelism of a model run through it (StagesRunModel).
+	// parallelism of a model run through it (RunsTransformersForward).
 	s.cfg.modelRope = (t.TP <= 1 && run.CP <= 1) || runsModel
 	done()
 	return ins, layers

@@ -73,7 +73,7 @@ type pipeline struct {
 	// lossParallel computes the last stage's loss on the logits' shards.
 	lossParallel bool
 	// modelForward says the stages run transformers' model forward
-	// (model.Model.StagesRunModel): its prologue in every stage's forward.
+	// (model.Model.RunsTransformersForward): its prologue in every stage's forward.
 	modelForward bool
 	// embeddingGroup says the rank holds the first or the last stage of a
 	// model with tied embeddings: it all-reduces the two copies'
@@ -132,7 +132,7 @@ func newPipeline(spec *model.Spec, rank int64) (*pipeline, error) {
 	}
 	p := local[0]
 	p.local = local
-	p.modelForward = spec.Model.StagesRunModel()
+	p.modelForward = spec.Model.RunsTransformersForward()
 	for _, q := range local {
 		p.embeddingGroup = p.embeddingGroup || spec.Model.Tied && (q.first() || q.last())
 	}

@@ -86,17 +86,19 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 	return 0, 0, fmt.Errorf("%s model has no repeated blocks to split", m.Type)
 }
 
-// StagesRunModel says whether a pipeline stage of m runs transformers'
-// own model forward over its share of the decoder layers
-// (bench/torch/dist/pp.py's stages of a transformers config: the base
-// model with the other layers taken out), so that each stage's forward
-// makes the rotary tables (and eager attention's mask) before its first
-// block as the whole model's does; the other llama models' stages run
-// bench/torch/dist/common.py's Llama, as torchtitan's, whose attention
-// casts the rotary tables it is given and has no sliding window. DeepSeek's
-// and GPT-OSS's blocks are measured through transformers' stages, whose
-// sliding windows stay (docs/parallelism.md §3.2).
-func (m *Model) StagesRunModel() bool { return m.deepseek() || m.gptOSS() }
+// RunsTransformersForward says whether m's parallel layouts run
+// transformers' own model forward (bench/torch/dist's pp.py stages and
+// tp.py splits of a transformers config, hftp.py): a pipeline stage is
+// the base model with the other layers taken out, and under tensor
+// parallelism the whole model split by hftp.py's plan. Each forward makes
+// the rotary tables (and eager attention's masks) before its first block
+// as the whole model's does, and sliding windows stay. The other llama
+// models' layouts run bench/torch/dist/common.py's Llama, as torchtitan's,
+// whose attention casts the rotary tables it is given and has no sliding
+// window. DeepSeek's and GPT-OSS's blocks (GLM-4 MoE's with them) are
+// measured through transformers' forward (docs/parallelism.md §3.2.7,
+// §3.1.3).
+func (m *Model) RunsTransformersForward() bool { return m.deepseek() || m.gptOSS() }
 
 // LowerStage returns the layers stage (0-based) of stages holds: its share
 // of the blocks (StageLayers), with everything before them (the embedding)
@@ -114,12 +116,12 @@ func (m *Model) LowerStage(stage, stages int64) ([]Layer, error) {
 
 // stageHead makes the head of a last stage's layers a plain linear layer
 // whose logits are the stage's output. Where the stage runs transformers'
-// model forward (StagesRunModel), the head runs after that forward has
+// model forward (RunsTransformersForward), the head runs after that forward has
 // returned, its locals (the masks) gone: a task head (Linear.Head).
 func (m *Model) stageHead(ls []Layer) []Layer {
 	for i, l := range ls {
 		if h, ok := l.Spec.(*LMHead); ok {
-			ls[i] = L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias, Head: m.StagesRunModel()})
+			ls[i] = L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias, Head: m.RunsTransformersForward()})
 		}
 	}
 	return ls
@@ -168,7 +170,7 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 		if from >= to {
 			continue
 		}
-		if !m.StagesRunModel() {
+		if !m.RunsTransformersForward() {
 			rep.Body = unwindowed(rep.Body)
 		}
 		// The first stage's copies take the embeddings' output, which the

@@ -107,11 +107,11 @@ func (m *Model) TPRefusal() string {
 // SeqSplitRefusal says why sequence and context parallelism, which split
 // the residual stream along the sequence, are not simulated for m, or ""
 // when they are: a model run through transformers' own forward
-// (StagesRunModel) makes its rotary tables and masks from the length of
+// (RunsTransformersForward) makes its rotary tables and masks from the length of
 // the hidden states it is handed, so that only tensor parallelism without
 // sequence parallelism keeps it whole (as transformers' own tp_plan does).
 func (m *Model) SeqSplitRefusal() string {
-	if m.StagesRunModel() {
+	if m.RunsTransformersForward() {
 		return m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
 	}
 	return ""
@@ -331,7 +331,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if why := m.SeqSplitRefusal(); why != "" && (t.SP || t.CP > 1) {
 		return nil, fmt.Errorf("%w: sequence or context parallelism of %s", ErrNotSplittable, why)
 	}
-	if !m.StagesRunModel() {
+	if !m.RunsTransformersForward() {
 		// transformers' forward keeps its sliding windows; torchtitan's
 		// Llama has none.
 		ls = unwindowed(ls)

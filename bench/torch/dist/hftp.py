@@ -1,6 +1,6 @@
 """Tensor parallelism without sequence parallelism of a transformers causal LM
 run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and V3: memplan's
-model.Model.StagesRunModel families), for tp.py.
+model.Model.RunsTransformersForward families), for tp.py.
 
 The plan is torchtitan's apply_tp for Llama's block, without sequence
 parallelism (transformers' forward makes its rotary tables and masks from

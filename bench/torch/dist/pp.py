@@ -43,7 +43,7 @@ place: GPT-OSS's forward still makes both masks and hands each layer its own),
 the embedding on the first stage, the final norm and the head on the last; its
 forward is the base model's (rotary tables made in every stage's forward, the
 key/value cache kept by the forward unless checkpointing turns it off), as
-memplan's model.Model.StagesRunModel says (HFStage). With --tp (and --no-sp)
+memplan's model.Model.RunsTransformersForward says (HFStage). With --tp (and --no-sp)
 each stage is split by tp.py's plan for them (hftp.py); no --ep beside it.
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
