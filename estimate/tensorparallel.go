@@ -130,34 +130,32 @@ func (s *sim) shardWholeGrads() {
 // the harnesses replace a mixture of experts' weights by the rank's local
 // shards and keep its router replicated (bench/torch/dist's common.TPMoE,
 // hftp.ExpertsTP and ep.py); GPT-OSS's sinks are cut to the rank's heads
-// and per-head q/k norms kept whole, both plain, as are latent attention's
-// down-projections and their norms (hftp.py leaves them whole). foreach AdamW cannot mix
-// the two kinds in one call, so they are stepped as a parameter group of
-// their own (adamStep).
+// and per-head q/k norms kept whole, both plain, as are latent
+// attention's down-projections and their norms (hftp.py leaves them
+// whole). foreach AdamW cannot mix the two kinds in one call, so they are
+// stepped as a parameter group of their own (adamStep).
 func (s *sim) markPlain(l *model.Layer, o op, ps []*tensor) {
-	plain := false
-	switch l.Spec.(type) {
-	case *model.MoE:
-		plain = true
-	case *model.RMSNorm, *model.LayerNorm:
-		plain = !s.tpSP
-	case *model.Attention:
-		if a, ok := o.(*attnOp); ok {
-			ps := []*tensor{a.sinks, a.qNorm, a.kNorm}
-			if m := a.mla; m != nil {
-				// The latent down-projections and their norms, replicated.
-				ps = append(ps, m.qa, m.qaB, m.qaNorm, m.kva, m.kvaB, m.kvNorm)
-			}
-			for _, p := range ps {
-				if p != nil {
-					p.plain = true
-				}
+	mark := func(ps ...*tensor) {
+		for _, p := range ps {
+			if p != nil {
+				p.plain = true
 			}
 		}
 	}
-	if plain {
-		for _, p := range ps {
-			p.plain = true
+	switch l.Spec.(type) {
+	case *model.MoE:
+		mark(ps...)
+	case *model.RMSNorm, *model.LayerNorm:
+		if !s.tpSP {
+			mark(ps...)
+		}
+	case *model.Attention:
+		if a, ok := o.(*attnOp); ok {
+			mark(a.sinks, a.qNorm, a.kNorm)
+			if m := a.mla; m != nil {
+				// The latent down-projections and their norms, replicated.
+				mark(m.qa, m.qaB, m.qaNorm, m.kva, m.kvaB, m.kvNorm)
+			}
 		}
 	}
 }
