@@ -292,7 +292,12 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsM
 	case t.TP > 1:
 		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
 	}
-	if t.TP > 1 && runsModel {
+	s.wholeSeq = 1
+	switch {
+	case t.TP > 1 && runsModel && t.SP:
+		s.wholeSeq = t.TP
+		s.note("tensor parallelism through transformers' forward: the residual stream a DTensor split along the sequence, whose whole shape the forward's rotary tables and masks are made for, the experts split by columns with the router replicated, as bench/torch/dist/hftp.py splits them (docs/parallelism.md §3.1.3)")
+	case t.TP > 1 && runsModel:
 		s.note("tensor parallelism through transformers' forward: the residual stream whole on every rank (no sequence parallelism), the experts split by columns with the router replicated, as bench/torch/dist/hftp.py splits them (docs/parallelism.md §3.1.3)")
 	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta

@@ -276,33 +276,34 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 	if a == nil || len(sh) == 0 {
 		return
 	}
+	seq := sh[0] * max(s.wholeSeq, 1)
 	switch {
 	case s.cfg.eager && a.k.Causal:
-		s.causalMask(sh[0], x.dt)
+		s.causalMask(seq, x.dt)
 		if sliding, full := modelWindowKinds(blocks); sliding && full {
 			// Gemma 2's causal_mask_mapping: a full and a sliding
 			// mask, each materialised under eager attention (from
 			// transformers' source; measured: held-out set 21).
-			s.mask2 = s.eagerMask(s.slidingBool(sh[0]), s.mask.dt, "sliding mask (eager)")
+			s.mask2 = s.eagerMask(s.slidingBool(seq), s.mask.dt, "sliding mask (eager)")
 		}
 		// A local of the model's forward, freed when it returns
 		// (dropBodyHold); with checkpointing each segment's frame keeps
 		// the masks its layers take until its backward (segmentMasks).
 		s.maskLocal = s.ckptMode == model.CkptNone
-	case maskedIn(s, blocks, sh[0]):
-		s.slidingMask(sh[0])
+	case maskedIn(s, blocks, seq):
+		s.slidingMask(seq)
 		s.maskLocal = s.ckptMode == model.CkptNone // as eager's
 	}
 	if m := a.k.MLA; m != nil && m.Complex {
-		s.ropeBuildComplex(sh[0], m.Rope)
+		s.ropeBuildComplex(seq, m.Rope)
 		return
 	}
 	dt := a.ropeDt(x)
-	s.ropeBuild(sh[0], a.ropeWidth(), dt, false, a.k.RoPEHalves)
+	s.ropeBuild(seq, a.ropeWidth(), dt, false, a.k.RoPEHalves)
 	if a.k.LocalRoPE {
 		// Gemma 3's second rotary embedding, for the sliding layers,
 		// computed after the global one.
-		s.ropeBuild(sh[0], a.ropeWidth(), dt, true, a.k.RoPEHalves)
+		s.ropeBuild(seq, a.ropeWidth(), dt, true, a.k.RoPEHalves)
 	}
 }
 

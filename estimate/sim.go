@@ -291,6 +291,12 @@ type sim struct {
 	perParam         bool    // FSDP2's unsharded storages per unit and parameter (fsdp.go)
 	expertBuild      bool    // the parameters being built are routed experts' (moe.go)
 	tpSP             bool    // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
+	// wholeSeq is what the rank's sequence is multiplied by to give the
+	// length transformers' forward makes its rotary tables and masks for
+	// (prologue): the tp degree under sequence parallelism of a model run
+	// through it, whose residual stream is a DTensor with the whole
+	// sequence's shape (bench/torch/dist/hftp.py); else 1.
+	wholeSeq int64
 	rootKept         bool    // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
 	recomputing      bool    // a checkpoint's recompute runs, inside the backward (checkpoint.go)
 	rsInput          *tensor // FSDP2's last reduce-scatter input (fsdp.go)

@@ -59,12 +59,12 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		e.add(line("tp"), "tp, cp: tensor and context parallelism are simulated for llama models with separate q, k, v projections (torchtitan's plan), not %s", why)
 		return
 	}
-	if why := m.SeqSplitRefusal(); why != "" && (t.SP || t.CP > 1) {
+	if why := m.SeqSplitRefusal(t); why != "" {
 		key := "sp"
 		if t.CP > 1 {
 			key = "cp"
 		}
-		e.add(line(key), "%s: sequence and context parallelism are not simulated for %s (tensor parallelism without sp is)", key, why)
+		e.add(line(key), "%s: %s", key, why)
 		return
 	}
 	seq := t.Seq
@@ -104,15 +104,25 @@ func (m *Model) TPRefusal() string {
 	return ""
 }
 
-// SeqSplitRefusal says why sequence and context parallelism, which split
-// the residual stream along the sequence, are not simulated for m, or ""
-// when they are: a model run through transformers' own forward
-// (RunsTransformersForward) makes its rotary tables and masks from the length of
-// the hidden states it is handed, so that only tensor parallelism without
-// sequence parallelism keeps it whole (as transformers' own tp_plan does).
-func (m *Model) SeqSplitRefusal() string {
-	if m.RunsTransformersForward() {
-		return m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
+// SeqSplitRefusal says why t's split of the residual stream along the
+// sequence is not simulated for m, or "" when it is (or t has none). A
+// model run through transformers' own forward (RunsTransformersForward)
+// makes its rotary tables and masks from the length of the hidden states it
+// is handed: sequence parallelism keeps that length whole by keeping the
+// residual stream a DTensor sharded along the sequence, whose shape is the
+// whole one (bench/torch/dist/hftp.py, docs/parallelism.md §3.1.3), which
+// is measured beside tensor parallelism alone, not inside pipeline stages;
+// context parallelism, which hands each rank its part of the sequence as a
+// plain tensor, is not simulated for such a model.
+func (m *Model) SeqSplitRefusal(t *Training) string {
+	if !m.RunsTransformersForward() {
+		return ""
+	}
+	switch {
+	case t.CP > 1:
+		return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
+	case t.SP && t.PP > 1:
+		return "sequence parallelism inside pipeline stages is not simulated for " + m.describe() + ", run through transformers' forward (tensor parallelism without sp is, and sp without a pipeline)"
 	}
 	return ""
 }
@@ -328,8 +338,8 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if why := m.TPRefusal(); why != "" {
 		return nil, fmt.Errorf("%w: %s (torchtitan's plans for tensor and context parallelism are for Llama's block)", ErrNotSplittable, why)
 	}
-	if why := m.SeqSplitRefusal(); why != "" && (t.SP || t.CP > 1) {
-		return nil, fmt.Errorf("%w: sequence or context parallelism of %s", ErrNotSplittable, why)
+	if why := m.SeqSplitRefusal(t); why != "" {
+		return nil, fmt.Errorf("%w: %s", ErrNotSplittable, why)
 	}
 	if !m.RunsTransformersForward() {
 		// transformers' forward keeps its sliding windows; torchtitan's

@@ -55,11 +55,10 @@ func (r *Request) enumerate(spec *model.Spec, visit func(Layout)) {
 	tps, pps, cps, eps := []int64{1}, []int64{1}, []int64{1}, []int64{1}
 	// Sequence parallelism beside TP, and context parallelism, where the
 	// model's program can split its sequence (model.SeqSplitRefusal).
-	sp := m.SeqSplitRefusal() == ""
 	if transformer(m) {
 		tps = divisors(r.NodeSize)
 		pps = pow2Upto(min(m.NumLayers+2, r.maxGPUs()))
-		if sp {
+		if m.SeqSplitRefusal(&model.Training{CP: 2}) == "" {
 			cps = pow2Upto(max(spec.Training.Seq/minCPTokens, 1))
 		}
 		if m.Experts > 0 {
@@ -74,7 +73,8 @@ func (r *Request) enumerate(spec *model.Spec, visit func(Layout)) {
 					if dp*tp*cp*pp > limit || !r.gpuOK(dp*tp*cp*pp) {
 						continue
 					}
-					base := Layout{DP: dp, TP: tp, PP: pp, CP: cp, SP: tp > 1 && sp, LossParallel: tp > 1}
+					sp := tp > 1 && m.SeqSplitRefusal(&model.Training{SP: true, PP: pp}) == ""
+					base := Layout{DP: dp, TP: tp, PP: pp, CP: cp, SP: sp, LossParallel: tp > 1}
 					for _, ep := range eps {
 						base.EP = ep
 						r.variants(base, visit)

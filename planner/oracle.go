@@ -163,7 +163,7 @@ func (sim Simulator) EstimateAbove(spec *model.Spec, l Layout, above int64) (Bus
 	if errors.Is(err, model.ErrNotSplittable) {
 		what := "tensor or context parallelism for " + spec.Model.TPRefusal()
 		if spec.Model.TPRefusal() == "" {
-			what = "sequence or context parallelism for " + spec.Model.SeqSplitRefusal()
+			what = spec.Model.SeqSplitRefusal(&Apply(spec, l).Training)
 		}
 		return Busiest{}, &NotSimulatedError{What: []string{what}}
 	}

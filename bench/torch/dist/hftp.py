@@ -1,11 +1,19 @@
-"""Tensor parallelism without sequence parallelism of a transformers causal LM
-run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and V3: memplan's
-model.Model.RunsTransformersForward families), for tp.py.
+"""Tensor parallelism, with or without sequence parallelism, of a transformers
+causal LM run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and
+V3: memplan's model.Model.RunsTransformersForward families), for tp.py.
 
-The plan is torchtitan's apply_tp for Llama's block, without sequence
-parallelism (transformers' forward makes its rotary tables and masks from
-the length of the hidden states it is handed, so the residual stream stays
-whole on every rank, as transformers' own tp_plan leaves it):
+The plan is torchtitan's apply_tp for Llama's block. Without sequence
+parallelism the residual stream stays whole on every rank, as transformers'
+own tp_plan leaves it. With it (sp), the residual stream is split along the
+sequence as torchtitan splits it, but kept as DTensors (Shard(1)) rather
+than local tensors: transformers' forward makes its rotary tables and masks
+from the length of the hidden states it is handed, which a DTensor gives
+whole (its global shape). So the embedding's output, the output
+projections' and the blocks' are DTensors (use_local_output=False), the
+norms are SequenceParallel, and the attention and dense MLP take their input
+gathered to Replicate and local (as torchtitan's PrepareModuleInput does);
+the head's input is gathered as ColwiseParallel(input_layouts=Shard(1))
+gathers it:
 
 - the embedding split by vocabulary, its output all-reduced
   (RowwiseParallel, input and output Replicate), and the head split by
@@ -24,7 +32,8 @@ whole on every rank, as transformers' own tp_plan leaves it):
   run on every token, each expert's gate/up columns and down rows cut to the
   rank's share (gate and up halves each, or GPT-OSS's interleaved pairs), the
   shared experts by columns and rows, the block's input taken as replicated
-  and its partial output all-reduced (ExpertsTP). The parameters the rank
+  (or gathered along the sequence, sp) and its partial output all-reduced
+  (or reduce-scattered along the sequence, sp: ExpertsTP). The parameters the rank
   holds replicated but whose gradients are partial sums (the routers, the
   attention's plain parameters: q/k norms, the latent projections and their
   norms) are all-reduced after the backward (reduce_partial_grads), as DTensor
@@ -58,18 +67,23 @@ def build(path, checkpointing):
     return pp.HFStage(hf, range(n), True, True), hf.config, d
 
 
-def apply(model, mesh, lp):
+def apply(model, mesh, lp, sp=False):
     """The module docstring's plan on model (a pp.HFStage: of every layer, or
     one pipeline stage's, whose embedding, head and other stages' layers are
     absent)."""
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
+                                                   parallelize_module)
     base = model.model
+    seq = Shard(1) if sp else Replicate()
     if base.embed_tokens is not None:
-        parallelize_module(base, mesh, {"embed_tokens": RowwiseParallel(input_layouts=Replicate(),
-                                                                         output_layouts=Replicate())})
+        parallelize_module(base, mesh, {"embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq,
+                                                                         use_local_output=not sp)})
+    if sp and not isinstance(base.norm, nn.Identity):  # Identity before a pipeline's last stage
+        parallelize_module(base, mesh, {"norm": SequenceParallel()})
     if model.lm_head is not None:
-        parallelize_module(model, mesh, {"lm_head": ColwiseParallel(output_layouts=Shard(-1) if lp else Replicate(),
+        parallelize_module(model, mesh, {"lm_head": ColwiseParallel(input_layouts=seq,
+                                                                    output_layouts=Shard(-1) if lp else Replicate(),
                                                                     use_local_output=not lp)})
     t, r = mesh.size(), mesh.get_local_rank()
     for layer in base.layers:
@@ -77,17 +91,37 @@ def apply(model, mesh, lp):
             continue
         plan = {"self_attn." + n: ColwiseParallel() for n in ("q_proj", "k_proj", "v_proj", "q_b_proj", "kv_b_proj")
                 if getattr(layer.self_attn, n, None) is not None}
-        plan["self_attn.o_proj"] = RowwiseParallel()
-        if hasattr(layer.mlp, "experts"):
-            layer.mlp = ExpertsTP(layer.mlp, mesh)
+        plan["self_attn.o_proj"] = RowwiseParallel(output_layouts=seq, use_local_output=not sp)
+        moe = hasattr(layer.mlp, "experts")
+        if moe:
+            layer.mlp = ExpertsTP(layer.mlp, mesh, sp)
         else:
             plan.update({"mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-                         "mlp.down_proj": RowwiseParallel()})
+                         "mlp.down_proj": RowwiseParallel(output_layouts=seq, use_local_output=not sp)})
+        if sp:
+            plan.update({"input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel()})
         parallelize_module(layer, mesh, plan)
+        if sp:
+            layer.self_attn.register_forward_pre_hook(_gather_input, with_kwargs=True)
+            if not moe:
+                layer.mlp.register_forward_pre_hook(_gather_input, with_kwargs=True)
         attn = layer.self_attn
         if getattr(attn, "sinks", None) is not None:
             h = attn.sinks.shape[0] // t
             attn.sinks = nn.Parameter(attn.sinks.detach()[r * h:(r + 1) * h].clone())
+
+
+def _gather_input(module, args, kwargs):
+    """torchtitan's PrepareModuleInput(input_layouts=Shard(1),
+    desired_input_layouts=Replicate()) for a module called with its hidden
+    states by position or by name (transformers' blocks call the attention
+    with hidden_states=): every DTensor argument gathered along the sequence
+    and handed over as a local tensor."""
+    from torch.distributed.tensor import DTensor, Replicate
+
+    def local(x):
+        return x.redistribute(placements=(Replicate(),)).to_local() if isinstance(x, DTensor) else x
+    return tuple(local(a) for a in args), {k: local(v) for k, v in kwargs.items()}
 
 
 def _rows(lin, r, c):
@@ -103,9 +137,9 @@ class ExpertsTP(nn.Module):
     ranks (the module docstring). Returns what the block returns (GPT-OSS's
     a tuple with the router's scores)."""
 
-    def __init__(self, moe, mesh):
+    def __init__(self, moe, mesh, sp=False):
         super().__init__()
-        self.inner, self.mesh = moe, mesh
+        self.inner, self.mesh, self.sp = moe, mesh, sp
         t, r = mesh.size(), mesh.get_local_rank()
         ex = moe.experts
         with torch.no_grad():
@@ -136,12 +170,20 @@ class ExpertsTP(nn.Module):
                 _cols(sh.down_proj, r, c)
 
     def forward(self, x):
-        from torch.distributed.tensor import DTensor, Partial, Replicate
-        xd = DTensor.from_local(x, self.mesh, (Replicate(),), run_check=False)
+        # As common.TPMoE: under sp the norm before the block hands it a
+        # DTensor sharded along the sequence, gathered here; the output is
+        # reduce-scattered back to a DTensor (the residual stream's form).
+        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+        if self.sp:
+            xd = x.redistribute(placements=(Replicate(),))
+        else:
+            xd = DTensor.from_local(x, self.mesh, (Replicate(),), run_check=False)
         out = self.inner(xd.to_local(grad_placements=(Partial(),)))
         y = out[0] if isinstance(out, tuple) else out
         y = DTensor.from_local(y, self.mesh, (Partial(),), run_check=False).redistribute(
-            placements=(Replicate(),)).to_local()
+            placements=(Shard(1),) if self.sp else (Replicate(),))
+        if not self.sp:
+            y = y.to_local()
         return (y,) + tuple(out[1:]) if isinstance(out, tuple) else y
 
 

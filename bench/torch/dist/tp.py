@@ -17,9 +17,9 @@ columns over tp (common.TPMoE), or with --ep over EP groups of the dp·tp
 ranks (ep.py, torchtitan's sparse mesh; sequence parallelism required, each
 rank routing its sequence shard; fully_shard over efsdp when dp > 1).
 
-With a transformers config (a .json: GPT-OSS, GLM-4 MoE) the model is
-transformers' own, run through its forward and split by hftp.py's plan:
---no-sp --meta required, no --ep.
+With a transformers config (a .json: GPT-OSS, GLM-4 MoE, DeepSeek) the model
+is transformers' own, run through its forward and split by hftp.py's plan,
+with or without sequence parallelism: --meta required, no --ep.
 
 Trains in amp-bf16 (autocast over fp32 weights) with AdamW (foreach), loss
 from fp32 logits, and prints one JSON line on rank 0 (common.report) with every
@@ -161,15 +161,16 @@ def train(model, mesh, vocab, seq, a, local, after_backward, after_step):
 
 
 def hf_main(a, world, local):
-    """A transformers config (GPT-OSS, GLM-4 MoE) through transformers' own
-    forward, split by hftp.py's plan (no sequence parallelism), built on
-    meta; FSDP2 over dp as main does."""
+    """A transformers config (GPT-OSS, GLM-4 MoE, DeepSeek) through
+    transformers' own forward, split by hftp.py's plan (with sequence
+    parallelism unless --no-sp), built on meta; FSDP2 over dp as main does."""
     import hftp
-    assert a.no_sp and a.ep == 1 and a.meta, "a transformers config runs with --no-sp --meta and no --ep (hftp.py)"
+    assert a.ep == 1 and a.meta, "a transformers config runs with --meta and no --ep (hftp.py)"
+    sp = not a.no_sp
     mesh = init_device_mesh("cuda", (a.dp, a.tp), mesh_dim_names=("dp", "tp"))
     torch.manual_seed(0)
     model, config, d = hftp.build(a.spec, a.checkpointing == "every-block")
-    hftp.apply(model, mesh["tp"], a.loss_parallel)
+    hftp.apply(model, mesh["tp"], a.loss_parallel, sp)
     if a.dp > 1:
         from torch.distributed.fsdp import fully_shard
         for layer in model.model.layers:
@@ -179,10 +180,10 @@ def hf_main(a, world, local):
     seq = a.seq
     steps = train(model, mesh, d["vocab"], seq, a, local,
                   lambda: hftp.reduce_partial_grads(model, mesh["tp"].get_group()), lambda: None)
-    config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": False, "loss_parallel": a.loss_parallel,
+    config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
               "meta": True, "batch": a.batch, "seq": seq, "checkpointing": a.checkpointing, "world": world,
               "ep": 1, "router": None, "recv_rows_max": None}
-    cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, loss_parallel=a.loss_parallel,
+    cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
                              loss_outside_autocast=True, fsdp_init="meta")
     common.report(a.label, config, cmd, steps, local)
