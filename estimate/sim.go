@@ -288,18 +288,18 @@ type sim struct {
 	// curUnit is the FSDP2 unit running its forward; bwdUnit the one
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16
-	perParam         bool    // FSDP2's unsharded storages per unit and parameter (fsdp.go)
-	expertBuild      bool    // the parameters being built are routed experts' (moe.go)
-	tpSP             bool    // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
+	perParam         bool // FSDP2's unsharded storages per unit and parameter (fsdp.go)
+	expertBuild      bool // the parameters being built are routed experts' (moe.go)
+	tpSP             bool // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
 	// wholeSeq is what the rank's sequence is multiplied by to give the
 	// length transformers' forward makes its rotary tables and masks for
 	// (prologue): the tp degree under sequence parallelism of a model run
 	// through it, whose residual stream is a DTensor with the whole
 	// sequence's shape (bench/torch/dist/hftp.py); else 1.
-	wholeSeq int64
-	rootKept         bool    // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
-	recomputing      bool    // a checkpoint's recompute runs, inside the backward (checkpoint.go)
-	rsInput          *tensor // FSDP2's last reduce-scatter input (fsdp.go)
+	wholeSeq    int64
+	rootKept    bool    // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
+	recomputing bool    // a checkpoint's recompute runs, inside the backward (checkpoint.go)
+	rsInput     *tensor // FSDP2's last reduce-scatter input (fsdp.go)
 	// agState is the forward's last all-gather output, agNext the
 	// backward's prefetched one (for unit agNextUnit) (fsdp.go).
 	agState, agNext *tensor
