@@ -216,6 +216,9 @@ func (s *sim) step1(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) 
 	for _, t := range held {
 		s.unref(t)
 	}
+	if c, ok := in.op.(collectiveOp); ok && c.k.Closes {
+		s.closeModule()
+	}
 	return y, out
 }
 

@@ -288,9 +288,10 @@ type sim struct {
 	// curUnit is the FSDP2 unit running its forward; bwdUnit the one
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16
-	perParam         bool // FSDP2's unsharded storages per unit and parameter (fsdp.go)
-	expertBuild      bool // the parameters being built are routed experts' (moe.go)
-	tpSP             bool // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
+	perParam         bool      // FSDP2's unsharded storages per unit and parameter (fsdp.go)
+	expertBuild      bool      // the parameters being built are routed experts' (moe.go)
+	tpSP             bool      // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
+	moduleHold       []*tensor // what a tensor-parallel module's call holds until it returns (closeModule)
 	// wholeSeq is what the rank's sequence is multiplied by to give the
 	// length transformers' forward makes its rotary tables and masks for
 	// (prologue): the tp degree under sequence parallelism of a model run

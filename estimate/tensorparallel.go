@@ -171,7 +171,34 @@ func (s *sim) releaseWholeGrads() {
 
 type collectiveOp struct{ k *model.Collective }
 
-func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
+func (o collectiveOp) forward(s *sim, x *tensor, a, b model.Shape) *tensor {
+	y := o.run(s, x)
+	if o.k.Opens && o.k.Op == model.OpGatherSeq {
+		// The module's call holds the gathered tensor and the input it
+		// was handed until it returns, after its output collective
+		// (closeModule; measured: the DeepSeek-V2-Lite and
+		// moe-llama-wide sequence-parallel histories). Without sequence
+		// parallelism the input is held alike (the DeepSeek-V2-Lite
+		// history without sp), but so are the module's own locals, which
+		// the simulation frees before the output collective: holding
+		// the input alone moved two GPT-OSS lines 4% under
+		// (docs/parallelism.md §3.1.3), so it is not held there.
+		s.moduleHold = append(s.moduleHold, s.ref(y), s.ref(x))
+	}
+	return y
+}
+
+// closeModule frees what the module whose output collective just ran
+// held (collectiveOp.forward): the gathered tensor, then the input the
+// module was handed, as its call returns.
+func (s *sim) closeModule() {
+	for _, t := range s.moduleHold {
+		s.unref(t)
+	}
+	s.moduleHold = s.moduleHold[:0]
+}
+
+func (o collectiveOp) run(s *sim, x *tensor) *tensor {
 	t := o.k.Ranks
 	// A gather along the sequence (dim 1) of a batch of one is a view of
 	// the collective's [t, s/t, …] output (torch._utils.

@@ -185,3 +185,73 @@ func TestSequenceGatherView(t *testing.T) {
 		}
 	}
 }
+
+// TestModuleHoldsGatheredInput checks that under sequence parallelism a
+// module's gathered input, and the shard it was gathered from, are still
+// allocated when the module's output collective allocates (closeModule),
+// as the module's call holds them (the DeepSeek-V2-Lite and
+// moe-llama-wide histories), and freed after: every reduce-scatter output
+// of the forward but the embedding's is allocated while its module's
+// gathered input is live.
+func TestModuleHoldsGatheredInput(t *testing.T) {
+	spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256,
+		Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gathered *tensor // the last sequence all-gather's output
+	held, bare := 0, 0
+	_, err = estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) {
+			if s.phase.Iteration != 0 || s.phase.Stage != StageForward {
+				return
+			}
+			switch {
+			case alloc && x.name == "all-gather output (TP)" && x.bytes() == 256*2048*4: // fp32 residual
+				gathered = x
+			case !alloc && x == gathered:
+				gathered = nil
+			case alloc && x.name == "reduce-scatter output (TP)":
+				if gathered != nil && len(s.moduleHold) == 2 && s.moduleHold[0] == gathered {
+					held++
+				} else {
+					bare++
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held != 2*16 || bare != 1 { // attention and MLP of 16 blocks; the embedding
+		t.Errorf("%d reduce-scatters while their module's gathered input is held, %d without; want 32 and 1", held, bare)
+	}
+}
+
+// TestTransformersForwardWholeSequence checks that under sequence
+// parallelism a model run through transformers' forward makes its mask
+// for the whole sequence (its residual stream is a DTensor with the whole
+// shape: sim.wholeSeq), as without it: GPT-OSS's eager causal mask.
+func TestTransformersForwardWholeSequence(t *testing.T) {
+	for _, sp := range []bool{false, true} {
+		spec, err := model.LoadHF("../model/testdata/hf/gpt-oss-4layer.json", model.Overrides{Batch: 1, Seq: 512,
+			Precision: model.AMPBF16, TP: 2, SP: sp, LossOutsideAutocast: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mask int64
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if alloc && x.name == "causal mask (bool)" && mask == 0 {
+					mask = x.elems
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mask != 512*512 {
+			t.Errorf("sp %v: causal mask of %d elements, want %d", sp, mask, 512*512)
+		}
+	}
+}

@@ -218,6 +218,14 @@ const KCollective = "collective"
 type Collective struct {
 	Op    string
 	Ranks int64
+	// Opens marks the collective that takes a module's input (torchtitan's
+	// PrepareModuleInput, or ColwiseParallel's input_layouts), and Closes
+	// the module's output collective (RowwiseParallel's output_layouts):
+	// both run inside the module's call, which holds the input it was
+	// handed and the gathered tensor until it returns, after its output
+	// collective (measured: the DeepSeek-V2-Lite sequence-parallel
+	// histories, bench/results/2026-11-27-h200x4-tp-hf-sp).
+	Opens, Closes bool
 }
 
 // Kind is the layer kind's name.
@@ -394,6 +402,16 @@ func (tp *tpLowering) out() Layer {
 	return tp.coll(OpAllReduce)
 }
 
+// module is l between the collectives of the module it is (the attention,
+// an MLP, a mixture of experts): in(), l, out(), the first opening the
+// module's call and the last closing it (Collective.Opens).
+func (tp *tpLowering) module(l Layer) []Layer {
+	in, out := tp.in(), tp.out()
+	in.Spec.(*Collective).Opens = true
+	out.Spec.(*Collective).Closes = true
+	return []Layer{in, l, out}
+}
+
 func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 	var out []Layer
 	for _, l := range ls {
@@ -415,11 +433,11 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			if a.HeadDim == 0 {
 				a.HeadDim = k.Dim / k.Heads
 			}
-			out = append(out, tp.in(), L(&a), tp.out())
+			out = append(out, tp.module(L(&a))...)
 		case *GatedMLP:
 			g := *k
 			g.Hidden = k.Hidden / tp.t
-			out = append(out, tp.in(), L(&g), tp.out())
+			out = append(out, tp.module(L(&g))...)
 		case *MoE:
 			if tp.ep {
 				// With expert parallelism torchtitan's plan keeps the
@@ -441,7 +459,7 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			}
 			x := *k
 			x.Hidden, x.Shared = k.Hidden/tp.t, k.Shared/tp.t
-			out = append(out, tp.in(), L(&x), tp.out())
+			out = append(out, tp.module(L(&x))...)
 		case *RMSNorm, *LayerNorm:
 			out = append(out, l) // SequenceParallel, or replicated
 		case *LMHead:
