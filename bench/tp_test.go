@@ -113,7 +113,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-27-h200x4-tp-hf/tp-hf.jsonl", "2026-11-27-h200x4-tp-hf/tp-hf-heldout.jsonl",
 		"2026-11-27-h200x4-tp-hf/tp-hf-2.jsonl", "2026-11-27-h200x4-tp-hf/tp-hf-2-heldout.jsonl",
 		"2026-11-27-h200x4-tp-hf/tp-hf-3-heldout.jsonl", "2026-11-27-h200x4-tp-hf/x2-heldout.jsonl",
-		"2026-11-27-h200x4-tp-hf/tp-hf-4-heldout-h100x4.jsonl"} {
+		"2026-11-27-h200x4-tp-hf/tp-hf-4-heldout-h100x4.jsonl",
+		"2026-11-27-h200x4-tp-hf-sp/tp-hf-sp.jsonl"} {
 		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
 	}
 	for _, r := range runs {
@@ -144,8 +145,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 57 {
-		t.Fatalf("%d tensor-parallel runs, want 57", n)
+	if n := len(errs[Allocated]); n != 61 {
+		t.Fatalf("%d tensor-parallel runs, want 61", n)
 	}
 	checkSpread(t, errs)
 }
