@@ -293,12 +293,17 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsM
 		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
 	}
 	s.wholeSeq = 1
-	switch {
-	case t.TP > 1 && runsModel && t.SP:
-		s.wholeSeq = t.TP
-		s.note("tensor parallelism through transformers' forward: the residual stream a DTensor split along the sequence, whose whole shape the forward's rotary tables and masks are made for, the experts split by columns with the router replicated, as bench/torch/dist/hftp.py splits them (docs/parallelism.md §3.1.3)")
-	case t.TP > 1 && runsModel:
-		s.note("tensor parallelism through transformers' forward: the residual stream whole on every rank (no sequence parallelism), the experts split by columns with the router replicated, as bench/torch/dist/hftp.py splits them (docs/parallelism.md §3.1.3)")
+	if t.TP > 1 && runsModel {
+		stream := "the residual stream whole on every rank (no sequence parallelism)"
+		if t.SP {
+			s.wholeSeq = t.TP
+			stream = "the residual stream a DTensor split along the sequence, whose whole shape the forward's rotary tables and masks are made for"
+		}
+		experts := "the experts split by columns with the router replicated"
+		if t.EP > 1 {
+			experts = "each tp rank routing its sequence shard to experts split over ranks"
+		}
+		s.note("tensor parallelism through transformers' forward: " + stream + ", " + experts + ", as bench/torch/dist/hftp.py splits them (docs/parallelism.md §3.1.3)")
 	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU

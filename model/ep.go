@@ -79,8 +79,6 @@ func CheckEP(t *Training, m *Model) error {
 		return fmt.Errorf("expert parallelism with ZeRO stage 1 is not simulated: ZeroRedundancyOptimizer partitions every rank's parameters as if they were the same, and its broadcast would overwrite the other ranks' experts (use stage 0, 2 or 3)")
 	case t.CP > 1 && t.Zero < 2:
 		return fmt.Errorf("expert parallelism with context parallelism is simulated under FSDP (ZeRO stage 2 or 3), whose dp·cp ranks torchtitan borrows for it")
-	case t.TP > 1 && m.RunsTransformersForward():
-		return fmt.Errorf("expert parallelism beside tensor parallelism is not simulated for %s, run through transformers' forward (bench/torch/dist/hftp.py splits its experts by columns: use ep 1)", m.describe())
 	case t.TP > 1 && !t.SP:
 		return fmt.Errorf("expert parallelism with tensor parallelism is simulated with sequence parallelism (sp), whose sequence shard each tp rank routes, as torchtitan does")
 	case t.TP > 1 && dp > 1 && t.Zero < 2:

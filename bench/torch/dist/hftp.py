@@ -67,10 +67,13 @@ def build(path, checkpointing):
     return pp.HFStage(hf, range(n), True, True), hf.config, d
 
 
-def apply(model, mesh, lp, sp=False):
+def apply(model, mesh, lp, sp=False, ep=False):
     """The module docstring's plan on model (a pp.HFStage: of every layer, or
     one pipeline stage's, whose embedding, head and other stages' layers are
-    absent)."""
+    absent). With ep (and sp) the mixtures of experts are left whole for
+    ep.apply to split their experts over ranks, each tp rank routing its own
+    sequence shard (SeqShardMoE)."""
+    assert sp or not ep, "expert parallelism beside tensor parallelism needs sequence parallelism"
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
                                                    parallelize_module)
@@ -93,7 +96,9 @@ def apply(model, mesh, lp, sp=False):
                 if getattr(layer.self_attn, n, None) is not None}
         plan["self_attn.o_proj"] = RowwiseParallel(output_layouts=seq, use_local_output=not sp)
         moe = hasattr(layer.mlp, "experts")
-        if moe:
+        if moe and ep:
+            layer.mlp = SeqShardMoE(layer.mlp, mesh)
+        elif moe:
             layer.mlp = ExpertsTP(layer.mlp, mesh, sp)
         else:
             plan.update({"mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
@@ -187,9 +192,31 @@ class ExpertsTP(nn.Module):
         return (y,) + tuple(out[1:]) if isinstance(out, tuple) else y
 
 
+class SeqShardMoE(nn.Module):
+    """A transformers mixture-of-experts block beside tensor and sequence
+    parallelism with its experts split over ranks (ep.py), as torchtitan's
+    plan with EP keeps it (common.SeqShardMoE for the Llama harness): the
+    norm before it hands it the residual stream's DTensor, sharded along the
+    sequence; the block routes the rank's shard (its local tensor), its
+    router and shared experts whole on every tp rank, and its output is
+    wrapped back as a DTensor sharded along the sequence."""
+
+    def __init__(self, moe, mesh):
+        super().__init__()
+        self.inner, self.mesh = moe, mesh
+
+    def forward(self, x):
+        from torch.distributed.tensor import DTensor, Shard
+        out = self.inner(x.to_local())
+        y = out[0] if isinstance(out, tuple) else out
+        y = DTensor.from_local(y, self.mesh, (Shard(1),), run_check=False)
+        return (y,) + tuple(out[1:]) if isinstance(out, tuple) else y
+
+
 def reduce_partial_grads(model, group):
     """All-reduces, in place, the gradients of the replicated parameters that
-    only the rank's heads or experts fed: the routers' (inside ExpertsTP) and
+    only the rank's heads, experts or tokens fed: the routers' (inside
+    ExpertsTP; with the shared experts' inside SeqShardMoE) and
     the attention's plain ones but for the sinks (GLM-4 MoE's q/k norms,
     DeepSeek's latent projections and norms). Under FSDP the gradient is the
     rank's dp shard."""
@@ -200,6 +227,12 @@ def reduce_partial_grads(model, group):
         if isinstance(m, ExpertsTP):
             router = getattr(m.inner, "gate", None) or getattr(m.inner, "router", None)
             ps = list(router.parameters())
+        elif isinstance(m, SeqShardMoE):
+            # Each tp rank routed its own tokens: the router's and the
+            # shared experts' gradients are partial sums; the routed
+            # experts (ep.py's, split over ranks) are the rank's own.
+            experts = set(map(id, m.inner.experts.parameters()))
+            ps = [p for p in m.inner.parameters() if id(p) not in experts]
         elif hasattr(m, "o_proj") and hasattr(m, "layer_idx"):  # an attention module
             ps = [p for n, p in m.named_parameters() if n != "sinks" and not isinstance(p, DTensor)]
         for p in ps:

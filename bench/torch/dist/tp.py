@@ -19,7 +19,8 @@ rank routing its sequence shard; fully_shard over efsdp when dp > 1).
 
 With a transformers config (a .json: GPT-OSS, GLM-4 MoE, DeepSeek) the model
 is transformers' own, run through its forward and split by hftp.py's plan,
-with or without sequence parallelism: --meta required, no --ep.
+with or without sequence parallelism (--meta required); --ep as above, with
+sequence parallelism (hftp.SeqShardMoE).
 
 Trains in amp-bf16 (autocast over fp32 weights) with AdamW (foreach), loss
 from fp32 logits, and prints one JSON line on rank 0 (common.report) with every
@@ -165,27 +166,43 @@ def hf_main(a, world, local):
     transformers' own forward, split by hftp.py's plan (with sequence
     parallelism unless --no-sp), built on meta; FSDP2 over dp as main does."""
     import hftp
-    assert a.ep == 1 and a.meta, "a transformers config runs with --meta and no --ep (hftp.py)"
     sp = not a.no_sp
+    assert a.meta and (a.ep == 1 or sp), "a transformers config runs with --meta, and --ep with sp (hftp.py)"
     mesh = init_device_mesh("cuda", (a.dp, a.tp), mesh_dim_names=("dp", "tp"))
     torch.manual_seed(0)
     model, config, d = hftp.build(a.spec, a.checkpointing == "every-block")
-    hftp.apply(model, mesh["tp"], a.loss_parallel, sp)
+    hftp.apply(model, mesh["tp"], a.loss_parallel, sp, a.ep > 1)
+    logs, efsdp = [], None
+    if a.ep > 1:
+        # As main: EP groups of ep consecutive ranks of the dp·tp ranks.
+        import ep
+        assert d["experts"] and world % a.ep == 0, "--ep needs experts and ep dividing dp·tp"
+        emesh = ep.mesh(a.ep)
+        efsdp = emesh["efsdp"]
+        logs = ep.apply(model, a.ep, "random", emesh["ep"].get_group())
     if a.dp > 1:
         from torch.distributed.fsdp import fully_shard
         for layer in model.model.layers:
+            if efsdp is not None:
+                ep.shard_experts(layer, efsdp)
             fully_shard(layer, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
     hftp.materialise(model, config)
+    zero = a.ep > 1 and a.router == "zero"
+    if zero:
+        ep.zero_routers(model)
     seq = a.seq
     steps = train(model, mesh, d["vocab"], seq, a, local,
-                  lambda: hftp.reduce_partial_grads(model, mesh["tp"].get_group()), lambda: None)
+                  lambda: hftp.reduce_partial_grads(model, mesh["tp"].get_group()),
+                  lambda: ep.zero_routers(model) if zero else None)
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
               "meta": True, "batch": a.batch, "seq": seq, "checkpointing": a.checkpointing, "world": world,
-              "ep": 1, "router": None, "recv_rows_max": None}
+              "ep": a.ep, "router": a.router if a.ep > 1 else None,
+              "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
-                             loss_outside_autocast=True, fsdp_init="meta")
+                             loss_outside_autocast=True, fsdp_init="meta", ep=a.ep if a.ep > 1 else None,
+                             ep_skew=a.ep if zero else None)
     common.report(a.label, config, cmd, steps, local)
 
 
