@@ -15,6 +15,9 @@ type ckpt struct {
 	// masks are the attention masks the segment's layers take as inputs
 	// (segmentMasks), which its frame keeps for the recompute.
 	masks [2]*tensor
+	// tailUnit is the nested FSDP2 unit (a block's experts) whose output
+	// the tail's backward reaches before the recompute, or 0 (tailUnit).
+	tailUnit int16
 }
 
 // gradShape is a gradient's size and dtype; inner marks a tail gradient
@@ -22,6 +25,38 @@ type ckpt struct {
 type gradShape struct {
 	elems, dt int64
 	inner     bool
+}
+
+// tailUnit is the nested FSDP2 unit (a block's experts, fsdpUnit.parent)
+// whose output the backward of a segment's tail (seg[tail:], the nodes
+// after its last save) reaches, or 0: a tail node of that unit, or one
+// taking a tensor a node of it made. The engine runs the tail's backward
+// before the recompute (tailGrads), so the gradient of the unit's output
+// is ready first, and FSDP2's pre-backward hook on it unshards the unit
+// then: its prefetched all-gather is copied out and freed, and the next
+// unit's is prefetched, before the recompute allocates anything
+// (measured: GPT-OSS's experts under expert, tensor and data parallelism,
+// whose expert-parallel forward ends in a sum and a cast that save
+// nothing; bench/results/2026-11-27-h200x4-tp-hf-sp/
+// gptoss-tp2dp2ep2-rank0.json.gz).
+func (s *sim) tailUnit(seg []*node, tail int) int16 {
+	if !s.perParam || tail >= len(seg) {
+		return 0
+	}
+	nested := func(k int16) bool { return k > 0 && int(k) < len(s.units) && s.units[k].parent != nil }
+	for _, n := range seg[tail:] {
+		if nested(n.unit) {
+			return n.unit
+		}
+		for _, in := range n.ins {
+			for _, m := range seg[:tail] {
+				if nested(m.unit) && madeBy([]*node{m}, in) {
+					return m.unit
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // tailGrads lists the gradients the backward of a segment's tail (the
@@ -123,6 +158,13 @@ func (s *sim) recompute(n *node) {
 	// leaving its region clears them all.
 	outer := s.tape
 	s.tape = s.subTape()
+	if k := n.ckpt.tailUnit; k > 0 && !s.units[k].backward {
+		// The tail reaches the nested unit first (ckpt.tailUnit); the
+		// backward is still the block's until it reaches the unit's
+		// nodes (fsdpBackwardAt), whose pre-backward then finds it
+		// unsharded.
+		s.preBackward(s.units[k])
+	}
 	s.tailBefore(n.ckpt.tail)
 	stop := s.stop
 	s.stop = earlyStop{limit: n.ckpt.saves}

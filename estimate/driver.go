@@ -270,15 +270,17 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 	y := run(x)
 	saves := s.stop.counted
 	var tail []gradShape
+	var tailUnit int16
 	if saves > 0 {
 		tail = tailGrads(s.tape[s.stop.tape:])
+		tailUnit = s.tailUnit(s.tape[start:], s.stop.tape-start)
 	}
 	s.saving, s.stop.counted = saving, counted
 	s.tape = s.tape[:start]
 	y.req = true
 	n := s.slab.node()
 	n.name, n.outs = "Checkpoint", append(s.slab.ptrs(1), y)
-	n.ckpt = &ckpt{run: run, saves: saves, tail: tail}
+	n.ckpt = &ckpt{run: run, saves: saves, tail: tail, tailUnit: tailUnit}
 	if u := units[len(units)-1].fsdp; u != nil {
 		n.unit = u.idx // the first of the segment's units in backward
 	}

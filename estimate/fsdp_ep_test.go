@@ -136,3 +136,52 @@ func TestExpertRanks(t *testing.T) {
 		}
 	}
 }
+
+// TestNestedUnitBeforeRecompute checks ckpt.tailUnit: where a checkpointed
+// block's forward ends in ops of its experts unit that save nothing
+// (GPT-OSS's expert-parallel forward ends in a sum and a cast), the
+// experts' pre-backward runs before the block's recompute, so each
+// backward all-gather of the experts is copied out and freed before the
+// recompute allocates anything (the "segment tail" gradients first), as
+// the run's history shows (bench/results/2026-11-27-h200x4-tp-hf-sp/
+// gptoss-tp2dp2ep2-rank0.json.gz).
+func TestNestedUnitBeforeRecompute(t *testing.T) {
+	spec, err := model.LoadHF("../model/testdata/hf/gpt-oss-4layer.json", model.Overrides{Batch: 1, Seq: 512,
+		Precision: model.AMPBF16, TP: 2, SP: true, DP: 2, Zero: "3", EP: 2, EPSkew: "2",
+		Checkpointing: model.CkptBlock, LossOutsideAutocast: true, FSDPInit: model.FSDPInitMeta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var experts int64 // the experts unit's all-gather output, in bytes
+	var open *tensor  // a backward all-gather of the experts, not yet freed
+	checked := 0
+	_, err = estimateWith(spec, func(s *sim) {
+		for _, u := range s.units {
+			if u.parent != nil {
+				experts = u.gatherShard * u.deg * u.gather
+			}
+		}
+	}, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) {
+			if s.phase.Stage != StageBackward {
+				return
+			}
+			switch {
+			case alloc && x.name == "all-gather output (FSDP)" && x.bytes() == experts:
+				open = x
+			case !alloc && x == open:
+				open = nil
+				checked++
+			case alloc && x.name == "segment tail" && open != nil:
+				t.Errorf("a segment's tail gradient allocated while its experts' all-gather output is live")
+				open = nil
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if experts == 0 || checked < 4 {
+		t.Errorf("experts' all-gather of %d bytes freed %d times in backward, want a unit and at least 4", experts, checked)
+	}
+}

@@ -17,7 +17,7 @@ import (
 // [--rank R] [--targets T] [--dropout P] [--adapter-dtype D] [--dp N]
 // [--zero Z] [--optimizer O] [--tp N] [--sp] [--loss-parallel] [--cp N]
 // [--pp N] [--grad-accum M] [--bucket-view] [--ep N] [--ep-skew S] [--step-pause S]
-// [--fsdp-init I]" (paths relative to
+// [--fsdp-init I] [--fsdp-root R]" (paths relative to
 // this package's directory; MEMPLAN_TRACE_HF=1 reads a transformers
 // config). With MEMPLAN_TRACE_OUT=file.json.gz it writes them instead in
 // the event format of bench/torch/measure.py's --trace, for
@@ -116,7 +116,7 @@ func argsOverrides(f []string) (*model.Overrides, error) {
 	strs := map[string]*string{"--precision": &o.Precision, "--checkpointing": &o.Checkpointing,
 		"--attention": &o.Attention, "--alloc-conf": &o.AllocConf, "--device": &o.Dev,
 		"--targets": &o.LoRATargets, "--dropout": &o.LoRADropout, "--adapter-dtype": &o.LoRAAdapterDtype,
-		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew, "--step-pause": &o.StepPause, "--fsdp-init": &o.FSDPInit,
+		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew, "--step-pause": &o.StepPause, "--fsdp-init": &o.FSDPInit, "--fsdp-root": &o.FSDPRoot,
 		"--pp-schedule": &o.PPSchedule}
 	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
 		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum, "--ep": &o.EP, "--pp-virtual": &o.PPVirtual}
