@@ -280,6 +280,10 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsModel bool) ([]*inst, []model.Layer) {
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
 	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
+	s.wholeSeq = 1
+	if t.TP > 1 && runsModel && t.SP {
+		s.wholeSeq = t.TP
+	}
 	if s.pp != nil {
 		// The rank's stages, each built on its own (pipeline.go).
 		s.cfg.modelRope = s.pp.modelForward
@@ -292,11 +296,9 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsM
 	case t.TP > 1:
 		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
 	}
-	s.wholeSeq = 1
 	if t.TP > 1 && runsModel {
 		stream := "the residual stream whole on every rank (no sequence parallelism)"
 		if t.SP {
-			s.wholeSeq = t.TP
 			stream = "the residual stream a DTensor split along the sequence, whose whole shape the forward's rotary tables and masks are made for"
 		}
 		experts := "the experts split by columns with the router replicated"

@@ -231,11 +231,15 @@ func TestModuleHoldsGatheredInput(t *testing.T) {
 // TestTransformersForwardWholeSequence checks that under sequence
 // parallelism a model run through transformers' forward makes its mask
 // for the whole sequence (its residual stream is a DTensor with the whole
-// shape: sim.wholeSeq), as without it: GPT-OSS's eager causal mask.
+// shape: sim.wholeSeq), as without it, in a pipeline's stages too:
+// GPT-OSS's eager causal mask.
 func TestTransformersForwardWholeSequence(t *testing.T) {
-	for _, sp := range []bool{false, true} {
+	for _, tc := range []struct {
+		sp bool
+		pp int64
+	}{{false, 0}, {true, 0}, {true, 2}} {
 		spec, err := model.LoadHF("../model/testdata/hf/gpt-oss-4layer.json", model.Overrides{Batch: 1, Seq: 512,
-			Precision: model.AMPBF16, TP: 2, SP: sp, LossOutsideAutocast: true})
+			Precision: model.AMPBF16, TP: 2, SP: tc.sp, PP: tc.pp, GradAccum: max(tc.pp, 1), LossOutsideAutocast: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +255,7 @@ func TestTransformersForwardWholeSequence(t *testing.T) {
 			t.Fatal(err)
 		}
 		if mask != 512*512 {
-			t.Errorf("sp %v: causal mask of %d elements, want %d", sp, mask, 512*512)
+			t.Errorf("sp %v, pp %d: causal mask of %d elements, want %d", tc.sp, tc.pp, mask, 512*512)
 		}
 	}
 }

@@ -110,19 +110,16 @@ func (m *Model) TPRefusal() string {
 // makes its rotary tables and masks from the length of the hidden states it
 // is handed: sequence parallelism keeps that length whole by keeping the
 // residual stream a DTensor sharded along the sequence, whose shape is the
-// whole one (bench/torch/dist/hftp.py, docs/parallelism.md §3.1.3), which
-// is measured beside tensor parallelism alone, not inside pipeline stages;
-// context parallelism, which hands each rank its part of the sequence as a
-// plain tensor, is not simulated for such a model.
+// whole one (bench/torch/dist/hftp.py, docs/parallelism.md §3.1.3), inside
+// pipeline stages too (whose stages exchange its local shards); context
+// parallelism, which hands each rank its part of the sequence as a plain
+// tensor, is not simulated for such a model.
 func (m *Model) SeqSplitRefusal(t *Training) string {
 	if !m.RunsTransformersForward() {
 		return ""
 	}
-	switch {
-	case t.CP > 1:
+	if t.CP > 1 {
 		return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
-	case t.SP && t.PP > 1:
-		return "sequence parallelism inside pipeline stages is not simulated for " + m.describe() + ", run through transformers' forward (tensor parallelism without sp is, and sp without a pipeline)"
 	}
 	return ""
 }

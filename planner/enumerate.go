@@ -53,7 +53,7 @@ func (r *Request) maxGPUs() int64 {
 func (r *Request) enumerate(spec *model.Spec, visit func(Layout)) {
 	m := &spec.Model
 	tps, pps, cps, eps := []int64{1}, []int64{1}, []int64{1}, []int64{1}
-	// Sequence parallelism beside TP, and context parallelism, where the
+	// Sequence parallelism beside TP always; context parallelism where the
 	// model's program can split its sequence (model.SeqSplitRefusal).
 	if transformer(m) {
 		tps = divisors(r.NodeSize)
@@ -73,8 +73,7 @@ func (r *Request) enumerate(spec *model.Spec, visit func(Layout)) {
 					if dp*tp*cp*pp > limit || !r.gpuOK(dp*tp*cp*pp) {
 						continue
 					}
-					sp := tp > 1 && m.SeqSplitRefusal(&model.Training{SP: true, PP: pp}) == ""
-					base := Layout{DP: dp, TP: tp, PP: pp, CP: cp, SP: sp, LossParallel: tp > 1}
+					base := Layout{DP: dp, TP: tp, PP: pp, CP: cp, SP: tp > 1, LossParallel: tp > 1}
 					for _, ep := range eps {
 						base.EP = ep
 						r.variants(base, visit)

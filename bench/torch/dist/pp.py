@@ -43,8 +43,10 @@ place: GPT-OSS's forward still makes both masks and hands each layer its own),
 the embedding on the first stage, the final norm and the head on the last; its
 forward is the base model's (rotary tables made in every stage's forward, the
 key/value cache kept by the forward unless checkpointing turns it off), as
-memplan's model.Model.RunsTransformersForward says (HFStage). With --tp (and --no-sp)
-each stage is split by tp.py's plan for them (hftp.py); no --ep beside it.
+memplan's model.Model.RunsTransformersForward says (HFStage). With --tp each stage is
+split by tp.py's plan for them (hftp.py), with sequence parallelism unless --no-sp
+(the stages then exchange the local shards of the residual stream's DTensor), and
+--ep beside it as for a spec (hftp.SeqShardMoE).
 
 --batch is the micro-batch; a step pipelines --microbatches of them. Trains in
 amp-bf16 with AdamW (foreach; the memplan command line says so, since specs may
@@ -165,11 +167,20 @@ class HFStage(torch.nn.Module):
         self.first = first
 
     def forward(self, x):
+        # Under sequence parallelism (sp_mesh, hftp.py) the residual stream
+        # is a DTensor sharded along the sequence inside the stage, and the
+        # stages exchange its local shards.
+        sp = getattr(self, "sp_mesh", None)
         if self.first:
             h = self.model(input_ids=x).last_hidden_state
         else:
+            if sp is not None:
+                from torch.distributed.tensor import DTensor, Shard
+                x = DTensor.from_local(x, sp, (Shard(1),), run_check=False)
             h = self.model(inputs_embeds=x).last_hidden_state
-        return self.lm_head(h) if self.lm_head is not None else h
+        if self.lm_head is not None:
+            return self.lm_head(h)
+        return h.to_local() if sp is not None else h
 
 
 def hf_dims(path, seq):
@@ -184,7 +195,7 @@ def hf_dims(path, seq):
                 experts=int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0))
 
 
-def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None, tp_mesh=None):
+def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None, tp_mesh=None, sp=False):
     """The HFStage of one stage: the model built on meta, the other stages'
     layers replaced by Skip, its experts split with ep.py when ep_args (ep, router, group)
     are given, then materialised and initialised on the GPU (the rotary
@@ -199,11 +210,13 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None, tp_me
     if checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = HFStage(hf, range(first, first + split[stage]), stage == 0, stage == n_stages - 1)
-    import hftp  # tp.py's plan for transformers' models (no sequence parallelism), materialise
+    import hftp  # tp.py's plan for transformers' models, materialise
     if tp_mesh is not None:
         if model.model.embed_tokens is not None:
             model.model.embed_tokens.padding_idx = None  # DTensor's sharded embedding takes none
-        hftp.apply(model, tp_mesh, False)
+        hftp.apply(model, tp_mesh, False, sp, ep_args is not None)
+        if sp:
+            model.sp_mesh = tp_mesh
     if ep_args is not None:
         import ep
         model.ep_log = ep.apply(model, ep_args[0], "random", ep_args[2])
@@ -355,7 +368,6 @@ def main():
     assert world % (a.tp * a.dp) == 0, f"world {world} is not a multiple of tp·dp {a.tp * a.dp}"
     pp, sp = world // (a.tp * a.dp), not a.no_sp
     hf = a.spec.endswith(".json")
-    assert not (hf and a.tp > 1 and (sp or a.ep > 1)), "transformers configs are pipelined with --tp only with --no-sp, no --ep"
     d = hf_dims(a.spec, a.seq or 2048) if hf else common.llama_dims(a.spec, a.seq)
     tp_mesh, dp_mesh, efsdp_mesh, ep_mesh, group, pp_rank = None, None, None, None, None, rank
     if a.tp > 1 or a.dp > 1:
@@ -394,14 +406,14 @@ def main():
     torch.manual_seed(0)
     ep_args = (a.ep, a.router, ep_mesh.get_group()) if a.ep > 1 and a.tp > 1 else None
     if hf:
-        if a.ep > 1:
+        if a.ep > 1 and a.tp == 1:
             # The experts split on the meta device, before the stage is
             # materialised (torchtitan's order: only the rank's experts
             # are ever allocated, as memplan simulates).
             assert dp_mesh is not None and a.dp % a.ep == 0, "--ep needs --dp a multiple of it"
             ep_args = (a.ep, a.router, ep_mesh.get_group() if ep_mesh is not None else dp_mesh.get_group())
-        modules = [build_hf_stage(d, split, s, n_stages, a.checkpointing == "every-block", ep_args, tp_mesh)
-                   for s in stage_ids]
+        modules = [build_hf_stage(d, split, s, n_stages, a.checkpointing == "every-block", ep_args, tp_mesh,
+                                  sp and tp_mesh is not None) for s in stage_ids]
     else:
         modules = [build_stage(d, split, s, n_stages, a.checkpointing == "every-block", tp_mesh, sp, ep_args)
                    for s in stage_ids]
