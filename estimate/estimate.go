@@ -244,7 +244,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 	if err != nil {
 		return nil, err
 	}
-	ins, layers := s.buildRank(t, run, layers, prog, spec.Model.RunsTransformersForward())
+	ins, layers := s.buildRank(t, run, layers, prog, spec.Model.TPRunsTransformersForward())
 	s.applyLoRA(spec)
 	s.cpRun = run.CP > 1
 	s.shardSetup(ins)
@@ -275,8 +275,9 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 // on the GPU first (fsdp_init gpu, as bench/torch/dist/tp.py does:
 // loadWhole); otherwise each shard is allocated directly, as torchtitan's
 // meta-device build and transformers' sharded loading do. It returns the
-// built instances and the layers the rank holds. runsModel: the model runs
-// through transformers' forward (model.Model.RunsTransformersForward).
+// built instances and the layers the rank holds. runsModel: the model's
+// tensor-parallel program is transformers' forward
+// (model.Model.TPRunsTransformersForward).
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsModel bool) ([]*inst, []model.Layer) {
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
 	s.rootKept = t.FSDPRoot == model.FSDPRootKeep

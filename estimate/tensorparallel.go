@@ -101,6 +101,10 @@ func (o *vocabEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor
 			n.tempHeld = o.k.Tied
 		}
 	}
+	if o.k.Scale {
+		// Gemma 3's embedding module scales its rows (VocabEmbedding.Scale).
+		return s.rescale(y)
+	}
 	return y
 }
 

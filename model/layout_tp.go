@@ -60,7 +60,7 @@ func decodeLayout(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 		return
 	}
 	if why := m.SeqSplitRefusal(t); why != "" {
-		key := "sp"
+		key := "tp"
 		if t.CP > 1 {
 			key = "cp"
 		}
@@ -97,12 +97,27 @@ func (m *Model) TPRefusal() string {
 		// keeps whole on every rank (Attention's params count it so).
 		starcoder = m.AffineNorm || m.PlainMLP || m.Dropout > 0 || m.EmbeddingDropout > 0
 	}
-	if m.Type != Llama || m.FusedQKV || m.SandwichNorm || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 ||
+	if m.Type != Llama || m.FusedQKV || (m.SandwichNorm && !m.gemma3()) || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 ||
 		m.granite() || m.NoRoPEPattern > 0 || starcoder || m.cohere() {
 		return m.describe()
 	}
 	return ""
 }
+
+// gemma3 says whether m is Gemma 3's block (sandwich norms, per-head q/k
+// norms, a local rotary embedding, no softcaps), which tensor parallelism
+// splits through transformers' own forward (TPRunsTransformersForward).
+func (m *Model) gemma3() bool {
+	return m.Gemma && m.SandwichNorm && m.QKNorm && m.LogitSoftcap == 0 && m.AttnSoftcap == 0
+}
+
+// TPRunsTransformersForward says whether m's tensor-parallel program is
+// transformers' own forward, split by bench/torch/dist/hftp.py: the
+// families that run through it everywhere (RunsTransformersForward), and
+// Gemma 3, whose sandwich norms torchtitan's Llama does not have
+// (docs/parallelism.md §3.1.5). Their lowering keeps the model's sliding
+// windows and its forward's rotary tables and masks.
+func (m *Model) TPRunsTransformersForward() bool { return m.RunsTransformersForward() || m.gemma3() }
 
 // SeqSplitRefusal says why t's split of the residual stream along the
 // sequence is not simulated for m, or "" when it is (or t has none). A
@@ -115,11 +130,14 @@ func (m *Model) TPRefusal() string {
 // parallelism, which hands each rank its part of the sequence as a plain
 // tensor, is not simulated for such a model.
 func (m *Model) SeqSplitRefusal(t *Training) string {
-	if !m.RunsTransformersForward() {
+	if !m.TPRunsTransformersForward() {
 		return ""
 	}
-	if t.CP > 1 {
+	switch {
+	case t.CP > 1:
 		return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
+	case m.gemma3() && t.PP > 1 && t.TP > 1:
+		return "tensor parallelism inside pipeline stages is not simulated for " + m.describe() + " (measured without a pipeline)"
 	}
 	return ""
 }
@@ -173,6 +191,8 @@ func (m *Model) describe() string {
 		return "a fused qkv projection"
 	case m.LogitSoftcap > 0:
 		return "a logit softcap"
+	case m.gemma3():
+		return "Gemma 3's block"
 	case m.PostNorm || m.QKNormWhole || m.PlainNorm:
 		return "OLMo's norms"
 	case m.granite():
@@ -305,6 +325,11 @@ type VocabEmbedding struct {
 	Vocab, Whole, Dim int64
 	Name              string
 	Tied              bool
+	// Scale multiplies the rank's partial rows by a constant before they
+	// are reduced, as Gemma 3's scaled embedding module does inside its
+	// forward (Embedding.Scale; Gemma's and Granite's models scale after
+	// the module, which this does not distinguish).
+	Scale bool
 }
 
 // Kind is the layer kind's name.
@@ -346,7 +371,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if why := m.SeqSplitRefusal(t); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrNotSplittable, why)
 	}
-	if !m.RunsTransformersForward() {
+	if !m.TPRunsTransformersForward() {
 		// transformers' forward keeps its sliding windows; torchtitan's
 		// Llama has none.
 		ls = unwindowed(ls)
@@ -422,7 +447,7 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			c.Body = body
 			out = append(out, c)
 		case *Embedding:
-			e := &VocabEmbedding{Vocab: ceilDiv(k.Vocab, tp.t), Whole: k.Vocab, Dim: k.Dim, Name: k.Name, Tied: tp.tied}
+			e := &VocabEmbedding{Vocab: ceilDiv(k.Vocab, tp.t), Whole: k.Vocab, Dim: k.Dim, Name: k.Name, Tied: tp.tied, Scale: k.Scale}
 			out = append(out, L(e), tp.out())
 		case *Attention:
 			a := *k

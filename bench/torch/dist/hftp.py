@@ -1,6 +1,8 @@
 """Tensor parallelism, with or without sequence parallelism, of a transformers
 causal LM run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and
-V3: memplan's model.Model.RunsTransformersForward families), for tp.py.
+V3, Gemma 3: memplan's model.Model.TPRunsTransformersForward families), for
+tp.py. A tied head and embedding (Gemma 3) are tied again after the split
+(tp.py), both split by vocabulary (Shard(0)).
 
 The plan is torchtitan's apply_tp for Llama's block. Without sequence
 parallelism the residual stream stays whole on every rank, as transformers'
@@ -57,7 +59,7 @@ def build(path, checkpointing):
     sys.path.insert(0, os.path.join(here, ".."))
     import measure  # bench/torch/measure.py: the config read as measure.py reads it
     import pp
-    d = pp.hf_dims(path, None)
+    d = pp.hf_dims(path, None, tied_ok=True)
     with torch.device("meta"):
         hf, _ = measure.build_hf(path, d["attn"])
     if checkpointing:
@@ -104,7 +106,10 @@ def apply(model, mesh, lp, sp=False, ep=False):
             plan.update({"mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
                          "mlp.down_proj": RowwiseParallel(output_layouts=seq, use_local_output=not sp)})
         if sp:
-            plan.update({"input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel()})
+            # Every norm of the block works on the residual stream or a
+            # branch's output (Gemma 3's four: input, post-attention,
+            # pre- and post-feedforward), so every one is SequenceParallel.
+            plan.update({n: SequenceParallel() for n, _ in layer.named_children() if n.endswith("layernorm")})
         parallelize_module(layer, mesh, plan)
         if sp:
             layer.self_attn.register_forward_pre_hook(_gather_input, with_kwargs=True)
@@ -243,14 +248,24 @@ def reduce_partial_grads(model, group):
 
 def materialise(model, config):
     """to_empty on the GPU, the weights drawn, the buffers zeroed (GLM's
-    router correction bias) and the rotary tables made again there."""
-    rot = model.model.rotary_emb
+    router correction bias) and the rotary tables made again there (a
+    second one, Gemma 3's local table, only if its class takes the config
+    alone; its values do not change memory), Gemma 3's embedding scale
+    set again."""
+    rots = [(n, m) for n, m in model.model.named_children() if type(m).__name__.endswith("RotaryEmbedding")]
     model.to_empty(device="cuda")
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.02)
         for b in model.buffers():
             b.zero_()
+        emb = model.model.embed_tokens
+        if emb is not None and getattr(emb, "embed_scale", None) is not None:
+            emb.embed_scale.fill_(config.hidden_size ** 0.5)
     with torch.device("cuda"):
-        model.model.rotary_emb = type(rot)(config=config)
+        for n, m in rots:
+            try:
+                setattr(model.model, n, type(m)(config=config))
+            except TypeError:
+                pass
     return model.train()

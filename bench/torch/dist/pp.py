@@ -183,15 +183,17 @@ class HFStage(torch.nn.Module):
         return h.to_local() if sp is not None else h
 
 
-def hf_dims(path, seq):
-    """pp.py's dims of a transformers config (what main reads of them)."""
+def hf_dims(path, seq, tied_ok=False):
+    """pp.py's dims of a transformers config (what main reads of them); a
+    tied one only with tied_ok (hftp.build: tensor parallelism alone)."""
     import json
     with open(path) as f:
         cfg = json.load(f)
-    assert not cfg.get("tie_word_embeddings", False), "tied transformers configs are not pipelined here"
+    tied = bool(cfg.get("tie_word_embeddings", False))
+    assert tied_ok or not tied, "tied transformers configs are not pipelined here"
     # transformers runs GPT-OSS in eager attention only (its sinks).
     attn = "eager" if cfg.get("model_type") == "gpt_oss" else "sdpa"
-    return dict(hf=path, attn=attn, layers=cfg["num_hidden_layers"], vocab=cfg["vocab_size"], seq=seq, tied=False,
+    return dict(hf=path, attn=attn, layers=cfg["num_hidden_layers"], vocab=cfg["vocab_size"], seq=seq, tied=tied,
                 experts=int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0))
 
 

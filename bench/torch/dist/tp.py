@@ -172,6 +172,10 @@ def hf_main(a, world, local):
     torch.manual_seed(0)
     model, config, d = hftp.build(a.spec, a.checkpointing == "every-block")
     hftp.apply(model, mesh["tp"], a.loss_parallel, sp, a.ep > 1)
+    if d["tied"]:
+        # Both sharded by vocabulary (Shard(0)) on the tp mesh: tied again,
+        # as main does for a spec.
+        model.lm_head.weight = model.model.embed_tokens.weight
     logs, efsdp = [], None
     if a.ep > 1:
         # As main: EP groups of ep consecutive ranks of the dp·tp ranks.
