@@ -291,6 +291,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsM
 		return s.buildStages(), s.pp.rankLayers()
 	}
 	done := func() {}
+	s.metaTP = t.TP > 1 && t.FSDPInit != model.FSDPInitGPU
 	switch {
 	case t.TP > 1 && t.FSDPInit == model.FSDPInitGPU:
 		done = s.loadWhole(layers, prog, t)

@@ -292,6 +292,7 @@ type sim struct {
 	expertBuild      bool      // the parameters being built are routed experts' (moe.go)
 	tpSP             bool      // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
 	moduleHold       []*tensor // what a tensor-parallel module's call holds until it returns (closeModule)
+	metaTP           bool      // a tensor-parallel program built on the meta device, then to_empty (reallocate)
 	// wholeSeq is what the rank's sequence is multiplied by to give the
 	// length transformers' forward makes its rotary tables and masks for
 	// (prologue): the tp degree under sequence parallelism of a model run
@@ -469,6 +470,22 @@ func (s *sim) observe() {
 func (s *sim) ref(t *tensor) *tensor { t.refs++; return t }
 
 // unref drops one holder; the last one frees the storage.
+// reallocate gives t, which holds its own storage, a new one and frees
+// the old: a tensor whose data is replaced (set_data) by a freshly
+// allocated one of the same size.
+func (s *sim) reallocate(t *tensor) {
+	if !t.blk.Valid() {
+		return
+	}
+	n := s.alloc(t.elems, t.dt, t.cat, t.name)
+	if s.trace != nil {
+		s.trace(t, false)
+	}
+	s.al.free(t.blk)
+	s.live[t.cat] -= t.bytes()
+	t.blk, n.blk = n.blk, 0
+}
+
 func (s *sim) unref(t *tensor) {
 	if t == nil {
 		return

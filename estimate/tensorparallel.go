@@ -31,6 +31,16 @@ func init() {
 		w := names[k.Tie]
 		if k.Tie == "" || w == nil {
 			w = s.matrix(k.Vocab, k.Dim, 1, "output.weight (vocabulary shard)")
+		} else if s.metaTP {
+			// Built on the meta device and tied: to_empty visits the
+			// shared parameter once per module that holds it, and each
+			// visit gives it a fresh storage, freeing the one before
+			// (Module._apply's set_data), so the embedding's first
+			// storage is left a cached block when the head's turn
+			// comes (measured: gemma-3-27b-6layer at tp 2, a 2,690 MiB
+			// segment mapped at to_empty after the blocks' weights;
+			// bench/results/2026-11-27-h100x4-tp-gemma3).
+			s.reallocate(w)
 		}
 		return &vocabHeadOp{k, w}
 	})

@@ -259,3 +259,39 @@ func TestTransformersForwardWholeSequence(t *testing.T) {
 		}
 	}
 }
+
+// TestTiedToEmpty checks sim.reallocate under tensor parallelism: a tied
+// embedding built on the meta device gets a second storage when to_empty
+// reaches the head, the first freed (the gemma-3-27b-6layer history);
+// built whole on the GPU first (fsdp_init gpu), it does not.
+func TestTiedToEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		init         string
+		allocs, free int
+	}{{model.FSDPInitMeta, 2, 1}, {model.FSDPInitGPU, 1, 0}} {
+		spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256,
+			Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true, FSDPInit: tc.init})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allocs, frees := 0, 0
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if x.name != "embedding.weight (vocabulary shard)" || s.phase.Stage != "load" {
+					return
+				}
+				if alloc {
+					allocs++
+				} else {
+					frees++
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if allocs != tc.allocs || frees != tc.free {
+			t.Errorf("%s: the tied weight allocated %d times and freed %d at load, want %d and %d", tc.init, allocs, frees, tc.allocs, tc.free)
+		}
+	}
+}
