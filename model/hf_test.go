@@ -518,3 +518,60 @@ func TestHFFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestGemma3TensorParallel checks Gemma 3's tensor-parallel program: its
+// split runs through transformers' forward (TPRunsTransformersForward:
+// the sliding windows kept, the embedding's scale carried to the
+// vocabulary-parallel embedding), with or without sp, while Gemma 2 (its
+// softcaps), context parallelism and tensor parallelism inside pipeline
+// stages stay refused with their reasons.
+func TestGemma3TensorParallel(t *testing.T) {
+	g3 := filepath.Join("testdata", "hf", "gemma-3-27b-6layer.json")
+	for _, tc := range []struct {
+		name, file string
+		o          Overrides
+		want       string // error substring, or "" for success
+	}{
+		{"tp", g3, Overrides{TP: 2}, ""},
+		{"tp and sp", g3, Overrides{TP: 2, SP: true}, ""},
+		{"cp", g3, Overrides{CP: 2}, "cp: context parallelism is not simulated for Gemma 3's block"},
+		{"tp in a pipeline", g3, Overrides{TP: 2, SP: true, PP: 2, GradAccum: 2}, "tp: tensor parallelism inside pipeline stages is not simulated for Gemma 3's block"},
+		{"gemma 2", filepath.Join("testdata", "hf", "gemma-2-2b.json"), Overrides{TP: 2}, "not a logit softcap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.Batch, o.Seq = 1, 1024
+			s, err := LoadHF(tc.file, o)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want one containing %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Model.TPRunsTransformersForward() {
+				t.Errorf("Gemma 3's tensor-parallel program should be transformers' forward")
+			}
+			ls, err := s.Model.LowerRank(&s.Training)
+			if err != nil {
+				t.Fatal(err)
+			}
+			windows, scaled := 0, false
+			for _, l := range ls {
+				if e, ok := l.Spec.(*VocabEmbedding); ok {
+					scaled = e.Scale
+				}
+				walkAttention(l, func(a *Attention) {
+					if a.Window > 0 {
+						windows++
+					}
+				})
+			}
+			if windows == 0 || !scaled {
+				t.Errorf("%d windowed attention layers, embedding scaled %v; want the windows kept and the scale", windows, scaled)
+			}
+		})
+	}
+}
