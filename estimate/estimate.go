@@ -244,7 +244,7 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 	if err != nil {
 		return nil, err
 	}
-	ins, layers := s.buildRank(t, run, layers, prog, spec.Model.TPRunsTransformersForward())
+	ins, layers := s.buildRank(t, run, layers, prog, &spec.Model)
 	s.applyLoRA(spec)
 	s.cpRun = run.CP > 1
 	s.shardSetup(ins)
@@ -275,10 +275,11 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 // on the GPU first (fsdp_init gpu, as bench/torch/dist/tp.py does:
 // loadWhole); otherwise each shard is allocated directly, as torchtitan's
 // meta-device build and transformers' sharded loading do. It returns the
-// built instances and the layers the rank holds. runsModel: the model's
-// tensor-parallel program is transformers' forward
+// built instances and the layers the rank holds; m is the model, whose
+// tensor-parallel program may be transformers' forward
 // (model.Model.TPRunsTransformersForward).
-func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsModel bool) ([]*inst, []model.Layer) {
+func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *model.Model) ([]*inst, []model.Layer) {
+	runsModel := m.TPRunsTransformersForward()
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
 	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
 	s.wholeSeq = 1
@@ -303,11 +304,14 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, runsM
 		if t.SP {
 			stream = "the residual stream a DTensor split along the sequence, whose whole shape the forward's rotary tables and masks are made for"
 		}
-		experts := "the experts split by columns with the router replicated"
-		if t.EP > 1 {
-			experts = "each tp rank routing its sequence shard to experts split over ranks"
+		split := ""
+		switch {
+		case m.Experts > 0 && t.EP > 1:
+			split = ", each tp rank routing its sequence shard to experts split over ranks"
+		case m.Experts > 0:
+			split = ", the experts split by columns with the router replicated"
 		}
-		s.note("tensor parallelism through transformers' forward: " + stream + ", " + experts + ", as bench/torch/dist/hftp.py splits them (docs/parallelism.md §3.1.3)")
+		s.note("tensor parallelism through transformers' forward: " + stream + split + ", as bench/torch/dist/hftp.py splits the model (docs/parallelism.md §3.1.3–3.1.5)")
 	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
