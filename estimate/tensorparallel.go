@@ -26,6 +26,7 @@ func init() {
 	register(model.KCollective, func(_ *sim, l *model.Layer, _ map[string]*tensor) op {
 		return collectiveOp{l.Spec.(*model.Collective)}
 	})
+	register(model.KRescale, func(*sim, *model.Layer, map[string]*tensor) op { return rescaleOp{} })
 	register(model.KVocabHead, func(s *sim, l *model.Layer, names map[string]*tensor) op {
 		k := l.Spec.(*model.VocabHead)
 		w := names[k.Tie]
@@ -291,6 +292,9 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		s.unref(logits)
 		logits = full
 	}
+	if k.Softcap > 0 {
+		logits = s.softcap(logits) // Gemma 2's, as its CausalLM forward applies it
+	}
 	if k.Output {
 		return logits // a pipeline's last stage: the schedule runs the loss
 	}
@@ -306,6 +310,12 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	s.unref(logits)
 	return loss
 }
+
+// rescaleOp is model.Rescale: x times a constant, a new tensor (the
+// caller drops x).
+type rescaleOp struct{}
+
+func (rescaleOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor { return s.scalarOp(x) }
 
 // parallelCrossEntropy is F.cross_entropy under loss_parallel on the
 // rank's vocabulary shard x (torch/distributed/tensor/parallel/loss.py).

@@ -519,24 +519,28 @@ func TestHFFamilies(t *testing.T) {
 	}
 }
 
-// TestGemma3TensorParallel checks Gemma 3's tensor-parallel program: its
-// split runs through transformers' forward (TPRunsTransformersForward:
-// the sliding windows kept, the embedding's scale carried to the
-// vocabulary-parallel embedding), with or without sp, while Gemma 2 (its
-// softcaps), context parallelism and tensor parallelism inside pipeline
-// stages stay refused with their reasons.
-func TestGemma3TensorParallel(t *testing.T) {
+// TestGemmaTensorParallel checks Gemma 2's and 3's tensor-parallel
+// programs: their split runs through transformers' forward
+// (TPRunsTransformersForward: the sliding windows kept), with or without
+// sp; Gemma 3's embedding scales inside the vocabulary-parallel embedding,
+// Gemma 2's after its reduction (Rescale), whose head caps its logits;
+// context parallelism and tensor parallelism inside pipeline stages stay
+// refused with their reasons.
+func TestGemmaTensorParallel(t *testing.T) {
 	g3 := filepath.Join("testdata", "hf", "gemma-3-27b-6layer.json")
+	g2 := filepath.Join("testdata", "hf", "gemma-2-2b.json")
 	for _, tc := range []struct {
 		name, file string
 		o          Overrides
 		want       string // error substring, or "" for success
+		inside     bool   // Gemma 3's scale inside the embedding
 	}{
-		{"tp", g3, Overrides{TP: 2}, ""},
-		{"tp and sp", g3, Overrides{TP: 2, SP: true}, ""},
-		{"cp", g3, Overrides{CP: 2}, "cp: context parallelism is not simulated for Gemma 3's block"},
-		{"tp in a pipeline", g3, Overrides{TP: 2, SP: true, PP: 2, GradAccum: 2}, "tp: tensor parallelism inside pipeline stages is not simulated for Gemma 3's block"},
-		{"gemma 2", filepath.Join("testdata", "hf", "gemma-2-2b.json"), Overrides{TP: 2}, "not a logit softcap"},
+		{"gemma 3 tp", g3, Overrides{TP: 2}, "", true},
+		{"gemma 3 tp and sp", g3, Overrides{TP: 2, SP: true}, "", true},
+		{"gemma 3 cp", g3, Overrides{CP: 2}, "cp: context parallelism is not simulated for Gemma 3's block", false},
+		{"gemma 3 tp in a pipeline", g3, Overrides{TP: 2, SP: true, PP: 2, GradAccum: 2}, "tp: tensor parallelism inside pipeline stages is not simulated for Gemma 3's block", false},
+		{"gemma 2 tp and sp", g2, Overrides{TP: 2, SP: true}, "", false},
+		{"gemma 2 cp", g2, Overrides{CP: 2}, "cp: context parallelism is not simulated for Gemma 2's block", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.o
@@ -552,16 +556,22 @@ func TestGemma3TensorParallel(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !s.Model.TPRunsTransformersForward() {
-				t.Errorf("Gemma 3's tensor-parallel program should be transformers' forward")
+				t.Errorf("the tensor-parallel program should be transformers' forward")
 			}
 			ls, err := s.Model.LowerRank(&s.Training)
 			if err != nil {
 				t.Fatal(err)
 			}
-			windows, scaled := 0, false
+			windows, inside, after := 0, false, false
+			var softcap float64
 			for _, l := range ls {
-				if e, ok := l.Spec.(*VocabEmbedding); ok {
-					scaled = e.Scale
+				switch k := l.Spec.(type) {
+				case *VocabEmbedding:
+					inside = k.Scale
+				case *Rescale:
+					after = true
+				case *VocabHead:
+					softcap = k.Softcap
 				}
 				walkAttention(l, func(a *Attention) {
 					if a.Window > 0 {
@@ -569,8 +579,9 @@ func TestGemma3TensorParallel(t *testing.T) {
 					}
 				})
 			}
-			if windows == 0 || !scaled {
-				t.Errorf("%d windowed attention layers, embedding scaled %v; want the windows kept and the scale", windows, scaled)
+			if windows == 0 || inside != tc.inside || after == tc.inside || softcap != s.Model.LogitSoftcap {
+				t.Errorf("%d windowed attention layers, scaled inside %v, after %v, head softcap %v; want windows, the scale inside %v, softcap %v",
+					windows, inside, after, softcap, tc.inside, s.Model.LogitSoftcap)
 			}
 		})
 	}

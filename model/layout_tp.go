@@ -97,27 +97,33 @@ func (m *Model) TPRefusal() string {
 		// keeps whole on every rank (Attention's params count it so).
 		starcoder = m.AffineNorm || m.PlainMLP || m.Dropout > 0 || m.EmbeddingDropout > 0
 	}
-	if m.Type != Llama || m.FusedQKV || (m.SandwichNorm && !m.gemma3()) || m.PostNorm || m.PlainNorm || m.QKNormWhole || m.LogitSoftcap > 0 ||
+	if m.Type != Llama || m.FusedQKV || (m.SandwichNorm && !m.gemmaSandwich()) || m.PostNorm || m.PlainNorm || m.QKNormWhole || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) ||
 		m.granite() || m.NoRoPEPattern > 0 || starcoder || m.cohere() {
 		return m.describe()
 	}
 	return ""
 }
 
-// gemma3 says whether m is Gemma 3's block (sandwich norms, per-head q/k
-// norms, a local rotary embedding, no softcaps), which tensor parallelism
+// gemmaSandwich says whether m is Gemma 2's or 3's block (sandwich norms,
+// Gemma's conventions; Gemma 2's softcaps), which tensor parallelism
 // splits through transformers' own forward (TPRunsTransformersForward).
-func (m *Model) gemma3() bool {
-	return m.Gemma && m.SandwichNorm && m.QKNorm && m.LogitSoftcap == 0 && m.AttnSoftcap == 0
-}
+func (m *Model) gemmaSandwich() bool { return m.Gemma && m.SandwichNorm }
+
+// gemma3 says whether m is Gemma 3's block: per-head q/k norms and a local
+// rotary embedding beside Gemma 2's, whose embedding module scales its
+// rows itself (VocabEmbedding.Scale).
+func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 
 // TPRunsTransformersForward says whether m's tensor-parallel program is
 // transformers' own forward, split by bench/torch/dist/hftp.py: the
 // families that run through it everywhere (RunsTransformersForward), and
-// Gemma 3, whose sandwich norms torchtitan's Llama does not have
-// (docs/parallelism.md §3.1.5). Their lowering keeps the model's sliding
-// windows and its forward's rotary tables and masks.
-func (m *Model) TPRunsTransformersForward() bool { return m.RunsTransformersForward() || m.gemma3() }
+// Gemma 2 and 3, whose sandwich norms (and Gemma 2's softcaps)
+// torchtitan's Llama does not have (docs/parallelism.md §3.1.5). Their
+// lowering keeps the model's sliding windows and its forward's rotary
+// tables and masks.
+func (m *Model) TPRunsTransformersForward() bool {
+	return m.RunsTransformersForward() || m.gemmaSandwich()
+}
 
 // SeqSplitRefusal says why t's split of the residual stream along the
 // sequence is not simulated for m, or "" when it is (or t has none). A
@@ -136,7 +142,7 @@ func (m *Model) SeqSplitRefusal(t *Training) string {
 	switch {
 	case t.CP > 1:
 		return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
-	case m.gemma3() && t.PP > 1 && t.TP > 1:
+	case m.gemmaSandwich() && t.PP > 1 && t.TP > 1:
 		return "tensor parallelism inside pipeline stages is not simulated for " + m.describe() + " (measured without a pipeline)"
 	}
 	return ""
@@ -189,10 +195,12 @@ func (m *Model) describe() string {
 		return "a mixture of experts"
 	case m.FusedQKV:
 		return "a fused qkv projection"
-	case m.LogitSoftcap > 0:
-		return "a logit softcap"
 	case m.gemma3():
 		return "Gemma 3's block"
+	case m.gemmaSandwich():
+		return "Gemma 2's block"
+	case m.LogitSoftcap > 0:
+		return "a logit softcap"
 	case m.PostNorm || m.QKNormWhole || m.PlainNorm:
 		return "OLMo's norms"
 	case m.granite():
@@ -268,6 +276,25 @@ func (k *Collective) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error
 
 func (*Collective) params(*Layer) float64 { return 0 }
 
+// KRescale is the layer kind of a constant multiply of the stream that a
+// lowering splits from the layer it belonged to (not accepted in specs).
+const KRescale = "rescale"
+
+// Rescale multiplies its input by a constant, a new tensor: Gemma's and
+// Granite's embedding scale, applied by the model's forward after the
+// embedding module, so after a vocabulary-parallel embedding's reduction
+// (Embedding.Scale; Gemma 3's module scales inside: VocabEmbedding.Scale).
+type Rescale struct{}
+
+// Kind is the layer kind's name.
+func (*Rescale) Kind() string { return KRescale }
+
+func (*Rescale) decode(*args, *Layer) {}
+
+func (*Rescale) infer(_ *Layer, s Shape, _ map[string]*Layer) (Shape, error) { return s, nil }
+
+func (*Rescale) params(*Layer) float64 { return 0 }
+
 // KVocabHead is the layer kind of a vocabulary-parallel head (not accepted
 // in specs).
 const KVocabHead = "vocab_parallel_head"
@@ -283,6 +310,9 @@ type VocabHead struct {
 	Vocab, Dim, Ranks int64
 	Tie               string
 	Gather, Output    bool
+	// Softcap caps the logits (Gemma 2's final_logit_softcapping), after
+	// the gather, before the loss: cap·tanh(logits/cap).
+	Softcap float64
 }
 
 // Kind is the layer kind's name.
@@ -384,7 +414,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tensor parallelism: %w", err)
 		}
-		tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied, ep: t.EP > 1}
+		tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied, ep: t.EP > 1, scaleInside: m.gemma3()}
 		if ls, err = tp.layers(ls); err != nil {
 			return nil, err
 		}
@@ -400,6 +430,8 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 type tpLowering struct {
 	t            int64
 	sp, lp, tied bool
+	// scaleInside: the embedding module scales its rows (Gemma 3's).
+	scaleInside bool
 	// ep: the experts are split over ranks (expert parallelism), not by
 	// columns: each tp rank routes its own sequence shard.
 	ep bool
@@ -447,8 +479,14 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			c.Body = body
 			out = append(out, c)
 		case *Embedding:
-			e := &VocabEmbedding{Vocab: ceilDiv(k.Vocab, tp.t), Whole: k.Vocab, Dim: k.Dim, Name: k.Name, Tied: tp.tied, Scale: k.Scale}
+			// Gemma 3's embedding module scales its rows inside, before
+			// the reduction; the other families' forwards scale after.
+			inside := k.Scale && tp.scaleInside
+			e := &VocabEmbedding{Vocab: ceilDiv(k.Vocab, tp.t), Whole: k.Vocab, Dim: k.Dim, Name: k.Name, Tied: tp.tied, Scale: inside}
 			out = append(out, L(e), tp.out())
+			if k.Scale && !inside {
+				out = append(out, L(&Rescale{}))
+			}
 		case *Attention:
 			a := *k
 			a.Heads, a.KVHeads = k.Heads/tp.t, k.KVHeads/tp.t
@@ -485,10 +523,10 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 		case *RMSNorm, *LayerNorm:
 			out = append(out, l) // SequenceParallel, or replicated
 		case *LMHead:
-			if k.Bias || k.Softcap > 0 {
-				return nil, fmt.Errorf("%w: a head with a bias or a logit softcap", ErrNotSplittable)
+			if k.Bias || k.Scale {
+				return nil, fmt.Errorf("%w: a head with a bias or a logit scale", ErrNotSplittable)
 			}
-			out = append(out, tp.in(), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp}))
+			out = append(out, tp.in(), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp, Softcap: k.Softcap}))
 		default:
 			return nil, fmt.Errorf("%w: %s", ErrNotSplittable, l.Kind)
 		}

@@ -64,6 +64,8 @@ def build(path, checkpointing):
         hf, _ = measure.build_hf(path, d["attn"])
     if checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    # The config class's default ties Gemma 2's head where the file is silent.
+    d["tied"] = bool(getattr(hf.config, "tie_word_embeddings", False))
     hf.model.embed_tokens.padding_idx = None
     n = len(hf.model.layers)
     return pp.HFStage(hf, range(n), True, True), hf.config, d

@@ -179,7 +179,15 @@ class HFStage(torch.nn.Module):
                 x = DTensor.from_local(x, sp, (Shard(1),), run_check=False)
             h = self.model(inputs_embeds=x).last_hidden_state
         if self.lm_head is not None:
-            return self.lm_head(h)
+            logits = self.lm_head(h)
+            cap = getattr(self.model.config, "final_logit_softcapping", None)
+            if cap:
+                # Gemma 2's CausalLM forward caps the logits: x / cap,
+                # tanh, · cap.
+                logits = logits / cap
+                logits = torch.tanh(logits)
+                logits = logits * cap
+            return logits
         return h.to_local() if sp is not None else h
 
 
