@@ -295,6 +295,9 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if k.Softcap > 0 {
 		logits = s.softcap(logits) // Gemma 2's, as its CausalLM forward applies it
 	}
+	if k.Scale {
+		logits = s.rescale(logits) // logits / logits_scaling (Granite)
+	}
 	if k.Output {
 		return logits // a pipeline's last stage: the schedule runs the loss
 	}

@@ -98,7 +98,7 @@ func (m *Model) TPRefusal() string {
 		starcoder = m.AffineNorm || m.PlainMLP || m.Dropout > 0 || m.EmbeddingDropout > 0
 	}
 	if m.Type != Llama || m.FusedQKV || (m.SandwichNorm && !m.gemmaSandwich()) || m.PostNorm || m.PlainNorm || m.QKNormWhole || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) ||
-		m.granite() || m.NoRoPEPattern > 0 || starcoder || m.cohere() {
+		starcoder || m.cohere() {
 		return m.describe()
 	}
 	return ""
@@ -117,12 +117,13 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // TPRunsTransformersForward says whether m's tensor-parallel program is
 // transformers' own forward, split by bench/torch/dist/hftp.py: the
 // families that run through it everywhere (RunsTransformersForward), and
-// Gemma 2 and 3, whose sandwich norms (and Gemma 2's softcaps)
+// Gemma 2 and 3 (sandwich norms, Gemma 2's softcaps), Granite (its
+// multipliers) and SmolLM3 (layers without rotary embeddings), which
 // torchtitan's Llama does not have (docs/parallelism.md §3.1.5). Their
 // lowering keeps the model's sliding windows and its forward's rotary
 // tables and masks.
 func (m *Model) TPRunsTransformersForward() bool {
-	return m.RunsTransformersForward() || m.gemmaSandwich()
+	return m.RunsTransformersForward() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0
 }
 
 // SeqSplitRefusal says why t's split of the residual stream along the
@@ -142,7 +143,7 @@ func (m *Model) SeqSplitRefusal(t *Training) string {
 	switch {
 	case t.CP > 1:
 		return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
-	case m.gemmaSandwich() && t.PP > 1 && t.TP > 1:
+	case !m.RunsTransformersForward() && t.PP > 1 && t.TP > 1:
 		return "tensor parallelism inside pipeline stages is not simulated for " + m.describe() + " (measured without a pipeline)"
 	}
 	return ""
@@ -313,6 +314,9 @@ type VocabHead struct {
 	// Softcap caps the logits (Gemma 2's final_logit_softcapping), after
 	// the gather, before the loss: cap·tanh(logits/cap).
 	Softcap float64
+	// Scale divides the logits by a constant (Granite's logits_scaling),
+	// after the gather, a new tensor.
+	Scale bool
 }
 
 // Kind is the layer kind's name.
@@ -523,10 +527,11 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 		case *RMSNorm, *LayerNorm:
 			out = append(out, l) // SequenceParallel, or replicated
 		case *LMHead:
-			if k.Bias || k.Scale {
-				return nil, fmt.Errorf("%w: a head with a bias or a logit scale", ErrNotSplittable)
+			if k.Bias {
+				return nil, fmt.Errorf("%w: a head with a bias", ErrNotSplittable)
 			}
-			out = append(out, tp.in(), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp, Softcap: k.Softcap}))
+			out = append(out, tp.in(), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp,
+				Softcap: k.Softcap, Scale: k.Scale}))
 		default:
 			return nil, fmt.Errorf("%w: %s", ErrNotSplittable, l.Kind)
 		}

@@ -180,13 +180,16 @@ class HFStage(torch.nn.Module):
             h = self.model(inputs_embeds=x).last_hidden_state
         if self.lm_head is not None:
             logits = self.lm_head(h)
-            cap = getattr(self.model.config, "final_logit_softcapping", None)
+            config = self.model.config
+            cap = getattr(config, "final_logit_softcapping", None)
             if cap:
                 # Gemma 2's CausalLM forward caps the logits: x / cap,
                 # tanh, · cap.
                 logits = logits / cap
                 logits = torch.tanh(logits)
                 logits = logits * cap
+            if config.model_type == "granite":
+                logits = logits / config.logits_scaling  # GraniteForCausalLM's
             return logits
         return h.to_local() if sp is not None else h
 
