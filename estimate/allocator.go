@@ -144,3 +144,19 @@ func (a *allocator) recordStream(b block, s alloc.Stream) { a.a.RecordStream(b, 
 // processEvents is where the simulated program waits for the other
 // streams: blocks freed while in use there become reusable.
 func (a *allocator) processEvents() { a.a.ProcessEvents() }
+
+// reallocate gives t, which holds its own storage, a new one and frees
+// the old: a tensor whose data is replaced (set_data) by a freshly
+// allocated one of the same size.
+func (s *sim) reallocate(t *tensor) {
+	if !t.blk.Valid() {
+		return
+	}
+	n := s.alloc(t.elems, t.dt, t.cat, t.name)
+	if s.trace != nil {
+		s.trace(t, false)
+	}
+	s.al.free(t.blk)
+	s.live[t.cat] -= t.bytes()
+	t.blk, n.blk = n.blk, 0
+}

@@ -470,22 +470,6 @@ func (s *sim) observe() {
 func (s *sim) ref(t *tensor) *tensor { t.refs++; return t }
 
 // unref drops one holder; the last one frees the storage.
-// reallocate gives t, which holds its own storage, a new one and frees
-// the old: a tensor whose data is replaced (set_data) by a freshly
-// allocated one of the same size.
-func (s *sim) reallocate(t *tensor) {
-	if !t.blk.Valid() {
-		return
-	}
-	n := s.alloc(t.elems, t.dt, t.cat, t.name)
-	if s.trace != nil {
-		s.trace(t, false)
-	}
-	s.al.free(t.blk)
-	s.live[t.cat] -= t.bytes()
-	t.blk, n.blk = n.blk, 0
-}
-
 func (s *sim) unref(t *tensor) {
 	if t == nil {
 		return

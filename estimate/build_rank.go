@@ -1,0 +1,73 @@
+package estimate
+
+import "github.com/memplan/memplan/model"
+
+// Building one rank's modules on the device, as the training script builds
+// them (docs/parallelism.md §3.1, docs/multigpu.md).
+
+// buildRank builds the rank's modules on the device: a pipeline rank's
+// stages (made on the meta device, no whole load), or the whole program,
+// under tensor parallelism after loading the model whole when it is built
+// on the GPU first (fsdp_init gpu, as bench/torch/dist/tp.py does:
+// loadWhole); otherwise each shard is allocated directly, as torchtitan's
+// meta-device build and transformers' sharded loading do. It returns the
+// built instances and the layers the rank holds; m is the model, whose
+// tensor-parallel program may be transformers' forward
+// (model.Model.TPRunsTransformersForward).
+func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *model.Model) ([]*inst, []model.Layer) {
+	runsModel := m.TPRunsTransformersForward()
+	s.dtensor, s.tpSP = t.TP > 1, t.SP
+	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
+	s.wholeSeq = 1
+	if t.TP > 1 && runsModel && t.SP {
+		s.wholeSeq = t.TP
+	}
+	if s.pp != nil {
+		// The rank's stages, each built on its own (pipeline.go).
+		s.cfg.modelRope = s.pp.modelForward
+		return s.buildStages(), s.pp.rankLayers()
+	}
+	done := func() {}
+	s.metaTP = t.TP > 1 && t.FSDPInit != model.FSDPInitGPU
+	switch {
+	case t.TP > 1 && t.FSDPInit == model.FSDPInitGPU:
+		done = s.loadWhole(layers, prog, t)
+	case t.TP > 1:
+		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
+	}
+	if t.TP > 1 && runsModel {
+		stream := "the residual stream whole on every rank (no sequence parallelism)"
+		if t.SP {
+			stream = "the residual stream a DTensor split along the sequence, whose whole shape the forward's rotary tables and masks are made for"
+		}
+		split := ""
+		switch {
+		case m.Experts > 0 && t.EP > 1:
+			split = ", each tp rank routing its sequence shard to experts split over ranks"
+		case m.Experts > 0:
+			split = ", the experts split by columns with the router replicated"
+		}
+		s.note("tensor parallelism through transformers' forward: " + stream + split + ", as bench/torch/dist/hftp.py splits the model (docs/parallelism.md §3.1.3–3.1.5)")
+	}
+	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
+	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
+	if t.TP <= 1 && s.fsdpStreams() {
+		s.note(fsdpInitNotes[t.FSDPInit])
+	}
+	ins := s.build(prog, map[string]*tensor{})
+	// torchtitan's Llama (bench/torch/dist's) holds its rotary tables as a
+	// buffer; transformers' forward makes them, also under tensor
+	// parallelism of a model run through it (RunsTransformersForward).
+	s.cfg.modelRope = (t.TP <= 1 && run.CP <= 1) || runsModel
+	done()
+	return ins, layers
+}
+
+// fsdpInitNotes say how the model was taken to reach fully_shard
+// (model.Training.FSDPInit): the holes the freed whole parameters leave
+// change reserved memory by up to 14% (docs/multigpu.md).
+var fsdpInitNotes = map[string]string{
+	model.FSDPInitHost: "FSDP2: the model is taken to be built on the host and sharded unit by unit (transformers' from_pretrained); --fsdp-init gpu if it is moved to the GPU first, meta if made on the meta device (torchtitan)",
+	model.FSDPInitGPU:  "FSDP2: the model is taken to be moved whole to the GPU before fully_shard (--fsdp-init gpu)",
+	model.FSDPInitMeta: "FSDP2: the model is taken to be made on the meta device, each shard allocated directly (--fsdp-init meta, torchtitan)",
+}

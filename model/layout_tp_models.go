@@ -1,0 +1,139 @@
+package model
+
+// Which models tensor parallelism splits, and through which program:
+// torchtitan's plan over Llama's block, or transformers' own forward split
+// by bench/torch/dist/hftp.py (docs/parallelism.md §3.1.3–3.1.5).
+
+// TPRefusal says why tensor and context parallelism are not simulated for
+// m, or "" when they are: torchtitan's plans shard Llama's block with
+// separate q, k and v projections, not the other families' changes to it.
+// GPT-OSS's block and DeepSeek's (latent attention split as torchtitan's
+// DeepSeek-V3 plan splits it, and GLM-4 MoE's) are split by the same plan,
+// their experts as torchtitan splits experts (docs/parallelism.md §3.1.3),
+// but only without sequence parallelism (SeqSplitRefusal). The spec's
+// checks and LowerRank (for every caller, the planner's too) both ask it.
+func (m *Model) TPRefusal() string {
+	starcoder := m.starcoder()
+	if m.gptOSS() {
+		// GPT-OSS's output projection has a bias, which RowwiseParallel
+		// keeps whole on every rank (Attention's params count it so).
+		starcoder = m.AffineNorm || m.PlainMLP || m.Dropout > 0 || m.EmbeddingDropout > 0
+	}
+	if m.Type != Llama || m.FusedQKV || (m.SandwichNorm && !m.gemmaSandwich()) || m.PostNorm || m.PlainNorm || m.QKNormWhole || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) ||
+		starcoder || m.cohere() {
+		return m.describe()
+	}
+	return ""
+}
+
+// gemmaSandwich says whether m is Gemma 2's or 3's block (sandwich norms,
+// Gemma's conventions; Gemma 2's softcaps), which tensor parallelism
+// splits through transformers' own forward (TPRunsTransformersForward).
+func (m *Model) gemmaSandwich() bool { return m.Gemma && m.SandwichNorm }
+
+// gemma3 says whether m is Gemma 3's block: per-head q/k norms and a local
+// rotary embedding beside Gemma 2's, whose embedding module scales its
+// rows itself (VocabEmbedding.Scale).
+func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
+
+// TPRunsTransformersForward says whether m's tensor-parallel program is
+// transformers' own forward, split by bench/torch/dist/hftp.py: the
+// families that run through it everywhere (RunsTransformersForward), and
+// Gemma 2 and 3 (sandwich norms, Gemma 2's softcaps), Granite (its
+// multipliers) and SmolLM3 (layers without rotary embeddings), which
+// torchtitan's Llama does not have (docs/parallelism.md §3.1.5). Their
+// lowering keeps the model's sliding windows and its forward's rotary
+// tables and masks.
+func (m *Model) TPRunsTransformersForward() bool {
+	return m.RunsTransformersForward() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0
+}
+
+// SeqSplitRefusal says why t's split of the residual stream along the
+// sequence is not simulated for m, or "" when it is (or t has none). A
+// model run through transformers' own forward (RunsTransformersForward)
+// makes its rotary tables and masks from the length of the hidden states it
+// is handed: sequence parallelism keeps that length whole by keeping the
+// residual stream a DTensor sharded along the sequence, whose shape is the
+// whole one (bench/torch/dist/hftp.py, docs/parallelism.md §3.1.3), inside
+// pipeline stages too (whose stages exchange its local shards); context
+// parallelism, which hands each rank its part of the sequence as a plain
+// tensor, is not simulated for such a model.
+func (m *Model) SeqSplitRefusal(t *Training) string {
+	if !m.TPRunsTransformersForward() {
+		return ""
+	}
+	switch {
+	case t.CP > 1:
+		return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
+	case !m.RunsTransformersForward() && t.PP > 1 && t.TP > 1:
+		return "tensor parallelism inside pipeline stages is not simulated for " + m.describe() + " (measured without a pipeline)"
+	}
+	return ""
+}
+
+// granite says whether m applies any of Granite's constants.
+func (m *Model) granite() bool {
+	return m.EmbeddingMultiplier > 0 || m.ResidualMultiplier > 0 || m.LogitsScaling > 0
+}
+
+// starcoder says whether m has any of StarCoder2's changes to Llama's
+// block, which torchtitan's plan does not shard.
+func (m *Model) starcoder() bool {
+	return m.AffineNorm || m.PlainMLP || m.OutBias || m.Dropout > 0 || m.EmbeddingDropout > 0
+}
+
+// cohere says whether m has any of Cohere's changes to Llama's block.
+func (m *Model) cohere() bool {
+	return m.ParallelBlock || m.CenteredNorm || m.RoPEUpcast || m.LogitScale > 0
+}
+
+// gptOSS says whether m has any of GPT-OSS's changes to Llama's block,
+// which neither torchtitan's plans nor the pipeline programs memplan is
+// measured against carry (its expert-parallel one does: docs/moe.md §9).
+func (m *Model) gptOSS() bool {
+	return m.AttnSinks || m.RoPEHalves || m.Router == RouterTopKSoftmax || m.ExpertGate != ""
+}
+
+// deepseek says whether m has any of DeepSeek-V2's and V3's changes to
+// Llama's block (multi-head latent attention, dense first layers, its
+// router and shared expert), which neither torchtitan's plans nor the
+// pipeline programs memplan is measured against carry (its expert-parallel
+// one does: docs/moe.md §11).
+func (m *Model) deepseek() bool {
+	return m.KVLoRARank > 0 || m.DenseLayers > 0 || ExpertsFirst(m.Router) || m.SharedAfter
+}
+
+// describe names a model for messages about what a layout supports.
+func (m *Model) describe() string {
+	switch {
+	case m.Type != Llama:
+		return m.Type + " models"
+	case m.gptOSS():
+		return "GPT-OSS's block"
+	case m.deepseek() && m.KVLoRARank == 0:
+		return "DeepSeek-V3's mixture of experts (GLM-4 MoE's)"
+	case m.deepseek():
+		return "DeepSeek's block"
+	case m.Experts > 0:
+		return "a mixture of experts"
+	case m.FusedQKV:
+		return "a fused qkv projection"
+	case m.gemma3():
+		return "Gemma 3's block"
+	case m.gemmaSandwich():
+		return "Gemma 2's block"
+	case m.LogitSoftcap > 0:
+		return "a logit softcap"
+	case m.PostNorm || m.QKNormWhole || m.PlainNorm:
+		return "OLMo's norms"
+	case m.granite():
+		return "Granite's multipliers"
+	case m.NoRoPEPattern > 0:
+		return "layers without rotary embeddings"
+	case m.starcoder():
+		return "StarCoder2's block"
+	case m.cohere():
+		return "Cohere's block"
+	}
+	return "sandwich norms"
+}
