@@ -57,7 +57,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	ins := s.build(prog, map[string]*tensor{})
 	// torchtitan's Llama (bench/torch/dist's) holds its rotary tables as a
 	// buffer; transformers' forward makes them, also under tensor
-	// parallelism of a model run through it (RunsTransformersForward).
+	// parallelism of a model split through it (TPRunsTransformersForward).
 	s.cfg.modelRope = (t.TP <= 1 && run.CP <= 1) || runsModel
 	done()
 	return ins, layers

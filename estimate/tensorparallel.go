@@ -186,7 +186,7 @@ func (s *sim) releaseWholeGrads() {
 
 type collectiveOp struct{ k *model.Collective }
 
-func (o collectiveOp) forward(s *sim, x *tensor, a, b model.Shape) *tensor {
+func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 	y := o.run(s, x)
 	if o.k.Opens && o.k.Op == model.OpGatherSeq {
 		// The module's call holds the gathered tensor and the input it
