@@ -197,7 +197,7 @@ func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 		// history without sp), but so are the module's own locals, which
 		// the simulation frees before the output collective: holding
 		// the input alone moved two GPT-OSS lines 4% under
-		// (docs/parallelism.md §3.1.3), so it is not held there.
+		// (docs/parallelism.md §3.1.4), so it is not held there.
 		s.moduleHold = append(s.moduleHold, s.ref(y), s.ref(x))
 	}
 	return y
