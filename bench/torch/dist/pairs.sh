@@ -1,14 +1,27 @@
-#!/bin/bash
-# pairs.sh GRID NAME: runs GRID with tp-run.sh on a four-GPU machine, its two-GPU lines
-# two at a time (GPUs 0,1 and 2,3), then its four-GPU lines; writes $OUT/NAME.jsonl
-# and the tail of the jobs' logs to $OUT/NAME.err. TIMEOUT: seconds per line (240).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 HF_HUB_OFFLINE=1
-G=$1; N=$2; T=${TIMEOUT:-240}
-grep -v '^#' $G | awk '$2==2' > /tmp/$N.g2; sed -n '1~2p' /tmp/$N.g2 > /tmp/$N.ga; sed -n '2~2p' /tmp/$N.g2 > /tmp/$N.gb
-grep -v '^#' $G | awk '$2==4' > /tmp/$N.g4
-(CUDA_VISIBLE_DEVICES=0,1 TIMEOUT=$T bash bench/torch/dist/tp-run.sh /tmp/$N.ga $OUT/$N-a.jsonl) &
-(CUDA_VISIBLE_DEVICES=2,3 TIMEOUT=$T bash bench/torch/dist/tp-run.sh /tmp/$N.gb $OUT/$N-b.jsonl) &
+#!/usr/bin/env bash
+# pairs.sh OUTDIR GRID...: runs the two-GPU lines (SCRIPT 2 ARGS) of the tp-run.sh
+# grids side by side on a 4-GPU machine, half on GPUs 0,1 and half on GPUs 2,3,
+# alternating line by line, the long lines (a spec with 8b in its name) alternating
+# on their own so that the two pairs finish together. Each pair appends to
+# OUTDIR/pairN.jsonl (and .err) through tp-run.sh; then the four-GPU lines run
+# one after the other on all four, into OUTDIR/whole.jsonl (and .err); lines
+# needing other GPU counts are left out. Every line is its own torchrun with a
+# free rendezvous port (--standalone), so the pairs do not meet.
+#
+#   TIMEOUT=150 bash bench/torch/dist/pairs.sh OUT bench/torch/dist/cp-heldout.txt bench/torch/dist/grid-pp-interleaved.txt
+set -u
+export HF_HUB_OFFLINE=1 # transformers configs are read from the tree; no hub
+out=${1:?usage: pairs.sh OUTDIR GRID...}
+shift
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+grep -h -v '^\s*#' "$@" | awk 'NF && $2 == 2 { h = ($3 ~ /8b/) ? (m++ % 2) : (n++ % 2); print > (dir "/half" h ".txt") }' dir="$out"
+for h in 0 1; do
+  [[ -f $out/half$h.txt ]] || continue
+  CUDA_VISIBLE_DEVICES=$((2 * h)),$((2 * h + 1)) bash "$here/tp-run.sh" "$out/half$h.txt" "$out/pair$h.jsonl" &
+done
 wait
-[ -s /tmp/$N.g4 ] && TIMEOUT=$T bash bench/torch/dist/tp-run.sh /tmp/$N.g4 $OUT/$N-c.jsonl
-cat $OUT/$N-*.jsonl > $OUT/$N.jsonl 2>/dev/null
-cat $OUT/$N-*.jsonl.err 2>/dev/null | grep -v "^\s*$" | tail -c 20000 > $OUT/$N.err; rm -f $OUT/$N-*.jsonl.err $OUT/$N-?.jsonl
+grep -h -v '^\s*#' "$@" | awk 'NF && $2 == 4' > "$out/whole.txt"
+if [[ -s $out/whole.txt ]]; then
+  bash "$here/tp-run.sh" "$out/whole.txt" "$out/whole.jsonl"
+fi
