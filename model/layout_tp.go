@@ -227,8 +227,8 @@ type VocabEmbedding struct {
 	Tied              bool
 	// Scale multiplies the rank's partial rows by a constant before they
 	// are reduced, as Gemma 3's scaled embedding module does inside its
-	// forward (Embedding.Scale; Gemma's and Granite's models scale after
-	// the module, which this does not distinguish).
+	// forward (Embedding.Scale; the models that scale after the module,
+	// Gemma's and Granite's, get a Rescale after the reduction instead).
 	Scale bool
 }
 

@@ -7,11 +7,12 @@ package model
 // TPRefusal says why tensor and context parallelism are not simulated for
 // m, or "" when they are: torchtitan's plans shard Llama's block with
 // separate q, k and v projections, not the other families' changes to it.
-// GPT-OSS's block and DeepSeek's (latent attention split as torchtitan's
-// DeepSeek-V3 plan splits it, and GLM-4 MoE's) are split by the same plan,
-// their experts as torchtitan splits experts (docs/parallelism.md §3.1.3),
-// but only without sequence parallelism (SeqSplitRefusal). The spec's
-// checks and LowerRank (for every caller, the planner's too) both ask it.
+// The families whose tensor-parallel program is transformers' own forward
+// (TPRunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Gemma 2 and
+// 3, Granite, SmolLM3) are split by the same plan through it
+// (docs/parallelism.md §3.1.3–3.1.5); SeqSplitRefusal says what they still
+// refuse. The spec's checks and LowerRank (for every caller, the planner's
+// too) both ask it.
 func (m *Model) TPRefusal() string {
 	starcoder := m.starcoder()
 	if m.gptOSS() {
@@ -48,16 +49,18 @@ func (m *Model) TPRunsTransformersForward() bool {
 	return m.RunsTransformersForward() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0
 }
 
-// SeqSplitRefusal says why t's split of the residual stream along the
-// sequence is not simulated for m, or "" when it is (or t has none). A
-// model run through transformers' own forward (RunsTransformersForward)
-// makes its rotary tables and masks from the length of the hidden states it
-// is handed: sequence parallelism keeps that length whole by keeping the
+// SeqSplitRefusal says why t's layout is not simulated for m, whose
+// tensor-parallel program is transformers' own forward
+// (TPRunsTransformersForward), or "" when it is. That forward makes its
+// rotary tables and masks from the length of the hidden states it is
+// handed: sequence parallelism keeps that length whole by keeping the
 // residual stream a DTensor sharded along the sequence, whose shape is the
-// whole one (bench/torch/dist/hftp.py, docs/parallelism.md §3.1.3), inside
+// whole one (bench/torch/dist/hftp.py, docs/parallelism.md §3.1.4), inside
 // pipeline stages too (whose stages exchange its local shards); context
 // parallelism, which hands each rank its part of the sequence as a plain
-// tensor, is not simulated for such a model.
+// tensor, is not simulated for such a model, nor tensor parallelism inside
+// pipeline stages for the families whose pipelines keep the native program
+// (Gemma 2 and 3, Granite, SmolLM3: measured without a pipeline).
 func (m *Model) SeqSplitRefusal(t *Training) string {
 	if !m.TPRunsTransformersForward() {
 		return ""
