@@ -7,6 +7,9 @@ import "github.com/memplan/memplan/model"
 func init() {
 	register(model.KGatedMLP, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.GatedMLP)
+		if k.Fused {
+			return &gatedMLPOp{k, s.fusedMLPParams(k.Dim, k.Hidden, k.Bias)}
+		}
 		return &gatedMLPOp{k, s.mlpParams(k.Dim, k.Hidden, k.Bias, &mlpNames)}
 	})
 	register(model.KMoE, newMoE)
@@ -27,6 +30,16 @@ func (s *sim) mlpParams(dim, hidden int64, bias bool, names *[6]string) mlpParam
 	return p
 }
 
+// fusedMLPParams allocates a fused gated MLP's weights (model.GatedMLP.Fused)
+// in the order Phi3MLP registers them: gate_up_proj, [2·hidden, dim], in
+// gate's place, then down_proj.
+func (s *sim) fusedMLPParams(dim, hidden int64, bias bool) mlpParams {
+	var p mlpParams
+	p.gate, p.gateB = s.matrix(2*hidden, dim, 1, "gate_up_proj.weight"), s.optParam(bias, 2*hidden, "gate_up_proj.bias")
+	p.down, p.downB = s.matrix(dim, hidden, 1, "down_proj.weight"), s.optParam(bias, dim, "down_proj.bias")
+	return p
+}
+
 var (
 	mlpNames    = [6]string{"gate.weight", "gate.bias", "up.weight", "up.bias", "down.weight", "down.bias"}
 	sharedNames = [6]string{"shared.gate", "", "shared.up", "", "shared.down", ""}
@@ -38,7 +51,32 @@ type gatedMLPOp struct {
 }
 
 func (o *gatedMLPOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	if o.k.Fused {
+		return s.fusedMLP(x, &o.p, s.rows(sh), o.k.Hidden, o.k.Dim, o.k.Activation)
+	}
 	return s.gatedMLP(x, &o.p, s.rows(sh), o.k.Hidden, o.k.Dim, o.k.Activation)
+}
+
+// fusedMLP is Phi3MLP's forward over rows: up_states = gate_up_proj(x);
+// gate, up_states = up_states.chunk(2, dim=-1) (two views of the one
+// product, which stays alive through them); up_states = up_states ·
+// act(gate), which rebinds the name (act's output and the up view go
+// once the product exists, unless saved); down_proj of it. gate stays
+// bound until the module returns. In backward the chunk's node gathers
+// both halves' gradients into one of the product's size.
+func (s *sim) fusedMLP(x *tensor, p *mlpParams, rows, hidden, dim int64, act string) *tensor {
+	gu := s.matmul(x, p.gate, p.gateB, rows, 2*hidden)
+	gate, up := s.view(gu, rows*hidden), s.view(gu, rows*hidden)
+	s.record("Split", []*tensor{gu}, gate, up) // chunk(2)
+	s.unref(gu)
+	a := s.activation(act, gate, false)
+	m := s.mul(up, a)
+	s.unref(a)
+	s.unref(up)
+	y := s.matmul(m, p.down, p.downB, rows, dim)
+	s.unref(m)
+	s.unref(gate)
+	return y
 }
 
 // gatedMLP is down(act(gate(x)) * up(x)) over rows.

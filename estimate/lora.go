@@ -102,6 +102,9 @@ func loraLinear(p *tensor, attn, mlp, other []model.LoRALinear) (model.LoRALinea
 		}
 	case "router.weight":
 		return findLinear(other, "gate", in, out)
+	case "gate_up_proj.weight", "down_proj.weight":
+		// A fused gated MLP's (model.GatedMLP.Fused: Phi-3's).
+		return findLinear(mlp, strings.TrimSuffix(p.name, ".weight"), in, out)
 	case "experts.gate_up_proj", "experts.down_proj":
 		// Fused experts' parameters (model.Model.LoRAFusedExperts).
 		return findLinear(mlp, strings.TrimPrefix(p.name, "experts."), in, out)

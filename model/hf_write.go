@@ -72,7 +72,7 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 // llamaOptions writes the llama fields a spec leaves out when unset: the
 // switches that are on and the constants that are set.
 func (m *Model) llamaOptions(f map[string]any) {
-	setFlags(f, flag{"qk_norm", m.QKNorm}, flag{"fused_qkv", m.FusedQKV}, flag{"sandwich_norm", m.SandwichNorm},
+	setFlags(f, flag{"qk_norm", m.QKNorm}, flag{"fused_qkv", m.FusedQKV}, flag{"fused_gate_up", m.FusedGateUp}, flag{"sandwich_norm", m.SandwichNorm},
 		flag{"plain_norm", m.PlainNorm}, flag{"post_norm", m.PostNorm}, flag{"qk_norm_whole", m.QKNormWhole}, flag{"qk_norm_late", m.QKNormLate},
 		flag{"norm_product_fp32", m.NormProductFP32}, flag{"rope_fp32", m.RoPEFP32}, flag{"rope_cast", m.RoPECast},
 		flag{"project_first", m.ProjectFirst}, flag{"layer_norm", m.AffineNorm}, flag{"plain_mlp", m.PlainMLP},

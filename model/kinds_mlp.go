@@ -23,6 +23,9 @@ type GatedMLP struct {
 	Dim, Hidden int64
 	Activation  string
 	Bias        bool
+	// Fused makes gate and up one projection of 2·Hidden columns, chunked
+	// in two, and the product up · act(gate) (Phi-3's Phi3MLP).
+	Fused bool
 }
 
 // Kind is the name specs use for the kind.
@@ -33,6 +36,7 @@ func (k *GatedMLP) decode(a *args, _ *Layer) {
 	a.int("hidden", &k.Hidden, true)
 	a.activationArg(&k.Activation)
 	a.bool("bias", &k.Bias)
+	a.bool("fused", &k.Fused)
 }
 
 func (k *GatedMLP) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

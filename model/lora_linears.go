@@ -70,9 +70,13 @@ func (m *Model) LoRALinears() []LoRALinear {
 		case m.Experts > 0:
 			return append(attn, m.moeLinears()...)
 		}
-		if m.PlainMLP {
+		switch {
+		case m.PlainMLP:
 			// StarCoder2's Starcoder2MLP.
 			return append(attn, lin("c_fc", TargetsMLP, d, f), lin("c_proj", TargetsMLP, f, d))
+		case m.FusedGateUp:
+			// Phi-3's Phi3MLP.
+			return append(attn, lin("gate_up_proj", TargetsMLP, d, 2*f), lin("down_proj", TargetsMLP, f, d))
 		}
 		return append(attn, lin("gate_proj", TargetsMLP, d, f), lin("up_proj", TargetsMLP, d, f), lin("down_proj", TargetsMLP, f, d))
 	case BERT:

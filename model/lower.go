@@ -182,7 +182,7 @@ func (m *Model) mlp() []Layer {
 		return cat(seq(linear(m.Hidden, m.Intermediate, m.MLPBias), Act(m.Activation),
 			linear(m.Intermediate, m.Hidden, m.MLPBias)), dropout(m.Dropout))
 	}
-	return seq(L(&GatedMLP{Dim: m.Hidden, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias}))
+	return seq(L(&GatedMLP{Dim: m.Hidden, Hidden: m.Intermediate, Activation: m.Activation, Bias: m.MLPBias, Fused: m.FusedGateUp}))
 }
 
 // lowerBERT follows transformers' BertLayer. BertSelfOutput and BertOutput

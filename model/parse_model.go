@@ -110,6 +110,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.int("shared_expert", &m.SharedExpert, false)
 		mm.bool("shared_expert_gate", &m.SharedGate)
 		mm.bool("fused_qkv", &m.FusedQKV)
+		mm.bool("fused_gate_up", &m.FusedGateUp)
 		mm.bool("attention_sinks", &m.AttnSinks)
 		mm.bool("rope_halves", &m.RoPEHalves)
 		mm.float("rotary", &m.Rotary, 0, 1)
@@ -349,6 +350,9 @@ func llamaConflicts(e *errs, mm *mapping, m *Model) {
 	}
 	if m.PlainMLP && m.Experts > 0 {
 		e.add(mm.keys["plain_mlp"], "plain_mlp: a two-layer MLP, not with experts")
+	}
+	if m.FusedGateUp && (m.PlainMLP || m.Experts > 0) {
+		e.add(mm.keys["fused_gate_up"], "fused_gate_up: fuses the gated MLP's gate and up projections, not with plain_mlp or experts")
 	}
 	if m.QKNormLate && (!m.QKNorm || m.QKNormWhole) {
 		e.add(mm.keys["qk_norm_late"], "qk_norm_late: orders per-head query and key norms: it needs qk_norm, not qk_norm_whole")

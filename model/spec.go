@@ -229,6 +229,9 @@ type Model struct {
 	// looked up per sample (model.Positions.PerBatch).
 	Roberta  bool `json:"roberta,omitempty"`
 	FusedQKV bool `json:"fused_qkv,omitempty"`
+	// FusedGateUp projects the gated MLP's gate and up halves with one
+	// matrix, chunked in two (Phi-3's gate_up_proj: GatedMLP.Fused).
+	FusedGateUp bool `json:"fused_gate_up,omitempty"`
 
 	// Vision (resnet, vit).
 	Depth    int64   `json:"depth,omitempty"`
