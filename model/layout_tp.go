@@ -326,19 +326,41 @@ func (tp *tpLowering) out() Layer {
 	return tp.coll(OpAllReduce)
 }
 
-// module is l between the collectives of the module it is (the attention,
-// an MLP, a mixture of experts): in(), l, out(), the first opening the
-// module's call and the last closing it (Collective.Opens).
-func (tp *tpLowering) module(l Layer) []Layer {
+// module is body, the layers of one module (the attention, an MLP, a
+// mixture of experts), between its collectives: in(), body, out(), the
+// first opening the module's call and the last closing it
+// (Collective.Opens).
+func (tp *tpLowering) module(body ...Layer) []Layer {
 	in, out := tp.in(), tp.out()
 	in.Spec.(*Collective).Opens = true
 	out.Spec.(*Collective).Closes = true
-	return []Layer{in, l, out}
+	return append(append([]Layer{in}, body...), out)
+}
+
+// plainMLP returns StarCoder2's two-layer MLP starting at ls[i] (c_fc,
+// the activation, c_proj: model.Model.PlainMLP) as one rank runs it, c_fc
+// split by columns (its bias with them) and c_proj by rows (its bias whole
+// on every rank), as hftp.py's plan splits it; ok is false when ls[i] does
+// not start one.
+func (tp *tpLowering) plainMLP(ls []Layer, i int) (_ []Layer, ok bool) {
+	if i+2 >= len(ls) {
+		return nil, false
+	}
+	up, ok1 := ls[i].Spec.(*Linear)
+	_, ok2 := ls[i+1].Spec.(*Activation)
+	down, ok3 := ls[i+2].Spec.(*Linear)
+	if !ok1 || !ok2 || !ok3 || up.Out != down.In || up.In != down.Out || up.Out%tp.t != 0 {
+		return nil, false
+	}
+	u, d := *up, *down
+	u.Out, d.In = up.Out/tp.t, down.In/tp.t
+	return tp.module(L(&u), ls[i+1], L(&d)), true
 }
 
 func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 	var out []Layer
-	for _, l := range ls {
+	for i := 0; i < len(ls); i++ {
+		l := ls[i]
 		switch k := l.Spec.(type) {
 		case *Repeat, *Residual, *Block:
 			body, err := tp.layers(l.Body)
@@ -348,6 +370,31 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			c := l
 			c.Body = body
 			out = append(out, c)
+		case *Fork:
+			// Cohere's parallel block: each branch a module of its own,
+			// with its own collectives (hftp.py gathers the norm's output
+			// for each).
+			c := l
+			c.Branches = make([][]Layer, len(l.Branches))
+			for j, b := range l.Branches {
+				body, err := tp.layers(b)
+				if err != nil {
+					return nil, err
+				}
+				c.Branches[j] = body
+			}
+			out = append(out, c)
+		case *Linear:
+			mlp, ok := tp.plainMLP(ls, i)
+			if !ok {
+				return nil, fmt.Errorf("%w: %s", ErrNotSplittable, l.Kind)
+			}
+			out = append(out, mlp...)
+			i += 2
+		case *Dropout, *Activation:
+			// On the residual stream (the embeddings', a branch's output
+			// after its reduction): the rank's sequence shard, or whole.
+			out = append(out, l)
 		case *Embedding:
 			// Gemma 3's embedding module scales its rows inside, before
 			// the reduction; the other families' forwards scale after.
@@ -363,7 +410,11 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			if a.HeadDim == 0 {
 				a.HeadDim = k.Dim / k.Heads
 			}
+			// StarCoder2's residual dropout on the output projection's
+			// result: after RowwiseParallel's reduction, on what it left.
+			a.OutDropout = 0
 			out = append(out, tp.module(L(&a))...)
+			out = append(out, dropout(k.OutDropout)...)
 		case *GatedMLP:
 			g := *k
 			g.Hidden = k.Hidden / tp.t

@@ -2,26 +2,21 @@ package model
 
 // Which models tensor parallelism splits, and through which program:
 // torchtitan's plan over Llama's block, or transformers' own forward split
-// by bench/torch/dist/hftp.py (docs/parallelism.md §3.1.3–3.1.5).
+// by bench/torch/dist/hftp.py (docs/parallelism.md §3.1.3–3.1.6).
 
 // TPRefusal says why tensor and context parallelism are not simulated for
 // m, or "" when they are: torchtitan's plans shard Llama's block with
 // separate q, k and v projections, not the other families' changes to it.
 // The families whose tensor-parallel program is transformers' own forward
 // (TPRunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Gemma 2 and
-// 3, Granite, SmolLM3) are split by the same plan through it
-// (docs/parallelism.md §3.1.3–3.1.5); SeqSplitRefusal says what they still
-// refuse. The spec's checks and LowerRank (for every caller, the planner's
+// 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3) are split by the same
+// plan through it (docs/parallelism.md §3.1.3–3.1.6); SeqSplitRefusal says
+// what they still refuse. OLMo's and OLMo 2's norms (after the branches,
+// without weights, or over each whole query and key projection) are
+// refused. The spec's checks and LowerRank (for every caller, the planner's
 // too) both ask it.
 func (m *Model) TPRefusal() string {
-	starcoder := m.starcoder()
-	if m.gptOSS() {
-		// GPT-OSS's output projection has a bias, which RowwiseParallel
-		// keeps whole on every rank (Attention's params count it so).
-		starcoder = m.AffineNorm || m.PlainMLP || m.Dropout > 0 || m.EmbeddingDropout > 0
-	}
-	if m.Type != Llama || m.FusedQKV || (m.SandwichNorm && !m.gemmaSandwich()) || m.PostNorm || m.PlainNorm || m.QKNormWhole || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) ||
-		starcoder || m.cohere() {
+	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || m.PostNorm || m.PlainNorm || m.QKNormWhole || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) {
 		return m.describe()
 	}
 	return ""
@@ -41,12 +36,14 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // transformers' own forward, split by bench/torch/dist/hftp.py: the
 // families that run through it everywhere (RunsTransformersForward), and
 // Gemma 2 and 3 (sandwich norms, Gemma 2's softcaps), Granite (its
-// multipliers) and SmolLM3 (layers without rotary embeddings), which
-// torchtitan's Llama does not have (docs/parallelism.md §3.1.5). Their
-// lowering keeps the model's sliding windows and its forward's rotary
-// tables and masks.
+// multipliers), SmolLM3 (layers without rotary embeddings), StarCoder2
+// (LayerNorms, biases, a two-layer MLP, dropouts), Cohere (its parallel
+// block) and Phi-3 (fused projections), which torchtitan's Llama does not
+// have (docs/parallelism.md §3.1.5, §3.1.6). Their lowering keeps the
+// model's sliding windows and its forward's rotary tables and masks.
 func (m *Model) TPRunsTransformersForward() bool {
-	return m.RunsTransformersForward() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0
+	return m.RunsTransformersForward() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
+		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp
 }
 
 // SeqSplitRefusal says why t's layout is not simulated for m, whose

@@ -113,8 +113,9 @@ func TestTPRefusalInLowering(t *testing.T) {
 		tp, cp bool // lowered, not refused
 	}{
 		{"llama-3-8b.json", true, true}, {"granite-3.1-2b.json", true, false}, {"olmo-1b.json", false, false},
-		{"smollm3-3b.json", true, false}, {"starcoder2-3b.json", false, false}, {"aya-23-8b.json", false, false},
-		{"gemma-2-2b.json", true, false}, {"phi-2.json", false, false},
+		{"smollm3-3b.json", true, false}, {"starcoder2-3b.json", true, false}, {"aya-23-8b.json", true, false},
+		{"gemma-2-2b.json", true, false}, {"phi-2.json", false, false}, {"phi-3-mini-4k.json", true, false},
+		{"olmo2-1b.json", false, false},
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
 		if err != nil {
@@ -129,6 +130,36 @@ func TestTPRefusalInLowering(t *testing.T) {
 			if got := !errors.Is(err, ErrNotSplittable); got != ok || (ok && err != nil) {
 				t.Errorf("%s tp %d cp %d: %v", c.file, tr.TP, tr.CP, err)
 			}
+		}
+	}
+}
+
+// TestTPTransformersFamiliesParams: under tensor parallelism of 2 a rank of
+// StarCoder2, Cohere (Aya 23) and Phi-3 holds half of every split matrix
+// and the whole of what hftp.py's plan replicates: the norms, and the
+// biases of the row-split projections (StarCoder2's o_proj and c_proj).
+func TestTPTransformersFamiliesParams(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		// replicated is the parameters each rank holds whole, from the
+		// config: layers · (norms + row-split biases) + the final norm.
+		replicated int64
+	}{
+		{"starcoder2-3b.json", 30*(2*2*3072+3072+3072) + 2*3072}, // two LayerNorms with bias, o_proj's and c_proj's biases
+		{"aya-23-8b.json", 32*4096 + 4096},                       // one CohereLayerNorm (weight only) per parallel block
+		{"phi-3-mini-4k.json", 32*2*3072 + 3072},                 // two RMSNorms
+	} {
+		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := Params(s.Model.Lower())
+		ls, err := s.Model.LowerRank(&Training{TP: 2, SP: true, Seq: 1024})
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if got, want := Params(ls), (whole-c.replicated)/2+c.replicated; got != want {
+			t.Errorf("%s: rank holds %d parameters, want %d (whole %d)", c.file, got, want, whole)
 		}
 	}
 }

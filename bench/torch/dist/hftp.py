@@ -1,10 +1,10 @@
 """Tensor parallelism, with or without sequence parallelism, of a transformers
 causal LM run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and
-V3, Gemma 2 and 3, Granite, SmolLM3: memplan's
+V3, Gemma 2 and 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3: memplan's
 model.Model.TPRunsTransformersForward families), for tp.py and pp.py. A tied
 head and embedding are tied again after the split (tp.py), both split by
 vocabulary (Shard(0)); pp.HFStage applies a CausalLM's logit softcap
-(Gemma 2) and scaling (Granite) after the head.
+(Gemma 2) and scaling (Granite, Cohere) after the head.
 
 The plan is torchtitan's apply_tp for Llama's block. Without sequence
 parallelism the residual stream stays whole on every rank, as transformers'
@@ -30,7 +30,12 @@ gathers it:
   kv_b_proj) by columns, the down-projections to the latents (q_a_proj,
   kv_a_proj_with_mqa) and their norms replicated, o_proj by rows
   (transformers' forward views every projection with -1 heads);
-- a dense MLP's gate and up by columns, its down by rows;
+- a dense MLP's gate and up by columns (Phi-3's fused gate_up_proj too), its
+  down by rows; StarCoder2's c_fc by columns (its bias with them), c_proj by
+  rows (its bias whole on every rank); Phi-3's fused qkv_proj by columns,
+  its attention given the rank's head counts to slice it (_local_heads);
+- Cohere's parallel block: the one norm's output gathered for the attention
+  and again for the MLP (each module's own pre-hook), both outputs reduced;
 - a mixture of experts as torchtitan splits experts without expert
   parallelism (common.TPMoE for the Llama harness): the router replicated and
   run on every token, each expert's gate/up columns and down rows cut to the
@@ -98,17 +103,24 @@ def apply(model, mesh, lp, sp=False, ep=False):
     for layer in base.layers:
         if type(layer).__name__ == "Skip":  # pp.Skip (pp.py runs as __main__: not the imported class)
             continue
-        plan = {"self_attn." + n: ColwiseParallel() for n in ("q_proj", "k_proj", "v_proj", "q_b_proj", "kv_b_proj")
+        plan = {"self_attn." + n: ColwiseParallel()
+                for n in ("q_proj", "k_proj", "v_proj", "q_b_proj", "kv_b_proj", "qkv_proj")
                 if getattr(layer.self_attn, n, None) is not None}
         plan["self_attn.o_proj"] = RowwiseParallel(output_layouts=seq, use_local_output=not sp)
+        if getattr(layer.self_attn, "qkv_proj", None) is not None:
+            _local_heads(layer.self_attn, t)
         moe = hasattr(layer.mlp, "experts")
+        down = RowwiseParallel(output_layouts=seq, use_local_output=not sp)
         if moe and ep:
             layer.mlp = SeqShardMoE(layer.mlp, mesh)
         elif moe:
             layer.mlp = ExpertsTP(layer.mlp, mesh, sp)
+        elif hasattr(layer.mlp, "c_fc"):  # StarCoder2's two-layer MLP
+            plan.update({"mlp.c_fc": ColwiseParallel(), "mlp.c_proj": down})
+        elif hasattr(layer.mlp, "gate_up_proj"):  # Phi-3's fused gate and up
+            plan.update({"mlp.gate_up_proj": ColwiseParallel(), "mlp.down_proj": down})
         else:
-            plan.update({"mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-                         "mlp.down_proj": RowwiseParallel(output_layouts=seq, use_local_output=not sp)})
+            plan.update({"mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": down})
         if sp:
             # Every norm of the block works on the residual stream or a
             # branch's output (Gemma 3's four: input, post-attention,
@@ -123,6 +135,19 @@ def apply(model, mesh, lp, sp=False, ep=False):
         if getattr(attn, "sinks", None) is not None:
             h = attn.sinks.shape[0] // t
             attn.sinks = nn.Parameter(attn.sinks.detach()[r * h:(r + 1) * h].clone())
+
+
+def _local_heads(attn, t):
+    """Phi-3's attention slices its fused qkv_proj output at
+    config.num_attention_heads · head_dim and num_key_value_heads ·
+    head_dim: given the rank's head counts (a config of its own), the
+    column-split projection's t-th share slices into the rank's q, k and v
+    (the weights are drawn at random, so which rows hold which head does
+    not matter to memory). The same holds for gate_up_proj's chunk(2)."""
+    import copy
+    attn.config = copy.deepcopy(attn.config)
+    attn.config.num_attention_heads //= t
+    attn.num_key_value_heads //= t
 
 
 def _gather_input(module, args, kwargs):

@@ -190,6 +190,8 @@ class HFStage(torch.nn.Module):
                 logits = logits * cap
             if config.model_type == "granite":
                 logits = logits / config.logits_scaling  # GraniteForCausalLM's
+            if config.model_type == "cohere":
+                logits = logits * config.logit_scale  # CohereForCausalLM's
             return logits
         return h.to_local() if sp is not None else h
 
