@@ -47,6 +47,8 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-deepseek-v2.jsonl",
 	"results/2026-11-27-h200-lora-deepseek.jsonl",
 	"results/2026-11-27-h200-glm.jsonl",
+	"results/2026-11-27-h200-phi3.jsonl",
+	"results/2026-11-27-h200x2-phi3-traces/runs.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the

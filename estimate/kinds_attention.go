@@ -247,13 +247,16 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 		}
 	default:
 		y = s.sdpa(st.q, st.k, st.v, st.b, k.Heads, st.seq, k.HeadDim)
-		if a.rope && k.Rotary > 0 && k.Rotary < 1 && k.Style == "hf" {
+		if a.rope && (k.Rotary > 0 && k.Rotary < 1 || k.RoPEConcat) && k.Style == "hf" {
 			// Partial rotary concatenates q back into a head-major
 			// tensor, so the fused kernel's output is head-major too and
 			// transformers' transpose(1, 2).contiguous() copies it; the
 			// copy is what the output projection saves (measured: Pythia,
-			// sdpa_attention.py:168). With whole-head rotary q keeps the
-			// projection's layout and the copy is a no-op.
+			// sdpa_attention.py:168; Phi-3, whose apply_rotary_pos_emb
+			// concatenates with an empty rest too,
+			// bench/results/2026-11-27-h200x2-tp-families). With
+			// whole-head rotary q keeps the projection's layout and the
+			// copy is a no-op.
 			c := s.contiguous(y)
 			s.unref(y)
 			y = c

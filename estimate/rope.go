@@ -42,7 +42,7 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 		// bench/results/2026-11-27-h200-phi-traces).
 		st.held = append(st.held, s.ref(qr), s.ref(st.q), s.ref(kr), s.ref(st.k))
 	}
-	q2, k2 := s.ropeJoin(q0, qr, qv), s.ropeJoin(k0, kr, kv)
+	q2, k2 := s.ropeJoin(q0, qr, qv, k.RoPEConcat), s.ropeJoin(k0, kr, kv, k.RoPEConcat)
 	if k.RoPECast || k.RoPEUpcast {
 		// q_embed.to(q_type), k_embed.to(k_type): copies when the
 		// rotation promoted them, the fp32 results freed as the function
@@ -266,9 +266,12 @@ func (s *sim) rotatePairs(x, x1, x2, cos, sin *tensor) *tensor {
 }
 
 // ropeJoin returns the rotated y of x: y itself for a whole rotation, else
-// y concatenated with x's unrotated rest (xr is the rotated part's view).
-func (s *sim) ropeJoin(x, y, xr *tensor) *tensor {
-	if xr == x {
+// y concatenated with x's unrotated rest (xr is the rotated part's view),
+// and with concat a whole rotation concatenated with its empty rest, a
+// copy (model.Attention.RoPEConcat).
+func (s *sim) ropeJoin(x, y, xr *tensor, concat bool) *tensor {
+	whole := xr == x
+	if whole && !concat {
 		return y
 	}
 	pass := s.view(x, x.elems-xr.elems)
@@ -277,7 +280,9 @@ func (s *sim) ropeJoin(x, y, xr *tensor) *tensor {
 	s.record("Cat", []*tensor{y, pass}, full)
 	s.unref(y)
 	s.unref(pass)
-	s.unref(xr)
+	if !whole {
+		s.unref(xr)
+	}
 	return full
 }
 

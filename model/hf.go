@@ -322,7 +322,9 @@ func (c *hfConfig) llama(m *Model, mt string) {
 	m.AttnDropout = c.float("attention_dropout", 0)
 	m.Activation = c.str("hidden_act", c.str("hidden_activation", "silu"))
 	m.QKNorm = m.QKNorm || mt == "qwen3" || mt == "qwen3_moe"
-	m.FusedQKV, m.FusedGateUp = mt == "phi3", mt == "phi3"
+	// Phi-3's apply_rotary_pos_emb slices the rotated part and
+	// concatenates it back with the rest, whatever the rotated fraction.
+	m.FusedQKV, m.FusedGateUp, m.RoPEConcat = mt == "phi3", mt == "phi3", mt == "phi3"
 	switch mt {
 	case "starcoder2":
 		c.starcoder2(m)

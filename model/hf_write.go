@@ -74,7 +74,7 @@ func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, er
 func (m *Model) llamaOptions(f map[string]any) {
 	setFlags(f, flag{"qk_norm", m.QKNorm}, flag{"fused_qkv", m.FusedQKV}, flag{"fused_gate_up", m.FusedGateUp}, flag{"sandwich_norm", m.SandwichNorm},
 		flag{"plain_norm", m.PlainNorm}, flag{"post_norm", m.PostNorm}, flag{"qk_norm_whole", m.QKNormWhole}, flag{"qk_norm_late", m.QKNormLate},
-		flag{"norm_product_fp32", m.NormProductFP32}, flag{"rope_fp32", m.RoPEFP32}, flag{"rope_cast", m.RoPECast},
+		flag{"norm_product_fp32", m.NormProductFP32}, flag{"rope_fp32", m.RoPEFP32}, flag{"rope_cast", m.RoPECast}, flag{"rope_concat", m.RoPEConcat},
 		flag{"project_first", m.ProjectFirst}, flag{"layer_norm", m.AffineNorm}, flag{"plain_mlp", m.PlainMLP},
 		flag{"out_bias", m.OutBias}, flag{"parallel_block", m.ParallelBlock}, flag{"centered_norm", m.CenteredNorm},
 		flag{"rope_upcast", m.RoPEUpcast}, flag{"gemma", m.Gemma}, flag{"local_rope", m.LocalRoPE},

@@ -38,6 +38,12 @@ type Attention struct {
 	// RoPECast casts the rotated query and key back to their dtype (OLMo
 	// 2's and 3's apply_rotary_pos_emb).
 	RoPEFP32, RoPECast bool
+	// RoPEConcat concatenates the rotated part of each query and key with
+	// the rest, empty when the whole head rotates, into a new head-major
+	// tensor, so a fused SDPA's output is head-major and transformers'
+	// transpose(1, 2).contiguous() copies it (Phi-3's
+	// apply_rotary_pos_emb; the partial rotary of Rotary < 1 always does).
+	RoPEConcat bool
 	// RoPEUpcast rotates fp32 copies of the query and key (q.float(),
 	// k.float()) and casts the results back (Cohere's
 	// apply_rotary_pos_emb).
@@ -150,6 +156,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("qk_norm_fp32", &k.QKNormFP32)
 	a.bool("rope_fp32", &k.RoPEFP32)
 	a.bool("rope_cast", &k.RoPECast)
+	a.bool("rope_concat", &k.RoPEConcat)
 	a.bool("sliced_rotary", &k.SlicedRotary)
 	a.bool("rope_upcast", &k.RoPEUpcast)
 	a.bool("project_first", &k.ProjectFirst)

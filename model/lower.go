@@ -100,7 +100,7 @@ func (m *Model) lowerLlama() []Layer {
 			Bias: m.AttentionBias, OutBias: m.OutBias, RoPE: true, Rotary: m.Rotary, Causal: true, P: m.AttnDropout,
 			OutDropout: m.Dropout, Style: "hf",
 			QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
-			QKNormWhole: m.QKNormWhole, QKNormLate: m.QKNormLate, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast,
+			QKNormWhole: m.QKNormWhole, QKNormLate: m.QKNormLate, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast, RoPEConcat: m.RoPEConcat,
 			ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
 			Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
 			Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast, Sinks: m.AttnSinks, RoPEHalves: m.RoPEHalves, MLA: m.mla()})

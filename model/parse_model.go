@@ -85,6 +85,7 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 		mm.bool("norm_product_fp32", &m.NormProductFP32)
 		mm.bool("rope_fp32", &m.RoPEFP32)
 		mm.bool("rope_cast", &m.RoPECast)
+		mm.bool("rope_concat", &m.RoPEConcat)
 		mm.bool("project_first", &m.ProjectFirst)
 		mm.int("no_rope_pattern", &m.NoRoPEPattern, false)
 		mm.bool("layer_norm", &m.AffineNorm)

@@ -110,6 +110,11 @@ type Model struct {
 	// promoted them (OLMo 2's and 3's apply_rotary_pos_emb).
 	RoPEFP32 bool `json:"rope_fp32,omitempty"`
 	RoPECast bool `json:"rope_cast,omitempty"`
+	// RoPEConcat concatenates each rotated query and key with its
+	// unrotated rest even when the rotation covers the whole head, a new
+	// head-major tensor (Phi-3's apply_rotary_pos_emb:
+	// model.Attention.RoPEConcat).
+	RoPEConcat bool `json:"rope_concat,omitempty"`
 	// ProjectFirst makes the attention's three projections before it
 	// views any of them as heads (OLMo's, Attention.ProjectFirst).
 	ProjectFirst bool `json:"project_first,omitempty"`
