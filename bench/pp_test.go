@@ -18,17 +18,6 @@ var pipelineGaps = map[string][]int{
 	// GPipe, 8 micro-batches: the last stage's reserve still grows in the
 	// third step (32.41 GiB after two, 33.63 after three).
 	"pp.py 2 specs/tinyllama-1.1b.yaml --schedule gpipe --microbatches 8 --seq 2048 --batch 1": {Reserved, Device},
-	// The wide mixture of experts (384 and 768 MiB expert blocks) with
-	// tensor and expert parallelism: −4.1% reserved, −3.6% device since
-	// the twenty-sixth session's sequence all-gathers of a batch of one
-	// became views of the collective's output (estimate's collectiveOp),
-	// which brought Llama-3-8B's pp × tp (−3.5% before) and a context ×
-	// tensor-parallel line within 3%. As for this spec's tensor-parallel
-	// line (tpGaps), which blocks the large expert requests land in
-	// follows the harness's small blocks, which differ from the model
-	// memplan simulates (common.HFMoE builds and drops a one-layer
-	// Qwen3-MoE per block at load; common.Llama rotates in bf16 halves).
-	"pp.py 4 bench/torch/dist/moe-llama-wide.yaml --schedule gpipe --microbatches 4 --seq 4096 --tp 2 --ep 2": {Reserved, Device},
 }
 
 // pipelineOver are the pipeline runs over the worst-case targets, with

@@ -105,7 +105,9 @@ func (r *tpRecord) measured() (m [NumMetrics]int64) {
 // -tp-hf-ep-heldout-predictions.txt; and Gemma 3, grid-tp-gemma3.txt,
 // heldout-tp-gemma3.txt on four H100s, heldout-tp-gemma3-2.txt on four
 // H200s, Gemma 2, grid-tp-gemma2.txt, heldout-tp-gemma2.txt, and Granite and
-// SmolLM3, grid- and heldout-tp-granite-smollm3.txt) to issue 12's multi-GPU targets: medians
+// SmolLM3, grid- and heldout-tp-granite-smollm3.txt, and StarCoder2, Cohere
+// and Phi-3 on two H200s, grid- and heldout-tp-families.txt, with Phi-3's
+// traced line) to issue 12's multi-GPU targets: medians
 // within 2% (allocated) and 3% (reserved, device), worst within 6% and 8%,
 // nothing more than UnderLimit under.
 func TestTensorParallelAccuracy(t *testing.T) {
@@ -126,7 +128,9 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-27-h100x4-tp-gemma3/tp-gemma3-heldout-2-h200x4.jsonl",
 		"2026-11-27-h100x4-tp-gemma3/tp-gemma2-h200x4.jsonl", "2026-11-27-h100x4-tp-gemma3/tp-gemma2-heldout-h200x4.jsonl",
 		"2026-11-27-h100x4-tp-gemma3/tp-granite-smollm3-h200x4.jsonl",
-		"2026-11-27-h100x4-tp-gemma3/tp-granite-smollm3-heldout-h200x4.jsonl"} {
+		"2026-11-27-h100x4-tp-gemma3/tp-granite-smollm3-heldout-h200x4.jsonl",
+		"2026-11-27-h200x2-tp-families/tp-families.jsonl", "2026-11-27-h200x2-tp-families/tp-families-heldout.jsonl",
+		"2026-11-27-h200x2-phi3-traces/tp-runs.jsonl"} {
 		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
 	}
 	for _, r := range runs {
@@ -157,8 +161,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 89 {
-		t.Fatalf("%d tensor-parallel runs, want 89", n)
+	if n := len(errs[Allocated]); n != 100 {
+		t.Fatalf("%d tensor-parallel runs, want 100", n)
 	}
 	checkSpread(t, errs)
 }
@@ -167,7 +171,9 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // metrics that are. (The wide mixture of experts on two ranks, −3.8%
 // reserved since the twenty-sixth session, is −2.9% since the
 // twenty-seventh holds a module's gathered input until its output
-// collective has run, as the module's call does: estimate's closeModule.)
+// collective has run, as the module's call does: estimate's closeModule,
+// and −2.0% since the twenty-eighth keeps no key/value cache in
+// torchtitan's Llama.)
 //
 // GPT-OSS's first four layers at tp 2, a batch of two checkpointed, held
 // out: −6.3% reserved blind, allocated exact. Its allocator history (run

@@ -27,7 +27,11 @@ type linearOp struct {
 
 func (o *linearOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if o.k.Head {
-		s.dropBodyHold() // the base model's forward has returned
+		// The base model's forward has returned: its locals go, and on a
+		// pipeline's last stage (pp.HFStage, which keeps only the hidden
+		// states) the key/value cache with its output.
+		s.dropBodyHold()
+		s.dropKVHold()
 		s.lossHold = append(s.lossHold, s.ref(x))
 	}
 	if o.k.Conv1D {

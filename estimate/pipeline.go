@@ -352,12 +352,18 @@ func (s *sim) ppRecomputed(sub []*node) []*node {
 // are dropped: eager attention's mask and the key/value cache's copies.
 func (s *sim) endForward() {
 	s.dropMasks()
+	s.dropKVHold()
+	s.dropBodyHold() // and the embeddings module's
+	s.dropLossHold()
+}
+
+// dropKVHold drops the key/value cache's copies (kvHold), as the model
+// output that holds the cache is dropped.
+func (s *sim) dropKVHold() {
 	for _, t := range s.kvHold {
 		s.unref(t)
 	}
 	s.kvHold = nil
-	s.dropBodyHold() // and the embeddings module's
-	s.dropLossHold()
 }
 
 // dropRope drops the rotary tables of the current forward.

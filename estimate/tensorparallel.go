@@ -286,6 +286,14 @@ type vocabHeadOp struct {
 func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	k := o.k
 	rows := s.rows(sh)
+	// The head runs after the base model's forward has returned, and the
+	// script keeps only its hidden states (pp.HFStage's
+	// .last_hidden_state, torchtitan's h): that forward's locals go, and
+	// with its output the key/value cache transformers filled (measured:
+	// Phi-3 at tp 2, whose cache copies are freed before the head,
+	// bench/results/2026-11-27-h200x2-tp-families).
+	s.dropBodyHold()
+	s.dropKVHold()
 	logits := s.matmul(x, o.w, nil, rows, k.Vocab)
 	if k.Gather {
 		full := s.allGather(logits, k.Ranks, false, false)

@@ -351,19 +351,20 @@ func checkPipeline(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	}
 }
 
-// unwindowed returns ls with every attention layer's sliding window
-// dropped (copies of the layers that change; ls is not changed). The
-// parallel layouts are simulated on torchtitan's Llama (and
-// bench/torch/dist's), whose attention is causal SDPA without
-// transformers' sliding-window masks: a pipeline's stages (stageSlice)
-// and tensor and context parallelism (lowerLayers) lower through it.
+// unwindowed returns ls with every attention layer's sliding window and
+// key/value cache dropped (copies of the layers that change; ls is not
+// changed). The parallel layouts are simulated on torchtitan's Llama (and
+// bench/torch/dist's common.Llama), whose attention is causal SDPA without
+// transformers' sliding-window masks and keeps no cache: a pipeline's
+// stages (stageSlice) and tensor and context parallelism (lowerLayers)
+// lower through it.
 func unwindowed(ls []Layer) []Layer {
 	out := append([]Layer(nil), ls...)
 	for i := range out {
 		l := &out[i]
-		if a, ok := l.Spec.(*Attention); ok && a.Window > 0 {
+		if a, ok := l.Spec.(*Attention); ok && (a.Window > 0 || a.KVCache) {
 			c := *a
-			c.Window = 0
+			c.Window, c.KVCache = 0, false
 			l.Spec = &c
 		}
 		l.Body, l.Shortcut = unwindowed(l.Body), unwindowed(l.Shortcut)

@@ -26,7 +26,7 @@ func ExamplePlan() {
 	}
 	// Output:
 	// dp2·tp4+sp zero0 loss-parallel mb1×acc128: 88% of h100-80gb
-	// dp2·tp4+sp zero1 loss-parallel mb1×acc128: 77% of h100-80gb
+	// dp2·tp4+sp zero1 loss-parallel mb1×acc128: 76% of h100-80gb
 }
 
 // Validate says why a layout cannot run a model.
