@@ -154,6 +154,9 @@ func (a *attnOp) qkNorm(s *sim, t, w *tensor, rows int64) *tensor {
 	if !a.k.QKNorm {
 		return t
 	}
+	if a.k.QKNormWhole && a.k.QKNormRanks > 1 {
+		return a.qkNormTP(s, t, w, rows)
+	}
 	if !a.k.QKNormWhole {
 		// The norm runs on the projection's view(hidden_shape) and its
 		// output is transposed, so its gradient comes back strided

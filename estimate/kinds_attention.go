@@ -85,7 +85,10 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 	}
 	switch {
 	case k.QKNorm && k.QKNormWhole:
-		a.qNorm, a.kNorm = s.param(q, "q_norm.weight"), s.param(kv, "k_norm.weight")
+		// Whole under tensor parallelism (QKNormRanks): the norms run on
+		// the sequence shard of the whole width.
+		r := max(k.QKNormRanks, 1)
+		a.qNorm, a.kNorm = s.param(q*r, "q_norm.weight"), s.param(kv*r, "k_norm.weight")
 	case k.QKNorm:
 		a.qNorm, a.kNorm = s.param(k.HeadDim, "q_norm.weight"), s.param(k.HeadDim, "k_norm.weight")
 	}

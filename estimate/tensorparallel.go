@@ -166,7 +166,12 @@ func (s *sim) markPlain(l *model.Layer, o op, ps []*tensor) {
 		}
 	case *model.Attention:
 		if a, ok := o.(*attnOp); ok {
-			mark(a.sinks, a.qNorm, a.kNorm)
+			mark(a.sinks)
+			if a.k.QKNormRanks <= 1 {
+				// OLMo 2's whole-width norms are SequenceParallel's
+				// replicated DTensors under OLMo-core's plan.
+				mark(a.qNorm, a.kNorm)
+			}
 			if m := a.mla; m != nil {
 				// The latent down-projections and their norms, replicated.
 				mark(m.qa, m.qaB, m.qaNorm, m.kva, m.kvaB, m.kvNorm)

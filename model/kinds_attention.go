@@ -34,6 +34,13 @@ type Attention struct {
 	// projections (GLM-4 MoE's order; Gemma 3's, which QKNormOffset
 	// implies), where Qwen3 normalises each projection as it comes.
 	QKNorm, QKNormOffset, QKNormWhole, QKNormFP32, QKNormLate bool
+	// QKNormRanks > 1 runs the whole-projection norms (QKNormWhole) of a
+	// tensor-parallel rank as OLMo-core's plan does: the rank's column
+	// shard of each projection is exchanged all-to-all for the sequence
+	// shard of the whole width (DTensor Shard(2) → Shard(1)), normalised
+	// there with the whole weight, and exchanged back (Shard(1) →
+	// Shard(2)). Set by the tensor-parallel lowering, not a spec key.
+	QKNormRanks int64
 	// RoPEFP32 keeps the rotary tables fp32 (OLMo 2's rotary embedding);
 	// RoPECast casts the rotated query and key back to their dtype (OLMo
 	// 2's and 3's apply_rotary_pos_emb).
@@ -230,7 +237,7 @@ func (k *Attention) params(*Layer) float64 {
 	}
 	switch {
 	case k.QKNorm && k.QKNormWhole:
-		n += q + kv
+		n += (q + kv) * f64(max(k.QKNormRanks, 1)) // the whole widths' weights
 	case k.QKNorm:
 		n += 2 * f64(k.HeadDim)
 	}

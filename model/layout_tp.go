@@ -410,6 +410,9 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			if a.HeadDim == 0 {
 				a.HeadDim = k.Dim / k.Heads
 			}
+			if k.QKNormWhole {
+				a.QKNormRanks = tp.t // OLMo 2's norms, OLMo-core's plan
+			}
 			// StarCoder2's residual dropout on the output projection's
 			// result: after RowwiseParallel's reduction, on what it left.
 			a.OutDropout = 0

@@ -9,14 +9,13 @@ package model
 // separate q, k and v projections, not the other families' changes to it.
 // The families whose tensor-parallel program is transformers' own forward
 // (TPRunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Gemma 2 and
-// 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3) are split by the same
-// plan through it (docs/parallelism.md §3.1.3–3.1.6); SeqSplitRefusal says
-// what they still refuse. OLMo's and OLMo 2's norms (after the branches,
-// without weights, or over each whole query and key projection) are
-// refused. The spec's checks and LowerRank (for every caller, the planner's
+// 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo 2 and 3) are split
+// by the same plan through it (docs/parallelism.md §3.1.3–3.1.6);
+// SeqSplitRefusal says what they still refuse. OLMo's norms without
+// weights are refused. The spec's checks and LowerRank (for every caller, the planner's
 // too) both ask it.
 func (m *Model) TPRefusal() string {
-	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || m.PostNorm || m.PlainNorm || m.QKNormWhole || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) {
+	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || m.PlainNorm || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) {
 		return m.describe()
 	}
 	return ""
@@ -38,12 +37,14 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // Gemma 2 and 3 (sandwich norms, Gemma 2's softcaps), Granite (its
 // multipliers), SmolLM3 (layers without rotary embeddings), StarCoder2
 // (LayerNorms, biases, a two-layer MLP, dropouts), Cohere (its parallel
-// block) and Phi-3 (fused projections), which torchtitan's Llama does not
-// have (docs/parallelism.md §3.1.5, §3.1.6). Their lowering keeps the
+// block), Phi-3 (fused projections) and OLMo 2 and 3 (norms after the
+// branches, over each whole query and key projection: OLMo-core's plan,
+// model.Attention.QKNormRanks), which torchtitan's Llama does not have
+// (docs/parallelism.md §3.1.5, §3.1.6). Their lowering keeps the
 // model's sliding windows and its forward's rotary tables and masks.
 func (m *Model) TPRunsTransformersForward() bool {
 	return m.RunsTransformersForward() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
-		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp
+		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp || m.PostNorm || m.QKNormWhole
 }
 
 // SeqSplitRefusal says why t's layout is not simulated for m, whose
@@ -124,8 +125,10 @@ func (m *Model) describe() string {
 		return "Gemma 2's block"
 	case m.LogitSoftcap > 0:
 		return "a logit softcap"
-	case m.PostNorm || m.QKNormWhole || m.PlainNorm:
-		return "OLMo's norms"
+	case m.PlainNorm:
+		return "OLMo's norms without weights"
+	case m.PostNorm || m.QKNormWhole:
+		return "OLMo 2's norms"
 	case m.granite():
 		return "Granite's multipliers"
 	case m.NoRoPEPattern > 0:

@@ -115,7 +115,7 @@ func TestTPRefusalInLowering(t *testing.T) {
 		{"llama-3-8b.json", true, true}, {"granite-3.1-2b.json", true, false}, {"olmo-1b.json", false, false},
 		{"smollm3-3b.json", true, false}, {"starcoder2-3b.json", true, false}, {"aya-23-8b.json", true, false},
 		{"gemma-2-2b.json", true, false}, {"phi-2.json", false, false}, {"phi-3-mini-4k.json", true, false},
-		{"olmo2-1b.json", false, false},
+		{"olmo2-1b.json", true, false},
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
 		if err != nil {
@@ -135,9 +135,10 @@ func TestTPRefusalInLowering(t *testing.T) {
 }
 
 // TestTPTransformersFamiliesParams: under tensor parallelism of 2 a rank of
-// StarCoder2, Cohere (Aya 23) and Phi-3 holds half of every split matrix
-// and the whole of what hftp.py's plan replicates: the norms, and the
-// biases of the row-split projections (StarCoder2's o_proj and c_proj).
+// StarCoder2, Cohere (Aya 23), Phi-3 and OLMo 2 holds half of every split
+// matrix and the whole of what hftp.py's plan replicates: the norms (OLMo
+// 2's query and key norms over their whole widths), and the biases of the
+// row-split projections (StarCoder2's o_proj and c_proj).
 func TestTPTransformersFamiliesParams(t *testing.T) {
 	for _, c := range []struct {
 		file string
@@ -148,6 +149,7 @@ func TestTPTransformersFamiliesParams(t *testing.T) {
 		{"starcoder2-3b.json", 30*(2*2*3072+3072+3072) + 2*3072}, // two LayerNorms with bias, o_proj's and c_proj's biases
 		{"aya-23-8b.json", 32*4096 + 4096},                       // one CohereLayerNorm (weight only) per parallel block
 		{"phi-3-mini-4k.json", 32*2*3072 + 3072},                 // two RMSNorms
+		{"olmo2-1b.json", 16*4*2048 + 2048},                      // q_norm and k_norm over the whole widths (OLMo-core's plan), two post-norms
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
 		if err != nil {

@@ -1,7 +1,8 @@
 """Tensor parallelism, with or without sequence parallelism, of a transformers
 causal LM run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and
-V3, Gemma 2 and 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3: memplan's
-model.Model.TPRunsTransformersForward families), for tp.py and pp.py. A tied
+V3, Gemma 2 and 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo 2 and 3:
+memplan's model.Model.TPRunsTransformersForward families), for tp.py and
+pp.py. A tied
 head and embedding are tied again after the split (tp.py), both split by
 vocabulary (Shard(0)); pp.HFStage applies a CausalLM's logit softcap
 (Gemma 2) and scaling (Granite, Cohere) after the head.
@@ -34,6 +35,12 @@ gathers it:
   down by rows; StarCoder2's c_fc by columns (its bias with them), c_proj by
   rows (its bias whole on every rank); Phi-3's fused qkv_proj by columns,
   its attention given the rank's head counts to slice it (_local_heads);
+- OLMo 2's (and 3's) query and key norms over each whole projection as
+  OLMo-core's plan runs them: q_proj and k_proj by columns, their outputs
+  exchanged for the sequence shard of the whole width (output_layouts=Shard(1),
+  an all-to-all), the norms SequenceParallel there (their weights replicated),
+  the result exchanged back to the rank's columns (_to_columns); the norms
+  after each branch SequenceParallel with sp, as every norm is;
 - Cohere's parallel block: the one norm's output gathered for the attention
   and again for the MLP (each module's own pre-hook), both outputs reduced;
 - a mixture of experts as torchtitan splits experts without expert
@@ -109,6 +116,16 @@ def apply(model, mesh, lp, sp=False, ep=False):
         plan["self_attn.o_proj"] = RowwiseParallel(output_layouts=seq, use_local_output=not sp)
         if getattr(layer.self_attn, "qkv_proj", None) is not None:
             _local_heads(layer.self_attn, t)
+        whole = _whole_qk_norms(layer.self_attn)
+        if whole:
+            # OLMo 2's norms over each whole projection, as OLMo-core's
+            # plan runs them: the projection's column shard exchanged for
+            # the sequence shard of the whole width (Shard(2) → Shard(1),
+            # an all-to-all), normalised there (SequenceParallel, the
+            # weight replicated), and exchanged back (_to_columns).
+            for n in ("q", "k"):
+                plan["self_attn.%s_proj" % n] = ColwiseParallel(output_layouts=Shard(1), use_local_output=False)
+                plan["self_attn.%s_norm" % n] = SequenceParallel()
         moe = hasattr(layer.mlp, "experts")
         down = RowwiseParallel(output_layouts=seq, use_local_output=not sp)
         if moe and ep:
@@ -127,6 +144,9 @@ def apply(model, mesh, lp, sp=False, ep=False):
             # pre- and post-feedforward), so every one is SequenceParallel.
             plan.update({n: SequenceParallel() for n, _ in layer.named_children() if n.endswith("layernorm")})
         parallelize_module(layer, mesh, plan)
+        if whole:
+            layer.self_attn.q_norm.register_forward_hook(_to_columns)
+            layer.self_attn.k_norm.register_forward_hook(_to_columns)
         if sp:
             layer.self_attn.register_forward_pre_hook(_gather_input, with_kwargs=True)
             if not moe:
@@ -148,6 +168,22 @@ def _local_heads(attn, t):
     attn.config = copy.deepcopy(attn.config)
     attn.config.num_attention_heads //= t
     attn.num_key_value_heads //= t
+
+
+def _whole_qk_norms(attn):
+    """Whether attn normalises each whole query and key projection (OLMo 2's
+    q_norm over num_heads · head_dim), not each head."""
+    q_norm, q_proj = getattr(attn, "q_norm", None), getattr(attn, "q_proj", None)
+    return (q_norm is not None and q_proj is not None and getattr(q_norm, "weight", None) is not None
+            and q_norm.weight.shape[0] == q_proj.weight.shape[0])
+
+
+def _to_columns(module, args, output):
+    """OLMo-core's SequenceParallel(output_layouts=Shard(2),
+    use_local_output=True) on a whole-width norm: its sequence-sharded output
+    exchanged back to the rank's columns, the rank's heads, local."""
+    from torch.distributed.tensor import Shard
+    return output.redistribute(placements=(Shard(2),)).to_local()
 
 
 def _gather_input(module, args, kwargs):
