@@ -52,7 +52,7 @@ func TestContextParallelAccuracy(t *testing.T) {
 func checkCP(t *testing.T, r tpRecord) {
 	c := r.Config
 	o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW,
-		Checkpointing: c.Checkpointing, CP: c.CP, TP: c.TP, SP: c.SP, LossParallel: c.LossParallel, Dev: "h200-141gb",
+		Checkpointing: c.Checkpointing, CP: c.CP, TP: c.TP, SP: c.SP, LossParallel: c.LossParallel, Dev: r.dev(),
 		LossOutsideAutocast: true} // cp.py's loss is outside autocast
 	if c.FSDP || c.TP > 1 {
 		// cp.py builds the model whole on the GPU before parallelize_module

@@ -82,7 +82,7 @@ func TestPipelineAccuracy(t *testing.T) {
 			c := r.Config
 			o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW + "-" + model.ImplForeach,
 				Checkpointing: c.Checkpointing, PP: c.PP, PPSchedule: c.Schedule, GradAccum: c.Microbatches,
-				TP: c.TP, SP: c.SP, Dev: "h200-141gb"}
+				TP: c.TP, SP: c.SP, Dev: r.dev()}
 			if c.Schedule == "interleaved" {
 				o.PPVirtual = c.Virtual
 			}
@@ -151,7 +151,7 @@ func TestPipelineInterleavedDDP(t *testing.T) {
 			c := r.Config
 			o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW + "-" + model.ImplForeach,
 				Checkpointing: c.Checkpointing, PP: c.PP, PPSchedule: c.Schedule, GradAccum: c.Microbatches, PPVirtual: c.Virtual,
-				DP: c.DP, Zero: map[string]string{"ddp": "0", "zero1": "1"}[c.Mode], Dev: "h200-141gb"}
+				DP: c.DP, Zero: map[string]string{"ddp": "0", "zero1": "1"}[c.Mode], Dev: r.dev()}
 			if c.StepPause > 0 {
 				o.StepPause = strconv.FormatFloat(c.StepPause, 'g', -1, 64)
 			}

@@ -17,6 +17,7 @@ import "github.com/memplan/memplan/model"
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *model.Model) ([]*inst, []model.Layer) {
 	runsModel := m.TPRunsTransformersForward()
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
+	s.tpAllToAll = t.TP > 1 && m.QKNormWhole // OLMo 2's norms (model.Attention.QKNormRanks)
 	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
 	s.wholeSeq = 1
 	if t.TP > 1 && runsModel && t.SP {

@@ -376,7 +376,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training)
 	if d := r.PeakAllocated - sum; d > 0 {
 		r.AtPeak = append(r.AtPeak, Item{"allocator rounding", d})
 	}
-	r.Overhead = overhead(s.used, ncclFor(run))
+	r.Overhead = overhead(s.used, ncclFor(run, s.tpAllToAll))
 	s.bnbResult(r)
 	defer func() { r.Ranks = s.ranks(r) }()
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)

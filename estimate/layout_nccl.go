@@ -29,8 +29,14 @@ func scatterShared(t model.Training) bool {
 // parallelism's 1,610, and 2,827 on four, 58 + 3 x 384 more; an
 // expert-parallel group's own communicator adds its initialisation,
 // 198 MiB, and no ring: bench/results/2026-11-26-h200x4-ep.jsonl).
-// dtensorInit is communicators'.
-func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
+// dtensorInit is communicators'. tpAllToAll says the tensor-parallel
+// program exchanges tensors all-to-all over the tp group too (OLMo 2's
+// query and key norms, model.Attention.QKNormRanks), which connects every
+// other tp rank point to point (measured: 2 × H100, device in use 1.4 to
+// 1.9% above the prediction without them;
+// bench/results/2026-11-27-h100x2-tp-olmo2) unless the expert-parallel
+// all-to-all has connected the same group.
+func layoutNCCL(t model.Training, dtensorInit, tpAllToAll bool) parallel.NCCL {
 	c := parallel.H200x2Defaults
 	c.Communicators = communicators(t, dtensorInit)
 	if t.EP > 1 {
@@ -52,6 +58,10 @@ func layoutNCCL(t model.Training, dtensorInit bool) parallel.NCCL {
 		}
 	}
 	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)
+	if tpAllToAll && t.TP > 1 && !(epIsDefaultGroup(t) && t.TP == worldSize(t)) {
+		c.SendPeers += int(t.TP) - 1
+		c.RecvPeers += int(t.TP) - 1
+	}
 	return c
 }
 

@@ -27,8 +27,9 @@ import (
 // by shard) scatters nothing; its parameters drawn as DTensors connect the
 // default group as a pipeline's stages do (communicators; counted also for
 // sharded loading, which draws nothing: the safe side).
-func ncclFor(t model.Training) int64 {
-	_, most := ncclRange(t)
+// tpAllToAll is layoutNCCL's.
+func ncclFor(t model.Training, tpAllToAll bool) int64 {
+	_, most := ncclRange(t, tpAllToAll)
 	return most
 }
 
@@ -36,12 +37,12 @@ func ncclFor(t model.Training) int64 {
 // without a pipeline holds (ncclFor): the same on every rank, but where a
 // model loaded whole scatters its shards from rank 0 (scatterNCCL's
 // sender and receivers).
-func ncclRange(t model.Training) (least, most int64) {
+func ncclRange(t model.Training, tpAllToAll bool) (least, most int64) {
 	if t.TP > 1 && t.FSDPInit != model.FSDPInitGPU {
-		n := mustNCCL(parallel.NCCLBytes(layoutNCCL(t, true)))
+		n := mustNCCL(parallel.NCCLBytes(layoutNCCL(t, true, tpAllToAll)))
 		return n, n
 	}
-	c := layoutNCCL(t, false)
+	c := layoutNCCL(t, false, tpAllToAll)
 	if t.TP > 1 && !scatterShared(t) {
 		source, receiver := scatterNCCL(c, t.TP)
 		return min(source, receiver), max(source, receiver)
@@ -59,7 +60,7 @@ func NCCLFloor(t model.Training) int64 {
 	if t.PP > 1 {
 		return mustNCCL(parallel.NCCLBytes(pipelineBaseNCCL(t)))
 	}
-	least, _ := ncclRange(t)
+	least, _ := ncclRange(t, false) // without the model's own all-to-alls: a floor
 	return least
 }
 
@@ -67,7 +68,7 @@ func NCCLFloor(t model.Training) int64 {
 // layout's communicators (built on the meta device) and a neighbouring
 // stage (pipelineNCCL adds the rest).
 func pipelineBaseNCCL(t model.Training) parallel.NCCL {
-	c := layoutNCCL(t, true)
+	c := layoutNCCL(t, true, false) // no tensor parallelism of OLMo 2 inside pipeline stages
 	c.PipelineNeighbour = true
 	return c
 }

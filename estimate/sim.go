@@ -292,6 +292,7 @@ type sim struct {
 	expertBuild      bool      // the parameters being built are routed experts' (moe.go)
 	tpSP             bool      // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
 	moduleHold       []*tensor // what a tensor-parallel module's call holds until it returns (closeModule)
+	tpAllToAll       bool      // the tensor-parallel program exchanges all-to-all over the tp group (layoutNCCL)
 	metaTP           bool      // a tensor-parallel program built on the meta device, then to_empty (reallocate)
 	// wholeSeq is what the rank's sequence is multiplied by to give the
 	// length transformers' forward makes its rotary tables and masks for

@@ -42,7 +42,7 @@ func EstimateOptions(spec *model.Spec, o Options) (*Result, error) {
 // is for the rank s.pp is before the simulation starts (the schedule
 // points s.pp at each of the rank's stages in turn).
 func (s *sim) surelyOutside(run model.Training) []Item {
-	nccl := ncclFor(run)
+	nccl := ncclFor(run, s.tpAllToAll)
 	if s.pp != nil {
 		nccl = pipelineNCCL(s.pp, run)
 	}

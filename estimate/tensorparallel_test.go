@@ -137,9 +137,9 @@ func TestScatterShared(t *testing.T) {
 		if got := scatterShared(tc.t); got != tc.shared {
 			t.Errorf("%s: shared %v, want %v", tc.name, got, tc.shared)
 		}
-		c := layoutNCCL(tc.t, false)
+		c := layoutNCCL(tc.t, false, false)
 		alone := mustNCCL(parallel.NCCLBytes(c))
-		got := ncclFor(tc.t)
+		got := ncclFor(tc.t, false)
 		if tc.shared && got != alone || !tc.shared && tc.t.TP > 1 && got <= alone {
 			t.Errorf("%s: NCCL %d B, the layout's connections alone %d B", tc.name, got, alone)
 		}
