@@ -9,13 +9,13 @@ package model
 // separate q, k and v projections, not the other families' changes to it.
 // The families whose tensor-parallel program is transformers' own forward
 // (TPRunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Gemma 2 and
-// 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo 2 and 3) are split
-// by the same plan through it (docs/parallelism.md §3.1.3–3.1.6);
-// SeqSplitRefusal says what they still refuse. OLMo's norms without
-// weights are refused. The spec's checks and LowerRank (for every caller, the planner's
-// too) both ask it.
+// 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo and OLMo 2 and 3)
+// are split by the same plan through it (docs/parallelism.md
+// §3.1.3–3.1.6); SeqSplitRefusal says what they still refuse. Sandwich
+// norms and logit softcaps other than Gemma's are refused. The spec's
+// checks and LowerRank (for every caller, the planner's too) both ask it.
 func (m *Model) TPRefusal() string {
-	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || m.PlainNorm || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) {
+	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) {
 		return m.describe()
 	}
 	return ""
@@ -37,14 +37,16 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // Gemma 2 and 3 (sandwich norms, Gemma 2's softcaps), Granite (its
 // multipliers), SmolLM3 (layers without rotary embeddings), StarCoder2
 // (LayerNorms, biases, a two-layer MLP, dropouts), Cohere (its parallel
-// block), Phi-3 (fused projections) and OLMo 2 and 3 (norms after the
-// branches, over each whole query and key projection: OLMo-core's plan,
-// model.Attention.QKNormRanks), which torchtitan's Llama does not have
-// (docs/parallelism.md §3.1.5, §3.1.6). Their lowering keeps the
+// block), Phi-3 (fused projections), OLMo (norms without weights, the
+// projections made before any is viewed as heads) and OLMo 2 and 3 (norms
+// after the branches, over each whole query and key projection:
+// OLMo-core's plan, model.Attention.QKNormRanks), which torchtitan's Llama
+// does not have (docs/parallelism.md §3.1.5, §3.1.6). Their lowering keeps the
 // model's sliding windows and its forward's rotary tables and masks.
 func (m *Model) TPRunsTransformersForward() bool {
 	return m.RunsTransformersForward() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
-		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp || m.PostNorm || m.QKNormWhole
+		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp || m.PostNorm || m.QKNormWhole ||
+		m.PlainNorm || m.ProjectFirst
 }
 
 // SeqSplitRefusal says why t's layout is not simulated for m, whose

@@ -112,7 +112,7 @@ func TestTPRefusalInLowering(t *testing.T) {
 		file   string
 		tp, cp bool // lowered, not refused
 	}{
-		{"llama-3-8b.json", true, true}, {"granite-3.1-2b.json", true, false}, {"olmo-1b.json", false, false},
+		{"llama-3-8b.json", true, true}, {"granite-3.1-2b.json", true, false}, {"olmo-1b.json", true, false},
 		{"smollm3-3b.json", true, false}, {"starcoder2-3b.json", true, false}, {"aya-23-8b.json", true, false},
 		{"gemma-2-2b.json", true, false}, {"phi-2.json", false, false}, {"phi-3-mini-4k.json", true, false},
 		{"olmo2-1b.json", true, false},
@@ -150,6 +150,7 @@ func TestTPTransformersFamiliesParams(t *testing.T) {
 		{"aya-23-8b.json", 32*4096 + 4096},                       // one CohereLayerNorm (weight only) per parallel block
 		{"phi-3-mini-4k.json", 32*2*3072 + 3072},                 // two RMSNorms
 		{"olmo2-1b.json", 16*4*2048 + 2048},                      // q_norm and k_norm over the whole widths (OLMo-core's plan), two post-norms
+		{"olmo-1b.json", 0},                                      // LayerNorms without weights
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
 		if err != nil {
