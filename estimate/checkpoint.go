@@ -173,6 +173,7 @@ func (s *sim) recompute(n *node) {
 	m0, m1 := s.mask, s.mask2
 	s.mask, s.mask2 = n.ckpt.masks[0], n.ckpt.masks[1]
 	r := s.ckptForward(n.ckpt, x)
+	s.waitAll()
 	s.mask, s.mask2 = m0, m1
 	s.recomputing = was
 	s.stop = stop

@@ -386,6 +386,7 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training)
 		r.Fill = float64(r.DeviceTotal) / float64(spec.Device.Memory)
 		r.Fits = r.DeviceTotal <= spec.Device.Memory
 	}
+	s.leakNote()
 	r.Notes = append(r.Notes, s.notes...)
 	if spec.Device.Vendor == model.AMD {
 		r.Notes = append(r.Notes, "the overheads outside the allocator were measured on NVIDIA GPUs; on ROCm they differ")

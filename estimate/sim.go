@@ -68,6 +68,9 @@ type tensor struct {
 	// tensor, not a DTensor (markPlain): the optimizer steps it in a
 	// parameter group of its own (adamStep).
 	plain bool
+	// unwaited marks a functional collective's output made in a
+	// recompute that no op has read yet (sim.unwaited, leakUnwaited).
+	unwaited bool
 	// sdt is a ZeRO 2/3 shard's bytes per element when not the master
 	// dtype's (LoRA's fp32 adapters over a half base, lora.go), else 0.
 	sdt int8
@@ -293,6 +296,8 @@ type sim struct {
 	tpSP             bool      // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
 	moduleHold       []*tensor // what a tensor-parallel module's call holds until it returns (closeModule)
 	tpAllToAll       bool      // the tensor-parallel program exchanges all-to-all over the tp group (layoutNCCL)
+	unwaited         []*tensor // a recompute's functional-collective outputs (tensor.unwaited)
+	leaked           int64     // bytes leakUnwaited kept for good in the first step
 	metaTP           bool      // a tensor-parallel program built on the meta device, then to_empty (reallocate)
 	// wholeSeq is what the rank's sequence is multiplied by to give the
 	// length transformers' forward makes its rotary tables and masks for

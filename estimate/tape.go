@@ -22,6 +22,9 @@ func (s *sim) save(n *node, ts ...*tensor) {
 		if s.stop.limit > 0 {
 			s.stop.counted++
 			s.stop.stopped = s.stop.counted == s.stop.limit
+			if s.stop.stopped {
+				defer s.leakUnwaited()
+			}
 		}
 		s.ref(t)
 		b := t
@@ -58,6 +61,9 @@ func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
 	for _, t := range ins {
 		if t != nil && t.req {
 			nreq++
+		}
+		if t != nil && t.unwaited {
+			t.unwaited = false // read: AsyncCollectiveTensor waits
 		}
 	}
 	if nreq == 0 {

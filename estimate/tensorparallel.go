@@ -236,6 +236,7 @@ func (o collectiveOp) run(s *sim, x *tensor) *tensor {
 		c := s.alloc(x.elems, x.dt, catTemp, "reduce-scatter input (TP)")
 		y := s.alloc(x.elems/t, x.dt, catTemp, "reduce-scatter output (TP)")
 		s.unref(c)
+		s.markUnwaited(y)
 		if n := s.record("ReduceScatter", []*tensor{x}, y); n != nil && !one {
 			n.bwdTemp = x.bytes()
 		}
@@ -244,6 +245,7 @@ func (o collectiveOp) run(s *sim, x *tensor) *tensor {
 		// Partial → Replicate: funcol.all_reduce clones, then reduces in
 		// place. Backward is Replicate → Replicate: the gradient passes.
 		y := s.alloc(x.elems, x.dt, catTemp, "all-reduce output (TP)")
+		s.markUnwaited(y)
 		if n := s.record("AllReduce", []*tensor{x}, y); n != nil {
 			n.pass = true
 		}
