@@ -34,6 +34,14 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 		q0, k0 = s.to(st.q, f32), s.to(st.k, f32)
 	}
 	qr, qv := s.ropeRotate(q0, cos, sin, frac)
+	var q2 *tensor
+	if k.RoPEConcat {
+		// Phi-3's apply_rotary_pos_emb makes q_embed whole, its
+		// concatenation included, before it rotates the key (its
+		// allocator history at tp 2,
+		// bench/results/2026-11-27-h200x2-tp-families).
+		q2 = s.ropeJoin(q0, qr, qv, true)
+	}
 	kr, kv := s.ropeRotate(k0, cos, sin, frac)
 	if k.SlicedRotary && frac < 1 {
 		// Phi's forward binds query_rot (rotated) and query_pass (a view
@@ -42,7 +50,10 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 		// bench/results/2026-11-27-h200-phi-traces).
 		st.held = append(st.held, s.ref(qr), s.ref(st.q), s.ref(kr), s.ref(st.k))
 	}
-	q2, k2 := s.ropeJoin(q0, qr, qv, k.RoPEConcat), s.ropeJoin(k0, kr, kv, k.RoPEConcat)
+	if !k.RoPEConcat {
+		q2 = s.ropeJoin(q0, qr, qv, false)
+	}
+	k2 := s.ropeJoin(k0, kr, kv, k.RoPEConcat)
 	if k.RoPECast || k.RoPEUpcast {
 		// q_embed.to(q_type), k_embed.to(k_type): copies when the
 		// rotation promoted them, the fp32 results freed as the function
