@@ -56,6 +56,9 @@ FAMILIES = {
     "bert": (["query", "key", "value", "attention.output.dense"], ["intermediate.dense", "output.dense"]),
     "starcoder2": (["q_proj", "k_proj", "v_proj", "o_proj"], ["mlp.c_fc", "mlp.c_proj"]),
     "phi": (["q_proj", "k_proj", "v_proj", "self_attn.dense"], ["fc1", "fc2"]),
+    # Phi-3's fused projections (before the twenty-eighth session Phi-3 took
+    # Llama's names, of which only o_proj matched).
+    "phi3": (["qkv_proj", "o_proj"], ["gate_up_proj", "down_proj"]),
     # GPT-OSS's experts and router are parameters, not Linear modules:
     # no MLP names.
     "gpt_oss": (["q_proj", "k_proj", "v_proj", "o_proj"], []),
@@ -69,7 +72,7 @@ FAMILIES = {
     "qwen2_moe": (["q_proj", "k_proj", "v_proj", "o_proj"], ["gate_proj", "up_proj", "down_proj"]),
 }
 FAMILY_OF = {"llama": "llama", "qwen2": "llama", "qwen3": "llama", "mistral": "llama", "gemma": "llama",
-             "gemma2": "llama", "phi3": "llama", "olmo": "llama", "olmo2": "llama", "olmo3": "llama", "granite": "llama",
+             "gemma2": "llama", "phi3": "phi3", "olmo": "llama", "olmo2": "llama", "olmo3": "llama", "granite": "llama",
              "smollm3": "llama", "starcoder2": "starcoder2", "phi": "phi", "cohere": "llama", "gpt_oss": "gpt_oss",
              "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "qwen2_moe": "qwen2_moe",
              "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
