@@ -120,7 +120,8 @@ func (r *tpRecord) measured() (m [NumMetrics]int64) {
 // traced line, and OLMo 2 and 3 on two H100s, grid- and
 // heldout-tp-olmo2.txt, with a traced line, and OLMo, grid- and
 // heldout-tp-olmo.txt, with two held-out family lines traced,
-// trace-tp-families.txt) to issue 12's multi-GPU targets: medians
+// trace-tp-families.txt; and held-out set 28 on four H200s, heldout-28.txt,
+// its StarCoder2 line traced) to issue 12's multi-GPU targets: medians
 // within 2% (allocated) and 3% (reserved, device), worst within 6% and 8%,
 // nothing more than UnderLimit under.
 func TestTensorParallelAccuracy(t *testing.T) {
@@ -147,7 +148,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-27-h100x2-tp-olmo2/tp-olmo2.jsonl", "2026-11-27-h100x2-tp-olmo2/trace-olmo2.jsonl",
 		"2026-11-27-h100x2-tp-olmo2/tp-olmo2-heldout.jsonl",
 		"2026-11-27-h200x2-tp-families/tp-olmo.jsonl", "2026-11-27-h200x2-tp-families/tp-olmo-heldout.jsonl",
-		"2026-11-27-h200x2-tp-families/trace-families.jsonl"} {
+		"2026-11-27-h200x2-tp-families/trace-families.jsonl",
+		"2026-11-27-h200x4-heldout-28/heldout-28.jsonl", "2026-11-27-h200x4-heldout-28/trace-starcoder2.jsonl"} {
 		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
 	}
 	for _, r := range runs {
@@ -178,8 +180,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 109 {
-		t.Fatalf("%d tensor-parallel runs, want 109", n)
+	if n := len(errs[Allocated]); n != 116 {
+		t.Fatalf("%d tensor-parallel runs, want 116", n)
 	}
 	checkSpread(t, errs)
 }
@@ -203,8 +205,19 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // memplan's small blocks at that moment differ (its cuBLAS workspaces and
 // masks sit elsewhere), so its states land in other blocks and nothing is
 // mapped. Not resolved.
+// StarCoder2-3B at tp 2, a batch of four without checkpointing, held out
+// (set 28): −6.2% reserved blind, allocated exact. Its history
+// (bench/results/2026-11-27-h200x4-heldout-28/starcoder2-tp2-b4-rank0.json.gz)
+// replays through memplan's allocator to its 47,750 MiB exactly, and holds
+// at its peak the blocks memplan's simulation holds; the second step's
+// forward maps a new 96 MiB segment for each block's GELU output and
+// gathered input where the simulation finds cached room, and the backward
+// makes two 96 MiB transients per block (around the reduce-scatters'
+// gradient gathers of a batch larger than one, next to the residual
+// dropouts') that the simulation does not. Not resolved.
 var tpGaps = map[string]map[int]bool{
 	"tp.py 2 model/testdata/hf/gpt-oss-4layer.json --tp 2 --no-sp --meta --seq 4096 --checkpointing every-block --batch 2": {Reserved: true, Device: true},
+	"tp.py 2 model/testdata/hf/starcoder2-3b.json --tp 2 --meta --seq 2048 --batch 4":                                      {Reserved: true, Device: true},
 }
 
 // setEP gives o a record's expert parallelism (cp.py and tp.py --ep): ep

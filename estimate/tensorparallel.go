@@ -193,6 +193,13 @@ type collectiveOp struct{ k *model.Collective }
 
 func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 	y := o.run(s, x)
+	if o.k.OutDropout > 0 {
+		// The module's own dropout on what the collective left, before
+		// the module returns (model.Collective.OutDropout).
+		d := s.dropout(y)
+		s.unref(y)
+		y = d
+	}
 	if o.k.Opens && o.k.Op == model.OpGatherSeq {
 		// The module's call holds the gathered tensor and the input it
 		// was handed until it returns, after its output collective

@@ -118,6 +118,13 @@ type Collective struct {
 	// collective (measured: the DeepSeek-V2-Lite sequence-parallel
 	// histories, bench/results/2026-11-27-h200x4-tp-hf-sp).
 	Opens, Closes bool
+	// OutDropout is a dropout the module applies to the closing
+	// collective's output before it returns, while its call still holds
+	// its input (StarCoder2's residual dropout at the end of its attention
+	// and its MLP; measured: StarCoder2-3B at tp 2, whose history frees the
+	// gathered input after the dropout's output exists,
+	// bench/results/2026-11-27-h200x2-tp-families).
+	OutDropout float64
 }
 
 // Kind is the layer kind's name.
@@ -357,6 +364,17 @@ func (tp *tpLowering) plainMLP(ls []Layer, i int) (_ []Layer, ok bool) {
 	return tp.module(L(&u), ls[i+1], L(&d)), true
 }
 
+// closeWith gives the closing collective that ends mod (tp.module's) the
+// module's own dropout (Collective.OutDropout).
+func closeWith(mod []Layer, p float64) []Layer {
+	if p > 0 {
+		c := *mod[len(mod)-1].Spec.(*Collective)
+		c.OutDropout = p
+		mod[len(mod)-1].Spec = &c
+	}
+	return mod
+}
+
 func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 	var out []Layer
 	for i := 0; i < len(ls); i++ {
@@ -389,8 +407,15 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 			if !ok {
 				return nil, fmt.Errorf("%w: %s", ErrNotSplittable, l.Kind)
 			}
-			out = append(out, mlp...)
 			i += 2
+			if i+1 < len(ls) {
+				if d, ok := ls[i+1].Spec.(*Dropout); ok {
+					// Starcoder2MLP's residual dropout, inside the module.
+					mlp = closeWith(mlp, d.P)
+					i++
+				}
+			}
+			out = append(out, mlp...)
 		case *Dropout, *Activation:
 			// On the residual stream (the embeddings', a branch's output
 			// after its reduction): the rank's sequence shard, or whole.
@@ -414,10 +439,10 @@ func (tp *tpLowering) layers(ls []Layer) ([]Layer, error) {
 				a.QKNormRanks = tp.t // OLMo 2's norms, OLMo-core's plan
 			}
 			// StarCoder2's residual dropout on the output projection's
-			// result: after RowwiseParallel's reduction, on what it left.
+			// result: after RowwiseParallel's reduction, on what it left,
+			// inside the attention's call.
 			a.OutDropout = 0
-			out = append(out, tp.module(L(&a))...)
-			out = append(out, dropout(k.OutDropout)...)
+			out = append(out, closeWith(tp.module(L(&a)), k.OutDropout)...)
 		case *GatedMLP:
 			g := *k
 			g.Hidden = k.Hidden / tp.t
