@@ -58,7 +58,6 @@ type Allocator struct {
 	index    [2][]sizeIndex // free-block buckets by stream, then size: 0 small pool, 1 large pool
 	buckets  []bucket       // slab of buckets (tree.go); index 0 is unused
 	spareBk  []int32        // recycled buckets
-	held     heldBucket     // an emptied bucket still in its index (bucketFor)
 	walkBuf  []hent
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	streams  int32    // highest stream used, +1
@@ -106,7 +105,7 @@ func (a *Allocator) Reset(c Config) {
 	for p := range a.index {
 		for i := range a.index[p] {
 			x := &a.index[p][i]
-			x.sizes, x.ks = x.sizes[:0], x.ks[:0]
+			x.ents = x.ents[:0]
 		}
 	}
 	a.va.reset()

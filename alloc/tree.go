@@ -7,21 +7,21 @@ import "slices"
 // segment's order standing in for the address (then the offset in the
 // segment; docs/allocator.md §3). They are kept in two levels:
 //
-//   - a bucket per (stream, size); each pool keeps, per stream, the sizes
-//     of its non-empty buckets in a sorted array, with the buckets beside
-//     them;
+//   - a bucket per (stream, size); each pool keeps, per stream, its
+//     non-empty buckets in an array sorted by size, each entry the
+//     bucket's size and the bucket;
 //   - in each bucket, a binary min-heap of its blocks ordered by
 //     (segment order, offset), each entry a copy of its block's key so that
 //     the heap is one contiguous array.
 //
 // A simulation has few distinct sizes and many blocks of each (a mixture
 // of experts caches tens of thousands of equal remainders; a 7B decoder's
-// pools hold about 15 distinct sizes at a time), so a lookup is a binary
-// search of a short array of integers plus the root of a heap. A bucket
-// that empties leaves the array (a move of a few dozen bytes) before the
-// next lookup, and goes to a spare list with its heap's memory, so a
-// lookup never steps over empty buckets; until then the next block cached
-// on its stream takes it over (bucketFor). A block costs O(log n) in the blocks of its size.
+// pools hold about 12 distinct sizes and 100 free blocks at a time), so a
+// lookup is a binary search of a short array plus the root of a heap. A
+// bucket that empties leaves the array at once (a move of a few dozen
+// bytes) and goes to a spare list with its heap's memory, and a new size
+// enters it the same way, so a lookup never steps over empty buckets. A
+// block costs O(log n) in the blocks of its size.
 // There is no heap allocation once the slices have grown, and no pointer
 // for the garbage collector to scan. The order is total (no two free
 // blocks share a segment and offset), so the blocks handed out are those
@@ -36,12 +36,17 @@ type bucket struct {
 	heap   []hent
 }
 
-// sizeIndex is one stream's non-empty buckets in a pool: their sizes in
-// increasing order, and the bucket of each.
+// sizeIndex is one stream's non-empty buckets in a pool, in increasing
+// order of size.
 type sizeIndex struct {
-	sizes []int64
-	ks    []int32
-	hint  int // the last search's answer, tried first (search)
+	ents []sizeEnt
+}
+
+// sizeEnt is a bucket in a sizeIndex: its size, beside it so that a
+// search reads one array, and the bucket.
+type sizeEnt struct {
+	size int64
+	k    int32
 }
 
 // hent is a heap entry: a block and its (segment order, offset) key.
@@ -60,31 +65,24 @@ func (x hent) less(y hent) bool {
 // on returns the index of pool p for stream s, or nil when the stream has
 // none.
 func (a *Allocator) on(p int, s Stream) *sizeIndex {
-	if ix := a.index[p]; int(s) < len(ix) && s >= 0 {
+	if ix := a.index[p]; uint(s) < uint(len(ix)) {
 		return &ix[s]
 	}
 	return nil
 }
 
-// search returns the position of the first size at or above size. A
-// simulation asks for the same few sizes over and over, so the last
-// answer is checked first: it is the answer whenever its size is at or
-// above size and the one before it below.
+// search returns the position of the first size at or above size.
 func (x *sizeIndex) search(size int64) int {
-	sz := x.sizes
-	if h := x.hint; h < len(sz) && sz[h] >= size && (h == 0 || sz[h-1] < size) {
-		return h
-	}
-	lo, hi := 0, len(sz)
+	e := x.ents
+	lo, hi := 0, len(e)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if sz[m] < size {
+		if e[m].size < size {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	x.hint = lo
 	return lo
 }
 
@@ -104,15 +102,12 @@ func (a *Allocator) newBucket(p int, s Stream, size int64) int32 {
 		k = int32(len(a.buckets) - 1)
 	}
 	x := &a.buckets[k]
-	*x = bucket{size: size, stream: s, pool: int32(p), heap: x.heap[:0]}
+	x.size, x.stream, x.pool, x.heap = size, s, int32(p), x.heap[:0]
 	return k
 }
 
 // bucketFor returns the bucket of (s, size) in pool p, adding an empty one
-// to the index if there is none. An emptied bucket still in the same index
-// (a.held) takes size instead of leaving (relocate): a malloc that splits
-// a block and the free that merges it back each empty one bucket and need
-// one of a neighbouring size.
+// to the index if there is none.
 func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
 	x := a.on(p, s)
 	if x == nil {
@@ -122,85 +117,24 @@ func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
 		x = &a.index[p][s]
 	}
 	i := x.search(size)
-	if i < len(x.sizes) && x.sizes[i] == size {
-		k := x.ks[i]
-		if k == a.held.k {
-			a.held = heldBucket{}
-		}
-		return k
-	}
-	if h := a.held; h.k != 0 && h.p == p && a.buckets[h.k].stream == s {
-		a.held = heldBucket{}
-		a.relocate(x, h.k, i, size)
-		return h.k
-	}
-	if a.held.k != 0 {
-		if a.dropHeld() == x && a.held.at < i {
-			i--
-		}
+	if i < len(x.ents) && x.ents[i].size == size {
+		return x.ents[i].k
 	}
 	k := a.newBucket(p, s, size)
-	x.sizes = slices.Insert(x.sizes, i, size)
-	x.ks = slices.Insert(x.ks, i, k)
+	x.ents = append(x.ents, sizeEnt{})
+	copy(x.ents[i+1:], x.ents[i:])
+	x.ents[i] = sizeEnt{size, k}
 	return k
 }
 
-// relocate gives emptied bucket k of index x the size size, whose place
-// in x is i (the first size above it), moving the sizes between its old
-// place and the new one by one: usually none, since a split's remainder
-// or a merged block sorts next to the block it came from.
-func (a *Allocator) relocate(x *sizeIndex, k int32, i int, size int64) {
-	var j int
-	switch {
-	case i < len(x.ks) && x.ks[i] == k:
-		j = i
-	case i > 0 && x.ks[i-1] == k:
-		j = i - 1
-	default:
-		j = x.search(a.buckets[k].size)
-	}
-	switch {
-	case j < i-1: // the old size was smaller: the ones between move down
-		copy(x.sizes[j:i-1], x.sizes[j+1:i])
-		copy(x.ks[j:i-1], x.ks[j+1:i])
-		j = i - 1
-	case j > i: // it was larger: the ones between move up
-		copy(x.sizes[i+1:j+1], x.sizes[i:j])
-		copy(x.ks[i+1:j+1], x.ks[i:j])
-		j = i
-	}
-	x.sizes[j], x.ks[j] = size, k
-	a.buckets[k].size = size
-}
-
-// heldBucket is a bucket that emptied and is still in pool p's index
-// (bucketFor): at most one at a time, 0 for none. at is its position once
-// dropHeld has found it.
-type heldBucket struct {
-	k  int32
-	p  int
-	at int
-}
-
-// dropHeld takes the held bucket out of its index and returns the index.
-func (a *Allocator) dropHeld() *sizeIndex {
-	k := a.held.k
+// dropBucket takes emptied bucket k out of its index, to the spare list
+// with its heap's memory.
+func (a *Allocator) dropBucket(k int32) {
 	bk := &a.buckets[k]
-	x := a.on(a.held.p, bk.stream)
+	x := a.on(int(bk.pool), bk.stream)
 	i := x.search(bk.size)
-	x.sizes = slices.Delete(x.sizes, i, i+1)
-	x.ks = slices.Delete(x.ks, i, i+1)
+	x.ents = x.ents[:i+copy(x.ents[i:], x.ents[i+1:])]
 	a.spareBk = append(a.spareBk, k)
-	a.held = heldBucket{at: i}
-	return x
-}
-
-// settle takes a held bucket out of its index before a lookup that must
-// see only non-empty buckets.
-func (a *Allocator) settle() {
-	if a.held.k != 0 {
-		a.dropHeld()
-	}
 }
 
 // pushBlock adds free block b to its bucket.
@@ -224,22 +158,21 @@ func (a *Allocator) popBlock(b int32) {
 	bk := &a.buckets[k]
 	h := bk.heap
 	i, n := int(a.blocks[b].hpos), len(h)-1
-	if i != n {
-		h[i] = h[n]
-		a.blocks[h[i].b].hpos = int32(i)
-	}
-	bk.heap = bk.heap[:n]
 	if n == 0 {
-		a.settle()
-		a.held = heldBucket{k: k, p: int(bk.pool)}
+		bk.heap = h[:0]
+		a.dropBucket(k)
 		return
 	}
-	if i != n {
-		if i > 0 && h[i].less(h[(i-1)/2]) {
-			a.siftUp(bk.heap, i)
-		} else {
-			a.siftDown(bk.heap, i)
-		}
+	bk.heap = h[:n]
+	if i == n {
+		return
+	}
+	h[i] = h[n]
+	a.blocks[h[i].b].hpos = int32(i)
+	if i > 0 && h[i].less(h[(i-1)/2]) {
+		a.siftUp(bk.heap, i)
+	} else {
+		a.siftDown(bk.heap, i)
 	}
 }
 
@@ -282,13 +215,12 @@ func (a *Allocator) siftDown(h []hent, i int) {
 // lowerBucket returns the first bucket of pool p on stream s of at least
 // size bytes, or 0.
 func (a *Allocator) lowerBucket(p int, s Stream, size int64) int32 {
-	a.settle()
 	x := a.on(p, s)
 	if x == nil {
 		return 0
 	}
-	if i := x.search(size); i < len(x.ks) {
-		return x.ks[i]
+	if i := x.search(size); i < len(x.ents) {
+		return x.ents[i].k
 	}
 	return 0
 }
@@ -319,9 +251,8 @@ func (a *Allocator) successor(p int, b int32) int32 {
 
 // lastBucket returns the last bucket of pool p on stream s, or 0.
 func (a *Allocator) lastBucket(p int, s Stream) int32 {
-	a.settle()
-	if x := a.on(p, s); x != nil && len(x.ks) > 0 {
-		return x.ks[len(x.ks)-1]
+	if x := a.on(p, s); x != nil && len(x.ents) > 0 {
+		return x.ents[len(x.ents)-1].k
 	}
 	return 0
 }
@@ -346,10 +277,9 @@ func (a *Allocator) lastOn(p int, s Stream) int32 {
 // walk calls f for every free block of pool p in order, while f returns
 // true.
 func (a *Allocator) walk(p int, f func(int32) bool) bool {
-	a.settle()
 	for i := range a.index[p] {
-		for _, k := range a.index[p][i].ks {
-			if !a.walkBucket(k, f) {
+		for _, e := range a.index[p][i].ents {
+			if !a.walkBucket(e.k, f) {
 				return false
 			}
 		}
