@@ -42,11 +42,21 @@ type sizeIndex struct {
 	ents []sizeEnt
 }
 
-// sizeEnt is a bucket in a sizeIndex: its size, beside it so that a
-// search reads one array, and the bucket.
+// sizeEnt is a size in a sizeIndex, beside its blocks so that a search
+// reads one array: k > 0 is the bucket of the size's blocks; k < 0 is the
+// size's one free block, −k, kept without a bucket (a split's remainder
+// is often the only block of its size, and leaves soon).
 type sizeEnt struct {
 	size int64
 	k    int32
+}
+
+// first returns the first free block of entry e.
+func (a *Allocator) first(e sizeEnt) int32 {
+	if e.k < 0 {
+		return -e.k
+	}
+	return a.buckets[e.k].heap[0].b
 }
 
 // hent is a heap entry: a block and its (segment order, offset) key.
@@ -106,61 +116,71 @@ func (a *Allocator) newBucket(p int, s Stream, size int64) int32 {
 	return k
 }
 
-// bucketFor returns the bucket of (s, size) in pool p, adding an empty one
-// to the index if there is none.
-func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
-	x := a.on(p, s)
-	if x == nil {
-		for int(s) >= len(a.index[p]) {
-			a.index[p] = append(a.index[p], sizeIndex{})
-		}
-		x = &a.index[p][s]
+// index returns pool p's index for stream s, adding it if there is none.
+func (a *Allocator) indexOf(p int, s Stream) *sizeIndex {
+	if x := a.on(p, s); x != nil {
+		return x
 	}
-	i := x.search(size)
-	if i < len(x.ents) && x.ents[i].size == size {
-		return x.ents[i].k
+	for int(s) >= len(a.index[p]) {
+		a.index[p] = append(a.index[p], sizeIndex{})
 	}
-	k := a.newBucket(p, s, size)
-	x.ents = append(x.ents, sizeEnt{})
-	copy(x.ents[i+1:], x.ents[i:])
-	x.ents[i] = sizeEnt{size, k}
-	return k
+	return &a.index[p][s]
 }
 
-// dropBucket takes emptied bucket k out of its index, to the spare list
-// with its heap's memory.
-func (a *Allocator) dropBucket(k int32) {
-	bk := &a.buckets[k]
-	x := a.on(int(bk.pool), bk.stream)
-	i := x.search(bk.size)
-	x.ents = x.ents[:i+copy(x.ents[i:], x.ents[i+1:])]
-	a.spareBk = append(a.spareBk, k)
-}
-
-// pushBlock adds free block b to its bucket.
+// pushBlock adds free block b to pool p: alone in a new entry when no
+// other free block has its size (bkt 0, hpos the pool), else to the
+// size's bucket, which the size's one block moves into first.
 func (a *Allocator) pushBlock(p int, b int32) {
 	x := &a.blocks[b]
-	k := a.bucketFor(p, x.stream, x.size)
+	ix := a.indexOf(p, x.stream)
+	i := ix.search(x.size)
+	if i == len(ix.ents) || ix.ents[i].size != x.size {
+		ix.ents = append(ix.ents, sizeEnt{})
+		copy(ix.ents[i+1:], ix.ents[i:])
+		ix.ents[i] = sizeEnt{x.size, -b}
+		x.bkt, x.hpos = 0, int32(p)
+		return
+	}
+	k := ix.ents[i].k
+	if k < 0 {
+		o := -k
+		k = a.newBucket(p, x.stream, x.size)
+		ix.ents[i].k = k
+		y := &a.blocks[o]
+		y.bkt, y.hpos = k, 0
+		bk := &a.buckets[k]
+		bk.heap = append(bk.heap, hent{order: y.order, off: y.off, b: o})
+	}
 	bk := &a.buckets[k]
 	x.bkt = k
 	bk.heap = append(bk.heap, hent{order: x.order, off: x.off, b: b})
-	if n := len(bk.heap) - 1; n > 0 {
-		a.siftUp(bk.heap, n)
-	} else {
-		x.hpos = 0
-	}
+	a.siftUp(bk.heap, len(bk.heap)-1)
 }
 
-// popBlock takes free block b out of its bucket (an emptied bucket leaves
-// the index).
+// dropEntry takes the entry of size out of pool p's index for stream s.
+func (a *Allocator) dropEntry(p int, s Stream, size int64) {
+	x := a.on(p, s)
+	i := x.search(size)
+	x.ents = x.ents[:i+copy(x.ents[i:], x.ents[i+1:])]
+}
+
+// popBlock takes free block b out of its pool (a size left without blocks
+// leaves the index; an emptied bucket goes to the spare list with its
+// heap's memory).
 func (a *Allocator) popBlock(b int32) {
 	k := a.blocks[b].bkt
+	if k == 0 {
+		x := &a.blocks[b]
+		a.dropEntry(int(x.hpos), x.stream, x.size)
+		return
+	}
 	bk := &a.buckets[k]
 	h := bk.heap
 	i, n := int(a.blocks[b].hpos), len(h)-1
 	if n == 0 {
 		bk.heap = h[:0]
-		a.dropBucket(k)
+		a.dropEntry(int(bk.pool), bk.stream, bk.size)
+		a.spareBk = append(a.spareBk, k)
 		return
 	}
 	bk.heap = h[:n]
@@ -212,33 +232,27 @@ func (a *Allocator) siftDown(h []hent, i int) {
 	a.blocks[e.b].hpos = int32(i)
 }
 
-// lowerBucket returns the first bucket of pool p on stream s of at least
-// size bytes, or 0.
-func (a *Allocator) lowerBucket(p int, s Stream, size int64) int32 {
+// lowerBound returns the first free block of pool p (in the pools' order)
+// on stream s of at least size bytes, or 0.
+func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
 	x := a.on(p, s)
 	if x == nil {
 		return 0
 	}
 	if i := x.search(size); i < len(x.ents) {
-		return x.ents[i].k
-	}
-	return 0
-}
-
-// lowerBound returns the first free block of pool p (in the pools' order)
-// on stream s of at least size bytes, or 0.
-func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
-	if k := a.lowerBucket(p, s, size); k != 0 {
-		return a.buckets[k].heap[0].b
+		return a.first(x.ents[i])
 	}
 	return 0
 }
 
 // successor returns the block that follows b on its stream in pool p's
-// order, or 0. b must be the first block of its bucket (as lowerBound
+// order, or 0. b must be the first block of its size (as lowerBound
 // returns).
 func (a *Allocator) successor(p int, b int32) int32 {
 	x := &a.blocks[b]
+	if x.bkt == 0 {
+		return a.lowerBound(p, x.stream, x.size+1)
+	}
 	if h := a.buckets[x.bkt].heap; len(h) > 1 {
 		c := 1
 		if len(h) > 2 && h[2].less(h[1]) {
@@ -249,10 +263,11 @@ func (a *Allocator) successor(p int, b int32) int32 {
 	return a.lowerBound(p, x.stream, x.size+1)
 }
 
-// lastBucket returns the last bucket of pool p on stream s, or 0.
-func (a *Allocator) lastBucket(p int, s Stream) int32 {
+// lastSize returns the largest size of pool p's free blocks on stream s,
+// or 0.
+func (a *Allocator) lastSize(p int, s Stream) int64 {
 	if x := a.on(p, s); x != nil && len(x.ents) > 0 {
-		return x.ents[len(x.ents)-1].k
+		return x.ents[len(x.ents)-1].size
 	}
 	return 0
 }
@@ -260,9 +275,13 @@ func (a *Allocator) lastBucket(p int, s Stream) int32 {
 // lastOn returns the last block of pool p on stream s (the largest, and
 // of those the last by segment order and offset), or 0.
 func (a *Allocator) lastOn(p int, s Stream) int32 {
-	k := a.lastBucket(p, s)
-	if k == 0 {
+	x := a.on(p, s)
+	if x == nil || len(x.ents) == 0 {
 		return 0
+	}
+	k := x.ents[len(x.ents)-1].k
+	if k < 0 {
+		return -k
 	}
 	h := a.buckets[k].heap
 	m := h[len(h)/2] // the last entry is a leaf; the largest is a leaf
@@ -279,7 +298,7 @@ func (a *Allocator) lastOn(p int, s Stream) int32 {
 func (a *Allocator) walk(p int, f func(int32) bool) bool {
 	for i := range a.index[p] {
 		for _, e := range a.index[p][i].ents {
-			if !a.walkBucket(e.k, f) {
+			if e.k < 0 && !f(-e.k) || e.k > 0 && !a.walkBucket(e.k, f) {
 				return false
 			}
 		}
