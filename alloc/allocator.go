@@ -58,6 +58,7 @@ type Allocator struct {
 	index    [2][]sizeIndex // free-block buckets by stream, then size: 0 small pool, 1 large pool
 	buckets  []bucket       // slab of buckets (tree.go); index 0 is unused
 	spareBk  []int32        // recycled buckets
+	gap      gapEnt         // an entry left without blocks, still in its index (tree.go)
 	walkBuf  []hent
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	streams  int32    // highest stream used, +1

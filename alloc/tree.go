@@ -127,21 +127,46 @@ func (a *Allocator) indexOf(p int, s Stream) *sizeIndex {
 	return &a.index[p][s]
 }
 
-// pushBlock adds free block b to pool p: alone in a new entry when no
-// other free block has its size (bkt 0, hpos the pool), else to the
-// size's bucket, which the size's one block moves into first.
+// gapEnt is an entry whose one block has left (k 0, its size kept, so
+// the array stays sorted): at most one at a time, at place at of pool
+// p's index for stream s. A block of a new size cached next on the same
+// index takes the gap, moving only the entries between the two places
+// (a split's remainder or a merged block sorts near the block it came
+// from); anything else closes it first (settle).
+type gapEnt struct {
+	open bool
+	p    int
+	s    Stream
+	at   int
+}
+
+// settle takes the gap's entry out of its index.
+func (a *Allocator) settle() {
+	if g := a.gap; g.open {
+		x := &a.index[g.p][g.s]
+		x.ents = x.ents[:g.at+copy(x.ents[g.at:], x.ents[g.at+1:])]
+		a.gap.open = false
+	}
+}
+
+// pushBlock adds free block b to pool p: alone in an entry when no other
+// free block has its size (bkt 0, hpos the pool), else to the size's
+// bucket, which the size's one block moves into first.
 func (a *Allocator) pushBlock(p int, b int32) {
 	x := &a.blocks[b]
 	ix := a.indexOf(p, x.stream)
 	i := ix.search(x.size)
 	if i == len(ix.ents) || ix.ents[i].size != x.size {
-		ix.ents = append(ix.ents, sizeEnt{})
-		copy(ix.ents[i+1:], ix.ents[i:])
-		ix.ents[i] = sizeEnt{x.size, -b}
-		x.bkt, x.hpos = 0, int32(p)
+		a.insertAlone(ix, p, i, b)
 		return
 	}
 	k := ix.ents[i].k
+	if k == 0 { // the gap, of this very size
+		ix.ents[i].k = -b
+		x.bkt, x.hpos = 0, int32(p)
+		a.gap.open = false
+		return
+	}
 	if k < 0 {
 		o := -k
 		k = a.newBucket(p, x.stream, x.size)
@@ -157,11 +182,37 @@ func (a *Allocator) pushBlock(p int, b int32) {
 	a.siftUp(bk.heap, len(bk.heap)-1)
 }
 
-// dropEntry takes the entry of size out of pool p's index for stream s.
+// insertAlone adds an entry for free block b, alone in its size, at
+// place i of ix, pool p's index for its stream: into the gap when it is
+// in ix, moving the entries between, else by moving those after i.
+func (a *Allocator) insertAlone(ix *sizeIndex, p, i int, b int32) {
+	x := &a.blocks[b]
+	e := ix.ents
+	if g := a.gap; g.open && g.p == p && g.s == x.stream {
+		a.gap.open = false
+		if g.at < i {
+			i--
+			copy(e[g.at:i], e[g.at+1:i+1])
+		} else {
+			copy(e[i+1:g.at+1], e[i:g.at])
+		}
+	} else {
+		e = append(e, sizeEnt{})
+		copy(e[i+1:], e[i:])
+		ix.ents = e
+	}
+	e[i] = sizeEnt{x.size, -b}
+	x.bkt, x.hpos = 0, int32(p)
+}
+
+// dropEntry takes the entry of size out of pool p's index for stream s:
+// it becomes the gap, a gap left before closing first.
 func (a *Allocator) dropEntry(p int, s Stream, size int64) {
+	a.settle()
 	x := a.on(p, s)
 	i := x.search(size)
-	x.ents = x.ents[:i+copy(x.ents[i:], x.ents[i+1:])]
+	x.ents[i].k = 0
+	a.gap = gapEnt{open: true, p: p, s: s, at: i}
 }
 
 // popBlock takes free block b out of its pool (a size left without blocks
@@ -235,6 +286,7 @@ func (a *Allocator) siftDown(h []hent, i int) {
 // lowerBound returns the first free block of pool p (in the pools' order)
 // on stream s of at least size bytes, or 0.
 func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
+	a.settle()
 	x := a.on(p, s)
 	if x == nil {
 		return 0
@@ -266,6 +318,7 @@ func (a *Allocator) successor(p int, b int32) int32 {
 // lastSize returns the largest size of pool p's free blocks on stream s,
 // or 0.
 func (a *Allocator) lastSize(p int, s Stream) int64 {
+	a.settle()
 	if x := a.on(p, s); x != nil && len(x.ents) > 0 {
 		return x.ents[len(x.ents)-1].size
 	}
@@ -275,6 +328,7 @@ func (a *Allocator) lastSize(p int, s Stream) int64 {
 // lastOn returns the last block of pool p on stream s (the largest, and
 // of those the last by segment order and offset), or 0.
 func (a *Allocator) lastOn(p int, s Stream) int32 {
+	a.settle()
 	x := a.on(p, s)
 	if x == nil || len(x.ents) == 0 {
 		return 0
@@ -296,6 +350,7 @@ func (a *Allocator) lastOn(p int, s Stream) int32 {
 // walk calls f for every free block of pool p in order, while f returns
 // true.
 func (a *Allocator) walk(p int, f func(int32) bool) bool {
+	a.settle()
 	for i := range a.index[p] {
 		for _, e := range a.index[p][i].ents {
 			if e.k < 0 && !f(-e.k) || e.k > 0 && !a.walkBucket(e.k, f) {

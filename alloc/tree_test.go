@@ -122,6 +122,7 @@ func TestSearch(t *testing.T) {
 // in the bucket its record names, at the place it names.
 func checkIndex(t *testing.T, a *Allocator) {
 	t.Helper()
+	a.settle()
 	for p := range a.index {
 		for st := range a.index[p] {
 			x := &a.index[p][st]
