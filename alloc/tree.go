@@ -40,6 +40,9 @@ type bucket struct {
 // order of size.
 type sizeIndex struct {
 	ents []sizeEnt
+	// found is the place lowerBound last found: the entry a malloc then
+	// takes its block from, which dropEntry would otherwise search for.
+	found int
 }
 
 // sizeEnt is a size in a sizeIndex, beside its blocks so that a search
@@ -210,7 +213,10 @@ func (a *Allocator) insertAlone(ix *sizeIndex, p, i int, b int32) {
 func (a *Allocator) dropEntry(p int, s Stream, size int64) {
 	a.settle()
 	x := a.on(p, s)
-	i := x.search(size)
+	i := x.found
+	if i >= len(x.ents) || x.ents[i].size != size {
+		i = x.search(size)
+	}
 	x.ents[i].k = 0
 	a.gap = gapEnt{open: true, p: p, s: s, at: i}
 }
@@ -292,6 +298,7 @@ func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
 		return 0
 	}
 	if i := x.search(size); i < len(x.ents) {
+		x.found = i
 		return a.first(x.ents[i])
 	}
 	return 0
