@@ -55,7 +55,8 @@ type Allocator struct {
 	blocks   []blockRec // slab; index 0 is unused
 	spare    []int32    // recycled block slots
 	segs     []segRec
-	index    [2][]sizeIndex // free-block buckets by stream, then size: 0 small pool, 1 large pool
+	index    [2]sizeIndex   // stream 0's free blocks by size (tree.go): 0 small pool, 1 large pool
+	side     [2][]sizeIndex // the other streams' (side[p][s-1])
 	buckets  []bucket       // slab of buckets (tree.go); index 0 is unused
 	spareBk  []int32        // recycled buckets
 	gap      gapEnt         // an entry left without blocks, still in its index (tree.go)
@@ -101,12 +102,13 @@ func (a *Allocator) Reset(c Config) {
 		spareBk: a.spareBk[:0],
 		walkBuf: a.walkBuf[:0],
 		index:   a.index,
+		side:    a.side,
 		va:      a.va,
 	}
 	for p := range a.index {
-		for i := range a.index[p] {
-			x := &a.index[p][i]
-			x.ents = x.ents[:0]
+		a.index[p].ents = a.index[p].ents[:0]
+		for i := range a.side[p] {
+			a.side[p][i].ents = a.side[p][i].ents[:0]
 		}
 	}
 	a.va.reset()

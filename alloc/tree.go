@@ -76,13 +76,20 @@ func (x hent) less(y hent) bool {
 }
 
 // on returns the index of pool p for stream s, or nil when the stream has
-// none.
+// none. Stream 0's, which nearly every block is on, are fields of the
+// allocator.
 func (a *Allocator) on(p int, s Stream) *sizeIndex {
-	if ix := a.index[p]; uint(s) < uint(len(ix)) {
-		return &ix[s]
+	if s == 0 {
+		return &a.index[p&1]
+	}
+	if ix := a.side[p&1]; uint(s-1) < uint(len(ix)) {
+		return &ix[s-1]
 	}
 	return nil
 }
+
+// indexes is how many streams have an index in pool p.
+func (a *Allocator) indexes(p int) int { return 1 + len(a.side[p]) }
 
 // search returns the position of the first size at or above size.
 func (x *sizeIndex) search(size int64) int {
@@ -119,15 +126,23 @@ func (a *Allocator) newBucket(p int, s Stream, size int64) int32 {
 	return k
 }
 
-// index returns pool p's index for stream s, adding it if there is none.
+// indexOf returns pool p's index for stream s, adding it if there is
+// none.
 func (a *Allocator) indexOf(p int, s Stream) *sizeIndex {
+	if s == 0 {
+		return &a.index[p&1]
+	}
+	return a.sideIndex(p, s)
+}
+
+func (a *Allocator) sideIndex(p int, s Stream) *sizeIndex {
 	if x := a.on(p, s); x != nil {
 		return x
 	}
-	for int(s) >= len(a.index[p]) {
-		a.index[p] = append(a.index[p], sizeIndex{})
+	for int(s) > len(a.side[p]) {
+		a.side[p] = append(a.side[p], sizeIndex{})
 	}
-	return &a.index[p][s]
+	return &a.side[p][s-1]
 }
 
 // gapEnt is an entry whose one block has left (k 0, its size kept, so
@@ -143,13 +158,18 @@ type gapEnt struct {
 	at   int
 }
 
-// settle takes the gap's entry out of its index.
+// settle takes the gap's entry out of its index, if there is a gap.
 func (a *Allocator) settle() {
-	if g := a.gap; g.open {
-		x := &a.index[g.p][g.s]
-		x.ents = x.ents[:g.at+copy(x.ents[g.at:], x.ents[g.at+1:])]
-		a.gap.open = false
+	if a.gap.open {
+		a.closeGap()
 	}
+}
+
+func (a *Allocator) closeGap() {
+	g := a.gap
+	x := a.on(g.p, g.s)
+	x.ents = x.ents[:g.at+copy(x.ents[g.at:], x.ents[g.at+1:])]
+	a.gap.open = false
 }
 
 // pushBlock adds free block b to pool p: alone in an entry when no other
@@ -358,8 +378,8 @@ func (a *Allocator) lastOn(p int, s Stream) int32 {
 // true.
 func (a *Allocator) walk(p int, f func(int32) bool) bool {
 	a.settle()
-	for i := range a.index[p] {
-		for _, e := range a.index[p][i].ents {
+	for i := range a.indexes(p) {
+		for _, e := range a.on(p, Stream(i)).ents {
 			if e.k < 0 && !f(-e.k) || e.k > 0 && !a.walkBucket(e.k, f) {
 				return false
 			}

@@ -124,8 +124,8 @@ func checkIndex(t *testing.T, a *Allocator) {
 	t.Helper()
 	a.settle()
 	for p := range a.index {
-		for st := range a.index[p] {
-			x := &a.index[p][st]
+		for st := range a.indexes(p) {
+			x := a.on(p, Stream(st))
 			for i, en := range x.ents {
 				if i > 0 && x.ents[i-1].size >= en.size {
 					t.Fatalf("pool %d stream %d: sizes %v not increasing", p, st, x.ents)
