@@ -178,6 +178,12 @@ func (a *Allocator) closeGap() {
 func (a *Allocator) pushBlock(p int, b int32) {
 	x := &a.blocks[b]
 	ix := a.indexOf(p, x.stream)
+	if g := a.gap; g.open && g.p == p && g.s == x.stream && a.fitsGap(ix, g.at, x.size) {
+		ix.ents[g.at] = sizeEnt{x.size, -b}
+		x.bkt, x.hpos = 0, int32(p)
+		a.gap.open = false
+		return
+	}
 	i := ix.search(x.size)
 	if i == len(ix.ents) || ix.ents[i].size != x.size {
 		a.insertAlone(ix, p, i, b)
@@ -203,6 +209,15 @@ func (a *Allocator) pushBlock(p int, b int32) {
 	x.bkt = k
 	bk.heap = append(bk.heap, hent{order: x.order, off: x.off, b: b})
 	a.siftUp(bk.heap, len(bk.heap)-1)
+}
+
+// fitsGap reports whether an entry of size belongs at place at of ix, the
+// gap's: its neighbours there are below and above size, so no other entry
+// has it. A split's remainder or a merged block usually does, and takes
+// the gap without a search.
+func (a *Allocator) fitsGap(ix *sizeIndex, at int, size int64) bool {
+	e := ix.ents
+	return (at == 0 || e[at-1].size < size) && (at+1 == len(e) || size < e[at+1].size)
 }
 
 // insertAlone adds an entry for free block b, alone in its size, at
