@@ -332,9 +332,13 @@ func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
 	if x == nil {
 		return 0
 	}
-	if i := x.search(size); i < len(x.ents) {
+	e, i := x.ents, x.found
+	if i >= len(e) || e[i].size < size || i > 0 && e[i-1].size >= size {
+		i = x.search(size)
+	}
+	if i < len(e) {
 		x.found = i
-		return a.first(x.ents[i])
+		return a.first(e[i])
 	}
 	return 0
 }
