@@ -201,11 +201,13 @@ func (a *Allocator) Segments() []int64 {
 	return out
 }
 
+// newBlock returns a slot for a block record; a recycled slot keeps its
+// old record, so the caller sets every field (each writes a whole
+// blockRec).
 func (a *Allocator) newBlock() int32 {
 	if n := len(a.spare); n > 0 {
 		b := a.spare[n-1]
 		a.spare = a.spare[:n-1]
-		a.blocks[b] = blockRec{}
 		return b
 	}
 	a.init()
@@ -245,13 +247,13 @@ func (a *Allocator) cache(b int32) {
 	if x.counted {
 		a.inactiveSplit += x.size
 	}
-	a.pushBlock(p, b)
+	a.pushBlock(p, b, x)
 }
 
 // uncache takes block b out of its pool.
 func (a *Allocator) uncache(b int32) {
-	a.popBlock(b)
 	x := &a.blocks[b]
+	a.popBlock(b, x)
 	if x.counted {
 		a.inactiveSplit -= x.size
 		x.counted = false

@@ -172,11 +172,10 @@ func (a *Allocator) closeGap() {
 	a.gap.open = false
 }
 
-// pushBlock adds free block b to pool p: alone in an entry when no other
-// free block has its size (bkt 0, hpos the pool), else to the size's
-// bucket, which the size's one block moves into first.
-func (a *Allocator) pushBlock(p int, b int32) {
-	x := &a.blocks[b]
+// pushBlock adds free block b (record x) to pool p: alone in an entry
+// when no other free block has its size (bkt 0, hpos the pool), else to
+// the size's bucket, which the size's one block moves into first.
+func (a *Allocator) pushBlock(p int, b int32, x *blockRec) {
 	ix := a.indexOf(p, x.stream)
 	if g := a.gap; g.open && g.p == p && g.s == x.stream && a.fitsGap(ix, g.at, x.size) {
 		ix.ents[g.at] = sizeEnt{x.size, -b}
@@ -186,7 +185,7 @@ func (a *Allocator) pushBlock(p int, b int32) {
 	}
 	i := ix.search(x.size)
 	if i == len(ix.ents) || ix.ents[i].size != x.size {
-		a.insertAlone(ix, p, i, b)
+		a.insertAlone(ix, p, i, b, x)
 		return
 	}
 	k := ix.ents[i].k
@@ -220,11 +219,10 @@ func (a *Allocator) fitsGap(ix *sizeIndex, at int, size int64) bool {
 	return (at == 0 || e[at-1].size < size) && (at+1 == len(e) || size < e[at+1].size)
 }
 
-// insertAlone adds an entry for free block b, alone in its size, at
-// place i of ix, pool p's index for its stream: into the gap when it is
-// in ix, moving the entries between, else by moving those after i.
-func (a *Allocator) insertAlone(ix *sizeIndex, p, i int, b int32) {
-	x := &a.blocks[b]
+// insertAlone adds an entry for free block b (record x), alone in its
+// size, at place i of ix, pool p's index for its stream: into the gap when
+// it is in ix, moving the entries between, else by moving those after i.
+func (a *Allocator) insertAlone(ix *sizeIndex, p, i int, b int32, x *blockRec) {
 	e := ix.ents
 	if g := a.gap; g.open && g.p == p && g.s == x.stream {
 		a.gap.open = false
@@ -256,19 +254,18 @@ func (a *Allocator) dropEntry(p int, s Stream, size int64) {
 	a.gap = gapEnt{open: true, p: p, s: s, at: i}
 }
 
-// popBlock takes free block b out of its pool (a size left without blocks
-// leaves the index; an emptied bucket goes to the spare list with its
-// heap's memory).
-func (a *Allocator) popBlock(b int32) {
-	k := a.blocks[b].bkt
+// popBlock takes free block b (record x) out of its pool (a size left
+// without blocks leaves the index; an emptied bucket goes to the spare
+// list with its heap's memory).
+func (a *Allocator) popBlock(b int32, x *blockRec) {
+	k := x.bkt
 	if k == 0 {
-		x := &a.blocks[b]
 		a.dropEntry(int(x.hpos), x.stream, x.size)
 		return
 	}
 	bk := &a.buckets[k]
 	h := bk.heap
-	i, n := int(a.blocks[b].hpos), len(h)-1
+	i, n := int(x.hpos), len(h)-1
 	if n == 0 {
 		bk.heap = h[:0]
 		a.dropEntry(int(bk.pool), bk.stream, bk.size)
