@@ -55,10 +55,11 @@ type Allocator struct {
 	blocks   []blockRec // slab; index 0 is unused
 	spare    []int32    // recycled block slots
 	segs     []segRec
-	index    [2][]sizeIndex // free-block buckets by stream, then size: 0 small pool, 1 large pool
+	index    [2]sizeIndex   // stream 0's free blocks by size (tree.go): 0 small pool, 1 large pool
+	side     [2][]sizeIndex // the other streams' (side[p][s-1])
 	buckets  []bucket       // slab of buckets (tree.go); index 0 is unused
 	spareBk  []int32        // recycled buckets
-	held     heldBucket     // an emptied bucket still in its index (bucketFor)
+	gap      gapEnt         // an entry left without blocks, still in its index (tree.go)
 	walkBuf  []hent
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	streams  int32    // highest stream used, +1
@@ -101,12 +102,13 @@ func (a *Allocator) Reset(c Config) {
 		spareBk: a.spareBk[:0],
 		walkBuf: a.walkBuf[:0],
 		index:   a.index,
+		side:    a.side,
 		va:      a.va,
 	}
 	for p := range a.index {
-		for i := range a.index[p] {
-			x := &a.index[p][i]
-			x.sizes, x.ks = x.sizes[:0], x.ks[:0]
+		a.index[p].ents = a.index[p].ents[:0]
+		for i := range a.side[p] {
+			a.side[p][i].ents = a.side[p][i].ents[:0]
 		}
 	}
 	a.va.reset()
@@ -199,11 +201,13 @@ func (a *Allocator) Segments() []int64 {
 	return out
 }
 
+// newBlock returns a slot for a block record; a recycled slot keeps its
+// old record, so the caller sets every field (each writes a whole
+// blockRec).
 func (a *Allocator) newBlock() int32 {
 	if n := len(a.spare); n > 0 {
 		b := a.spare[n-1]
 		a.spare = a.spare[:n-1]
-		a.blocks[b] = blockRec{}
 		return b
 	}
 	a.init()
@@ -243,13 +247,13 @@ func (a *Allocator) cache(b int32) {
 	if x.counted {
 		a.inactiveSplit += x.size
 	}
-	a.pushBlock(p, b)
+	a.pushBlock(p, b, x)
 }
 
 // uncache takes block b out of its pool.
 func (a *Allocator) uncache(b int32) {
-	a.popBlock(b)
 	x := &a.blocks[b]
+	a.popBlock(b, x)
 	if x.counted {
 		a.inactiveSplit -= x.size
 		x.counted = false

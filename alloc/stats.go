@@ -36,15 +36,11 @@ func (a *Allocator) largestFree() int64 {
 	var m int64
 	for p := range a.index {
 		if a.streams <= 1 {
-			if k := a.lastBucket(p, 0); k != 0 {
-				m = max(m, a.buckets[k].size)
-			}
+			m = max(m, a.lastSize(p, 0))
 			continue
 		}
 		for s := int32(0); s < a.streams; s++ {
-			if k := a.lastBucket(p, Stream(s)); k != 0 {
-				m = max(m, a.buckets[k].size)
-			}
+			m = max(m, a.lastSize(p, Stream(s)))
 		}
 	}
 	return m

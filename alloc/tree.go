@@ -7,21 +7,21 @@ import "slices"
 // segment's order standing in for the address (then the offset in the
 // segment; docs/allocator.md §3). They are kept in two levels:
 //
-//   - a bucket per (stream, size); each pool keeps, per stream, the sizes
-//     of its non-empty buckets in a sorted array, with the buckets beside
-//     them;
+//   - a bucket per (stream, size); each pool keeps, per stream, its
+//     non-empty buckets in an array sorted by size, each entry the
+//     bucket's size and the bucket;
 //   - in each bucket, a binary min-heap of its blocks ordered by
 //     (segment order, offset), each entry a copy of its block's key so that
 //     the heap is one contiguous array.
 //
 // A simulation has few distinct sizes and many blocks of each (a mixture
 // of experts caches tens of thousands of equal remainders; a 7B decoder's
-// pools hold about 15 distinct sizes at a time), so a lookup is a binary
-// search of a short array of integers plus the root of a heap. A bucket
-// that empties leaves the array (a move of a few dozen bytes) before the
-// next lookup, and goes to a spare list with its heap's memory, so a
-// lookup never steps over empty buckets; until then the next block cached
-// on its stream takes it over (bucketFor). A block costs O(log n) in the blocks of its size.
+// pools hold about 12 distinct sizes and 100 free blocks at a time), so a
+// lookup is a binary search of a short array plus the root of a heap. A
+// bucket that empties leaves the array at once (a move of a few dozen
+// bytes) and goes to a spare list with its heap's memory, and a new size
+// enters it the same way, so a lookup never steps over empty buckets. A
+// block costs O(log n) in the blocks of its size.
 // There is no heap allocation once the slices have grown, and no pointer
 // for the garbage collector to scan. The order is total (no two free
 // blocks share a segment and offset), so the blocks handed out are those
@@ -36,12 +36,30 @@ type bucket struct {
 	heap   []hent
 }
 
-// sizeIndex is one stream's non-empty buckets in a pool: their sizes in
-// increasing order, and the bucket of each.
+// sizeIndex is one stream's non-empty buckets in a pool, in increasing
+// order of size.
 type sizeIndex struct {
-	sizes []int64
-	ks    []int32
-	hint  int // the last search's answer, tried first (search)
+	ents []sizeEnt
+	// found is the place lowerBound last found: the entry a malloc then
+	// takes its block from, which dropEntry would otherwise search for.
+	found int
+}
+
+// sizeEnt is a size in a sizeIndex, beside its blocks so that a search
+// reads one array: k > 0 is the bucket of the size's blocks; k < 0 is the
+// size's one free block, −k, kept without a bucket (a split's remainder
+// is often the only block of its size, and leaves soon).
+type sizeEnt struct {
+	size int64
+	k    int32
+}
+
+// first returns the first free block of entry e.
+func (a *Allocator) first(e sizeEnt) int32 {
+	if e.k < 0 {
+		return -e.k
+	}
+	return a.buckets[e.k].heap[0].b
 }
 
 // hent is a heap entry: a block and its (segment order, offset) key.
@@ -58,33 +76,33 @@ func (x hent) less(y hent) bool {
 }
 
 // on returns the index of pool p for stream s, or nil when the stream has
-// none.
+// none. Stream 0's, which nearly every block is on, are fields of the
+// allocator.
 func (a *Allocator) on(p int, s Stream) *sizeIndex {
-	if ix := a.index[p]; int(s) < len(ix) && s >= 0 {
-		return &ix[s]
+	if s == 0 {
+		return &a.index[p&1]
+	}
+	if ix := a.side[p&1]; uint(s-1) < uint(len(ix)) {
+		return &ix[s-1]
 	}
 	return nil
 }
 
-// search returns the position of the first size at or above size. A
-// simulation asks for the same few sizes over and over, so the last
-// answer is checked first: it is the answer whenever its size is at or
-// above size and the one before it below.
+// indexes is how many streams have an index in pool p.
+func (a *Allocator) indexes(p int) int { return 1 + len(a.side[p]) }
+
+// search returns the position of the first size at or above size.
 func (x *sizeIndex) search(size int64) int {
-	sz := x.sizes
-	if h := x.hint; h < len(sz) && sz[h] >= size && (h == 0 || sz[h-1] < size) {
-		return h
-	}
-	lo, hi := 0, len(sz)
+	e := x.ents
+	lo, hi := 0, len(e)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if sz[m] < size {
+		if e[m].size < size {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	x.hint = lo
 	return lo
 }
 
@@ -104,142 +122,166 @@ func (a *Allocator) newBucket(p int, s Stream, size int64) int32 {
 		k = int32(len(a.buckets) - 1)
 	}
 	x := &a.buckets[k]
-	*x = bucket{size: size, stream: s, pool: int32(p), heap: x.heap[:0]}
+	x.size, x.stream, x.pool, x.heap = size, s, int32(p), x.heap[:0]
 	return k
 }
 
-// bucketFor returns the bucket of (s, size) in pool p, adding an empty one
-// to the index if there is none. An emptied bucket still in the same index
-// (a.held) takes size instead of leaving (relocate): a malloc that splits
-// a block and the free that merges it back each empty one bucket and need
-// one of a neighbouring size.
-func (a *Allocator) bucketFor(p int, s Stream, size int64) int32 {
-	x := a.on(p, s)
-	if x == nil {
-		for int(s) >= len(a.index[p]) {
-			a.index[p] = append(a.index[p], sizeIndex{})
-		}
-		x = &a.index[p][s]
+// indexOf returns pool p's index for stream s, adding it if there is
+// none.
+func (a *Allocator) indexOf(p int, s Stream) *sizeIndex {
+	if s == 0 {
+		return &a.index[p&1]
 	}
-	i := x.search(size)
-	if i < len(x.sizes) && x.sizes[i] == size {
-		k := x.ks[i]
-		if k == a.held.k {
-			a.held = heldBucket{}
-		}
-		return k
-	}
-	if h := a.held; h.k != 0 && h.p == p && a.buckets[h.k].stream == s {
-		a.held = heldBucket{}
-		a.relocate(x, h.k, i, size)
-		return h.k
-	}
-	if a.held.k != 0 {
-		if a.dropHeld() == x && a.held.at < i {
-			i--
-		}
-	}
-	k := a.newBucket(p, s, size)
-	x.sizes = slices.Insert(x.sizes, i, size)
-	x.ks = slices.Insert(x.ks, i, k)
-	return k
+	return a.sideIndex(p, s)
 }
 
-// relocate gives emptied bucket k of index x the size size, whose place
-// in x is i (the first size above it), moving the sizes between its old
-// place and the new one by one: usually none, since a split's remainder
-// or a merged block sorts next to the block it came from.
-func (a *Allocator) relocate(x *sizeIndex, k int32, i int, size int64) {
-	var j int
-	switch {
-	case i < len(x.ks) && x.ks[i] == k:
-		j = i
-	case i > 0 && x.ks[i-1] == k:
-		j = i - 1
-	default:
-		j = x.search(a.buckets[k].size)
+func (a *Allocator) sideIndex(p int, s Stream) *sizeIndex {
+	if x := a.on(p, s); x != nil {
+		return x
 	}
-	switch {
-	case j < i-1: // the old size was smaller: the ones between move down
-		copy(x.sizes[j:i-1], x.sizes[j+1:i])
-		copy(x.ks[j:i-1], x.ks[j+1:i])
-		j = i - 1
-	case j > i: // it was larger: the ones between move up
-		copy(x.sizes[i+1:j+1], x.sizes[i:j])
-		copy(x.ks[i+1:j+1], x.ks[i:j])
-		j = i
+	for int(s) > len(a.side[p]) {
+		a.side[p] = append(a.side[p], sizeIndex{})
 	}
-	x.sizes[j], x.ks[j] = size, k
-	a.buckets[k].size = size
+	return &a.side[p][s-1]
 }
 
-// heldBucket is a bucket that emptied and is still in pool p's index
-// (bucketFor): at most one at a time, 0 for none. at is its position once
-// dropHeld has found it.
-type heldBucket struct {
-	k  int32
-	p  int
-	at int
+// gapEnt is an entry whose one block has left (k 0, its size kept, so
+// the array stays sorted): at most one at a time, at place at of pool
+// p's index for stream s. A block of a new size cached next on the same
+// index takes the gap, moving only the entries between the two places
+// (a split's remainder or a merged block sorts near the block it came
+// from); anything else closes it first (settle).
+type gapEnt struct {
+	open bool
+	p    int
+	s    Stream
+	at   int
 }
 
-// dropHeld takes the held bucket out of its index and returns the index.
-func (a *Allocator) dropHeld() *sizeIndex {
-	k := a.held.k
-	bk := &a.buckets[k]
-	x := a.on(a.held.p, bk.stream)
-	i := x.search(bk.size)
-	x.sizes = slices.Delete(x.sizes, i, i+1)
-	x.ks = slices.Delete(x.ks, i, i+1)
-	a.spareBk = append(a.spareBk, k)
-	a.held = heldBucket{at: i}
-	return x
-}
-
-// settle takes a held bucket out of its index before a lookup that must
-// see only non-empty buckets.
+// settle takes the gap's entry out of its index, if there is a gap.
 func (a *Allocator) settle() {
-	if a.held.k != 0 {
-		a.dropHeld()
+	if a.gap.open {
+		a.closeGap()
 	}
 }
 
-// pushBlock adds free block b to its bucket.
-func (a *Allocator) pushBlock(p int, b int32) {
-	x := &a.blocks[b]
-	k := a.bucketFor(p, x.stream, x.size)
+func (a *Allocator) closeGap() {
+	g := a.gap
+	x := a.on(g.p, g.s)
+	x.ents = x.ents[:g.at+copy(x.ents[g.at:], x.ents[g.at+1:])]
+	a.gap.open = false
+}
+
+// pushBlock adds free block b (record x) to pool p: alone in an entry
+// when no other free block has its size (bkt 0, hpos the pool), else to
+// the size's bucket, which the size's one block moves into first.
+func (a *Allocator) pushBlock(p int, b int32, x *blockRec) {
+	ix := a.indexOf(p, x.stream)
+	if g := a.gap; g.open && g.p == p && g.s == x.stream && a.fitsGap(ix, g.at, x.size) {
+		ix.ents[g.at] = sizeEnt{x.size, -b}
+		x.bkt, x.hpos = 0, int32(p)
+		a.gap.open = false
+		return
+	}
+	i := ix.search(x.size)
+	if i == len(ix.ents) || ix.ents[i].size != x.size {
+		a.insertAlone(ix, p, i, b, x)
+		return
+	}
+	k := ix.ents[i].k
+	if k == 0 { // the gap, of this very size
+		ix.ents[i].k = -b
+		x.bkt, x.hpos = 0, int32(p)
+		a.gap.open = false
+		return
+	}
+	if k < 0 {
+		o := -k
+		k = a.newBucket(p, x.stream, x.size)
+		ix.ents[i].k = k
+		y := &a.blocks[o]
+		y.bkt, y.hpos = k, 0
+		bk := &a.buckets[k]
+		bk.heap = append(bk.heap, hent{order: y.order, off: y.off, b: o})
+	}
 	bk := &a.buckets[k]
 	x.bkt = k
 	bk.heap = append(bk.heap, hent{order: x.order, off: x.off, b: b})
-	if n := len(bk.heap) - 1; n > 0 {
-		a.siftUp(bk.heap, n)
-	} else {
-		x.hpos = 0
-	}
+	a.siftUp(bk.heap, len(bk.heap)-1)
 }
 
-// popBlock takes free block b out of its bucket (an emptied bucket leaves
-// the index).
-func (a *Allocator) popBlock(b int32) {
-	k := a.blocks[b].bkt
-	bk := &a.buckets[k]
-	h := bk.heap
-	i, n := int(a.blocks[b].hpos), len(h)-1
-	if i != n {
-		h[i] = h[n]
-		a.blocks[h[i].b].hpos = int32(i)
+// fitsGap reports whether an entry of size belongs at place at of ix, the
+// gap's: its neighbours there are below and above size, so no other entry
+// has it. A split's remainder or a merged block usually does, and takes
+// the gap without a search.
+func (a *Allocator) fitsGap(ix *sizeIndex, at int, size int64) bool {
+	e := ix.ents
+	return (at == 0 || e[at-1].size < size) && (at+1 == len(e) || size < e[at+1].size)
+}
+
+// insertAlone adds an entry for free block b (record x), alone in its
+// size, at place i of ix, pool p's index for its stream: into the gap when
+// it is in ix, moving the entries between, else by moving those after i.
+func (a *Allocator) insertAlone(ix *sizeIndex, p, i int, b int32, x *blockRec) {
+	e := ix.ents
+	if g := a.gap; g.open && g.p == p && g.s == x.stream {
+		a.gap.open = false
+		if g.at < i {
+			i--
+			copy(e[g.at:i], e[g.at+1:i+1])
+		} else {
+			copy(e[i+1:g.at+1], e[i:g.at])
+		}
+	} else {
+		e = append(e, sizeEnt{})
+		copy(e[i+1:], e[i:])
+		ix.ents = e
 	}
-	bk.heap = bk.heap[:n]
-	if n == 0 {
-		a.settle()
-		a.held = heldBucket{k: k, p: int(bk.pool)}
+	e[i] = sizeEnt{x.size, -b}
+	x.bkt, x.hpos = 0, int32(p)
+}
+
+// dropEntry takes the entry of size out of pool p's index for stream s:
+// it becomes the gap, a gap left before closing first.
+func (a *Allocator) dropEntry(p int, s Stream, size int64) {
+	a.settle()
+	x := a.on(p, s)
+	i := x.found
+	if i >= len(x.ents) || x.ents[i].size != size {
+		i = x.search(size)
+	}
+	x.ents[i].k = 0
+	a.gap = gapEnt{open: true, p: p, s: s, at: i}
+}
+
+// popBlock takes free block b (record x) out of its pool (a size left
+// without blocks leaves the index; an emptied bucket goes to the spare
+// list with its heap's memory).
+func (a *Allocator) popBlock(b int32, x *blockRec) {
+	k := x.bkt
+	if k == 0 {
+		a.dropEntry(int(x.hpos), x.stream, x.size)
 		return
 	}
-	if i != n {
-		if i > 0 && h[i].less(h[(i-1)/2]) {
-			a.siftUp(bk.heap, i)
-		} else {
-			a.siftDown(bk.heap, i)
-		}
+	bk := &a.buckets[k]
+	h := bk.heap
+	i, n := int(x.hpos), len(h)-1
+	if n == 0 {
+		bk.heap = h[:0]
+		a.dropEntry(int(bk.pool), bk.stream, bk.size)
+		a.spareBk = append(a.spareBk, k)
+		return
+	}
+	bk.heap = h[:n]
+	if i == n {
+		return
+	}
+	h[i] = h[n]
+	a.blocks[h[i].b].hpos = int32(i)
+	if i > 0 && h[i].less(h[(i-1)/2]) {
+		a.siftUp(bk.heap, i)
+	} else {
+		a.siftDown(bk.heap, i)
 	}
 }
 
@@ -279,34 +321,33 @@ func (a *Allocator) siftDown(h []hent, i int) {
 	a.blocks[e.b].hpos = int32(i)
 }
 
-// lowerBucket returns the first bucket of pool p on stream s of at least
-// size bytes, or 0.
-func (a *Allocator) lowerBucket(p int, s Stream, size int64) int32 {
+// lowerBound returns the first free block of pool p (in the pools' order)
+// on stream s of at least size bytes, or 0.
+func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
 	a.settle()
 	x := a.on(p, s)
 	if x == nil {
 		return 0
 	}
-	if i := x.search(size); i < len(x.ks) {
-		return x.ks[i]
+	e, i := x.ents, x.found
+	if i >= len(e) || e[i].size < size || i > 0 && e[i-1].size >= size {
+		i = x.search(size)
 	}
-	return 0
-}
-
-// lowerBound returns the first free block of pool p (in the pools' order)
-// on stream s of at least size bytes, or 0.
-func (a *Allocator) lowerBound(p int, s Stream, size int64) int32 {
-	if k := a.lowerBucket(p, s, size); k != 0 {
-		return a.buckets[k].heap[0].b
+	if i < len(e) {
+		x.found = i
+		return a.first(e[i])
 	}
 	return 0
 }
 
 // successor returns the block that follows b on its stream in pool p's
-// order, or 0. b must be the first block of its bucket (as lowerBound
+// order, or 0. b must be the first block of its size (as lowerBound
 // returns).
 func (a *Allocator) successor(p int, b int32) int32 {
 	x := &a.blocks[b]
+	if x.bkt == 0 {
+		return a.lowerBound(p, x.stream, x.size+1)
+	}
 	if h := a.buckets[x.bkt].heap; len(h) > 1 {
 		c := 1
 		if len(h) > 2 && h[2].less(h[1]) {
@@ -317,11 +358,12 @@ func (a *Allocator) successor(p int, b int32) int32 {
 	return a.lowerBound(p, x.stream, x.size+1)
 }
 
-// lastBucket returns the last bucket of pool p on stream s, or 0.
-func (a *Allocator) lastBucket(p int, s Stream) int32 {
+// lastSize returns the largest size of pool p's free blocks on stream s,
+// or 0.
+func (a *Allocator) lastSize(p int, s Stream) int64 {
 	a.settle()
-	if x := a.on(p, s); x != nil && len(x.ks) > 0 {
-		return x.ks[len(x.ks)-1]
+	if x := a.on(p, s); x != nil && len(x.ents) > 0 {
+		return x.ents[len(x.ents)-1].size
 	}
 	return 0
 }
@@ -329,9 +371,14 @@ func (a *Allocator) lastBucket(p int, s Stream) int32 {
 // lastOn returns the last block of pool p on stream s (the largest, and
 // of those the last by segment order and offset), or 0.
 func (a *Allocator) lastOn(p int, s Stream) int32 {
-	k := a.lastBucket(p, s)
-	if k == 0 {
+	a.settle()
+	x := a.on(p, s)
+	if x == nil || len(x.ents) == 0 {
 		return 0
+	}
+	k := x.ents[len(x.ents)-1].k
+	if k < 0 {
+		return -k
 	}
 	h := a.buckets[k].heap
 	m := h[len(h)/2] // the last entry is a leaf; the largest is a leaf
@@ -347,9 +394,9 @@ func (a *Allocator) lastOn(p int, s Stream) int32 {
 // true.
 func (a *Allocator) walk(p int, f func(int32) bool) bool {
 	a.settle()
-	for i := range a.index[p] {
-		for _, k := range a.index[p][i].ks {
-			if !a.walkBucket(k, f) {
+	for i := range a.indexes(p) {
+		for _, e := range a.on(p, Stream(i)).ents {
+			if e.k < 0 && !f(-e.k) || e.k > 0 && !a.walkBucket(e.k, f) {
 				return false
 			}
 		}

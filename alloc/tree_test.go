@@ -102,11 +102,11 @@ func TestSearch(t *testing.T) {
 	for n := 0; n <= 40; n++ {
 		x := &sizeIndex{}
 		for i := 0; i < n; i++ {
-			x.sizes = append(x.sizes, int64(10*i+10))
+			x.ents = append(x.ents, sizeEnt{size: int64(10*i + 10)})
 		}
 		for size := int64(0); size <= int64(10*n+20); size++ {
 			want := 0
-			for want < n && x.sizes[want] < size {
+			for want < n && x.ents[want].size < size {
 				want++
 			}
 			if got := x.search(size); got != want {
@@ -117,27 +117,32 @@ func TestSearch(t *testing.T) {
 }
 
 // checkIndex checks the size indexes: strictly increasing sizes, each
-// naming a bucket of that size and stream, every bucket non-empty but the
-// one held (bucketFor), and every free block in the bucket its record
-// names, at the place it names.
+// naming a free block of that size and stream alone in its size, or a
+// bucket of that size and stream that is not empty, and every free block
+// in the bucket its record names, at the place it names.
 func checkIndex(t *testing.T, a *Allocator) {
 	t.Helper()
+	a.settle()
 	for p := range a.index {
-		for st := range a.index[p] {
-			x := &a.index[p][st]
-			if len(x.sizes) != len(x.ks) {
-				t.Fatalf("pool %d stream %d: %d sizes, %d buckets", p, st, len(x.sizes), len(x.ks))
-			}
-			for i, k := range x.ks {
+		for st := range a.indexes(p) {
+			x := a.on(p, Stream(st))
+			for i, en := range x.ents {
+				if i > 0 && x.ents[i-1].size >= en.size {
+					t.Fatalf("pool %d stream %d: sizes %v not increasing", p, st, x.ents)
+				}
+				if en.k < 0 {
+					if b := &a.blocks[-en.k]; !b.free || b.bkt != 0 || b.hpos != int32(p) || b.size != en.size || b.stream != Stream(st) {
+						t.Fatalf("pool %d stream %d size %d: block %d free %v bkt %d hpos %d size %d stream %d", p, st, en.size, -en.k, b.free, b.bkt, b.hpos, b.size, b.stream)
+					}
+					continue
+				}
+				k := en.k
 				bk := &a.buckets[k]
-				if i > 0 && x.sizes[i-1] >= x.sizes[i] {
-					t.Fatalf("pool %d stream %d: sizes %v not increasing", p, st, x.sizes)
+				if bk.size != en.size || bk.stream != Stream(st) || bk.pool != int32(p) {
+					t.Fatalf("pool %d stream %d: bucket %d is (%d, %d, pool %d), index says (%d, %d)", p, st, k, bk.stream, bk.size, bk.pool, st, en.size)
 				}
-				if bk.size != x.sizes[i] || bk.stream != Stream(st) {
-					t.Fatalf("pool %d stream %d: bucket %d is (%d, %d), index says (%d, %d)", p, st, k, bk.stream, bk.size, st, x.sizes[i])
-				}
-				if len(bk.heap) == 0 && k != a.held.k {
-					t.Fatalf("pool %d stream %d: bucket %d of size %d is empty and not held", p, st, k, bk.size)
+				if len(bk.heap) == 0 {
+					t.Fatalf("pool %d stream %d: bucket %d of size %d is empty", p, st, k, bk.size)
 				}
 				for j, e := range bk.heap {
 					if b := &a.blocks[e.b]; !b.free || b.bkt != k || int(b.hpos) != j || b.size != bk.size {

@@ -475,15 +475,21 @@ func (s *sim) observe() {
 
 func (s *sim) ref(t *tensor) *tensor { t.refs++; return t }
 
-// unref drops one holder; the last one frees the storage.
+// unref drops one holder; the last one frees the storage. It is small
+// enough to be inlined where most calls end: a nil tensor, or one still
+// held.
 func (s *sim) unref(t *tensor) {
-	if t == nil {
-		return
+	if t != nil {
+		t.refs--
+		if t.refs <= 0 {
+			s.unheld(t)
+		}
 	}
-	t.refs--
-	if t.refs > 0 {
-		return
-	}
+}
+
+// unheld is unref of a tensor whose last holder has gone: a view drops its
+// base, a tensor with storage frees it.
+func (s *sim) unheld(t *tensor) {
 	if t.base != nil {
 		s.unref(t.base)
 		return

@@ -69,19 +69,25 @@ func (s *sim) record(name string, ins []*tensor, outs ...*tensor) *node {
 	if nreq == 0 {
 		return nil
 	}
-	req := s.slab.ptrs(nreq)
+	// One list holds the node's inputs, outputs and first two saved
+	// tensors, each part capped so that appending past it moves it.
+	no := len(outs)
+	all := s.slab.ptrs(nreq + no + 2)
+	req := all[:0:nreq]
 	for _, t := range ins {
 		if t != nil && t.req {
 			req = append(req, t)
 		}
 	}
+	out := all[nreq : nreq : nreq+no]
 	for _, o := range outs {
 		o.req = true
+		out = append(out, o)
 	}
 	n := s.slab.node() // zeroed
-	n.name, n.ins, n.outs = name, req, append(s.slab.ptrs(len(outs)), outs...)
+	n.name, n.ins, n.outs = name, req, out
 	n.unit = s.curUnit
-	n.saved = s.slab.ptrs(2)
+	n.saved = all[nreq+no : nreq+no : nreq+no+2]
 	s.tape = append(s.tape, n)
 	return n
 }
