@@ -458,21 +458,6 @@ func (s *sim) view(x *tensor, elems int64) *tensor {
 	return t
 }
 
-func (s *sim) observe() {
-	a := s.al.allocated
-	if a > s.peak.allocated {
-		s.peak.allocated, s.peak.at, s.peak.live = a, s.phase, s.live
-	}
-	if s.al.reserved > s.peak.reserved {
-		s.peak.reserved = s.al.reserved
-	}
-	if n := len(s.phases); n > 0 {
-		p := &s.phases[n-1]
-		p.PeakAllocated = max(p.PeakAllocated, a)
-		p.PeakReserved = max(p.PeakReserved, s.al.reserved)
-	}
-}
-
 func (s *sim) ref(t *tensor) *tensor { t.refs++; return t }
 
 // unref drops one holder; the last one frees the storage. It is small

@@ -302,3 +302,20 @@ func (s *sim) clearCache() {
 	}
 	clear(s.cache)
 }
+
+// observe records the allocator's state in the peaks: the simulation's
+// and the current phase's.
+func (s *sim) observe() {
+	a := s.al.allocated
+	if a > s.peak.allocated {
+		s.peak.allocated, s.peak.at, s.peak.live = a, s.phase, s.live
+	}
+	if s.al.reserved > s.peak.reserved {
+		s.peak.reserved = s.al.reserved
+	}
+	if n := len(s.phases); n > 0 {
+		p := &s.phases[n-1]
+		p.PeakAllocated = max(p.PeakAllocated, a)
+		p.PeakReserved = max(p.PeakReserved, s.al.reserved)
+	}
+}
