@@ -128,9 +128,9 @@ func (m *Model) describe() string {
 	case m.LogitSoftcap > 0:
 		return "a logit softcap"
 	case m.PlainNorm:
-		return "OLMo's norms without weights"
+		return "OLMo's block"
 	case m.PostNorm || m.QKNormWhole:
-		return "OLMo 2's norms"
+		return "OLMo 2's block"
 	case m.granite():
 		return "Granite's multipliers"
 	case m.NoRoPEPattern > 0:
