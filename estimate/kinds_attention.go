@@ -177,7 +177,7 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		o = v
 	}
 	for i := len(st.held) - 1; i >= 0; i-- {
-		s.unref(st.held[i])
+		s.atReturn(st.held[i])
 	}
 	return o
 }

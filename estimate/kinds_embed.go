@@ -51,6 +51,10 @@ type embeddingOp struct {
 
 func (o *embeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	y := s.embedding(x, o.w, s.cfg.batch*sh[0], o.k.Dim)
+	if o.k.Hold {
+		// inputs_embeds, until the base model returns (dropBodyHold).
+		s.bodyHold = append(s.bodyHold, s.ref(y))
+	}
 	if !o.k.Scale {
 		return y
 	}

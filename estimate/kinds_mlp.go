@@ -74,8 +74,8 @@ func (s *sim) fusedMLP(x *tensor, p *mlpParams, rows, hidden, dim int64, act str
 	s.unref(a)
 	s.unref(up)
 	y := s.matmul(m, p.down, p.downB, rows, dim)
-	s.unref(m)
-	s.unref(gate)
+	s.atReturn(m)
+	s.atReturn(gate)
 	return y
 }
 

@@ -296,6 +296,7 @@ type sim struct {
 	tpSP             bool      // tensor parallelism with sequence parallelism: the norms are DTensors (markPlain)
 	moduleHold       []*tensor // what a tensor-parallel module's call holds until it returns (closeModule)
 	tpAllToAll       bool      // the tensor-parallel program exchanges all-to-all over the tp group (layoutNCCL)
+	tpModule         bool      // inside a tensor-parallel module's call, before its output collective (atReturn)
 	unwaited         []*tensor // a recompute's functional-collective outputs (tensor.unwaited)
 	leaked           int64     // bytes leakUnwaited kept for good in the first step
 	metaTP           bool      // a tensor-parallel program built on the meta device, then to_empty (reallocate)

@@ -193,6 +193,12 @@ type collectiveOp struct{ k *model.Collective }
 
 func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 	y := o.run(s, x)
+	if o.k.Opens {
+		s.tpModule = true // the module's locals go after its output collective (atReturn)
+	}
+	if o.k.Holds {
+		s.bodyHold = append(s.bodyHold, s.ref(y)) // dropBodyHold
+	}
 	if o.k.OutDropout > 0 {
 		// The module's own dropout on what the collective left, before
 		// the module returns (model.Collective.OutDropout).
@@ -215,6 +221,20 @@ func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 	return y
 }
 
+// atReturn drops a module's local t as the module returns: at once, or
+// inside a tensor-parallel module after its output collective, which runs
+// in the module's call (RowwiseParallel's output hook; measured: Phi-3's
+// and StarCoder2's attention free their rotated query, and Phi-3's MLP its
+// product and gate, after the reduce-scatter,
+// bench/results/2026-11-27-h200x2-tp-families, -h200x4-heldout-28).
+func (s *sim) atReturn(t *tensor) {
+	if s.tpModule {
+		s.moduleHold = append(s.moduleHold, t)
+		return
+	}
+	s.unref(t)
+}
+
 // closeModule frees what the module whose output collective just ran
 // held (collectiveOp.forward): the gathered tensor, then the input the
 // module was handed, as its call returns.
@@ -223,6 +243,7 @@ func (s *sim) closeModule() {
 		s.unref(t)
 	}
 	s.moduleHold = s.moduleHold[:0]
+	s.tpModule = false
 }
 
 func (o collectiveOp) run(s *sim, x *tensor) *tensor {

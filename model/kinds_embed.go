@@ -29,6 +29,12 @@ type Embedding struct {
 	// Scale multiplies the rows by a constant in their dtype, a new
 	// tensor (Gemma's normalizer √Dim, Granite's embedding_multiplier).
 	Scale bool
+	// Hold keeps the looked-up rows bound until the base model's forward
+	// returns (transformers' inputs_embeds) while a dropout makes the
+	// stream the blocks take (StarCoder2's embedding_dropout; measured: its
+	// history at tp 2, bench/results/2026-11-27-h200x4-heldout-28). Set by
+	// the llama lowering, not a spec key.
+	Hold bool
 }
 
 // Kind is the name specs use for the kind.

@@ -125,6 +125,9 @@ type Collective struct {
 	// gathered input after the dropout's output exists,
 	// bench/results/2026-11-27-h200x2-tp-families).
 	OutDropout float64
+	// Holds keeps the output bound until the base model's forward returns
+	// (the vocabulary-parallel embedding's reduction under Embedding.Hold).
+	Holds bool
 }
 
 // Kind is the layer kind's name.

@@ -151,7 +151,10 @@ func (tp *tpLowering) leaf(ls []Layer, i int) (out []Layer, skip int, err error)
 		// the reduction; the other families' forwards scale after.
 		inside := k.Scale && tp.scaleInside
 		e := &VocabEmbedding{Vocab: ceilDiv(k.Vocab, tp.t), Whole: k.Vocab, Dim: k.Dim, Name: k.Name, Tied: tp.tied, Scale: inside}
-		out = append(out, L(e), tp.out())
+		red := tp.out()
+		// inputs_embeds is the reduction's output (Embedding.Hold).
+		red.Spec.(*Collective).Holds = k.Hold
+		out = append(out, L(e), red)
 		if k.Scale && !inside {
 			out = append(out, L(&Rescale{}))
 		}

@@ -132,7 +132,8 @@ func (m *Model) lowerLlama() []Layer {
 		blocks = seq(L(&Repeat{Times: k}, dense...), L(&Repeat{Times: m.NumLayers - k, First: k}, block...))
 	}
 	return cat(
-		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0})),
+		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0,
+			Hold: m.EmbeddingDropout > 0})),
 		dropout(m.EmbeddingDropout),
 		blocks,
 		seq(m.llamaNorm(),
