@@ -121,7 +121,8 @@ func (r *tpRecord) measured() (m [NumMetrics]int64) {
 // heldout-tp-olmo2.txt, with a traced line, and OLMo, grid- and
 // heldout-tp-olmo.txt, with two held-out family lines traced,
 // trace-tp-families.txt; and held-out set 28 on four H200s, heldout-28.txt,
-// its StarCoder2 line traced) to issue 12's multi-GPU targets: medians
+// its StarCoder2 line traced, and the second set after the last change on
+// two H100s, heldout-28b.txt) to issue 12's multi-GPU targets: medians
 // within 2% (allocated) and 3% (reserved, device), worst within 6% and 8%,
 // nothing more than UnderLimit under.
 func TestTensorParallelAccuracy(t *testing.T) {
@@ -149,7 +150,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-27-h100x2-tp-olmo2/tp-olmo2-heldout.jsonl",
 		"2026-11-27-h200x2-tp-families/tp-olmo.jsonl", "2026-11-27-h200x2-tp-families/tp-olmo-heldout.jsonl",
 		"2026-11-27-h200x2-tp-families/trace-families.jsonl",
-		"2026-11-27-h200x4-heldout-28/heldout-28.jsonl", "2026-11-27-h200x4-heldout-28/trace-starcoder2.jsonl"} {
+		"2026-11-27-h200x4-heldout-28/heldout-28.jsonl", "2026-11-27-h200x4-heldout-28/trace-starcoder2.jsonl",
+		"2026-11-27-h100x2-heldout-28b/heldout-28b.jsonl"} {
 		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
 	}
 	for _, r := range runs {
@@ -180,8 +182,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 116 {
-		t.Fatalf("%d tensor-parallel runs, want 116", n)
+	if n := len(errs[Allocated]); n != 121 {
+		t.Fatalf("%d tensor-parallel runs, want 121", n)
 	}
 	checkSpread(t, errs)
 }
@@ -207,9 +209,16 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // reserved until the same change, −3.1% since (its 4 GiB eager-attention
 // scores per rank make which cached block a transient lands in decide a
 // segment, as for the four-layer line before it; not traced).
+//
+// GPT-OSS's first four layers at tp 2 with sp, a batch of two,
+// checkpointed, held out (the second set after the change): −3.1% reserved
+// blind, allocated exact; its 4 GiB eager-attention scores per rank make
+// which cached block a transient lands in decide a segment (as above; not
+// traced).
 var tpGaps = map[string]map[int]bool{
-	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096":                                             {Reserved: true, Device: true},
-	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block": {Reserved: true, Device: true},
+	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096":                                               {Reserved: true, Device: true},
+	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block":   {Reserved: true, Device: true},
+	"tp.py 2 model/testdata/hf/gpt-oss-4layer.json --tp 2 --meta --seq 4096 --batch 2 --checkpointing every-block": {Reserved: true, Device: true},
 }
 
 // setEP gives o a record's expert parallelism (cp.py and tp.py --ep): ep
