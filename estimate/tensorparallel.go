@@ -212,10 +212,10 @@ func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 		// (closeModule; measured: the DeepSeek-V2-Lite and
 		// moe-llama-wide sequence-parallel histories). Without sequence
 		// parallelism the input is held alike (the DeepSeek-V2-Lite
-		// history without sp), but so are the module's own locals, which
-		// the simulation frees before the output collective: holding
-		// the input alone moved two GPT-OSS lines 4% under
-		// (docs/parallelism.md §3.1.4), so it is not held there.
+		// history without sp) but not simulated: holding it while the
+		// module's locals went before the output collective moved two
+		// GPT-OSS lines 4% under (docs/parallelism.md §3.1.4); the
+		// locals are held since (atReturn), the input not yet tried.
 		s.moduleHold = append(s.moduleHold, s.ref(y), s.ref(x))
 	}
 	return y
