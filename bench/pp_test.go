@@ -10,15 +10,12 @@ import (
 )
 
 // pipelineGaps are the pipeline runs more than UnderLimit under, with what
-// is known of them (docs/parallelism.md §3.2.4): peak allocated is exact
-// and reserved memory grows in later steps by segments the two simulated
-// steps do not map. A listed run that is no longer under fails the test,
-// so the list stays true.
-var pipelineGaps = map[string][]int{
-	// GPipe, 8 micro-batches: the last stage's reserve still grows in the
-	// third step (32.41 GiB after two, 33.63 after three).
-	"pp.py 2 specs/tinyllama-1.1b.yaml --schedule gpipe --microbatches 8 --seq 2048 --batch 1": {Reserved, Device},
-}
+// is known of them (docs/parallelism.md §3.2.4). A listed run that is no
+// longer under fails the test, so the list stays true. (TinyLlama's GPipe of
+// eight micro-batches, −4.8% reserved while two steps were simulated, its
+// last stage's reserve still growing in the third, is −1.2% since a
+// pipeline whose second step maps more simulates a third, as train does.)
+var pipelineGaps = map[string][]int{}
 
 // pipelineOver are the pipeline runs over the worst-case targets, with
 // why; they are left out of the spread, and a listed run that is no
