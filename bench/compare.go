@@ -232,15 +232,22 @@ func (r Record) Overrides() model.Overrides {
 		o.LoRAAlpha, o.LoRADropout = fmt.Sprint(l.Alpha), fmt.Sprint(l.Dropout)
 		o.LoRAAdapterDtype = l.AdapterDtype
 	}
-	for _, d := range model.Devices() {
-		if d.Product == r.GPU {
-			o.Dev = d.Name
-		}
-	}
+	o.Dev = deviceNamed(r.GPU)
 	if o.Dev == "" && r.DeviceMemory > 0 {
 		o.Dev = fmt.Sprintf("%dB", r.DeviceMemory)
 	}
 	return o
+}
+
+// deviceNamed is the catalog's device whose product name is gpu (as
+// torch.cuda.get_device_name gives it), or "".
+func deviceNamed(gpu string) string {
+	for _, d := range model.Devices() {
+		if d.Product == gpu {
+			return d.Name
+		}
+	}
+	return ""
 }
 
 // fakeGroup says the record is one rank of a data-parallel run on

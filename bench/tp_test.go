@@ -64,11 +64,11 @@ type tpRecord struct {
 	} `json:"ranks"`
 }
 
-// dev is memplan's name for the device the run used: an H100 80GB, or an
-// H200 (the first records name none: every one of them ran on H200s).
+// dev is memplan's name for the device the run used (deviceNamed), or an
+// H200's for a record that names none (the first ones, all run on H200s).
 func (r *tpRecord) dev() string {
-	if strings.Contains(r.GPU, "H100") {
-		return "h100-80gb"
+	if d := deviceNamed(r.GPU); d != "" {
+		return d
 	}
 	return "h200-141gb"
 }
