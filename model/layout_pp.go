@@ -171,7 +171,7 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 			continue
 		}
 		if !m.RunsTransformersForward() {
-			rep.Body = unwindowed(rep.Body)
+			rep.Body = titanAttention(rep.Body)
 		}
 		// The first stage's copies take the embeddings' output, which the
 		// base model's forward may keep (Repeat.HoldInput); later stages
@@ -351,14 +351,14 @@ func checkPipeline(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	}
 }
 
-// unwindowed returns ls with every attention layer's sliding window and
+// titanAttention returns ls with every attention layer's sliding window and
 // key/value cache dropped (copies of the layers that change; ls is not
 // changed). The parallel layouts are simulated on torchtitan's Llama (and
 // bench/torch/dist's common.Llama), whose attention is causal SDPA without
 // transformers' sliding-window masks and keeps no cache: a pipeline's
 // stages (stageSlice) and tensor and context parallelism (lowerLayers)
 // lower through it.
-func unwindowed(ls []Layer) []Layer {
+func titanAttention(ls []Layer) []Layer {
 	out := append([]Layer(nil), ls...)
 	for i := range out {
 		l := &out[i]
@@ -367,11 +367,11 @@ func unwindowed(ls []Layer) []Layer {
 			c.Window, c.KVCache = 0, false
 			l.Spec = &c
 		}
-		l.Body, l.Shortcut = unwindowed(l.Body), unwindowed(l.Shortcut)
+		l.Body, l.Shortcut = titanAttention(l.Body), titanAttention(l.Shortcut)
 		if l.Branches != nil {
 			bs := make([][]Layer, len(l.Branches))
 			for j, b := range l.Branches {
-				bs[j] = unwindowed(b)
+				bs[j] = titanAttention(b)
 			}
 			l.Branches = bs
 		}

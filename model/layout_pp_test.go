@@ -191,9 +191,10 @@ func TestStageSliceHoldInput(t *testing.T) {
 }
 
 // TestParallelLayoutsDropWindow: the parallel layouts run torchtitan's
-// Llama, causal SDPA without transformers' sliding-window masks, so their
-// lowerings drop a model's sliding window (unwindowed); the model's own
-// layers keep it, and a stage's repeat knows its first layer's index.
+// Llama, causal SDPA without transformers' sliding-window masks or a
+// key/value cache, so their lowerings drop a model's sliding window and
+// cache (titanAttention, counted together here); the model's own layers
+// keep them, and a stage's repeat knows its first layer's index.
 func TestParallelLayoutsDropWindow(t *testing.T) {
 	s, err := LoadHF(filepath.Join("testdata", "hf", "mistral-7b-v0.1.json"), Overrides{Batch: 1, Seq: 256})
 	if err != nil {
@@ -204,7 +205,7 @@ func TestParallelLayoutsDropWindow(t *testing.T) {
 		walk(ls, func(l *Layer) {
 			switch a := l.Spec.(type) {
 			case *Attention:
-				if a.Window > 0 {
+				if a.Window > 0 || a.KVCache {
 					n++
 				}
 			case *RingAttention:

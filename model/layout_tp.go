@@ -284,7 +284,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if !m.TPRunsTransformersForward() {
 		// transformers' forward keeps its sliding windows; torchtitan's
 		// Llama has none.
-		ls = unwindowed(ls)
+		ls = titanAttention(ls)
 	}
 	if t.TP > 1 {
 		// The rank's sequence (s/c under context parallelism, which the
