@@ -13,9 +13,9 @@ import "github.com/memplan/memplan/model"
 // meta-device build and transformers' sharded loading do. It returns the
 // built instances and the layers the rank holds; m is the model, whose
 // tensor-parallel program may be transformers' forward
-// (model.Model.TPRunsTransformersForward).
+// (model.Model.RunsTransformersForward).
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *model.Model) ([]*inst, []model.Layer) {
-	runsModel := m.TPRunsTransformersForward()
+	runsModel := m.RunsTransformersForward()
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
 	s.tpAllToAll = t.TP > 1 && m.QKNormWhole // OLMo 2's norms (model.Attention.QKNormRanks)
 	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
@@ -58,7 +58,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	ins := s.build(prog, map[string]*tensor{})
 	// torchtitan's Llama (bench/torch/dist's) holds its rotary tables as a
 	// buffer; transformers' forward makes them, also under tensor
-	// parallelism of a model split through it (TPRunsTransformersForward).
+	// parallelism of a model split through it (RunsTransformersForward).
 	s.cfg.modelRope = (t.TP <= 1 && run.CP <= 1) || runsModel
 	done()
 	return ins, layers

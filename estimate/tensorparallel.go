@@ -27,6 +27,7 @@ func init() {
 		return collectiveOp{l.Spec.(*model.Collective)}
 	})
 	register(model.KRescale, func(*sim, *model.Layer, map[string]*tensor) op { return rescaleOp{} })
+	register(model.KSoftcap, func(*sim, *model.Layer, map[string]*tensor) op { return softcapOp{} })
 	register(model.KVocabHead, func(s *sim, l *model.Layer, names map[string]*tensor) op {
 		k := l.Spec.(*model.VocabHead)
 		w := names[k.Tie]
@@ -362,6 +363,14 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 type rescaleOp struct{}
 
 func (rescaleOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor { return s.scalarOp(x) }
+
+// softcapOp is model.Softcap: cap·tanh(x/cap), three new tensors of x's
+// size (sim.softcap; the caller drops x).
+type softcapOp struct{}
+
+func (softcapOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
+	return s.softcap(s.ref(x))
+}
 
 // parallelCrossEntropy is F.cross_entropy under loss_parallel on the
 // rank's vocabulary shard x (torch/distributed/tensor/parallel/loss.py).

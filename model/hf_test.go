@@ -330,10 +330,6 @@ func TestHFGranite(t *testing.T) {
 	if branches != 2 || scaled != 2 {
 		t.Errorf("%d of %d residual branches scaled, want 2 of 2", scaled, branches)
 	}
-	s.Training.PP = 2
-	if err := s.Training.PipelineOK(&m); err == nil || !strings.Contains(err.Error(), "scaling") {
-		t.Errorf("a pipeline over Granite's scaled logits: %v, want it refused", err)
-	}
 }
 
 // TestHFOlmo3 checks OLMo 3 as transformers 5.17 builds it: OLMo 2's block
@@ -521,11 +517,11 @@ func TestHFFamilies(t *testing.T) {
 
 // TestGemmaTensorParallel checks Gemma 2's and 3's tensor-parallel
 // programs: their split runs through transformers' forward
-// (TPRunsTransformersForward: the sliding windows kept), with or without
+// (RunsTransformersForward: the sliding windows kept), with or without
 // sp; Gemma 3's embedding scales inside the vocabulary-parallel embedding,
 // Gemma 2's after its reduction (Rescale), whose head caps its logits;
-// context parallelism and tensor parallelism inside pipeline stages stay
-// refused with their reasons.
+// context parallelism stays refused with its reason (pipelines:
+// TestStagesRunTransformersForward).
 func TestGemmaTensorParallel(t *testing.T) {
 	g3 := filepath.Join("testdata", "hf", "gemma-3-27b-6layer.json")
 	g2 := filepath.Join("testdata", "hf", "gemma-2-2b.json")
@@ -538,7 +534,6 @@ func TestGemmaTensorParallel(t *testing.T) {
 		{"gemma 3 tp", g3, Overrides{TP: 2}, "", true},
 		{"gemma 3 tp and sp", g3, Overrides{TP: 2, SP: true}, "", true},
 		{"gemma 3 cp", g3, Overrides{CP: 2}, "cp: context parallelism is not simulated for Gemma 3's block", false},
-		{"gemma 3 tp in a pipeline", g3, Overrides{TP: 2, SP: true, PP: 2, GradAccum: 2}, "tp: tensor parallelism inside pipeline stages is not simulated for Gemma 3's block", false},
 		{"gemma 2 tp and sp", g2, Overrides{TP: 2, SP: true}, "", false},
 		{"gemma 2 cp", g2, Overrides{CP: 2}, "cp: context parallelism is not simulated for Gemma 2's block", false},
 	} {
@@ -555,7 +550,7 @@ func TestGemmaTensorParallel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !s.Model.TPRunsTransformersForward() {
+			if !s.Model.RunsTransformersForward() {
 				t.Errorf("the tensor-parallel program should be transformers' forward")
 			}
 			ls, err := s.Model.LowerRank(&s.Training)

@@ -68,9 +68,6 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 	default:
 		return 0, 0, fmt.Errorf("%s models cannot be split into pipeline stages (only the transformer shorthands gpt2, llama, neox and bert)", m.Type)
 	}
-	if m.LogitSoftcap > 0 || m.scalesLogits() {
-		return 0, 0, fmt.Errorf("logit softcapping and scaling are not simulated under pipeline parallelism")
-	}
 	for i := range layers {
 		if _, ok := layers[i].Spec.(*Repeat); ok {
 			n := 1
@@ -90,15 +87,27 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 // transformers' own model forward (bench/torch/dist's pp.py stages and
 // tp.py splits of a transformers config, hftp.py): a pipeline stage is
 // the base model with the other layers taken out, and under tensor
-// parallelism the whole model split by hftp.py's plan. Each forward makes
-// the rotary tables (and eager attention's masks) before its first block
-// as the whole model's does, and sliding windows stay. The other llama
-// models' layouts run bench/torch/dist/common.py's Llama, as torchtitan's,
-// whose attention casts the rotary tables it is given and has no sliding
-// window. DeepSeek's and GPT-OSS's blocks (GLM-4 MoE's with them) are
-// measured through transformers' forward (docs/parallelism.md §3.2.7,
-// §3.1.3).
-func (m *Model) RunsTransformersForward() bool { return m.deepseek() || m.gptOSS() }
+// parallelism the whole model (or each stage) split by hftp.py's plan.
+// Each forward makes the rotary tables (and eager attention's masks)
+// before its first block as the whole model's does, and sliding windows
+// stay. The other llama models' layouts run bench/torch/dist/common.py's
+// Llama, as torchtitan's, whose attention casts the rotary tables it is
+// given and has no sliding window. The families measured through
+// transformers' forward are the changes to Llama's block that torchtitan's
+// models do not carry: DeepSeek's and GPT-OSS's blocks (GLM-4 MoE's with
+// them), Gemma 2 and 3 (sandwich norms, Gemma 2's softcaps), Granite (its
+// multipliers), SmolLM3 (layers without rotary embeddings), StarCoder2
+// (LayerNorms, biases, a two-layer MLP, dropouts), Cohere (its parallel
+// block), Phi-3 (fused projections), OLMo (norms without weights, the
+// projections made before any is viewed as heads) and OLMo 2 and 3 (norms
+// after the branches, over each whole query and key projection: OLMo-core's
+// plan under tensor parallelism, model.Attention.QKNormRanks)
+// (docs/parallelism.md §3.1.3–3.1.6, §3.2.7).
+func (m *Model) RunsTransformersForward() bool {
+	return m.deepseek() || m.gptOSS() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
+		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp || m.PostNorm || m.QKNormWhole ||
+		m.PlainNorm || m.ProjectFirst
+}
 
 // LowerStage returns the layers stage (0-based) of stages holds: its share
 // of the blocks (StageLayers), with everything before them (the embedding)
@@ -115,16 +124,29 @@ func (m *Model) LowerStage(stage, stages int64) ([]Layer, error) {
 }
 
 // stageHead makes the head of a last stage's layers a plain linear layer
-// whose logits are the stage's output. Where the stage runs transformers'
-// model forward (RunsTransformersForward), the head runs after that forward has
+// whose logits are the stage's output, followed by what the causal LM's
+// forward does to them (pp.HFStage as transformers' CausalLM classes):
+// Gemma 2's softcap, then Granite's division by logits_scaling or
+// Cohere's logit_scale. Where the stage runs transformers' model forward
+// (RunsTransformersForward), the head runs after that forward has
 // returned, its locals (the masks) gone: a task head (Linear.Head).
 func (m *Model) stageHead(ls []Layer) []Layer {
-	for i, l := range ls {
-		if h, ok := l.Spec.(*LMHead); ok {
-			ls[i] = L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias, Head: m.RunsTransformersForward()})
+	var out []Layer
+	for _, l := range ls {
+		h, ok := l.Spec.(*LMHead)
+		if !ok {
+			out = append(out, l)
+			continue
+		}
+		out = append(out, L(&Linear{In: h.Dim, Out: h.Vocab, Bias: h.Bias, Head: m.RunsTransformersForward()}))
+		if h.Softcap > 0 {
+			out = append(out, L(&Softcap{}))
+		}
+		if h.Scale {
+			out = append(out, L(&Rescale{}))
 		}
 	}
-	return ls
+	return out
 }
 
 // stageSlice is the top-level layers of one GPU's model that stage holds,
@@ -150,8 +172,11 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 		return nil, fmt.Errorf("stage %d of %d", stage, stages)
 	}
 	var out []Layer
-	if stage == 0 {
+	switch {
+	case stage == 0:
 		out = append(out, all[:at]...)
+	case m.RunsTransformersForward():
+		out = append(out, m.stageInput(all[:at])...)
 	}
 	lo := int64(0)
 	for _, n := range split[:stage] {
@@ -185,6 +210,28 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 		out = append(out, untie(all[at+reps:])...)
 	}
 	return out, nil
+}
+
+// stageInput is what transformers' base model forward does to the
+// inputs_embeds a later stage is handed (pp.HFStage passes the received
+// activation so), from the first stage's layers before the blocks, pre:
+// the embedding module itself is skipped, but a scale the forward applies
+// after it (Gemma 2's normalizer, Granite's embedding_multiplier; Gemma
+// 3's module scales inside) multiplies the received activation again, and
+// a dropout on the embeddings (StarCoder2's embedding_dropout) drops it.
+func (m *Model) stageInput(pre []Layer) []Layer {
+	var out []Layer
+	for _, l := range pre {
+		switch k := l.Spec.(type) {
+		case *Embedding:
+			if k.Scale && !m.gemma3() {
+				out = append(out, L(&Rescale{}))
+			}
+		default:
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // untie returns ls with its head's tie dropped: the head's weight its own

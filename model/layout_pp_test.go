@@ -249,3 +249,85 @@ func TestParallelLayoutsDropWindow(t *testing.T) {
 		t.Errorf("the lowerings changed the model's window")
 	}
 }
+
+// TestStagesRunTransformersForward checks the pipeline stages of the
+// families whose layouts run transformers' own forward
+// (RunsTransformersForward), alone and with tensor parallelism inside:
+// a later stage does to the activation it receives what that forward does
+// to inputs_embeds (stageInput: Gemma 2's and Granite's scale again,
+// StarCoder2's dropout; Gemma 3's scale stays in its module), its
+// attention keeps the model's sliding windows, and the last stage's head
+// runs after the forward returns (Linear.Head), followed by what the
+// causal LM does to the logits (Gemma 2's softcap, Granite's and Cohere's
+// scale).
+func TestStagesRunTransformersForward(t *testing.T) {
+	for _, tc := range []struct {
+		file      string
+		input     string // the later stage's first layer's kind
+		afterHead []string
+		windows   bool
+	}{
+		{"gemma-2-2b.json", KRescale, []string{KSoftcap}, true},
+		{"gemma-3-27b-6layer.json", KRepeat, nil, true},
+		{"granite-3.1-2b.json", KRescale, []string{KRescale}, false},
+		{"cohere-1b-shape.json", KRepeat, []string{KRescale}, false},
+		{"starcoder2-3b.json", KDropout, nil, true},
+		{"phi-3-mini-4k.json", KRepeat, nil, false},
+		{"olmo2-1b.json", KRepeat, nil, false},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			s, err := LoadHF(filepath.Join("testdata", "hf", tc.file), Overrides{Batch: 1, Seq: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &s.Model
+			if !m.RunsTransformersForward() {
+				t.Fatal("runs torchtitan's program, want transformers' forward")
+			}
+			for _, tr := range []Training{{PP: 2, PPSchedule: PP1F1B, GradAccum: 2, Seq: 256},
+				{PP: 2, PPSchedule: PP1F1B, GradAccum: 2, TP: 2, SP: true, Seq: 256}} {
+				if err := tr.PipelineOK(m); err != nil {
+					t.Fatalf("tp %d: %v", tr.TP, err)
+				}
+				last, err := m.LowerStageRank(1, 2, &tr)
+				if err != nil {
+					t.Fatalf("tp %d: %v", tr.TP, err)
+				}
+				if k := last[0].Kind; k != tc.input {
+					t.Errorf("tp %d: the later stage starts with %s, want %s", tr.TP, k, tc.input)
+				}
+				windows := 0
+				walk(last, func(l *Layer) {
+					if a, ok := l.Spec.(*Attention); ok && a.Window > 0 {
+						windows++
+					}
+				})
+				if (windows > 0) != tc.windows {
+					t.Errorf("tp %d: %d windowed attention layers, want some: %v", tr.TP, windows, tc.windows)
+				}
+				if tr.TP > 1 {
+					h := last[len(last)-1].Spec.(*VocabHead)
+					if !h.Output || h.Softcap != m.LogitSoftcap || h.Scale != m.scalesLogits() {
+						t.Errorf("tp %d: head %+v, want the stage's output with the model's softcap %v and scale %v",
+							tr.TP, h, m.LogitSoftcap, m.scalesLogits())
+					}
+					continue
+				}
+				var after []string
+				head := false
+				for _, l := range last {
+					if lin, ok := l.Spec.(*Linear); ok && lin.Head {
+						head = true
+						continue
+					}
+					if head {
+						after = append(after, l.Kind)
+					}
+				}
+				if !head || strings.Join(after, " ") != strings.Join(tc.afterHead, " ") {
+					t.Errorf("head found %v, then %v; want %v", head, after, tc.afterHead)
+				}
+			}
+		})
+	}
+}

@@ -172,6 +172,24 @@ func (*Rescale) infer(_ *Layer, s Shape, _ map[string]*Layer) (Shape, error) { r
 
 func (*Rescale) params(*Layer) float64 { return 0 }
 
+// KSoftcap is the layer kind of a logit softcap that a lowering splits
+// from the head it belonged to (not accepted in specs).
+const KSoftcap = "softcap"
+
+// Softcap is cap·tanh(x/cap) over its input: Gemma 2's final logit
+// softcap, which its CausalLM forward applies after the head, so after a
+// pipeline's last stage's head too (pp.HFStage; LMHead.Softcap).
+type Softcap struct{}
+
+// Kind is the layer kind's name.
+func (*Softcap) Kind() string { return KSoftcap }
+
+func (*Softcap) decode(*args, *Layer) {}
+
+func (*Softcap) infer(_ *Layer, s Shape, _ map[string]*Layer) (Shape, error) { return s, nil }
+
+func (*Softcap) params(*Layer) float64 { return 0 }
+
 // KVocabHead is the layer kind of a vocabulary-parallel head (not accepted
 // in specs).
 const KVocabHead = "vocab_parallel_head"
@@ -281,7 +299,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if why := m.SeqSplitRefusal(t); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrNotSplittable, why)
 	}
-	if !m.TPRunsTransformersForward() {
+	if !m.RunsTransformersForward() {
 		// transformers' forward keeps its sliding windows; torchtitan's
 		// Llama has none.
 		ls = titanAttention(ls)

@@ -142,9 +142,10 @@ func (tp *tpLowering) leaf(ls []Layer, i int) (out []Layer, skip int, err error)
 			}
 		}
 		out = append(out, mlp...)
-	case *Dropout, *Activation:
+	case *Dropout, *Activation, *Rescale:
 		// On the residual stream (the embeddings', a branch's output
-		// after its reduction): the rank's sequence shard, or whole.
+		// after its reduction, a later pipeline stage's input:
+		// Model.stageInput): the rank's sequence shard, or whole.
 		out = append(out, l)
 	case *Embedding:
 		// Gemma 3's embedding module scales its rows inside, before

@@ -7,8 +7,8 @@ package model
 // TPRefusal says why tensor and context parallelism are not simulated for
 // m, or "" when they are: torchtitan's plans shard Llama's block with
 // separate q, k and v projections, not the other families' changes to it.
-// The families whose tensor-parallel program is transformers' own forward
-// (TPRunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Gemma 2 and
+// The families whose layouts run transformers' own forward
+// (RunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Gemma 2 and
 // 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo and OLMo 2 and 3)
 // are split by the same plan through it (docs/parallelism.md
 // §3.1.3–3.1.6); SeqSplitRefusal says what they still refuse. Sandwich
@@ -23,7 +23,7 @@ func (m *Model) TPRefusal() string {
 
 // gemmaSandwich says whether m is Gemma 2's or 3's block (sandwich norms,
 // Gemma's conventions; Gemma 2's softcaps), which tensor parallelism
-// splits through transformers' own forward (TPRunsTransformersForward).
+// splits through transformers' own forward (RunsTransformersForward).
 func (m *Model) gemmaSandwich() bool { return m.Gemma && m.SandwichNorm }
 
 // gemma3 says whether m is Gemma 3's block: per-head q/k norms and a local
@@ -31,47 +31,21 @@ func (m *Model) gemmaSandwich() bool { return m.Gemma && m.SandwichNorm }
 // rows itself (VocabEmbedding.Scale).
 func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 
-// TPRunsTransformersForward says whether m's tensor-parallel program is
-// transformers' own forward, split by bench/torch/dist/hftp.py: the
-// families that run through it everywhere (RunsTransformersForward), and
-// Gemma 2 and 3 (sandwich norms, Gemma 2's softcaps), Granite (its
-// multipliers), SmolLM3 (layers without rotary embeddings), StarCoder2
-// (LayerNorms, biases, a two-layer MLP, dropouts), Cohere (its parallel
-// block), Phi-3 (fused projections), OLMo (norms without weights, the
-// projections made before any is viewed as heads) and OLMo 2 and 3 (norms
-// after the branches, over each whole query and key projection:
-// OLMo-core's plan, model.Attention.QKNormRanks), which torchtitan's Llama
-// does not have (docs/parallelism.md §3.1.5, §3.1.6). Their lowering keeps the
-// model's sliding windows and its forward's rotary tables and masks.
-func (m *Model) TPRunsTransformersForward() bool {
-	return m.RunsTransformersForward() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
-		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp || m.PostNorm || m.QKNormWhole ||
-		m.PlainNorm || m.ProjectFirst
-}
-
 // SeqSplitRefusal says why t's layout is not simulated for m, whose
-// tensor-parallel program is transformers' own forward
-// (TPRunsTransformersForward), or "" when it is. That forward makes its
-// rotary tables and masks from the length of the hidden states it is
-// handed: sequence parallelism keeps that length whole by keeping the
-// residual stream a DTensor sharded along the sequence, whose shape is the
-// whole one (bench/torch/dist/hftp.py, docs/parallelism.md §3.1.4), inside
-// pipeline stages too (whose stages exchange its local shards); context
-// parallelism, which hands each rank its part of the sequence as a plain
-// tensor, is not simulated for such a model, nor tensor parallelism inside
-// pipeline stages for the families whose pipelines keep the native program
-// (Gemma 2 and 3, Granite, SmolLM3: measured without a pipeline).
+// parallel layouts run transformers' own forward (RunsTransformersForward),
+// or "" when it is. That forward makes its rotary tables and masks from the
+// length of the hidden states it is handed: sequence parallelism keeps that
+// length whole by keeping the residual stream a DTensor sharded along the
+// sequence, whose shape is the whole one (bench/torch/dist/hftp.py,
+// docs/parallelism.md §3.1.4), inside pipeline stages too (whose stages
+// exchange its local shards); context parallelism, which hands each rank
+// its part of the sequence as a plain tensor, is not simulated for such a
+// model.
 func (m *Model) SeqSplitRefusal(t *Training) string {
-	if !m.TPRunsTransformersForward() {
+	if !m.RunsTransformersForward() || t.CP <= 1 {
 		return ""
 	}
-	switch {
-	case t.CP > 1:
-		return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
-	case !m.RunsTransformersForward() && t.PP > 1 && t.TP > 1:
-		return "tensor parallelism inside pipeline stages is not simulated for " + m.describe() + " (measured without a pipeline)"
-	}
-	return ""
+	return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
 }
 
 // granite says whether m applies any of Granite's constants.
