@@ -72,7 +72,7 @@ def build(path, checkpointing):
     sys.path.insert(0, os.path.join(here, ".."))
     import measure  # bench/torch/measure.py: the config read as measure.py reads it
     import pp
-    d = pp.hf_dims(path, None, tied_ok=True)
+    d = pp.hf_dims(path, None)
     with torch.device("meta"):
         hf, _ = measure.build_hf(path, d["attn"])
     if checkpointing:

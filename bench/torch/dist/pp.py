@@ -196,14 +196,15 @@ class HFStage(torch.nn.Module):
         return h.to_local() if sp is not None else h
 
 
-def hf_dims(path, seq, tied_ok=False):
-    """pp.py's dims of a transformers config (what main reads of them); a
-    tied one only with tied_ok (hftp.build: tensor parallelism alone)."""
+def hf_dims(path, seq):
+    """pp.py's dims of a transformers config (what main reads of them)."""
     import json
     with open(path) as f:
         cfg = json.load(f)
+    # Where the file is silent the config class's default decides
+    # (build_hf_stage and hftp.build read it again from the built config:
+    # Gemma 2's, Cohere's and StarCoder2's tie).
     tied = bool(cfg.get("tie_word_embeddings", False))
-    assert tied_ok or not tied, "tied transformers configs are not pipelined here"
     # transformers runs GPT-OSS in eager attention only (its sinks).
     attn = "eager" if cfg.get("model_type") == "gpt_oss" else "sdpa"
     return dict(hf=path, attn=attn, layers=cfg["num_hidden_layers"], vocab=cfg["vocab_size"], seq=seq, tied=tied,
@@ -224,6 +225,9 @@ def build_hf_stage(d, split, stage, n_stages, checkpointing, ep_args=None, tp_me
         hf, _ = measure.build_hf(d["hf"], d["attn"])
     if checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    # A tied config is split as a spec's is (the module docstring): the
+    # last stage's head keeps the tied parameter as its own copy.
+    d["tied"] = bool(getattr(hf.config, "tie_word_embeddings", False))
     model = HFStage(hf, range(first, first + split[stage]), stage == 0, stage == n_stages - 1)
     import hftp  # tp.py's plan for transformers' models, materialise
     if tp_mesh is not None:
@@ -297,11 +301,19 @@ def tied_weights(modules):
     out = []
     for m in modules:
         m = getattr(m, "module", m)
-        if getattr(m, "tok_embeddings", None) is not None:
-            out.append(m.tok_embeddings.weight)
-        if getattr(m, "output", None) is not None:
-            out.append(m.output.weight)
+        emb = m.model.embed_tokens if isinstance(m, HFStage) else getattr(m, "tok_embeddings", None)
+        if emb is not None:
+            out.append(emb.weight)
+        if head_weight(m) is not None:
+            out.append(head_weight(m))
     return out
+
+
+def head_weight(m):
+    """A stage's head weight (common.Llama's output, an HFStage's lm_head),
+    or None where the stage has no head."""
+    head = m.lm_head if isinstance(m, HFStage) else getattr(m, "output", None)
+    return None if head is None else head.weight
 
 
 def local_tensor(t):
@@ -339,7 +351,7 @@ def sync_tied(modules, group, grads):
                 t = grad_shard(w) if grads else local_tensor(w)
                 if t is None:
                     continue
-                if not grads and getattr(mm, "output", None) is not None and w is mm.output.weight:
+                if not grads and w is head_weight(mm):
                     t.zero_()
                 dist.all_reduce(t, group=group)
 
