@@ -17,7 +17,7 @@ import "github.com/memplan/memplan/model"
 func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *model.Model) ([]*inst, []model.Layer) {
 	runsModel := m.RunsTransformersForward()
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
-	s.tpAllToAll = t.TP > 1 && m.QKNormWhole // OLMo 2's norms (model.Attention.QKNormRanks)
+	s.tpAllToAll = tpAllToAll(t, m)
 	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
 	s.wholeSeq = 1
 	if t.TP > 1 && runsModel && t.SP {
@@ -63,6 +63,12 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	done()
 	return ins, layers
 }
+
+// tpAllToAll says whether the tensor-parallel program of m under t
+// exchanges tensors all-to-all over the tp group (OLMo 2's and 3's query
+// and key norms, model.Attention.QKNormRanks), inside pipeline stages too,
+// which connects every other tp rank point to point (layoutNCCL).
+func tpAllToAll(t model.Training, m *model.Model) bool { return t.TP > 1 && m.QKNormWhole }
 
 // fsdpInitNotes say how the model was taken to reach fully_shard
 // (model.Training.FSDPInit): the holes the freed whole parameters leave

@@ -58,17 +58,18 @@ func ncclRange(t model.Training, tpAllToAll bool) (least, most int64) {
 // group (pipelineNCCL's least); else ncclRange's least.
 func NCCLFloor(t model.Training) int64 {
 	if t.PP > 1 {
-		return mustNCCL(parallel.NCCLBytes(pipelineBaseNCCL(t)))
+		return mustNCCL(parallel.NCCLBytes(pipelineBaseNCCL(t, false))) // without the model's own all-to-alls: a floor
 	}
 	least, _ := ncclRange(t, false) // without the model's own all-to-alls: a floor
 	return least
 }
 
 // pipelineBaseNCCL is what every pipeline rank of t connects: the
-// layout's communicators (built on the meta device) and a neighbouring
-// stage (pipelineNCCL adds the rest).
-func pipelineBaseNCCL(t model.Training) parallel.NCCL {
-	c := layoutNCCL(t, true, false) // no tensor parallelism of OLMo 2 inside pipeline stages
+// layout's communicators (built on the meta device), the tensor-parallel
+// all-to-all's peers where tpAllToAll says the stages' program has one
+// (layoutNCCL), and a neighbouring stage (pipelineNCCL adds the rest).
+func pipelineBaseNCCL(t model.Training, tpAllToAll bool) parallel.NCCL {
+	c := layoutNCCL(t, true, tpAllToAll)
 	c.PipelineNeighbour = true
 	return c
 }

@@ -75,6 +75,10 @@ type pipeline struct {
 	// modelForward says the stages run transformers' model forward
 	// (model.Model.RunsTransformersForward): its prologue in every stage's forward.
 	modelForward bool
+	// tpAllToAll says the stages' tensor-parallel program exchanges
+	// tensors all-to-all over the tp group (tpAllToAll), whose
+	// point-to-point buffers NCCL holds (pipelineNCCL).
+	tpAllToAll bool
 	// embeddingGroup says the rank holds the first or the last stage of a
 	// model with tied embeddings: it all-reduces the two copies'
 	// gradients over the embedding group (model's stageSlice), one more
@@ -133,6 +137,7 @@ func newPipeline(spec *model.Spec, rank int64) (*pipeline, error) {
 	p := local[0]
 	p.local = local
 	p.modelForward = spec.Model.RunsTransformersForward()
+	p.tpAllToAll = tpAllToAll(t, &spec.Model)
 	for _, q := range local {
 		p.embeddingGroup = p.embeddingGroup || spec.Model.Tied && (q.first() || q.last())
 	}

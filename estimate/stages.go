@@ -211,9 +211,13 @@ func p2pPeerBytes() int64 {
 // scatter of the parameters (loadWhole) is not there. The ranks of the
 // first and the last stage of a model with tied embeddings have one more
 // communicator, the embedding group's (Megatron-LM's; model's
-// stageSlice), even where its two ranks are the pipeline group's.
+// stageSlice), even where its two ranks are the pipeline group's. OLMo 2's
+// and 3's stages under tensor parallelism connect their tp peers for the
+// query and key norms' all-to-all (p.tpAllToAll; measured: 4 × H100,
+// device in use 2.5–2.7% above the prediction without them,
+// bench/results/2026-11-28-h100x4-pp-families).
 func pipelineNCCL(p *pipeline, t model.Training) int64 {
-	c := pipelineBaseNCCL(t)
+	c := pipelineBaseNCCL(t, p.tpAllToAll)
 	if p.embeddingGroup {
 		c.Communicators++
 	}
