@@ -1,7 +1,7 @@
 """Tensor parallelism, with or without sequence parallelism, of a transformers
 causal LM run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and
 V3, Gemma 2 and 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo, OLMo 2
-and 3: memplan's model.Model.TPRunsTransformersForward families), for tp.py
+and 3: memplan's model.Model.RunsTransformersForward families), for tp.py
 and pp.py. A tied head and embedding are tied again after the split (tp.py),
 both split by vocabulary (Shard(0)); pp.HFStage applies a CausalLM's logit
 softcap (Gemma 2) and scaling (Granite, Cohere) after the head.
