@@ -365,11 +365,18 @@ type rescaleOp struct{}
 func (rescaleOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor { return s.scalarOp(x) }
 
 // softcapOp is model.Softcap: cap·tanh(x/cap), three new tensors of x's
-// size (sim.softcap; the caller drops x).
+// size (sim.softcap). It takes over the caller's hold on x (takesInput):
+// the causal LM rebinds its logits to each result (logits = logits / cap),
+// so x goes once the division is made, and the division's result once
+// tanh's is (measured: Gemma 2's last pipeline stage, whose shape
+// inference maps two logits-sized segments for the softcap, not three;
+// bench/results/2026-11-28-h100x4-pp-families-traces).
 type softcapOp struct{}
 
+func (softcapOp) takesInput() bool { return true }
+
 func (softcapOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
-	return s.softcap(s.ref(x))
+	return s.softcap(x)
 }
 
 // parallelCrossEntropy is F.cross_entropy under loss_parallel on the
