@@ -149,6 +149,9 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 	default: // Llama-style decoders
 		c.llama(&m, mt)
 	}
+	// Every decoder's config class defaults use_cache to true, and
+	// transformers then fills a key/value cache in training too.
+	m.NoCache = kind != BERT && !c.bool("use_cache", true)
 	act := map[string]string{"gelu": KGELU, "gelu_new": KGELUNew, "gelu_pytorch_tanh": KGELU, "gelu_fast": KGELUNew,
 		"relu": KReLU, "silu": KSiLU, "swish": KSiLU, "tanh": KTanh}
 	if a, ok := act[m.Activation]; ok {

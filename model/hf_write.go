@@ -12,6 +12,7 @@ import (
 // SpecYAML writes a model as a spec with the given training section.
 func (m *Model) SpecYAML(name, from string, training map[string]any) ([]byte, error) {
 	f := map[string]any{"type": m.Type, "layers": m.NumLayers, "hidden": m.Hidden, "heads": m.Heads, "vocab": m.Vocab}
+	setFlags(f, flag{"no_cache", m.NoCache})
 	switch m.Type {
 	case GPT2:
 		f["positions"], f["intermediate"], f["dropout"], f["attention_dropout"] = m.Positions, m.Intermediate, m.Dropout, m.AttnDropout

@@ -52,7 +52,7 @@ func (m *Model) lowerGPT2() []Layer {
 		seq(L(&Residual{Hold: true, HoldFirst: true}, cat(
 			seq(ln(d),
 				L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.Heads, HeadDim: d / m.Heads,
-					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: true, P: m.AttnDropout,
+					Bias: true, OutBias: true, Causal: true, FusedQKV: true, KVCache: !m.NoCache, P: m.AttnDropout,
 					OutDropout: m.Dropout, Style: "hf", Conv1D: true, Softmax: SoftmaxValue})))...)),
 		seq(L(&Residual{HoldFirst: true}, cat(
 			seq(ln(d),
@@ -99,7 +99,7 @@ func (m *Model) lowerLlama() []Layer {
 		return L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 			Bias: m.AttentionBias, OutBias: m.OutBias, RoPE: true, Rotary: m.Rotary, Causal: true, P: m.AttnDropout,
 			OutDropout: m.Dropout, Style: "hf",
-			QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: true, QKNormOffset: m.QKNorm && m.Gemma,
+			QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: !m.NoCache, QKNormOffset: m.QKNorm && m.Gemma,
 			QKNormWhole: m.QKNormWhole, QKNormLate: m.QKNormLate, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast, RoPEConcat: m.RoPEConcat,
 			ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
 			Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
@@ -336,7 +336,7 @@ func (m *Model) lowerNeoX() []Layer {
 	attn := func() Layer {
 		return L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: d / m.Heads,
 			Bias: m.AttentionBias, OutBias: m.AttentionBias, RoPE: true, Rotary: m.Rotary, Causal: true, FusedQKV: !m.SplitQKV,
-			SlicedRotary: m.SplitQKV, P: m.AttnDropout, KVCache: true, Style: "hf"})
+			SlicedRotary: m.SplitQKV, P: m.AttnDropout, KVCache: !m.NoCache, Style: "hf"})
 	}
 	// Each branch's output goes through the block's dropout before the
 	// sum (Phi's resid_dropout, applied to each in turn).

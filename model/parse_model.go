@@ -62,6 +62,9 @@ func decodeTransformer(e *errs, mm *mapping, m *Model) {
 	}
 	mm.int("intermediate", &m.Intermediate, m.Type == Llama)
 	mm.bool("tied", &m.Tied)
+	if m.Type != BERT {
+		mm.bool("no_cache", &m.NoCache)
+	}
 	if m.Type != Llama {
 		mm.int("positions", &m.Positions, false)
 		mm.float("dropout", &m.Dropout, 0, 1)
@@ -132,6 +135,7 @@ func decodeNeoX(e *errs, mm *mapping, m *Model) {
 	mm.int("intermediate", &m.Intermediate, false)
 	mm.int("kv_heads", &m.KVHeads, false)
 	mm.bool("tied", &m.Tied)
+	mm.bool("no_cache", &m.NoCache)
 	mm.bool("bias", &m.AttentionBias)
 	m.MLPBias = m.AttentionBias
 	mm.bool("shared_norm", &m.SharedNorm)

@@ -86,6 +86,10 @@ type Model struct {
 	// NormProductFP32 makes every RMSNorm multiply its weight into the
 	// fp32 normalised rows and cast the product back, (w·h).to(dtype),
 	// where Llama's casts first, w·h.to(dtype) (OLMo 2's Olmo2RMSNorm).
+	// NoCache says transformers' forward fills no key/value cache in
+	// training: the config's use_cache is false (SmolLM3-3B's), where
+	// every other decoder's default fills one (Attention.KVCache).
+	NoCache bool `json:"no_cache,omitempty"`
 	// PlainNorm makes a llama model's norms OLMo's: LayerNorms without
 	// weight or bias, in fp32 (OlmoLayerNorm).
 	PlainNorm       bool `json:"plain_norm,omitempty"`
