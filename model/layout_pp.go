@@ -216,15 +216,18 @@ func (m *Model) stageSlice(stage, stages int64) ([]Layer, error) {
 // inputs_embeds a later stage is handed (pp.HFStage passes the received
 // activation so), from the first stage's layers before the blocks, pre:
 // the embedding module itself is skipped, but a scale the forward applies
-// after it (Gemma 2's normalizer, Granite's embedding_multiplier; Gemma
-// 3's module scales inside) multiplies the received activation again, and
-// a dropout on the embeddings (StarCoder2's embedding_dropout) drops it.
+// to inputs_embeds (Granite's embedding_multiplier) multiplies the
+// received activation again, and a dropout on the embeddings
+// (StarCoder2's embedding_dropout) drops it. Gemma's √hidden scale comes
+// with the looked-up rows only: transformers 5.17 applies it before the
+// forward takes inputs_embeds (measured: Gemma 2's later stage makes no
+// such product, bench/results/2026-11-28-h100x4-pp-families-traces).
 func (m *Model) stageInput(pre []Layer) []Layer {
 	var out []Layer
 	for _, l := range pre {
 		switch k := l.Spec.(type) {
 		case *Embedding:
-			if k.Scale && !m.gemma3() {
+			if k.Scale && !m.Gemma {
 				out = append(out, L(&Rescale{}))
 			}
 		default:

@@ -254,8 +254,8 @@ func TestParallelLayoutsDropWindow(t *testing.T) {
 // families whose layouts run transformers' own forward
 // (RunsTransformersForward), alone and with tensor parallelism inside:
 // a later stage does to the activation it receives what that forward does
-// to inputs_embeds (stageInput: Gemma 2's and Granite's scale again,
-// StarCoder2's dropout; Gemma 3's scale stays in its module), its
+// to inputs_embeds (stageInput: Granite's scale again, StarCoder2's
+// dropout; Gemma's scale comes with the looked-up rows only), its
 // attention keeps the model's sliding windows, and the last stage's head
 // runs after the forward returns (Linear.Head), followed by what the
 // causal LM does to the logits (Gemma 2's softcap, Granite's and Cohere's
@@ -267,7 +267,7 @@ func TestStagesRunTransformersForward(t *testing.T) {
 		afterHead []string
 		windows   bool
 	}{
-		{"gemma-2-2b.json", KRescale, []string{KSoftcap}, true},
+		{"gemma-2-2b.json", KRepeat, []string{KSoftcap}, true},
 		{"gemma-3-27b-6layer.json", KRepeat, nil, true},
 		{"granite-3.1-2b.json", KRescale, []string{KRescale}, false},
 		{"cohere-1b-shape.json", KRepeat, []string{KRescale}, false},
