@@ -123,6 +123,15 @@ type Result struct {
 	// the breakdowns are incomplete.
 	Stopped bool `json:"stopped,omitempty"`
 
+	// LeakPerStep is the memory the run keeps for good after every step
+	// (a checkpointed recompute's unwaited collectives; docs/parallelism.md
+	// §3.1.6), 0 for none. Then the peaks and the device total are the
+	// run's last step's, of LeakSteps steps (model.Training.Steps, or
+	// model.LongRunSteps): the second step's, which the simulation makes,
+	// plus (LeakSteps − 2) · LeakPerStep.
+	LeakPerStep int64 `json:"leak_per_step_bytes,omitempty"`
+	LeakSteps   int64 `json:"leak_steps,omitempty"`
+
 	// sized is what the device sized in it: a cuDNN table, reduction
 	// scratch by SM count (SharesWith).
 	sized deviceSizing
@@ -382,11 +391,11 @@ func (s *sim) result(spec *model.Spec, layers []model.Layer, run model.Training)
 	r.Notes = append(r.Notes, cfg.cudnn.notes()...)
 	r.sized = deviceSizing{cudnn: cfg.cudnn.used, reds: s.smReds, sms: cfg.sms, threadsSM: cfg.threadsSM}
 	r.DeviceTotal = r.PeakReserved + r.OverheadBytes()
+	s.foldLeak(r, run.Steps, spec.Device.Memory)
 	if spec.Device.Memory > 0 {
 		r.Fill = float64(r.DeviceTotal) / float64(spec.Device.Memory)
 		r.Fits = r.DeviceTotal <= spec.Device.Memory
 	}
-	s.leakNote()
 	r.Notes = append(r.Notes, s.notes...)
 	if spec.Device.Vendor == model.AMD {
 		r.Notes = append(r.Notes, "the overheads outside the allocator were measured on NVIDIA GPUs; on ROCm they differ")

@@ -339,3 +339,46 @@ func TestUnwaitedCollectiveLeak(t *testing.T) {
 		}
 	}
 }
+
+// TestLeakOverTheRun checks foldLeak: a run that leaks is judged at its
+// last step, its allocated peak the second step's plus (steps − 2)
+// leaks, its reserved peak growing only once that passes the second
+// step's reserve, over the training's steps or, when it gives none, a
+// long run (model.LongRunSteps), which a 141 GB device cannot hold.
+func TestLeakOverTheRun(t *testing.T) {
+	load := func(steps int64) *Result {
+		t.Helper()
+		spec, err := model.LoadHF("../model/testdata/hf/cohere-1b-shape.json", model.Overrides{Batch: 2, Seq: 4096,
+			Precision: model.AMPBF16, TP: 2, SP: true, Checkpointing: model.CkptBlock, LossOutsideAutocast: true,
+			Steps: steps, Dev: "h200-141gb"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Estimate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	two := load(2) // the simulated figures, no step after the second
+	leak := two.LeakPerStep
+	if leak != 16*2*2048*2048*2 || two.LeakSteps != 2 {
+		t.Fatalf("%d bytes a step over %d steps, want %d over 2", leak, two.LeakSteps, 16*2*2048*2048*2)
+	}
+	for _, steps := range []int64{3, 6, 100, 0} {
+		r := load(steps)
+		n := steps
+		if n == 0 {
+			n = model.LongRunSteps
+		}
+		alloc := two.PeakAllocated + (n-2)*leak
+		reserved := max(two.PeakReserved, alloc)
+		if r.PeakAllocated != alloc || r.PeakReserved != reserved || r.DeviceTotal-r.PeakReserved != two.DeviceTotal-two.PeakReserved {
+			t.Errorf("%d steps: allocated %d, reserved %d, device %d; want %d, %d and the same %d outside",
+				steps, r.PeakAllocated, r.PeakReserved, r.DeviceTotal, alloc, reserved, two.DeviceTotal-two.PeakReserved)
+		}
+		if r.LeakSteps != n || r.Fits != (steps != 0) {
+			t.Errorf("%d steps: counted over %d, fits %v", steps, r.LeakSteps, r.Fits)
+		}
+	}
+}

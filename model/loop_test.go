@@ -68,3 +68,34 @@ func TestLossOutsideAutocast(t *testing.T) {
 		})
 	}
 }
+
+// TestSteps reads training.steps and --steps, the run's length: the flag
+// replaces the spec's; a negative count is an error with the line (the
+// spec's) or the flag's name.
+func TestSteps(t *testing.T) {
+	spec := func(v string) string {
+		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n"
+		if v != "" {
+			s += "  steps: " + v + "\n"
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, yaml string
+		flag, want int64
+		err        string
+	}{
+		{"unset", spec(""), 0, 0, ""},
+		{"yaml", spec("500"), 0, 500, ""},
+		{"flag over yaml", spec("500"), 20, 20, ""},
+		{"yaml negative", spec("-3"), 0, 0, "x.yaml:11: steps: must be positive"},
+		{"flag negative", spec(""), -1, 0, "--steps: want a count of optimizer steps"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := parseCase(t, tc.yaml, Overrides{Steps: tc.flag}, tc.err)
+			if s != nil && s.Training.Steps != tc.want {
+				t.Errorf("steps %d, want %d", s.Training.Steps, tc.want)
+			}
+		})
+	}
+}

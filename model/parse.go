@@ -56,6 +56,8 @@ type Overrides struct {
 	EPSkew string
 	// StepPause replaces step_pause, in seconds ("" leaves it).
 	StepPause string
+	// Steps replaces steps, the run's optimizer steps (0 leaves it).
+	Steps int64
 }
 
 // Load reads and parses a spec file.

@@ -134,6 +134,10 @@ type Training struct {
 	// whether DDP's old flat bucket outlives its rebuild at the second
 	// step (docs/multigpu.md, "DDP's bucket rebuild race").
 	StepPause float64 `json:"step_pause,omitempty"`
+	// Steps is the run's optimizer steps (0: a long run, LongRunSteps).
+	// Only a run that leaks reads it: its figures are then its last
+	// step's (estimate.Result.LeakPerStep).
+	Steps int64 `json:"steps,omitempty"`
 	// LossOutsideAutocast says the loop computes the loss after leaving
 	// its autocast region (with autocast: logits = model(x); then
 	// loss = loss_fn(logits, y)), as bench/torch/dist's tp.py and cp.py
