@@ -163,7 +163,7 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-27-h200x2-tp-families/tp-olmo.jsonl", "2026-11-27-h200x2-tp-families/tp-olmo-heldout.jsonl",
 		"2026-11-27-h200x2-tp-families/trace-families.jsonl",
 		"2026-11-27-h200x4-heldout-28/heldout-28.jsonl", "2026-11-27-h200x4-heldout-28/trace-starcoder2.jsonl",
-		"2026-11-27-h100x2-heldout-28b/heldout-28b.jsonl"} {
+		"2026-11-27-h100x2-heldout-28b/heldout-28b.jsonl", "2026-11-28-h100x4-tp-gaps-traces/trace-tp-gaps.jsonl"} {
 		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
 	}
 	for _, r := range runs {
@@ -194,8 +194,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 122 {
-		t.Fatalf("%d tensor-parallel runs, want 122", n)
+	if n := len(errs[Allocated]); n != 124 {
+		t.Fatalf("%d tensor-parallel runs, want 124", n)
 	}
 	checkSpread(t, errs)
 }
@@ -218,19 +218,23 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // common.Llama rotates in bf16 halves).
 //
 // GPT-OSS's first eight layers at tp 4 without sp, checkpointed: −0.0%
-// reserved until the same change, −3.1% since (its 4 GiB eager-attention
-// scores per rank make which cached block a transient lands in decide a
-// segment, as for the four-layer line before it; not traced).
+// reserved until the same change, −3.1% since. Traced in the twenty-ninth
+// session (bench/results/2026-11-28-h100x4-tp-gaps-traces): memplan's
+// requests of 100 MiB or more match the history's one for one, and the
+// history itself replayed through memplan's allocator maps 254 MiB less
+// than the run did (49,948 against 50,202 MiB): at the first optimizer
+// step the allocator puts an Adam state of 253 MiB into a free block of a
+// 3,142 MiB segment where the run mapped a segment of its own, so the
+// cached blocks' layout already differs there, by placement among blocks
+// the history does not tell apart (not yet modelled).
 //
-// GPT-OSS's first four layers at tp 2 with sp, a batch of two,
-// checkpointed, held out (the second set after the change): −3.1% reserved
-// blind, allocated exact; its 4 GiB eager-attention scores per rank make
-// which cached block a transient lands in decide a segment (as above; not
-// traced).
+// (GPT-OSS's first four layers at tp 2 with sp, a batch of two,
+// checkpointed, −3.1% reserved blind, is +0.0% since the same session's
+// trace: a segment's tail gradients, the reduce-scatter's all-gather
+// included, come before its recompute; estimate.tailGrads.)
 var tpGaps = map[string]map[int]bool{
-	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096":                                               {Reserved: true, Device: true},
-	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block":   {Reserved: true, Device: true},
-	"tp.py 2 model/testdata/hf/gpt-oss-4layer.json --tp 2 --meta --seq 4096 --batch 2 --checkpointing every-block": {Reserved: true, Device: true},
+	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096":                                             {Reserved: true, Device: true},
+	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block": {Reserved: true, Device: true},
 }
 
 // setEP gives o a record's expert parallelism (cp.py and tp.py --ep): ep

@@ -54,7 +54,10 @@ func (s *sim) runNode(n *node) {
 	if n.dyFirst && n.outs[0].gradPerm {
 		dyc = s.nodeTemp(n, g0.bytes(), catTemp, " backward copy of the gradient")
 	}
-	if n.bwdTemp > 0 {
+	switch {
+	case n.bwdTemp > 0 && len(s.preTemps) > 0 && s.preTemps[0] == n.bwdTemp:
+		s.preTemps = s.preTemps[1:] // taken and freed before a recompute (tailBefore)
+	case n.bwdTemp > 0:
 		tmp = s.nodeTemp(n, n.bwdTemp, catTemp, " backward temp")
 	}
 	var pair [2]*tensor

@@ -21,10 +21,13 @@ type ckpt struct {
 }
 
 // gradShape is a gradient's size and dtype; inner marks a tail gradient
-// that another node of the tail consumes (tailGrads).
+// that another node of the tail consumes (tailGrads); temp is the bytes
+// of the temporary the node's backward takes before the gradient and
+// frees after it (node.bwdTemp), or 0.
 type gradShape struct {
 	elems, dt int64
 	inner     bool
+	temp      int64
 }
 
 // tailUnit is the nested FSDP2 unit (a block's experts, fsdpUnit.parent)
@@ -70,20 +73,35 @@ func (s *sim) tailUnit(seg []*node, tail int) int16 {
 // bench/results/2026-11-23-h100-traces2/vit-ckpt). The simulator records
 // the tail again in the recompute and runs it first in backward, so
 // recompute allocates these before the recompute and runNode hands them
-// to the tail's nodes. A tail whose backward takes anything else
-// (temporaries, workspaces) is left as it is: nil.
+// to the tail's nodes. A node's backward temporary (bwdTemp) of a node
+// with one gradient to make is taken before that gradient and freed after
+// it there too (measured: GPT-OSS's experts under tensor and sequence
+// parallelism, whose forward ends in a sum over the top k and a
+// reduce-scatter: the scatter's backward all-gathers the gradient through
+// a buffer and the sum's backward makes the 360 MiB gradient of the
+// routed rows, all before the recompute;
+// bench/results/2026-11-28-h100x4-tp-gaps-traces). A tail whose backward
+// takes anything else (workspaces, several temporaries) is left as it
+// is: nil.
 func tailGrads(tail []*node) []gradShape {
 	var out []gradShape
 	for i := len(tail) - 1; i >= 0; i-- {
 		n := tail[i]
-		if n.ckpt != nil || n.bwdTemp > 0 || n.pairTemps > 0 || n.gemm || n.reduceTemp > 0 || n.gradWS != nil || n.sumsBroadcast() || len(n.outs) == 0 {
+		if n.ckpt != nil || n.tempHeld || n.pairTemps > 0 || n.gemm || n.reduceTemp > 0 || n.gradWS != nil || n.sumsBroadcast() || len(n.outs) == 0 {
 			return nil
 		}
 		g0 := n.outs[0]
+		made := len(out)
 		for j, in := range n.ins {
 			if !n.passes(g0, j, in) {
-				out = append(out, gradShape{in.elems, in.dt, madeBy(tail[:i], in)})
+				out = append(out, gradShape{elems: in.elems, dt: in.dt, inner: madeBy(tail[:i], in)})
 			}
+		}
+		if n.bwdTemp > 0 {
+			if len(out)-made != 1 {
+				return nil
+			}
+			out[made].temp = n.bwdTemp
 		}
 	}
 	return out
@@ -112,7 +130,14 @@ func madeBy(nodes []*node, t *tensor) bool {
 func (s *sim) tailBefore(tail []gradShape) {
 	var done *tensor
 	for _, g := range tail {
+		var tmp *tensor
+		if g.temp > 0 {
+			// The node's own temporary, taken again by none (preTemps).
+			tmp = s.alloc(g.temp, 1, catTemp, "segment tail backward temp")
+			s.preTemps = append(s.preTemps, g.temp)
+		}
 		t := s.alloc(g.elems, g.dt, catTemp, "segment tail")
+		s.unref(tmp)
 		t.prefix = "grad of "
 		if done != nil {
 			s.unref(done)
@@ -212,7 +237,7 @@ func (s *sim) recompute(n *node) {
 	for _, t := range s.preGrads {
 		s.unref(t) // not taken (a tail that changed): dropped
 	}
-	s.preGrads = s.preGrads[:0]
+	s.preGrads, s.preTemps = s.preGrads[:0], s.preTemps[:0]
 	s.spareTapes = append(s.spareTapes, own[:0])
 	if r.grad != nil {
 		s.unref(r.grad)

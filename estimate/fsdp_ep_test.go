@@ -185,3 +185,45 @@ func TestNestedUnitBeforeRecompute(t *testing.T) {
 		t.Errorf("experts' all-gather of %d bytes freed %d times in backward, want a unit and at least 4", experts, checked)
 	}
 }
+
+// TestTailTempBeforeRecompute checks gradShape.temp: GPT-OSS's experts
+// under tensor and sequence parallelism end their checkpointed block in a
+// sum over the top k and a reduce-scatter, which save nothing, so the
+// engine runs their backward before the recompute: the reduce-scatter's
+// all-gather buffer is taken and freed, and the sum's gradient of the
+// routed rows made, before the recompute's first request (the run's
+// history, bench/results/2026-11-28-h100x4-tp-gaps-traces), and the
+// buffer is not taken a second time after it.
+func TestTailTempBeforeRecompute(t *testing.T) {
+	spec, err := model.LoadHF("../model/testdata/hf/gpt-oss-4layer.json", model.Overrides{Batch: 2, Seq: 512,
+		Precision: model.AMPBF16, TP: 2, SP: true, Checkpointing: model.CkptBlock, LossOutsideAutocast: true,
+		FSDPInit: model.FSDPInitMeta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var temps, tails, stray int
+	_, err = estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) {
+			if !alloc || s.phase.Stage != StageBackward {
+				return
+			}
+			switch {
+			case x.name == "segment tail backward temp":
+				temps++
+			case x.name == "segment tail":
+				tails++
+			case x.name == "ReduceScatter backward temp":
+				stray++
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two steps of four blocks: one buffer and at least one gradient
+	// before each recompute, none taken again.
+	if temps != 8 || tails < 8 || stray != 0 {
+		t.Errorf("%d tail temporaries and %d tail gradients before recomputes, %d reduce-scatter buffers after; want 8, at least 8, 0",
+			temps, tails, stray)
+	}
+}

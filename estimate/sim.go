@@ -261,6 +261,7 @@ type sim struct {
 	saving   bool
 	stop     earlyStop
 	preGrads []*tensor           // a segment tail's gradients, allocated before its recompute (ckpt.tail)
+	preTemps []int64             // the backward temporaries that tail took and freed then (gradShape.temp)
 	cache    map[*tensor]*tensor // autocast's weight-cast cache
 	live     [numCats]int64
 	thread   int // 0 forward (main), 1 backward (autograd's device thread)

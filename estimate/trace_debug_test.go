@@ -119,7 +119,8 @@ func argsOverrides(f []string) (*model.Overrides, error) {
 		"--zero": &o.Zero, "--optimizer": &o.Optimizer, "--ep-skew": &o.EPSkew, "--step-pause": &o.StepPause, "--fsdp-init": &o.FSDPInit, "--fsdp-root": &o.FSDPRoot,
 		"--pp-schedule": &o.PPSchedule}
 	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
-		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum, "--ep": &o.EP, "--pp-virtual": &o.PPVirtual}
+		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum, "--ep": &o.EP, "--pp-virtual": &o.PPVirtual,
+		"--steps": &o.Steps}
 	bools := map[string]*bool{"--sp": &o.SP, "--loss-parallel": &o.LossParallel, "--bucket-view": &o.BucketView,
 		"--loss-outside-autocast": &o.LossOutsideAutocast}
 	for i := 0; i < len(f); i += 2 {
