@@ -112,6 +112,9 @@ def script_cmd(script, nproc, args):
     if script in ("tp.py", "cp.py"):
         # Their loops compute the loss after leaving autocast.
         cmd += ["--loss-outside-autocast"]
+    # The run's length (common.py's --steps, 3 by default): a run that
+    # leaks is predicted at its last step (memplan's --steps).
+    cmd += ["--steps", opts.get("steps", "3")]
     # Always: a spec's own checkpointing (llama-3-8b.yaml: every-block) is
     # not what the script runs without --checkpointing.
     cmd += ["--checkpointing", opts.get("checkpointing", "none")]
