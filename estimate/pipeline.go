@@ -75,9 +75,7 @@ type pipeline struct {
 	// modelForward says the stages run transformers' model forward
 	// (model.Model.RunsTransformersForward): its prologue in every stage's forward.
 	modelForward bool
-	// tpAllToAll says the stages' tensor-parallel program exchanges
-	// tensors all-to-all over the tp group (tpAllToAll), whose
-	// point-to-point buffers NCCL holds (pipelineNCCL).
+	// tpAllToAll: the stages exchange all-to-all over tp (pipelineNCCL).
 	tpAllToAll bool
 	// embeddingGroup says the rank holds the first or the last stage of a
 	// model with tied embeddings: it all-reduces the two copies'
