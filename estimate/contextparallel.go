@@ -26,8 +26,26 @@ func init() {
 	register(model.KRingAttention, func(s *sim, l *model.Layer, names map[string]*tensor) op {
 		k := l.Spec.(*model.RingAttention)
 		a := buildAttention(s, &model.Layer{Kind: model.KAttention, Spec: &k.Attention}, names).(*attnOp)
-		return &ringAttnOp{attnOp: a, ranks: k.Ranks}
+		r := &ringAttnOp{attnOp: a, ranks: k.Ranks}
+		if k.HF {
+			// transformers' attention module around the ring: its own
+			// forward with the ring as its kernel (attnOp.ring).
+			a.ring = r.hfKernel
+			return a
+		}
+		return r
 	})
+}
+
+// hfKernel is the ring under transformers' attention module
+// (model.RingAttention.HF): its SDPA call passes enable_gqa, so the ring
+// takes the key/value heads unrepeated, and the merged output, head-major,
+// is copied by the module's transpose(1, 2).contiguous().
+func (r *ringAttnOp) hfKernel(s *sim, st *attnState) *tensor {
+	y := r.ringHeads(s, st, false)
+	c := s.contiguous(y)
+	s.unref(y)
+	return c
 }
 
 type ringAttnOp struct {
@@ -81,11 +99,15 @@ func (r *ringAttnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 // back to the queries' dtype at the end. The autograd node saves the
 // local q, the repeated local k and v, the output and the log-sum-exp:
 // the backward gathers the keys and values again.
-func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor {
+func (r *ringAttnOp) ring(s *sim, st *attnState) *tensor { return r.ringHeads(s, st, true) }
+
+// ringHeads is ring, the key/value heads repeated to the query's first
+// when repeat is set (torchtitan's repeat_kv).
+func (r *ringAttnOp) ringHeads(s *sim, st *attnState, repeat bool) *tensor {
 	k, c := r.k, r.ranks
 	qc, kc, vc := s.castLow(st.q), s.castLow(st.k), s.castLow(st.v)
 	qn := st.rows * k.Heads * k.HeadDim
-	if k.KVHeads != k.Heads {
+	if repeat && k.KVHeads != k.Heads {
 		kr := s.alloc(qn, kc.dt, catTemp, "repeat_kv k (CP)")
 		s.record("RepeatKV", []*tensor{kc}, kr)
 		vr := s.alloc(qn, vc.dt, catTemp, "repeat_kv v (CP)")

@@ -30,6 +30,9 @@ type attnOp struct {
 	qNorm, kNorm         *tensor
 	sinks                *tensor // model.Attention.Sinks
 	mla                  *mlaParams
+	// ring is context parallelism's kernel in place of SDPA's, for
+	// transformers' module (model.RingAttention.HF), or nil.
+	ring func(*sim, *attnState) *tensor
 }
 
 func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
@@ -220,6 +223,8 @@ func (a *attnOp) kernel(s *sim, x *tensor, st *attnState) (y *tensor, mathSDPA b
 	k := a.k
 	mathSDPA = a.mathSDPA(s)
 	switch {
+	case a.ring != nil:
+		return a.ring(s, st), false
 	case a.masked(s, st.seq):
 		y = s.maskedSDPA(st.q, st.k, st.v, st.b, k.Heads, k.KVHeads, st.seq, k.HeadDim)
 		mathSDPA = false

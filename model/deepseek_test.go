@@ -32,7 +32,7 @@ func TestDeepSeekSpec(t *testing.T) {
 		{"eager", ds + "training: {batch: 1, seq: 8, attention: eager}\n", Overrides{}, "multi-head latent attention is simulated under SDPA"},
 		{"tensor parallel", ds + train, Overrides{TP: 2}, ""},
 		{"sequence parallelism", ds + train, Overrides{TP: 2, SP: true}, ""},
-		{"no context parallelism", ds + train, Overrides{CP: 2}, "cp: context parallelism is not simulated for DeepSeek's block, run through transformers' forward"},
+		{"no context parallelism", ds + train, Overrides{CP: 2}, "cp: context parallelism is not simulated for DeepSeek's block run through transformers' forward with its experts, sinks or latent attention"},
 		{"pipeline", ds + train, Overrides{PP: 2, GradAccum: 2}, ""},
 		{"lora", ds + train, Overrides{LoRA: 8, LoRATargets: TargetsAll}, ""},
 		{"partial rotary with latent attention", ds + "  rotary: 0.5\n" + train, Overrides{}, "rotary: a fraction of each head rotated, not with latent attention's"},

@@ -29,7 +29,7 @@ func TestGPTOSSSpec(t *testing.T) {
 		{"tensor parallelism", oss + eager, Overrides{TP: 2}, ""},
 		{"sequence parallelism", oss + eager, Overrides{TP: 2, SP: true}, ""},
 		{"sequence parallelism in a pipeline", oss + eager, Overrides{TP: 2, SP: true, PP: 2, GradAccum: 2}, ""},
-		{"no context parallelism", oss + eager, Overrides{CP: 2}, "x.yaml: cp: context parallelism is not simulated for GPT-OSS's block, run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"},
+		{"no context parallelism", oss + eager, Overrides{CP: 2}, "x.yaml: cp: context parallelism is not simulated for GPT-OSS's block run through transformers' forward with its experts, sinks or latent attention"},
 		{"pipeline", oss + eager, Overrides{PP: 2, GradAccum: 2}, ""},
 		{"expert parallelism", oss + "training: {batch: 1, seq: 8, attention: eager, dp: 2, zero: 3, ep: 2}\n", Overrides{}, ""},
 		{"expert parallelism beside tensor parallelism", oss + "training: {batch: 1, seq: 8, attention: eager, dp: 2, zero: 3, ep: 2}\n", Overrides{TP: 2, SP: true}, ""},

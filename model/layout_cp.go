@@ -16,40 +16,63 @@ const KRingAttention = "ring_attention"
 // RingAttention is an attention layer under context parallelism over
 // Ranks ranks: its projections, rotary embeddings and output projection
 // run on the rank's tokens, and the attention kernel runs ring attention
-// with the default all-gather rotation of the keys and values.
+// with the default all-gather rotation of the keys and values. HF says the
+// module is transformers' own (Model.RunsTransformersForward): everything
+// but the kernel is its attention's, whose SDPA call passes enable_gqa, so
+// the ring takes the key/value heads as they are; torchtitan's (cp.py's
+// Llama) repeats them first.
 type RingAttention struct {
 	Attention
 	Ranks int64
+	HF    bool
 }
 
 // Kind is the layer kind's name.
 func (*RingAttention) Kind() string { return KRingAttention }
 
 // lowerCP replaces each attention layer of ls by ring attention over cp
-// ranks.
-func lowerCP(ls []Layer, cp int64) ([]Layer, error) {
+// ranks; hf says the layers are transformers' own modules
+// (RingAttention.HF), whose other kinds (norms, dropouts, scales, a
+// parallel block's branches) work token by token as well.
+func lowerCP(ls []Layer, cp int64, hf bool) ([]Layer, error) {
 	out := make([]Layer, 0, len(ls))
 	for _, l := range ls {
 		switch k := l.Spec.(type) {
 		case *Repeat, *Residual, *Block:
-			body, err := lowerCP(l.Body, cp)
+			body, err := lowerCP(l.Body, cp, hf)
 			if err != nil {
 				return nil, err
 			}
 			c := l
 			c.Body = body
 			out = append(out, c)
+		case *Fork:
+			c := l
+			c.Branches = make([][]Layer, len(l.Branches))
+			for j, b := range l.Branches {
+				body, err := lowerCP(b, cp, hf)
+				if err != nil {
+					return nil, err
+				}
+				c.Branches[j] = body
+			}
+			out = append(out, c)
 		case *Attention:
 			a := *k
 			if a.HeadDim == 0 {
 				a.HeadDim = k.Dim / k.Heads
 			}
-			out = append(out, L(&RingAttention{Attention: a, Ranks: cp}))
+			out = append(out, L(&RingAttention{Attention: a, Ranks: cp, HF: hf}))
 		case *Embedding, *GatedMLP, *MoE, *RMSNorm, *LMHead, *Collective, *VocabEmbedding, *VocabHead:
 			// Token by token: each rank runs them on its own tokens (a
 			// mixture of experts routes them, with expert parallelism
 			// over its group).
 			out = append(out, l)
+		case *LayerNorm, *Dropout, *Rescale, *Linear, *Activation:
+			if !hf {
+				return nil, fmt.Errorf("%w: %s under context parallelism", ErrNotSplittable, l.Kind)
+			}
+			out = append(out, l) // token by token too
 		default:
 			return nil, fmt.Errorf("%w: %s under context parallelism", ErrNotSplittable, l.Kind)
 		}

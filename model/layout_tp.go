@@ -320,7 +320,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 	if t.CP > 1 {
 		// The rank's heads are tensor parallelism's; its tokens are
 		// context parallelism's (the estimator runs the program at s/c).
-		return lowerCP(ls, t.CP)
+		return lowerCP(ls, t.CP, m.RunsTransformersForward())
 	}
 	return ls, nil
 }

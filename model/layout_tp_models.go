@@ -38,14 +38,29 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // length whole by keeping the residual stream a DTensor sharded along the
 // sequence, whose shape is the whole one (bench/torch/dist/hftp.py,
 // docs/parallelism.md §3.1.4), inside pipeline stages too (whose stages
-// exchange its local shards); context parallelism, which hands each rank
-// its part of the sequence as a plain tensor, is not simulated for such a
-// model.
+// exchange its local shards). Context parallelism hands each rank its part
+// of the sequence as a plain tensor (bench/torch/dist/cp.py), for which the
+// forward makes its rotary tables, and ring attention replaces SDPA's
+// causal kernel, which no mask may replace — so it is simulated for these
+// families alone (no tensor, data or pipeline parallelism beside it, as
+// measured) without sliding windows, experts or latent attention
+// (docs/parallelism.md §3.3.4).
 func (m *Model) SeqSplitRefusal(t *Training) string {
 	if !m.RunsTransformersForward() || t.CP <= 1 {
 		return ""
 	}
-	return "context parallelism is not simulated for " + m.describe() + ", run through transformers' forward, whose rotary tables and masks are made for the sequence it is handed"
+	why := ""
+	switch {
+	case m.SlidingWindow > 0:
+		why = "sliding windows, whose masks ring attention does not take"
+	case m.Experts > 0 || m.KVLoRARank > 0 || m.gptOSS():
+		why = "its experts, sinks or latent attention"
+	case t.TP > 1 || t.DP > 1 || t.PP > 1:
+		why = "other parallelism beside it (measured alone)"
+	default:
+		return ""
+	}
+	return "context parallelism is not simulated for " + m.describe() + " run through transformers' forward with " + why
 }
 
 // granite says whether m applies any of Granite's constants.

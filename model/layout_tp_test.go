@@ -106,16 +106,18 @@ func TestRankParams(t *testing.T) {
 // TestTPRefusalInLowering: LowerRank refuses tensor and context
 // parallelism for every model the spec's checks refuse them for, so that
 // callers building a Training without those checks (the planner) get
-// ErrNotSplittable rather than a plain Llama's program.
+// ErrNotSplittable rather than a plain Llama's program: context
+// parallelism of the transformers-run families only without sliding
+// windows (StarCoder2's, Gemma 2's).
 func TestTPRefusalInLowering(t *testing.T) {
 	for _, c := range []struct {
 		file   string
 		tp, cp bool // lowered, not refused
 	}{
-		{"llama-3-8b.json", true, true}, {"granite-3.1-2b.json", true, false}, {"olmo-1b.json", true, false},
-		{"smollm3-3b.json", true, false}, {"starcoder2-3b.json", true, false}, {"aya-23-8b.json", true, false},
-		{"gemma-2-2b.json", true, false}, {"phi-2.json", false, false}, {"phi-3-mini-4k.json", true, false},
-		{"olmo2-1b.json", true, false},
+		{"llama-3-8b.json", true, true}, {"granite-3.1-2b.json", true, true}, {"olmo-1b.json", true, true},
+		{"smollm3-3b.json", true, true}, {"starcoder2-3b.json", true, false}, {"aya-23-8b.json", true, true},
+		{"gemma-2-2b.json", true, false}, {"phi-2.json", false, false}, {"phi-3-mini-4k.json", true, true},
+		{"olmo2-1b.json", true, true},
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
 		if err != nil {

@@ -30,6 +30,18 @@ Key/value heads are repeated before SDPA (Attention.repeat_kv), as torchtitan
 does, because the ring attention's kernels take no enable_gqa. Trains in
 amp-bf16 with AdamW (foreach) and prints one JSON line on rank 0 with every
 rank's peaks and the memplan command line.
+
+A transformers config (a .json: the families memplan's
+model.Model.RunsTransformersForward names, without sliding windows or
+experts) runs through transformers' own model (hftp.build's pp.HFStage over
+every layer, on the meta device, then materialised), context parallelism
+alone. Its forward makes the rotary tables for positions 0 to s/cp − 1 on
+every rank: the wrong angles for the load-balanced chunks but the same
+memory. Passing the chunks' positions (position_ids) would not do: their
+jump between the two chunks reads as packed sequences to transformers'
+masking (find_packed_sequence_indices), whose mask ring attention cannot
+take. transformers' SDPA call passes enable_gqa, and no key/value head is
+repeated.
 """
 import argparse
 
@@ -83,6 +95,10 @@ def main():
     assert world % (a.dp * a.tp) == 0, f"world {world} is not divisible by dp {a.dp} × tp {a.tp}"
     cp = world // (a.dp * a.tp)
     assert cp > 1, "no context parallelism left: world = dp × tp"
+    hf = a.spec.endswith(".json")
+    if hf:
+        assert a.tp == 1 and a.dp == 1 and not a.fsdp and a.ep == 1, "a transformers config runs context parallelism alone"
+        return main_hf(a, cp, world, local, context_parallel, set_rotate_method)
     d = common.llama_dims(a.spec, a.seq)
     assert d["seq"] % (2 * cp * a.tp) == 0, "load-balanced CP needs the sequence divisible by 2·cp·tp"
     set_rotate_method(a.rotate)
@@ -153,6 +169,46 @@ def main():
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     cmd = memplan_cmd(a, cp, d["seq"])
     common.report(a.label, config, cmd, steps, local)
+
+
+def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
+    """Context parallelism of transformers' own model (the module
+    docstring): the loop of main without tensor or data parallelism."""
+    import hftp
+    set_rotate_method(a.rotate)
+    mesh = init_device_mesh("cuda", (cp,), mesh_dim_names=("cp",))
+    torch.manual_seed(0)
+    model, config, d = hftp.build(a.spec, a.checkpointing == "every-block")
+    d["seq"] = a.seq
+    assert d["seq"] % (2 * cp) == 0, "load-balanced CP needs the sequence divisible by 2·cp"
+    hftp.materialise(model, config)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    cp_group = mesh["cp"].get_group()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    steps = []
+    for _ in range(a.steps):
+        inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
+        labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
+        with context_parallel(mesh["cp"], buffers=[inp, labels], buffer_seq_dims=[1, 1],
+                              no_restore_buffers={inp, labels}):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = [model(inp)]
+            common.loss_backward(out, labels, False)
+        for p in model.parameters():
+            if p.grad is not None:
+                torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        steps.append(common.peaks(local))
+    config_out = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "seq": d["seq"],
+                  "checkpointing": a.checkpointing, "world": world, "tp": 1, "sp": False, "loss_parallel": False,
+                  "dp": 1, "fsdp": False, "ep": 1, "router": None, "recv_rows_max": None, "tied": d["tied"]}
+    cmd = common.memplan_cmd("--hf " + a.spec, a.batch, d["seq"], cp=cp, checkpointing=a.checkpointing,
+                             loss_outside_autocast=True)
+    common.report(a.label, config_out, cmd, steps, local)
 
 
 if __name__ == "__main__":
