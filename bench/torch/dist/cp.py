@@ -182,6 +182,14 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
     d["seq"] = a.seq
     assert d["seq"] % (2 * cp) == 0, "load-balanced CP needs the sequence divisible by 2·cp"
     hftp.materialise(model, config)
+    if d["tied"]:
+        # to_empty gave the embedding and the head a Parameter each (a meta
+        # tensor's data cannot be swapped for a CUDA one in place): tied
+        # again, as from_pretrained leaves them, and the head's storage
+        # released, as from_pretrained never makes it (the first runs
+        # trained both: bench/results/2026-11-28-h100x4-cp-families/untied.jsonl).
+        model.lm_head.weight = model.model.embed_tokens.weight
+        torch.cuda.empty_cache()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     g = torch.Generator(device="cuda").manual_seed(0)
     cp_group = mesh["cp"].get_group()
