@@ -44,7 +44,7 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // causal kernel, which no mask may replace — so it is simulated for these
 // families alone (no tensor, data or pipeline parallelism beside it, as
 // measured) without sliding windows, experts or latent attention
-// (docs/parallelism.md §3.3.4).
+// (docs/parallelism.md §3.3.1).
 func (m *Model) SeqSplitRefusal(t *Training) string {
 	if !m.RunsTransformersForward() || t.CP <= 1 {
 		return ""
