@@ -382,3 +382,39 @@ func TestLeakOverTheRun(t *testing.T) {
 		}
 	}
 }
+
+// TestRingUnderTransformersModule checks model.RingAttention.HF: under
+// context parallelism transformers' attention module keeps its own
+// forward and its SDPA call's enable_gqa, so the ring all-gathers the
+// key/value heads unrepeated (Granite's 8 of 32), where torchtitan's Llama
+// (the same dimensions as a spec) repeats them first.
+func TestRingUnderTransformersModule(t *testing.T) {
+	spec, err := model.LoadHF("../model/testdata/hf/granite-3.1-2b.json", model.Overrides{Batch: 1, Seq: 2048, CP: 2,
+		Precision: model.AMPBF16, LossOutsideAutocast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := spec.Model
+	var repeats, gathers int
+	var gathered int64
+	_, err = estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) {
+			switch {
+			case !alloc:
+			case x.name == "repeat_kv k (CP)":
+				repeats++
+			case x.name == "k, v all-gather (CP)":
+				gathers++
+				gathered = x.bytes()
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rank's 1,024 tokens' keys and values, bf16, from both ranks.
+	want := 2 * 1024 * m.KVHeads * (m.Hidden / m.Heads) * 2 * 2
+	if repeats != 0 || gathers == 0 || gathered != want {
+		t.Errorf("%d repeated key tensors, %d all-gathers of %d bytes; want none repeated, gathers of %d", repeats, gathers, gathered, want)
+	}
+}

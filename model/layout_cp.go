@@ -82,14 +82,20 @@ func lowerCP(ls []Layer, cp int64, hf bool) ([]Layer, error) {
 
 // checkCP refuses the data-parallel setups context parallelism is not
 // simulated with (docs/parallelism.md §3.3): torchtitan shards over dp·cp
-// with FSDP, so DDP over dp and ZeRO 1 are left out.
-func checkCP(e *errs, t *Training, tm *mapping, o Overrides) {
+// with FSDP, so DDP over dp and ZeRO 1 are left out; and, once the command
+// line's sizes are in, what m's program refuses beside it
+// (Model.SeqSplitRefusal: the transformers-run families measured alone).
+func checkCP(e *errs, t *Training, m *Model, tm *mapping, o Overrides) {
 	if t.CP <= 1 {
 		return
 	}
 	line := lineOf(tm, "cp")
 	if o.CP > 0 {
 		line = 0 // from the command line
+	}
+	if why := m.SeqSplitRefusal(t); why != "" {
+		e.add(line, "cp: %s", why)
+		return
 	}
 	if t.Zero == 1 || (t.DP > 1 && t.Zero == 0) {
 		e.add(line, "cp: context parallelism with dp %d at ZeRO stage %d is not simulated (torchtitan shards over dp·cp with FSDP: use zero 3)", max(t.DP, 1), t.Zero)

@@ -60,22 +60,28 @@ func TestLowerCP(t *testing.T) {
 }
 
 // TestCheckCP checks which data-parallel setups context parallelism is
-// refused with, and that the errors name the line of cp.
+// refused with, and that the errors name the line of cp: for a
+// transformers-run family (OLMo 2's block) any parallelism beside it.
 func TestCheckCP(t *testing.T) {
+	llama := &Model{Type: Llama}
+	olmo2 := &Model{Type: Llama, PostNorm: true}
 	for _, tc := range []struct {
 		name string
+		m    *Model
 		tr   Training
 		o    Overrides
 		want string
 	}{
-		{"alone", Training{CP: 2}, Overrides{}, ""},
-		{"fsdp", Training{CP: 2, DP: 2, Zero: 3}, Overrides{}, ""},
-		{"ddp", Training{CP: 2, DP: 2}, Overrides{}, "x.yaml:7: cp: context parallelism with dp 2 at ZeRO stage 0"},
-		{"zero 1 from the flag", Training{CP: 2, Zero: 1}, Overrides{CP: 2}, "x.yaml: cp: context parallelism with dp 1 at ZeRO stage 1"},
+		{"alone", llama, Training{CP: 2}, Overrides{}, ""},
+		{"fsdp", llama, Training{CP: 2, DP: 2, Zero: 3}, Overrides{}, ""},
+		{"ddp", llama, Training{CP: 2, DP: 2}, Overrides{}, "x.yaml:7: cp: context parallelism with dp 2 at ZeRO stage 0"},
+		{"zero 1 from the flag", llama, Training{CP: 2, Zero: 1}, Overrides{CP: 2}, "x.yaml: cp: context parallelism with dp 1 at ZeRO stage 1"},
+		{"transformers' forward alone", olmo2, Training{CP: 2}, Overrides{}, ""},
+		{"transformers' forward under fsdp", olmo2, Training{CP: 2, DP: 2, Zero: 3}, Overrides{}, "x.yaml:7: cp: context parallelism is not simulated for OLMo 2's block run through transformers' forward with other parallelism beside it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &errs{file: "x.yaml"}
-			checkCP(e, &tc.tr, &mapping{line: 7}, tc.o)
+			checkCP(e, &tc.tr, tc.m, &mapping{line: 7}, tc.o)
 			got := ""
 			if len(e.list) > 0 {
 				got = e.err().Error()

@@ -55,6 +55,8 @@ func (m *Model) SeqSplitRefusal(t *Training) string {
 		why = "sliding windows, whose masks ring attention does not take"
 	case m.Experts > 0 || m.KVLoRARank > 0 || m.gptOSS():
 		why = "its experts, sinks or latent attention"
+	case t.Attention == AttnEager:
+		why = "eager attention, which makes no SDPA call for the ring to replace"
 	case t.TP > 1 || t.DP > 1 || t.PP > 1:
 		why = "other parallelism beside it (measured alone)"
 	default:

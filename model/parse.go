@@ -209,7 +209,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	checkLoRALayout(e, lineOf(tm, "lora"), &Spec{Model: *m, Training: *t})
 	if len(e.list) == 0 {
 		checkEP(e, t, m, epLine)
-		checkCP(e, t, tm, o)
+		checkCP(e, t, m, tm, o)
 	}
 	if m.SeqInput() && t.Seq == 0 && m.Type != "" {
 		e.add(n.Line, "training: missing required field \"seq\" (the sequence length)")
