@@ -150,8 +150,16 @@ func printCheck(w io.Writer, spec *model.Spec, v Verdict, band tuner.Band, margi
 		// first optimizer step, which frees DDP's old gradient bucket.
 		fmt.Fprintf(w, "  %s: %s, %s (%.1f%%)\n", ifPausedLead(p.StepPause), p.Verdict, units.Format(p.DeviceTotal), 100*p.Fill)
 	}
-	if r, ok := v.Estimate.(*estimate.Result); ok && r.LeakPerStep > 0 {
-		fmt.Fprintf(w, "  the run keeps %s more after every step (a checkpointed recompute's unwaited collectives, docs/parallelism.md §3.1.6): the figures are step %d's (--steps gives the run's length)\n",
+	if r, ok := v.Estimate.(*estimate.Result); ok {
+		printLeak(w, r)
+	}
+}
+
+// printLeak says, for a run that leaks memory every step, how much and
+// that its figures are its last step's (estimate.Result.LeakPerStep).
+func printLeak(w io.Writer, r *estimate.Result) {
+	if r.LeakPerStep > 0 {
+		fmt.Fprintf(w, "  the run keeps %s more after every step (a checkpointed recompute's unwaited collectives, docs/parallelism.md §3.1.6): the figures are step %d's (--steps gives the run's length; without checkpointing nothing leaks)\n",
 			units.Format(r.LeakPerStep), r.LeakSteps)
 	}
 }

@@ -180,6 +180,11 @@ func printTune(w io.Writer, spec *model.Spec, r *tuner.Result, capped bool) {
 	if r.Batch == 0 {
 		fmt.Fprintf(w, "%s: batch 1 does not fit %s: %s predicted, %.1f%% of %s\n", spec.Name, spec.Device.Name,
 			units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem))
+		one := *spec
+		one.Training.Batch = 1
+		if e, err := estimate.Estimate(&one); err == nil {
+			printLeak(w, e) // why batch 1 needs so much, where the run leaks
+		}
 		fmt.Fprintln(w, "\nchanges that would make it fit, fewest GPUs first, then cheapest (each re-estimated):")
 		for _, f := range r.Fixes {
 			if f.DeviceTotal == 0 {
