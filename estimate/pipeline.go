@@ -403,6 +403,9 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 	p.casts = cached // a cast once evicted is never cached again
 	out, sh := s.run(ins, x, p.inSh)
 	s.rootPostForward() // fsdp.go: the last all-gather output freed
+	// pp.HFStage's forward returns its logits before the schedule's loss:
+	// the head's input, its local, goes first (model.Linear.Head).
+	s.dropLossHold()
 	fl.out = out
 	if p.last() {
 		p.chunks = append(p.chunks, s.ref(out))
