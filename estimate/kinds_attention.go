@@ -185,6 +185,15 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	return o
 }
 
+// dropKVHold drops the key/value cache's copies (kvHold), as the model
+// output that holds the cache is dropped.
+func (s *sim) dropKVHold() {
+	for _, t := range s.kvHold {
+		s.unref(t)
+	}
+	s.kvHold = nil
+}
+
 // kvCache models transformers' GPT-2 keeping use_cache=True in training
 // (it turns it off only under gradient checkpointing): DynamicCache.update
 // concatenates k and v (after rotary embeddings) into the cache, and those

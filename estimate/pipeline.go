@@ -360,15 +360,6 @@ func (s *sim) endForward() {
 	s.dropLossHold()
 }
 
-// dropKVHold drops the key/value cache's copies (kvHold), as the model
-// output that holds the cache is dropped.
-func (s *sim) dropKVHold() {
-	for _, t := range s.kvHold {
-		s.unref(t)
-	}
-	s.kvHold = nil
-}
-
 // dropRope drops the rotary tables of the current forward.
 func (s *sim) dropRope() {
 	for i, r := range s.ropeT {
@@ -403,9 +394,7 @@ func (s *sim) ppForward(it, j int, ins []*inst) []*tensor {
 	p.casts = cached // a cast once evicted is never cached again
 	out, sh := s.run(ins, x, p.inSh)
 	s.rootPostForward() // fsdp.go: the last all-gather output freed
-	// pp.HFStage's forward returns its logits before the schedule's loss:
-	// the head's input, its local, goes first (model.Linear.Head).
-	s.dropLossHold()
+	s.dropLossHold()    // pp.HFStage returns before the schedule's loss: its head's input goes
 	fl.out = out
 	if p.last() {
 		p.chunks = append(p.chunks, s.ref(out))
