@@ -238,6 +238,12 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// session, 2 x H200 of a 4 x H200 host; predictions committed
 		// first: results/2026-11-27-glm-dist-predictions.txt).
 		{"GLM-4 MoE, 2xH200", "", "results/2026-11-27-h200x2-glm-heldout.jsonl", 0, 2},
+		// Held-out set 30's data-parallel half (thirtieth session, 2 x
+		// H200): DDP, ZeRO-1, FSDP2 with fsdp-bf16, LoRA under FSDP2 and
+		// expert parallelism under FSDP2 on families these layouts had not
+		// run (predictions committed first:
+		// results/2026-11-28-heldout-30-predictions.txt).
+		{"held-out set 30, 2xH200", "", "results/2026-11-28-h200x2-heldout-30/heldout-30-train.jsonl", 0, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)

@@ -37,14 +37,15 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-26-h200x4-cp-tp.jsonl", "2026-11-26-h200x4-cp-tp-heldout.jsonl", "2026-11-26-h200x4-cp-tp-heldout-2.jsonl",
 		"2026-11-27-cp-ep-h100x4.jsonl", "2026-11-27-cp-ep-heldout-h100x4.jsonl",
 		"2026-11-27-h200x4-tp-hf/x2-heldout.jsonl",
-		"2026-11-28-h100x4-cp-families/cp-families.jsonl", "2026-11-28-h100x4-cp-families/cp-families-heldout.jsonl"} {
+		"2026-11-28-h100x4-cp-families/cp-families.jsonl", "2026-11-28-h100x4-cp-families/cp-families-heldout.jsonl",
+		"2026-11-28-h200x2-heldout-30/heldout-30.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 43 {
-		t.Fatalf("%d context-parallel runs, want 43", n)
+	if n != 45 {
+		t.Fatalf("%d context-parallel runs, want 45", n)
 	}
 }
 

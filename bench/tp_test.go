@@ -164,7 +164,7 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-27-h200x2-tp-families/trace-families.jsonl",
 		"2026-11-27-h200x4-heldout-28/heldout-28.jsonl", "2026-11-27-h200x4-heldout-28/trace-starcoder2.jsonl",
 		"2026-11-27-h100x2-heldout-28b/heldout-28b.jsonl", "2026-11-28-h100x4-tp-gaps-traces/trace-tp-gaps.jsonl",
-		"2026-11-28-h100x4-heldout-29/heldout-29.jsonl"} {
+		"2026-11-28-h100x4-heldout-29/heldout-29.jsonl", "2026-11-28-h200x2-heldout-30/heldout-30.jsonl"} {
 		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
 	}
 	for _, r := range runs {
@@ -195,8 +195,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 128 {
-		t.Fatalf("%d tensor-parallel runs, want 128", n)
+	if n := len(errs[Allocated]); n != 131 {
+		t.Fatalf("%d tensor-parallel runs, want 131", n)
 	}
 	checkSpread(t, errs)
 }
