@@ -61,6 +61,11 @@ func checkCP(t *testing.T, r tpRecord) {
 		// (tp) and fully_shard over dp·cp (--fsdp).
 		o.FSDPInit = model.FSDPInitGPU
 	}
+	if c.Meta {
+		// A transformers config is sharded on the meta device, then
+		// materialised (cp.py's main_hf).
+		o.FSDPInit = model.FSDPInitMeta
+	}
 	if c.FSDP {
 		// fully_shard(model) without reshard_after_forward: torch keeps
 		// the root unsharded after the forward.

@@ -42,8 +42,9 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // of the sequence as a plain tensor (bench/torch/dist/cp.py), for which the
 // forward makes its rotary tables, and ring attention replaces SDPA's
 // causal kernel, which no mask may replace — so it is simulated for these
-// families alone (no tensor, data or pipeline parallelism beside it, as
-// measured) without sliding windows, experts or latent attention
+// families without sliding windows, experts or latent attention, alone or
+// with FSDP2 over the dp·cp ranks (checkCP asks for ZeRO 3), but without
+// tensor or pipeline parallelism beside it, as measured
 // (docs/parallelism.md §3.3.1).
 func (m *Model) SeqSplitRefusal(t *Training) string {
 	if !m.RunsTransformersForward() || t.CP <= 1 {
@@ -57,8 +58,8 @@ func (m *Model) SeqSplitRefusal(t *Training) string {
 		why = "its experts, sinks or latent attention"
 	case t.Attention == AttnEager:
 		why = "eager attention, which makes no SDPA call for the ring to replace"
-	case t.TP > 1 || t.DP > 1 || t.PP > 1:
-		why = "other parallelism beside it (measured alone)"
+	case t.TP > 1 || t.PP > 1:
+		why = "tensor or pipeline parallelism beside it (measured alone and with FSDP2 only)"
 	default:
 		return ""
 	}

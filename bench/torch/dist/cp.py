@@ -97,7 +97,7 @@ def main():
     assert cp > 1, "no context parallelism left: world = dp × tp"
     hf = a.spec.endswith(".json")
     if hf:
-        assert a.tp == 1 and a.dp == 1 and not a.fsdp and a.ep == 1, "a transformers config runs context parallelism alone"
+        assert a.tp == 1 and a.ep == 1, "a transformers config runs context parallelism without --tp or --ep"
         return main_hf(a, cp, world, local, context_parallel, set_rotate_method)
     d = common.llama_dims(a.spec, a.seq)
     assert d["seq"] % (2 * cp * a.tp) == 0, "load-balanced CP needs the sequence divisible by 2·cp·tp"
@@ -173,16 +173,31 @@ def main():
 
 def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
     """Context parallelism of transformers' own model (the module
-    docstring): the loop of main without tensor or data parallelism."""
+    docstring): the loop of main without tensor parallelism, with --fsdp
+    every decoder layer and the root fully_shard-ed over the dp·cp ranks on
+    the meta device before they are materialised (torchtitan's order, and
+    accelerate's FSDP2 over dp_shard·cp), so each rank allocates its shards
+    only: memplan's --zero 3 --fsdp-init meta."""
     import hftp
     set_rotate_method(a.rotate)
-    mesh = init_device_mesh("cuda", (cp,), mesh_dim_names=("cp",))
+    dims = [(n, name) for n, name in ((a.dp, "dp"), (cp, "cp")) if n > 1 or name == "cp"]
+    mesh = init_device_mesh("cuda", tuple(n for n, _ in dims), mesh_dim_names=tuple(name for _, name in dims))
     torch.manual_seed(0)
     model, config, d = hftp.build(a.spec, a.checkpointing == "every-block")
     d["seq"] = a.seq
     assert d["seq"] % (2 * cp) == 0, "load-balanced CP needs the sequence divisible by 2·cp"
+    if a.fsdp:
+        from torch.distributed.fsdp import fully_shard
+        shard = mesh["dp", "cp"]._flatten("dp_cp") if a.dp > 1 else mesh["cp"]
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=shard)
+        fully_shard(model, mesh=shard)
     hftp.materialise(model, config)
-    if d["tied"]:
+    if d["tied"] and a.fsdp:
+        # to_empty swaps a DTensor parameter in place (swap_tensors), so the
+        # head and the embedding still share theirs.
+        assert model.lm_head.weight is model.model.embed_tokens.weight, "the tie did not survive to_empty"
+    elif d["tied"]:
         # to_empty gave the embedding and the head a Parameter each (a meta
         # tensor's data cannot be swapped for a CUDA one in place): tied
         # again, as from_pretrained leaves them, and the head's storage
@@ -191,7 +206,7 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
         model.lm_head.weight = model.model.embed_tokens.weight
         torch.cuda.empty_cache()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    g = torch.Generator(device="cuda").manual_seed(0)
+    g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank() if a.dp > 1 else 0)
     cp_group = mesh["cp"].get_group()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -204,18 +219,21 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 out = [model(inp)]
             common.loss_backward(out, labels, False)
-        for p in model.parameters():
-            if p.grad is not None:
-                torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
+        if not a.fsdp:
+            for p in model.parameters():
+                if p.grad is not None:
+                    torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
     config_out = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "seq": d["seq"],
                   "checkpointing": a.checkpointing, "world": world, "tp": 1, "sp": False, "loss_parallel": False,
-                  "dp": 1, "fsdp": False, "ep": 1, "router": None, "recv_rows_max": None, "tied": d["tied"]}
+                  "dp": a.dp, "fsdp": a.fsdp, "meta": a.fsdp, "ep": 1, "router": None, "recv_rows_max": None,
+                  "tied": d["tied"]}
+    fsdp = dict(dp=a.dp if a.dp > 1 else None, zero=3, fsdp_root="keep", fsdp_init="meta") if a.fsdp else {}
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, d["seq"], cp=cp, checkpointing=a.checkpointing,
-                             loss_outside_autocast=True)
+                             loss_outside_autocast=True, **fsdp)
     common.report(a.label, config_out, cmd, steps, local)
 
 
