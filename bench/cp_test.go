@@ -27,7 +27,11 @@ import (
 // --ep: grid-cp-ep.txt, five tuning lines, and heldout-cp-ep.txt, two,
 // all predicted first). The twenty-sixth added two held-out lines under
 // FSDP2 on two GPUs (heldout-26-x2.txt, with the root kept unsharded). The
-// listed gaps (contextGaps) may be under, and
+// twenty-ninth added the transformers-run families alone
+// (grid-cp-families.txt); the thirtieth, on four H200s, the same families
+// under FSDP2 over dp·cp (grid-cp-families-fsdp.txt, six lines, and
+// heldout-cp-families-fsdp.txt, two, predicted first) and held-out set
+// 30's two lines (heldout-30.txt). The listed gaps (contextGaps) may be under, and
 // only by the metrics named; the listed overs (contextOver) may be over
 // the worst-case targets.
 func TestContextParallelAccuracy(t *testing.T) {
@@ -38,14 +42,15 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-27-cp-ep-h100x4.jsonl", "2026-11-27-cp-ep-heldout-h100x4.jsonl",
 		"2026-11-27-h200x4-tp-hf/x2-heldout.jsonl",
 		"2026-11-28-h100x4-cp-families/cp-families.jsonl", "2026-11-28-h100x4-cp-families/cp-families-heldout.jsonl",
-		"2026-11-28-h200x2-heldout-30/heldout-30.jsonl"} {
+		"2026-11-28-h200x2-heldout-30/heldout-30.jsonl",
+		"2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp.jsonl", "2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp-heldout.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 45 {
-		t.Fatalf("%d context-parallel runs, want 45", n)
+	if n != 53 {
+		t.Fatalf("%d context-parallel runs, want 53", n)
 	}
 }
 
