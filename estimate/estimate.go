@@ -255,7 +255,6 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 	}
 	ins, layers := s.buildRank(t, run, layers, prog, &spec.Model)
 	s.applyLoRA(spec)
-	s.cpRun = run.CP > 1
 	s.shardSetup(ins)
 	if s.pp != nil {
 		s.trainPipeline(spec)

@@ -15,14 +15,16 @@ import (
 // only (shards). DDP's construction and bucket rebuild are ddp.go's.
 // Stages 2 and 3 are FSDP's fully_shard: each rank keeps a shard of every
 // parameter and gathers whole parameters for the forward and backward.
-// Over data parallelism alone (fsdp.go) each unit's whole parameters are
-// storages of their own, made before the unit runs and freed after its
-// backward (stage 2, reshard_after_forward=False) or after each pass
-// (stage 3), and its gradients are reduced together in its post-backward.
-// A pipeline stage or context parallelism over dp·cp still holds them as
-// one block: all of them from the first forward to the end of the backward
-// (stage 2), or the non-block parameters (embeddings, head) and two blocks
-// (stage 3), each gradient reduced to its shard as soon as it is produced.
+// Over data parallelism (fsdp.go; in pipeline stages and under context
+// parallelism over dp·cp too) each unit's whole parameters are storages
+// of their own, made before the unit runs and freed after its backward
+// (stage 2, reshard_after_forward=False) or after each pass (stage 3), and
+// its gradients are reduced together in its post-backward. Where FSDP2's
+// streams are not simulated (fsdpStreams: offload, or a single rank) they
+// are held as one block: all of them from the first forward to the end of
+// the backward (stage 2), or the non-block parameters (embeddings, head)
+// and two blocks (stage 3), each gradient reduced to its shard as soon as
+// it is produced.
 //
 // Offload keeps the optimizer state and step (and with "params" the
 // parameter shards) in host memory. NCCL's buffers, outside the caching
@@ -165,12 +167,12 @@ func (s *sim) shardSetup(ins []*inst) {
 	if s.fsdpStreams() {
 		// Per-parameter unsharded storages (fsdp.go), also in a pipeline
 		// stage (schedule.go; measured, bench/results/
-		// 2026-11-26-h100x4-pp-dp-traces/fsdp) and in the interleaved
+		// 2026-11-26-h100x4-pp-dp-traces/fsdp), in the interleaved
 		// schedule's stages (each its own fully_shard root in
 		// torchtitan; their units are gathered at their first forward and
-		// kept to the step's end all the same); context parallelism over
-		// dp·cp still gathers one block.
-		s.perParam = !s.cpRun
+		// kept to the step's end all the same) and under context
+		// parallelism over dp·cp (measured: docs/parallelism.md §3.3.2).
+		s.perParam = true
 		// The reduce dtype: the mixed-precision policy's (fsdp-bf16: fp32),
 		// else the gradients' own (LoRA's fp32 adapters over a bf16 base).
 		var policy int64
@@ -201,7 +203,10 @@ func (s *sim) shardSetup(ins []*inst) {
 // allocator history (bench/results/2026-11-26-h100x2-lora-3-traces).
 // With model.FSDPInitGPU the whole model is on the GPU before the first
 // call (model.cuda(), bench/torch/measure.py's shard()), so every shard
-// is cut while all the whole parameters are still there.
+// is cut while all the whole parameters are still there; under expert
+// parallelism that model holds every expert, and the rank keeps a copy of
+// its own before fully_shard (bench/torch/dist/ep.py, as cp.py applies it;
+// its allocator history, docs/parallelism.md §3.3.2).
 func (s *sim) wrapFromHost() {
 	done := map[*tensor]bool{}
 	onGPU := map[*tensor]*tensor{} // the whole parameters on the GPU
@@ -214,8 +219,25 @@ func (s *sim) wrapFromHost() {
 	if s.wrapGPU {
 		// model.cuda() first: every parameter whole, in the order the
 		// model built them (LoRA's adapters after the whole base).
+		var split []*tensor
 		for _, p := range s.unsharded {
+			if s.expertUnit(p) {
+				// Every expert, before the rank keeps its own.
+				onGPU[p] = s.alloc(p.elems*s.cfg.ep, s.shardDt(p), catTemp, p.name)
+				onGPU[p].prefix = "every rank's "
+				split = append(split, p)
+				continue
+			}
 			toGPU(p)
+		}
+		// Expert parallelism then keeps the rank's experts, a copy of
+		// its slice (bench/torch/dist/ep.py's apply:
+		// Parameter(w.data[lo:hi].clone())), and the whole ones go.
+		for _, p := range split {
+			all := onGPU[p]
+			onGPU[p] = nil
+			toGPU(p)
+			s.unref(all)
 		}
 	}
 	shardUnit := func(ps []*tensor) {

@@ -314,7 +314,6 @@ type sim struct {
 	// backward's prefetched one (for unit agNextUnit) (fsdp.go).
 	agState, agNext *tensor
 	agNextUnit      int16
-	cpRun           bool                  // context parallelism: FSDP2 keeps one gathered block (sharding.go)
 	unitOf          map[*tensor]*fsdpUnit // each parameter's unit
 	ddp             *ddpState             // DDP's reducer (ddp.go)
 	ddpMods         []*ddpState           // every stage module's, interleaved (ddp.go)
