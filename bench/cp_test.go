@@ -30,8 +30,11 @@ import (
 // twenty-ninth added the transformers-run families alone
 // (grid-cp-families.txt); the thirtieth, on four H200s, the same families
 // under FSDP2 over dp·cp (grid-cp-families-fsdp.txt, six lines, and
-// heldout-cp-families-fsdp.txt, two, predicted first) and held-out set
-// 30's two lines (heldout-30.txt). The listed gaps (contextGaps) may be under, and
+// heldout-cp-families-fsdp.txt, two, predicted first), held-out set
+// 30's two lines (heldout-30.txt) and, after FSDP2's per-parameter
+// storages were simulated under context parallelism, held-out set 30b's
+// six two-GPU lines on two H200s (heldout-30b-cp.txt and
+// heldout-30b-cp-x2.txt). The listed gaps (contextGaps) may be under, and
 // only by the metrics named; the listed overs (contextOver) may be over
 // the worst-case targets.
 func TestContextParallelAccuracy(t *testing.T) {
@@ -43,14 +46,15 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-27-h200x4-tp-hf/x2-heldout.jsonl",
 		"2026-11-28-h100x4-cp-families/cp-families.jsonl", "2026-11-28-h100x4-cp-families/cp-families-heldout.jsonl",
 		"2026-11-28-h200x2-heldout-30/heldout-30.jsonl",
-		"2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp.jsonl", "2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp-heldout.jsonl"} {
+		"2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp.jsonl", "2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp-heldout.jsonl",
+		"2026-11-28-h200x2-heldout-30b-cp/heldout-30b-cp.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 53 {
-		t.Fatalf("%d context-parallel runs, want 53", n)
+	if n != 59 {
+		t.Fatalf("%d context-parallel runs, want 59", n)
 	}
 }
 
