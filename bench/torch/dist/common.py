@@ -21,6 +21,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 import yaml
 
+# MEMPLAN_ROPE_FP32=1: Attention multiplies the queries and keys by the fp32
+# rotary tables, as transformers' Llama does under autocast (its tables in
+# the hidden states' fp32) and torchtitan's complex rotation in fp32, where
+# this harness has cast the tables to the queries' bf16 (thirtieth session,
+# docs/parallelism.md §3.3.2: an experiment on the listed gaps).
+ROPE_FP32 = os.environ.get("MEMPLAN_ROPE_FP32") == "1"
+
 
 def llama_dims(spec_path, seq=None):
     with open(spec_path) as f:
@@ -76,7 +83,9 @@ class Attention(nn.Module):
         q = self.wq(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, s, -1, self.head_dim).transpose(1, 2)
-        cos, sin = rope[0][:s].to(q.dtype), rope[1][:s].to(q.dtype)
+        cos, sin = rope[0][:s], rope[1][:s]
+        if not ROPE_FP32:
+            cos, sin = cos.to(q.dtype), sin.to(q.dtype)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         gqa = q.shape[1] != k.shape[1]
@@ -221,8 +230,11 @@ def peaks(local):
 
 
 def report(label, config, memplan, step_peaks, local, extra=None):
-    """Gathers every rank's peaks and prints one JSON line on rank 0."""
+    """Gathers every rank's peaks and prints one JSON line on rank 0 (the
+    label marked " [rope fp32]" under MEMPLAN_ROPE_FP32=1)."""
     import torch.distributed as dist
+    if ROPE_FP32:
+        label, config = label + " [rope fp32]", {**config, "rope_fp32": True}
     mine = {"rank": dist.get_rank(), "steps": step_peaks, **peaks(local)}
     if os.environ.get("MEMPLAN_SNAPSHOT"):
         torch.cuda.memory._dump_snapshot("%s-rank%d.pickle" % (os.environ["MEMPLAN_SNAPSHOT"], dist.get_rank()))
