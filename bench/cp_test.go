@@ -47,14 +47,14 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-28-h100x4-cp-families/cp-families.jsonl", "2026-11-28-h100x4-cp-families/cp-families-heldout.jsonl",
 		"2026-11-28-h200x2-heldout-30/heldout-30.jsonl",
 		"2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp.jsonl", "2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp-heldout.jsonl",
-		"2026-11-28-h200x2-heldout-30b-cp/heldout-30b-cp.jsonl"} {
+		"2026-11-28-h200x2-heldout-30b-cp/heldout-30b-cp.jsonl", "2026-11-28-h200x2-rope-fp32/rope.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 59 {
-		t.Fatalf("%d context-parallel runs, want 59", n)
+	if n != 61 {
+		t.Fatalf("%d context-parallel runs, want 61", n)
 	}
 }
 
