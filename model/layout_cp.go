@@ -84,7 +84,7 @@ func lowerCP(ls []Layer, cp int64, hf bool) ([]Layer, error) {
 // simulated with (docs/parallelism.md §3.3): torchtitan shards over dp·cp
 // with FSDP, so DDP over dp and ZeRO 1 are left out; and, once the command
 // line's sizes are in, what m's program refuses beside it
-// (Model.SeqSplitRefusal: the transformers-run families, without TP or PP).
+// (Model.SeqSplitRefusal: the transformers-run families, without PP).
 func checkCP(e *errs, t *Training, m *Model, tm *mapping, o Overrides) {
 	if t.CP <= 1 {
 		return

@@ -42,10 +42,10 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // of the sequence as a plain tensor (bench/torch/dist/cp.py), for which the
 // forward makes its rotary tables, and ring attention replaces SDPA's
 // causal kernel, which no mask may replace — so it is simulated for these
-// families without sliding windows, experts or latent attention, alone or
-// with FSDP2 over the dp·cp ranks (checkCP asks for ZeRO 3), but without
-// tensor or pipeline parallelism beside it, as measured
-// (docs/parallelism.md §3.3.1).
+// families without sliding windows, experts or latent attention, alone,
+// with tensor parallelism inside each cp rank and with FSDP2 over the dp·cp
+// ranks (checkCP refuses DDP and ZeRO 1), but not inside pipeline stages,
+// as measured (docs/parallelism.md §3.3.1, §3.3.2).
 func (m *Model) SeqSplitRefusal(t *Training) string {
 	if !m.RunsTransformersForward() || t.CP <= 1 {
 		return ""
@@ -58,8 +58,8 @@ func (m *Model) SeqSplitRefusal(t *Training) string {
 		why = "its experts, sinks or latent attention"
 	case t.Attention == AttnEager:
 		why = "eager attention, which makes no SDPA call for the ring to replace"
-	case t.TP > 1 || t.PP > 1:
-		why = "tensor or pipeline parallelism beside it (measured alone and with FSDP2 only)"
+	case t.PP > 1:
+		why = "pipeline parallelism beside it (not measured)"
 	default:
 		return ""
 	}

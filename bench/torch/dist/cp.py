@@ -34,8 +34,9 @@ rank's peaks and the memplan command line.
 A transformers config (a .json: the families memplan's
 model.Model.RunsTransformersForward names, without sliding windows or
 experts) runs through transformers' own model (hftp.build's pp.HFStage over
-every layer, on the meta device, then materialised), context parallelism
-alone. Its forward makes the rotary tables for positions 0 to s/cp − 1 on
+every layer, on the meta device, then materialised), with tensor parallelism
+by hftp.py's plan (--tp) and FSDP2 over dp·cp (--fsdp) applied on the meta
+device first, without --ep. Its forward makes the rotary tables for positions 0 to s/cp − 1 on
 every rank: the wrong angles for the load-balanced chunks but the same
 memory. Passing the chunks' positions (position_ids) would not do: their
 jump between the two chunks reads as packed sequences to transformers'
@@ -97,7 +98,7 @@ def main():
     assert cp > 1, "no context parallelism left: world = dp × tp"
     hf = a.spec.endswith(".json")
     if hf:
-        assert a.tp == 1 and a.ep == 1, "a transformers config runs context parallelism without --tp or --ep"
+        assert a.ep == 1, "a transformers config runs context parallelism without --ep"
         return main_hf(a, cp, world, local, context_parallel, set_rotate_method)
     d = common.llama_dims(a.spec, a.seq)
     assert d["seq"] % (2 * cp * a.tp) == 0, "load-balanced CP needs the sequence divisible by 2·cp·tp"
@@ -173,19 +174,30 @@ def main():
 
 def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
     """Context parallelism of transformers' own model (the module
-    docstring): the loop of main without tensor parallelism, with --fsdp
-    every decoder layer and the root fully_shard-ed over the dp·cp ranks on
-    the meta device before they are materialised (torchtitan's order, and
-    accelerate's FSDP2 over dp_shard·cp), so each rank allocates its shards
-    only: memplan's --zero 3 --fsdp-init meta."""
+    docstring): the loop of main, with --tp tensor parallelism inside each
+    cp rank by hftp.py's plan (tp.py's hf_main: sequence parallelism unless
+    --no-sp, the residual stream a DTensor split along the rank's part of
+    the sequence), and with --fsdp every decoder layer and the root
+    fully_shard-ed over the dp·cp ranks, all on the meta device before the
+    model is materialised (torchtitan's order, and accelerate's FSDP2 over
+    dp_shard·cp), so each rank allocates its shards only: memplan's
+    --fsdp-init meta (and --zero 3)."""
     import hftp
+    from torch.distributed.tensor import DTensor
     set_rotate_method(a.rotate)
-    dims = [(n, name) for n, name in ((a.dp, "dp"), (cp, "cp")) if n > 1 or name == "cp"]
+    dims = [(n, name) for n, name in ((a.dp, "dp"), (cp, "cp"), (a.tp, "tp")) if n > 1 or name == "cp"]
     mesh = init_device_mesh("cuda", tuple(n for n, _ in dims), mesh_dim_names=tuple(name for _, name in dims))
     torch.manual_seed(0)
     model, config, d = hftp.build(a.spec, a.checkpointing == "every-block")
     d["seq"] = a.seq
     assert d["seq"] % (2 * cp) == 0, "load-balanced CP needs the sequence divisible by 2·cp"
+    sp = a.tp > 1 and not a.no_sp
+    if a.tp > 1:
+        hftp.apply(model, mesh["tp"], a.loss_parallel, sp)
+        if d["tied"]:
+            # Both sharded by vocabulary on the tp mesh: tied again, as
+            # tp.py's hf_main does.
+            model.lm_head.weight = model.model.embed_tokens.weight
     if a.fsdp:
         from torch.distributed.fsdp import fully_shard
         shard = mesh["dp", "cp"]._flatten("dp_cp") if a.dp > 1 else mesh["cp"]
@@ -193,7 +205,7 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
             fully_shard(layer, mesh=shard)
         fully_shard(model, mesh=shard)
     hftp.materialise(model, config)
-    if d["tied"] and a.fsdp:
+    if d["tied"] and (a.fsdp or a.tp > 1):
         # to_empty swaps a DTensor parameter in place (swap_tensors), so the
         # head and the embedding still share theirs.
         assert model.lm_head.weight is model.model.embed_tokens.weight, "the tie did not survive to_empty"
@@ -205,7 +217,14 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
         # trained both: bench/results/2026-11-28-h100x4-cp-families/untied.jsonl).
         model.lm_head.weight = model.model.embed_tokens.weight
         torch.cuda.empty_cache()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    if a.tp > 1:
+        # tp.py's groups: the DTensors, then the plain parameters (foreach
+        # AdamW cannot mix them in one call).
+        groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
+                  [p for p in model.parameters() if not isinstance(p, DTensor)]]
+        opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank() if a.dp > 1 else 0)
     cp_group = mesh["cp"].get_group()
     torch.cuda.synchronize()
@@ -218,22 +237,30 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
                               no_restore_buffers={inp, labels}):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 out = [model(inp)]
-            common.loss_backward(out, labels, False)
+            common.loss_backward(out, labels, a.loss_parallel)
+        if a.tp > 1:
+            hftp.reduce_partial_grads(model, mesh["tp"].get_group())
         if not a.fsdp:
             for p in model.parameters():
                 if p.grad is not None:
-                    torch.distributed.all_reduce(p.grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
+                    grad = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
+                    torch.distributed.all_reduce(grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
+    meta = a.fsdp or a.tp > 1
     config_out = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "seq": d["seq"],
-                  "checkpointing": a.checkpointing, "world": world, "tp": 1, "sp": False, "loss_parallel": False,
-                  "dp": a.dp, "fsdp": a.fsdp, "meta": a.fsdp, "ep": 1, "router": None, "recv_rows_max": None,
-                  "tied": d["tied"]}
-    fsdp = dict(dp=a.dp if a.dp > 1 else None, zero=3, fsdp_root="keep", fsdp_init="meta") if a.fsdp else {}
+                  "checkpointing": a.checkpointing, "world": world, "tp": a.tp, "sp": sp,
+                  "loss_parallel": a.loss_parallel, "dp": a.dp, "fsdp": a.fsdp, "meta": meta, "ep": 1, "router": None,
+                  "recv_rows_max": None, "tied": d["tied"]}
+    flags = dict(fsdp_init="meta") if meta else {}
+    if a.tp > 1:
+        flags.update(tp=a.tp, sp=sp, loss_parallel=a.loss_parallel)
+    if a.fsdp:
+        flags.update(dp=a.dp if a.dp > 1 else None, zero=3, fsdp_root="keep")
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, d["seq"], cp=cp, checkpointing=a.checkpointing,
-                             loss_outside_autocast=True, **fsdp)
+                             loss_outside_autocast=True, **flags)
     common.report(a.label, config_out, cmd, steps, local)
 
 

@@ -91,8 +91,8 @@ def script_cmd(script, nproc, args):
                 cmd += ["--loss-parallel"]
         if "fsdp" in opts:
             cmd += (["--dp", str(dp)] if dp > 1 else []) + ["--zero", "3", "--fsdp-root", "keep"]
-        if spec.endswith(".json") and "fsdp" in opts:
-            cmd += ["--fsdp-init", "meta"]  # a transformers config: sharded on meta, then materialised
+        if spec.endswith(".json") and ("fsdp" in opts or tp > 1):
+            cmd += ["--fsdp-init", "meta"]  # a transformers config: split on meta, then materialised
         elif "fsdp" in opts or tp > 1:
             cmd += ["--fsdp-init", "gpu"]  # cp.py builds the model whole on the GPU first
     elif script == "pp.py":
