@@ -47,14 +47,16 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-28-h100x4-cp-families/cp-families.jsonl", "2026-11-28-h100x4-cp-families/cp-families-heldout.jsonl",
 		"2026-11-28-h200x2-heldout-30/heldout-30.jsonl",
 		"2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp.jsonl", "2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp-heldout.jsonl",
-		"2026-11-28-h200x2-heldout-30b-cp/heldout-30b-cp.jsonl", "2026-11-28-h200x2-rope-fp32/rope.jsonl"} {
+		"2026-11-28-h200x2-heldout-30b-cp/heldout-30b-cp.jsonl", "2026-11-28-h200x2-rope-fp32/rope.jsonl",
+		"2026-11-28-h200x4-cp-tp-families/cp-tp.jsonl", "2026-11-28-h200x4-cp-tp-families/cp-tp-heldout.jsonl",
+		"2026-11-28-h200x4-cp-tp-families-trace/trace.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 61 {
-		t.Fatalf("%d context-parallel runs, want 61", n)
+	if n != 68 {
+		t.Fatalf("%d context-parallel runs, want 68", n)
 	}
 }
 
@@ -128,7 +130,19 @@ var contextOver = map[string]string{}
 // queries' bf16 (common.py: cos and sin cast to q's dtype; 32 MiB pieces)
 // where memplan multiplies in fp32 (64 MiB), as torchtitan's complex
 // rotation does (docs/parallelism.md §3.3.2).
+//
+// Granite at cp 2 × tp 2 under FSDP2 over cp (held out, thirtieth session;
+// −1.7 / −5.3 / −4.7% blind): its history (every rank,
+// bench/results/2026-11-28-h200x4-cp-tp-families-trace) showed the last tp
+// rank padding its smaller vocabulary shard (49,155 rows over two) for the
+// logits' all-gather, a 384 MiB copy memplan had left out
+// (model.VocabHead.Uneven since): −0.2 / −3.5 / −3.0%. Ranks 1 and 3 run
+// that same program and reserved 20,456 and 19,814 MiB (3.2% apart; ranks
+// 0 and 2, the other same program, 19,300 and 19,380); the histories of
+// ranks 0 and 1 replay exactly through memplan's allocator. memplan's
+// 19,750 is near rank 3's.
 var contextGaps = map[string]map[int]bool{
+	"cp.py 4 model/testdata/hf/granite-3.1-2b.json --tp 2 --fsdp --seq 16384 --batch 1 --checkpointing every-block":  {Reserved: true, Device: true},
 	"cp.py 4 bench/torch/dist/moe-llama.yaml --fsdp --dp 2 --ep 2 --seq 16384 --batch 2 --checkpointing every-block": {Reserved: true, Device: true},
 	"cp.py 4 bench/torch/dist/moe-llama.yaml --fsdp --ep 4 --seq 32768 --batch 1 --checkpointing every-block":        {Reserved: true},
 }

@@ -332,7 +332,19 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	s.dropKVHold()
 	logits := s.matmul(x, o.w, nil, rows, k.Vocab)
 	if k.Gather {
+		var pad *tensor
+		if k.Uneven {
+			// The last rank's smaller shard, padded to the others' rows
+			// for the all-gather (F.pad in DTensor's redistribute), freed
+			// once the gathered logits are concatenated (measured:
+			// Granite's 49,155 rows at tp 2, rank 1's allocator history,
+			// bench/results/2026-11-28-h200x4-cp-tp-families-trace).
+			pad = s.alloc(logits.elems, logits.dt, catTemp, "padded vocabulary shard (TP)")
+		}
 		full := s.allGather(logits, k.Ranks, false, false)
+		if pad != nil {
+			s.unref(pad)
+		}
 		s.unref(logits)
 		logits = full
 	}

@@ -418,3 +418,34 @@ func TestRingUnderTransformersModule(t *testing.T) {
 		t.Errorf("%d repeated key tensors, %d all-gathers of %d bytes; want none repeated, gathers of %d", repeats, gathers, gathered, want)
 	}
 }
+
+// TestUnevenVocabularyPads: a vocabulary that does not divide over the
+// tensor-parallel ranks (Granite's 49,155 rows over two) leaves the last
+// rank a smaller shard, which DTensor pads to the others' rows (a copy of
+// its logits) before the logits' all-gather; that rank is simulated, the
+// busiest (model.VocabHead.Uneven; Granite's history at cp 2 × tp 2,
+// bench/results/2026-11-28-h200x4-cp-tp-families-trace). An even
+// vocabulary (OLMo 2's 100,352) pads nothing.
+func TestUnevenVocabularyPads(t *testing.T) {
+	for _, c := range []struct {
+		file  string
+		vocab int64 // the config's vocab_size
+		pads  int
+	}{{"granite-3.1-2b.json", 49155, 1}, {"olmo2-1b.json", 100352, 0}} {
+		spec := loadHF(t, c.file, model.Overrides{Seq: 2048, Precision: "amp-bf16", TP: 2, SP: true})
+		var padded []int64
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			if alloc && s.phase.Iteration == 1 && s.phase.Stage == "forward" && x.name == "padded vocabulary shard (TP)" {
+				padded = append(padded, x.bytes())
+			}
+		})
+		if len(padded) != c.pads {
+			t.Fatalf("%s: %d padded shards in the second step's forward, want %d", c.file, len(padded), c.pads)
+		}
+		// The logits of the rank's shard, ceil(V/2) columns for the
+		// 2,048 tokens, in bf16.
+		if want := 2048 * (c.vocab + 1) / 2 * 2; c.pads == 1 && padded[0] != want {
+			t.Errorf("%s: padded shard %d bytes, want %d", c.file, padded[0], want)
+		}
+	}
+}

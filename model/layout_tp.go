@@ -200,11 +200,14 @@ const KVocabHead = "vocab_parallel_head"
 // loss (output_layouts=Replicate); without it the loss is computed on the
 // shards (loss_parallel). Output makes the logits (gathered, or the
 // shard) the layer's output instead, as on a pipeline's last stage, whose
-// schedule runs the loss.
+// schedule runs the loss. Uneven says the whole vocabulary does not divide
+// over the ranks: the last rank's shard is smaller, and DTensor pads it to
+// Vocab rows (a copy) before the all-gather; that rank is the one
+// simulated (the busiest; Vocab rows are still its shard's).
 type VocabHead struct {
-	Vocab, Dim, Ranks int64
-	Tie               string
-	Gather, Output    bool
+	Vocab, Dim, Ranks      int64
+	Tie                    string
+	Gather, Output, Uneven bool
 	// Softcap caps the logits (Gemma 2's final_logit_softcapping), after
 	// the gather, before the loss: cap·tanh(logits/cap).
 	Softcap float64

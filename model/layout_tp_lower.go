@@ -186,7 +186,7 @@ func (tp *tpLowering) leaf(ls []Layer, i int) (out []Layer, skip int, err error)
 			return nil, 0, fmt.Errorf("%w: a head with a bias", ErrNotSplittable)
 		}
 		out = append(out, tp.in(), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp,
-			Softcap: k.Softcap, Scale: k.Scale}))
+			Uneven: k.Vocab%tp.t != 0, Softcap: k.Softcap, Scale: k.Scale}))
 	default:
 		return nil, 0, fmt.Errorf("%w: %s", ErrNotSplittable, l.Kind)
 	}

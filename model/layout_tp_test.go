@@ -60,8 +60,8 @@ func TestLowerRank(t *testing.T) {
 				t.Errorf("MLP columns = %d, want 128", g.Hidden)
 			}
 			h := ls[len(ls)-1].Spec.(*VocabHead)
-			if h.Vocab != 501 || !h.Gather {
-				t.Errorf("head rows %d gather %v, want 501 true", h.Vocab, h.Gather)
+			if h.Vocab != 501 || !h.Gather || !h.Uneven {
+				t.Errorf("head rows %d gather %v uneven %v, want 501 true true (1001 rows over 2)", h.Vocab, h.Gather, h.Uneven)
 			}
 		})
 	}
