@@ -34,8 +34,12 @@ import (
 // 30's two lines (heldout-30.txt) and, after FSDP2's per-parameter
 // storages were simulated under context parallelism, held-out set 30b's
 // six two-GPU lines on two H200s (heldout-30b-cp.txt and
-// heldout-30b-cp-x2.txt). The listed gaps (contextGaps) may be under, and
-// only by the metrics named; the listed overs (contextOver) may be over
+// heldout-30b-cp-x2.txt), then on four H200s the same families with
+// tensor parallelism inside the cp ranks (grid-cp-tp-families.txt, four
+// lines, heldout-cp-tp-families.txt, two, one traced:
+// trace-cp-tp-families.txt) and, after the padded vocabulary shard,
+// held-out set 30d (heldout-30d-cp-tp-fsdp.txt). The listed gaps
+// (contextGaps) may be under, and only by the metrics named; the listed overs (contextOver) may be over
 // the worst-case targets.
 func TestContextParallelAccuracy(t *testing.T) {
 	n := 0
@@ -49,14 +53,14 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp.jsonl", "2026-11-28-h200x4-cp-families-fsdp/cp-families-fsdp-heldout.jsonl",
 		"2026-11-28-h200x2-heldout-30b-cp/heldout-30b-cp.jsonl", "2026-11-28-h200x2-rope-fp32/rope.jsonl",
 		"2026-11-28-h200x4-cp-tp-families/cp-tp.jsonl", "2026-11-28-h200x4-cp-tp-families/cp-tp-heldout.jsonl",
-		"2026-11-28-h200x4-cp-tp-families-trace/trace.jsonl"} {
+		"2026-11-28-h200x4-cp-tp-families-trace/trace.jsonl", "2026-11-28-h200x4-heldout-30d/heldout-30d.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 68 {
-		t.Fatalf("%d context-parallel runs, want 68", n)
+	if n != 70 {
+		t.Fatalf("%d context-parallel runs, want 70", n)
 	}
 }
 
