@@ -36,9 +36,9 @@ model.Model.RunsTransformersForward names, without sliding windows or
 experts) runs through transformers' own model (hftp.build's pp.HFStage over
 every layer, on the meta device, then materialised), with tensor parallelism
 by hftp.py's plan (--tp) and FSDP2 over dp·cp (--fsdp) applied on the meta
-device first, without --ep. Its forward makes the rotary tables for positions 0 to s/cp − 1 on
-every rank: the wrong angles for the load-balanced chunks but the same
-memory. Passing the chunks' positions (position_ids) would not do: their
+device first, without --ep. Its forward makes the rotary tables for
+positions 0 to s/cp − 1 on every rank: the wrong angles for the
+load-balanced chunks but the same memory. Passing the chunks' positions (position_ids) would not do: their
 jump between the two chunks reads as packed sequences to transformers'
 masking (find_packed_sequence_indices), whose mask ring attention cannot
 take. transformers' SDPA call passes enable_gqa, and no key/value head is
