@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -262,5 +263,70 @@ func TestOptimizerGroupsUnderTP(t *testing.T) {
 		case fsdp && most != shards:
 			t.Errorf("tp 2 × FSDP 2: %d square-root bytes at once, want every shard's, %d", most, shards)
 		}
+	}
+}
+
+// TestFSDPUnderContextParallel: FSDP2 over dp·cp gathers unit by unit, as
+// over data parallelism (sim.perParam; docs/parallelism.md §3.3.2): each
+// unit's all-gather in the forward and again in the backward of a step
+// (ZeRO 3 reshards after the forward), one reduce-scatter input per unit,
+// and no gathered block of the root and two blocks for the whole pass (the
+// coarse model memplan used under context parallelism until the thirtieth
+// session, +1 to +9% allocated on the measured runs).
+func TestFSDPUnderContextParallel(t *testing.T) {
+	spec := mustLoad(t, "../specs/tinyllama-1.1b.yaml", model.Overrides{Batch: 1, Seq: 4096, CP: 2, Zero: "3"})
+	var gathers, rsInputs, blocks, units int
+	_, err := estimateWith(spec, func(s *sim) { units = len(s.units) }, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) {
+			if !alloc || s.phase.Iteration != 1 {
+				return
+			}
+			switch x.name {
+			case "all-gather output (FSDP)":
+				gathers++
+			case "reduce-scatter input (FSDP)":
+				rsInputs++
+			case "gathered parameters (FSDP)":
+				blocks++
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if units < 2 || blocks != 0 || rsInputs != units || gathers < 2*units-2 {
+		t.Errorf("second step: %d units, %d all-gathers, %d reduce-scatter inputs, %d gathered blocks; want at least 2 units, about two all-gathers and one reduce-scatter input per unit, no block",
+			units, gathers, rsInputs, blocks)
+	}
+}
+
+// TestWholeExpertsAtGPUInit: a model moved whole to the GPU before
+// fully_shard (--fsdp-init gpu) holds every expert there; expert
+// parallelism then keeps a copy of the rank's slice and frees the whole
+// ones before the shards are cut (bench/torch/dist/ep.py's apply; the
+// allocator history of cp.py's MoE runs, docs/parallelism.md §3.3.2).
+func TestWholeExpertsAtGPUInit(t *testing.T) {
+	spec := mustLoad(t, "../bench/torch/dist/moe-llama.yaml", model.Overrides{Batch: 1, Seq: 2048, DP: 2, Zero: "3", EP: 2,
+		FSDPInit: model.FSDPInitGPU})
+	var whole, copies int64
+	freedBeforeShard, shards := true, map[*sim]bool{} // per simulated rank (EP's kinds)
+	traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+		if s.phase.Stage != "load" {
+			return
+		}
+		// The prefixes are set once each tensor is made: read them as it
+		// goes.
+		switch {
+		case alloc && x.fixed == catParam:
+			shards[s] = true
+		case !alloc && x.prefix == "every rank's ":
+			whole += x.bytes()
+			freedBeforeShard = freedBeforeShard && !shards[s]
+		case !alloc && x.prefix == "whole " && strings.Contains(x.name, "experts"):
+			copies += x.bytes()
+		}
+	})
+	if whole == 0 || copies*2 != whole || !freedBeforeShard {
+		t.Errorf("load: %d bytes of every rank's experts, %d of the rank's copies (want half), freed before the shards: %v", whole, copies, freedBeforeShard)
 	}
 }
