@@ -340,6 +340,8 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 			// Granite's 49,155 rows at tp 2, rank 1's allocator history,
 			// bench/results/2026-11-28-h200x4-cp-tp-families-trace).
 			pad = s.alloc(logits.elems, logits.dt, catTemp, "padded vocabulary shard (TP)")
+			s.note(fmt.Sprintf("tensor parallelism: the vocabulary does not divide over the %d tp ranks; the last rank's shard is smaller and DTensor pads its logits to %d columns for their all-gather, a copy the other ranks do not make: the figures are that rank's (docs/parallelism.md §3.3.2)",
+				k.Ranks, k.Vocab))
 		}
 		full := s.allGather(logits, k.Ranks, false, false)
 		if pad != nil {

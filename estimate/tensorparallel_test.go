@@ -434,13 +434,17 @@ func TestUnevenVocabularyPads(t *testing.T) {
 	}{{"granite-3.1-2b.json", 49155, 1}, {"olmo2-1b.json", 100352, 0}} {
 		spec := loadHF(t, c.file, model.Overrides{Seq: 2048, Precision: "amp-bf16", TP: 2, SP: true})
 		var padded []int64
-		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+		r := traced(t, spec, func(s *sim, x *tensor, alloc bool) {
 			if alloc && s.phase.Iteration == 1 && s.phase.Stage == "forward" && x.name == "padded vocabulary shard (TP)" {
 				padded = append(padded, x.bytes())
 			}
 		})
 		if len(padded) != c.pads {
 			t.Fatalf("%s: %d padded shards in the second step's forward, want %d", c.file, len(padded), c.pads)
+		}
+		noted := strings.Contains(strings.Join(r.Notes, "\n"), "the vocabulary does not divide")
+		if noted != (c.pads == 1) {
+			t.Errorf("%s: noted the padded rank %v, want %v: %q", c.file, noted, c.pads == 1, r.Notes)
 		}
 		// The logits of the rank's shard, ceil(V/2) columns for the
 		// 2,048 tokens, in bf16.
