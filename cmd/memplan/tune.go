@@ -178,12 +178,22 @@ func seqsArg(c *cli.Context) ([]int64, error) {
 func printTune(w io.Writer, spec *model.Spec, r *tuner.Result, capped bool) {
 	mem := spec.Device.Memory
 	if r.Batch == 0 {
-		fmt.Fprintf(w, "%s: batch 1 does not fit %s: %s predicted, %.1f%% of %s\n", spec.Name, spec.Device.Name,
-			units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem))
+		// The smallest batch the search tried (1 unless the constraints
+		// rule it out), at its sequence length (--seqs), estimated again
+		// for what the oracle's total leaves out: why it needs so much,
+		// where the run leaks.
 		one := *spec
 		one.Training.Batch = 1
+		if len(r.Trials) > 0 {
+			one.Training.Batch = r.Trials[0].Batch
+		}
+		fmt.Fprintf(w, "%s: batch %d does not fit %s: %s predicted, %.1f%% of %s\n", spec.Name, one.Training.Batch, spec.Device.Name,
+			units.Format(r.DeviceTotal), 100*r.Fill, units.Format(mem))
+		if r.Seq > 0 {
+			one.Training.Seq = r.Seq
+		}
 		if e, err := estimate.Estimate(&one); err == nil {
-			printLeak(w, e) // why batch 1 needs so much, where the run leaks
+			printLeak(w, e)
 		}
 		fmt.Fprintln(w, "\nchanges that would make it fit, fewest GPUs first, then cheapest (each re-estimated):")
 		for _, f := range r.Fixes {
