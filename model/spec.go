@@ -79,6 +79,10 @@ type Model struct {
 	// cap·tanh(logits/cap) (Gemma 2's final_logit_softcapping).
 	SandwichNorm bool    `json:"sandwich_norm,omitempty"`
 	LogitSoftcap float64 `json:"logit_softcap,omitempty"`
+	// NoCache says transformers' forward fills no key/value cache in
+	// training: the config's use_cache is false (SmolLM3-3B's), where
+	// every other decoder's default fills one (Attention.KVCache).
+	NoCache bool `json:"no_cache,omitempty"`
 	// PostNorm puts the RMSNorm on each branch's output only, with none
 	// before the branch (OLMo 2's block); QKNormWhole normalises the whole
 	// query and key projections (heads·head_dim) before they are split
@@ -86,10 +90,6 @@ type Model struct {
 	// NormProductFP32 makes every RMSNorm multiply its weight into the
 	// fp32 normalised rows and cast the product back, (w·h).to(dtype),
 	// where Llama's casts first, w·h.to(dtype) (OLMo 2's Olmo2RMSNorm).
-	// NoCache says transformers' forward fills no key/value cache in
-	// training: the config's use_cache is false (SmolLM3-3B's), where
-	// every other decoder's default fills one (Attention.KVCache).
-	NoCache bool `json:"no_cache,omitempty"`
 	// PlainNorm makes a llama model's norms OLMo's: LayerNorms without
 	// weight or bias, in fp32 (OlmoLayerNorm).
 	PlainNorm       bool `json:"plain_norm,omitempty"`
