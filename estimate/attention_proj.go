@@ -91,8 +91,11 @@ func (a *attnOp) projectSeparate(s *sim, x *tensor, st *attnState, qd, kvd int64
 		st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
 		st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
 	default:
-		st.q = headView(s, s.matmul(x, a.q, a.qB, st.rows, qd), heads || a.rope)
-		st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || a.rope)
+		// Llama 4 rotates before it transposes (rotaryComplex): the
+		// rotation's backward keeps the projection's layout.
+		rot := a.rope && !k.RoPEComplex
+		st.q = headView(s, s.matmul(x, a.q, a.qB, st.rows, qd), heads || rot)
+		st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || rot)
 	}
 	st.v = headView(s, s.matmul(x, a.v, a.vB, st.rows, kvd), heads)
 	// Each is its projection viewed [batch, seq, heads, dim] and

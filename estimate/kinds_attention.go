@@ -131,6 +131,9 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	case k.RoPE && k.Style == "hf":
 		// A NoPE layer's query_states stays bound until the module
 		// returns, as the rotated one does (rotary).
+		if k.Temperature {
+			a.temperature(s, st) // rope.go
+		}
 		st.held = append(st.held, s.ref(st.q))
 	}
 	if a.cached(s) {
@@ -316,6 +319,10 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 	}
 	if m := a.k.MLA; m != nil && m.Complex {
 		s.ropeBuildComplex(seq, m.Rope)
+		return
+	}
+	if a.k.RoPEComplex {
+		s.ropeBuildComplex(seq, a.k.HeadDim) // Llama 4's
 		return
 	}
 	dt := a.ropeDt(x)

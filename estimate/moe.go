@@ -68,6 +68,9 @@ func newMoE(s *sim, l *model.Layer, _ map[string]*tensor) op {
 // router, the grouped experts, then the gated shared output added in place.
 func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	k, rows := o.k, s.rows(sh)
+	if k.Dense {
+		return s.llama4MoE(o, x, rows) // moe_dense.go
+	}
 	var shared *tensor
 	if k.Shared > 0 && !k.SharedAfter {
 		shared = s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)

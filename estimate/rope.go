@@ -10,6 +10,10 @@ import "github.com/memplan/memplan/model"
 // rotary applies rotary embeddings to q and k.
 func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 	k := a.k
+	if k.RoPEComplex {
+		a.rotaryComplex(s, st)
+		return
+	}
 	frac := rotaryFrac(k)
 	width := a.ropeWidth()
 	if k.RoPEHalves {
@@ -76,6 +80,67 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 		// query_states stays referenced until the module returns.
 		st.held = append(st.held, s.ref(st.q))
 	}
+}
+
+// rotaryComplex is Llama 4's apply_rotary_emb over whole heads: fp32
+// copies of the query and the key (x.float(), x itself in fp32) viewed as
+// complex pairs, each times the complex table (complex64 products of the
+// copies' bytes; the table is what they save), viewed back as real pairs,
+// and both cast to their dtypes (type_as) before the function's locals
+// go, in the order they were bound (the copies, then the products); the
+// unrotated projections go as the caller rebinds its names. Then, with
+// model.Attention.QKL2Norm, Llama4TextL2Norm on each (qkL2Norm).
+func (a *attnOp) rotaryComplex(s *sim, st *attnState) {
+	table := s.ropeComplexTable(st.seq, a.k.HeadDim)
+	q32, k32 := s.to(st.q, f32), s.to(st.k, f32)
+	pq, pk := s.mul(q32, table), s.mul(k32, table)
+	q2, k2 := s.to(pq, st.q.dt), s.to(pk, st.k.dt)
+	for _, t := range []*tensor{q32, k32, pq, pk, st.q, st.k} {
+		s.unref(t)
+	}
+	st.q, st.k = q2, k2
+	if a.k.QKL2Norm {
+		st.q = qkL2Norm(s, st.q, st.rows*a.k.Heads)
+		st.k = qkL2Norm(s, st.k, st.rows*a.k.KVHeads)
+	}
+	st.held = append(st.held, s.ref(st.q))
+}
+
+// qkL2Norm is Llama4TextL2Norm on x (consumed, as the caller rebinds its
+// name) over rows heads: x.float() normalised by its root mean square in
+// fp32 (rmsNormalize), cast back to x's dtype, without a weight.
+func qkL2Norm(s *sim, x *tensor, rows int64) *tensor {
+	n := s.rmsNormalize(x, rows)
+	y := s.to(n, x.dt)
+	s.unref(n)
+	s.unref(x)
+	return y
+}
+
+// temperature is Llama 4's attention temperature on a layer without
+// rotary embeddings (model.Attention.Temperature): positions =
+// arange(seq), attn_scales = log1p(floor((positions.float() + 1) /
+// floor_scale)) · attn_scale + 1 (small fp32 rows, each step's input going
+// once the next exists; both bound until the module returns), then
+// (query_states · attn_scales).to(query_states.dtype): an fp32 product
+// (its node keeps the scales) cast back, the unscaled query going as its
+// name is rebound.
+func (a *attnOp) temperature(s *sim, st *attnState) {
+	pos := s.alloc(st.seq, i64, catTemp, "positions")
+	t := s.alloc(st.seq, f32, catTemp, "positions.float()")
+	for range 5 { // + 1, / floor_scale, floor, log1p, · attn_scale
+		n := s.alloc(st.seq, f32, catTemp, "attn_scales")
+		s.unref(t)
+		t = n
+	}
+	scales := s.alloc(st.seq, f32, catTemp, "attn_scales") // + 1
+	s.unref(t)
+	p := s.mul(st.q, scales)
+	q := s.to(p, st.q.dt)
+	s.unref(p)
+	s.unref(st.q)
+	st.q = q
+	st.held = append(st.held, pos, scales)
 }
 
 // ropeDt is the rotary tables' dtype for a model whose stream is x's:
@@ -152,7 +217,8 @@ func (s *sim) ropeBuild(seq, hd, dt int64, local, halves bool) {
 }
 
 // ropeBuildComplex makes DeepSeek-V2's rotary table
-// (DeepseekV2RotaryEmbedding.forward) for hd rotated dims in sim.ropeT[0]:
+// (DeepseekV2RotaryEmbedding.forward; Llama4TextRotaryEmbedding's is the
+// same) for hd rotated dims in sim.ropeT[0]:
 // with autocast off, freqs = inv_freq times the positions in fp32 ([1,
 // seq, hd/2]; the step's first product), torch.polar(ones_like(freqs),
 // freqs) (a complex64 table; the ones go once it exists), times
@@ -171,8 +237,8 @@ func (s *sim) ropeBuildComplex(seq, hd int64) {
 	s.unref(freqs)
 }
 
-// ropeComplexTable returns DeepSeek-V2's complex rotary table, made once
-// per forward (ropeBuildComplex).
+// ropeComplexTable returns DeepSeek-V2's or Llama 4's complex rotary
+// table, made once per forward (ropeBuildComplex).
 func (s *sim) ropeComplexTable(seq, hd int64) *tensor {
 	if s.ropeT[0] == nil {
 		s.ropeT[0] = s.alloc(seq*hd, f32, catTemp, "freqs_cis")

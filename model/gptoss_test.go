@@ -23,7 +23,7 @@ func TestGPTOSSSpec(t *testing.T) {
 		{"aliases", model + "  router: softmax_topk\n  expert_gate: act\n" + eager, Overrides{}, ""},
 		{"sinks need eager", oss + "training: {batch: 1, seq: 8}\n", Overrides{}, "attention: the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path): use attention: eager"},
 		{"sinks need eager (flag)", oss + eager, Overrides{Attention: AttnSDPA}, "x.yaml: attention: the model's attention sinks run in eager attention only, as transformers runs GPT-OSS (no SDPA path): use --attention eager"},
-		{"unknown router", model + "  router: sigmoid\n" + eager, Overrides{}, "x.yaml:13: router: unknown choice \"sigmoid\" (valid: softmax_topk, softmax_topk_fp32, topk_softmax, sigmoid_group, softmax_greedy, softmax_group)"},
+		{"unknown router", model + "  router: sigmoid\n" + eager, Overrides{}, "x.yaml:13: router: unknown choice \"sigmoid\" (valid: softmax_topk, softmax_topk_fp32, topk_softmax, sigmoid_group, softmax_greedy, softmax_group, topk_sigmoid)"},
 		{"unknown gate", model + "  expert_gate: relu\n" + eager, Overrides{}, "x.yaml:13: expert_gate: unknown choice \"relu\""},
 		{"router needs experts", strings.Replace(model, "  experts: 4\n  top_k: 2\n", "", 1) + "  router: topk_softmax\n" + eager, Overrides{}, "router: needs experts"},
 		{"tensor parallelism", oss + eager, Overrides{TP: 2}, ""},

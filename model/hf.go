@@ -14,7 +14,7 @@ import (
 var HFTypes = map[string]string{
 	"gpt2": GPT2, "llama": Llama, "mistral": Llama, "qwen2": Llama, "qwen3": Llama,
 	"gemma": Llama, "phi3": Llama, "bert": BERT, "roberta": BERT, "olmo": Llama, "olmo2": Llama, "olmo3": Llama, "granite": Llama,
-	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama, "deepseek_v2": Llama, "deepseek_v3": Llama, "glm4_moe": Llama,
+	"smollm3": Llama, "starcoder2": Llama, "cohere": Llama, "gpt_oss": Llama, "deepseek_v2": Llama, "deepseek_v3": Llama, "glm4_moe": Llama, "llama4_text": Llama,
 	"mixtral": Llama, "qwen2_moe": Llama, "qwen3_moe": Llama,
 	"gpt_neox": NeoX, "falcon": NeoX, "phi": NeoX, "gemma2": Llama, "gemma3_text": Llama,
 }
@@ -24,8 +24,7 @@ var HFTypes = map[string]string{
 // "unknown model_type".
 var hfPending = map[string]string{
 	"gemma3":      "a SigLIP vision tower beside the language model (its text_config, model_type gemma3_text, imports the language model alone)",
-	"llama4":      "a vision tower, chunked attention and mixture-of-experts layers between dense ones",
-	"llama4_text": "chunked attention and mixture-of-experts layers between dense ones",
+	"llama4":      "a vision tower beside the language model (its text_config, model_type llama4_text, imports the language model alone)",
 	"qwen3_next":  "gated DeltaNet layers beside attention",
 	"gpt_bigcode": "multi-query attention in a GPT-2 style block",
 	"mamba":       "state-space layers",
@@ -99,6 +98,25 @@ func (c *hfConfig) bool(key string, def bool) bool {
 	if b, ok := c.raw[key].(bool); ok {
 		return b
 	}
+	return def
+}
+
+// truthy reads a switch Python tests for truth: a boolean, or a number
+// (nonzero is on); def when the field is absent, off when it is null.
+func (c *hfConfig) truthy(key string, def bool) bool {
+	v, ok := c.raw[key]
+	if !ok {
+		return def
+	}
+	switch x := v.(type) {
+	case bool:
+		return x
+	case float64:
+		return x != 0
+	case nil:
+		return false
+	}
+	c.fail("field %q: want a boolean or a number, got %v", key, v)
 	return def
 }
 
@@ -341,6 +359,8 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		c.deepseekV3(m)
 	case "glm4_moe":
 		c.glm4MoE(m)
+	case "llama4_text":
+		c.llama4(m)
 	}
 	// peft's conversion of these types' MLP targets to their fused
 	// experts (Model.LoRAFusedExperts).
@@ -351,8 +371,8 @@ func (c *hfConfig) llama(m *Model, mt string) {
 		if mt == "mixtral" {
 			m.Router = RouterSoftmaxTopKFP32 // MixtralTopKRouter keeps its weights fp32
 		}
-	case "deepseek_v2", "deepseek_v3", "glm4_moe":
-		// deepseekV2, deepseekV3 and glm4MoE read them.
+	case "deepseek_v2", "deepseek_v3", "glm4_moe", "llama4_text":
+		// deepseekV2, deepseekV3, glm4MoE and llama4 read them.
 	case "qwen2_moe", "qwen3_moe":
 		m.Experts, m.TopK = c.int("num_experts", 0, true), c.int("num_experts_per_tok", 0, true)
 		// Qwen2MoeConfig's and Qwen3MoeConfig's default is false.

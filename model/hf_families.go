@@ -106,6 +106,56 @@ func (c *hfConfig) glm4MoE(m *Model) {
 	}
 }
 
+// llama4 reads Llama4TextConfig (modeling_llama4.py, transformers 5.17;
+// the language model of Llama 4 Scout and Maverick): Llama's block whose
+// MLP is Llama4TextMoe on every layer (interleave_moe_layer_step 1, as
+// Scout's; Maverick's dense layers between sparse ones are refused), its
+// experts run densely (every token through each of num_local_experts
+// experts of intermediate_size, weighted by the sigmoid of its top
+// num_experts_per_tok logits, zero elsewhere) beside an ungated shared
+// expert of intermediate_size added after them; the rotary embedding a
+// complex table each head is rotated by as complex pairs, left out of
+// every no_rope_layer_interval-th layer (no_rope_layers); those NoPE
+// layers attend over the whole sequence, the others in chunks of
+// attention_chunk_size (layer_types chunked_attention: a mask from the
+// chunk's length on and a cache layer that keeps a chunk, as a sliding
+// window's); use_qk_norm normalises each rotated query and key head
+// without a weight, and attn_temperature_tuning scales the NoPE layers'
+// queries by their positions. Defaults are Llama4TextConfig's.
+func (c *hfConfig) llama4(m *Model) {
+	m.Experts = c.int("num_local_experts", 16, false)
+	m.TopK = c.int("num_experts_per_tok", 1, false)
+	m.SharedExpert, m.SharedAfter = m.Intermediate, true
+	m.Router, m.DenseExperts, m.RoPEComplex = RouterTopKSigmoid, true, true
+	if step := c.int("interleave_moe_layer_step", 1, false); step != 1 {
+		c.fail("interleave_moe_layer_step %d: dense layers between the mixture-of-experts ones (Maverick's) are not modelled yet (1: every layer sparse)", step)
+	}
+	if v, ok := c.raw["moe_layers"].([]any); ok && int64(len(v)) != m.NumLayers {
+		c.fail("moe_layers: dense layers between the mixture-of-experts ones are not modelled yet (every layer sparse is)")
+	}
+	c.noRoPE(m)
+	if m.NoRoPEPattern == 0 {
+		c.fail("no_rope_layers: Llama 4 without layers that skip rotary embeddings is not modelled")
+	}
+	m.QKL2Norm = c.bool("use_qk_norm", true)
+	m.AttnTemperature = c.truthy("attn_temperature_tuning", true)
+	m.SlidingWindow, m.SlidingPattern = 0, 0
+	if chunk := c.count("attention_chunk_size", 8192); chunk > 0 {
+		// The chunked layers are the rotating ones (Llama4TextConfig's
+		// default layer_types), every one but each P-th.
+		m.SlidingWindow, m.SlidingPattern = chunk, m.NoRoPEPattern
+	}
+	if types, ok := c.raw["layer_types"].([]any); ok && len(types) > 0 {
+		chunked := make([]bool, len(types))
+		for i, t := range types {
+			chunked[i] = t == "chunked_attention"
+		}
+		if p, fits := exceptEvery(chunked); !fits || p != m.NoRoPEPattern || m.SlidingWindow == 0 {
+			c.fail("layer_types: chunked attention on layers other than the rotating ones is not modelled")
+		}
+	}
+}
+
 // deepseekV2 reads DeepseekV2Config (modeling_deepseek_v2.py, transformers
 // 5.17; DeepSeek-V2, DeepSeek-V2-Lite, DeepSeek-Coder-V2): the latent
 // attention of deepseekMLA with its rotary dims rotated as complex numbers

@@ -145,7 +145,7 @@ func TestHFErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"pending type", `{"model_type": "qwen3_next"}`, `model_type "qwen3_next" needs gated DeltaNet layers beside attention, which memplan does not model yet (supported: `},
 		{"gemma3 multimodal", `{"model_type": "gemma3"}`, `its text_config, model_type gemma3_text, imports the language model alone`},
-		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, cohere, deepseek_v2, deepseek_v3, falcon, gemma, gemma2, gemma3_text, glm4_moe, gpt2, gpt_neox, gpt_oss, granite, llama, mistral, mixtral, olmo, olmo2, olmo3, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
+		{"unknown type", `{"model_type": "xlnet"}`, `unknown model_type "xlnet" (supported: bert, cohere, deepseek_v2, deepseek_v3, falcon, gemma, gemma2, gemma3_text, glm4_moe, gpt2, gpt_neox, gpt_oss, granite, llama, llama4_text, mistral, mixtral, olmo, olmo2, olmo3, phi, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, roberta, smollm3, starcoder2)`},
 		{"moe without top-k", `{"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128, "num_local_experts": 4}`, `missing field "num_experts_per_tok"`},
 		{"missing field", `{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 128}`, `missing field "num_hidden_layers"`},
 		{"wrong type", `{"model_type": "gpt2", "n_layer": "twelve", "n_embd": 768, "n_head": 12, "vocab_size": 50257}`, `field "n_layer": want a positive whole number`},

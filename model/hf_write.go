@@ -81,7 +81,8 @@ func (m *Model) llamaOptions(f map[string]any) {
 		flag{"rope_upcast", m.RoPEUpcast}, flag{"gemma", m.Gemma}, flag{"local_rope", m.LocalRoPE},
 		flag{"attention_sinks", m.AttnSinks}, flag{"rope_halves", m.RoPEHalves}, flag{"rope_interleave", m.RoPEInterleave},
 		flag{"rope_complex", m.RoPEComplex}, flag{"shared_expert_after", m.SharedAfter}, flag{"lora_fused_experts", m.LoRAFusedExperts},
-		flag{"router_no_renorm", m.RouterNoRenorm})
+		flag{"router_no_renorm", m.RouterNoRenorm}, flag{"qk_l2_norm", m.QKL2Norm}, flag{"attn_temperature", m.AttnTemperature},
+		flag{"dense_experts", m.DenseExperts})
 	for _, v := range []struct {
 		key string
 		n   int64

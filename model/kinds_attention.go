@@ -106,6 +106,17 @@ type Attention struct {
 	// rotary embedding's tables are half a head wide (emb = freqs, no
 	// cat). Model.RoPEHalves alone sets it.
 	RoPEHalves bool
+	// RoPEComplex rotates each query and key head as complex pairs times
+	// a complex table, as Llama 4's apply_rotary_emb does (fp32 copies
+	// viewed as complex, the products cast back); the rotary embedding
+	// makes a complex64 table (Model.RoPEComplex without latent
+	// attention). QKL2Norm normalises each rotated query and key head
+	// by its root mean square in fp32, without a weight, and casts it
+	// back, on the layers that rotate (Llama4TextL2Norm). Temperature
+	// scales the queries of the layers that do not rotate by fp32 factors
+	// of their positions and casts them back (Llama 4's
+	// attn_temperature_tuning).
+	RoPEComplex, QKL2Norm, Temperature bool
 	// MLA, when set, makes the layer DeepSeek's multi-head latent
 	// attention (Model.KVLoRARank alone sets it); HeadDim, KVHeads and
 	// FusedQKV are then unused.
@@ -167,6 +178,9 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("sliced_rotary", &k.SlicedRotary)
 	a.bool("rope_upcast", &k.RoPEUpcast)
 	a.bool("project_first", &k.ProjectFirst)
+	a.bool("rope_complex", &k.RoPEComplex)
+	a.bool("qk_l2_norm", &k.QKL2Norm)
+	a.bool("temperature", &k.Temperature)
 	a.int("no_rope_pattern", &k.NoRoPEPattern, false)
 	a.bool("kv_cache", &k.KVCache)
 	a.float("p", &k.P, 0, 1, false)
@@ -204,6 +218,12 @@ func (k *Attention) validate(e *errs, line int) {
 	}
 	if k.QKNormLate && (!k.QKNorm || k.QKNormWhole) {
 		e.add(line, "attention: qk_norm_late orders per-head query and key norms: it needs qk_norm, not qk_norm_whole")
+	}
+	if (k.RoPEComplex || k.QKL2Norm || k.Temperature) && (!k.RoPE || k.Style != "hf" || k.QKNorm || k.FusedQKV) {
+		e.add(line, "attention: rope_complex, qk_l2_norm and temperature are Llama 4's attention: they need rope, separate projections and no qk_norm")
+	}
+	if k.Temperature && k.NoRoPEPattern < 2 {
+		e.add(line, "attention: temperature scales the queries of the layers without rotary embeddings: it needs no_rope_pattern")
 	}
 	if k.ProjectFirst && k.QKNorm && !k.QKNormWhole {
 		e.add(line, "attention: project_first with per-head qk_norm is no transformers attention (per-head norms view each projection as heads first; use qk_norm_whole)")

@@ -68,6 +68,14 @@ type MoE struct {
 	// SharedAfter runs the shared expert after the routed ones, ungated,
 	// and adds it (DeepseekV3MoE); else it runs first (Qwen2-MoE).
 	SharedAfter bool
+	// Dense runs every token through every expert (Llama 4's
+	// Llama4TextExperts): the tokens repeated once per expert and scaled
+	// by their router scores (zero outside a token's top k), then two
+	// batched products around the gate over all of them, the outputs
+	// summed over the experts; with RouterTopKSigmoid, and the shared
+	// expert (SharedAfter) run after them, the sum added to its output in
+	// place.
+	Dense bool
 	// NoRenorm leaves RouterSoftmaxTopK's top k as the softmax made them
 	// (Qwen's norm_topk_prob false), and RouterSigmoidGroup's as the
 	// sigmoid made them (GLM-4's): no renormalisation.
@@ -102,6 +110,11 @@ const (
 	// outside the MoE.TopGroups groups with the best top score (of
 	// MoE.Groups) set to zero first.
 	RouterSoftmaxGroup = "softmax_group"
+	// RouterTopKSigmoid is Llama 4's (Llama4Router): a linear layer
+	// without bias, the top k of its logits scattered into a tensor of
+	// −inf, and the sigmoid of that in fp32, cast back: a score for
+	// every expert, zero outside the top k (MoE.Dense).
+	RouterTopKSigmoid = "topk_sigmoid"
 )
 
 // GroupedRouter says whether router picks expert groups before experts
@@ -111,9 +124,10 @@ func GroupedRouter(router string) bool {
 }
 
 // ExpertsFirst says whether router belongs to a block that registers its
-// experts before its router (DeepSeek's DeepseekV2Moe and DeepseekV3MoE).
+// experts before its router (DeepSeek's DeepseekV2Moe and DeepseekV3MoE,
+// Llama 4's Llama4TextMoe).
 func ExpertsFirst(router string) bool {
-	return router == RouterSigmoidGroup || router == RouterSoftmaxGreedy || router == RouterSoftmaxGroup
+	return router == RouterSigmoidGroup || router == RouterSoftmaxGreedy || router == RouterSoftmaxGroup || router == RouterTopKSigmoid
 }
 
 // The experts' gates of MoE.Gate.
@@ -135,7 +149,7 @@ type expertChoice struct{ name, value string }
 var (
 	routerChoices = []expertChoice{{"softmax_topk", RouterSoftmaxTopK}, {RouterSoftmaxTopKFP32, RouterSoftmaxTopKFP32},
 		{RouterTopKSoftmax, RouterTopKSoftmax}, {RouterSigmoidGroup, RouterSigmoidGroup},
-		{RouterSoftmaxGreedy, RouterSoftmaxGreedy}, {RouterSoftmaxGroup, RouterSoftmaxGroup}}
+		{RouterSoftmaxGreedy, RouterSoftmaxGreedy}, {RouterSoftmaxGroup, RouterSoftmaxGroup}, {RouterTopKSigmoid, RouterTopKSigmoid}}
 	gateChoices = []expertChoice{{"act", GateAct}, {GateClamped, GateClamped}}
 )
 
@@ -180,11 +194,15 @@ func (k *MoE) decode(a *args, _ *Layer) {
 	a.int("top_groups", &k.TopGroups, false)
 	a.bool("shared_after", &k.SharedAfter)
 	a.bool("no_renorm", &k.NoRenorm)
+	a.bool("dense", &k.Dense)
 }
 
 func (k *MoE) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {
 	if k.TopK > k.Experts {
 		return nil, bad(l, "top_k (%d) exceeds experts (%d)", k.TopK, k.Experts)
+	}
+	if k.Dense != (k.Router == RouterTopKSigmoid) {
+		return nil, bad(l, "dense experts and the topk_sigmoid router come together (Llama 4's block)")
 	}
 	if GroupedRouter(k.Router) {
 		// DeepseekV3TopkRouter sums each group's best two scores;

@@ -31,7 +31,7 @@ func TestNewKindErrors(t *testing.T) {
 		{"parallel block with post norms", "name: x\nmodel:\n  type: llama\n  layers: 2\n  hidden: 64\n  heads: 4\n  vocab: 100\n  intermediate: 128\n  parallel_block: true\n  post_norm: true\ntraining: {batch: 1, seq: 8}\n",
 			"x.yaml:9: parallel_block: one norm under both branches"},
 		{"moe router", head + "  input: {tokens: {vocab: 100}}\n  layers:\n    - embedding: {vocab: 100, dim: 64}\n    - moe: {dim: 64, hidden: 32, experts: 4, top_k: 2, router: sigmoid}\ntraining: {batch: 1, seq: 8}\n",
-			"x.yaml:7: router: unknown choice \"sigmoid\" (valid: softmax_topk, softmax_topk_fp32, topk_softmax, sigmoid_group, softmax_greedy, softmax_group)"},
+			"x.yaml:7: router: unknown choice \"sigmoid\" (valid: softmax_topk, softmax_topk_fp32, topk_softmax, sigmoid_group, softmax_greedy, softmax_group, topk_sigmoid)"},
 		{"moe gate", head + "  input: {tokens: {vocab: 100}}\n  layers:\n    - embedding: {vocab: 100, dim: 64}\n    - moe: {dim: 64, hidden: 32, experts: 4, top_k: 2, gate: relu}\ntraining: {batch: 1, seq: 8}\n",
 			"x.yaml:7: gate: unknown choice \"relu\" (valid: act, clamped)"},
 		{"project_first with per-head norms", head + "  input: {tokens: {vocab: 100}}\n  layers:\n    - embedding: {vocab: 100, dim: 64}\n    - attention: {dim: 64, heads: 4, qk_norm: true, project_first: true}\ntraining: {batch: 1, seq: 8}\n",

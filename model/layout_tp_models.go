@@ -15,7 +15,7 @@ package model
 // norms and logit softcaps other than Gemma's are refused. The spec's
 // checks and LowerRank (for every caller, the planner's too) both ask it.
 func (m *Model) TPRefusal() string {
-	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) {
+	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) || m.llama4() {
 		return m.describe()
 	}
 	return ""
@@ -98,11 +98,22 @@ func (m *Model) deepseek() bool {
 	return m.KVLoRARank > 0 || m.DenseLayers > 0 || ExpertsFirst(m.Router) || m.SharedAfter
 }
 
+// llama4 says whether m has any of Llama 4's changes to Llama's block
+// (its dense experts and router, whole heads rotated as complex numbers,
+// the weightless query and key norm, the queries' temperature), which no
+// parallel layout beyond data parallelism simulates yet: tensor, context,
+// pipeline and expert parallelism are refused (not measured).
+func (m *Model) llama4() bool {
+	return m.DenseExperts || m.QKL2Norm || m.AttnTemperature || m.RoPEComplex && m.KVLoRARank == 0
+}
+
 // describe names a model for messages about what a layout supports.
 func (m *Model) describe() string {
 	switch {
 	case m.Type != Llama:
 		return m.Type + " models"
+	case m.llama4():
+		return "Llama 4's block"
 	case m.gptOSS():
 		return "GPT-OSS's block"
 	case m.deepseek() && m.KVLoRARank == 0:

@@ -103,7 +103,9 @@ func (m *Model) lowerLlama() []Layer {
 			QKNormWhole: m.QKNormWhole, QKNormLate: m.QKNormLate, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast, RoPEConcat: m.RoPEConcat,
 			ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
 			Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
-			Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast, Sinks: m.AttnSinks, RoPEHalves: m.RoPEHalves, MLA: m.mla()})
+			Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast, Sinks: m.AttnSinks, RoPEHalves: m.RoPEHalves, MLA: m.mla(),
+			RoPEComplex: m.RoPEComplex && m.KVLoRARank == 0, QKL2Norm: m.QKL2Norm, Temperature: m.AttnTemperature,
+			Softmax: m.eagerSoftmax()})
 	}
 	blockWith := func(mlp []Layer) []Layer {
 		return seq(
@@ -139,6 +141,17 @@ func (m *Model) lowerLlama() []Layer {
 		seq(m.llamaNorm(),
 			L(head)),
 	)
+}
+
+// eagerSoftmax is how the model's eager attention makes its
+// probabilities: Llama 4's eager_attention_forward takes the softmax in
+// the scores' dtype and hands it on as it is (SoftmaxInput), where
+// Llama's casts it from fp32 (SoftmaxFP32).
+func (m *Model) eagerSoftmax() string {
+	if m.llama4() {
+		return SoftmaxInput
+	}
+	return SoftmaxFP32
 }
 
 // mla is the model's multi-head latent attention widths, or nil
@@ -178,7 +191,7 @@ func (m *Model) mlp() []Layer {
 	case m.Experts > 0:
 		return seq(L(&MoE{Dim: m.Hidden, Hidden: m.Intermediate, Experts: m.Experts, TopK: m.TopK,
 			Shared: m.SharedExpert, SharedGate: m.SharedGate, Activation: m.Activation, Bias: m.MLPBias,
-			Router: m.Router, Gate: m.ExpertGate, Groups: m.RouterGroups, TopGroups: m.RouterTopGroups, SharedAfter: m.SharedAfter, NoRenorm: m.RouterNoRenorm}))
+			Router: m.Router, Gate: m.ExpertGate, Groups: m.RouterGroups, TopGroups: m.RouterTopGroups, SharedAfter: m.SharedAfter, NoRenorm: m.RouterNoRenorm, Dense: m.DenseExperts}))
 	case m.PlainMLP:
 		return cat(seq(linear(m.Hidden, m.Intermediate, m.MLPBias), Act(m.Activation),
 			linear(m.Intermediate, m.Hidden, m.MLPBias)), dropout(m.Dropout))

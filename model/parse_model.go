@@ -126,6 +126,9 @@ func decodeLlama(e *errs, mm *mapping, m *Model) {
 	mm.bool("attention_sinks", &m.AttnSinks)
 	mm.bool("rope_halves", &m.RoPEHalves)
 	mm.float("rotary", &m.Rotary, 0, 1)
+	mm.bool("qk_l2_norm", &m.QKL2Norm)
+	mm.bool("attn_temperature", &m.AttnTemperature)
+	mm.bool("dense_experts", &m.DenseExperts)
 	decodeExpertChoices(e, mm, m)
 	decodeMLA(e, mm, m)
 	llamaConflicts(e, mm, m)
@@ -277,9 +280,6 @@ func decodeInput(e *errs, mm *mapping, in *Input) {
 	im.finish()
 }
 
-// llamaConflicts refuses llama options that contradict each other: more
-// than one choice of norm, a parallel block with norms placed around each
-// branch, and StarCoder2's MLP with experts.
 // decodeMLA reads a llama model's multi-head latent attention
 // (kv_lora_rank and the widths it needs) and DeepSeek's dense first
 // layers, shared expert order and router groups.
@@ -297,7 +297,7 @@ func decodeMLA(e *errs, mm *mapping, m *Model) {
 	mm.int("router_groups", &m.RouterGroups, GroupedRouter(m.Router))
 	mm.int("router_top_groups", &m.RouterTopGroups, GroupedRouter(m.Router))
 	if m.KVLoRARank == 0 {
-		for _, k := range []string{"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave", "rope_complex"} {
+		for _, k := range []string{"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave"} {
 			if mm.has(k) {
 				e.add(mm.keys[k], "%s: needs kv_lora_rank (multi-head latent attention)", k)
 			}
@@ -343,6 +343,10 @@ func decodeExpertChoices(e *errs, mm *mapping, m *Model) {
 	}
 }
 
+// llamaConflicts refuses llama options that contradict each other: more
+// than one choice of norm, a parallel block with norms placed around each
+// branch, StarCoder2's MLP with experts, and Llama 4's options beside
+// others (llama4Conflicts).
 func llamaConflicts(e *errs, mm *mapping, m *Model) {
 	norms, line := 0, mm.line
 	for _, n := range []struct {
@@ -368,7 +372,31 @@ func llamaConflicts(e *errs, mm *mapping, m *Model) {
 	if m.QKNormLate && (!m.QKNorm || m.QKNormWhole) {
 		e.add(mm.keys["qk_norm_late"], "qk_norm_late: orders per-head query and key norms: it needs qk_norm, not qk_norm_whole")
 	}
+	llama4Conflicts(e, mm, m)
 	if m.Rotary > 0 && m.Rotary < 1 && (m.KVLoRARank > 0 || m.RoPEHalves) {
 		e.add(mm.keys["rotary"], "rotary: a fraction of each head rotated, not with latent attention's rotary dims or rope_halves")
+	}
+}
+
+// llama4Conflicts refuses Llama 4's options where they contradict the
+// rest: the complex rotation of whole heads beside another rotation, the
+// weightless query and key norm beside a weighted one, the temperature
+// without layers that skip rotary embeddings, and the dense experts
+// without their router.
+func llama4Conflicts(e *errs, mm *mapping, m *Model) {
+	if m.RoPEComplex && m.KVLoRARank == 0 && (m.RoPEHalves || m.Rotary > 0 && m.Rotary < 1 || m.RoPEUpcast || m.RoPEConcat || m.RoPEFP32) {
+		e.add(mm.keys["rope_complex"], "rope_complex: whole heads rotated as complex numbers, not with rope_halves, rotary, rope_upcast, rope_concat or rope_fp32")
+	}
+	if m.QKL2Norm && m.QKNorm {
+		e.add(mm.keys["qk_l2_norm"], "qk_l2_norm: Llama 4's weightless query and key norm, not with qk_norm")
+	}
+	if m.AttnTemperature && m.NoRoPEPattern < 2 {
+		e.add(mm.keys["attn_temperature"], "attn_temperature: scales the queries of the layers without rotary embeddings: it needs no_rope_pattern")
+	}
+	if m.DenseExperts != (m.Router == RouterTopKSigmoid) && m.Experts > 0 {
+		e.add(max(mm.keys["dense_experts"], mm.keys["router"]), "dense_experts: Llama 4's experts and its topk_sigmoid router come together")
+	}
+	if m.DenseExperts && m.Experts == 0 {
+		e.add(mm.keys["dense_experts"], "dense_experts: needs experts")
 	}
 }

@@ -173,7 +173,8 @@ type Model struct {
 	// per head to QKNopeDim key and VHeadDim value dims; queries through
 	// QLoRARank when set (0: one projection); RoPEInterleave rotates
 	// interleaved pairs (DeepSeek-V3's rope_interleave), RoPEComplex as
-	// complex numbers (DeepSeek-V2's apply_rotary_emb).
+	// complex numbers (DeepSeek-V2's apply_rotary_emb; without latent
+	// attention, every head's dims rotated so: Llama 4's).
 	KVLoRARank     int64 `json:"kv_lora_rank,omitempty"`
 	QLoRARank      int64 `json:"q_lora_rank,omitempty"`
 	QKNopeDim      int64 `json:"qk_nope_head_dim,omitempty"`
@@ -181,6 +182,18 @@ type Model struct {
 	VHeadDim       int64 `json:"v_head_dim,omitempty"`
 	RoPEInterleave bool  `json:"rope_interleave,omitempty"`
 	RoPEComplex    bool  `json:"rope_complex,omitempty"`
+	// QKL2Norm normalises each rotated query and key head by its root
+	// mean square, without a weight, in fp32 cast back, on the layers
+	// that rotate (Llama 4's use_qk_norm, Llama4TextL2Norm;
+	// Attention.QKL2Norm). AttnTemperature scales the queries of the
+	// layers without rotary embeddings by fp32 factors of their positions
+	// and casts them back (Llama 4's attn_temperature_tuning;
+	// Attention.Temperature). DenseExperts runs every token through every
+	// expert, weighted by its router score (Llama 4's Llama4TextExperts;
+	// MoE.Dense, with the topk_sigmoid router).
+	QKL2Norm        bool `json:"qk_l2_norm,omitempty"`
+	AttnTemperature bool `json:"attn_temperature,omitempty"`
+	DenseExperts    bool `json:"dense_experts,omitempty"`
 	// DenseLayers are a mixture of experts' first layers with a dense
 	// gated MLP of DenseIntermediate instead of experts (DeepSeek's
 	// first_k_dense_replace); SharedAfter runs the shared expert after
