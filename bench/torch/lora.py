@@ -74,7 +74,7 @@ FAMILIES = {
 FAMILY_OF = {"llama": "llama", "qwen2": "llama", "qwen3": "llama", "mistral": "llama", "gemma": "llama",
              "gemma2": "llama", "phi3": "phi3", "olmo": "llama", "olmo2": "llama", "olmo3": "llama", "granite": "llama",
              "smollm3": "llama", "starcoder2": "starcoder2", "phi": "phi", "cohere": "llama", "gpt_oss": "gpt_oss",
-             "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "qwen2_moe": "qwen2_moe",
+             "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "qwen2_moe": "qwen2_moe", "llama4_text": "llama",
              "gpt2": "gpt2", "bert": "bert", "roberta": "bert"}
 
 

@@ -28,6 +28,8 @@ CONFIGS = {
     "qwen3_moe": dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, head_dim=16),
     "mixtral": dict(num_local_experts=8, num_experts_per_tok=2),
     "gpt_oss": dict(num_local_experts=8, num_experts_per_tok=2, head_dim=16, layer_types=["sliding_attention", "full_attention"]),
+    # Llama 4's router is an nn.Linear subclass; its experts fused parameters.
+    "llama4_text": dict(num_local_experts=8, num_experts_per_tok=1, head_dim=16, intermediate_size_mlp=128),
 }
 
 
