@@ -50,6 +50,8 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-phi3.jsonl",
 	"results/2026-11-27-h200x2-phi3-traces/runs.jsonl",
 	"results/2026-11-27-h200-lora-phi3.jsonl",
+	"results/2026-11-28-h200-llama4.jsonl",
+	"results/2026-11-28-h200-llama4-lora.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
