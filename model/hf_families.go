@@ -134,15 +134,13 @@ func (c *hfConfig) llama4(m *Model) {
 		c.fail("moe_layers: dense layers between the mixture-of-experts ones are not modelled yet (every layer sparse is)")
 	}
 	c.noRoPE(m)
-	if m.NoRoPEPattern == 0 {
-		c.fail("no_rope_layers: Llama 4 without layers that skip rotary embeddings is not modelled")
-	}
 	m.QKL2Norm = c.bool("use_qk_norm", true)
-	m.AttnTemperature = c.truthy("attn_temperature_tuning", true)
+	// The temperature scales the NoPE layers' queries: none without them.
+	m.AttnTemperature = c.truthy("attn_temperature_tuning", true) && m.NoRoPEPattern > 0
 	m.SlidingWindow, m.SlidingPattern = 0, 0
 	if chunk := c.count("attention_chunk_size", 8192); chunk > 0 {
 		// The chunked layers are the rotating ones (Llama4TextConfig's
-		// default layer_types), every one but each P-th.
+		// default layer_types), every one but each P-th, or every one.
 		m.SlidingWindow, m.SlidingPattern = chunk, m.NoRoPEPattern
 	}
 	if types, ok := c.raw["layer_types"].([]any); ok && len(types) > 0 {

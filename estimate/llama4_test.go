@@ -1,0 +1,115 @@
+package estimate
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// Llama 4's program (modeling_llama4.py, transformers 5.17; measured
+// within 0.5% on the tuning grid and 1.6% on held-out set 48,
+// bench/results/2026-11-28-h200-llama4.jsonl and -heldout48.jsonl). Each
+// test fails with its part of the program undone.
+
+// llama4Spec is the llama shorthand for a four-layer Llama 4 block with
+// experts experts of top_k k at batch 1 and seq tokens in bf16.
+func llama4Spec(t *testing.T, experts, k, seq int64) *model.Spec {
+	t.Helper()
+	y := strings.NewReplacer("EXPERTS", itoa(experts), "TOPK", itoa(k), "SEQ", itoa(seq)).Replace(`name: l4
+model:
+  type: llama
+  layers: 4
+  hidden: 256
+  heads: 4
+  kv_heads: 2
+  vocab: 1000
+  intermediate: 512
+  experts: EXPERTS
+  top_k: TOPK
+  shared_expert: 512
+  shared_expert_after: true
+  router: topk_sigmoid
+  dense_experts: true
+  rope_complex: true
+  qk_l2_norm: true
+  attn_temperature: true
+  no_rope_pattern: 4
+training: {batch: 1, seq: SEQ, precision: bf16, optimizer: sgd}
+`)
+	s, err := model.Parse("l4.yaml", []byte(y), model.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestLlama4ExpertsSeeEveryToken: Llama4TextMoe sends every token through
+// every expert (the router's scores are zero outside its top k), so its
+// activations do not depend on top_k and grow with the experts: each MoE
+// layer saves the repeated rows and their scaled copy (2·E·T·h), gate_up
+// (E·T·2I), the activation and the product (E·T·I each).
+func TestLlama4ExpertsSeeEveryToken(t *testing.T) {
+	const seq = 512
+	saved := func(e, k int64) int64 {
+		r, err := Estimate(llama4Spec(t, e, k, seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ActivationBytes
+	}
+	one, two := saved(8, 1), saved(8, 2)
+	if d := two - one; d < 0 || d > 1<<20 {
+		t.Errorf("top_k 2 saves %d bytes more than top_k 1, want the same activations but the router's ids", d)
+	}
+	more := saved(16, 1)
+	// Per MoE layer and expert: 2·T·h + 4·T·I bf16 values.
+	want := int64(4 * 8 * (2*seq*256 + 4*seq*512) * 2)
+	if got := more - one; got < want || got > want+want/50 {
+		t.Errorf("8 more experts save %d bytes more, want about %d", got, want)
+	}
+}
+
+// TestLlama4ComplexRotation: apply_rotary_emb multiplies fp32 copies of
+// the query and the key by the complex table and casts both products back
+// (return xq_out.type_as(xq), xk_out.type_as(xk)), so the four come in
+// that order: the query's product, the key's, then their casts; on the
+// NoPE layer of four the temperature makes its six fp32 rows of scales.
+func TestLlama4ComplexRotation(t *testing.T) {
+	const seq = 256
+	q := int64(seq * 4 * 64) // [1, seq, 4 heads, 64]; the key has 2 heads
+	type ev struct{ dt, bytes int64 }
+	var muls []ev
+	temperatures, tables := 0, 0
+	traced(t, llama4Spec(t, 4, 1, seq), func(s *sim, x *tensor, alloc bool) {
+		if !alloc || s.phase.Stage != StageForward || s.phase.Iteration != 0 {
+			return
+		}
+		switch x.name {
+		case "mul":
+			muls = append(muls, ev{x.dt, x.bytes()})
+		case "attn_scales":
+			temperatures++
+		case "freqs_cis":
+			tables++
+		}
+	})
+	want := []ev{{f32, q * f32}, {f32, q / 2 * f32}, {half, q * half}, {half, q / 2 * half}}
+	found := false
+	for i := 0; i+len(want) <= len(muls) && !found; i++ {
+		found = slices.Equal(muls[i:i+len(want)], want)
+	}
+	if !found {
+		t.Errorf("no rotation making both products before their casts in the forward's products %v", muls)
+	}
+	if temperatures != 6 {
+		t.Errorf("%d attn_scales rows in the first forward, want 6 (one NoPE layer)", temperatures)
+	}
+	if tables == 0 {
+		t.Error("no complex rotary table made in the forward")
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
