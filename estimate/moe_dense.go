@@ -36,7 +36,13 @@ func (s *sim) llama4MoE(o *moeOp, x *tensor, rows int64) *tensor {
 		experts()
 	}
 	sh := s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
-	sum := s.alloc(rows*k.Dim, y.dt, catTemp, "routed_out.sum(0)")
+	// Autocast runs sum in fp32 (its fp32_set_opt_dtype list: an fp32
+	// result, no copy of the input), which add_ casts into sh.
+	dt := y.dt
+	if s.cfg.amp {
+		dt = f32
+	}
+	sum := s.alloc(rows*k.Dim, dt, catTemp, "routed_out.sum(0)")
 	// Its backward expands the gradient over the experts (a stride-0
 	// view) that the reshape's backward copies: a gradient of y's size.
 	s.record("SumExperts", []*tensor{y}, sum)

@@ -108,8 +108,14 @@ func (m *Model) lowerLlama() []Layer {
 			Softmax: m.eagerSoftmax()})
 	}
 	blockWith := func(mlp []Layer) []Layer {
+		// Llama4TextDecoderLayer binds the attention's output to a name
+		// of its own (attention_states) and keeps the norm's output bound
+		// to hidden_states until the add rebinds it: the norm's output
+		// lives until the add, the attention's until the layer returns
+		// (its allocator history, bench/results/2026-11-28-h200-llama4-traces).
+		l4 := m.llama4()
 		return seq(
-			L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), seq(attn()), post())...),
+			L(&Residual{ScaleBranch: m.ResidualMultiplier > 0, HoldFirst: l4, Hold: l4}, cat(pre(), seq(attn()), post())...),
 			L(&Residual{ScaleBranch: m.ResidualMultiplier > 0}, cat(pre(), mlp, post())...),
 		)
 	}
