@@ -244,6 +244,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// run (predictions committed first:
 		// results/2026-11-28-heldout-30-predictions.txt).
 		{"held-out set 30, 2xH200", "", "results/2026-11-28-h200x2-heldout-30/heldout-30-train.jsonl", 0, 5},
+		// Llama 4 under FSDP2 (bf16; AMP, checkpointed) and DDP (thirty-
+		// first session, 2 x H200; predictions committed first:
+		// results/2026-11-28-llama4-dist-predictions.txt).
+		{"Llama 4, 2xH200", "", "results/2026-11-28-h200x2-llama4-heldout.jsonl", 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
