@@ -230,7 +230,7 @@ def main():
                     help="the attention implementation (measure.py's; GPT-OSS needs eager)")
     ap.add_argument("--snapshot", action="store_true")
     ap.add_argument("--snapshot-from", dest="snapshot_from", type=int, default=1,
-                    help="with --snapshot: the step the history starts at (0: the first, after wrapping)")
+                    help="with --snapshot: the step the history starts at (0: the first, after wrapping; -1: before wrapping)")
     ap.add_argument("--lag", type=float, default=0,
                     help="seconds the last rank sleeps before the second step (ranks out of step: "
                          "DDP's bucket rebuild waits on a broadcast from rank 0)")
@@ -329,6 +329,10 @@ def main():
                 a.edp_mesh, group = m2["efsdp"], m2["ep"].get_group()
             ep_log = ep.apply(model, a.ep, a.router, group)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
+        if a.snapshot and a.snapshot_from < 0:
+            # -1: the history from before the wrapping (fully_shard's moves
+            # and shards, then the cache emptied), to the last step.
+            torch.cuda.memory._record_memory_history(max_entries=400000, context="alloc", stacks="python")
         model, opt, info = wrap(a, model, kind, t, torch, rank)
         if a.meta_init:
             # Each shard allocated in place, in module order; the values
