@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/model"
+)
 
 // Building one rank's modules on the device, as the training script builds
 // them (docs/parallelism.md §3.1, docs/multigpu.md).
@@ -54,6 +58,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
 	if t.TP <= 1 && s.fsdpStreams() {
 		s.note(fsdpInitNotes[t.FSDPInit])
+		s.notePaddedExperts(t, m)
 	}
 	ins := s.build(prog, map[string]*tensor{})
 	// torchtitan's Llama (bench/torch/dist's) holds its rotary tables as a
@@ -77,4 +82,18 @@ var fsdpInitNotes = map[string]string{
 	model.FSDPInitHost: "FSDP2: the model is taken to be built on the host and sharded unit by unit (transformers' from_pretrained); --fsdp-init gpu if it is moved to the GPU first, meta if made on the meta device (torchtitan)",
 	model.FSDPInitGPU:  "FSDP2: the model is taken to be moved whole to the GPU before fully_shard (--fsdp-init gpu)",
 	model.FSDPInitMeta: "FSDP2: the model is taken to be made on the meta device, each shard allocated directly (--fsdp-init meta, torchtitan)",
+}
+
+// notePaddedExperts says when FSDP2 shards a rank's experts over more
+// ranks than they have rows (model.Model.ShardedExpertRows): each shard is
+// padded to ceil(rows/n) rows and each all-gather moves n of them, so
+// more GPUs cost memory there.
+func (s *sim) notePaddedExperts(t model.Training, m *model.Model) {
+	rows := m.ShardedExpertRows(&t)
+	n := max(t.DP, 1) * max(t.CP, 1) / max(t.EP, 1)
+	if rows == 0 || n <= rows {
+		return
+	}
+	s.note(fmt.Sprintf("FSDP2 shards each block's %d experts along their first dimension over %d ranks: every shard is padded to %d row(s) and every all-gather moves %d of them, %.0f× the experts' size, so more GPUs cost memory here (torchtitan shards experts along another dimension when its ranks outnumber them; expert parallelism also avoids it)",
+		rows, n, (rows+n-1)/n, n, float64(n*((rows+n-1)/n))/float64(rows)))
 }

@@ -286,17 +286,52 @@ func (f *fixer) sharding() {
 	if t.Checkpointing.Mode == model.CkptNone {
 		ckpts = append(ckpts, true)
 	}
+	rows := f.spec.Model.ShardedExpertRows(&t)
 	for _, ck := range ckpts {
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
 			var ns []int64
 			for n := firstShardDP(t); n <= maxDP; n *= 2 {
 				ns = append(ns, n)
 			}
-			if x, ok := f.fewest(ns, z, ck); ok {
+			if x, ok := f.fewestPadded(ns, rows, z, ck); ok {
 				f.out = append(f.out, x)
 			}
 		}
 	}
+}
+
+// fewestPadded is fewest where memory per GPU may grow with the GPUs:
+// FSDP2 (stages 2 and 3) pads the shards of a parameter with fewer rows
+// than ranks (model.Model.ShardedExpertRows), so past rows GPUs the
+// experts' shards stop shrinking and their all-gathers grow. fewest
+// searches the GPUs up to rows, where memory does not grow; if none of
+// them fits, walk tries the rest from the fewest up, and the closer miss
+// of the two is kept.
+func (f *fixer) fewestPadded(ns []int64, rows, z int64, ck bool) (Fix, bool) {
+	cut := len(ns)
+	if z >= 2 && rows > 0 {
+		for cut > 0 && ns[cut-1] > rows {
+			cut--
+		}
+	}
+	if cut == len(ns) {
+		return f.fewest(ns, z, ck)
+	}
+	x, ok := Fix{}, false
+	if cut > 0 {
+		x, ok = f.fewest(ns[:cut], z, ck)
+		if ok && x.Fits {
+			return x, true
+		}
+	}
+	y, found := f.walk(ns[cut:], z, ck)
+	switch {
+	case !found:
+		return x, ok
+	case !ok, y.Fits, y.DeviceTotal < x.DeviceTotal:
+		return y, true
+	}
+	return x, true
 }
 
 // shard is the change to n GPUs at ZeRO stage z, with checkpointing when ck.
@@ -316,10 +351,10 @@ func shard(n, z int64, ck bool) cand {
 
 // fewest returns the fix on the fewest of ns GPUs (ascending) that fits at
 // stage z, or the miss on the most of them. GPUs where a fix already found
-// beats this one are left out. Memory per GPU does not grow with the GPUs a
-// stage shards over, so it estimates the most first (a miss there ends
-// it) and bisects; if an estimate fails it walks up from the fewest, as
-// the full scan did.
+// beats this one are left out. Over ns, memory per GPU does not grow with
+// the GPUs a stage shards over (fewestPadded keeps it so), so it estimates
+// the most first (a miss there ends it) and bisects; if an estimate fails
+// it walks up from the fewest, as the full scan did.
 func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
 	cost := shard(1, z, ck).cost
 	for len(ns) > 0 && f.beaten(ns[len(ns)-1], cost) {
