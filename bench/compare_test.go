@@ -248,6 +248,13 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// first session, 2 x H200; predictions committed first:
 		// results/2026-11-28-llama4-dist-predictions.txt).
 		{"Llama 4, 2xH200", "", "results/2026-11-28-h200x2-llama4-heldout.jsonl", 0, 3},
+		// FSDP2 over more ranks than a block has experts (thirty-first
+		// session, 2 x H200; predictions committed first:
+		// results/2026-11-28-padded-experts-predictions.txt; blind the
+		// one-expert line was −9.9% allocated, each rank's expert shard
+		// taken as half an expert until estimate.padShard split a single
+		// expert along its own dimension).
+		{"padded expert shards, 2xH200", "", "results/2026-11-28-h200x2-padded-experts.jsonl", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)

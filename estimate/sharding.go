@@ -105,14 +105,17 @@ func (s *sim) shardOf(t *tensor) int64 { return padShard(t, s.degree(t)) }
 // _get_dim0_padded_size); measured: a Qwen2-MoE block's shared-expert gate
 // [1, h] takes two rows of the reduce-scatter input over two ranks,
 // bench/results/2026-11-26-h200x4-ep-fsdp-snapshots). A matrix [lead,
-// second, last] is split along lead when there is one (a block's experts)
-// and second otherwise; a vector along its elements.
+// second, last] is split along lead when there is one — a block's experts,
+// even one of them (tensor.expert: a single expert over two ranks is one
+// rank's whole and the other's padding, measured:
+// bench/results/2026-11-28-h200x2-padded-experts.jsonl) — and second
+// otherwise; a vector along its elements.
 func padShard(t *tensor, w int64) int64 {
 	rows, row := t.elems, int64(1)
 	if t.second > 0 && t.last > 0 {
 		row = t.last
 		rows = t.elems / t.last
-		if lead := rows / t.second; lead > 1 {
+		if lead := rows / t.second; lead > 1 || t.expert {
 			rows, row = lead, t.second*t.last
 		}
 	}

@@ -149,3 +149,23 @@ func TestLlama4Spec(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedExpertRows: the rows of a rank's fused experts, which FSDP2
+// pads past as many ranks (tune's sharding search, estimate's note).
+func TestShardedExpertRows(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		ep   int64
+		want int64
+	}{{"llama4-scout.json", 0, 16}, {"mixtral-8x7b.json", 0, 8}, {"qwen3-30b-a3b.json", 4, 32}, {"llama-3-8b.json", 0, 0}} {
+		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := s.Training
+		tr.EP = c.ep
+		if got := s.Model.ShardedExpertRows(&tr); got != c.want {
+			t.Errorf("%s at ep %d: %d rows, want %d", c.file, c.ep, got, c.want)
+		}
+	}
+}

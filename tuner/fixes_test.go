@@ -309,3 +309,26 @@ func TestFixLoRATargets(t *testing.T) {
 		}
 	}
 }
+
+// TestFixesPastTheExperts: FSDP2 pads the shards of a block's experts
+// over more ranks than it has experts, so past them memory per GPU grows
+// with the GPUs (model.Model.ShardedExpertRows). Llama 4 Scout (16
+// experts) with LoRA on the attention at 4,096 tokens fits eight H100s
+// under ZeRO 3 with checkpointing, misses on 64; the search must not take
+// the miss on 64 for a miss on fewer, and finds what walking every GPU
+// count finds.
+func TestFixesPastTheExperts(t *testing.T) {
+	s, err := model.LoadHF("../model/testdata/hf/llama4-scout.json", model.Overrides{Batch: 1, Seq: 4096,
+		Precision: "bf16", LoRA: 16, LoRATargets: model.TargetsAttn, Dev: "h100-80gb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Fixes(s, DefaultBand, DefaultMargin, Analytic)
+	want := unbeaten(allFixes(s, DefaultBand, DefaultMargin, Analytic))
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Fixes =\n%+v\nwant\n%+v", got, want)
+	}
+	if len(got) == 0 || !got[0].Fits || got[0].GPUs != 8 {
+		t.Errorf("fixes %+v, want one that fits on 8 GPUs first", got)
+	}
+}
