@@ -123,11 +123,7 @@ func TestLlama4Spec(t *testing.T) {
 		"  experts: 4\n  top_k: 1\n  shared_expert: 32\n  shared_expert_after: true\n  no_rope_pattern: 2\n"
 	l4 := model + "  router: topk_sigmoid\n  dense_experts: true\n  rope_complex: true\n  qk_l2_norm: true\n  attn_temperature: true\n"
 	train := "training: {batch: 1, seq: 8}\n"
-	tests := []struct {
-		name, spec string
-		o          Overrides
-		want       string
-	}{
+	for _, tt := range []specCase{
 		{"llama 4", l4 + train, Overrides{}, ""},
 		{"dense experts need the router", model + "  dense_experts: true\n" + train, Overrides{}, "dense_experts: Llama 4's experts and its topk_sigmoid router come together"},
 		{"the router needs dense experts", model + "  router: topk_sigmoid\n" + train, Overrides{}, "dense_experts: Llama 4's experts and its topk_sigmoid router come together"},
@@ -142,12 +138,17 @@ func TestLlama4Spec(t *testing.T) {
 		{"lora all", l4 + train, Overrides{LoRA: 8}, "lora: peft's all-linear (targets all, the default) wraps Llama 4's router"},
 		{"lora attn", l4 + train, Overrides{LoRA: 8, LoRATargets: TargetsAttn}, ""},
 		{"lora mlp", l4 + train, Overrides{LoRA: 8, LoRATargets: TargetsMLP}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) { parseCase(t, tt.spec, tt.o, tt.want) })
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			parseCase(t, tt.spec, tt.o, tt.want)
-		})
-	}
+}
+
+// specCase is a spec, its overrides and the error substring parsing
+// them gives ("" for none).
+type specCase struct {
+	name, spec string
+	o          Overrides
+	want       string
 }
 
 // TestShardedExpertRows: the rows of a rank's fused experts, which FSDP2
