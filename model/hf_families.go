@@ -109,7 +109,8 @@ func (c *hfConfig) glm4MoE(m *Model) {
 // llama4 reads Llama4TextConfig (modeling_llama4.py, transformers 5.17;
 // the language model of Llama 4 Scout and Maverick): Llama's block whose
 // MLP is Llama4TextMoe on every layer (interleave_moe_layer_step 1, as
-// Scout's; Maverick's dense layers between sparse ones are refused), its
+// Scout's) or on every step-th, the others Llama4TextMLP of
+// intermediate_size_mlp (Maverick's 2: Model.MoEInterleave), its
 // experts run densely (every token through each of num_local_experts
 // experts of intermediate_size, weighted by the sigmoid of its top
 // num_experts_per_tok logits, zero elsewhere) beside an ungated shared
@@ -127,11 +128,14 @@ func (c *hfConfig) llama4(m *Model) {
 	m.TopK = c.int("num_experts_per_tok", 1, false)
 	m.SharedExpert, m.SharedAfter = m.Intermediate, true
 	m.Router, m.DenseExperts, m.RoPEComplex = RouterTopKSigmoid, true, true
-	if step := c.int("interleave_moe_layer_step", 1, false); step != 1 {
-		c.fail("interleave_moe_layer_step %d: dense layers between the mixture-of-experts ones (Maverick's) are not modelled yet (1: every layer sparse)", step)
+	step := c.int("interleave_moe_layer_step", 1, false)
+	if step > 1 {
+		// Maverick's: every step-th layer sparse, the others
+		// Llama4TextMLP of intermediate_size_mlp.
+		m.MoEInterleave, m.DenseIntermediate = step, c.int("intermediate_size_mlp", 16384, false)
 	}
-	if v, ok := c.raw["moe_layers"].([]any); ok && int64(len(v)) != m.NumLayers {
-		c.fail("moe_layers: dense layers between the mixture-of-experts ones are not modelled yet (every layer sparse is)")
+	if v, ok := c.raw["moe_layers"].([]any); ok && !interleaved(v, step, m.NumLayers) {
+		c.fail("moe_layers: experts on layers other than every interleave_moe_layer_step-th are not modelled")
 	}
 	c.noRoPE(m)
 	m.QKL2Norm = c.bool("use_qk_norm", true)
@@ -266,4 +270,22 @@ func (c *hfConfig) sliding(m *Model, mt string) {
 		return
 	}
 	m.SlidingWindow, m.SlidingPattern = c.int("sliding_window", 4096, false), max(pattern, 1)
+}
+
+// interleaved says whether moe_layers lists exactly the layers
+// Llama4TextConfig's default gives: every step-th, from step−1.
+func interleaved(layers []any, step, n int64) bool {
+	var want []float64
+	for i := step - 1; i < n; i += step {
+		want = append(want, float64(i))
+	}
+	if len(layers) != len(want) {
+		return false
+	}
+	for i, v := range layers {
+		if f, ok := v.(float64); !ok || f != want[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -87,7 +87,7 @@ func (m *Model) llamaOptions(f map[string]any) {
 		key string
 		n   int64
 	}{{"kv_lora_rank", m.KVLoRARank}, {"q_lora_rank", m.QLoRARank}, {"qk_nope_head_dim", m.QKNopeDim}, {"qk_rope_head_dim", m.QKRopeDim},
-		{"v_head_dim", m.VHeadDim}, {"dense_layers", m.DenseLayers}, {"dense_intermediate", m.DenseIntermediate},
+		{"v_head_dim", m.VHeadDim}, {"dense_layers", m.DenseLayers}, {"dense_intermediate", m.DenseIntermediate}, {"moe_interleave", m.MoEInterleave},
 		{"router_groups", m.RouterGroups}, {"router_top_groups", m.RouterTopGroups}} {
 		if v.n > 0 {
 			f[v.key] = v.n

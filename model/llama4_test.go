@@ -26,6 +26,17 @@ func TestHFLlama4(t *testing.T) {
 	if got, want := s.Params(), int64(107_769_861_120); got != want {
 		t.Errorf("Scout: %d parameters, want %d", got, want)
 	}
+	// Maverick: 24 dense layers (Llama4TextMLP of 16,384) between 24 of
+	// 128 experts, by hand 2 × 202,048 × 5,120 + 24 × (62,914,560 +
+	// 10,240 + 251,658,240) + 24 × (62,914,560 + 10,240 + 128 × 3 × 5,120
+	// × 8,192 + 655,360 + 125,829,120) + 5,120.
+	mav, err := LoadHF(filepath.Join("testdata", "hf", "llama4-maverick.json"), Overrides{Batch: 1, Seq: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mav.Params(), int64(400_711_848_960); got != want || mav.Model.MoEInterleave != 2 || mav.Model.QKL2Norm {
+		t.Errorf("Maverick: %d parameters, want %d; model %+v", got, want, mav.Model)
+	}
 	test, err := LoadHF(filepath.Join("testdata", "hf", "llama4-test-4layer.json"), Overrides{Batch: 1, Seq: 1024})
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +77,9 @@ func TestHFLlama4Errors(t *testing.T) {
 		"num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "intermediate_size": 32, "num_local_experts": 4%s}`
 	for _, tt := range []struct{ name, extra, want string }{
 		{"scout shape", ``, ""},
-		{"maverick", `, "interleave_moe_layer_step": 2`, "interleave_moe_layer_step 2: dense layers between the mixture-of-experts ones (Maverick's) are not modelled yet"},
-		{"moe layers", `, "moe_layers": [1, 3]`, "moe_layers: dense layers between the mixture-of-experts ones are not modelled yet"},
+		{"maverick", `, "interleave_moe_layer_step": 2, "intermediate_size_mlp": 96`, ""},
+		{"maverick's moe layers", `, "interleave_moe_layer_step": 2, "moe_layers": [1, 3]`, ""},
+		{"moe layers", `, "moe_layers": [1, 3]`, "moe_layers: experts on layers other than every interleave_moe_layer_step-th are not modelled"},
 		{"chunked elsewhere", `, "layer_types": ["full_attention", "chunked_attention", "chunked_attention", "chunked_attention"]`, "layer_types: chunked attention on layers other than the rotating ones is not modelled"},
 		{"no chunks", `, "attention_chunk_size": null, "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"]`, "layer_types: chunked attention on layers other than the rotating ones"},
 		{"no chunks, no types", `, "attention_chunk_size": null`, ""},
@@ -102,6 +114,25 @@ func TestHFLlama4Errors(t *testing.T) {
 			case "temperature off":
 				if m.AttnTemperature || m.QKL2Norm {
 					t.Errorf("options off: %+v", m)
+				}
+			case "maverick":
+				// Layers 0 and 2 dense (Llama4TextMLP of 96), 1 and 3 sparse.
+				if m.MoEInterleave != 2 || m.DenseIntermediate != 96 || m.denseCount() != 2 {
+					t.Errorf("Maverick's interleaving: %+v", m)
+				}
+				var dense, sparse int
+				walk(m.Lower(), func(l *Layer) {
+					switch k := l.Spec.(type) {
+					case *GatedMLP:
+						if k.Hidden == 96 {
+							dense++
+						}
+					case *MoE:
+						sparse++
+					}
+				})
+				if dense != 2 || sparse != 2 {
+					t.Errorf("Maverick's lowering: %d dense MLPs and %d MoE blocks, want 2 and 2", dense, sparse)
 				}
 			case "every layer rotates":
 				if m.NoRoPEPattern != 0 || m.AttnTemperature || m.SlidingWindow != 8192 || m.SlidingPattern > 1 {

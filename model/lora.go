@@ -189,7 +189,7 @@ func decodeLoRA(e *errs, tm *mapping, t *Training, m *Model, o Overrides) {
 	}
 	switch {
 	case !t.LoRA.Enabled() || m.Experts == 0:
-	case t.LoRA.Targets == TargetsMLP && m.SharedExpert == 0 && m.DenseLayers == 0 && !m.LoRAFusedExperts:
+	case t.LoRA.Targets == TargetsMLP && m.SharedExpert == 0 && m.denseCount() == 0 && !m.LoRAFusedExperts:
 		e.add(line, "lora: a mixture of experts without a shared expert or dense layers has no MLP linears to adapt (its experts are fused parameters, which peft adapts here only through target_parameters, not modelled for this model); use attn or all")
 	case t.LoRA.Targets == TargetsAll && m.DenseExperts:
 		// Measured: bench/results/2026-11-28-h200-llama4-lora.jsonl.

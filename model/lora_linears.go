@@ -118,9 +118,10 @@ func (m *Model) mlaLinears(lin func(name, group string, in, out int64) LoRALinea
 // the routers (Qwen2MoeTopKRouter, GptOssTopKRouter, DeepSeek's
 // TopkRouter), which peft's target_modules and all-linear never wrap.
 func (m *Model) moeLinears() []LoRALinear {
-	d, sparse := m.Hidden, m.NumLayers-m.DenseLayers
+	d, dense := m.Hidden, m.denseCount()
+	sparse := m.NumLayers - dense
 	var out []LoRALinear
-	for _, mlp := range []struct{ width, count int64 }{{m.DenseIntermediate, m.DenseLayers}, {m.SharedExpert, sparse}} {
+	for _, mlp := range []struct{ width, count int64 }{{m.DenseIntermediate, dense}, {m.SharedExpert, sparse}} {
 		if mlp.count > 0 && mlp.width > 0 {
 			f, n := mlp.width, mlp.count
 			out = append(out, LoRALinear{Name: "gate_proj", Group: TargetsMLP, In: d, Out: f, Count: n},
@@ -141,7 +142,7 @@ func (m *Model) moeLinears() []LoRALinear {
 // adapter pair of rank·experts rows (peft's ParamWrapper). The dense and
 // shared MLPs are left out: their names are converted to the experts'.
 func (m *Model) fusedExpertLinears() []LoRALinear {
-	d, f, e, n := m.Hidden, m.Intermediate, m.Experts, m.NumLayers-m.DenseLayers
+	d, f, e, n := m.Hidden, m.Intermediate, m.Experts, m.NumLayers-m.denseCount()
 	return []LoRALinear{
 		{Name: "gate", In: d, Out: e, Count: n, From: []string{"gate"}},
 		{Name: "gate_up_proj", Group: TargetsMLP, In: d, Out: 2 * f, Count: n, Experts: e, RankMul: 2, From: []string{"gate_proj", "up_proj"}},
@@ -201,4 +202,14 @@ func (s *Spec) Trainable() int64 {
 		}
 	}
 	return n
+}
+
+// denseCount is how many of a mixture of experts' layers have a dense MLP
+// instead of experts: DeepSeek's first DenseLayers, or all but every
+// MoEInterleave-th (Llama 4 Maverick's).
+func (m *Model) denseCount() int64 {
+	if m.MoEInterleave > 1 {
+		return m.NumLayers - m.NumLayers/m.MoEInterleave
+	}
+	return m.DenseLayers
 }

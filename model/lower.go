@@ -133,11 +133,27 @@ func (m *Model) lowerLlama() []Layer {
 		head.Tie = "embed_tokens"
 	}
 	blocks := seq(L(&Repeat{Times: m.NumLayers}, block...))
+	dense := func() []Layer {
+		return blockWith(seq(L(&GatedMLP{Dim: d, Hidden: m.DenseIntermediate, Activation: m.Activation})))
+	}
+	if n := m.MoEInterleave; n > 1 && m.Experts > 0 {
+		// Llama 4 Maverick's interleave_moe_layer_step: layer i has
+		// experts when (i+1) % n == 0, a dense MLP otherwise; each layer
+		// its own repeat, so that its index places the NoPE and chunked
+		// layers (Repeat.First).
+		blocks = nil
+		for i := range m.NumLayers {
+			body := dense()
+			if (i+1)%n == 0 {
+				body = block
+			}
+			blocks = append(blocks, L(&Repeat{Times: 1, First: i}, body...))
+		}
+	}
 	if k := m.DenseLayers; k > 0 && m.Experts > 0 {
 		// DeepSeek's first_k_dense_replace: the first k layers have a
 		// dense gated MLP, the rest the experts.
-		dense := blockWith(seq(L(&GatedMLP{Dim: d, Hidden: m.DenseIntermediate, Activation: m.Activation})))
-		blocks = seq(L(&Repeat{Times: k}, dense...), L(&Repeat{Times: m.NumLayers - k, First: k}, block...))
+		blocks = seq(L(&Repeat{Times: k}, dense()...), L(&Repeat{Times: m.NumLayers - k, First: k}, block...))
 	}
 	return cat(
 		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0,

@@ -129,6 +129,7 @@ func decodeLlama(e *errs, mm *mapping, m *Model) {
 	mm.bool("qk_l2_norm", &m.QKL2Norm)
 	mm.bool("attn_temperature", &m.AttnTemperature)
 	mm.bool("dense_experts", &m.DenseExperts)
+	mm.int("moe_interleave", &m.MoEInterleave, false)
 	decodeExpertChoices(e, mm, m)
 	decodeMLA(e, mm, m)
 	llamaConflicts(e, mm, m)
@@ -292,7 +293,7 @@ func decodeMLA(e *errs, mm *mapping, m *Model) {
 	mm.bool("rope_interleave", &m.RoPEInterleave)
 	mm.bool("rope_complex", &m.RoPEComplex)
 	mm.int("dense_layers", &m.DenseLayers, false)
-	mm.int("dense_intermediate", &m.DenseIntermediate, m.DenseLayers > 0)
+	mm.int("dense_intermediate", &m.DenseIntermediate, m.DenseLayers > 0 || m.MoEInterleave > 1)
 	mm.bool("shared_expert_after", &m.SharedAfter)
 	mm.int("router_groups", &m.RouterGroups, GroupedRouter(m.Router))
 	mm.int("router_top_groups", &m.RouterTopGroups, GroupedRouter(m.Router))
@@ -307,6 +308,9 @@ func decodeMLA(e *errs, mm *mapping, m *Model) {
 	}
 	if m.RoPEInterleave && m.RoPEComplex {
 		e.add(mm.keys["rope_complex"], "rope_complex: the rotary dims are rotated either as interleaved pairs (rope_interleave) or as complex numbers, not both")
+	}
+	if m.MoEInterleave > 0 && (m.MoEInterleave == 1 || m.Experts == 0 || m.DenseLayers > 0 || m.MoEInterleave > m.NumLayers) {
+		e.add(mm.keys["moe_interleave"], "moe_interleave: experts on every %d-th layer of %d needs experts, 2 or more, no dense_layers, and at most the layers", m.MoEInterleave, m.NumLayers)
 	}
 	if m.DenseLayers > 0 && (m.Experts == 0 || m.DenseLayers >= m.NumLayers) {
 		e.add(mm.keys["dense_layers"], "dense_layers: the first %d of %d layers dense needs experts in the rest", m.DenseLayers, m.NumLayers)

@@ -191,6 +191,10 @@ type Model struct {
 	// Attention.Temperature). DenseExperts runs every token through every
 	// expert, weighted by its router score (Llama 4's Llama4TextExperts;
 	// MoE.Dense, with the topk_sigmoid router).
+	// MoEInterleave N > 1 gives experts to every N-th layer only (layer i
+	// when (i+1) % N == 0), the others a dense gated MLP of
+	// DenseIntermediate (Llama 4 Maverick's interleave_moe_layer_step).
+	MoEInterleave   int64 `json:"moe_interleave,omitempty"`
 	QKL2Norm        bool `json:"qk_l2_norm,omitempty"`
 	AttnTemperature bool `json:"attn_temperature,omitempty"`
 	DenseExperts    bool `json:"dense_experts,omitempty"`
