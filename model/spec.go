@@ -195,9 +195,9 @@ type Model struct {
 	// when (i+1) % N == 0), the others a dense gated MLP of
 	// DenseIntermediate (Llama 4 Maverick's interleave_moe_layer_step).
 	MoEInterleave   int64 `json:"moe_interleave,omitempty"`
-	QKL2Norm        bool `json:"qk_l2_norm,omitempty"`
-	AttnTemperature bool `json:"attn_temperature,omitempty"`
-	DenseExperts    bool `json:"dense_experts,omitempty"`
+	QKL2Norm        bool  `json:"qk_l2_norm,omitempty"`
+	AttnTemperature bool  `json:"attn_temperature,omitempty"`
+	DenseExperts    bool  `json:"dense_experts,omitempty"`
 	// DenseLayers are a mixture of experts' first layers with a dense
 	// gated MLP of DenseIntermediate instead of experts (DeepSeek's
 	// first_k_dense_replace); SharedAfter runs the shared expert after
