@@ -32,6 +32,21 @@ var hfPending = map[string]string{
 	"t5":          "an encoder-decoder",
 }
 
+// IsHFConfig reports whether the file at path is a transformers
+// config.json (a JSON object with a model_type) rather than a spec, so
+// that commands can take either as their SPEC argument. A file that cannot
+// be read is not one: Load then reports why.
+func IsHFConfig(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var probe struct {
+		ModelType *string `json:"model_type"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.ModelType != nil
+}
+
 // LoadHF reads a transformers config.json and returns the equivalent spec;
 // the training setup comes from the overrides (batch and seq are required).
 func LoadHF(path string, o Overrides) (*Spec, error) {

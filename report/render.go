@@ -208,7 +208,11 @@ func planHint(row Row, flags string) (none []string, cmd string) {
 	if len(none) == 0 {
 		return nil, ""
 	}
-	cmd = fmt.Sprintf("memplan plan %s --device %s --global-batch N", shellquote.Quote(row.Path), shellquote.Quote(none[0]))
+	arg := shellquote.Quote(row.Path)
+	if row.HF {
+		arg = "--hf " + arg
+	}
+	cmd = fmt.Sprintf("memplan plan %s --device %s --global-batch N", arg, shellquote.Quote(none[0]))
 	if flags != "" {
 		cmd += " " + flags
 	}

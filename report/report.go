@@ -103,7 +103,9 @@ type Cell struct {
 
 // Row is one spec on every device.
 type Row struct {
-	Path  string `json:"path"`
+	Path string `json:"path"`
+	// HF says that Path is a transformers config.json (model.IsHFConfig).
+	HF    bool   `json:"hf,omitempty"`
 	Spec  string `json:"spec"`
 	Error string `json:"error,omitempty"`
 	Cells []Cell `json:"cells"`
@@ -235,7 +237,7 @@ func row(path string, devices []string, load Loader, memo *rowCache, o Options, 
 		if err := fill(&c, spec, memo, o); err != nil {
 			c.Error = err.Error()
 		}
-		rw.Cells[j], rw.Spec = c, spec.Name
+		rw.Cells[j], rw.Spec, rw.HF = c, spec.Name, spec.HFType != ""
 		progress()
 	}
 	return rw

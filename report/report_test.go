@@ -213,6 +213,12 @@ func TestPlannedCells(t *testing.T) {
 	if _, cmd := planHint(spaced, "--precision bf16"); cmd != "memplan plan 'my specs/llama 3.yaml' --device a100-40gb --global-batch N --precision bf16" {
 		t.Errorf("hint for a path with spaces: %q", cmd)
 	}
+	// A transformers config's row hints plan with --hf.
+	config := plain.Rows[0]
+	config.Path, config.HF = "llama-3-8b.json", true
+	if _, cmd := planHint(config, "--seq 8192"); cmd != "memplan plan --hf llama-3-8b.json --device a100-40gb --global-batch N --seq 8192" {
+		t.Errorf("hint for a transformers config: %q", cmd)
+	}
 	o.GlobalBatch = 256
 	r, err := Build(paths, []string{"a100-40gb"}, benchLoad, o)
 	if err != nil {

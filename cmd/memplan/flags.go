@@ -179,11 +179,36 @@ func loadSpec(c *cli.Context) (*model.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := model.Load(path, overrides(c))
+	spec, err := loadPath(c.Command.Name, path, overrides(c))
 	if err == nil {
 		allocConfNote(c, spec)
 	}
 	return spec, err
+}
+
+// loadPath reads path with overrides o: a spec, or a transformers
+// config.json given where a spec goes (model.IsHFConfig), read as --hf
+// reads one: --seq required, batch 1 unless given.
+func loadPath(cmd, path string, o model.Overrides) (*model.Spec, error) {
+	if !model.IsHFConfig(path) {
+		return model.Load(path, o)
+	}
+	if err := configNeedsSeq(cmd, path, o.Seq); err != nil {
+		return nil, err
+	}
+	if o.Batch == 0 {
+		o.Batch = 1
+	}
+	return model.LoadHF(path, o)
+}
+
+// configNeedsSeq is the usage error for a transformers config read where
+// a SPEC goes without --seq, or nil.
+func configNeedsSeq(cmd, path string, seq int64) error {
+	if seq > 0 || !model.IsHFConfig(path) {
+		return nil
+	}
+	return usageError{fmt.Sprintf("%s: %s is a transformers config: --seq is required (a config has no sequence length)", cmd, path)}
 }
 
 // specArg returns the single SPEC argument of a command.

@@ -28,12 +28,13 @@ func reportCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
 		Usage:     "capacity planning: which GPUs run these jobs, and at what batch",
-		ArgsUsage: "SPEC...",
+		ArgsUsage: "SPEC|CONFIG.json...",
 		Description: `For every SPEC on every device (--devices, default the whole catalog): the
 predicted fill at the spec's batch, the largest batch inside the target, and,
 when even batch 1 misses, the fewest GPUs of that type and the data-parallel
 ZeRO/FSDP layout that fit, each re-estimated (docs/report.md). Training flags
-apply to every spec.
+apply to every spec. A transformers config.json is read where a SPEC goes
+(as --hf reads one; --seq then required).
 
 Formats: text (one block per spec, devices as columns), json (docs/json.md),
 csv, markdown, html (one self-contained page with SVG charts). -o FILE writes
@@ -71,12 +72,21 @@ func runReport(c *cli.Context) error {
 	if err != nil {
 		return usageError{"--target: " + err.Error()}
 	}
-	if c.NArg() == 0 {
+	paths := c.Args().Slice()
+	if hf := c.String("hf"); hf != "" {
+		paths = append(paths, hf) // a config read as a SPEC argument is
+	}
+	if len(paths) == 0 {
 		return usageError{"report: missing SPEC arguments"}
+	}
+	for _, p := range paths {
+		if err := configNeedsSeq("report", p, c.Int64("seq")); err != nil {
+			return err // before any row, not in each
+		}
 	}
 	o := report.Options{Band: band, Margin: c.Float64("margin"), Version: version(), Now: reportTime(),
 		GlobalBatch: c.Int64("global-batch"), PlanMaxGPUs: c.Int64("max-gpus"),
-		PlanFlags: strings.Join(planFlags(c, "device", "format", "output"), " ")}
+		PlanFlags: strings.Join(planFlags(c, "device", "format", "output", "hf"), " ")}
 	if o.GlobalBatch < 0 || o.PlanMaxGPUs < 0 {
 		return usageError{"report: --global-batch and --max-gpus must be positive"}
 	}
@@ -101,7 +111,7 @@ func runReport(c *cli.Context) error {
 	load := func(path, dev string) (*model.Spec, error) {
 		ov := overrides(c)
 		ov.Dev = dev
-		spec, err := model.Load(path, ov)
+		spec, err := loadPath("report", path, ov)
 		mu.Lock()
 		defer mu.Unlock()
 		if err == nil && !noted[path] {
@@ -110,7 +120,7 @@ func runReport(c *cli.Context) error {
 		}
 		return spec, err
 	}
-	r, berr := report.Build(c.Args().Slice(), devs, load, o)
+	r, berr := report.Build(paths, devs, load, o)
 	w := c.App.Writer
 	if out := c.String("output"); out != "" {
 		file, err := os.Create(out)
