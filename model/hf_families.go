@@ -289,3 +289,42 @@ func interleaved(layers []any, step, n int64) bool {
 	}
 	return true
 }
+
+// noRoPE reads SmolLM3's NoPE layers: no_rope_layers (1: the layer
+// rotates, 0: it does not), or without it every no_rope_layer_interval-th
+// layer (SmolLM3Config's default, 4). Patterns other than "all but every
+// P-th" are refused, as is use_sliding_window (SmolLM3's sliding layers are
+// its NoPE layers, not modelled).
+func (c *hfConfig) noRoPE(m *Model) {
+	if c.bool("use_sliding_window", false) {
+		c.fail("use_sliding_window: SmolLM3's sliding-window layers are not modelled yet")
+	}
+	list, ok := c.raw["no_rope_layers"].([]any)
+	if !ok || len(list) == 0 {
+		switch p := c.int("no_rope_layer_interval", 4, false); {
+		case p == 1:
+			c.fail("no_rope_layer_interval 1: every layer without rotary embeddings is not modelled")
+		case p > 1:
+			m.NoRoPEPattern = p
+		}
+		return
+	}
+	rope := make([]bool, len(list))
+	for i, v := range list {
+		switch x := v.(type) {
+		case float64:
+			rope[i] = x != 0
+		case bool:
+			rope[i] = x
+		default:
+			c.fail("no_rope_layers: entry %d is %v, want 1 or 0", i, v)
+			return
+		}
+	}
+	pattern, fits := exceptEvery(rope)
+	if !fits {
+		c.fail("no_rope_layers: layers without rotary embeddings in an order memplan does not model (none, or every P-th)")
+		return
+	}
+	m.NoRoPEPattern = pattern
+}

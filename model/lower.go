@@ -132,29 +132,10 @@ func (m *Model) lowerLlama() []Layer {
 	if m.Tied {
 		head.Tie = "embed_tokens"
 	}
-	blocks := seq(L(&Repeat{Times: m.NumLayers}, block...))
 	dense := func() []Layer {
 		return blockWith(seq(L(&GatedMLP{Dim: d, Hidden: m.DenseIntermediate, Activation: m.Activation})))
 	}
-	if n := m.MoEInterleave; n > 1 && m.Experts > 0 {
-		// Llama 4 Maverick's interleave_moe_layer_step: layer i has
-		// experts when (i+1) % n == 0, a dense MLP otherwise; each layer
-		// its own repeat, so that its index places the NoPE and chunked
-		// layers (Repeat.First).
-		blocks = nil
-		for i := range m.NumLayers {
-			body := dense()
-			if (i+1)%n == 0 {
-				body = block
-			}
-			blocks = append(blocks, L(&Repeat{Times: 1, First: i}, body...))
-		}
-	}
-	if k := m.DenseLayers; k > 0 && m.Experts > 0 {
-		// DeepSeek's first_k_dense_replace: the first k layers have a
-		// dense gated MLP, the rest the experts.
-		blocks = seq(L(&Repeat{Times: k}, dense()...), L(&Repeat{Times: m.NumLayers - k, First: k}, block...))
-	}
+	blocks := m.llamaBlocks(block, dense)
 	return cat(
 		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0,
 			Hold: m.EmbeddingDropout > 0})),
@@ -163,6 +144,30 @@ func (m *Model) lowerLlama() []Layer {
 		seq(m.llamaNorm(),
 			L(head)),
 	)
+}
+
+// llamaBlocks repeats a llama model's decoder layer (block) over its
+// layers, with a dense MLP's layer (dense) where a mixture of experts has
+// none: DeepSeek's first_k_dense_replace (the first DenseLayers), or Llama
+// 4 Maverick's interleave_moe_layer_step (experts on layer i when (i+1) %
+// MoEInterleave == 0; each layer its own repeat, so that its index places
+// the NoPE and chunked layers, Repeat.First).
+func (m *Model) llamaBlocks(block []Layer, dense func() []Layer) []Layer {
+	switch n, k := m.MoEInterleave, m.DenseLayers; {
+	case m.Experts > 0 && n > 1:
+		var blocks []Layer
+		for i := range m.NumLayers {
+			body := dense()
+			if (i+1)%n == 0 {
+				body = block
+			}
+			blocks = append(blocks, L(&Repeat{Times: 1, First: i}, body...))
+		}
+		return blocks
+	case m.Experts > 0 && k > 0:
+		return seq(L(&Repeat{Times: k}, dense()...), L(&Repeat{Times: m.NumLayers - k, First: k}, block...))
+	}
+	return seq(L(&Repeat{Times: m.NumLayers}, block...))
 }
 
 // eagerSoftmax is how the model's eager attention makes its
