@@ -290,9 +290,9 @@ func interleaved(layers []any, step, n int64) bool {
 	return true
 }
 
-// noRoPE reads SmolLM3's NoPE layers: no_rope_layers (1: the layer
-// rotates, 0: it does not), or without it every no_rope_layer_interval-th
-// layer (SmolLM3Config's default, 4). Patterns other than "all but every
+// noRoPE reads SmolLM3's and Llama 4's NoPE layers: no_rope_layers (1: the
+// layer rotates, 0: it does not), or without it every
+// no_rope_layer_interval-th layer (both configs' default, 4). Patterns other than "all but every
 // P-th" are refused, as is use_sliding_window (SmolLM3's sliding layers are
 // its NoPE layers, not modelled).
 func (c *hfConfig) noRoPE(m *Model) {
