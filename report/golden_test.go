@@ -19,7 +19,9 @@ import (
 // shared batch searches and fix estimates between devices
 // (docs/performance.md, "Fourth session, second round"), and regenerated
 // after each change to the estimator that moved its predictions on purpose
-// (MEMPLAN_WRITE_GOLDEN=1, with the report's code unchanged). It pins the
+// (MEMPLAN_WRITE_GOLDEN=1, with the report's code unchanged; in the
+// thirty-first session once more for the rows' new hf field alone, the
+// rest byte for byte the same). It pins the
 // report's answers and the estimator's predictions together; a change to
 // the report's sharing is checked against it, and TestSharedMatchesUnshared
 // checks the sharing on its own.
