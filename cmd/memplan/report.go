@@ -51,7 +51,8 @@ Exit codes:
 
 Example:
    memplan report specs/llama-3.2-1b.yaml specs/gpt2-xl.yaml --devices a100-40gb,a100-80gb,h100-80gb,l40s
-   memplan report specs/*.yaml --format html -o report.html`,
+   memplan report specs/*.yaml --format html -o report.html
+   memplan report llama4-scout/config.json llama-3-8b/config.json --seq 4096 --precision bf16`,
 		Flags: append(overrideFlags(), targetFlag, marginFlag,
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text, json, csv, markdown or html"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the report to `FILE` instead of standard output"},
