@@ -137,3 +137,23 @@ func ExampleRoutedParams() {
 	// Output:
 	// 98304
 }
+
+// Which files a command may take as a transformers config where a spec
+// goes, and Llama 4 Scout's experts: FSDP2 pads their shards past 16
+// ranks, or past 4 under expert parallelism over 4.
+func ExampleIsHFConfig() {
+	const scout = "testdata/hf/llama4-scout.json"
+	fmt.Println(model.IsHFConfig(scout), model.IsHFConfig("../specs/gpt2-124m.yaml"))
+	s, err := model.LoadHF(scout, model.Overrides{Batch: 1, Seq: 2048})
+	if err != nil {
+		log.Fatal(err)
+	}
+	t := s.Training
+	fmt.Println(s.Model.ShardedExpertRows(&t))
+	t.EP = 4
+	fmt.Println(s.Model.ShardedExpertRows(&t))
+	// Output:
+	// true false
+	// 16
+	// 4
+}
