@@ -201,3 +201,23 @@ func TestShardedExpertRows(t *testing.T) {
 		}
 	}
 }
+
+// TestLlama4LoRATargets holds memplan's adapters to what peft 0.21 made
+// of a tiny Llama 4 at rank 16 (bench/torch/peft_targets.py,
+// bench/results/2026-11-28-peft-targets-llama4.jsonl): attn adapts q, k, v
+// and o, mlp the shared expert's three projections, and the experts stay
+// frozen (peft converts nothing for llama4_text).
+func TestLlama4LoRATargets(t *testing.T) {
+	const tiny = `{"model_type": "llama4_text", "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96,
+		"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16,
+		"num_local_experts": 8, "num_experts_per_tok": 1, "intermediate_size_mlp": 128}`
+	for targets, want := range map[string]int64{TargetsAttn: 16384, TargetsMLP: 15360} {
+		s, err := ParseHF("tiny.json", []byte(tiny), Overrides{Batch: 1, Seq: 64, LoRA: 16, LoRATargets: targets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Trainable(); got != want {
+			t.Errorf("%s: %d adapter parameters, peft's %d", targets, got, want)
+		}
+	}
+}
