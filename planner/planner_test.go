@@ -117,6 +117,12 @@ func TestMonotone(t *testing.T) {
 	llama := load(t, "llama-3.2-1b.yaml")
 	llama.Training.Seq = 1024
 	llama.Model.NumLayers = 16
+	// Two experts a block: FSDP2 pads their shards past two ranks
+	// (docs/moe.md §14), where more GPUs need more memory.
+	moe, err := model.LoadHF("../model/testdata/hf/tiny-qwen3-moe-2expert.json", model.Overrides{Batch: 1, Seq: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
 		spec   *model.Spec
@@ -131,6 +137,7 @@ func TestMonotone(t *testing.T) {
 		{"llama cp2", llama, Layout{TP: 1, PP: 1, CP: 2, EP: 1}, []int64{1, 2}, []int64{1, 2}, []int64{1, 2}},
 		{"llama pp2 1f1b", llama, Layout{TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1}, []int64{1, 2}, []int64{2, 3, 4}, []int64{1, 2}},
 		{"llama pp2 gpipe", llama, Layout{TP: 1, PP: 2, CP: 1, EP: 1, Schedule: GPipe, Virtual: 1}, []int64{1, 2}, []int64{1, 2, 4}, []int64{1, 2}},
+		{"moe dp past the experts", moe, Layout{TP: 1, PP: 1, CP: 1, EP: 1}, []int64{1, 2, 4, 8}, []int64{1}, []int64{1, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ls []Layout
@@ -156,6 +163,8 @@ func TestMonotone(t *testing.T) {
 
 func checkMonotone(t *testing.T, spec *model.Spec, ls []Layout) {
 	t.Helper()
+	experts := spec.Model.ShardedExpertRows(&model.Training{})
+	programOf := func(l Layout) program { return programOf(l, experts) }
 	mem := map[program]int64{}
 	for _, l := range ls {
 		r, err := Simulator{}.Estimate(spec, l)

@@ -18,6 +18,10 @@ type program struct {
 	group
 	zero, shard, micro, accum int64
 	ckpt                      model.Checkpointing
+	// padded says that FSDP (stage 2 or 3) shards a block's experts over
+	// more ranks than it has experts (model.Model.ShardedExpertRows):
+	// each shard is padded, and more shards then need more memory.
+	padded bool
 }
 
 // group is the part of a program the dominance rules do not order.
@@ -27,9 +31,14 @@ type group struct {
 	sched                   Schedule
 }
 
-func programOf(l Layout) program {
+// programOf is l's program for a model whose blocks have experts experts
+// (0: none). Under expert parallelism a rank's E/ep experts are sharded
+// over the dp·cp·tp/ep ranks that hold them, so they are padded when
+// dp·cp·tp > E, whatever ep.
+func programOf(l Layout, experts int64) program {
 	p := program{group: group{l.TP, l.PP, l.CP, l.EP, l.Virtual, l.SP, l.LossParallel, l.Schedule},
-		zero: l.Zero, shard: l.DP * l.CP, micro: l.Micro, accum: l.Accum, ckpt: l.Checkpointing}
+		zero: l.Zero, shard: l.DP * l.CP, micro: l.Micro, accum: l.Accum, ckpt: l.Checkpointing,
+		padded: l.Zero >= 2 && experts > 0 && l.DP*l.CP*max(l.TP, 1) > experts}
 	if l.Zero == 0 {
 		p.shard = min(p.shard, 2)
 	}
@@ -48,9 +57,11 @@ func programOf(l Layout) program {
 // micro-batches never need less), a larger micro-batch, less
 // checkpointing, a lower ZeRO stage within DDP/ZeRO-1 or within FSDP
 // (stages 2 and 3), or fewer shards when both layouts are data-parallel,
-// never need less. TestMonotone checks the rules against the estimator.
+// never need less — but for f's shards past a block's experts (padded),
+// where more shards need more. TestMonotone checks the rules against the
+// estimator.
 func atLeast(c, f program) bool {
-	if c.group != f.group || c.micro < f.micro {
+	if c.group != f.group || c.micro < f.micro || f.padded {
 		return false
 	}
 	if c.accum != f.accum && (c.pp <= 1 || c.accum < f.accum) {
@@ -135,6 +146,9 @@ type search struct {
 	memo   map[program]outcome
 	fails  map[group][]fail
 	fits   map[group][]program
+	// experts is a block's experts (0: none), past which FSDP pads their
+	// shards (program.padded).
+	experts int64
 	// counters for Stats
 	evaluated, calls, pruned, notSim int
 	// progress is told of each estimate before it is made (Plan fills in
@@ -144,7 +158,8 @@ type search struct {
 
 func newSearch(spec *model.Spec, o Oracle, limit int64) *search {
 	s := &search{spec: spec, oracle: o, limit: limit, memo: map[program]outcome{},
-		fails: map[group][]fail{}, fits: map[group][]program{}}
+		fails: map[group][]fail{}, fits: map[group][]program{},
+		experts: spec.Model.ShardedExpertRows(&model.Training{})}
 	s.screen, _ = o.(Screener)
 	s.stop, _ = o.(Stopper)
 	s.canon, _ = o.(Canonicalizer)
@@ -161,7 +176,7 @@ func (s *search) programOf(l Layout) program {
 	if s.canon != nil {
 		l = s.canon.Canonical(l)
 	}
-	return programOf(l)
+	return programOf(l, s.experts)
 }
 
 func (s *search) screened(l Layout) error {
