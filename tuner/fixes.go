@@ -286,7 +286,12 @@ func (f *fixer) sharding() {
 	if t.Checkpointing.Mode == model.CkptNone {
 		ckpts = append(ckpts, true)
 	}
-	rows := f.spec.Model.ShardedExpertRows(&t)
+	// A rank's E/ep experts are sharded over the dp·cp·tp/ep ranks that
+	// hold them: padded once dp·cp·tp > E (planner.programOf's rule).
+	rows := f.spec.Model.ShardedExpertRows(&model.Training{})
+	if rows > 0 {
+		rows = max(rows/max(t.CP, 1)/max(t.TP, 1), 1)
+	}
 	for _, ck := range ckpts {
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
 			var ns []int64

@@ -75,7 +75,7 @@ func runReport(c *cli.Context) error {
 	}
 	paths := c.Args().Slice()
 	if hf := c.String("hf"); hf != "" {
-		paths = append(paths, hf) // a config read as a SPEC argument is
+		paths = append(paths, hf) // one more config, read as a SPEC argument is
 	}
 	if len(paths) == 0 {
 		return usageError{"report: missing SPEC arguments"}
