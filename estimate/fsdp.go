@@ -235,6 +235,16 @@ func (s *sim) inUnit(u *fsdpUnit, fn func()) {
 	s.curUnit = prev
 }
 
+// inExpertsUnit runs f, a block's experts, in their FSDP2 unit when they
+// have one of their own (expertsUnit).
+func (s *sim) inExpertsUnit(f func()) {
+	if u := s.expertsUnit(); u != nil {
+		s.inUnit(u, f)
+		return
+	}
+	f()
+}
+
 // expertsUnit is the experts unit nested in the block running its forward,
 // or nil (no expert parallelism, or no FSDP2 units).
 func (s *sim) expertsUnit() *fsdpUnit {

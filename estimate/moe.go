@@ -109,11 +109,7 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		s.deactivate(o.pls[2])
 		o.pls[1], o.pls[2] = nil, nil
 	}
-	if u := s.expertsUnit(); u != nil {
-		s.inUnit(u, experts) // the experts module's own FSDP2 unit (fsdp.go)
-	} else {
-		experts()
-	}
+	s.inExpertsUnit(experts)
 	if k.SharedAfter && k.Shared > 0 {
 		// DeepseekV3MoE: hidden_states + self.shared_experts(residuals),
 		// after the routed experts; the sum made, both go.

@@ -29,12 +29,7 @@ func (s *sim) llama4MoE(o *moeOp, x *tensor, rows int64) *tensor {
 	s.unref(rep)
 	s.unref(sc)
 	var y *tensor
-	experts := func() { y = s.denseExperts(o, in, e*rows) }
-	if u := s.expertsUnit(); u != nil {
-		s.inUnit(u, experts)
-	} else {
-		experts()
-	}
+	s.inExpertsUnit(func() { y = s.denseExperts(o, in, e*rows) })
 	sh := s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
 	// Autocast runs sum in fp32 (its fp32_set_opt_dtype list: an fp32
 	// result, no copy of the input), which add_ casts into sh.

@@ -32,13 +32,11 @@ type group struct {
 }
 
 // programOf is l's program for a model whose blocks have experts experts
-// (0: none). Under expert parallelism a rank's E/ep experts are sharded
-// over the dp·cp·tp/ep ranks that hold them, so they are padded when
-// dp·cp·tp > E, whatever ep.
+// (0: none; model.ExpertsPadded).
 func programOf(l Layout, experts int64) program {
 	p := program{group: group{l.TP, l.PP, l.CP, l.EP, l.Virtual, l.SP, l.LossParallel, l.Schedule},
 		zero: l.Zero, shard: l.DP * l.CP, micro: l.Micro, accum: l.Accum, ckpt: l.Checkpointing,
-		padded: l.Zero >= 2 && experts > 0 && l.DP*l.CP*max(l.TP, 1) > experts}
+		padded: model.ExpertsPadded(experts, &model.Training{DP: l.DP, CP: l.CP, TP: l.TP, Zero: l.Zero})}
 	if l.Zero == 0 {
 		p.shard = min(p.shard, 2)
 	}

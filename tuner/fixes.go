@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/memplan/memplan/estimate"
@@ -286,19 +287,14 @@ func (f *fixer) sharding() {
 	if t.Checkpointing.Mode == model.CkptNone {
 		ckpts = append(ckpts, true)
 	}
-	// A rank's E/ep experts are sharded over the dp·cp·tp/ep ranks that
-	// hold them: padded once dp·cp·tp > E (planner.programOf's rule).
-	rows := f.spec.Model.ShardedExpertRows(&model.Training{})
-	if rows > 0 {
-		rows = max(rows/max(t.CP, 1)/max(t.TP, 1), 1)
-	}
+	experts := f.spec.Model.ShardedExpertRows(&model.Training{})
 	for _, ck := range ckpts {
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
 			var ns []int64
 			for n := firstShardDP(t); n <= maxDP; n *= 2 {
 				ns = append(ns, n)
 			}
-			if x, ok := f.fewestPadded(ns, rows, z, ck); ok {
+			if x, ok := f.fewestPadded(ns, experts, z, ck); ok {
 				f.out = append(f.out, x)
 			}
 		}
@@ -306,20 +302,18 @@ func (f *fixer) sharding() {
 }
 
 // fewestPadded is fewest where memory per GPU may grow with the GPUs:
-// FSDP2 (stages 2 and 3) pads the shards of a parameter with fewer rows
-// than ranks (model.Model.ShardedExpertRows), so past rows GPUs the
-// experts' shards stop shrinking and their all-gathers grow. fewest
-// searches the GPUs up to rows, where memory does not grow; if none of
+// FSDP2 pads the shards of a block's experts once the GPUs outnumber them
+// (model.ExpertsPadded), and past there more GPUs need more. fewest
+// searches the GPUs short of that, where memory does not grow; if none of
 // them fits, walk tries the rest from the fewest up, and the closer miss
 // of the two is kept.
-func (f *fixer) fewestPadded(ns []int64, rows, z int64, ck bool) (Fix, bool) {
-	cut := len(ns)
-	if z >= 2 && rows > 0 {
-		for cut > 0 && ns[cut-1] > rows {
-			cut--
-		}
-	}
-	if cut == len(ns) {
+func (f *fixer) fewestPadded(ns []int64, experts, z int64, ck bool) (Fix, bool) {
+	t := f.spec.Training
+	cut := slices.IndexFunc(ns, func(n int64) bool {
+		t.DP, t.Zero = n, z
+		return model.ExpertsPadded(experts, &t)
+	})
+	if cut < 0 {
 		return f.fewest(ns, z, ck)
 	}
 	x, ok := Fix{}, false
