@@ -34,8 +34,10 @@ var hfPending = map[string]string{
 
 // IsHFConfig reports whether the file at path is a transformers
 // config.json (a JSON object with a model_type) rather than a spec, so
-// that commands can take either as their SPEC argument. A file that cannot
-// be read is not one: Load then reports why.
+// that commands can take either as their SPEC argument. A file named
+// .json that is not JSON is taken for a broken config, so that its JSON
+// error (ParseHF's, with the line) is the one reported rather than a YAML
+// one; a file that cannot be read is not one: Load then reports why.
 func IsHFConfig(path string) bool {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -44,7 +46,10 @@ func IsHFConfig(path string) bool {
 	var probe struct {
 		ModelType *string `json:"model_type"`
 	}
-	return json.Unmarshal(data, &probe) == nil && probe.ModelType != nil
+	if json.Unmarshal(data, &probe) != nil {
+		return strings.HasSuffix(strings.ToLower(path), ".json") && !json.Valid(data)
+	}
+	return probe.ModelType != nil
 }
 
 // LoadHF reads a transformers config.json and returns the equivalent spec;
