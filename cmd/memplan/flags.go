@@ -190,11 +190,16 @@ func loadSpec(c *cli.Context) (*model.Spec, error) {
 // config.json given where a spec goes (model.IsHFConfig), read as --hf
 // reads one: --seq required, batch 1 unless given.
 func loadPath(cmd, path string, o model.Overrides) (*model.Spec, error) {
-	if !model.IsHFConfig(path) {
+	return loadAs(cmd, path, o, model.IsHFConfig(path))
+}
+
+// loadAs is loadPath once it is known whether path is a config (hf).
+func loadAs(cmd, path string, o model.Overrides, hf bool) (*model.Spec, error) {
+	if !hf {
 		return model.Load(path, o)
 	}
-	if err := configNeedsSeq(cmd, path, o.Seq); err != nil {
-		return nil, err
+	if o.Seq == 0 {
+		return nil, noSeqError(cmd, path)
 	}
 	if o.Batch == 0 {
 		o.Batch = 1
@@ -202,12 +207,9 @@ func loadPath(cmd, path string, o model.Overrides) (*model.Spec, error) {
 	return model.LoadHF(path, o)
 }
 
-// configNeedsSeq is the usage error for a transformers config read where
-// a SPEC goes without --seq, or nil.
-func configNeedsSeq(cmd, path string, seq int64) error {
-	if seq > 0 || !model.IsHFConfig(path) {
-		return nil
-	}
+// noSeqError is the usage error for a transformers config read where a
+// SPEC goes without --seq.
+func noSeqError(cmd, path string) error {
 	return usageError{fmt.Sprintf("%s: %s is a transformers config: --seq is required (a config has no sequence length)", cmd, path)}
 }
 

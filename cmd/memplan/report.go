@@ -80,9 +80,10 @@ func runReport(c *cli.Context) error {
 	if len(paths) == 0 {
 		return usageError{"report: missing SPEC arguments"}
 	}
+	hf := map[string]bool{} // which paths are configs, read once
 	for _, p := range paths {
-		if err := configNeedsSeq("report", p, c.Int64("seq")); err != nil {
-			return err // before any row, not in each
+		if hf[p] = model.IsHFConfig(p); hf[p] && c.Int64("seq") == 0 {
+			return noSeqError("report", p) // before any row, not in each
 		}
 	}
 	o := report.Options{Band: band, Margin: c.Float64("margin"), Version: version(), Now: reportTime(),
@@ -112,7 +113,7 @@ func runReport(c *cli.Context) error {
 	load := func(path, dev string) (*model.Spec, error) {
 		ov := overrides(c)
 		ov.Dev = dev
-		spec, err := loadPath("report", path, ov)
+		spec, err := loadAs("report", path, ov, hf[path])
 		mu.Lock()
 		defer mu.Unlock()
 		if err == nil && !noted[path] {
