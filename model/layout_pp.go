@@ -101,12 +101,14 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 // block), Phi-3 (fused projections), OLMo (norms without weights, the
 // projections made before any is viewed as heads) and OLMo 2 and 3 (norms
 // after the branches, over each whole query and key projection: OLMo-core's
-// plan under tensor parallelism, model.Attention.QKNormRanks)
-// (docs/parallelism.md §3.1.3–3.1.6, §3.2.7).
+// plan under tensor parallelism, model.Attention.QKNormRanks) and Llama 4
+// (its pipeline stages: dense experts, whole heads rotated as complex
+// numbers from the forward's table, chunked attention's masks)
+// (docs/parallelism.md §3.1.3–3.1.6, §3.2.7; docs/moe.md §13).
 func (m *Model) RunsTransformersForward() bool {
 	return m.deepseek() || m.gptOSS() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
 		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp || m.PostNorm || m.QKNormWhole ||
-		m.PlainNorm || m.ProjectFirst
+		m.PlainNorm || m.ProjectFirst || m.llama4()
 }
 
 // LowerStage returns the layers stage (0-based) of stages holds: its share
@@ -326,9 +328,6 @@ func (t *Training) PipelineOK(m *Model) error {
 	}
 	if _, _, err := m.splittable(m.Lower()); err != nil {
 		return err
-	}
-	if m.llama4() {
-		return fmt.Errorf("pipeline parallelism of %s is not simulated yet (not measured)", m.describe())
 	}
 	if t.PPVirtual > 1 && t.PPSchedule != PPInterleaved {
 		return fmt.Errorf("%d stages per rank needs the interleaved schedule (%s runs one)", t.PPVirtual, t.PPSchedule)

@@ -100,9 +100,9 @@ func (m *Model) deepseek() bool {
 
 // llama4 says whether m has any of Llama 4's changes to Llama's block
 // (its dense experts and router, whole heads rotated as complex numbers,
-// the weightless query and key norm, the queries' temperature), which no
-// parallel layout beyond data parallelism simulates yet: tensor, context,
-// pipeline and expert parallelism are refused (not measured).
+// the weightless query and key norm, the queries' temperature). Its
+// pipeline stages run transformers' forward (RunsTransformersForward);
+// tensor, context and expert parallelism are refused (not measured).
 func (m *Model) llama4() bool {
 	return m.DenseExperts || m.QKL2Norm || m.AttnTemperature || m.RoPEComplex && m.KVLoRARank == 0
 }
