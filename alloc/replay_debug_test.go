@@ -16,7 +16,14 @@ import (
 // its blocks still held (memplan's load before PyTorch's steps, say: the
 // thirteenth session found FSDP2's wrapping that way, docs/multigpu.md).
 // Each event's stream is the " sN" at the end of its label; a
-// segment_free replays torch.cuda.empty_cache. It prints every segment the
+// segment_free replays torch.cuda.empty_cache. MEMPLAN_REPLAY_ADDR=1
+// orders segments by the history's own addresses instead of the address
+// model (the n-th segment the model makes takes the n-th address the
+// history mapped). MEMPLAN_REPLAY_PLACES=1
+// prints the allocations of 1 MiB or more the model places other than the
+// history did (another segment, by the order segments were made, or
+// another offset), the first with the history's free blocks beside it. It
+// prints every segment the
 // model maps of at least MEMPLAN_REPLAY_MIB MiB (default 100) beside the
 // history's own, and the reserved totals. MEMPLAN_REPLAY_AT=N[,M...]
 // prints the large pool's free blocks before those events, and with
@@ -47,6 +54,22 @@ func TestReplayDebug(t *testing.T) {
 			}
 			ev = wrapped.Events
 		}
+		if os.Getenv("MEMPLAN_REPLAY_ADDR") != "" {
+			// The history's own segment addresses as the order key,
+			// instead of the address model.
+			var addrs []int64
+			for _, e := range ev {
+				if e[0] == "segment_alloc" {
+					addrs = append(addrs, int64(e[1].(float64)))
+				}
+			}
+			a.addr = func(n int) int64 {
+				if n < len(addrs) {
+					return addrs[n]
+				}
+				return int64(n)
+			}
+		}
 		live := map[string]Block{}
 		born := map[Block]int{} // the event that allocated each live block
 		at := map[int]bool{}
@@ -56,6 +79,7 @@ func TestReplayDebug(t *testing.T) {
 				at[n] = true
 			}
 		}
+		place := newPlaces(os.Getenv("MEMPLAN_REPLAY_PLACES") != "")
 		for i, e := range ev {
 			if at[i] {
 				printFree(a, tag, i, ev, born)
@@ -76,6 +100,7 @@ func TestReplayDebug(t *testing.T) {
 				before := a.Reserved()
 				live[key] = a.Malloc(size, s)
 				born[live[key]] = i
+				place.alloc(a, live[key], i, int64(e[1].(float64)), size, label)
 				peak = max(peak, a.Reserved())
 				if grew := a.Reserved() - before; grew >= minMiB<<20 {
 					fmt.Printf("%s %6d model maps %5d MiB for %5d MiB  %s\n", tag, i, grew>>20, size>>20, label)
@@ -86,12 +111,14 @@ func TestReplayDebug(t *testing.T) {
 					delete(live, key)
 				}
 			case "segment_alloc":
+				place.segment(int64(e[1].(float64)), size)
 				real += size
 				realPeak = max(realPeak, real)
 				if size >= minMiB<<20 {
 					fmt.Printf("%s %6d history maps %5d MiB  %s\n", tag, i, size>>20, label)
 				}
 			case "segment_free":
+				place.segmentFree(int64(e[1].(float64)))
 				real -= size
 				a.ReleaseCached()
 			}
@@ -136,4 +163,54 @@ func printFree(a *Allocator, tag string, i int, ev [][]any, born map[Block]int) 
 		}
 		fmt.Printf("   %6.1f: %s\n", float64(size)/(1<<20), strings.Join(free, " "))
 	}
+}
+
+// places compares where the model and the history put each allocation of
+// 1 MiB or more (MEMPLAN_REPLAY_PLACES): segments are numbered in the order
+// each side made them, the history's read from its addresses.
+type places struct {
+	on       bool
+	shown    int
+	segs     []int64 // the history's segment addresses, in the order made (0: freed)
+	segBytes []int64
+}
+
+func newPlaces(on bool) *places { return &places{on: on} }
+
+func (p *places) segment(addr, size int64) {
+	if p.on {
+		p.segs, p.segBytes = append(p.segs, addr), append(p.segBytes, size)
+	}
+}
+
+func (p *places) segmentFree(addr int64) {
+	for i, s := range p.segs {
+		if s == addr {
+			p.segs[i] = 0
+		}
+	}
+}
+
+// where is the history's segment (its index) and offset of addr.
+func (p *places) where(addr int64) (int, int64) {
+	for i, s := range p.segs {
+		if s != 0 && addr >= s && addr < s+p.segBytes[i] {
+			return i, addr - s
+		}
+	}
+	return -1, 0
+}
+
+func (p *places) alloc(a *Allocator, b Block, i int, addr, size int64, label string) {
+	if !p.on || size < 1<<20 || p.shown >= 40 {
+		return
+	}
+	g, off, n := a.Placement(b)
+	rg, roff := p.where(addr)
+	if g == rg && off == roff {
+		return
+	}
+	p.shown++
+	fmt.Printf("place %6d %8.1f MiB  model seg %d (%d MiB) +%.1f  history seg %d (%d MiB) +%.1f  %s\n", i, float64(size)/(1<<20),
+		g, n>>20, float64(off)/(1<<20), rg, p.segBytes[max(rg, 0)]>>20, float64(roff)/(1<<20), label)
 }

@@ -1,0 +1,50 @@
+package alloc
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+)
+
+// TestVADebug sets the address model's placement of a history's segments
+// beside the addresses the driver gave them: MEMPLAN_VA=events.json.gz
+// (snap2events.py's output). Each segment_alloc is placed by the model and
+// each segment_free returned to it; both columns are MiB below the
+// highest address seen, so that their orders can be compared.
+func TestVADebug(t *testing.T) {
+	path := os.Getenv("MEMPLAN_VA")
+	if path == "" {
+		t.Skip("set MEMPLAN_VA=events.json.gz")
+	}
+	var ev [][]any
+	if err := json.NewDecoder(openGzip(t, path)).Decode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	var v vaSpace
+	v.reset()
+	type seg struct{ model, real, size int64; chunk int32 }
+	live := map[int64]seg{}
+	var top int64
+	for _, e := range ev {
+		if e[0] == "segment_alloc" {
+			top = max(top, int64(e[1].(float64))+int64(e[2].(float64)))
+		}
+	}
+	n := 0
+	for i, e := range ev {
+		addr, size := int64(e[1].(float64)), int64(e[2].(float64))
+		switch e[0] {
+		case "segment_alloc":
+			m, c := v.alloc(size)
+			live[addr] = seg{m, addr, size, c}
+			fmt.Printf("seg %3d ev %6d %6d MiB  model %8.0f  real %8.0f  %v\n", n, i, size>>20, float64(vaTop-m)/(1<<20), float64(top-addr)/(1<<20), e[3])
+			n++
+		case "segment_free":
+			if s, ok := live[addr]; ok {
+				v.free(s.model, s.size, s.chunk)
+				delete(live, addr)
+			}
+		}
+	}
+}
