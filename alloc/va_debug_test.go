@@ -23,7 +23,10 @@ func TestVADebug(t *testing.T) {
 	}
 	var v vaSpace
 	v.reset()
-	type seg struct{ model, real, size int64; chunk int32 }
+	type seg struct {
+		model, real, size int64
+		chunk             int32
+	}
 	live := map[int64]seg{}
 	var top int64
 	for _, e := range ev {
