@@ -91,16 +91,39 @@ func (a *attnOp) projectSeparate(s *sim, x *tensor, st *attnState, qd, kvd int64
 		st.q = a.qkNorm(s, s.matmul(x, a.q, a.qB, st.rows, qd), a.qNorm, st.rows*k.Heads)
 		st.k = a.qkNorm(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), a.kNorm, st.rows*k.KVHeads)
 	default:
-		// Llama 4 rotates before it transposes (rotaryComplex): the
-		// rotation's backward keeps the projection's layout.
-		rot := a.rope && !k.RoPEComplex
-		st.q = headView(s, s.matmul(x, a.q, a.qB, st.rows, qd), heads || rot)
-		st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), heads || rot)
+		qHeads, kHeads := a.sdpaGradLayouts(s, heads)
+		st.q = headView(s, s.matmul(x, a.q, a.qB, st.rows, qd), qHeads)
+		st.k = headView(s, s.matmul(x, a.kw, a.kB, st.rows, kvd), kHeads)
 	}
 	st.v = headView(s, s.matmul(x, a.v, a.vB, st.rows, kvd), heads)
 	// Each is its projection viewed [batch, seq, heads, dim] and
 	// transposed: heads-major, not row-major (eagerScores).
 	st.q.perm, st.k.perm, st.v.perm = true, true, true
+}
+
+// sdpaGradLayouts says whether the query's and the key's gradients come
+// back to their projections' views heads-major (headView), given heads,
+// whether the attention hands its inputs' gradients back so
+// (headsMajorGrads). A rotation after the transpose (apply_rotary_pos_emb's
+// rotate_half concatenates heads-major) makes both so. Llama 4 rotates
+// before it transposes (rotaryComplex), and view_as_complex's backward
+// takes the gradient contiguous: a rotated query and key come back
+// row-major whatever the kernel. Its layers without rotary embeddings
+// (NoPE) hand fused SDPA the query's own transposed view, whose gradient
+// the kernel returns in that view's layout: only the key, whose cached
+// or repeated copy is heads-major, comes back so (measured: Scout's cut
+// and the test shape in pipeline stages, the query's copy absent in every
+// layer and the key's present only in the NoPE layer,
+// bench/results/2026-11-28-h200x4-pp-llama4-traces).
+func (a *attnOp) sdpaGradLayouts(s *sim, heads bool) (q, k bool) {
+	if !a.k.RoPEComplex {
+		rot := a.rope
+		return heads || rot, heads || rot
+	}
+	if a.rope {
+		return false, false
+	}
+	return s.cfg.eager || a.mathSDPA(s), heads
 }
 
 // headView is transformers' proj(x).view(hidden_shape).transpose(1, 2) on

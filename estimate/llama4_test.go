@@ -134,3 +134,38 @@ func TestOneExpertShard(t *testing.T) {
 		t.Errorf("eight experts over 16 ranks: %d elements on the busiest, want one expert's %d", got, second*last)
 	}
 }
+
+// TestLlama4GradLayouts: Llama 4 rotates before it transposes and
+// view_as_complex's backward takes the gradient contiguous, so a rotated
+// query or key needs no copy at its projection's view whatever the
+// kernel; on a layer without rotary embeddings fused SDPA returns the
+// query's gradient in its own layout and only the key (cached or
+// repeated, heads-major) comes back strided. Llama's block, rotating
+// after the transpose, copies both (measured: the Llama 4 pipeline
+// traces, bench/results/2026-11-28-h200x4-pp-llama4-traces).
+func TestLlama4GradLayouts(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		complex, rope bool
+		eager, heads  bool
+		wantQ, wantK  bool
+	}{
+		{"llama 4 rotating, cached", true, true, false, true, false, false},
+		{"llama 4 rotating, eager", true, true, true, true, false, false},
+		{"llama 4 NoPE, cached", true, false, false, true, false, true},
+		{"llama 4 NoPE, uncached", true, false, false, false, false, false},
+		{"llama 4 NoPE, eager", true, false, true, true, true, true},
+		{"llama rotating, uncached", false, true, false, false, true, true},
+		{"llama NoPE, cached", false, false, false, true, true, true},
+		{"llama NoPE, uncached", false, false, false, false, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &sim{cfg: &config{eager: tt.eager, compute: half}}
+			a := &attnOp{k: &model.Attention{RoPEComplex: tt.complex, Heads: 4, KVHeads: 2}, rope: tt.rope}
+			q, k := a.sdpaGradLayouts(s, tt.heads)
+			if q != tt.wantQ || k != tt.wantK {
+				t.Errorf("query, key heads-major: %v, %v; want %v, %v", q, k, tt.wantQ, tt.wantK)
+			}
+		})
+	}
+}
