@@ -76,6 +76,39 @@ func TestMLACopySlices(t *testing.T) {
 	}
 }
 
+// TestMLALatentHeld: without a cache (checkpointing turns it off) the
+// normed latent stays bound to the attention's kv_nope until it returns,
+// past the output projection; it goes before the module returns to the
+// layer (measured: DeepSeek-V2-Lite's checkpointed pipeline stage,
+// bench/results/2026-11-28-h200x4-shape-inference-traces).
+func TestMLALatentHeld(t *testing.T) {
+	const b, seq = 1, 256
+	latent := int64(b * seq * 512 * 2) // [b, s, kv_lora_rank] in bf16
+	out := int64(b * seq * 2048 * 2)   // the output projection's [b, s, hidden]
+	var last, kvn *tensor              // the latest latent-sized product; the norm's output
+	var order []string
+	traced(t, moonlight(t, b, seq, model.Overrides{Checkpointing: model.CkptBlock}), func(s *sim, x *tensor, alloc bool) {
+		if s.phase.Stage != StageForward || s.phase.Iteration != 0 || len(order) > 0 && order[len(order)-1] == "latent freed" {
+			return
+		}
+		switch {
+		case alloc && x.label() == "mul" && x.bytes() == latent && kvn == nil:
+			last = x
+		case !alloc && kvn == nil && x.label() == "cast of mul" && x.bytes() == latent:
+			kvn = last // weight · x.to(bf16), made just before the cast goes
+		case !alloc && x == kvn:
+			order = append(order, "latent freed")
+		case alloc && kvn != nil && x.name == "query_states":
+			order = append(order, "query")
+		case alloc && kvn != nil && x.name == "matmul out" && x.bytes() == out:
+			order = append(order, "output")
+		}
+	})
+	if len(order) < 3 || order[0] != "query" || order[len(order)-2] != "output" || order[len(order)-1] != "latent freed" {
+		t.Errorf("first checkpointed forward: %v, want the latent freed after the query states and the output projection", order)
+	}
+}
+
 // TestMoECastBack: DeepSeek-V3's fp32 routing weights make the experts'
 // sum fp32 over a bf16 stream, cast back (.to(hidden_states.dtype)) once
 // per sparse layer; Qwen's bf16 weights need no cast.

@@ -46,8 +46,8 @@ func (a *attnOp) buildMLA(s *sim) {
 // projected up per head and split into keys and values, the key made with
 // new_empty and its two parts copied in); attention; the output
 // projection. The module's locals (the query projection, the compressed
-// projection, the up projection and the query and key) stay bound until it
-// returns.
+// projection, the normed latent, the rotated query and key, the up
+// projection and the query and key states) stay bound until it returns.
 func (a *attnOp) mlaForward(s *sim, x *tensor, st *attnState) *tensor {
 	k, m, p := a.k, a.k.MLA, a.mla
 	b, seq, rows, h := st.b, st.seq, st.rows, k.Heads
@@ -97,8 +97,12 @@ func (a *attnOp) mlaForward(s *sim, x *tensor, st *attnState) *tensor {
 	s.unref(qr)
 	s.unref(qPass)
 	key, v, kvb := a.expandKV(s, kvn, kr, rows)
-	s.unref(kvn)
-	s.unref(kr)
+	// The normed latent and the rotated key are bound to the module's
+	// kv_nope and k_rot (V2: k_nope, k_pe) until it returns, or to the
+	// cache's copies (measured: DeepSeek-V2-Lite's checkpointed stage frees
+	// the latent at the attention's return,
+	// bench/results/2026-11-28-h200x4-shape-inference-traces).
+	st.held = append(st.held, kvn, kr)
 	y := s.sdpaV(qs, key, v, b, h, seq, qk, m.V)
 	o := a.linear(s, y, a.o, a.oB, rows, k.Dim)
 	s.unref(y)
