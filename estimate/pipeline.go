@@ -249,7 +249,11 @@ func (s *sim) pipelineSetup(spec *model.Spec) {
 }
 
 // shapeInference is _shape_inference: zeros like the micro-batch's input,
-// the stage's forward under no_grad (nothing saved, no graph kept).
+// the stage's forward under no_grad (nothing saved, no graph kept). The
+// zeros are a local of _shape_inference, alive until it returns, the
+// forward's output after them (measured: Llama 4's later stages free the
+// input with the logits as _prepare_forward_infra returns,
+// bench/results/2026-11-28-h200x4-pp-llama4-traces).
 func (s *sim) shapeInference(spec *model.Spec, q *pipeline) {
 	var x *tensor
 	if q.first() {
@@ -260,10 +264,12 @@ func (s *sim) shapeInference(spec *model.Spec, q *pipeline) {
 	s.gather()
 	saving := s.saving
 	s.saving = false
+	args := s.ref(x)
 	out, _ := s.run(q.ins, x, q.inSh)
 	s.saving = saving
 	s.keepCasts(s.tape, nil)
 	s.tape = nil
+	s.unref(args)
 	s.unref(out)
 	s.endForward()
 	s.dropRope()

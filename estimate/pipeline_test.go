@@ -74,6 +74,51 @@ func TestPipelineBuffers(t *testing.T) {
 	}
 }
 
+// TestShapeInferenceInput: _shape_inference binds the zeros it makes for
+// the stage's input to a local until it returns, so the input outlives the
+// stage's whole no-grad forward and goes before its output (measured:
+// the later stages of Llama 4, Gemma 2, SmolLM3 and TinyLlama free it as
+// _prepare_forward_infra returns, bench/results/2026-11-28-h200x4-pp-llama4-traces).
+func TestShapeInferenceInput(t *testing.T) {
+	o := model.Overrides{PP: 2, PPSchedule: "1f1b", GradAccum: 2, Seq: 512, Batch: 1, Precision: "amp-bf16", Optimizer: "adamw-foreach"}
+	spec := load(t, "tinyllama-1.1b.yaml", o)
+	p, err := newPipeline(spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	_, err = simulateRank(spec, nil, func(s *sim) {
+		s.pp = p
+		s.trace = func(x *tensor, alloc bool) {
+			if s.phase.Stage != "pipeline setup" || x.bytes() < 1<<20 {
+				return
+			}
+			a := "free "
+			if alloc {
+				a = "alloc "
+			}
+			events = append(events, a+x.name)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := slices.Index(events, "free shape inference input")
+	if in < 0 {
+		t.Fatalf("no shape inference input freed in the setup: %v", events)
+	}
+	// After it only the forward's output goes, then the receive buffers
+	// come: no product of the forward is made once the input is gone.
+	for _, e := range events[in+1:] {
+		if strings.HasPrefix(e, "alloc ") && !strings.HasPrefix(e, "alloc pipeline") {
+			t.Fatalf("%q after the shape inference input was freed: %v", e, events[in:])
+		}
+	}
+	if !slices.Contains(events[in:], "free matmul out") {
+		t.Errorf("the forward's output is not freed after its input: %v", events[in:])
+	}
+}
+
 // TestPipelineBusiest checks that Estimate simulates every stage and
 // reports the busiest, with each kind and the pipeline's NCCL memory.
 func TestPipelineBusiest(t *testing.T) {
