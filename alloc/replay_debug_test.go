@@ -40,20 +40,7 @@ func TestReplayDebug(t *testing.T) {
 	streams := map[string]Stream{}
 	var real, realPeak, peak int64
 	replay := func(file, tag string) {
-		// A list of events, or {"events": [...], "segments": [...]} as the
-		// sessions' snapshot conversions store them (bench/results/*-trace/).
-		var raw json.RawMessage
-		if err := json.NewDecoder(openGzip(t, file)).Decode(&raw); err != nil {
-			t.Fatal(err)
-		}
-		var ev [][]any
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			var wrapped struct{ Events [][]any }
-			if err2 := json.Unmarshal(raw, &wrapped); err2 != nil {
-				t.Fatal(err)
-			}
-			ev = wrapped.Events
-		}
+		ev := readEvents(t, file)
 		if os.Getenv("MEMPLAN_REPLAY_ADDR") != "" {
 			// The history's own segment addresses as the order key,
 			// instead of the address model.
@@ -213,4 +200,24 @@ func (p *places) alloc(a *Allocator, b Block, i int, addr, size int64, label str
 	p.shown++
 	fmt.Printf("place %6d %8.1f MiB  model seg %d (%d MiB) +%.1f  history seg %d (%d MiB) +%.1f  %s\n", i, float64(size)/(1<<20),
 		g, n>>20, float64(off)/(1<<20), rg, p.segBytes[max(rg, 0)]>>20, float64(roff)/(1<<20), label)
+}
+
+// readEvents reads a history's events: a list, or {"events": [...],
+// "segments": [...]} as the sessions' snapshot conversions store them
+// (bench/results/*-trace/).
+func readEvents(t *testing.T, file string) [][]any {
+	t.Helper()
+	var raw json.RawMessage
+	if err := json.NewDecoder(openGzip(t, file)).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var ev [][]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		var wrapped struct{ Events [][]any }
+		if err2 := json.Unmarshal(raw, &wrapped); err2 != nil {
+			t.Fatal(err)
+		}
+		ev = wrapped.Events
+	}
+	return ev
 }

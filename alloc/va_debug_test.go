@@ -1,7 +1,6 @@
 package alloc
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
@@ -17,10 +16,7 @@ func TestVADebug(t *testing.T) {
 	if path == "" {
 		t.Skip("set MEMPLAN_VA=events.json.gz")
 	}
-	var ev [][]any
-	if err := json.NewDecoder(openGzip(t, path)).Decode(&ev); err != nil {
-		t.Fatal(err)
-	}
+	ev := readEvents(t, path)
 	var v vaSpace
 	v.reset()
 	type seg struct {

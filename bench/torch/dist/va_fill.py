@@ -19,26 +19,13 @@ a = ap.parse_args()
 import torch
 import torch.distributed as dist
 
+from va_chunk import Segments
+
 r = int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(r)
-keep, out = [], []
-
-
-def seg(step, mib):
-    t = torch.empty(mib << 20, dtype=torch.uint8, device="cuda")
-    keep.append(t)
-    out.append([step, mib, t.data_ptr()])
-    return t.data_ptr()
-
-
-def fill(step):
-    low = min(x[2] for x in out)
-    for _ in range(40):
-        if seg(step, 32) < low:
-            return
-
-
-seg("start", 20)
+s = Segments()
+fill = lambda step: s.fill(step, limit=40)
+s.new("start", 20)
 fill("start")
 dist.init_process_group("nccl")
 x = torch.ones(1 << 20, device="cuda")
@@ -61,6 +48,6 @@ if dist.get_rank() in (0, 1):
         dist.recv(y, 0)
     torch.cuda.synchronize()
 fill("send/recv")
-print(json.dumps({"label": a.label, "rank": r, "segments": out}), flush=True)
+print(json.dumps({"label": a.label, "rank": r, "segments": s.rows}), flush=True)
 dist.barrier()
 dist.destroy_process_group()
