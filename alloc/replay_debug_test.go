@@ -30,10 +30,7 @@ import (
 // MEMPLAN_REPLAY_BLOCKS=1 every block of those segments in address order,
 // an allocated one with the event that made it.
 func TestReplayDebug(t *testing.T) {
-	path := os.Getenv("MEMPLAN_REPLAY")
-	if path == "" {
-		t.Skip("set MEMPLAN_REPLAY=events.json.gz")
-	}
+	path := debugInput(t, "MEMPLAN_REPLAY")
 	minMiB := int64(100)
 	fmt.Sscan(os.Getenv("MEMPLAN_REPLAY_MIB"), &minMiB)
 	a := New(Default())
@@ -220,4 +217,15 @@ func readEvents(t *testing.T, file string) [][]any {
 		ev = wrapped.Events
 	}
 	return ev
+}
+
+// debugInput is the history a debug test reads, named by the environment
+// variable env; the test is skipped without one.
+func debugInput(t *testing.T, env string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		t.Skip("set " + env + "=events.json.gz")
+	}
+	return path
 }

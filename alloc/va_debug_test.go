@@ -2,7 +2,6 @@ package alloc
 
 import (
 	"fmt"
-	"os"
 	"testing"
 )
 
@@ -12,11 +11,7 @@ import (
 // each segment_free returned to it; both columns are MiB below the
 // highest address seen, so that their orders can be compared.
 func TestVADebug(t *testing.T) {
-	path := os.Getenv("MEMPLAN_VA")
-	if path == "" {
-		t.Skip("set MEMPLAN_VA=events.json.gz")
-	}
-	ev := readEvents(t, path)
+	ev := readEvents(t, debugInput(t, "MEMPLAN_VA"))
 	var v vaSpace
 	v.reset()
 	type seg struct {
