@@ -186,8 +186,12 @@ func TestPipelineAccuracy(t *testing.T) {
 // UnderLimit under, as pipelineGaps.
 var interleavedDDPGaps = map[string][]int{
 	// Llama-3-8B's held-out ZeRO-1 line that paused (+0.2% before the
-	// shape inference's zeros were held, thirty-second session): not
-	// traced; as pipelineGaps' lines that moved with it.
+	// shape inference's zeros were held, thirty-second session). Traced
+	// since (bench/results/2026-11-28-h200x4-interleaved-zero1-trace, the
+	// same peaks): its busiest rank, 3, reserved 5.7 GiB more than rank 2
+	// with the same allocated memory; its history gives 82,266 of its
+	// 87,788 MiB through memplan's address model and 87,788 with its own
+	// addresses: the driver's placement (docs/allocator.md §8).
 	"pp.py 4 specs/llama-3-8b.yaml --schedule interleaved --stages-per-rank 2 --microbatches 4 --seq 4096 --batch 1 --dp 2 --mode zero1 --checkpointing every-block --step-pause 0.2": {Reserved, Device},
 }
 
