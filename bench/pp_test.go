@@ -29,6 +29,10 @@ var pipelineGaps = map[string][]int{
 	// grows (bench/torch/bisect.py).
 	// Qwen's tied interleaved pipeline: rank 3's history through memplan's
 	// address model gives its 20,060 MiB; memplan's own requests 18,866.
+	// bisect.py's stretch that moves the peak is the rotary embedding's
+	// backward, in fp32 in memplan's program (torchtitan's rotation) and
+	// in bf16 in the harness's (common.py casts the tables to the queries'
+	// dtype; docs/parallelism.md §3.3.2, not reconciled).
 	"pp.py 4 bench/torch/dist/qwen-tied.yaml --schedule interleaved --stages-per-rank 2 --microbatches 4 --seq 2048 --batch 1": {Reserved, Device},
 	// TinyLlama's held-out ZeRO-1 line: rank 3's history through the
 	// address model gives 15,354 MiB of its 15,898 (−3.4%), with its own
