@@ -9,7 +9,8 @@ import (
 // beside the addresses the driver gave them: MEMPLAN_VA=events.json.gz
 // (snap2events.py's output). Each segment_alloc is placed by the model and
 // each segment_free returned to it; both columns are MiB below the
-// highest address seen, so that their orders can be compared.
+// highest address seen, so that their orders can be compared; last, how
+// many pairs of the large pool's segments the two order differently.
 func TestVADebug(t *testing.T) {
 	ev := readEvents(t, debugInput(t, "MEMPLAN_VA"))
 	var v vaSpace
@@ -25,6 +26,7 @@ func TestVADebug(t *testing.T) {
 			top = max(top, int64(e[1].(float64))+int64(e[2].(float64)))
 		}
 	}
+	var model, real []int64 // each segment's, for the count of pairs out of order
 	n := 0
 	for i, e := range ev {
 		addr, size := int64(e[1].(float64)), int64(e[2].(float64))
@@ -32,6 +34,9 @@ func TestVADebug(t *testing.T) {
 		case "segment_alloc":
 			m, c := v.alloc(size)
 			live[addr] = seg{m, addr, size, c}
+			if size > 2<<20 { // the small pool's segments sit apart
+				model, real = append(model, m), append(real, addr)
+			}
 			fmt.Printf("seg %3d ev %6d %6d MiB  model %8.0f  real %8.0f  %v\n", n, i, size>>20, float64(vaTop-m)/(1<<20), float64(top-addr)/(1<<20), e[3])
 			n++
 		case "segment_free":
@@ -41,4 +46,13 @@ func TestVADebug(t *testing.T) {
 			}
 		}
 	}
+	out := 0
+	for i := range model {
+		for j := i + 1; j < len(model); j++ {
+			if (model[i] < model[j]) != (real[i] < real[j]) {
+				out++
+			}
+		}
+	}
+	fmt.Printf("pairs out of order: %d of %d segments\n", out, len(model))
 }
