@@ -68,6 +68,9 @@ type Record struct {
 	// MetaInit says train.py built an FSDP2 model on the meta device
 	// (--meta-init) rather than on the host.
 	MetaInit bool `json:"meta_init,omitempty"`
+	// FSDPExperts is train.py's --fsdp-experts (dim0, dim1 or auto; absent
+	// in records that predate it, which are dim0).
+	FSDPExperts string `json:"fsdp_experts,omitempty"`
 }
 
 // RecordLoRA is the "lora" object of a bench/torch/lora.py record.
@@ -214,6 +217,7 @@ func (r Record) Overrides() model.Overrides {
 		if r.MetaInit {
 			o.FSDPInit = model.FSDPInitMeta
 		}
+		o.FSDPExperts = r.FSDPExperts
 		switch r.Mode {
 		case "zero1":
 			o.Zero = "1"

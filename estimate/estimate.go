@@ -296,6 +296,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 		dp:              max(t.DP, 1),
 		ep:              max(t.EP, 1),
 		efsdp:           max(t.DP, 1) * max(t.TP, 1) / max(t.EP, 1),
+		fsdpExperts:     t.FSDPExperts,
 		epSkew:          t.EPSkew,
 		mayRace:         MayRace(t),
 		zero:            t.Zero,

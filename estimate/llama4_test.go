@@ -133,6 +133,16 @@ func TestOneExpertShard(t *testing.T) {
 	if got := padShard(eight, 16); got != second*last {
 		t.Errorf("eight experts over 16 ranks: %d elements on the busiest, want one expert's %d", got, second*last)
 	}
+	// Along the second dimension (fsdp_experts dim1 or auto), no expert is
+	// padded: each rank holds a sixteenth of every expert's rows.
+	eight.dim1 = true
+	if got, want := padShard(eight, 16), int64(8*second/16*last); got != want {
+		t.Errorf("eight experts over 16 ranks along their second dimension: %d elements, want %d", got, want)
+	}
+	one.dim1 = true
+	if got, want := padShard(one, 3), int64((second+2)/3*last); got != want {
+		t.Errorf("one expert over 3 ranks along its second dimension: %d elements, want %d (its rows padded to 3)", got, want)
+	}
 }
 
 // TestLlama4GradLayouts: Llama 4 rotates before it transposes and

@@ -42,6 +42,9 @@ type config struct {
 	// parallelism: the rank's data-parallel ranks (dp·cp) times its
 	// tensor-parallel ones, over ep (torchtitan's efsdp mesh).
 	efsdp int64
+	// fsdpExperts is how FSDP2 shards fused experts
+	// (model.Training.FSDPExperts).
+	fsdpExperts string
 	// inputGrads is enable_input_require_grads: the frozen embedding's
 	// output requires grad (LoRA with checkpointing, docs/lora.md §5).
 	inputGrads bool

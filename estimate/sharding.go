@@ -110,16 +110,37 @@ func (s *sim) shardOf(t *tensor) int64 { return padShard(t, s.degree(t)) }
 // rank's whole and the other's padding, measured:
 // bench/results/2026-11-28-h200x2-padded-experts.jsonl) — and second
 // otherwise; a vector along its elements.
+// A routed expert's weight marked dim1 is split along its second
+// dimension instead, each expert's rows padded alike.
 func padShard(t *tensor, w int64) int64 {
 	rows, row := t.elems, int64(1)
 	if t.second > 0 && t.last > 0 {
 		row = t.last
 		rows = t.elems / t.last
-		if lead := rows / t.second; lead > 1 || t.expert {
+		if lead := rows / t.second; t.dim1 {
+			return lead * ((t.second + w - 1) / w) * t.last
+		} else if lead > 1 || t.expert {
 			rows, row = lead, t.second*t.last
 		}
 	}
 	return (rows + w - 1) / w * row
+}
+
+// markDim1 marks the routed experts' weights FSDP2 shards along their
+// second dimension (model.ExpertsAlongDim1): each block's local experts
+// over the ranks that shard them (degree).
+func (s *sim) markDim1() {
+	if s.cfg.zero < 2 || s.cfg.fsdpExperts == model.FSDPExpertsDim0 {
+		return
+	}
+	for _, list := range [][]*tensor{s.params, s.frozen} {
+		for _, p := range list {
+			if p.expert && p.second > 0 && p.last > 0 {
+				lead := p.elems / (p.second * p.last)
+				p.dim1 = model.ExpertsAlongDim1(s.cfg.fsdpExperts, lead, s.degree(p))
+			}
+		}
+	}
 }
 
 // shards are the parameters (or slices of them) whose optimizer state this
@@ -158,6 +179,7 @@ func (s *sim) shards() []*tensor {
 // shardSetup allocates what sharding holds for the whole run once the
 // model is built: DDP's buckets, or the size of what FSDP gathers.
 func (s *sim) shardSetup(ins []*inst) {
+	s.markDim1()
 	switch {
 	case s.cfg.dp > 1 && s.cfg.zero <= 1:
 		s.ddpConstruct(ins) // ddp.go

@@ -64,6 +64,10 @@ type tensor struct {
 	// parallelism with ZeRO 2 or 3 it is sharded over the dp·tp/ep ranks
 	// that hold the same experts, not over every data-parallel rank.
 	expert bool
+	// dim1 marks a routed expert's fused weight that FSDP2 shards along its
+	// second dimension, not along the experts (model.Training.FSDPExperts;
+	// padShard).
+	dim1 bool
 	// plain marks a parameter a tensor-parallel rank holds as a plain
 	// tensor, not a DTensor (markPlain): the optimizer steps it in a
 	// parameter group of its own (adamStep).

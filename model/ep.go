@@ -138,10 +138,13 @@ func (m *Model) ShardedExpertRows(t *Training) int64 {
 // (experts of them: ShardedExpertRows without expert parallelism) under t:
 // stages 2 and 3 shard a rank's E/ep experts over the dp·cp·tp/ep ranks
 // that hold them, padded once those outnumber them, dp·cp·tp > E, whatever
-// ep (docs/moe.md §14). The one rule the estimate's note, tune's sharding
-// search and the planner's dominance rule follow.
+// ep (docs/moe.md §14), unless FSDP2 shards them along their second
+// dimension instead (Training.FSDPExperts dim1, or auto, which chooses it
+// exactly then). The one rule the estimate's note, tune's sharding search
+// and the planner's dominance rule follow.
 func ExpertsPadded(experts int64, t *Training) bool {
-	return t.Zero >= 2 && experts > 0 && max(t.DP, 1)*max(t.CP, 1)*max(t.TP, 1) > experts
+	return t.Zero >= 2 && experts > 0 && max(t.DP, 1)*max(t.CP, 1)*max(t.TP, 1) > experts &&
+		t.FSDPExperts == FSDPExpertsDim0
 }
 
 // RankParams is the parameters one rank holds of layers, a rank's lowered

@@ -31,6 +31,8 @@ type Overrides struct {
 	FSDPInit string `json:",omitempty"`
 	// FSDPRoot replaces fsdp_root (reshard or keep; "" leaves it).
 	FSDPRoot string `json:",omitempty"`
+	// FSDPExperts replaces fsdp_experts (dim0, dim1 or auto; "" leaves it).
+	FSDPExperts string `json:",omitempty"`
 	// PP is the pipeline stages (0 leaves the spec's); PPSchedule the
 	// pipeline schedule ("" leaves it).
 	PP         int64
@@ -182,6 +184,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	set("zero", o.Zero, func(v string) error { return parseZero(v, &t.Zero) })
 	set("fsdp_init", o.FSDPInit, func(v string) error { return parseFSDPInit(v, &t.FSDPInit) })
 	set("fsdp_root", o.FSDPRoot, func(v string) error { return parseFSDPRoot(v, &t.FSDPRoot) })
+	set("fsdp_experts", o.FSDPExperts, func(v string) error { return parseFSDPExperts(v, &t.FSDPExperts) })
 	set("offload", o.Offload, func(v string) error {
 		return parseChoice(v, &t.Offload, "offload mode", OffloadNone, OffloadOptimizer, OffloadParams)
 	})

@@ -143,3 +143,53 @@ func TestFSDPRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestFSDPExperts checks fsdp_experts: dim0 is the default (stored as ""),
+// dim1 and auto are kept, anything else is refused with its line or flag;
+// and the padding rule: ranks beyond a block's experts pad its dim0 shards
+// only (ExpertsPadded), auto choosing dim1 exactly there.
+func TestFSDPExperts(t *testing.T) {
+	yaml := func(v string) string {
+		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  dp: 2\n  zero: 3\n"
+		if v != "" {
+			s += "  fsdp_experts: " + v + "\n"
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, yaml, flag, want, err string
+	}{
+		{"default", yaml(""), "", FSDPExpertsDim0, ""},
+		{"yaml dim0", yaml("dim0"), "", FSDPExpertsDim0, ""},
+		{"yaml dim1", yaml("dim1"), "", FSDPExpertsDim1, ""},
+		{"flag auto over yaml dim1", yaml("dim1"), "auto", FSDPExpertsAuto, ""},
+		{"yaml bad", yaml("dim2"), "", "", `x.yaml:13: fsdp_experts: want dim0, dim1 or auto, got "dim2"`},
+		{"flag bad", yaml(""), "1", "", `--fsdp-experts: want dim0, dim1 or auto, got "1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := parseCase(t, tc.yaml, Overrides{FSDPExperts: tc.flag}, tc.err)
+			if s != nil && s.Training.FSDPExperts != tc.want {
+				t.Errorf("FSDPExperts %q, want %q", s.Training.FSDPExperts, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		mode           string
+		experts, dp    int64
+		padded, alongs bool
+	}{
+		{FSDPExpertsDim0, 2, 4, true, false},
+		{FSDPExpertsDim0, 8, 4, false, false},
+		{FSDPExpertsDim1, 8, 4, false, true},
+		{FSDPExpertsAuto, 2, 4, false, true},
+		{FSDPExpertsAuto, 8, 4, false, false},
+	} {
+		tr := &Training{Zero: 3, DP: tc.dp, FSDPExperts: tc.mode}
+		if got := ExpertsPadded(tc.experts, tr); got != tc.padded {
+			t.Errorf("%q, %d experts over %d ranks: padded %v, want %v", tc.mode, tc.experts, tc.dp, got, tc.padded)
+		}
+		if got := ExpertsAlongDim1(tc.mode, tc.experts, tc.dp); got != tc.alongs {
+			t.Errorf("%q, %d experts over %d ranks: along dim 1 %v, want %v", tc.mode, tc.experts, tc.dp, got, tc.alongs)
+		}
+	}
+}

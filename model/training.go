@@ -188,6 +188,16 @@ type Training struct {
 	// root (reshard_after_forward=None, as bench/torch/dist/tp.py and
 	// cp.py call it). docs/multigpu.md, "The root unit".
 	FSDPRoot string `json:"fsdp_root,omitempty"`
+	// FSDPExperts is how FSDP2 shards a block's fused expert weights
+	// [experts, …] (stages 2 and 3): "" (FSDPExpertsDim0, fully_shard's
+	// default) along the experts, each rank's share padded to whole
+	// experts, so that ranks beyond the experts hold padding
+	// (model.ExpertsPadded); FSDPExpertsDim1 along their second dimension
+	// (a shard_placement_fn returning Shard(1)); FSDPExpertsAuto as
+	// torchtitan's apply_fsdp chooses: the second dimension when the ranks
+	// sharding a block's experts, times ep, outnumber them, else the
+	// experts (docs/moe.md §14).
+	FSDPExperts string `json:"fsdp_experts,omitempty"`
 	// TP is the tensor-parallel size (0 or 1: none): torchtitan's plan,
 	// columnwise q, k, v, gate and up, rowwise o and down, a
 	// vocabulary-parallel embedding and head (docs/parallelism.md §3.1).
@@ -228,6 +238,40 @@ const (
 	FSDPRootReshard = ""
 	FSDPRootKeep    = "keep"
 )
+
+// How FSDP2 shards the fused experts (Training.FSDPExperts).
+const (
+	FSDPExpertsDim0 = ""
+	FSDPExpertsDim1 = "dim1"
+	FSDPExpertsAuto = "auto"
+)
+
+// parseFSDPExperts reads fsdp_experts: dim0 (stored as FSDPExpertsDim0),
+// dim1 or auto.
+func parseFSDPExperts(v string, out *string) error {
+	switch v {
+	case "dim0":
+		*out = FSDPExpertsDim0
+	case FSDPExpertsDim1, FSDPExpertsAuto:
+		*out = v
+	default:
+		return fmt.Errorf("want dim0, dim1 or auto, got %q", v)
+	}
+	return nil
+}
+
+// ExpertsAlongDim1 says whether FSDP2 shards a block's fused experts along
+// their second dimension under mode (Training.FSDPExperts) when w ranks
+// shard its localExperts (a block's experts over ep).
+func ExpertsAlongDim1(mode string, localExperts, w int64) bool {
+	switch mode {
+	case FSDPExpertsDim1:
+		return true
+	case FSDPExpertsAuto:
+		return w > localExperts
+	}
+	return false
+}
 
 // parseFSDPRoot reads fsdp_root: reshard (stored as FSDPRootReshard) or
 // keep.

@@ -50,6 +50,8 @@ def train_cmd(args, world):
         cmd += ["--bucket-view"]
     if "meta-init" in opts:
         cmd += ["--fsdp-init", "meta"]
+    if opts.get("fsdp-experts", "dim0") != "dim0":
+        cmd += ["--fsdp-experts", opts["fsdp-experts"]]
     if opts.get("lora"):
         cmd += ["--lora", opts["lora"], "--lora-targets", opts.get("targets", "all"), "--lora-alpha", opts["lora"]]
         if opts.get("lora-dropout"):

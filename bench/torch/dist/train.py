@@ -44,6 +44,24 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import measure  # noqa: E402  (bench/torch/measure.py: model construction)
 
 
+def experts_placement(a, block):
+    """--fsdp-experts: FSDP2's placement of block's fused expert weights
+    (memplan's fsdp_experts): dim0 leaves fully_shard's default (Shard(0),
+    along the experts); dim1 returns Shard(1) for each; auto does so where
+    the ranks outnumber the block's experts, as torchtitan's apply_fsdp
+    does. None where nothing changes."""
+    if a.fsdp_experts == "dim0" or a.ep > 1:
+        return None
+    from torch.distributed.tensor import Shard
+    import ep
+    weights = {p for m in ep.experts_modules(block) for p in m.parameters() if p.dim() == 3}
+    if a.fsdp_experts == "auto":
+        weights = {p for p in weights if a.world > p.shape[0]}
+    if not weights:
+        return None
+    return lambda p: Shard(1) if p in weights else None
+
+
 def memplan_command(a, t):
     """The memplan command line that describes this configuration."""
     zero = {"ddp": 0, "ddp-view": 0, "zero1": 1}.get(a.mode)
@@ -62,6 +80,8 @@ def memplan_command(a, t):
         c += " --bucket-view"
     if a.meta_init:
         c += " --fsdp-init meta"
+    if a.fsdp_experts != "dim0":
+        c += " --fsdp-experts " + a.fsdp_experts
     if a.lora:
         c += " --lora %d --lora-targets %s --lora-alpha %d" % (a.lora, a.targets, a.lora)
         if a.lora_dropout:
@@ -207,7 +227,7 @@ def wrap(a, model, kind, t, torch, rank):
         if a.ep > 1:
             import ep
             ep.shard_experts(b, a.edp_mesh, reshard_after_forward=raf, **kw)
-        fully_shard(b, reshard_after_forward=raf, **kw)
+        fully_shard(b, reshard_after_forward=raf, shard_placement_fn=experts_placement(a, b), **kw)
     # The root: reshard_after_forward as given (torch's default None would
     # keep it unsharded; memplan's --zero 3 means every unit resharded).
     fully_shard(model, reshard_after_forward=raf, **kw)
@@ -248,6 +268,9 @@ def main():
     ap.add_argument("--lora-dropout", dest="lora_dropout", type=float, default=0.0)
     ap.add_argument("--adapter-dtype", dest="adapter_dtype", choices=("fp32", "base"), default="fp32",
                     help="with --lora: peft's autocast_adapter_dtype (fp32 adapters) or the base's dtype")
+    ap.add_argument("--fsdp-experts", dest="fsdp_experts", choices=["dim0", "dim1", "auto"], default="dim0",
+                    help="with --mode fsdp: shard fused expert weights along the experts (fully_shard's default), "
+                         "along their second dimension, or so where the ranks outnumber the experts (torchtitan)")
     ap.add_argument("--meta-init", dest="meta_init", action="store_true",
                     help="with --mode fsdp: build the model on the meta device, fully_shard it, then to_empty "
                          "(torchtitan's init; memplan's --fsdp-init meta); buffers copied from a host-built twin")
@@ -275,7 +298,7 @@ def main():
     if t["precision"] == "fsdp-bf16" and a.mode != "fsdp":
         raise SystemExit("fsdp-bf16 needs --mode fsdp")
     rec = {"label": a.label, "spec": a.spec, "mode": a.mode, "reshard": a.reshard if a.mode == "fsdp" else None,
-           "step_pause": 0 if a.no_pause else 0.2, "meta_init": a.meta_init,
+           "step_pause": 0 if a.no_pause else 0.2, "meta_init": a.meta_init, "fsdp_experts": a.fsdp_experts,
            "rank": rank, "world": a.world, "training": t, "date": time.strftime("%Y-%m-%d"),
            "memplan": memplan_command(a, t), **measure.versions(torch),
            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
