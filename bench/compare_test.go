@@ -255,6 +255,12 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// taken as half an expert until estimate.padShard split a single
 		// expert along its own dimension).
 		{"padded expert shards, 2xH200", "", "results/2026-11-28-h200x2-padded-experts.jsonl", 0, 2},
+		// FSDP2's fused experts along their second dimension
+		// (fsdp_experts dim1 and auto; thirty-second session, 2 x H200;
+		// predictions committed first:
+		// results/2026-11-28-fsdp-experts{,-heldout-2}-predictions.txt).
+		{"experts along dim 1, 2xH200", "results/2026-11-28-h200x2-fsdp-experts/fsdp-experts.jsonl",
+			"results/2026-11-28-h200x2-fsdp-experts/fsdp-experts-heldout.jsonl", 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)

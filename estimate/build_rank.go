@@ -94,6 +94,6 @@ func (s *sim) notePaddedExperts(t model.Training, m *model.Model) {
 	}
 	rows := m.ShardedExpertRows(&t)
 	n := max(t.DP, 1) * max(t.CP, 1) * max(t.TP, 1) / max(t.EP, 1)
-	s.note(fmt.Sprintf("FSDP2 shards each block's %d experts along their first dimension over %d ranks: every shard is padded to %d row(s) and every all-gather moves %d of them, %.0f× the experts' size, so more GPUs cost memory here (torchtitan shards experts along another dimension when its ranks outnumber them; expert parallelism also avoids it)",
+	s.note(fmt.Sprintf("FSDP2 shards each block's %d experts along their first dimension over %d ranks: every shard is padded to %d row(s) and every all-gather moves %d of them, %.0f× the experts' size, so more GPUs cost memory here (torchtitan shards experts along their second dimension when its ranks outnumber them: say so with --fsdp-experts auto; expert parallelism also avoids it)",
 		rows, n, (rows+n-1)/n, n, float64(n*((rows+n-1)/n))/float64(rows)))
 }
