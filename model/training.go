@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The training setup: precisions, optimizers, checkpointing, attention and
 // the rest of a spec's training section.
@@ -249,15 +252,7 @@ const (
 // parseFSDPExperts reads fsdp_experts: dim0 (stored as FSDPExpertsDim0),
 // dim1 or auto.
 func parseFSDPExperts(v string, out *string) error {
-	switch v {
-	case "dim0":
-		*out = FSDPExpertsDim0
-	case FSDPExpertsDim1, FSDPExpertsAuto:
-		*out = v
-	default:
-		return fmt.Errorf("want dim0, dim1 or auto, got %q", v)
-	}
-	return nil
+	return parseDefaulted(v, out, "dim0", FSDPExpertsDim1, FSDPExpertsAuto)
 }
 
 // ExpertsAlongDim1 says whether FSDP2 shards a block's fused experts along
@@ -276,29 +271,30 @@ func ExpertsAlongDim1(mode string, localExperts, w int64) bool {
 // parseFSDPRoot reads fsdp_root: reshard (stored as FSDPRootReshard) or
 // keep.
 func parseFSDPRoot(v string, out *string) error {
-	switch v {
-	case "reshard":
-		*out = FSDPRootReshard
-	case FSDPRootKeep:
-		*out = v
-	default:
-		return fmt.Errorf("want reshard or keep, got %q", v)
-	}
-	return nil
+	return parseDefaulted(v, out, "reshard", FSDPRootKeep)
 }
 
 // parseFSDPInit reads fsdp_init: host (stored as FSDPInitHost), gpu or
 // meta.
 func parseFSDPInit(v string, out *string) error {
-	switch v {
-	case "host":
-		*out = FSDPInitHost
-	case FSDPInitGPU, FSDPInitMeta:
-		*out = v
-	default:
-		return fmt.Errorf("want host, gpu or meta, got %q", v)
+	return parseDefaulted(v, out, "host", FSDPInitGPU, FSDPInitMeta)
+}
+
+// parseDefaulted reads a setting whose default, spelled def, is stored as
+// "" and whose other values as themselves.
+func parseDefaulted(v string, out *string, def string, others ...string) error {
+	if v == def {
+		*out = ""
+		return nil
 	}
-	return nil
+	for _, o := range others {
+		if v == o {
+			*out = v
+			return nil
+		}
+	}
+	all := append([]string{def}, others...)
+	return fmt.Errorf("want %s or %s, got %q", strings.Join(all[:len(all)-1], ", "), all[len(all)-1], v)
 }
 
 // Mixed reports whether the precision is autocast over fp32 weights.
