@@ -261,6 +261,8 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// results/2026-11-28-fsdp-experts{,-heldout-2}-predictions.txt).
 		{"experts along dim 1, 2xH200", "results/2026-11-28-h200x2-fsdp-experts/fsdp-experts.jsonl",
 			"results/2026-11-28-h200x2-fsdp-experts/fsdp-experts-heldout.jsonl", 2, 2},
+		{"experts along dim 1, 4xH200", "results/2026-11-28-h200x4-fsdp-experts/fsdp-experts.jsonl",
+			"results/2026-11-28-h200x4-fsdp-experts/fsdp-experts-heldout.jsonl", 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
