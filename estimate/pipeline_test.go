@@ -256,3 +256,29 @@ func TestPipelineExpertKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineDDPNote: an estimate of DDP or ZeRO-1 over pipeline stages
+// says that the driver's placement of segments, which memplan does not
+// model, has made such runs reserve up to 11.6% more (docs/parallelism.md
+// §3.2.9); a pipeline alone or under FSDP does not.
+func TestPipelineDDPNote(t *testing.T) {
+	for _, tc := range []struct {
+		dp   int64
+		zero string
+		want bool
+	}{
+		{1, "", false},
+		{2, "0", true},
+		{2, "1", true},
+		{2, "2", false},
+	} {
+		o := model.Overrides{PP: 2, PPSchedule: "1f1b", GradAccum: 2, Seq: 512, Batch: 1, DP: tc.dp, Zero: tc.zero}
+		r, err := Estimate(load(t, "tinyllama-1.1b.yaml", o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(r.Notes, pipelineDDPNote); got != tc.want {
+			t.Errorf("dp %d zero %q: the placement note %v, want %v", tc.dp, tc.zero, got, tc.want)
+		}
+	}
+}
