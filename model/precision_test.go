@@ -69,35 +69,6 @@ func TestBucketViewStage(t *testing.T) {
 	}
 }
 
-// TestFSDPInit checks fsdp_init: host is the default (stored as ""), gpu
-// and meta are kept, anything else is refused with its line or flag.
-func TestFSDPInit(t *testing.T) {
-	yaml := func(v string) string {
-		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  dp: 2\n  zero: 3\n"
-		if v != "" {
-			s += "  fsdp_init: " + v + "\n"
-		}
-		return s
-	}
-	for _, tc := range []struct {
-		name, yaml, flag, want, err string
-	}{
-		{"default", yaml(""), "", FSDPInitHost, ""},
-		{"yaml host", yaml("host"), "", FSDPInitHost, ""},
-		{"yaml gpu", yaml("gpu"), "", FSDPInitGPU, ""},
-		{"flag meta over yaml gpu", yaml("gpu"), "meta", FSDPInitMeta, ""},
-		{"yaml bad", yaml("cpu"), "", "", `x.yaml:13: fsdp_init: want host, gpu or meta, got "cpu"`},
-		{"flag bad", yaml(""), "disk", "", `--fsdp-init: want host, gpu or meta, got "disk"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := parseCase(t, tc.yaml, Overrides{FSDPInit: tc.flag}, tc.err)
-			if s != nil && s.Training.FSDPInit != tc.want {
-				t.Errorf("FSDPInit %q, want %q", s.Training.FSDPInit, tc.want)
-			}
-		})
-	}
-}
-
 // parseCase parses spec text as x.yaml under o: with wantErr set it
 // checks that the error says so and returns nil, else it returns the spec.
 func parseCase(t *testing.T, yaml string, o Overrides, wantErr string) *Spec {
@@ -115,64 +86,56 @@ func parseCase(t *testing.T, yaml string, o Overrides, wantErr string) *Spec {
 	return s
 }
 
-// TestFSDPRoot checks fsdp_root: reshard is the default (stored as ""),
-// keep is kept, anything else is refused with its line or flag.
-func TestFSDPRoot(t *testing.T) {
-	yaml := func(v string) string {
+// TestFSDPSettings checks fsdp_init, fsdp_root and fsdp_experts (one
+// reader, parseDefaulted): each default's name is stored as "", the other
+// values as themselves, a flag wins over the spec's key, and anything else
+// is refused with its line or flag.
+func TestFSDPSettings(t *testing.T) {
+	yaml := func(key, v string) string {
 		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  dp: 2\n  zero: 3\n"
 		if v != "" {
-			s += "  fsdp_root: " + v + "\n"
+			s += "  " + key + ": " + v + "\n"
 		}
 		return s
 	}
-	for _, tc := range []struct {
-		name, yaml, flag, want, err string
+	for _, st := range []struct {
+		key  string
+		flag func(string) Overrides
+		got  func(*Training) string
+		vals [3]string // the default's name and two others
 	}{
-		{"default", yaml(""), "", FSDPRootReshard, ""},
-		{"yaml reshard", yaml("reshard"), "", FSDPRootReshard, ""},
-		{"yaml keep", yaml("keep"), "", FSDPRootKeep, ""},
-		{"flag reshard over yaml keep", yaml("keep"), "reshard", FSDPRootReshard, ""},
-		{"yaml bad", yaml("never"), "", "", `x.yaml:13: fsdp_root: want reshard or keep, got "never"`},
-		{"flag bad", yaml(""), "true", "", `--fsdp-root: want reshard or keep, got "true"`},
+		{"fsdp_init", func(v string) Overrides { return Overrides{FSDPInit: v} }, func(t *Training) string { return t.FSDPInit }, [3]string{"host", FSDPInitGPU, FSDPInitMeta}},
+		{"fsdp_root", func(v string) Overrides { return Overrides{FSDPRoot: v} }, func(t *Training) string { return t.FSDPRoot }, [3]string{"reshard", FSDPRootKeep, FSDPRootKeep}},
+		{"fsdp_experts", func(v string) Overrides { return Overrides{FSDPExperts: v} }, func(t *Training) string { return t.FSDPExperts }, [3]string{"dim0", FSDPExpertsDim1, FSDPExpertsAuto}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := parseCase(t, tc.yaml, Overrides{FSDPRoot: tc.flag}, tc.err)
-			if s != nil && s.Training.FSDPRoot != tc.want {
-				t.Errorf("FSDPRoot %q, want %q", s.Training.FSDPRoot, tc.want)
-			}
-		})
+		flagName := "--" + strings.ReplaceAll(st.key, "_", "-")
+		want := st.vals[0] + ", " + st.vals[1] + " or " + st.vals[2]
+		if st.vals[1] == st.vals[2] {
+			want = st.vals[0] + " or " + st.vals[1]
+		}
+		for _, tc := range []struct {
+			name, yaml, flag, want, err string
+		}{
+			{"default", yaml(st.key, ""), "", "", ""},
+			{"yaml default", yaml(st.key, st.vals[0]), "", "", ""},
+			{"yaml other", yaml(st.key, st.vals[1]), "", st.vals[1], ""},
+			{"flag over yaml", yaml(st.key, st.vals[1]), st.vals[2], st.vals[2], ""},
+			{"yaml bad", yaml(st.key, "never"), "", "", `x.yaml:13: ` + st.key + `: want ` + want + `, got "never"`},
+			{"flag bad", yaml(st.key, ""), "1", "", flagName + `: want ` + want + `, got "1"`},
+		} {
+			t.Run(st.key+" "+tc.name, func(t *testing.T) {
+				s := parseCase(t, tc.yaml, st.flag(tc.flag), tc.err)
+				if s != nil && st.got(&s.Training) != tc.want {
+					t.Errorf("%s %q, want %q", st.key, st.got(&s.Training), tc.want)
+				}
+			})
+		}
 	}
 }
 
-// TestFSDPExperts checks fsdp_experts: dim0 is the default (stored as ""),
-// dim1 and auto are kept, anything else is refused with its line or flag;
-// and the padding rule: ranks beyond a block's experts pad its dim0 shards
+// TestExpertsPadding: ranks beyond a block's experts pad its dim0 shards
 // only (ExpertsPadded), auto choosing dim1 exactly there.
-func TestFSDPExperts(t *testing.T) {
-	yaml := func(v string) string {
-		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n  dp: 2\n  zero: 3\n"
-		if v != "" {
-			s += "  fsdp_experts: " + v + "\n"
-		}
-		return s
-	}
-	for _, tc := range []struct {
-		name, yaml, flag, want, err string
-	}{
-		{"default", yaml(""), "", FSDPExpertsDim0, ""},
-		{"yaml dim0", yaml("dim0"), "", FSDPExpertsDim0, ""},
-		{"yaml dim1", yaml("dim1"), "", FSDPExpertsDim1, ""},
-		{"flag auto over yaml dim1", yaml("dim1"), "auto", FSDPExpertsAuto, ""},
-		{"yaml bad", yaml("dim2"), "", "", `x.yaml:13: fsdp_experts: want dim0, dim1 or auto, got "dim2"`},
-		{"flag bad", yaml(""), "1", "", `--fsdp-experts: want dim0, dim1 or auto, got "1"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := parseCase(t, tc.yaml, Overrides{FSDPExperts: tc.flag}, tc.err)
-			if s != nil && s.Training.FSDPExperts != tc.want {
-				t.Errorf("FSDPExperts %q, want %q", s.Training.FSDPExperts, tc.want)
-			}
-		})
-	}
+func TestExpertsPadding(t *testing.T) {
 	for _, tc := range []struct {
 		mode           string
 		experts, dp    int64
