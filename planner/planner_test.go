@@ -123,6 +123,10 @@ func TestMonotone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same along the experts' second dimension (fsdp_experts auto,
+	// torchtitan's): no padding, so the rules hold past the experts too.
+	moeDim1 := *moe
+	moeDim1.Training.FSDPExperts = model.FSDPExpertsAuto
 	for _, tc := range []struct {
 		name   string
 		spec   *model.Spec
@@ -138,6 +142,7 @@ func TestMonotone(t *testing.T) {
 		{"llama pp2 1f1b", llama, Layout{TP: 1, PP: 2, CP: 1, EP: 1, Schedule: OneFOneB, Virtual: 1}, []int64{1, 2}, []int64{2, 3, 4}, []int64{1, 2}},
 		{"llama pp2 gpipe", llama, Layout{TP: 1, PP: 2, CP: 1, EP: 1, Schedule: GPipe, Virtual: 1}, []int64{1, 2}, []int64{1, 2, 4}, []int64{1, 2}},
 		{"moe dp past the experts", moe, Layout{TP: 1, PP: 1, CP: 1, EP: 1}, []int64{1, 2, 4, 8}, []int64{1}, []int64{1, 2}},
+		{"moe dp past the experts along dim 1", &moeDim1, Layout{TP: 1, PP: 1, CP: 1, EP: 1}, []int64{1, 2, 4, 8}, []int64{1}, []int64{1, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ls []Layout
@@ -164,7 +169,7 @@ func TestMonotone(t *testing.T) {
 func checkMonotone(t *testing.T, spec *model.Spec, ls []Layout) {
 	t.Helper()
 	experts := spec.Model.ShardedExpertRows(&model.Training{})
-	programOf := func(l Layout) program { return programOf(l, experts) }
+	programOf := func(l Layout) program { return programOf(l, experts, spec.Training.FSDPExperts) }
 	mem := map[program]int64{}
 	for _, l := range ls {
 		r, err := Simulator{}.Estimate(spec, l)

@@ -32,11 +32,11 @@ type group struct {
 }
 
 // programOf is l's program for a model whose blocks have experts experts
-// (0: none; model.ExpertsPadded).
-func programOf(l Layout, experts int64) program {
+// (0: none), sharded by FSDP2 as fsdpExperts says (model.ExpertsPadded).
+func programOf(l Layout, experts int64, fsdpExperts string) program {
 	p := program{group: group{l.TP, l.PP, l.CP, l.EP, l.Virtual, l.SP, l.LossParallel, l.Schedule},
 		zero: l.Zero, shard: l.DP * l.CP, micro: l.Micro, accum: l.Accum, ckpt: l.Checkpointing,
-		padded: model.ExpertsPadded(experts, &model.Training{DP: l.DP, CP: l.CP, TP: l.TP, Zero: l.Zero})}
+		padded: model.ExpertsPadded(experts, &model.Training{DP: l.DP, CP: l.CP, TP: l.TP, Zero: l.Zero, FSDPExperts: fsdpExperts})}
 	if l.Zero == 0 {
 		p.shard = min(p.shard, 2)
 	}
@@ -174,7 +174,7 @@ func (s *search) programOf(l Layout) program {
 	if s.canon != nil {
 		l = s.canon.Canonical(l)
 	}
-	return programOf(l, s.experts)
+	return programOf(l, s.experts, s.spec.Training.FSDPExperts)
 }
 
 func (s *search) screened(l Layout) error {
