@@ -8,14 +8,14 @@ package model
 // m, or "" when they are: torchtitan's plans shard Llama's block with
 // separate q, k and v projections, not the other families' changes to it.
 // The families whose layouts run transformers' own forward
-// (RunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Gemma 2 and
-// 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo and OLMo 2 and 3)
+// (RunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Llama 4,
+// Gemma 2 and 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo and OLMo 2 and 3)
 // are split by the same plan through it (docs/parallelism.md
 // §3.1.3–3.1.6); SeqSplitRefusal says what they still refuse. Sandwich
 // norms and logit softcaps other than Gemma's are refused. The spec's
 // checks and LowerRank (for every caller, the planner's too) both ask it.
 func (m *Model) TPRefusal() string {
-	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) || m.llama4() {
+	if m.Type != Llama || (m.SandwichNorm && !m.gemmaSandwich()) || (m.LogitSoftcap > 0 && !m.gemmaSandwich()) {
 		return m.describe()
 	}
 	return ""
@@ -101,8 +101,11 @@ func (m *Model) deepseek() bool {
 // llama4 says whether m has any of Llama 4's changes to Llama's block
 // (its dense experts and router, whole heads rotated as complex numbers,
 // the weightless query and key norm, the queries' temperature). Its
-// pipeline stages run transformers' forward (RunsTransformersForward);
-// tensor, context and expert parallelism are refused (not measured).
+// pipeline stages and tensor-parallel ranks run transformers' forward
+// (RunsTransformersForward; hftp.py cuts its dense experts' columns);
+// context parallelism (SeqSplitRefusal: its experts) and expert
+// parallelism (CheckEP: experts that see every token) are refused, not
+// measured.
 func (m *Model) llama4() bool {
 	return m.DenseExperts || m.QKL2Norm || m.AttnTemperature || m.RoPEComplex && m.KVLoRARank == 0
 }

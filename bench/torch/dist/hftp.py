@@ -1,7 +1,7 @@
 """Tensor parallelism, with or without sequence parallelism, of a transformers
 causal LM run through its own forward (GPT-OSS, GLM-4 MoE, DeepSeek-V2 and
-V3, Gemma 2 and 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo, OLMo 2
-and 3: memplan's model.Model.RunsTransformersForward families), for tp.py
+V3, Llama 4, Gemma 2 and 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo,
+OLMo 2 and 3: memplan's model.Model.RunsTransformersForward families), for tp.py
 and pp.py. A tied head and embedding are tied again after the split (tp.py),
 both split by vocabulary (Shard(0)); pp.HFStage applies a CausalLM's logit
 softcap (Gemma 2) and scaling (Granite, Cohere) after the head.
@@ -45,8 +45,10 @@ gathers it:
 - a mixture of experts as torchtitan splits experts without expert
   parallelism (common.TPMoE for the Llama harness): the router replicated and
   run on every token, each expert's gate/up columns and down rows cut to the
-  rank's share (gate and up halves each, or GPT-OSS's interleaved pairs), the
-  shared experts by columns and rows, the block's input taken as replicated
+  rank's share (gate and up halves each, or GPT-OSS's interleaved pairs;
+  Llama 4's dense experts, [E, h, 2I] and [E, I, h], along their last and
+  middle dimensions), the shared experts (Llama 4's shared_expert) by columns
+  and rows, the block's input taken as replicated
   (or gathered along the sequence, sp) and its partial output all-reduced
   (or reduce-scattered along the sequence, sp: ExpertsTP). The parameters the rank
   holds replicated but whose gradients are partial sums (the routers, the
@@ -125,18 +127,22 @@ def apply(model, mesh, lp, sp=False, ep=False):
             for n in ("q", "k"):
                 plan["self_attn.%s_proj" % n] = ColwiseParallel(output_layouts=Shard(1), use_local_output=False)
                 plan["self_attn.%s_norm" % n] = SequenceParallel()
-        moe = hasattr(layer.mlp, "experts")
+        # The block's feed-forward module: mlp, or Llama 4's feed_forward.
+        ff = "mlp" if hasattr(layer, "mlp") else "feed_forward"
+        mlp = getattr(layer, ff)
+        moe = hasattr(mlp, "experts")
         down = RowwiseParallel(output_layouts=seq, use_local_output=not sp)
         if moe and ep:
-            layer.mlp = SeqShardMoE(layer.mlp, mesh)
+            setattr(layer, ff, SeqShardMoE(mlp, mesh))
         elif moe:
-            layer.mlp = ExpertsTP(layer.mlp, mesh, sp)
-        elif hasattr(layer.mlp, "c_fc"):  # StarCoder2's two-layer MLP
-            plan.update({"mlp.c_fc": ColwiseParallel(), "mlp.c_proj": down})
-        elif hasattr(layer.mlp, "gate_up_proj"):  # Phi-3's fused gate and up
-            plan.update({"mlp.gate_up_proj": ColwiseParallel(), "mlp.down_proj": down})
+            setattr(layer, ff, ExpertsTP(mlp, mesh, sp))
+        elif hasattr(mlp, "c_fc"):  # StarCoder2's two-layer MLP
+            plan.update({ff + ".c_fc": ColwiseParallel(), ff + ".c_proj": down})
+        elif hasattr(mlp, "gate_up_proj"):  # Phi-3's fused gate and up
+            plan.update({ff + ".gate_up_proj": ColwiseParallel(), ff + ".down_proj": down})
         else:
-            plan.update({"mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": down})
+            plan.update({ff + "." + n: ColwiseParallel() for n in ("gate_proj", "up_proj")})
+            plan[ff + ".down_proj"] = down
         if sp:
             # Every norm of the block works on the residual stream or a
             # branch's output (Gemma 3's four: input, post-attention,
@@ -149,7 +155,7 @@ def apply(model, mesh, lp, sp=False, ep=False):
         if sp:
             layer.self_attn.register_forward_pre_hook(_gather_input, with_kwargs=True)
             if not moe:
-                layer.mlp.register_forward_pre_hook(_gather_input, with_kwargs=True)
+                getattr(layer, ff).register_forward_pre_hook(_gather_input, with_kwargs=True)
         attn = layer.self_attn
         if getattr(attn, "sinks", None) is not None:
             h = attn.sinks.shape[0] // t
@@ -226,6 +232,17 @@ class ExpertsTP(nn.Module):
                 ex.gate_up_proj_bias = nn.Parameter(ex.gate_up_proj_bias[:, r * c2:(r + 1) * c2].clone())
                 c = c2 // 2
                 ex.down_proj = nn.Parameter(ex.down_proj[:, r * c:(r + 1) * c].clone())
+            elif type(ex).__name__ == "Llama4TextExperts":
+                # Llama 4: gate_up [E, h, 2I] (the gate's I columns, then
+                # the up's: chunk(2, dim=-1)), down [E, I, h]; no biases.
+                gu = ex.gate_up_proj
+                i = gu.shape[2] // 2
+                assert i % t == 0, f"the experts' intermediate size {i} does not split over {t} ranks"
+                c = i // t
+                ex.gate_up_proj = nn.Parameter(torch.cat((gu[:, :, r * c:(r + 1) * c],
+                                                          gu[:, :, i + r * c:i + (r + 1) * c]), dim=2))
+                del gu
+                ex.down_proj = nn.Parameter(ex.down_proj[:, r * c:(r + 1) * c].clone())
             else:
                 # [E, 2I, h]: the gate's I rows, then the up's; down [E, h, I].
                 gu = ex.gate_up_proj
@@ -236,7 +253,7 @@ class ExpertsTP(nn.Module):
                                                          dim=1))
                 del gu
                 ex.down_proj = nn.Parameter(ex.down_proj[:, :, r * c:(r + 1) * c].clone())
-            sh = getattr(moe, "shared_experts", None)
+            sh = getattr(moe, "shared_experts", None) or getattr(moe, "shared_expert", None)
             if sh is not None:
                 c = sh.gate_proj.weight.shape[0] // t
                 _rows(sh.gate_proj, r, c)
