@@ -269,8 +269,16 @@ class ExpertsTP(nn.Module):
             xd = x.redistribute(placements=(Replicate(),))
         else:
             xd = DTensor.from_local(x, self.mesh, (Replicate(),), run_check=False)
-        out = self.inner(xd.to_local(grad_placements=(Partial(),)))
+        xl = xd.to_local(grad_placements=(Partial(),))
+        out = self.inner(xl)
         y = out[0] if isinstance(out, tuple) else out
+        # Llama4TextMoe returns its tokens flattened ([b·s, h]), which the
+        # decoder layer views as the residual's shape: viewed back here, so
+        # that Shard(1) is the sequence (on the flattened rows it would cut
+        # the hidden width, which the residual's addition then exchanges
+        # all-to-all).
+        if y.dim() != xl.dim():
+            y = y.view(xl.shape)
         y = DTensor.from_local(y, self.mesh, (Partial(),), run_check=False).redistribute(
             placements=(Shard(1),) if self.sp else (Replicate(),))
         if not self.sp:
