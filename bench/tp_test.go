@@ -135,7 +135,10 @@ func (r *tpRecord) measured() (m [NumMetrics]int64) {
 // its StarCoder2 line traced, and the second set after the last change on
 // two H100s, heldout-28b.txt; held-out sets 29, 30 and 30c, and the
 // thirtieth session's runs with the harness rotating by fp32 tables,
-// trace-rope-fp32.txt) to issue 12's multi-GPU targets: medians
+// trace-rope-fp32.txt; and Llama 4 on two H200s, grid- and
+// heldout-tp-llama4.txt, its sequence-parallel lines run again after a
+// harness fix, rerun-tp-llama4-sp.txt (tpReruns), two lines traced,
+// trace-tp-llama4.txt) to issue 12's multi-GPU targets: medians
 // within 2% (allocated) and 3% (reserved, device), worst within 6% and 8%,
 // nothing more than UnderLimit under.
 func TestTensorParallelAccuracy(t *testing.T) {
@@ -167,8 +170,10 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-27-h200x4-heldout-28/heldout-28.jsonl", "2026-11-27-h200x4-heldout-28/trace-starcoder2.jsonl",
 		"2026-11-27-h100x2-heldout-28b/heldout-28b.jsonl", "2026-11-28-h100x4-tp-gaps-traces/trace-tp-gaps.jsonl",
 		"2026-11-28-h100x4-heldout-29/heldout-29.jsonl", "2026-11-28-h200x2-heldout-30/heldout-30.jsonl",
-		"2026-11-28-h200x2-rope-fp32/rope.jsonl", "2026-11-28-h200x2-heldout-30c/heldout-30c.jsonl"} {
-		runs = append(runs, readScript(t, filepath.Join("results", f), "tp")...)
+		"2026-11-28-h200x2-rope-fp32/rope.jsonl", "2026-11-28-h200x2-heldout-30c/heldout-30c.jsonl",
+		"2026-11-28-h200x2-tp-llama4/tp-llama4.jsonl", "2026-11-28-h200x2-tp-llama4/tp-llama4-heldout.jsonl",
+		"2026-11-28-h200x2-tp-llama4/rerun-sp.jsonl", "2026-11-28-h200x2-tp-llama4/trace.jsonl"} {
+		runs = append(runs, withoutReruns(t, f, readScript(t, filepath.Join("results", f), "tp"))...)
 	}
 	for _, r := range runs {
 		c := r.Config
@@ -198,8 +203,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 137 {
-		t.Fatalf("%d tensor-parallel runs, want 137", n)
+	if n := len(errs[Allocated]); n != 146 {
+		t.Fatalf("%d tensor-parallel runs, want 146", n)
 	}
 	checkSpread(t, errs)
 }
@@ -234,7 +239,14 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // step the allocator puts an Adam state of 253 MiB into a free block of a
 // 3,142 MiB segment where the run mapped a segment of its own, so the
 // cached blocks' layout already differs there, by placement among blocks
-// the history does not tell apart (not yet modelled).
+// the history does not tell apart (not yet modelled). −3.7% since the
+// thirty-third session holds the output projection's input until the
+// output collective (estimate.attnOp.forward; this history frees it
+// there, as Maverick's test shape does): with the first 1, 2, … 9 of the
+// 199 stretches where memplan's requests and the history's differ
+// replaced by the history's, the simulated peak goes back and forth
+// between 48,324 and 49,896 MiB (bench/torch/bisect.py) — a peak set by
+// placement, not by any one tensor.
 //
 // (GPT-OSS's first four layers at tp 2 with sp, a batch of two,
 // checkpointed, −3.1% reserved blind, is +0.0% since the same session's
@@ -243,6 +255,38 @@ func TestTensorParallelAccuracy(t *testing.T) {
 var tpGaps = map[string]map[int]bool{
 	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096":                                             {Reserved: true, Device: true},
 	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block": {Reserved: true, Device: true},
+}
+
+// tpReruns maps a results file to the one that ran some of its lines again
+// after a fix to the harness: Llama 4's sequence-parallel lines, first run
+// while hftp.ExpertsTP reduce-scattered Llama4TextMoe's flattened output
+// along its hidden width (an all-to-all the plan does not make, 450 MiB of
+// NCCL's point-to-point buffers; bench/results/README.md, "Thirty-third
+// session").
+var tpReruns = map[string]string{
+	"2026-11-28-h200x2-tp-llama4/tp-llama4.jsonl":         "2026-11-28-h200x2-tp-llama4/rerun-sp.jsonl",
+	"2026-11-28-h200x2-tp-llama4/tp-llama4-heldout.jsonl": "2026-11-28-h200x2-tp-llama4/rerun-sp.jsonl",
+}
+
+// withoutReruns drops from rs, the records of results file f, those whose
+// lines tpReruns' file ran again.
+func withoutReruns(t *testing.T, f string, rs []tpRecord) []tpRecord {
+	t.Helper()
+	again, ok := tpReruns[f]
+	if !ok {
+		return rs
+	}
+	later := map[string]bool{}
+	for _, r := range readScript(t, filepath.Join("results", again), "tp") {
+		later[r.Label] = true
+	}
+	var out []tpRecord
+	for _, r := range rs {
+		if !later[r.Label] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // setEP gives o a record's expert parallelism (cp.py and tp.py --ep): ep

@@ -162,7 +162,13 @@ func (a *attnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		y = c
 	}
 	o := a.linear(s, y, a.o, a.oB, st.rows, k.Dim)
-	s.unref(y)
+	// The output projection's input is a local the module rebinds to the
+	// projection's result: inside a tensor-parallel module after
+	// RowwiseParallel's output collective, which runs in the projection's
+	// call (measured: Maverick's test shape at tp 2, checkpointed, its
+	// attn_output freed after the all-reduce,
+	// bench/results/2026-11-28-h200x2-tp-llama4/traces).
+	s.atReturn(y)
 	if k.OutDropout > 0 {
 		d := s.dropout(o)
 		s.unref(o)
