@@ -138,8 +138,8 @@ func (r *tpRecord) measured() (m [NumMetrics]int64) {
 // trace-rope-fp32.txt; and Llama 4 on two H200s, grid- and
 // heldout-tp-llama4.txt, its sequence-parallel lines run again after a
 // harness fix, rerun-tp-llama4-sp.txt (tpReruns), two lines traced,
-// trace-tp-llama4.txt; and held-out set 33, checkpointed lines across the
-// families on two H200s, heldout-33.txt) to issue 12's multi-GPU targets: medians
+// trace-tp-llama4.txt; and held-out set 49, checkpointed lines across the
+// families on two H200s, heldout-49.txt) to issue 12's multi-GPU targets: medians
 // within 2% (allocated) and 3% (reserved, device), worst within 6% and 8%,
 // nothing more than UnderLimit under.
 func TestTensorParallelAccuracy(t *testing.T) {
@@ -174,7 +174,7 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x2-rope-fp32/rope.jsonl", "2026-11-28-h200x2-heldout-30c/heldout-30c.jsonl",
 		"2026-11-28-h200x2-tp-llama4/tp-llama4.jsonl", "2026-11-28-h200x2-tp-llama4/tp-llama4-heldout.jsonl",
 		"2026-11-28-h200x2-tp-llama4/rerun-sp.jsonl", "2026-11-28-h200x2-tp-llama4/trace.jsonl",
-		"2026-11-28-h200x2-heldout-33/heldout-33.jsonl"} {
+		"2026-11-28-h200x2-heldout-49/heldout-49.jsonl"} {
 		runs = append(runs, withoutReruns(t, f, readScript(t, filepath.Join("results", f), "tp"))...)
 	}
 	for _, r := range runs {
