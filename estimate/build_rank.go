@@ -52,7 +52,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 		case m.Experts > 0:
 			split = ", the experts split by columns with the router replicated"
 		}
-		s.note("tensor parallelism through transformers' forward: " + stream + split + ", as bench/torch/dist/hftp.py splits the model (docs/parallelism.md §3.1.3–3.1.6)")
+		s.note("tensor parallelism through transformers' forward: " + stream + split + ", as bench/torch/dist/hftp.py splits the model (docs/parallelism.md §3.1.3–3.1.7)")
 	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU

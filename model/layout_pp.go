@@ -102,9 +102,9 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 // projections made before any is viewed as heads) and OLMo 2 and 3 (norms
 // after the branches, over each whole query and key projection: OLMo-core's
 // plan under tensor parallelism, model.Attention.QKNormRanks) and Llama 4
-// (its pipeline stages: dense experts, whole heads rotated as complex
-// numbers from the forward's table, chunked attention's masks)
-// (docs/parallelism.md §3.1.3–3.1.6, §3.2.7; docs/moe.md §13).
+// (dense experts, whole heads rotated as complex numbers from the
+// forward's table, chunked attention's masks)
+// (docs/parallelism.md §3.1.3–3.1.7, §3.2.7; docs/moe.md §13).
 func (m *Model) RunsTransformersForward() bool {
 	return m.deepseek() || m.gptOSS() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
 		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp || m.PostNorm || m.QKNormWhole ||

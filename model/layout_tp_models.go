@@ -2,7 +2,7 @@ package model
 
 // Which models tensor parallelism splits, and through which program:
 // torchtitan's plan over Llama's block, or transformers' own forward split
-// by bench/torch/dist/hftp.py (docs/parallelism.md §3.1.3–3.1.6).
+// by bench/torch/dist/hftp.py (docs/parallelism.md §3.1.3–3.1.7).
 
 // TPRefusal says why tensor and context parallelism are not simulated for
 // m, or "" when they are: torchtitan's plans shard Llama's block with
@@ -11,7 +11,7 @@ package model
 // (RunsTransformersForward: GPT-OSS, DeepSeek and GLM-4 MoE, Llama 4,
 // Gemma 2 and 3, Granite, SmolLM3, StarCoder2, Cohere, Phi-3, OLMo and OLMo 2 and 3)
 // are split by the same plan through it (docs/parallelism.md
-// §3.1.3–3.1.6); SeqSplitRefusal says what they still refuse. Sandwich
+// §3.1.3–3.1.7); SeqSplitRefusal says what they still refuse. Sandwich
 // norms and logit softcaps other than Gemma's are refused. The spec's
 // checks and LowerRank (for every caller, the planner's too) both ask it.
 func (m *Model) TPRefusal() string {
