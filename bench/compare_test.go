@@ -244,6 +244,12 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// run (predictions committed first:
 		// results/2026-11-28-heldout-30-predictions.txt).
 		{"held-out set 30, 2xH200", "", "results/2026-11-28-h200x2-heldout-30/heldout-30-train.jsonl", 0, 5},
+		// Held-out set 50's data-parallel half (thirty-third session, 2 x
+		// H200): SmolLM3 under FSDP2 with fsdp-bf16, StarCoder2 under
+		// ZeRO-1, Phi-3 under FSDP2 without resharding, Cohere under DDP,
+		// Llama 4's test shape under FSDP2 with fsdp-bf16 (predictions
+		// committed first: results/2026-11-28-heldout-50-predictions.txt).
+		{"held-out set 50, 2xH200", "", "results/2026-11-28-h200x2-heldout-50/heldout-50-train.jsonl", 0, 5},
 		// Llama 4 under FSDP2 (bf16; AMP, checkpointed) and DDP (thirty-
 		// first session, 2 x H200; predictions committed first:
 		// results/2026-11-28-llama4-dist-predictions.txt).
