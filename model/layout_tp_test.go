@@ -118,6 +118,7 @@ func TestTPRefusalInLowering(t *testing.T) {
 		{"smollm3-3b.json", true, true}, {"starcoder2-3b.json", true, false}, {"aya-23-8b.json", true, true},
 		{"gemma-2-2b.json", true, false}, {"phi-2.json", false, false}, {"phi-3-mini-4k.json", true, true},
 		{"olmo2-1b.json", true, true},
+		{"llama4-test-4layer.json", true, false}, {"llama4-test-maverick-4layer.json", true, false}, // CP: its experts
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
 		if err != nil {
@@ -137,10 +138,11 @@ func TestTPRefusalInLowering(t *testing.T) {
 }
 
 // TestTPTransformersFamiliesParams: under tensor parallelism of 2 a rank of
-// StarCoder2, Cohere (Aya 23), Phi-3 and OLMo 2 holds half of every split
+// StarCoder2, Cohere (Aya 23), Phi-3, OLMo 2 and Llama 4 holds half of every split
 // matrix and the whole of what hftp.py's plan replicates: the norms (OLMo
-// 2's query and key norms over their whole widths), and the biases of the
-// row-split projections (StarCoder2's o_proj and c_proj).
+// 2's query and key norms over their whole widths), the biases of the
+// row-split projections (StarCoder2's o_proj and c_proj) and Llama 4's
+// routers.
 func TestTPTransformersFamiliesParams(t *testing.T) {
 	for _, c := range []struct {
 		file string
@@ -153,6 +155,12 @@ func TestTPTransformersFamiliesParams(t *testing.T) {
 		{"phi-3-mini-4k.json", 32*2*3072 + 3072},                 // two RMSNorms
 		{"olmo2-1b.json", 16*4*2048 + 2048},                      // q_norm and k_norm over the whole widths (OLMo-core's plan), two post-norms
 		{"olmo-1b.json", 0},                                      // LayerNorms without weights
+		// Llama 4: two RMSNorms a layer and the router (hidden × experts)
+		// of each sparse layer, replicated on every token; the experts'
+		// fused weights and the shared expert split, the query and key
+		// norm without a weight.
+		{"llama4-test-4layer.json", 4*2*2048 + 4*2048*8 + 2048},
+		{"llama4-test-maverick-4layer.json", 4*2*2048 + 2*2048*16 + 2048}, // sparse every other layer
 	} {
 		s, err := LoadHF(filepath.Join("testdata", "hf", c.file), Overrides{Batch: 1, Seq: 1024})
 		if err != nil {
