@@ -142,3 +142,41 @@ func TestPhiLocals(t *testing.T) {
 		t.Errorf("the query projection freed (%v) after the attention's output (%v); want both", done, freedAfter)
 	}
 }
+
+// TestOutputProjectionInputHeld: inside a tensor-parallel attention the
+// output projection's input (SDPA's output) is a local the module rebinds
+// to the projection's result, so it is freed after RowwiseParallel's
+// all-reduce has made its output, not as the product is made (measured:
+// Maverick's test shape at tp 2, checkpointed,
+// bench/results/2026-11-28-h200x2-tp-llama4/traces). Without tensor
+// parallelism nothing waits for a collective.
+func TestOutputProjectionInputHeld(t *testing.T) {
+	order := func(tp int64) (freedAfterReduce bool) {
+		t.Helper()
+		spec := load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256, Precision: model.AMPBF16, TP: tp,
+			Checkpointing: model.CkptBlock})
+		var out *tensor
+		reduced, done := false, false
+		traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+			switch {
+			case done || s.phase.Stage != StageForward:
+			case alloc && out == nil && x.name == "attention out":
+				out = x // the first layer's
+			case alloc && out != nil && x.name == "all-reduce output (TP)":
+				reduced = true
+			case !alloc && x == out:
+				freedAfterReduce, done = reduced, true
+			}
+		})
+		if !done {
+			t.Fatalf("tp %d: the first attention's output never freed in the forward", tp)
+		}
+		return freedAfterReduce
+	}
+	if !order(2) {
+		t.Error("tp 2: the attention's output freed before the output projection's all-reduce; want after")
+	}
+	if order(1) {
+		t.Error("tp 1: an all-reduce before the attention's output was freed; want none")
+	}
+}
