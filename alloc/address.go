@@ -33,6 +33,7 @@ type vaSpace struct {
 	pieces   []vaPiece
 	spare    []int32 // free piece slots
 	gaps     gapTreap
+	roomOpen bool // the context chunk's room is free (openRoom)
 }
 
 type vaChunk struct {
@@ -58,6 +59,7 @@ const (
 // reset empties the space to a new context's, keeping its memory.
 func (v *vaSpace) reset() {
 	v.frontier = vaTop
+	v.roomOpen = false
 	v.chunks = v.chunks[:0]
 	v.pieces = append(v.pieces[:0], vaPiece{})
 	v.spare = v.spare[:0]
@@ -68,6 +70,31 @@ func (v *vaSpace) reset() {
 	v.chunks[c].live = 1 // never released
 	v.chunks[c].head = v.newPiece(vaTop+ctxSmall, vaGrain, v.newPiece(vaTop+ctxLarge, 24<<20, 0))
 	v.update(c)
+}
+
+// The context chunk's room: at the first kernels of cuDNN the driver frees
+// ctxRoomHi − ctxRoomLo bytes of the context's chunk, which later
+// allocations carve from its low end as any chunk's free piece (measured
+// on an H200, driver 580.159.04: bench/torch/addr/va_libs.py, the
+// GroupNorm CNN's history; docs/allocator.md §8).
+const (
+	ctxRoomLo = 6 << 20
+	ctxRoomHi = ctxSmall
+)
+
+// openRoom frees the context chunk's room (ctxRoomLo to ctxRoomHi above
+// its start), once.
+func (v *vaSpace) openRoom() {
+	if len(v.chunks) == 0 {
+		v.reset()
+	}
+	if v.roomOpen {
+		return
+	}
+	v.roomOpen = true
+	ch := &v.chunks[0]
+	ch.head = v.newPiece(vaTop+ctxRoomLo, ctxRoomHi-ctxRoomLo, ch.head)
+	v.update(0)
 }
 
 // alloc returns the address of an allocation of n bytes and its chunk.

@@ -124,6 +124,16 @@ func (a *Allocator) init() {
 	}
 }
 
+// LibraryLoaded tells the address model that a library's first kernels
+// ran (cuDNN's first convolution): the driver frees room in the context's
+// chunk that later segments are carved from (vaSpace.openRoom). It does
+// nothing under OrderAge or with an address function of its own.
+func (a *Allocator) LibraryLoaded() {
+	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
+		a.va.openRoom()
+	}
+}
+
 // Config returns the allocator's settings.
 func (a *Allocator) Config() Config { return a.conf }
 

@@ -1,0 +1,72 @@
+package alloc
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestContextRoom replays the probe bench/torch/addr/va_libs.py ran on an
+// H200 (bench/results/2026-11-28-h200-va-libs/): a fixed sequence of new
+// segments, a library's first kernels after the second. Without a
+// library, and around random initialisation (no library), the address
+// model places every segment where the driver did. Around cuDNN's first
+// convolution it orders them as the driver did only with the context
+// chunk's room opened there (LibraryLoaded; the segments carved from the
+// room at the driver's addresses, the later ones offset by a chunk the
+// library maps below them, which changes no order), and misorders them
+// without it.
+func TestContextRoom(t *testing.T) {
+	for _, c := range []struct {
+		file        string
+		open, exact bool // open the room at the event; every address the driver's
+		ordered     bool // every pair of segments in the driver's order
+	}{
+		{"none", false, true, true},
+		{"randn", false, true, true},
+		{"conv", true, false, true},
+		{"conv", false, false, false},
+	} {
+		ev := readEvents(t, filepath.Join("testdata", "va-libs", c.file+".json.gz"))
+		var v vaSpace
+		v.reset()
+		var shift int64
+		n, exact := 0, true
+		var model, real []int64
+		for _, e := range ev {
+			if e[0] != "segment_alloc" {
+				continue
+			}
+			if n == 2 && c.open {
+				v.openRoom() // the event runs between the second and third requests
+			}
+			addr, size := int64(e[1].(float64)), int64(e[2].(float64))
+			m, _ := v.alloc(size)
+			if n == 0 {
+				shift = addr - m
+			}
+			exact = exact && m+shift == addr
+			model, real = append(model, m), append(real, addr)
+			n++
+		}
+		if n < 40 {
+			t.Fatalf("%s: %d segments, want the probe's 43 or more", c.file, n)
+		}
+		out := 0
+		for i := range model {
+			for j := i + 1; j < len(model); j++ {
+				if (model[i] < model[j]) != (real[i] < real[j]) {
+					out++
+				}
+			}
+		}
+		if c.exact && !exact {
+			t.Errorf("%s: an address other than the driver's", c.file)
+		}
+		if (out == 0) != c.ordered {
+			t.Errorf("%s, room opened %v: %d pairs of segments out of order, want none: %v", c.file, c.open, out, c.ordered)
+		}
+		if testing.Verbose() {
+			t.Logf("%s, room opened %v: %d pairs out of order", c.file, c.open, out)
+		}
+	}
+}
