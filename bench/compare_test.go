@@ -24,8 +24,7 @@ var knownGaps = []struct {
 	match   string
 	metrics []int
 	why     string
-}{
-}
+}{}
 
 func gap(label string, m int) bool {
 	for _, g := range knownGaps {
