@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -55,19 +56,31 @@ func checkEP(e *errs, t *Training, m *Model, line int) {
 	}
 }
 
+// EPRefusal says why expert parallelism is not simulated for m in any
+// layout, or "" when it is for some (CheckEP has the layouts' rules): a
+// model without experts, or Llama 4's dense experts, which see every
+// token (not measured). The planner enumerates no expert-parallel layout
+// for a model it refuses.
+func (m *Model) EPRefusal() string {
+	switch {
+	case len(m.expertCounts()) == 0:
+		return fmt.Sprintf("needs a mixture-of-experts model (%s has no experts to split)", m.Type)
+	case m.DenseExperts:
+		return fmt.Sprintf("expert parallelism of %s is not simulated yet (its experts see every token: not measured)", m.describe())
+	}
+	return ""
+}
+
 // CheckEP says why a training setup cannot split m's experts over
 // t.EP ranks, or nil.
 func CheckEP(t *Training, m *Model) error {
 	if t.EP <= 1 {
 		return nil
 	}
+	if why := m.EPRefusal(); why != "" {
+		return errors.New(why)
+	}
 	experts := m.expertCounts()
-	if len(experts) == 0 {
-		return fmt.Errorf("needs a mixture-of-experts model (%s has no experts to split)", m.Type)
-	}
-	if m.DenseExperts {
-		return fmt.Errorf("expert parallelism of %s is not simulated yet (its experts see every token: not measured)", m.describe())
-	}
 	dp := max(t.DP, 1)
 	switch region := dp * max(t.CP, 1) * max(t.TP, 1); {
 	case t.TP > 1 && region%t.EP != 0:

@@ -61,7 +61,7 @@ func (r *Request) enumerate(spec *model.Spec, visit func(Layout)) {
 		if m.SeqSplitRefusal(&model.Training{CP: 2}) == "" {
 			cps = pow2Upto(max(spec.Training.Seq/minCPTokens, 1))
 		}
-		if m.Experts > 0 {
+		if m.Experts > 0 && m.EPRefusal() == "" {
 			eps = pow2Upto(m.Experts)
 		}
 	}

@@ -36,3 +36,32 @@ func TestSimulatorExpertParallel(t *testing.T) {
 		t.Errorf("dp4·ep4 zero1: %v, want a *NotSimulatedError", err)
 	}
 }
+
+// TestEnumerateExpertParallel: the planner enumerates expert-parallel
+// layouts for a mixture of experts whose experts expert parallelism splits
+// (Qwen3-MoE's), and none for Llama 4's dense experts, which it refuses
+// (model.Model.EPRefusal), so that no refused layout stands among a plan's
+// near misses.
+func TestEnumerateExpertParallel(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		ep   bool
+	}{
+		{"tiny-qwen3-moe.json", true},
+		{"llama4-test-4layer.json", false},
+	} {
+		spec, err := model.LoadHF("../model/testdata/hf/"+c.file, model.Overrides{Seq: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := Request{GlobalBatch: 64, MaxGPUs: 16}
+		if err := req.defaults(); err != nil {
+			t.Fatal(err)
+		}
+		ep := false
+		req.enumerate(spec, func(l Layout) { ep = ep || l.EP > 1 })
+		if ep != c.ep {
+			t.Errorf("%s: expert-parallel layouts enumerated %v, want %v", c.file, ep, c.ep)
+		}
+	}
+}
