@@ -103,7 +103,11 @@ type Result struct {
 	// InvalidReasons counts the enumerated layouts the model's shape
 	// rules out, by rule (InvalidError.Rule).
 	InvalidReasons map[string]int `json:"invalid_reasons,omitempty"`
-	Stats          Stats          `json:"stats"`
+	// Skipped says which parallelisms were not enumerated for this model,
+	// and why (expert parallelism of experts model.Model.EPRefusal
+	// refuses).
+	Skipped []string `json:"skipped,omitempty"`
+	Stats   Stats    `json:"stats"`
 }
 
 // DefaultMaxGPUs is the most GPUs a Request without GPUs or MaxGPUs
@@ -181,6 +185,9 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 	res := &Result{Model: spec.Name, Device: spec.Device.Name, DeviceMemory: spec.Device.Memory, Band: req.Band,
 		Limit: limitBytes(spec, req.Band, req.Margin), GlobalBatch: req.GlobalBatch, Seq: spec.Training.Seq,
 		InvalidReasons: map[string]int{}}
+	if m := &spec.Model; m.Experts > 0 && m.EPRefusal() != "" {
+		res.Skipped = append(res.Skipped, m.EPRefusal())
+	}
 	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
 	es := rank(spec, &req, res, sh)
 	s := newSearch(spec, oracle, res.Limit)

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -62,6 +63,36 @@ func TestEnumerateExpertParallel(t *testing.T) {
 		req.enumerate(spec, func(l Layout) { ep = ep || l.EP > 1 })
 		if ep != c.ep {
 			t.Errorf("%s: expert-parallel layouts enumerated %v, want %v", c.file, ep, c.ep)
+		}
+	}
+}
+
+// TestPlanSkipsRefusedExperts: a plan of Llama 4 says it enumerated no
+// expert-parallel layout, and why; a plan of a splittable mixture of
+// experts says nothing was skipped.
+func TestPlanSkipsRefusedExperts(t *testing.T) {
+	for _, c := range []struct {
+		file    string
+		skipped bool
+	}{
+		{"llama4-test-4layer.json", true},
+		{"tiny-qwen3-moe.json", false},
+	} {
+		spec, err := model.LoadHF("../model/testdata/hf/"+c.file, model.Overrides{Seq: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Plan(spec, Request{GlobalBatch: 8, MaxGPUs: 2, Top: 1}, &Fake{})
+		if r == nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if got := len(r.Skipped) > 0; got != c.skipped {
+			t.Errorf("%s: skipped %q, want some: %v", c.file, r.Skipped, c.skipped)
+		}
+		for _, s := range r.Skipped {
+			if !strings.Contains(s, "expert parallelism") {
+				t.Errorf("%s: skipped %q does not name expert parallelism", c.file, s)
+			}
 		}
 	}
 }

@@ -153,6 +153,9 @@ func printPlan(w io.Writer, r *planner.Result) {
 			fmt.Fprintf(w, "  %4d GPUs  %-*s  %s\n", c.GPUs, width, c.Name, c.Reason)
 		}
 	}
+	for _, k := range r.Skipped {
+		fmt.Fprintf(w, "\nnot enumerated: %s\n", k)
+	}
 	if len(r.InvalidReasons) > 0 {
 		fmt.Fprintln(w, "\nlayouts this model rules out:")
 		reasons := make([]string, 0, len(r.InvalidReasons))
