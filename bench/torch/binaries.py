@@ -5,7 +5,7 @@
     python3 bench/torch/binaries.py BIN         # the rows of BIN with reserved under by >3% or over by >10%
 
 Runs `BIN bench compare --format json FILE` for each bench/results/*.jsonl
-that holds single-GPU training runs (the h200x2 files, parameter counts and
+and bench/results/*/*.jsonl that holds single-GPU training runs (the h200x2 files, parameter counts and
 largest-batch searches left out) and reads each row's relative errors
 (peak allocated, peak reserved, device total). Run from the repository root.
 """
@@ -17,7 +17,10 @@ import sys
 
 def files():
     skip = ("h200x2", "params", "maxbatch")
-    return [f for f in sorted(glob.glob("bench/results/*.jsonl")) if not any(s in f for s in skip)]
+    # The traced runs' records sit in subdirectories (runs.jsonl beside their
+    # histories): compared too (thirty-third session; before, they were missed).
+    found = glob.glob("bench/results/*.jsonl") + glob.glob("bench/results/*/*.jsonl")
+    return [f for f in sorted(found) if not any(s in f for s in skip)]
 
 
 def rows(binary, f):
