@@ -51,14 +51,7 @@ func TestContextRoom(t *testing.T) {
 		if n < 40 {
 			t.Fatalf("%s: %d segments, want the probe's 43 or more", c.file, n)
 		}
-		out := 0
-		for i := range model {
-			for j := i + 1; j < len(model); j++ {
-				if (model[i] < model[j]) != (real[i] < real[j]) {
-					out++
-				}
-			}
-		}
+		out := pairsOutOfOrder(model, real)
 		if c.exact && !exact {
 			t.Errorf("%s: an address other than the driver's", c.file)
 		}

@@ -46,6 +46,12 @@ func TestVADebug(t *testing.T) {
 			}
 		}
 	}
+	fmt.Printf("pairs out of order: %d of %d segments\n", pairsOutOfOrder(model, real), len(model))
+}
+
+// pairsOutOfOrder counts the pairs of segments the address model (model)
+// orders otherwise than the driver's addresses (real), segment for segment.
+func pairsOutOfOrder(model, real []int64) int {
 	out := 0
 	for i := range model {
 		for j := i + 1; j < len(model); j++ {
@@ -54,5 +60,5 @@ func TestVADebug(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("pairs out of order: %d of %d segments\n", out, len(model))
+	return out
 }
