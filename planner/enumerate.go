@@ -61,7 +61,7 @@ func (r *Request) enumerate(spec *model.Spec, visit func(Layout)) {
 		if m.SeqSplitRefusal(&model.Training{CP: 2}) == "" {
 			cps = pow2Upto(max(spec.Training.Seq/minCPTokens, 1))
 		}
-		if m.Experts > 0 && m.EPRefusal() == "" {
+		if m.Experts > 0 && epRefused(m) == "" {
 			eps = pow2Upto(m.Experts)
 		}
 	}
@@ -111,4 +111,14 @@ func (r *Request) variants(base Layout, visit func(Layout)) {
 			}
 		}
 	}
+}
+
+// epRefused is why no expert-parallel layout of m is enumerated although
+// it has experts (model.Model.EPRefusal: Llama 4's dense experts), or "".
+// Plan says so in Result.Skipped.
+func epRefused(m *model.Model) string {
+	if m.Experts == 0 {
+		return ""
+	}
+	return m.EPRefusal()
 }

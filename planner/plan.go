@@ -185,8 +185,8 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 	res := &Result{Model: spec.Name, Device: spec.Device.Name, DeviceMemory: spec.Device.Memory, Band: req.Band,
 		Limit: limitBytes(spec, req.Band, req.Margin), GlobalBatch: req.GlobalBatch, Seq: spec.Training.Seq,
 		InvalidReasons: map[string]int{}}
-	if m := &spec.Model; m.Experts > 0 && m.EPRefusal() != "" {
-		res.Skipped = append(res.Skipped, m.EPRefusal())
+	if why := epRefused(&spec.Model); why != "" {
+		res.Skipped = append(res.Skipped, why)
 	}
 	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
 	es := rank(spec, &req, res, sh)
