@@ -72,19 +72,23 @@ func (v *vaSpace) reset() {
 	v.update(c)
 }
 
-// The context chunk's room: at the first kernels of cuDNN the driver frees
-// ctxRoomHi − ctxRoomLo bytes of the context's chunk, which later
-// allocations carve from its low end as any chunk's free piece (measured
-// on an H200, driver 580.159.04: bench/torch/addr/va_libs.py, the
-// GroupNorm CNN's history; docs/allocator.md §8).
+// The context chunk's room: at the first kernels of a library the driver
+// frees the context's chunk from the library's room start to ctxRoomHi,
+// which later allocations carve from its low end as any chunk's free piece
+// (measured on an H200, driver 580.159.04: bench/torch/addr/va_libs.py, the
+// GroupNorm CNN's and the tiny MoE's histories; docs/allocator.md §8).
+// Below the start is what the library's own kernels took: cuDNN's first
+// convolution leaves the room from 6 MiB, cuBLAS's first product from 64
+// MiB (its workspace the first segment carved there).
 const (
-	ctxRoomLo = 6 << 20
-	ctxRoomHi = ctxSmall
+	ctxRoomCuDNN  = 6 << 20
+	ctxRoomCuBLAS = 64 << 20
+	ctxRoomHi     = ctxSmall
 )
 
-// openRoom frees the context chunk's room (ctxRoomLo to ctxRoomHi above
-// its start), once.
-func (v *vaSpace) openRoom() {
+// openRoom frees the context chunk's room (lo to ctxRoomHi above its
+// start), once: the first library to run a kernel decides where it starts.
+func (v *vaSpace) openRoom(lo int64) {
 	if len(v.chunks) == 0 {
 		v.reset()
 	}
@@ -93,7 +97,7 @@ func (v *vaSpace) openRoom() {
 	}
 	v.roomOpen = true
 	ch := &v.chunks[0]
-	ch.head = v.newPiece(vaTop+ctxRoomLo, ctxRoomHi-ctxRoomLo, ch.head)
+	ch.head = v.newPiece(vaTop+lo, ctxRoomHi-lo, ch.head)
 	v.update(0)
 }
 

@@ -124,13 +124,28 @@ func (a *Allocator) init() {
 	}
 }
 
-// LibraryLoaded tells the address model that a library's first kernels
-// ran (cuDNN's first convolution): the driver frees room in the context's
-// chunk that later segments are carved from (vaSpace.openRoom). It does
-// nothing under OrderAge or with an address function of its own.
-func (a *Allocator) LibraryLoaded() {
+// Library is a library whose first kernels change the driver's address
+// space (Allocator.LibraryLoaded).
+type Library int
+
+// The libraries whose first kernels open the context chunk's room.
+const (
+	CuDNN  Library = iota // a convolution's
+	CuBLAS                // a matrix product's
+)
+
+// LibraryLoaded tells the address model that library l's first kernels
+// ran (cuDNN's first convolution, cuBLAS's first product): the driver frees
+// room in the context's chunk that later segments are carved from
+// (vaSpace.openRoom), once, from where the first library to run left it.
+// It does nothing under OrderAge or with an address function of its own.
+func (a *Allocator) LibraryLoaded(l Library) {
 	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
-		a.va.openRoom()
+		lo := int64(ctxRoomCuDNN)
+		if l == CuBLAS {
+			lo = ctxRoomCuBLAS
+		}
+		a.va.openRoom(lo)
 	}
 }
 

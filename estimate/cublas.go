@@ -1,5 +1,7 @@
 package estimate
 
+import "github.com/memplan/memplan/alloc"
+
 // gemm notes a matrix product on the current thread: the first one creates
 // that thread's cuBLAS handle and its workspace, which is never freed. The
 // handle is made when the product runs, after its output is allocated
@@ -16,6 +18,11 @@ func (s *sim) gemm(dt int64, bias bool) {
 	th := s.thread
 	if !s.ws[th] {
 		s.ws[th] = true
+		if a := s.al.a; a != nil {
+			// cuBLAS's first kernels free room in the context's address
+			// space, the workspace the first segment carved from it.
+			a.LibraryLoaded(alloc.CuBLAS)
+		}
 		s.alloc(s.cfg.cublasWorkspace, u8, catWorkspace, "cublas workspace")
 	}
 	if bias && !s.lt[th] {

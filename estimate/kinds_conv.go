@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"github.com/memplan/memplan/alloc"
 	"github.com/memplan/memplan/model"
 )
 
@@ -122,7 +123,7 @@ func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
 	if a := s.al.a; a != nil {
 		// cuDNN's first kernels free room in the context's address
 		// space that later segments fill (alloc.Allocator.LibraryLoaded).
-		a.LibraryLoaded()
+		a.LibraryLoaded(alloc.CuDNN)
 	}
 	// autocast casts the bias, the weight, then the input (right to left:
 	// matmulView).
