@@ -252,6 +252,11 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// Llama 4's test shape under FSDP2 with fsdp-bf16 (predictions
 		// committed first: results/2026-11-28-heldout-50-predictions.txt).
 		{"held-out set 50, 2xH200", "", "results/2026-11-28-h200x2-heldout-50/heldout-50-train.jsonl", 0, 5},
+		// Held-out set 52's data-parallel line (thirty-fourth session, 2 x
+		// H200): TinyLlama under DDP in bf16, checkpointed, chosen after
+		// cuBLAS's room was modelled (predictions committed first:
+		// results/2026-11-28-heldout52-dist-predictions.txt).
+		{"held-out set 52, 2xH200", "", "results/2026-11-28-h200x2-heldout-52/heldout-52-train.jsonl", 0, 1},
 		// Llama 4 under FSDP2 (bf16; AMP, checkpointed) and DDP (thirty-
 		// first session, 2 x H200; predictions committed first:
 		// results/2026-11-28-llama4-dist-predictions.txt).
