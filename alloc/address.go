@@ -33,7 +33,10 @@ type vaSpace struct {
 	pieces   []vaPiece
 	spare    []int32 // free piece slots
 	gaps     gapTreap
-	roomOpen bool // the context chunk's room is free (openRoom)
+	roomOpen bool  // the context chunk's room is free (openRoom)
+	ncclUp   bool  // the first communicator's chunks are mapped (communicatorUp)
+	ncclB    int32 // NCCL's lower chunk while it is held (-1: none)
+	ncclBAt  int64 // its start
 }
 
 type vaChunk struct {
@@ -60,6 +63,7 @@ const (
 func (v *vaSpace) reset() {
 	v.frontier = vaTop
 	v.roomOpen = false
+	v.ncclUp, v.ncclB = false, -1
 	v.chunks = v.chunks[:0]
 	v.pieces = append(v.pieces[:0], vaPiece{})
 	v.spare = v.spare[:0]
@@ -99,6 +103,49 @@ func (v *vaSpace) openRoom(lo int64) {
 	ch := &v.chunks[0]
 	ch.head = v.newPiece(vaTop+lo, ctxRoomHi-lo, ch.head)
 	v.update(0)
+}
+
+// NCCL's chunks: as the process's first communicator comes up (its first
+// collective) the driver maps, top-down, a chunk whose top ncclTop bytes
+// NCCL keeps and whose lower ncclRoomA bytes later segments carve from at
+// once; below it ncclHeld bytes; below those ncclRoomB bytes, held until
+// the first point-to-point connection and free after (measured on two
+// H200s: bench/torch/dist/va_nccl.py; docs/allocator.md §8).
+const (
+	ncclTop   = 32 << 20
+	ncclRoomA = 480 << 20
+	ncclHeld  = 320 << 20
+	ncclRoomB = 672 << 20
+)
+
+// communicatorUp maps NCCL's chunks, once.
+func (v *vaSpace) communicatorUp() {
+	if len(v.chunks) == 0 {
+		v.reset()
+	}
+	if v.ncclUp {
+		return
+	}
+	v.ncclUp = true
+	m, c := v.alloc(ncclTop + ncclRoomA)
+	v.alloc(ncclHeld)
+	v.ncclBAt, v.ncclB = v.alloc(ncclRoomB)
+	v.chunks[c].head = v.newPiece(m, ncclRoomA, 0)
+	v.update(c)
+}
+
+// peerConnected frees NCCL's lower chunk, once.
+func (v *vaSpace) peerConnected() {
+	if !v.ncclUp {
+		v.communicatorUp()
+	}
+	if v.ncclB < 0 {
+		return
+	}
+	c := v.ncclB
+	v.ncclB = -1
+	v.chunks[c].head = v.newPiece(v.ncclBAt, ncclRoomB, 0)
+	v.update(c)
 }
 
 // alloc returns the address of an allocation of n bytes and its chunk.

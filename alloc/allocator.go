@@ -149,6 +149,23 @@ func (a *Allocator) LibraryLoaded(l Library) {
 	}
 }
 
+// CommunicatorUp tells the address model that the process's first NCCL
+// communicator came up (its first collective): the driver maps NCCL's
+// chunks, with room later segments carve from (vaSpace.communicatorUp).
+func (a *Allocator) CommunicatorUp() {
+	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
+		a.va.communicatorUp()
+	}
+}
+
+// PeerConnected tells the address model that NCCL made its first
+// point-to-point connection: the lower of its chunks comes free.
+func (a *Allocator) PeerConnected() {
+	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
+		a.va.peerConnected()
+	}
+}
+
 // Config returns the allocator's settings.
 func (a *Allocator) Config() Config { return a.conf }
 

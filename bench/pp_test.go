@@ -36,24 +36,21 @@ var pipelineGaps = map[string][]int{
 	"pp.py 4 bench/torch/dist/qwen-tied.yaml --schedule interleaved --stages-per-rank 2 --microbatches 4 --seq 2048 --batch 1": {Reserved, Device},
 	// TinyLlama's held-out ZeRO-1 line: rank 3's history through the
 	// address model gives 15,354 MiB of its 15,898 (−3.4%), with its own
-	// addresses 15,898: the driver's placement (NCCL's reservations, below).
+	// addresses 15,898: the driver's placement (NCCL's reservations, below;
+	// −3.3% before NCCL's chunks were modelled, −3.9% since).
 	"pp.py 4 specs/tinyllama-1.1b.yaml --schedule 1f1b --microbatches 6 --dp 2 --mode zero1 --seq 4096 --batch 1 --checkpointing every-block": {Reserved, Device},
-	// Maverick's test shape under GPipe, checkpointed: the same run gave
-	// rank 1 11.00 GiB reserved and, traced, 10.50 (memplan 10.48): two
-	// placements of one program.
-	"pp.py 2 model/testdata/hf/llama4-test-maverick-4layer.json --schedule gpipe --microbatches 4 --seq 4096 --checkpointing every-block": {Reserved, Device},
 	// Llama 4's test shape over pp × dp under DDP (held out; −3.1% blind,
-	// −11.6% once the shape inference's zeros were held, −5.2% since
-	// cuBLAS's first product opens the context chunk's room, thirty-fourth
-	// session): rank 2's history gives 9,894 MiB of its 11,754 through the
+	// −11.6% once the shape inference's zeros were held, −5.2% once
+	// cuBLAS's first product opened the context chunk's room, −3.1% since
+	// NCCL's chunks are modelled, thirty-fourth session): rank 2's history gives 9,894 MiB of its 11,754 through the
 	// address model of the thirty-third session, 11,754 with its own
 	// addresses (bench/results/2026-11-28-h200x4-pp-llama4-traces). Its
 	// addresses (alloc's TestVADebug) show about a GiB of room opened in
 	// the address space as the data-parallel group's communicator came up,
 	// between two of DDP's broadcast buckets, which segments of the first
-	// forward later fill; memplan's address model has no NCCL in it
-	// (docs/allocator.md §8: the probe va_nccl.py measured such rooms, but
-	// no rule fits every history yet).
+	// forward later fill; memplan's address model holds NCCL's chunks as
+	// the probe va_nccl.py measured them (alloc.Allocator.CommunicatorUp),
+	// which this history fills otherwise (docs/allocator.md §8).
 	"pp.py 4 model/testdata/hf/llama4-test-4layer.json --schedule 1f1b --microbatches 4 --seq 4096 --dp 2 --mode ddp --step-pause 0.2 --checkpointing every-block": {Reserved, Device},
 }
 
@@ -67,8 +64,8 @@ var pipelineGaps = map[string][]int{
 var pipelinePlacement = map[string]string{
 	// None since the thirty-fourth session: Llama 4's pp × DDP line, −11.6%
 	// while cuBLAS's first product left the context's address space as it
-	// was, is −5.2% since it opens the context chunk's room
-	// (alloc.CuBLAS), and is listed in pipelineGaps.
+	// was, is −3.1% since it opens the context chunk's room (alloc.CuBLAS)
+	// and NCCL's chunks are modelled, and is listed in pipelineGaps.
 }
 
 // pipelineOver are the pipeline runs over the worst-case targets, with
@@ -197,14 +194,11 @@ func TestPipelineAccuracy(t *testing.T) {
 // interleavedDDPGaps are TestPipelineInterleavedDDP's runs more than
 // UnderLimit under, as pipelineGaps.
 var interleavedDDPGaps = map[string][]int{
-	// Llama-3-8B's held-out ZeRO-1 line that paused (+0.2% before the
-	// shape inference's zeros were held, thirty-second session). Traced
-	// since (bench/results/2026-11-28-h200x4-interleaved-zero1-trace, the
-	// same peaks): its busiest rank, 3, reserved 5.7 GiB more than rank 2
-	// with the same allocated memory; its history gives 82,266 of its
-	// 87,788 MiB through memplan's address model and 87,788 with its own
-	// addresses: the driver's placement (docs/allocator.md §8).
-	"pp.py 4 specs/llama-3-8b.yaml --schedule interleaved --stages-per-rank 2 --microbatches 4 --seq 4096 --batch 1 --dp 2 --mode zero1 --checkpointing every-block --step-pause 0.2": {Reserved, Device},
+	// None since the thirty-fourth session: Llama-3-8B's held-out ZeRO-1
+	// line that paused, −6.4% (its busiest rank's history gives 82,266 of
+	// its 87,788 MiB through the address model of the thirty-third
+	// session), is +0.0% since NCCL's chunks are modelled
+	// (alloc.Allocator.CommunicatorUp, docs/allocator.md §8).
 }
 
 // TestPipelineInterleavedDDP holds the interleaved schedule with DDP and

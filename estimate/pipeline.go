@@ -225,6 +225,12 @@ func (s *sim) boundary(spec *model.Spec, name string) *tensor {
 func (s *sim) pipelineSetup(spec *model.Spec) {
 	p := s.pp
 	s.enter(0, 0, "pipeline setup")
+	if a := s.al.a; a != nil {
+		// The warm-up send and receive: the first point-to-point
+		// connection (and, without DDP before it, the first
+		// communicator).
+		a.PeerConnected()
+	}
 	var warm []*tensor
 	for range p.local {
 		warm = append(warm, s.alloc(1, f32, catTemp, "p2p warm-up recv"), s.alloc(1, f32, catTemp, "p2p warm-up send"))
