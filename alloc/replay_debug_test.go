@@ -64,9 +64,20 @@ func TestReplayDebug(t *testing.T) {
 			}
 		}
 		place := newPlaces(os.Getenv("MEMPLAN_REPLAY_PLACES") != "")
+		// MEMPLAN_REPLAY_NCCL=UP,PEER: NCCL's first communicator comes up
+		// before event UP, its first point-to-point connection before
+		// event PEER (Allocator.CommunicatorUp, PeerConnected).
+		hooks := [2]int{-1, -1}
+		fmt.Sscanf(os.Getenv("MEMPLAN_REPLAY_NCCL"), "%d,%d", &hooks[0], &hooks[1])
 		for i, e := range ev {
 			if at[i] {
 				printFree(a, tag, i, ev, born)
+			}
+			if i == hooks[0] {
+				a.CommunicatorUp()
+			}
+			if i == hooks[1] {
+				a.PeerConnected()
 			}
 			key := fmt.Sprint(tag, e[1])
 			size, label := int64(e[2].(float64)), fmt.Sprint(e[3])

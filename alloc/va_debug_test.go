@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"fmt"
+	"os"
 	"testing"
 )
 
@@ -11,6 +12,7 @@ import (
 // each segment_free returned to it; both columns are MiB below the
 // highest address seen, so that their orders can be compared; last, how
 // many pairs of the large pool's segments the two order differently.
+// MEMPLAN_VA_NCCL=UP,PEER places NCCL's chunks.
 func TestVADebug(t *testing.T) {
 	ev := readEvents(t, debugInput(t, "MEMPLAN_VA"))
 	var v vaSpace
@@ -28,10 +30,21 @@ func TestVADebug(t *testing.T) {
 	}
 	var model, real []int64 // each segment's, for the count of pairs out of order
 	n := 0
+	// MEMPLAN_VA_NCCL=UP,PEER: NCCL's first communicator comes up before
+	// segment UP and its first point-to-point connection before segment
+	// PEER (vaSpace.communicatorUp, peerConnected); -1 for never.
+	hooks := [2]int{-1, -1}
+	fmt.Sscanf(os.Getenv("MEMPLAN_VA_NCCL"), "%d,%d", &hooks[0], &hooks[1])
 	for i, e := range ev {
 		addr, size := int64(e[1].(float64)), int64(e[2].(float64))
 		switch e[0] {
 		case "segment_alloc":
+			if n == hooks[0] {
+				v.communicatorUp()
+			}
+			if n == hooks[1] {
+				v.peerConnected()
+			}
 			m, c := v.alloc(size)
 			live[addr] = seg{m, addr, size, c}
 			if size > 2<<20 { // the small pool's segments sit apart

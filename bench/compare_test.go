@@ -257,6 +257,11 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// cuBLAS's room was modelled (predictions committed first:
 		// results/2026-11-28-heldout52-dist-predictions.txt).
 		{"held-out set 52, 2xH200", "", "results/2026-11-28-h200x2-heldout-52/heldout-52-train.jsonl", 0, 1},
+		// Held-out set 53's data-parallel lines (thirty-fourth session, 2 x
+		// H200): Qwen3-0.6B under DDP, OLMo-1B under ZeRO-1, chosen after
+		// NCCL's chunks were modelled (predictions committed first:
+		// results/2026-11-28-heldout53-dist-predictions.txt).
+		{"held-out set 53, 2xH200", "", "results/2026-11-28-h200x2-heldout-53/heldout-53-train.jsonl", 0, 2},
 		// Llama 4 under FSDP2 (bf16; AMP, checkpointed) and DDP (thirty-
 		// first session, 2 x H200; predictions committed first:
 		// results/2026-11-28-llama4-dist-predictions.txt).

@@ -52,6 +52,14 @@ var pipelineGaps = map[string][]int{
 	// the probe va_nccl.py measured them (alloc.Allocator.CommunicatorUp),
 	// which this history fills otherwise (docs/allocator.md §8).
 	"pp.py 4 model/testdata/hf/llama4-test-4layer.json --schedule 1f1b --microbatches 4 --seq 4096 --dp 2 --mode ddp --step-pause 0.2 --checkpointing every-block": {Reserved, Device},
+	// Llama 4's test shape in a checkpointed two-stage GPipe pipeline
+	// (held-out set 53, −3.1% blind; −4.0% without NCCL's chunks): the
+	// last stage's history (bench/results/2026-11-28-h200x2-heldout-53,
+	// snapshots) replays through memplan's allocator and address model to
+	// 12,542 of its 12,566 MiB, memplan's own requests to 12,182: the
+	// simulated program's requests differ from PyTorch's there, not traced
+	// further yet (bench/torch/bisect.py finds such stretches).
+	"pp.py 2 model/testdata/hf/llama4-test-4layer.json --schedule gpipe --microbatches 4 --seq 4096 --checkpointing every-block": {Reserved},
 }
 
 // pipelinePlacement are the pipeline runs more than the worst-case
@@ -129,6 +137,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-pp-llama4.jsonl", "2026-11-28-h200x4-pp-llama4-heldout.jsonl",
 		"2026-11-28-h200x4-pp-llama4-traces/trace.jsonl", "2026-11-28-h200x4-shape-inference-traces/trace.jsonl",
 		"2026-11-28-h200x2-heldout-50/heldout-50.jsonl", "2026-11-28-h200x2-heldout-52/heldout-52.jsonl",
+		"2026-11-28-h200x2-heldout-53/heldout-53.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -185,8 +194,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if runs != 163 {
-		t.Fatalf("%d pipeline runs, want 163", runs)
+	if runs != 168 {
+		t.Fatalf("%d pipeline runs, want 168", runs)
 	}
 	checkSpread(t, errs)
 }
