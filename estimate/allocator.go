@@ -160,3 +160,19 @@ func (s *sim) reallocate(t *tensor) {
 	s.live[t.cat] -= t.bytes()
 	t.blk, n.blk = n.blk, 0
 }
+
+// communicatorUp tells the address model that the process's first NCCL
+// communicator came up (alloc.Allocator.CommunicatorUp).
+func (s *sim) communicatorUp() {
+	if a := s.al.a; a != nil {
+		a.CommunicatorUp()
+	}
+}
+
+// peerConnected tells the address model that NCCL made its first
+// point-to-point connection (alloc.Allocator.PeerConnected).
+func (s *sim) peerConnected() {
+	if a := s.al.a; a != nil {
+		a.PeerConnected()
+	}
+}

@@ -87,13 +87,10 @@ func (s *sim) ddpStates() []*ddpState {
 // stage are nil for the rank's one module (all of s.params).
 func (s *sim) ddpModule(ins []*inst, params, buffers []*tensor, stage *pipeline) *ddpState {
 	d := &ddpState{ready: map[*tensor]int{}, params: params, stage: stage}
-	if a := s.al.a; a != nil {
-		// _verify_param_shape_across_processes: the group's first
-		// collective brings its communicator up, and with it the room
-		// NCCL's set-up leaves in the address space
-		// (alloc.Allocator.CommunicatorUp).
-		a.CommunicatorUp()
-	}
+	// _verify_param_shape_across_processes: the group's first collective
+	// brings its communicator up, and with it the room NCCL's set-up
+	// leaves in the address space.
+	s.communicatorUp()
 	states := registered(ins, map[*tensor]bool{}, nil, true)
 	seen := make(map[*tensor]bool, len(states))
 	for _, t := range states {

@@ -123,9 +123,7 @@ func (s *sim) gatherUnit(u *fsdpUnit) *tensor {
 		cast = s.allocOn(u.shard, s.cfg.param, catTemp, "all-gather input (FSDP)", streamAllGather)
 	}
 	out := s.allocOn(u.gatherShard*u.deg, u.gather, catTemp, "all-gather output (FSDP)", streamAllGather)
-	if a := s.al.a; a != nil {
-		a.CommunicatorUp() // the first all-gather brings its communicator up
-	}
+	s.communicatorUp() // the first all-gather brings its communicator up
 	s.unref(cast)
 	return out
 }

@@ -220,17 +220,12 @@ func (s *sim) boundary(spec *model.Spec, name string) *tensor {
 
 // pipelineSetup is what the first step() does before its first
 // micro-batch (_initialize_stages): the neighbours' warm-up sends and
-// receives, then each stage's shape inference forward and receive
-// buffers, then each stage's gradient receive buffers.
+// receives (NCCL's first connection), each stage's shape inference
+// forward and receive buffers, then its gradient receive buffers.
 func (s *sim) pipelineSetup(spec *model.Spec) {
 	p := s.pp
 	s.enter(0, 0, "pipeline setup")
-	if a := s.al.a; a != nil {
-		// The warm-up send and receive: the first point-to-point
-		// connection (and, without DDP before it, the first
-		// communicator).
-		a.PeerConnected()
-	}
+	s.peerConnected()
 	var warm []*tensor
 	for range p.local {
 		warm = append(warm, s.alloc(1, f32, catTemp, "p2p warm-up recv"), s.alloc(1, f32, catTemp, "p2p warm-up send"))
