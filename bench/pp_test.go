@@ -56,9 +56,11 @@ var pipelineGaps = map[string][]int{
 	// (held-out set 53, −3.1% blind; −4.0% without NCCL's chunks): the
 	// last stage's history (bench/results/2026-11-28-h200x2-heldout-53,
 	// snapshots) replays through memplan's allocator and address model to
-	// 12,542 of its 12,566 MiB, memplan's own requests to 12,182: the
-	// simulated program's requests differ from PyTorch's there, not traced
-	// further yet (bench/torch/bisect.py finds such stretches).
+	// 12,542 of its 12,566 MiB, memplan's own requests to 12,182: the two
+	// hold the same large requests (every size of 64 MiB or more as many
+	// times) in another order; bisect.py's stretches that move the peak lie
+	// in the experts' backward (routed_in's repeat, the router scores'
+	// copy), not reconciled yet.
 	"pp.py 2 model/testdata/hf/llama4-test-4layer.json --schedule gpipe --microbatches 4 --seq 4096 --checkpointing every-block": {Reserved},
 }
 
