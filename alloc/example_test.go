@@ -95,3 +95,26 @@ func ExampleAllocator_Placement() {
 	// 0 0 100
 	// 0 60 100
 }
+
+// NCCL's first communicator maps chunks whose room later segments are
+// carved from upwards: of two segments made after it the first lies lower,
+// where otherwise the driver places each new segment below the last, and a
+// request that two equal cached blocks could serve takes the lower
+// (docs/allocator.md §8).
+func ExampleAllocator_CommunicatorUp() {
+	for _, nccl := range []bool{false, true} {
+		a := alloc.New(alloc.Default())
+		a.Malloc(100<<20, 0)
+		if nccl {
+			a.CommunicatorUp()
+		}
+		second, third := a.Malloc(100<<20, 0), a.Malloc(100<<20, 0)
+		a.Free(second)
+		a.Free(third)
+		fourth := a.Malloc(100<<20, 0)
+		fmt.Println(fourth == second, fourth == third)
+	}
+	// Output:
+	// false true
+	// true false
+}

@@ -161,6 +161,14 @@ func (s *sim) reallocate(t *tensor) {
 	t.blk, n.blk = n.blk, 0
 }
 
+// libraryLoaded tells the address model that library l's first kernels
+// ran (alloc.Allocator.LibraryLoaded).
+func (s *sim) libraryLoaded(l alloc.Library) {
+	if a := s.al.a; a != nil {
+		a.LibraryLoaded(l)
+	}
+}
+
 // communicatorUp tells the address model that the process's first NCCL
 // communicator came up (alloc.Allocator.CommunicatorUp).
 func (s *sim) communicatorUp() {

@@ -18,11 +18,9 @@ func (s *sim) gemm(dt int64, bias bool) {
 	th := s.thread
 	if !s.ws[th] {
 		s.ws[th] = true
-		if a := s.al.a; a != nil {
-			// cuBLAS's first kernels free room in the context's address
-			// space, the workspace the first segment carved from it.
-			a.LibraryLoaded(alloc.CuBLAS)
-		}
+		// cuBLAS's first kernels free room in the context's address
+		// space, the workspace the first segment carved from it.
+		s.libraryLoaded(alloc.CuBLAS)
 		s.alloc(s.cfg.cublasWorkspace, u8, catWorkspace, "cublas workspace")
 	}
 	if bias && !s.lt[th] {

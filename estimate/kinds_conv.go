@@ -120,11 +120,9 @@ func (transposeOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 // workspace for the forward, and in backward one after allocating the
 // input's gradient and one after the weight's (cudnn.go).
 func (s *sim) conv2d(x, w, b *tensor, outElems int64, g convGeom) *tensor {
-	if a := s.al.a; a != nil {
-		// cuDNN's first kernels free room in the context's address
-		// space that later segments fill (alloc.Allocator.LibraryLoaded).
-		a.LibraryLoaded(alloc.CuDNN)
-	}
+	// cuDNN's first kernels free room in the context's address space
+	// that later segments fill.
+	s.libraryLoaded(alloc.CuDNN)
 	// autocast casts the bias, the weight, then the input (right to left:
 	// matmulView).
 	var bc *tensor
