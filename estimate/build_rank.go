@@ -40,6 +40,9 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	case t.TP > 1:
 		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
 	}
+	if t.TP > 1 && !runsModel && s.pp == nil {
+		s.note(tpLlamaNote)
+	}
 	if t.TP > 1 && runsModel {
 		stream := "the residual stream whole on every rank (no sequence parallelism)"
 		if t.SP {
@@ -68,6 +71,10 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	done()
 	return ins, layers
 }
+
+// tpLlamaNote says what program a Llama-shaped model under tensor
+// parallelism is simulated as (model.Model.RunsTransformersForward false).
+const tpLlamaNote = "tensor parallelism of a Llama-shaped model: simulated as torchtitan's Llama runs it, its rotary tables a buffer; transformers' own forward (a tp_plan) makes them in every forward with the step's first matrix product, which can leave the cache placed otherwise (measured: a tiny MoE's config at tp 2, +5.0% reserved; docs/accuracy.md, thirty-fourth session)"
 
 // tpAllToAll says whether the tensor-parallel program of m under t
 // exchanges tensors all-to-all over the tp group (OLMo 2's and 3's query

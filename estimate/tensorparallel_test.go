@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -450,6 +451,28 @@ func TestUnevenVocabularyPads(t *testing.T) {
 		// 2,048 tokens, in bf16.
 		if want := 2048 * (c.vocab + 1) / 2 * 2; c.pads == 1 && padded[0] != want {
 			t.Errorf("%s: padded shard %d bytes, want %d", c.file, padded[0], want)
+		}
+	}
+}
+
+// TestTPLlamaNote: a Llama-shaped model under tensor parallelism says which
+// program it is simulated as; one transformers' forward runs under tensor
+// parallelism (Gemma 2) and one without it do not.
+func TestTPLlamaNote(t *testing.T) {
+	for _, tc := range []struct {
+		spec *model.Spec
+		want bool
+	}{
+		{load(t, "tinyllama-1.1b.yaml", model.Overrides{TP: 2, SP: true, Seq: 512, Batch: 1}), true},
+		{loadHF(t, "gemma-2-2b.json", model.Overrides{TP: 2, SP: true, Seq: 512, Batch: 1}), false},
+		{load(t, "tinyllama-1.1b.yaml", model.Overrides{Seq: 512, Batch: 1}), false},
+	} {
+		r, err := Estimate(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(r.Notes, tpLlamaNote); got != tc.want {
+			t.Errorf("%s tp %d: the note %v, want %v", tc.spec.Name, tc.spec.Training.TP, got, tc.want)
 		}
 	}
 }
