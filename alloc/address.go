@@ -33,10 +33,12 @@ type vaSpace struct {
 	pieces   []vaPiece
 	spare    []int32 // free piece slots
 	gaps     gapTreap
-	roomOpen bool  // the context chunk's room is free (openRoom)
-	ncclUp   bool  // the first communicator's chunks are mapped (communicatorUp)
-	ncclB    int32 // NCCL's lower chunk while it is held (-1: none)
-	ncclBAt  int64 // its start
+	roomOpen bool    // the context's reservation is freed (openRoom)
+	ctxX     int32   // the context's lower chunk: its reservation and 2 MiB piece
+	loaded   [2]bool // the libraries whose code is mapped (openRoom)
+	ncclUp   bool    // the first communicator's chunks are mapped (communicatorUp)
+	ncclB    int32   // NCCL's lower chunk while it is held (-1: none)
+	ncclBAt  int64   // its start
 }
 
 type vaChunk struct {
@@ -62,7 +64,7 @@ const (
 // reset empties the space to a new context's, keeping its memory.
 func (v *vaSpace) reset() {
 	v.frontier = vaTop
-	v.roomOpen = false
+	v.roomOpen, v.loaded = false, [2]bool{}
 	v.ncclUp, v.ncclB = false, -1
 	v.chunks = v.chunks[:0]
 	v.pieces = append(v.pieces[:0], vaPiece{})
@@ -70,39 +72,51 @@ func (v *vaSpace) reset() {
 	v.leaves = 1
 	v.room = append(v.room[:0], -1, -1)
 	v.gaps.reset()
-	c := v.addChunk(vaTop, 1<<40)
+	c := v.addChunk(vaTop+ctxX, 1<<40)
 	v.chunks[c].live = 1 // never released
-	v.chunks[c].head = v.newPiece(vaTop+ctxSmall, vaGrain, v.newPiece(vaTop+ctxLarge, 24<<20, 0))
+	v.chunks[c].head = v.newPiece(vaTop+ctxLarge, 24<<20, 0)
 	v.update(c)
+	v.ctxX = v.addChunk(vaTop, ctxX)
+	x := &v.chunks[v.ctxX]
+	x.live = 1 // the driver's reservation below ctxSmall (openRoom)
+	x.head = v.newPiece(vaTop+ctxSmall, vaGrain, 0)
+	v.update(v.ctxX)
 }
 
-// The context chunk's room: at the first kernels of a library the driver
-// frees the context's chunk from the library's room start to ctxRoomHi,
-// which later allocations carve from its low end as any chunk's free piece
-// (measured on an H200, driver 580.159.04: bench/torch/addr/va_libs.py, the
-// GroupNorm CNN's and the tiny MoE's histories; docs/allocator.md §8).
-// Below the start is what the library's own kernels took: cuDNN's first
-// convolution leaves the room from 6 MiB, cuBLAS's first product from 64
-// MiB (its workspace the first segment carved there).
-const (
-	ctxRoomCuDNN  = 6 << 20
-	ctxRoomCuBLAS = 64 << 20
-	ctxRoomHi     = ctxSmall
-)
+// The context's room. A new context holds two chunks above all others: the
+// upper one with the 24 MiB piece (ctxLarge), the lower one (ctxX bytes,
+// the newer of the two) reserved by the driver up to ctxSmall with the
+// 2 MiB piece above it. A library's first kernels free that reservation
+// and map the library's code (libBytes) by the usual rules. If the 2 MiB
+// piece is in use then, the lower chunk lives on and its freed range is a
+// piece later segments are carve upwards from, after the code (cuBLAS's
+// first product: from 64 MiB, its workspace the first segment there;
+// cuDNN's first convolution: from 6 MiB). If it is free, the chunk is
+// empty and goes: its range is a gap that new chunks fill top-down, the
+// code first (cuBLAS's workspace at 320 MiB, the segments after it below;
+// measured on an H200, driver 580.159.04: bench/torch/addr/va_libs.py and
+// va_room.py, the histories of held-out set 55 and of the tiny MoE;
+// docs/allocator.md §8).
+const ctxX = ctxSmall + vaGrain
 
-// openRoom frees the context chunk's room (lo to ctxRoomHi above its
-// start), once: the first library to run a kernel decides where it starts.
-func (v *vaSpace) openRoom(lo int64) {
+// libBytes is the code each Library's first kernels map.
+var libBytes = [2]int64{6 << 20, 64 << 20}
+
+// openRoom frees the context's reservation, once, and maps library l's
+// code, once per library.
+func (v *vaSpace) openRoom(l int) {
 	if len(v.chunks) == 0 {
 		v.reset()
 	}
-	if v.roomOpen {
+	if v.loaded[l] {
 		return
 	}
-	v.roomOpen = true
-	ch := &v.chunks[0]
-	ch.head = v.newPiece(vaTop+lo, ctxRoomHi-lo, ch.head)
-	v.update(0)
+	v.loaded[l] = true
+	if !v.roomOpen {
+		v.roomOpen = true
+		v.free(vaTop, ctxSmall, v.ctxX)
+	}
+	v.alloc(libBytes[l])
 }
 
 // NCCL's chunks: as the process's first communicator comes up (its first

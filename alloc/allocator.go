@@ -136,16 +136,13 @@ const (
 
 // LibraryLoaded tells the address model that library l's first kernels
 // ran (cuDNN's first convolution, cuBLAS's first product): the driver frees
-// room in the context's chunk that later segments are carved from
-// (vaSpace.openRoom), once, from where the first library to run left it.
+// the context's reservation, once, and maps the library's code
+// (vaSpace.openRoom); later segments carve the freed range upwards, or fill
+// it top-down where it became a gap.
 // It does nothing under OrderAge or with an address function of its own.
 func (a *Allocator) LibraryLoaded(l Library) {
 	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
-		lo := int64(ctxRoomCuDNN)
-		if l == CuBLAS {
-			lo = ctxRoomCuBLAS
-		}
-		a.va.openRoom(lo)
+		a.va.openRoom(int(l))
 	}
 }
 

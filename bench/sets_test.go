@@ -80,7 +80,6 @@ var setGaps = []struct {
 	why     string
 }{
 	{"specs/vit-b-16.yaml --batch 64 --precision bf16 --checkpointing every-block", []int{Reserved, Device}, "held out (set 51, blind), 5.0% under with peak allocated exact: PyTorch's cache grew in the run's third step (1,459,617,792 B reserved after two steps, as memplan predicts, 1,537,212,416 after three); a third simulated step gives 1,537,212,416 to the byte, not kept for its cost (docs/allocator.md §8)"},
-	{"model/testdata/hf/smollm3-3b.json --hf --batch 2 --seq 1024 --precision bf16 --attention eager --checkpointing every-block", []int{Reserved}, "tuning, 3.1% under since cuBLAS's first product opens the context chunk's room (alloc.CuBLAS, thirty-fourth session; 0.0% before), peak allocated exact: which segments the driver carves from that room decides the cache; the three tiny-MoE lines listed before it are exact since (docs/allocator.md §8)"},
 }
 
 // setGap reports whether the run labelled label is a listed gap for metric
