@@ -259,7 +259,7 @@ func TestPipelineExpertKinds(t *testing.T) {
 
 // TestPipelineDDPNote: an estimate of DDP or ZeRO-1 over pipeline stages
 // says that the driver's placement of segments, which memplan does not
-// model, has made such runs reserve up to 3.9% more (docs/parallelism.md
+// model, has made such runs reserve up to 4.2% more (docs/parallelism.md
 // §3.2.9); a pipeline alone or under FSDP does not.
 func TestPipelineDDPNote(t *testing.T) {
 	for _, tc := range []struct {
