@@ -16,9 +16,11 @@ package alloc
 //     gap's top; else below the lowest chunk (the frontier).
 //   - cudaFree returns the piece to its chunk; a chunk left empty is
 //     released, its range a gap again (or the frontier moves up).
-//   - A new context holds a chunk of its own above the frontier with a
-//     2 MiB piece free 414 MiB above it and a 24 MiB piece free 488 MiB
-//     above it.
+//   - A new context holds two chunks of its own above the frontier: a
+//     2 MiB piece free 414 MiB above it in the lower, newer one (the rest
+//     of it the driver's reservation, which a library's first kernels
+//     free: openRoom) and a 24 MiB piece free 488 MiB above it in the
+//     upper one.
 //
 // Only the order of the addresses is used. The chunks live in a slab in
 // creation order under a max-tree of their largest free piece, so that the
@@ -89,7 +91,7 @@ func (v *vaSpace) reset() {
 // 2 MiB piece above it. A library's first kernels free that reservation
 // and map the library's code (libBytes) by the usual rules. If the 2 MiB
 // piece is in use then, the lower chunk lives on and its freed range is a
-// piece later segments are carve upwards from, after the code (cuBLAS's
+// piece later segments are carved upwards from, after the code (cuBLAS's
 // first product: from 64 MiB, its workspace the first segment there;
 // cuDNN's first convolution: from 6 MiB). If it is free, the chunk is
 // empty and goes: its range is a gap that new chunks fill top-down, the
