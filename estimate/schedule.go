@@ -10,10 +10,11 @@ import "github.com/memplan/memplan/model"
 // (pipeline.go).
 
 // pipelineDDPNote says what memplan does not model of DDP and ZeRO-1 over
-// pipeline stages: the driver's placement of segments once the data- and
-// pipeline-parallel groups' NCCL communicators are up (docs/allocator.md
-// §8, docs/parallelism.md §3.2.9).
-const pipelineDDPNote = "DDP and ZeRO-1 over pipeline stages: where the driver places segments once NCCL's groups are up decides part of reserved memory, and memplan does not model it yet; measured runs reserved up to 4.2% more than predicted (docs/parallelism.md §3.2.9): leave that headroom"
+// pipeline stages: all of the driver's placement of segments once the
+// data- and pipeline-parallel groups' NCCL communicators are up (it models
+// the first communicator's chunks: docs/allocator.md §8, docs/parallelism.md
+// §3.2.9).
+const pipelineDDPNote = "DDP and ZeRO-1 over pipeline stages: where the driver places segments once NCCL's groups are up decides part of reserved memory, and memplan models the first communicator's chunks but not all of it; measured runs reserved up to 4.2% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.9): leave that headroom"
 
 // trainPipeline simulates two optimizer steps of one stage, as the
 // training loop of bench/torch/dist/pp.py (and torchtitan) runs them:
