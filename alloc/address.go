@@ -35,9 +35,8 @@ type vaSpace struct {
 	pieces   []vaPiece
 	spare    []int32 // free piece slots
 	gaps     gapTreap
-	roomOpen bool    // the context's reservation is freed (openRoom)
 	ctxX     int32   // the context's lower chunk: its reservation and 2 MiB piece
-	loaded   [2]bool // the libraries whose code is mapped (openRoom)
+	loaded   [2]bool // by Library, whose code is mapped (openRoom)
 	ncclUp   bool    // the first communicator's chunks are mapped (communicatorUp)
 	ncclB    int32   // NCCL's lower chunk while it is held (-1: none)
 	ncclBAt  int64   // its start
@@ -66,7 +65,7 @@ const (
 // reset empties the space to a new context's, keeping its memory.
 func (v *vaSpace) reset() {
 	v.frontier = vaTop
-	v.roomOpen, v.loaded = false, [2]bool{}
+	v.loaded = [2]bool{}
 	v.ncclUp, v.ncclB = false, -1
 	v.chunks = v.chunks[:0]
 	v.pieces = append(v.pieces[:0], vaPiece{})
@@ -102,22 +101,21 @@ func (v *vaSpace) reset() {
 const ctxX = ctxSmall + vaGrain
 
 // libBytes is the code each Library's first kernels map.
-var libBytes = [2]int64{6 << 20, 64 << 20}
+var libBytes = [2]int64{CuDNN: 6 << 20, CuBLAS: 64 << 20}
 
-// openRoom frees the context's reservation, once, and maps library l's
-// code, once per library.
-func (v *vaSpace) openRoom(l int) {
+// openRoom frees the context's reservation when the first library loads
+// and maps library l's code, once per library.
+func (v *vaSpace) openRoom(l Library) {
 	if len(v.chunks) == 0 {
 		v.reset()
 	}
 	if v.loaded[l] {
 		return
 	}
-	v.loaded[l] = true
-	if !v.roomOpen {
-		v.roomOpen = true
+	if !v.loaded[CuDNN] && !v.loaded[CuBLAS] {
 		v.free(vaTop, ctxSmall, v.ctxX)
 	}
+	v.loaded[l] = true
 	v.alloc(libBytes[l])
 }
 

@@ -124,6 +124,12 @@ func (a *Allocator) init() {
 	}
 }
 
+// modelsAddresses says whether segments are placed by the address model
+// (vaSpace): under OrderAddress without an address function of its own.
+func (a *Allocator) modelsAddresses() bool {
+	return a.conf.SegmentOrder == OrderAddress && a.addr == nil
+}
+
 // Library is a library whose first kernels change the driver's address
 // space (Allocator.LibraryLoaded).
 type Library int
@@ -141,8 +147,8 @@ const (
 // it top-down where it became a gap.
 // It does nothing under OrderAge or with an address function of its own.
 func (a *Allocator) LibraryLoaded(l Library) {
-	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
-		a.va.openRoom(int(l))
+	if a.modelsAddresses() {
+		a.va.openRoom(l)
 	}
 }
 
@@ -150,7 +156,7 @@ func (a *Allocator) LibraryLoaded(l Library) {
 // communicator came up (its first collective): the driver maps NCCL's
 // chunks, with room later segments carve from (vaSpace.communicatorUp).
 func (a *Allocator) CommunicatorUp() {
-	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
+	if a.modelsAddresses() {
 		a.va.communicatorUp()
 	}
 }
@@ -158,7 +164,7 @@ func (a *Allocator) CommunicatorUp() {
 // PeerConnected tells the address model that NCCL made its first
 // point-to-point connection: the lower of its chunks comes free.
 func (a *Allocator) PeerConnected() {
-	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
+	if a.modelsAddresses() {
 		a.va.peerConnected()
 	}
 }

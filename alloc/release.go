@@ -8,7 +8,7 @@ func (a *Allocator) freeSegment(b int32) {
 	g := &a.segs[x.seg]
 	a.reserved -= g.size
 	g.released = true
-	if a.conf.SegmentOrder == OrderAddress && a.addr == nil {
+	if a.modelsAddresses() {
 		a.va.free(g.order, g.size, g.chunk)
 	}
 	if g.size >= a.conf.maxSplit() {

@@ -20,16 +20,16 @@ import (
 func TestContextRoom(t *testing.T) {
 	for _, c := range []struct {
 		file    string
-		open    int  // the library whose first kernels run at the event (-1: none)
-		exact   bool // every address the driver's
-		ordered bool // every pair of segments in the driver's order
+		open    Library // the library whose first kernels run at the event (-1: none)
+		exact   bool    // every address the driver's
+		ordered bool    // every pair of segments in the driver's order
 	}{
 		{"none", -1, true, true},
 		{"randn", -1, true, true},
-		{"conv", int(CuDNN), false, true},
+		{"conv", CuDNN, false, true},
 		{"conv", -1, false, false},
-		{"matmul", int(CuBLAS), false, true},
-		{"matmul", int(CuDNN), false, false},
+		{"matmul", CuBLAS, false, true},
+		{"matmul", CuDNN, false, false},
 		{"matmul", -1, false, false},
 	} {
 		ev := readEvents(t, filepath.Join("testdata", "va-libs", c.file+".json.gz"))

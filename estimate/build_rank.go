@@ -40,7 +40,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	case t.TP > 1:
 		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
 	}
-	if t.TP > 1 && !runsModel && s.pp == nil {
+	if t.TP > 1 && !runsModel {
 		s.note(tpLlamaNote)
 	}
 	if t.TP > 1 && runsModel {
