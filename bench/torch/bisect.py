@@ -35,7 +35,14 @@ def load(path):
     if isinstance(raw, dict):
         raw = raw["events"]
     out, live, n = [], {}, 0
+    streams = {"s0": "s0"}
     for a, addr, size, lab in raw:
+        # Side streams renamed s1, s2, ... in the order they first appear
+        # (a snapshot names them by address, memplan by number), so that a
+        # hybrid's allocations on one real stream share one name.
+        head, _, tail = str(lab).rpartition(" ")
+        if head and tail[:1] == "s" and tail[1:].isdigit():
+            lab = head + " " + streams.setdefault(tail, f"s{len(streams)}")
         size = (int(size) + 511) // 512 * 512
         if size <= MIB:
             continue
