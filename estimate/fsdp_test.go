@@ -330,3 +330,52 @@ func TestWholeExpertsAtGPUInit(t *testing.T) {
 		t.Errorf("load: %d bytes of every rank's experts, %d of the rank's copies (want half), freed before the shards: %v", whole, copies, freedBeforeShard)
 	}
 }
+
+// TestRootPostForwardBeforeLoss: with the loss outside the model
+// (loss_outside_autocast), FSDP2's root post-forward has run when the loss
+// begins, so every all-gather output (FSDP) of the forward, the last
+// block's included, is freed before the loss's log-softmax is allocated;
+// with the loss inside the model the last lives until the loss is made
+// (measured: the last block's output freed among autocast's casts, before
+// the loss, held-out set 54's tp × FSDP2 line,
+// bench/results/2026-11-28-h200x4-heldout54-traces c6).
+func TestRootPostForwardBeforeLoss(t *testing.T) {
+	for _, tc := range []struct {
+		zero    string
+		outside bool
+	}{{"3", false}, {"3", true}, {"2", false}, {"2", true}} {
+		spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256, DP: 2, Zero: tc.zero,
+			Precision: model.AMPBF16, LossOutsideAutocast: tc.outside})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, all, loss := 0, 0, false
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if s.phase.Stage != StageForward || s.phase.Iteration != 1 {
+					return
+				}
+				if alloc && x.label() == "LogSoftmax" {
+					loss = true
+				}
+				if !alloc && x.name == "all-gather output (FSDP)" {
+					all++
+					if !loss {
+						before++
+					}
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := all - 1
+		if tc.outside {
+			want = all
+		}
+		if !loss || all < 2 || before != want {
+			t.Errorf("zero %s, loss outside %v: %d of the second forward's %d all-gather outputs freed before the loss (loss seen: %v), want %d",
+				tc.zero, tc.outside, before, all, loss, want)
+		}
+	}
+}

@@ -280,10 +280,16 @@ func (s *sim) enter(iter, micro int, stage string) {
 
 // lossAfterAutocast is where a loop that computes the loss outside its
 // autocast region (model.Training.LossOutsideAutocast) leaves the region:
-// between the logits and the loss, the cached casts go.
+// between the logits and the loss, the cached casts go. Such a loss is
+// outside the model too, so FSDP2's root post-forward has run by then:
+// the last all-gather output is freed before the loss's logits copies are
+// made (measured: the last block's 236 MiB output freed among autocast's
+// casts, before the loss, bench/results/2026-11-28-h200x4-heldout54-traces
+// c6; the step's later call finds nothing left to do).
 func (s *sim) lossAfterAutocast() {
 	if s.cfg.lossOutside {
 		s.clearCache()
+		s.rootPostForward()
 		if s.perParam {
 			// The loss is the loop's, outside the model and so outside
 			// FSDP2's root: its nodes run in backward before the root's

@@ -124,8 +124,11 @@ def main():
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     # The loss is computed after the autocast region ends (memplan's
     # --loss-outside-autocast): the cached bf16 weights are freed first.
+    # fully_shard(model) leaves the root's reshard_after_forward to torch,
+    # which keeps it unsharded until the backward (--fsdp-root keep).
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
-                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
+                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None,
+                             fsdp_root="keep" if a.dp > 1 else None, checkpointing=a.checkpointing,
                              loss_outside_autocast=True, fsdp_init="meta" if a.meta else "gpu",
                              ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
@@ -204,7 +207,8 @@ def hf_main(a, world, local):
               "ep": a.ep, "router": a.router if a.ep > 1 else None,
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
-                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None, checkpointing=a.checkpointing,
+                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None,
+                             fsdp_root="keep" if a.dp > 1 else None, checkpointing=a.checkpointing,
                              loss_outside_autocast=True, fsdp_init="meta", ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if zero else None)
     common.report(a.label, config, cmd, steps, local)
