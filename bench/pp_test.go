@@ -61,6 +61,16 @@ var pipelineGaps = map[string][]int{
 	// in the experts' backward (routed_in's repeat, the router scores'
 	// copy), not reconciled yet.
 	"pp.py 2 model/testdata/hf/llama4-test-4layer.json --schedule gpipe --microbatches 4 --seq 4096 --checkpointing every-block": {Reserved},
+	// The same pipeline over pp 2 × ZeRO-1 dp 2 on four GPUs (held-out set
+	// 54, −3.3% reserved blind): rank 2's history
+	// (bench/results/2026-11-28-h200x4-heldout54-traces, c1) replays
+	// through memplan's allocator and address model to its 11,656 MiB,
+	// memplan's requests (the last stage's) to 11,272. Their requests of 60
+	// MiB or more match one for one (1,860 events) but for the order of
+	// frees within a run; the smaller ones differ in 332 stretches (a
+	// segment tail's 16 MiB gradient the history holds through the
+	// recompute among them). Placement again, as above.
+	"pp.py 4 model/testdata/hf/llama4-test-4layer.json --schedule gpipe --microbatches 4 --seq 4096 --dp 2 --mode zero1 --step-pause 0.2 --checkpointing every-block": {Reserved},
 }
 
 // pipelinePlacement are the pipeline runs more than the worst-case
@@ -138,7 +148,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-pp-llama4.jsonl", "2026-11-28-h200x4-pp-llama4-heldout.jsonl",
 		"2026-11-28-h200x4-pp-llama4-traces/trace.jsonl", "2026-11-28-h200x4-shape-inference-traces/trace.jsonl",
 		"2026-11-28-h200x2-heldout-50/heldout-50.jsonl", "2026-11-28-h200x2-heldout-52/heldout-52.jsonl",
-		"2026-11-28-h200x2-heldout-53/heldout-53.jsonl",
+		"2026-11-28-h200x2-heldout-53/heldout-53.jsonl", "2026-11-28-h200x4-heldout54.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -195,8 +205,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if runs != 168 {
-		t.Fatalf("%d pipeline runs, want 168", runs)
+	if runs != 174 {
+		t.Fatalf("%d pipeline runs, want 174", runs)
 	}
 	checkSpread(t, errs)
 }

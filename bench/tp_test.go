@@ -176,7 +176,7 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x2-tp-llama4/tp-llama4.jsonl", "2026-11-28-h200x2-tp-llama4/tp-llama4-heldout.jsonl",
 		"2026-11-28-h200x2-tp-llama4/rerun-sp.jsonl", "2026-11-28-h200x2-tp-llama4/trace.jsonl",
 		"2026-11-28-h200x2-heldout-49/heldout-49.jsonl", "2026-11-28-h200x2-heldout-50/heldout-50.jsonl",
-		"2026-11-28-h200x2-heldout-52/heldout-52.jsonl"} {
+		"2026-11-28-h200x2-heldout-52/heldout-52.jsonl", "2026-11-28-h200x4-heldout54.jsonl"} {
 		runs = append(runs, withoutReruns(t, f, readScript(t, filepath.Join("results", f), "tp"))...)
 	}
 	for _, r := range runs {
@@ -207,8 +207,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 157 {
-		t.Fatalf("%d tensor-parallel runs, want 157", n)
+	if n := len(errs[Allocated]); n != 158 {
+		t.Fatalf("%d tensor-parallel runs, want 158", n)
 	}
 	checkSpread(t, errs)
 }
@@ -252,13 +252,28 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // between 48,324 and 49,896 MiB (bench/torch/bisect.py) — a peak set by
 // placement, not by any one tensor.
 //
+// Llama 4's test shape at tp 2 × FSDP2 dp 2, meta-built, checkpointed
+// (held-out set 54, −3.9% reserved blind, every rank alike): rank 0's
+// history (bench/results/2026-11-28-h200x4-heldout54-traces, c6) replayed
+// through memplan's allocator gives its 6,342 MiB to the MiB; memplan's own
+// requests 6,096. Their requests of 60 MiB or more match one for one in
+// the two steps memplan simulates, but for the order of frees within a run
+// (which leaves the allocator in one state) and the root's last all-gather
+// output, which the history frees before the loss (memplan since this
+// session too: estimate.lossAfterAutocast). With the first 1, 2, … of the
+// 219 stretches where the smaller requests differ replaced by the
+// history's, the simulated peak goes back and forth between 6,052, 6,296,
+// 6,308 and 6,552 MiB (bench/torch/bisect.py): one 256 MiB segment more
+// or less, set by placement, not by any one tensor.
+//
 // (GPT-OSS's first four layers at tp 2 with sp, a batch of two,
 // checkpointed, −3.1% reserved blind, is +0.0% since the same session's
 // trace: a segment's tail gradients, the reduce-scatter's all-gather
 // included, come before its recompute; estimate.tailGrads.)
 var tpGaps = map[string]map[int]bool{
-	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096":                                             {Reserved: true, Device: true},
-	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block": {Reserved: true, Device: true},
+	"tp.py 2 bench/torch/dist/moe-llama-wide.yaml --tp 2 --seq 4096":                                                {Reserved: true, Device: true},
+	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block":    {Reserved: true, Device: true},
+	"tp.py 4 model/testdata/hf/llama4-test-4layer.json --tp 2 --dp 2 --meta --seq 4096 --checkpointing every-block": {Reserved: true},
 }
 
 // tpReruns maps a results file to the one that ran some of its lines again
