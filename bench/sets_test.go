@@ -79,7 +79,11 @@ var setGaps = []struct {
 	metrics []int
 	why     string
 }{
-	{"specs/vit-b-16.yaml --batch 64 --precision bf16 --checkpointing every-block", []int{Reserved, Device}, "held out (set 51, blind), 5.0% under with peak allocated exact: PyTorch's cache grew in the run's third step (1,459,617,792 B reserved after two steps, as memplan predicts, 1,537,212,416 after three); a third simulated step gives 1,537,212,416 to the byte, not kept for its cost (docs/allocator.md §8)"},
+	// None since the thirty-fifth session: ViT-B/16's checkpointed bf16
+	// line at a batch of 64 (held-out set 51, −5.0% blind: PyTorch's cache
+	// grew in the run's third step) is exact since steps are simulated
+	// until one ends as the one before (estimate's train; docs/allocator.md
+	// §8, "Steps until the cache repeats").
 }
 
 // setGap reports whether the run labelled label is a listed gap for metric

@@ -156,6 +156,9 @@ func (s *sim) reallocate(t *tensor) {
 	if s.trace != nil {
 		s.trace(t, false)
 	}
+	if s.rec != nil {
+		s.rec.logFree(t)
+	}
 	s.al.free(t.blk)
 	s.live[t.cat] -= t.bytes()
 	t.blk, n.blk = n.blk, 0
@@ -167,6 +170,9 @@ func (s *sim) libraryLoaded(l alloc.Library) {
 	if a := s.al.a; a != nil {
 		a.LibraryLoaded(l)
 	}
+	if s.rec != nil {
+		s.rec.log(evLibrary, int64(l))
+	}
 }
 
 // communicatorUp tells the address model that the process's first NCCL
@@ -175,6 +181,9 @@ func (s *sim) communicatorUp() {
 	if a := s.al.a; a != nil {
 		a.CommunicatorUp()
 	}
+	if s.rec != nil {
+		s.rec.log(evCommUp, 0)
+	}
 }
 
 // peerConnected tells the address model that NCCL made its first
@@ -182,5 +191,8 @@ func (s *sim) communicatorUp() {
 func (s *sim) peerConnected() {
 	if a := s.al.a; a != nil {
 		a.PeerConnected()
+	}
+	if s.rec != nil {
+		s.rec.log(evPeer, 0)
 	}
 }

@@ -29,6 +29,9 @@ func (s *sim) allocOn(elems, dt int64, cat category, name string, st alloc.Strea
 	if s.trace != nil {
 		s.trace(t, true)
 	}
+	if s.rec != nil {
+		s.rec.logMalloc(t, n, st)
+	}
 	s.live[cat] += n
 	s.observe()
 	return t

@@ -311,9 +311,10 @@ type sim struct {
 	// through it, whose residual stream is a DTensor with the whole
 	// sequence's shape (bench/torch/dist/hftp.py); else 1.
 	wholeSeq    int64
-	rootKept    bool    // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
-	recomputing bool    // a checkpoint's recompute runs, inside the backward (checkpoint.go)
-	rsInput     *tensor // FSDP2's last reduce-scatter input (fsdp.go)
+	rootKept    bool     // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
+	rec         *stepLog // the step being recorded for replay, or nil (replay.go)
+	recomputing bool     // a checkpoint's recompute runs, inside the backward (checkpoint.go)
+	rsInput     *tensor  // FSDP2's last reduce-scatter input (fsdp.go)
 	// agState is the forward's last all-gather output, agNext the
 	// backward's prefetched one (for unit agNextUnit) (fsdp.go).
 	agState, agNext *tensor
@@ -415,6 +416,9 @@ func (s *sim) recat(t *tensor) {
 	}
 	c := s.catOf(t)
 	if c != t.cat {
+		if s.rec != nil {
+			s.rec.ev = append(s.rec.ev, stepEvent{kind: evRecat, n: t.bytes(), cat: t.cat, to: c})
+		}
 		s.live[t.cat] -= t.bytes()
 		s.live[c] += t.bytes()
 		t.cat = c
@@ -446,6 +450,9 @@ func (s *sim) make(t *tensor) {
 	t.blk = s.al.malloc(n)
 	if s.trace != nil {
 		s.trace(t, true)
+	}
+	if s.rec != nil {
+		s.rec.logMalloc(t, n, 0)
 	}
 	s.live[cat] += n
 	s.observe()
@@ -487,6 +494,9 @@ func (s *sim) unheld(t *tensor) {
 	if t.blk.Valid() {
 		if s.trace != nil {
 			s.trace(t, false)
+		}
+		if s.rec != nil {
+			s.rec.logFree(t)
 		}
 		s.al.free(t.blk)
 		s.live[t.cat] -= t.bytes()

@@ -7,28 +7,33 @@ import (
 	"github.com/memplan/memplan/model"
 )
 
-// maxSteps is the most optimizer steps train simulates (under
-// max_split_size_mb).
+// maxSteps is the most optimizer steps train simulates where the states
+// at the steps' ends are not compared (stepsComparable).
 const maxSteps = 3
 
-// train simulates two optimizer steps (Adam's state exists only from the
-// first step on, so the second shows the steady state), each with up to two
-// micro-batches of gradient accumulation (the second runs with gradients
-// already allocated). Under max_split_size_mb a third follows when the
-// second still had to create segments: a freed block at or above the limit
-// never serves the smaller requests that made its segment, so the cache can
-// grow every step (docs/moe.md §2.2); without the setting any cached block
-// can be split for a smaller request, and a third step changed the reserved
-// memory of none of the committed single-GPU measurements. DDP always runs
-// three: it rebuilds its gradient buckets at the second step's forward
-// (ddp.go), so the second step starts from a state no later step repeats
-// (measured: Llama-3.2-1B with bucket views maps a 2,004 MiB segment in
-// the third step, docs/multigpu.md). A cache that grows in the last step
-// is said in the notes.
+// train simulates optimizer steps until one ends in the state the step
+// before it ended in (the same blocks in the same places, the same bytes
+// alive by category): every later step runs the same program from the same
+// state, so it repeats that step exactly and cannot reserve more. At least
+// two: Adam's state exists only from the first step on, so the second is
+// the first of the steady program. DDP runs at least three: it rebuilds
+// its gradient buckets at the second step's forward (ddp.go), so the third
+// is the first that starts as every later one does (measured: Llama-3.2-1B
+// with bucket views maps a 2,004 MiB segment in the third step,
+// docs/multigpu.md). A cache can keep changing after the second step:
+// ViT-B/16's checkpointed bf16 line maps 73 MiB more in PyTorch's third
+// step, as in memplan's (docs/allocator.md §8). The steps after the first
+// of the steady program replay its allocator calls (replay.go). Each step
+// runs up to two micro-batches of gradient accumulation (the second runs
+// with gradients already allocated).
+//
+// Where the states cannot be compared exactly (allocator settings, a cap,
+// a trace) or the run leaks (foldLeak), the old rule holds: two steps, a
+// third under max_split_size_mb or DDP, and one more while the cache
+// grows, up to maxSteps; a cache that grows in the last step is said in
+// the notes.
 func (s *sim) train(spec *model.Spec, ins []*inst) {
-	t := spec.Training
 	data := s.batchData(spec)
-	micro := int(min(t.GradAccum, 2))
 	steps, least := 2, 2
 	if a := s.al.a; a != nil && a.Config().MaxSplitSize > 0 {
 		steps = maxSteps
@@ -38,62 +43,39 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 		// so the third is the first that starts as every later one does.
 		steps, least = maxSteps, maxSteps
 	}
-	for it, grew := 0, true; it < least || it < steps && grew; it++ {
+	exact := s.stepsComparable()
+	l := stepLogs.Get().(*stepLog)
+	defer stepLogs.Put(l)
+	replay, prev, now := false, l.prev[:0], l.now[:0]
+	for it, more := 0, true; more; it++ {
 		start := s.al.reserved
-		for m := 0; m < micro; m++ {
-			s.enter(it, m, StageForward)
-			s.thread = 0
-			if it == 1 && m == 0 {
-				s.ddpRebuild()
+		if replay {
+			s.replayStep(l, it)
+		} else {
+			record := exact && replaySkip && s.leaked == 0 && it == least-1
+			if record {
+				s.startLog(l)
 			}
-			s.saving = true
-			s.gather()
-			x := s.ref(data)
-			out, sh := s.run(ins, x, spec.InputShape())
-			loss := out
-			if len(sh) != 1 || sh[0] != 1 {
-				// Models without an lm_head end in logits: the loop applies
-				// F.cross_entropy and keeps only the loss.
-				s.lossAfterAutocast()
-				loss = s.crossEntropy(out, s.rows(sh))
-				s.unref(out)
+			s.trainStep(spec, ins, data, it)
+			if record {
+				replay = s.stopLog()
 			}
-			s.rootPostForward() // fsdp.go
-			s.clearCache()
-			s.endForward()
-			s.saved = s.live[catSaved]
-
-			s.enter(it, m, StageBackward)
-			s.thread = 1
-			tape := s.tape
-			s.tape = nil
-			loss.grad = s.alloc(1, f32, catTemp, "loss grad")
-			if s.perParam {
-				if s.curUnit == outsideUnit {
-					s.bwdUnit = outsideUnit // the root's pre-backward after the loss's (fsdpBackwardAt)
-				} else {
-					s.preBackward(s.units[0]) // the root's (fsdp.go)
-				}
-				s.curUnit = 0
-			}
-			s.backward(tape)
-			if len(s.tape) == 0 {
-				s.tape = tape[:0] // the next forward reuses the tape's memory
-			}
-			s.unref(loss)
-			// Tables a checkpointed segment rebuilt during recompute.
-			for i, r := range s.ropeT {
-				s.unref(r)
-				s.ropeT[i] = nil
-			}
-			s.dropMasks()
-			s.releaseGathered()
 		}
-		s.stepOptimizer(t, it)
-		grew = s.al.reserved > start
-		if grew && it == maxSteps-1 && steps == maxSteps {
-			doc := "docs/moe.md §2.2"
-			if s.ddp != nil {
+		grew := s.al.reserved > start
+		if exact && s.leaked == 0 {
+			now = s.stepPrint(now[:0])
+			changed := it == 0 || !equal(now, prev)
+			prev, now = now, prev
+			l.prev, l.now = prev, now
+			more = it+1 < least || changed && it+1 < maxExactSteps
+		} else {
+			more = it+1 < least || it+1 < steps && grew
+		}
+		if grew && !more && it+1 >= maxSteps {
+			doc := "docs/allocator.md §8"
+			if a := s.al.a; a != nil && a.Config().MaxSplitSize > 0 {
+				doc = "docs/moe.md §2.2"
+			} else if s.ddp != nil {
 				doc = "docs/multigpu.md, DDP's bucket rebuild"
 			}
 			s.note(fmt.Sprintf("the allocator's cache still grows in step %d (%s more reserved): "+
@@ -101,6 +83,65 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 				it+1, units.Format(s.al.reserved-start), doc))
 		}
 	}
+}
+
+// trainStep simulates optimizer step it: its micro-batches' forward and
+// backward, then the optimizer.
+func (s *sim) trainStep(spec *model.Spec, ins []*inst, data *tensor, it int) {
+	t := spec.Training
+	for m := 0; m < int(min(t.GradAccum, 2)); m++ {
+		s.enter(it, m, StageForward)
+		s.thread = 0
+		if it == 1 && m == 0 {
+			s.ddpRebuild()
+		}
+		s.saving = true
+		s.gather()
+		x := s.ref(data)
+		out, sh := s.run(ins, x, spec.InputShape())
+		loss := out
+		if len(sh) != 1 || sh[0] != 1 {
+			// Models without an lm_head end in logits: the loop applies
+			// F.cross_entropy and keeps only the loss.
+			s.lossAfterAutocast()
+			loss = s.crossEntropy(out, s.rows(sh))
+			s.unref(out)
+		}
+		s.rootPostForward() // fsdp.go
+		s.clearCache()
+		s.endForward()
+		s.saved = s.live[catSaved]
+		if s.rec != nil {
+			s.rec.log(evSaved, 0)
+		}
+
+		s.enter(it, m, StageBackward)
+		s.thread = 1
+		tape := s.tape
+		s.tape = nil
+		loss.grad = s.alloc(1, f32, catTemp, "loss grad")
+		if s.perParam {
+			if s.curUnit == outsideUnit {
+				s.bwdUnit = outsideUnit // the root's pre-backward after the loss's (fsdpBackwardAt)
+			} else {
+				s.preBackward(s.units[0]) // the root's (fsdp.go)
+			}
+			s.curUnit = 0
+		}
+		s.backward(tape)
+		if len(s.tape) == 0 {
+			s.tape = tape[:0] // the next forward reuses the tape's memory
+		}
+		s.unref(loss)
+		// Tables a checkpointed segment rebuilt during recompute.
+		for i, r := range s.ropeT {
+			s.unref(r)
+			s.ropeT[i] = nil
+		}
+		s.dropMasks()
+		s.releaseGathered()
+	}
+	s.stepOptimizer(t, it)
 }
 
 // stepOptimizer is the loop's optimizer.step() and zero_grad(): the
@@ -275,6 +316,9 @@ func (s *sim) enter(iter, micro int, stage string) {
 		s.passes++
 	}
 	s.phase = Phase{Iteration: iter, Micro: micro, Stage: stage}
+	if s.rec != nil {
+		s.rec.logEnter(micro, stage)
+	}
 	s.phases = append(s.phases, PhasePeak{Phase: s.phase, PeakAllocated: s.al.allocated, PeakReserved: s.al.reserved})
 }
 
@@ -324,4 +368,24 @@ func (s *sim) observe() {
 		p.PeakAllocated = max(p.PeakAllocated, a)
 		p.PeakReserved = max(p.PeakReserved, s.al.reserved)
 	}
+}
+
+// maxExactSteps bounds the steps simulated while each ends in a state the
+// step before did not: a cache that still changes then is said in the
+// notes as one that grows.
+const maxExactSteps = 6
+
+// stepsComparable says whether states at the ends of steps can be compared
+// exactly (as the pipeline's steady state compares iterations: default
+// allocator settings, no cap, no trace).
+func (s *sim) stepsComparable() bool {
+	a := s.al.a
+	return s.trace == nil && s.al.limit == 0 && a != nil && a.Config().IsDefault()
+}
+
+// stepPrint is the state at a step's end: the bytes alive by category and
+// the allocator's layout, each allocated block marked alike.
+func (s *sim) stepPrint(dst []int64) []int64 {
+	dst = append(dst, s.live[:]...)
+	return s.al.a.AppendLayout(dst, func(block) int64 { return 1 })
 }

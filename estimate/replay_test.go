@@ -1,0 +1,75 @@
+package estimate
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/memplan/memplan/model"
+)
+
+// TestReplayExact compares estimates whose later steps replay a recorded
+// step's allocator calls (replay.go) with the same estimates simulating
+// every step op by op: the results must be equal in every field, over
+// models and settings that exercise each kind of recorded event (FSDP2's
+// side streams, DDP's rebuild, checkpointing's recompute, cuDNN's and
+// cuBLAS's first kernels, gradient accumulation, a mixture of experts,
+// tensor parallelism, LoRA), and at least
+// one of them must take more than two steps, replayed.
+func TestReplayExact(t *testing.T) {
+	cases := []struct {
+		file string
+		hf   bool
+		o    model.Overrides
+	}{
+		{"vit-b-16.yaml", false, model.Overrides{Batch: 64, Precision: model.BF16, Checkpointing: "every-block"}},
+		{"vit-b-16.yaml", false, model.Overrides{Batch: 128, Precision: model.BF16}},
+		{"mistral-7b.yaml", false, model.Overrides{}},
+		{"mlp.yaml", false, model.Overrides{Batch: 8, Precision: model.AMPBF16}},
+		{"resnet-50.yaml", false, model.Overrides{Batch: 32, Precision: model.AMPBF16}},
+		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.FP32}},
+		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, DP: 2, Zero: "0"}},
+		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 1024, Precision: model.AMPBF16, DP: 2, Zero: "3", Checkpointing: "every-block"}},
+		{"bert-base.yaml", false, model.Overrides{Batch: 16, Precision: model.AMPBF16, GradAccum: 2}},
+		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, TP: 2, SP: true}},
+		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 2, Seq: 1024, Precision: model.BF16, LoRA: 16}},
+		{"llama4-test-4layer.json", true, model.Overrides{Batch: 1, Seq: 4096, Precision: model.AMPBF16, Checkpointing: "every-block"}},
+		{"glm-4.5-air.json", true, model.Overrides{}},
+	}
+	longer := 0
+	for _, c := range cases {
+		var spec *model.Spec
+		if c.hf {
+			spec = loadHF(t, c.file, c.o)
+		} else {
+			spec = load(t, c.file, c.o)
+		}
+		run := func(skip bool) (string, int) {
+			replaySkip = skip
+			defer func() { replaySkip = true }()
+			r, err := Estimate(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps := 0
+			for _, p := range r.Phases {
+				steps = max(steps, p.Iteration+1)
+			}
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b), steps
+		}
+		fast, steps := run(true)
+		full, _ := run(false)
+		if fast != full {
+			t.Errorf("%s %+v: the replayed steps differ from the simulated ones:\n%s\n%s", c.file, c.o, fast, full)
+		}
+		if steps > 2 {
+			longer++
+		}
+	}
+	if longer == 0 {
+		t.Errorf("no estimate took more than two steps: nothing was replayed")
+	}
+}
