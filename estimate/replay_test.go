@@ -12,7 +12,8 @@ import (
 // every step op by op: the results must be equal in every field, over
 // models and settings that exercise each kind of recorded event (FSDP2's
 // side streams, DDP's rebuild, checkpointing's recompute, cuDNN's and
-// cuBLAS's first kernels, gradient accumulation, a mixture of experts,
+// cuBLAS's first kernels, gradient accumulation, gradients zeroed in
+// place, a mixture of experts,
 // tensor parallelism, LoRA), and at least
 // one of them must take more than two steps, replayed.
 func TestReplayExact(t *testing.T) {
@@ -30,6 +31,7 @@ func TestReplayExact(t *testing.T) {
 		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, DP: 2, Zero: "0"}},
 		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 1024, Precision: model.AMPBF16, DP: 2, Zero: "3", Checkpointing: "every-block"}},
 		{"bert-base.yaml", false, model.Overrides{Batch: 16, Precision: model.AMPBF16, GradAccum: 2}},
+		{"gpt2-124m.yaml", false, model.Overrides{Batch: 8, Precision: model.AMPBF16, GradAccum: 3, ZeroGrad: "zeros"}},
 		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, TP: 2, SP: true}},
 		{"llama-3.2-1b.yaml", false, model.Overrides{Batch: 2, Seq: 1024, Precision: model.BF16, LoRA: 16}},
 		{"llama4-test-4layer.json", true, model.Overrides{Batch: 1, Seq: 4096, Precision: model.AMPBF16, Checkpointing: "every-block"}},
