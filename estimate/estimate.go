@@ -1,6 +1,8 @@
 // Package estimate predicts the GPU memory of a training run from a spec.
 //
-// It simulates two optimizer steps of the run symbolically: every tensor
+// It simulates the run's optimizer steps symbolically, until one ends in
+// the state the step before it ended in (every later step repeats it;
+// docs/allocator.md §8): every tensor
 // PyTorch allocates (parameters, gradients, optimizer state, the
 // activations autograd saves, temporaries, library workspaces) is allocated
 // in a replay of PyTorch's CUDA caching allocator and freed when its last
@@ -109,8 +111,11 @@ type Result struct {
 	DDPRaceBytes int64 `json:"ddp_rebuild_race_bytes,omitempty"`
 
 	// Overhead is device memory outside PyTorch's allocator.
-	Overhead []Item      `json:"overhead"`
-	Phases   []PhasePeak `json:"phases"`
+	Overhead []Item `json:"overhead"`
+	// Phases are the simulated steps' phases with their peaks: two steps
+	// or more, as many as the allocator's cache took to repeat (the
+	// steps after the first of the steady program replayed; replay.go).
+	Phases []PhasePeak `json:"phases"`
 
 	// OOM is set when a reserved-memory cap (Options) cannot be kept even
 	// after freeing cached blocks; AllocRetries counts those frees.
