@@ -93,6 +93,30 @@ func printFragmentation(w io.Writer, r *estimate.Result) {
 		units.Format(r.PeakReserved-r.PeakAllocated), units.Format(f.Unallocated), units.Format(f.LargestFree))
 }
 
+// printSteps says, when the allocator's cache grew after the second
+// optimizer step, in which step it last grew and by how much: the
+// estimate simulates steps until one repeats the step before it
+// (docs/allocator.md §8), and a run measured for two steps shows less.
+func printSteps(w io.Writer, r *estimate.Result) {
+	var per []int64 // peak reserved by step
+	for _, p := range r.Phases {
+		for len(per) <= p.Iteration {
+			per = append(per, 0)
+		}
+		per[p.Iteration] = max(per[p.Iteration], p.PeakReserved)
+	}
+	last := 0
+	for i := 1; i < len(per); i++ {
+		if per[i] > per[i-1] {
+			last = i
+		}
+	}
+	if last >= 2 {
+		fmt.Fprintf(w, "  steps: reserved grew until step %d, %s above the second step's peak (%d steps simulated)\n",
+			last+1, units.Format(per[last]-per[1]), len(per))
+	}
+}
+
 // printAllocAdvice prints the allocator setting that lowers the device
 // total by more than tuner.AdviceThreshold, if any (docs/allocator.md §9).
 func printAllocAdvice(w io.Writer, adv *tuner.AllocAdvice) {
@@ -171,6 +195,7 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 		return err
 	}
 	printFragmentation(w, r)
+	printSteps(w, r)
 	verdict := "fits"
 	// The device's whole memory, no margin: the one rule (tuner.Fits).
 	if tuner.Fits(r.DeviceTotal, r.Device.Memory, tuner.Band{Lo: 1, Hi: 1}, 0) == tuner.NoFit {
