@@ -305,3 +305,16 @@ func (s *sim) endFrame(n *node) {
 		s.release(c)
 	}
 }
+
+// wsFor is the workspace taken after the gradient of input t, or the zero
+// inputWS.
+func (n *node) wsFor(t *tensor) inputWS {
+	if n.gradWS != nil {
+		for _, w := range n.gradWS {
+			if w.t == t {
+				return w
+			}
+		}
+	}
+	return inputWS{}
+}

@@ -224,26 +224,6 @@ type inputWS struct {
 	sum   bool
 }
 
-// workspaces returns ws in the simulation's slab, for node.gradWS.
-func (s *sim) workspaces(ws [3]inputWS) *[3]inputWS {
-	w := s.slab.workspaces()
-	*w = ws
-	return w
-}
-
-// wsFor is the workspace taken after the gradient of input t, or the zero
-// inputWS.
-func (n *node) wsFor(t *tensor) inputWS {
-	if n.gradWS != nil {
-		for _, w := range n.gradWS {
-			if w.t == t {
-				return w
-			}
-		}
-	}
-	return inputWS{}
-}
-
 // sim is the state of one simulated training run.
 type sim struct {
 	// stopAbove is Options.StopAbove (0: simulate the whole run);

@@ -219,3 +219,10 @@ func (s *sim) subTape() []*node {
 	s.spareTapes = s.spareTapes[:n-1]
 	return t
 }
+
+// workspaces returns ws in the simulation's slab, for node.gradWS.
+func (s *sim) workspaces(ws [3]inputWS) *[3]inputWS {
+	w := s.slab.workspaces()
+	*w = ws
+	return w
+}
