@@ -53,12 +53,16 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			s.replayStep(l, it)
 		} else {
 			record := exact && replaySkip && s.leaked == 0 && it == least-1
+			held := s.al.allocated
 			if record {
 				s.startLog(l)
 			}
 			s.trainStep(spec, ins, data, it)
 			if record {
-				replay = s.stopLog()
+				// A step that ends holding more or less than it began
+				// with made or dropped something for good, which the
+				// next step's program would not do again.
+				replay = s.stopLog() && s.al.allocated == held
 			}
 		}
 		grew := s.al.reserved > start
