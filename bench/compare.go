@@ -63,6 +63,11 @@ type Record struct {
 	// than NCCL's watchdog period, 0.1 s (two runs raced); since then the
 	// loop also synchronizes and sleeps 0.2 s, and records each pause.
 	StepPause *float64 `json:"step_pause"`
+	// Steps are a measure.py record's optimizer steps, one entry each
+	// (three by default, six in held-out set 57): the run's length, which
+	// memplan is given (model.Training.Steps), so that it simulates no
+	// step the run did not have.
+	Steps []json.RawMessage `json:"steps"`
 	// LoRA is the adapter setup of a bench/torch/lora.py record.
 	LoRA *RecordLoRA `json:"lora,omitempty"`
 	// MetaInit says train.py built an FSDP2 model on the meta device
@@ -194,6 +199,9 @@ func (r Record) Overrides() model.Overrides {
 		Attention: s("attention"), ZeroGrad: s("zero_grad"), DP: i("dp"), AllocConf: s("alloc_conf")}
 	if z := i("zero"); z > 0 {
 		o.Zero = fmt.Sprint(z)
+	}
+	if n := len(r.Steps); n > 0 {
+		o.Steps = int64(n)
 	}
 	if o.AllocConf == "" {
 		o.AllocConf = r.Env["PYTORCH_ALLOC_CONF"]

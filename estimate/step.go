@@ -44,6 +44,10 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 		steps, least = maxSteps, maxSteps
 	}
 	exact := s.stepsComparable()
+	most := maxExactSteps
+	if n := spec.Training.Steps; n > 0 {
+		most = max(least, min(most, int(n))) // a shorter run (--steps)
+	}
 	l := stepLogs.Get().(*stepLog)
 	defer stepLogs.Put(l)
 	replay, prev, now := false, l.prev[:0], l.now[:0]
@@ -71,11 +75,11 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 			changed := it == 0 || !equal(now, prev)
 			prev, now = now, prev
 			l.prev, l.now = prev, now
-			more = it+1 < least || changed && it+1 < maxExactSteps
+			more = it+1 < least || changed && it+1 < most
 		} else {
 			more = it+1 < least || it+1 < steps && grew
 		}
-		if grew && !more && it+1 >= maxSteps {
+		if grew && !more && it+1 >= maxSteps && it+1 != int(spec.Training.Steps) {
 			doc := "docs/allocator.md §8"
 			if a := s.al.a; a != nil && a.Config().MaxSplitSize > 0 {
 				doc = "docs/moe.md §2.2"

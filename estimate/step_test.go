@@ -65,3 +65,37 @@ func TestLossOutsideAutocast(t *testing.T) {
 		}
 	}
 }
+
+// TestStepsUntilRepeat: the steps go on until one ends in the state the
+// step before it ended in (Llama-3.2-1B in fp32 at 1 × 2,048 on an H100:
+// its cache grows in the third step, which the fourth repeats), and a run
+// said to be shorter (Training.Steps) is simulated for its own steps only,
+// two at least.
+func TestStepsUntilRepeat(t *testing.T) {
+	run := func(steps int64) (reserved int64, simulated int) {
+		r, err := Estimate(load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 2048, Precision: model.FP32,
+			Dev: "h100-80gb", Steps: steps}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range r.Phases {
+			simulated = max(simulated, p.Iteration+1)
+		}
+		return r.PeakReserved, simulated
+	}
+	long, n := run(0)
+	if n != 4 {
+		t.Errorf("a long run: %d steps simulated, want 4 (growth in the third, repeated by the fourth)", n)
+	}
+	for _, tc := range []struct {
+		steps  int64
+		want   int
+		growth bool // reserved as the long run's
+	}{{1, 2, false}, {2, 2, false}, {3, 3, true}, {10, 4, true}} {
+		res, n := run(tc.steps)
+		if n != tc.want || (res == long) != tc.growth {
+			t.Errorf("--steps %d: %d steps simulated, reserved %d (long run %d); want %d steps, the long run's reserve %v",
+				tc.steps, n, res, long, tc.want, tc.growth)
+		}
+	}
+}

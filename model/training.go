@@ -138,8 +138,10 @@ type Training struct {
 	// step (docs/multigpu.md, "DDP's bucket rebuild race").
 	StepPause float64 `json:"step_pause,omitempty"`
 	// Steps is the run's optimizer steps (0: a long run, LongRunSteps).
-	// Only a run that leaks reads it: its figures are then its last
-	// step's (estimate.Result.LeakPerStep).
+	// A run that leaks has its figures from its last step
+	// (estimate.Result.LeakPerStep); any other is simulated for at most
+	// this many steps (at least two, three under DDP), as a shorter run's
+	// cache has no time to grow further (docs/allocator.md §8).
 	Steps int64 `json:"steps,omitempty"`
 	// LossOutsideAutocast says the loop computes the loss after leaving
 	// its autocast region (with autocast: logits = model(x); then
