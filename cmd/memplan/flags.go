@@ -37,7 +37,7 @@ func overrideFlags() []cli.Flag {
 		&cli.StringFlag{Name: "fsdp-root", Usage: "with --zero 3: reshard (the default: fully_shard(model, reshard_after_forward=True), torchtitan, accelerate) or keep (torch's default for the root, reshard_after_forward=None: its parameters stay unsharded from the forward to the backward)"},
 		&cli.BoolFlag{Name: "loss-outside-autocast", Usage: "the loop computes the loss after leaving autocast (with autocast: logits = model(x); loss = loss_fn(logits, y) outside): the cached half-precision weights are freed first"},
 		&cli.StringFlag{Name: "step-pause", Usage: "seconds the loop waits once its first optimizer step has finished on the GPU (or after every step: nvidia-smi, checkpoints); 0.2 or more lets DDP free its old gradient bucket at the second step (docs/multigpu.md)"},
-		&cli.Int64Flag{Name: "steps", Usage: "the run's optimizer steps (default: a long run, 1000): a run that leaks memory every step is judged at its last (docs/parallelism.md §3.1.6)"},
+		&cli.Int64Flag{Name: "steps", Usage: "the run's optimizer steps (default: a long run, 1000): a run that leaks memory every step is judged at its last (docs/parallelism.md §3.1.6), and no more steps are simulated than the run has (docs/allocator.md §8)"},
 		&cli.Int64Flag{Name: "pp", Usage: "pipeline stages (torch.distributed.pipelining; memory is per GPU, for the busiest stage)"},
 		&cli.StringFlag{Name: "pp-schedule", Usage: "pipeline schedule: 1f1b (default), gpipe or interleaved"},
 		&cli.Int64Flag{Name: "pp-virtual", Usage: "stages per rank of the interleaved schedule (default 2)"},
