@@ -56,7 +56,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 		if replay {
 			s.replayStep(l, it)
 		} else {
-			record := exact && replaySkip && s.leaked == 0 && it == least-1
+			record := exact && replaySkip && s.trace == nil && s.leaked == 0 && it == least-1
 			held := s.al.allocated
 			if record {
 				s.startLog(l)
@@ -392,7 +392,7 @@ const maxExactSteps = 6
 // set beside real histories' first steps.
 func (s *sim) stepsComparable() bool {
 	a := s.al.a
-	return s.trace == nil && s.al.limit == 0 && a != nil && a.Config().IsDefault()
+	return (s.trace == nil || s.traceSteps) && s.al.limit == 0 && a != nil && a.Config().IsDefault()
 }
 
 // stepPrint is the state at a step's end: the bytes alive by category and

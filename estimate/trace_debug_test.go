@@ -26,6 +26,9 @@ import (
 // receiving and sending ranks), MEMPLAN_TRACE_LAST=1 keeps the last and
 // MEMPLAN_TRACE_FIRST=1 the first, MEMPLAN_TRACE_RANK=N the N-th (1-based;
 // otherwise their events follow each other).
+// MEMPLAN_TRACE_STEPS=1 simulates steps until the cache repeats, as an
+// untraced estimate does (each simulated in full: a trace otherwise keeps
+// two steps, stepsComparable).
 // MEMPLAN_TRACE_LOAD=1 writes only the load (the state before the first
 // step), for alloc's TestReplayDebug to replay before a real history
 // (MEMPLAN_REPLAY_FIRST).
@@ -49,7 +52,7 @@ func TestTraceDebug(t *testing.T) {
 	out := os.Getenv("MEMPLAN_TRACE_OUT")
 	var ev [][]any
 	ids := map[*tensor]int{}
-	ranks := 0
+	ranks, next := 0, 0
 	estimateWith(s, func(*sim) {}, func(sm *sim) {
 		if ranks++; ranks > 1 && os.Getenv("MEMPLAN_TRACE_FIRST") != "" {
 			return // keep the first simulated rank's (a skewed EP run's receiving rank)
@@ -61,6 +64,7 @@ func TestTraceDebug(t *testing.T) {
 			ev, ids = ev[:0], map[*tensor]int{} // keep the last simulated rank's (a skewed EP run's sending rank)
 		}
 		loadOnly := os.Getenv("MEMPLAN_TRACE_LOAD") != ""
+		sm.traceSteps = os.Getenv("MEMPLAN_TRACE_STEPS") != "" // steps until the cache repeats, simulated in full
 		sm.trace = func(x *tensor, alloc bool) {
 			if loadOnly && sm.phase.Stage != "load" {
 				return
@@ -79,7 +83,11 @@ func TestTraceDebug(t *testing.T) {
 				return
 			}
 			if alloc {
-				ids[x] = len(ids) + 1
+				// A tensor's memory is reused from the slab once it has
+				// died: each allocation gets an id of its own (len(ids)
+				// would repeat one once a tensor comes back).
+				next++
+				ids[x] = next
 				st := 0
 				if x.blk.Valid() {
 					st = int(sm.al.a.StreamOf(x.blk))

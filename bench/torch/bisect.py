@@ -39,10 +39,15 @@ def load(path):
     for a, addr, size, lab in raw:
         # Side streams renamed s1, s2, ... in the order they first appear
         # (a snapshot names them by address, memplan by number), so that a
-        # hybrid's allocations on one real stream share one name.
+        # hybrid's allocations on one real stream share one name (the
+        # replay takes each label's " sN" as its stream).
+        # A label with no stream (measure.py's single-GPU traces) is on
+        # the default stream, s0, as memplan's labels say.
         head, _, tail = str(lab).rpartition(" ")
         if head and tail[:1] == "s" and tail[1:].isdigit():
             lab = head + " " + streams.setdefault(tail, f"s{len(streams)}")
+        else:
+            lab = f"{lab} s0"
         size = (int(size) + 511) // 512 * 512
         if size <= MIB:
             continue
