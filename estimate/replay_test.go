@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -73,5 +74,65 @@ func TestReplayExact(t *testing.T) {
 	}
 	if longer == 0 {
 		t.Errorf("no estimate took more than two steps: nothing was replayed")
+	}
+}
+
+// TestReplayExactEverySpec repeats TestReplayExact's comparison over every
+// bundled spec, as it stands and at a second precision, and over the
+// transformers configs of model/testdata/hf at a short sequence: the
+// replayed steps must give what simulating them gives, field for field.
+func TestReplayExactEverySpec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("estimates every spec twice")
+	}
+	var specs []*model.Spec
+	files, _ := filepath.Glob("../specs/*.yaml")
+	for _, f := range files {
+		for _, o := range []model.Overrides{{}, {Precision: model.BF16}} {
+			s, err := model.Load(f, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs = append(specs, s)
+		}
+	}
+	hf, _ := filepath.Glob("../model/testdata/hf/*.json")
+	for _, f := range hf {
+		s, err := model.LoadHF(f, model.Overrides{Batch: 1, Seq: 256, Precision: model.AMPBF16})
+		if err != nil {
+			continue // a config memplan refuses (its own tests say why)
+		}
+		specs = append(specs, s)
+	}
+	if len(specs) < 60 {
+		t.Fatalf("%d specs, want at least 60", len(specs))
+	}
+	replayed := 0
+	for _, spec := range specs {
+		run := func(skip bool) (string, int) {
+			replaySkip = skip
+			defer func() { replaySkip = true }()
+			r, err := Estimate(spec)
+			if err != nil {
+				t.Fatalf("%s: %v", spec.File, err)
+			}
+			steps := 0
+			for _, p := range r.Phases {
+				steps = max(steps, p.Iteration+1)
+			}
+			b, _ := json.Marshal(r)
+			return string(b), steps
+		}
+		fast, steps := run(true)
+		if full, _ := run(false); fast != full {
+			t.Errorf("%s %+v: the replayed steps differ from the simulated ones", spec.File, spec.Training)
+		}
+		if steps > 2 {
+			replayed++
+		}
+	}
+	t.Logf("%d specs, %d with steps replayed", len(specs), replayed)
+	if replayed < len(specs)/2 {
+		t.Errorf("%d of %d estimates replayed a step, want most", replayed, len(specs))
 	}
 }
