@@ -385,7 +385,7 @@ func distErrors(t *testing.T, r tpRecord, o model.Overrides) (e [NumMetrics]floa
 		load = model.LoadHF // a transformers config (pp.py's HFStage)
 	}
 	if o.Steps == 0 {
-		o.Steps = r.steps() // a leak counts over the run's own steps
+		o.Steps = r.steps() // a leak counts over the run's own steps, and no more are simulated
 	}
 	spec, err := load(filepath.Join("..", r.Config.Spec), o)
 	if err != nil {
