@@ -55,14 +55,14 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x2-heldout-30b-cp/heldout-30b-cp.jsonl", "2026-11-28-h200x2-rope-fp32/rope.jsonl",
 		"2026-11-28-h200x4-cp-tp-families/cp-tp.jsonl", "2026-11-28-h200x4-cp-tp-families/cp-tp-heldout.jsonl",
 		"2026-11-28-h200x4-cp-tp-families-trace/trace.jsonl", "2026-11-28-h200x4-heldout-30d/heldout-30d.jsonl",
-		"2026-11-28-h200x2-heldout-50/heldout-50.jsonl"} {
+		"2026-11-28-h200x2-heldout-50/heldout-50.jsonl", "2026-11-28-h200x2-heldout-58/heldout-58.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 71 {
-		t.Fatalf("%d context-parallel runs, want 71", n)
+	if n != 73 {
+		t.Fatalf("%d context-parallel runs, want 73", n)
 	}
 }
 
