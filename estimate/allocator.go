@@ -145,14 +145,21 @@ func (a *allocator) recordStream(b block, s alloc.Stream) { a.a.RecordStream(b, 
 // streams: blocks freed while in use there become reusable.
 func (a *allocator) processEvents() { a.a.ProcessEvents() }
 
-// reallocate gives t, which holds its own storage, a new one and frees
-// the old: a tensor whose data is replaced (set_data) by a freshly
-// allocated one of the same size.
-func (s *sim) reallocate(t *tensor) {
-	if !t.blk.Valid() {
-		return
+// madeBlock books t's new block of n bytes on stream st: the trace, the
+// step being recorded (replay.go), the bytes alive by category, the peaks.
+func (s *sim) madeBlock(t *tensor, n int64, st alloc.Stream) {
+	if s.trace != nil {
+		s.trace(t, true)
 	}
-	n := s.alloc(t.elems, t.dt, t.cat, t.name)
+	if s.rec != nil {
+		s.rec.logMalloc(t, n, st)
+	}
+	s.live[t.cat] += n
+	s.observe()
+}
+
+// dropBlock frees t's block, booked as madeBlock books it.
+func (s *sim) dropBlock(t *tensor) {
 	if s.trace != nil {
 		s.trace(t, false)
 	}
@@ -161,6 +168,17 @@ func (s *sim) reallocate(t *tensor) {
 	}
 	s.al.free(t.blk)
 	s.live[t.cat] -= t.bytes()
+}
+
+// reallocate gives t, which holds its own storage, a new one and frees
+// the old: a tensor whose data is replaced (set_data) by a freshly
+// allocated one of the same size.
+func (s *sim) reallocate(t *tensor) {
+	if !t.blk.Valid() {
+		return
+	}
+	n := s.alloc(t.elems, t.dt, t.cat, t.name)
+	s.dropBlock(t)
 	t.blk, n.blk = n.blk, 0
 }
 

@@ -26,14 +26,7 @@ func (s *sim) allocOn(elems, dt int64, cat category, name string, st alloc.Strea
 	*t = tensor{elems: elems, dt: dt, refs: 1, fixed: cat, cat: cat, name: name}
 	n := t.bytes()
 	t.blk = s.al.mallocOn(n, st)
-	if s.trace != nil {
-		s.trace(t, true)
-	}
-	if s.rec != nil {
-		s.rec.logMalloc(t, n, st)
-	}
-	s.live[cat] += n
-	s.observe()
+	s.madeBlock(t, n, st)
 	return t
 }
 

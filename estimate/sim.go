@@ -426,17 +426,9 @@ func (s *sim) make(t *tensor) {
 	if s.stop.stopped {
 		return
 	}
-	cat := t.cat
 	n := t.bytes()
 	t.blk = s.al.malloc(n)
-	if s.trace != nil {
-		s.trace(t, true)
-	}
-	if s.rec != nil {
-		s.rec.logMalloc(t, n, 0)
-	}
-	s.live[cat] += n
-	s.observe()
+	s.madeBlock(t, n, 0)
 }
 
 // view returns a tensor that shares x's storage and keeps it alive.
@@ -473,14 +465,7 @@ func (s *sim) unheld(t *tensor) {
 		return
 	}
 	if t.blk.Valid() {
-		if s.trace != nil {
-			s.trace(t, false)
-		}
-		if s.rec != nil {
-			s.rec.logFree(t)
-		}
-		s.al.free(t.blk)
-		s.live[t.cat] -= t.bytes()
+		s.dropBlock(t)
 		t.blk = 0
 	}
 }

@@ -50,7 +50,7 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 	}
 	l := stepLogs.Get().(*stepLog)
 	defer stepLogs.Put(l)
-	replay, prev, now := false, l.prev[:0], l.now[:0]
+	replay := false
 	for it, more := 0, true; more; it++ {
 		start := s.al.reserved
 		if replay {
@@ -71,10 +71,9 @@ func (s *sim) train(spec *model.Spec, ins []*inst) {
 		}
 		grew := s.al.reserved > start
 		if exact && s.leaked == 0 {
-			now = s.stepPrint(now[:0])
-			changed := it == 0 || !equal(now, prev)
-			prev, now = now, prev
-			l.prev, l.now = prev, now
+			l.now = s.stepPrint(l.now[:0])
+			changed := it == 0 || !equal(l.now, l.prev)
+			l.prev, l.now = l.now, l.prev
 			more = it+1 < least || changed && it+1 < most
 		} else {
 			more = it+1 < least || it+1 < steps && grew
