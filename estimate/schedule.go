@@ -19,10 +19,14 @@ const pipelineDDPNote = "DDP and ZeRO-1 over pipeline stages: where the driver p
 // trainPipeline simulates two optimizer steps of one stage, as the
 // training loop of bench/torch/dist/pp.py (and torchtitan) runs them:
 // step() under autocast, then the optimizer and zero_grad(set_to_none);
-// and a third when the second mapped more memory, as train does
-// (measured: TinyLlama's GPipe of eight micro-batches, whose last stage
-// reserved 32.41 GiB after two steps and 33.63 after three, −4.8% → −1.2%
-// with the third; bench/results/2026-11-23-h200x2-tp.jsonl).
+// and a third when the second mapped more memory, train's rule where it
+// cannot compare steps' states (measured: TinyLlama's GPipe of eight
+// micro-batches, whose last stage reserved 32.41 GiB after two steps and
+// 33.63 after three, −4.8% → −1.2% with the third;
+// bench/results/2026-11-23-h200x2-tp.jsonl). Pipelines keep that rule:
+// simulating their steps until the cache repeats, as train does, moved no
+// measured pipeline line (thirty-fifth session) and would cost the planner
+// whole steps, which a pipeline cannot replay (replay.go records train's).
 func (s *sim) trainPipeline(spec *model.Spec) {
 	p := s.pp
 	s.recomputed = s.ppRecomputed
