@@ -155,6 +155,12 @@ func (s *sim) nodeGrads(n *node, g0 *tensor, dyc **tensor) (grads []*tensor, ful
 			full[i].prefix = "unreduced grad of "
 		case len(s.preGrads) > 0 && s.preGrads[0].elems == in.elems && s.preGrads[0].dt == in.dt:
 			grads[i], s.preGrads = s.preGrads[0], s.preGrads[1:] // allocated before a recompute
+		case n.sumsTo && s.cfg.bwdAutocast && g0.dt != f32 && i < 32:
+			// sum_to under autocast: an fp32 sum, cast back
+			// (config.bwdAutocast).
+			grads[i] = s.alloc(in.elems, f32, catTemp, in.name)
+			grads[i].prefix = "uncast grad of "
+			cast |= 1 << i
 		case n.bcast && in.dt != g0.dt && i < 32:
 			grads[i] = s.alloc(in.elems, g0.dt, catTemp, in.name)
 			grads[i].prefix = "uncast grad of "

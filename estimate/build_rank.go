@@ -30,6 +30,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	if s.pp != nil {
 		// The rank's stages, each built on its own (pipeline.go).
 		s.cfg.modelRope = s.pp.modelForward
+		s.cfg.bwdAutocast = s.cfg.amp // the step's autocast region holds its backward
 		return s.buildStages(), s.pp.rankLayers()
 	}
 	done := func() {}

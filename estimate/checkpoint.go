@@ -15,6 +15,14 @@ type ckpt struct {
 	// masks are the attention masks the segment's layers take as inputs
 	// (segmentMasks), which its frame keeps for the recompute.
 	masks [2]*tensor
+	// rope are the rotary tables the model's forward made (sim.ropeT,
+	// under cfg.modelRope), which transformers hands every decoder layer
+	// (position_embeddings): the frame keeps them for the recompute, and
+	// the last frame to die frees them, with the masks (measured: Llama 4's
+	// 2 MiB table freed beside the sliding mask in each micro-batch's
+	// backward, bench/results/2026-11-28-h200x2-heldout-53 c3; the
+	// thirty-sixth session).
+	rope [4]*tensor
 	// tailUnit is the nested FSDP2 unit (a block's experts) whose output
 	// the tail's backward reaches before the recompute, or 0 (tailUnit).
 	tailUnit int16
@@ -94,7 +102,7 @@ func tailGrads(tail []*node) []gradShape {
 		made := len(out)
 		for j, in := range n.ins {
 			if !n.passes(g0, j, in) {
-				out = append(out, gradShape{elems: in.elems, dt: in.dt, inner: madeBy(tail[:i], in)})
+				out = append(out, gradShape{elems: in.elems, dt: in.dt, inner: consumedIn(tail[:i], in)})
 			}
 		}
 		if n.bwdTemp > 0 {
@@ -105,6 +113,32 @@ func tailGrads(tail []*node) []gradShape {
 		}
 	}
 	return out
+}
+
+// consumedIn says whether t's gradient dies in the backward of one of
+// nodes: one of them made t and makes gradients of its own from it. A
+// node that hands its incoming gradient on as an input's (node.passes)
+// keeps it alive as that input's gradient: Llama 4's out.add_(routed), the
+// shared expert's output taking the gradient of the block's output, which
+// lives until the shared expert's backward (measured: 16 MiB held through
+// the recompute of each checkpointed MoE block, Llama 4's test shape in a
+// two-stage pipeline, bench/results/2026-11-28-h200x2-heldout-53 c3; the
+// thirty-sixth session).
+func consumedIn(nodes []*node, t *tensor) bool {
+	for _, n := range nodes {
+		for _, o := range n.outs {
+			if o != t {
+				continue
+			}
+			for j, in := range n.ins {
+				if n.passes(t, j, in) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // madeBy says whether one of nodes made t.
@@ -195,11 +229,14 @@ func (s *sim) recompute(n *node) {
 	s.stop = earlyStop{limit: n.ckpt.saves}
 	was := s.recomputing
 	s.recomputing = true
-	m0, m1 := s.mask, s.mask2
+	m0, m1, rope := s.mask, s.mask2, s.ropeT
 	s.mask, s.mask2 = n.ckpt.masks[0], n.ckpt.masks[1]
+	if s.cfg.modelRope {
+		s.ropeT = n.ckpt.rope
+	}
 	r := s.ckptForward(n.ckpt, x)
 	s.waitAll()
-	s.mask, s.mask2 = m0, m1
+	s.mask, s.mask2, s.ropeT = m0, m1, rope
 	s.recomputing = was
 	s.stop = stop
 	s.clearCache()

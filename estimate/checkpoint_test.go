@@ -79,3 +79,34 @@ func TestCheckpointEarlyStopGradients(t *testing.T) {
 		t.Errorf("gradients allocated: %d without checkpointing, %d every block", a, b)
 	}
 }
+
+// TestCheckpointFramesKeepRope: transformers hands every decoder layer the
+// model forward's rotary tables (position_embeddings); under
+// checkpointing the segments' frames keep them, the model's own reference
+// going as its forward returns, so the last frame to die frees them, in
+// the first segment's backward, before the embedding's gradient (Llama 4's
+// table beside the mask in bench/results/2026-11-28-h200x2-heldout-53).
+// Without checkpointing the rotating products' saved tables hold them as
+// long.
+func TestCheckpointFramesKeepRope(t *testing.T) {
+	for _, ck := range []string{model.CkptBlock, model.CkptNone} {
+		freed, embedding := -1, -1
+		i := 0
+		traced(t, load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 512, Precision: model.AMPBF16, Checkpointing: ck}),
+			func(s *sim, x *tensor, alloc bool) {
+				if s.phase.Iteration != 0 || s.phase.Stage != StageBackward {
+					return
+				}
+				i++
+				if !alloc && freed < 0 && x.label() == "rope cos" { // fp32 under AMP
+					freed = i
+				}
+				if alloc && x.name == "embedding.weight" {
+					embedding = i // the last: the embedding's own (the tied head's first)
+				}
+			})
+		if freed < 0 || embedding < 0 || freed > embedding {
+			t.Errorf("%s: the rotary table freed at backward event %d, the embedding's gradient made at %d; want the table first", ck, freed, embedding)
+		}
+	}
+}

@@ -166,7 +166,7 @@ func (s *sim) run(ins []*inst, x *tensor, sh model.Shape) (*tensor, model.Shape)
 		if ins[i].first {
 			s.enterRepeat(ins[i], x)
 		}
-		if ins[i].unit && s.cfg.modelRope && s.ropeT[0] == nil {
+		if ins[i].unit && s.cfg.modelRope && s.ropeT[0] == nil && !s.recomputing {
 			s.prologue(ins[i:], x, sh)
 		}
 		if !ins[i].unit || s.ckptMode == model.CkptNone {
@@ -292,6 +292,14 @@ func (s *sim) checkpointed(units []*inst, x *tensor, sh model.Shape) (*tensor, m
 	for _, m := range n.ckpt.masks {
 		if m != nil {
 			s.save(n, m)
+		}
+	}
+	if s.cfg.modelRope {
+		n.ckpt.rope = s.ropeT
+		for _, t := range n.ckpt.rope {
+			if t != nil {
+				s.save(n, t)
+			}
 		}
 	}
 	s.tape = append(s.tape, n)

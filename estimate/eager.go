@@ -201,6 +201,8 @@ func (s *sim) eagerProbs(w, q, v *tensor, soft string) *tensor {
 // rep times.
 func (s *sim) expandCopy(x *tensor, rep int64) *tensor {
 	y := s.alloc(x.elems*rep, x.dt, catTemp, "repeat_kv")
-	s.record("Expand", []*tensor{x}, y)
+	if n := s.record("Expand", []*tensor{x}, y); n != nil {
+		n.sumsTo = true
+	}
 	return y
 }

@@ -313,15 +313,20 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 			// Gemma 2's causal_mask_mapping: a full and a sliding
 			// mask, each materialised under eager attention (from
 			// transformers' source; measured: held-out set 21).
-			s.mask2 = s.eagerMask(s.slidingBool(seq), s.mask.dt, "sliding mask (eager)")
+			s.mask2 = s.eagerMask(s.slidingBool(seq, firstWindowed(blocks)), seq, s.mask.dt, "sliding mask (eager)")
 		}
-		// A local of the model's forward, freed when it returns
+		// A local of the model's forward, dropped when it returns
 		// (dropBodyHold); with checkpointing each segment's frame keeps
-		// the masks its layers take until its backward (segmentMasks).
-		s.maskLocal = s.ckptMode == model.CkptNone
+		// the masks its layers take until its backward (segmentMasks),
+		// and the last frame to die frees them (measured: Llama 4's
+		// pipeline stages, whose shape inference, run without frames,
+		// frees the mask as the base model returns, before the head;
+		// bench/results/2026-11-28-h200x2-heldout-53, the thirty-sixth
+		// session).
+		s.maskLocal = true
 	case maskedIn(s, blocks, seq):
-		s.slidingMask(seq)
-		s.maskLocal = s.ckptMode == model.CkptNone // as eager's
+		s.mask = s.slidingBool(seq, firstWindowed(blocks))
+		s.maskLocal = true // as eager's
 	}
 	if m := a.k.MLA; m != nil && m.Complex {
 		s.ropeBuildComplex(seq, m.Rope)
@@ -351,21 +356,22 @@ func (s *sim) dropMasks() {
 // once per forward for eager attention, in the model's dtype.
 func (s *sim) causalMask(seq, dt int64) *tensor {
 	if s.mask == nil {
-		s.mask = s.eagerMask(s.alloc(seq*seq, 1, catTemp, "causal mask (bool)"), dt, "causal mask")
+		s.mask = s.eagerMask(s.alloc(seq*seq, 1, catTemp, "causal mask (bool)"), seq, dt, "causal mask")
 	}
 	return s.mask
 }
 
 // eagerMask is transformers' eager_mask over sdpa_mask's boolean mask
-// ([1, 1, seq, seq], expanded over the batch as a view): torch.where
-// materialises the additive mask for each sequence of the batch, and the
+// ([1, 1, seq, seq], expanded over the batch as a view, or Llama 4's
+// chunked one, made per sample): torch.where materialises the additive
+// mask for each sequence of the batch, [batch, 1, seq, seq], and the
 // boolean goes when eager_mask returns (measured: masking_utils.py:81 and
 // 604 in the Llama-3.2-1B, OLMo-1B, GPT-2, Pythia and Gemma 2 eager
 // histories; its placement moved Llama-3.2-1B's reserved memory by 12% at
 // 2 × 2,048 tokens, bench/results/2026-11-27-h200-eagercopy-traces). It
 // consumes b.
-func (s *sim) eagerMask(b *tensor, dt int64, name string) *tensor {
-	m := s.alloc(s.cfg.batch*b.elems, dt, catTemp, name)
+func (s *sim) eagerMask(b *tensor, seq, dt int64, name string) *tensor {
+	m := s.alloc(s.cfg.batch*seq*seq, dt, catTemp, name)
 	s.unref(b)
 	return m
 }

@@ -119,6 +119,12 @@ func (s *sim) dropBodyHold() {
 		s.unref(t)
 	}
 	s.bodyHold = s.bodyHold[:0]
+	if s.cfg.modelRope {
+		// The rotary tables are the base model's locals too: what holds
+		// them now are the nodes that saved them and the checkpointed
+		// segments' frames (ckpt.rope).
+		s.dropRope()
+	}
 	if s.maskLocal {
 		s.dropMasks()
 		s.maskLocal = false

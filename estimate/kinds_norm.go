@@ -22,7 +22,8 @@ func init() {
 	})
 	register(model.KRMSNorm, func(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		k := l.Spec.(*model.RMSNorm)
-		return &rmsNormOp{w: s.param(k.Dim, "rmsnorm.weight"), offset: k.Offset, fp32Product: k.FP32Product, centered: k.Centered}
+		return &rmsNormOp{w: s.param(k.Dim, "rmsnorm.weight"), offset: k.Offset, fp32Product: k.FP32Product, centered: k.Centered,
+			weightLast: k.WeightLast}
 
 	})
 }
@@ -66,13 +67,28 @@ type rmsNormOp struct {
 	offset      bool // GemmaRMSNorm (model.RMSNorm.Offset)
 	fp32Product bool // Olmo2RMSNorm (model.RMSNorm.FP32Product)
 	centered    bool // CohereLayerNorm (model.RMSNorm.Centered)
+	weightLast  bool // Llama4TextRMSNorm's output * weight (model.RMSNorm.WeightLast)
 }
 
 func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if o.centered {
 		return s.cohereLayerNorm(x, o.w, s.rows(sh))
 	}
+	if o.weightLast {
+		return s.rmsNormWeightLast(x, o.w, s.rows(sh))
+	}
 	return s.rmsNormOf(x, o.w, s.rows(sh), o.offset, o.fp32Product)
+}
+
+// rmsNormWeightLast is Llama 4's Llama4TextRMSNorm: rmsNorm with the
+// weight the product's second operand (model.RMSNorm.WeightLast).
+func (s *sim) rmsNormWeightLast(x, w *tensor, rows int64) *tensor {
+	nrm := s.rmsNormalize(x, rows)
+	nc := s.to(nrm, x.dt)
+	y := s.mul(nc, w)
+	s.unref(nc)
+	s.unref(nrm)
+	return y
 }
 
 // cohereLayerNorm is transformers' CohereLayerNorm, written out in Python:

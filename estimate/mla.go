@@ -205,10 +205,31 @@ func (s *sim) mlaRotateComplex(q, k, table *tensor) (qr, kr *tensor) {
 	return qr, kr
 }
 
+// complexMul is x (fp32 viewed as complex pairs) times the complex
+// rotary table. MulBackward0 multiplies the gradient by table.conj(), a
+// conjugate view the product's kernel cannot read as it is: the table is
+// copied with its conjugate resolved, a table-sized temporary made before
+// the input's gradient and freed once it exists (measured: one per
+// rotated query and key a step, 1 MiB at 2,048 tokens and 2 MiB at 4,096
+// in Llama 4's histories, bench/results/2026-11-28-h200-heldout57-traces
+// and bench/results/2026-11-28-h200x2-heldout-53; the thirty-sixth
+// session). With strided, the gradient arrives strided and
+// view_as_real's backward copies it contiguous first (node.copyIn;
+// rotaryComplex).
+func (s *sim) complexMul(x, table *tensor, strided bool) *tensor {
+	y := s.mul(x, table)
+	if y.req {
+		if n := s.tape[len(s.tape)-1]; n.outs[0] == y {
+			n.bwdTemp, n.copyIn = table.bytes(), strided
+		}
+	}
+	return y
+}
+
 // complexRotate is view_as_real(x32 · table).flatten(3).type_as(x) for
 // an fp32 x32 whose original dtype is dt.
 func (s *sim) complexRotate(x32, table *tensor, dt int64) *tensor {
-	p := s.mul(x32, table)
+	p := s.complexMul(x32, table, false)
 	y := s.to(p, dt)
 	s.unref(p)
 	return y

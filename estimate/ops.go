@@ -53,6 +53,18 @@ type config struct {
 	// do (prologue); the tensor-, context- and pipeline-parallel programs
 	// (bench/torch/dist/common.py) keep the tables as a buffer instead.
 	modelRope bool
+	// bwdAutocast says that backward runs inside the autocast region:
+	// the engine carries the thread-local autocast state of the call that
+	// starts it, and a pipeline schedule's step() runs the micro-batches'
+	// backward inside the step's region (bench/torch/dist/pp.py, as
+	// torchtitan does), so an op of autocast's fp32 list in a backward
+	// formula makes an fp32 result from half gradients, which
+	// validate_outputs casts back (measured: repeat_kv's ExpandBackward0
+	// summing into fp32, 8 MiB, then the 4 MiB bf16 gradient, in every
+	// layer of Llama 4's pipeline stages; C++ stacks,
+	// bench/results/2026-11-28-h200x2-pp-stacks; the thirty-sixth
+	// session).
+	bwdAutocast bool
 }
 
 const cublasLtWorkspace = 1 << 20
@@ -189,7 +201,9 @@ func (s *sim) repeatKV(k, v *tensor, heads, kvHeads int64) (*tensor, *tensor) {
 func (s *sim) expandView(x *tensor, rep int64) *tensor {
 	y := s.view(x, x.elems*rep)
 	y.expanded, y.name = true, "repeat_kv"
-	s.record("Expand", []*tensor{x}, y)
+	if n := s.record("Expand", []*tensor{x}, y); n != nil {
+		n.sumsTo = true
+	}
 	return y
 }
 

@@ -282,3 +282,33 @@ func TestPipelineDDPNote(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineBackwardAutocast: a schedule's step() runs the micro-batches'
+// backward inside the step's autocast region, so repeat_kv's
+// ExpandBackward0 sums the half gradient into fp32 (sum is on autocast's
+// fp32 list) and validate_outputs casts it back: an fp32 gradient the
+// size of the keys' before each bf16 one (measured: C++ stacks of Llama 4's
+// pipeline stages, bench/results/2026-11-28-h200x2-pp-stacks). Outside a
+// pipeline, and in pure bf16, backward runs outside autocast.
+func TestPipelineBackwardAutocast(t *testing.T) {
+	const seq = 2048
+	key := int64(seq * 4 * 128 * f32) // the chunked layers repeat 4 key heads of 128
+	for _, tc := range []struct {
+		o    model.Overrides
+		want bool
+	}{
+		{model.Overrides{Batch: 1, Seq: seq, Precision: model.AMPBF16, PP: 2, PPSchedule: model.PPGPipe, GradAccum: 2}, true},
+		{model.Overrides{Batch: 1, Seq: seq, Precision: model.BF16, PP: 2, PPSchedule: model.PPGPipe, GradAccum: 2}, false},
+		{model.Overrides{Batch: 1, Seq: seq, Precision: model.AMPBF16}, false},
+	} {
+		n := 0
+		traced(t, loadHF(t, "llama4-test-4layer.json", tc.o), func(s *sim, x *tensor, alloc bool) {
+			if !alloc && s.phase.Stage == StageBackward && strings.HasPrefix(x.label(), "uncast grad of ") && x.bytes() == key {
+				n++
+			}
+		})
+		if (n > 0) != tc.want {
+			t.Errorf("%s pp %d: %d fp32 sums of repeat_kv's gradient, want some: %v", tc.o.Precision, tc.o.PP, n, tc.want)
+		}
+	}
+}

@@ -90,10 +90,24 @@ func (a *attnOp) rotary(s *sim, x *tensor, st *attnState) {
 // go, in the order they were bound (the copies, then the products); the
 // unrotated projections go as the caller rebinds its names. Then, with
 // model.Attention.QKL2Norm, Llama4TextL2Norm on each (qkL2Norm).
+//
+// In backward, a key whose gradient comes back strided is copied: where
+// the layer's masked SDPA runs over repeat_kv's copies (a chunked layer
+// with fewer key-value heads than query heads), the copies' gradient is
+// summed down heads-major, so the key's arrives through transpose(1, 2)
+// strided, and ViewAsRealBackward0 (view_as_complex(grad.contiguous()))
+// copies the product's incoming gradient before the product's backward,
+// the strided one freed (measured: an 8 MiB fp32 copy per chunked layer
+// at 2 × 2,048 and at 1 × 4,096 tokens, made before the key's product's
+// backward and its conjugate table, freed once the product's gradient
+// exists; Llama 4's test shape, bench/results/2026-11-28-h200-heldout57-traces
+// and bench/results/2026-11-28-h200x2-heldout-53; the query's gradient,
+// written by the kernel in the query's own layout, is not copied).
 func (a *attnOp) rotaryComplex(s *sim, st *attnState) {
 	table := s.ropeComplexTable(st.seq, a.k.HeadDim)
 	q32, k32 := s.to(st.q, f32), s.to(st.k, f32)
-	pq, pk := s.mul(q32, table), s.mul(k32, table)
+	pq := s.complexMul(q32, table, false)
+	pk := s.complexMul(k32, table, a.masked(s, st.seq) && a.k.KVHeads < a.k.Heads)
 	q2, k2 := s.to(pq, st.q.dt), s.to(pk, st.k.dt)
 	for _, t := range []*tensor{q32, k32, pq, pk, st.q, st.k} {
 		s.unref(t)

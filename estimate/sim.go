@@ -152,6 +152,10 @@ type node struct {
 	// split marks a concatenation: its inputs' gradients are views of the
 	// incoming one (CatBackward0 narrows it), no new tensor.
 	split bool
+	// sumsTo marks an expand whose backward sums the incoming gradient
+	// down to the input's shape (ExpandBackward0: at::sum_to), an op of
+	// autocast's fp32 list (config.bwdAutocast).
+	sumsTo bool
 	// viewGrad marks a product over a reshaped 3-D input: the input's
 	// gradient is a view of the product's output (accumulate).
 	viewGrad bool
@@ -315,7 +319,7 @@ type sim struct {
 	// mask is the current forward's attention mask: eager attention's
 	// causal mask, or under SDPA the boolean mask of the layers that
 	// attend through a sliding window no longer than the sequence
-	// (slidingMask).
+	// (slidingBool).
 	mask *tensor
 	// mask2 is eager attention's second mask in a model whose layers
 	// attend both in full and through a sliding window (Gemma 2):

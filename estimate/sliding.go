@@ -34,29 +34,32 @@ func maskedIn(s *sim, ins []*inst, seq int64) bool {
 	return false
 }
 
-// slidingMask is the boolean mask transformers' sdpa_mask builds for the
-// sliding-window layers, once a forward: [1, 1, seq, seq] whatever the
-// batch (no padding; expanded over it as a view), the window's and the
-// causal conditions each evaluated over the whole grid and combined
-// (and_masks), two of them live at a time (measured: Gemma-2-2B at 4,096
-// tokens and Mistral-7B v0.1 at batch 2, masking_utils.py's inner_mask,
-// and_mask, causal_mask_function, 16 MiB each;
-// bench/results/2026-11-27-sliding-traces/).
-func (s *sim) slidingMask(seq int64) *tensor {
-	s.mask = s.slidingBool(seq)
-	return s.mask
-}
-
-// slidingBool builds the sliding layers' boolean mask (slidingMask; under
-// eager attention eagerMask turns it into the additive one, measured:
-// Gemma-2-2B eager, bench/results/2026-11-27-gemma-eager-traces).
-func (s *sim) slidingBool(seq int64) *tensor {
+// slidingBool is the boolean mask transformers' sdpa_mask builds for the
+// sliding-window layers (a, the first of them), once a forward: the
+// window's and the causal conditions each evaluated over the whole grid
+// and combined (and_masks), two of them live at a time (measured:
+// Gemma-2-2B at 4,096 tokens and Mistral-7B v0.1 at batch 2,
+// masking_utils.py's inner_mask, and_mask, causal_mask_function, 16 MiB
+// each; bench/results/2026-11-27-sliding-traces/). A sliding window's
+// grids are [1, 1, seq, seq] whatever the batch (no padding; expanded
+// over it as a view); Llama 4's chunk condition reads each sample's left
+// padding (model.Attention.Chunked), so it and the combined masks are
+// [batch, 1, seq, seq], the causal condition still one grid (measured:
+// Llama 4's test shape at 2 × 2,048, 8, 8, 4 and 8 MiB,
+// bench/results/2026-11-28-h200-heldout57-traces). Under eager attention
+// eagerMask turns it into the additive one (measured: Gemma-2-2B eager,
+// bench/results/2026-11-27-gemma-eager-traces).
+func (s *sim) slidingBool(seq int64, a *attnOp) *tensor {
 	n := seq * seq
-	inner := s.alloc(n, 1, catTemp, "sliding mask (window)")
-	both := s.alloc(n, 1, catTemp, "sliding mask (and)")
+	grid := n
+	if a != nil && a.k.Chunked {
+		grid *= s.cfg.batch
+	}
+	inner := s.alloc(grid, 1, catTemp, "sliding mask (window)")
+	both := s.alloc(grid, 1, catTemp, "sliding mask (and)")
 	s.unref(inner)
 	causal := s.alloc(n, 1, catTemp, "sliding mask (causal)")
-	m := s.alloc(n, 1, catTemp, "sliding mask")
+	m := s.alloc(grid, 1, catTemp, "sliding mask")
 	s.unref(causal)
 	s.unref(both)
 	return m
@@ -71,13 +74,21 @@ func (s *sim) slidingBool(seq int64) *tensor {
 // mask, each sliding layer its own, batch-sized (measured: Gemma-2-2B in
 // bf16 at 4,096 tokens, Mistral-7B v0.1 at batch 2: 64 MiB a layer at
 // 4,096 tokens; bench/results/2026-11-27-sliding-traces/). Its backward
-// first copies the output's gradient contiguous, then allocates dq, dk
-// and dv and the same fp32 dq accumulator and row sums as the flash
-// kernel's, all freed when it returns but the gradients.
+// allocates dq, dk and dv, then the same fp32 dq accumulator and row sums
+// as the flash kernel's, all freed when it returns but the gradients
+// (measured in bf16: 32.125 MiB in every sliding layer of the Gemma-2-2B
+// history, 129 MiB in Mistral's, 32.25 MiB in Llama 4's chunked layers,
+// bench/results/2026-11-28-h200-heldout57-traces; the thirty-sixth
+// session). In fp32 the memory-efficient kernel also copies the output's
+// gradient, as sdpaV's measured (not measured with a mask).
 func (s *sim) maskedSDPA(q, k, v *tensor, b, heads, kvHeads, sq, hd int64) *tensor {
 	k, v = s.repeatKV(k, v, heads, kvHeads)
-	y, _ := s.sdpaKernel(q, k, v, b*sq*heads*hd, b*heads*sq, b*sq*sq, func(qc, _, _ *tensor) int64 {
-		return qc.elems*qc.dt + qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
+	y, _ := s.sdpaKernel(q, k, v, b*sq*heads*hd, b*heads*sq, b*sq*sq, func(qc, _, y *tensor) int64 {
+		ws := qc.elems*f32 + b*heads*sq*f32 + sdpaWSExtra
+		if s.cfg.compute == f32 {
+			ws += y.elems * qc.dt
+		}
+		return ws
 	})
 	s.unref(k)
 	s.unref(v)

@@ -84,6 +84,12 @@ type Attention struct {
 	// window when Window > 0 and (WindowPattern ≤ 1 or (i+1) %
 	// WindowPattern != 0).
 	Window, WindowPattern int64
+	// Chunked says the window is Llama 4's chunked attention
+	// (attention_chunk_size): transformers' chunked_overlay reads each
+	// sample's left padding, so its mask and the combined one are made
+	// per sample, [batch, 1, s, s], where a sliding window's are one
+	// [1, 1, s, s] grid expanded over the batch.
+	Chunked bool
 	// LocalRoPE: the sliding-window layers rotate with the model's local
 	// rotary tables (Model.LocalRoPE).
 	LocalRoPE bool
@@ -182,6 +188,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("qk_l2_norm", &k.QKL2Norm)
 	a.bool("temperature", &k.Temperature)
 	a.int("no_rope_pattern", &k.NoRoPEPattern, false)
+	a.bool("chunked", &k.Chunked)
 	a.bool("kv_cache", &k.KVCache)
 	a.float("p", &k.P, 0, 1, false)
 	a.float("out_dropout", &k.OutDropout, 0, 1, false)

@@ -74,6 +74,12 @@ type RMSNorm struct {
 	// without bias written out in Python, its product in fp32
 	// (Cohere's CohereLayerNorm).
 	Centered bool
+	// WeightLast multiplies the weight in as the product's second operand,
+	// output * weight (Llama 4's Llama4TextRMSNorm), where LlamaRMSNorm
+	// writes weight * output: the same memory forward, but autograd's
+	// MulBackward0 makes its second operand's gradient first, so the
+	// weight's unreduced gradient comes before the rows'.
+	WeightLast bool
 }
 
 // Kind is the name specs use for the kind.
@@ -84,6 +90,7 @@ func (k *RMSNorm) decode(a *args, _ *Layer) {
 	a.bool("offset", &k.Offset)
 	a.bool("fp32_product", &k.FP32Product)
 	a.bool("centered", &k.Centered)
+	a.bool("weight_last", &k.WeightLast)
 }
 
 func (k *RMSNorm) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, error) {

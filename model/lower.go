@@ -102,7 +102,7 @@ func (m *Model) lowerLlama() []Layer {
 			QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: !m.NoCache, QKNormOffset: m.QKNorm && m.Gemma,
 			QKNormWhole: m.QKNormWhole, QKNormLate: m.QKNormLate, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast, RoPEConcat: m.RoPEConcat,
 			ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
-			Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, LocalRoPE: m.LocalRoPE,
+			Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, Chunked: m.SlidingWindow > 0 && m.llama4(), LocalRoPE: m.LocalRoPE,
 			Softcap: m.AttnSoftcap, RoPEUpcast: m.RoPEUpcast, Sinks: m.AttnSinks, RoPEHalves: m.RoPEHalves, MLA: m.mla(),
 			RoPEComplex: m.RoPEComplex && m.KVLoRARank == 0, QKL2Norm: m.QKL2Norm, Temperature: m.AttnTemperature,
 			Softmax: m.eagerSoftmax()})
@@ -207,7 +207,7 @@ func (m *Model) llamaNorm() Layer {
 	case m.CenteredNorm:
 		return L(&RMSNorm{Dim: m.Hidden, Centered: true})
 	}
-	return L(&RMSNorm{Dim: m.Hidden, Offset: m.Gemma, FP32Product: m.NormProductFP32})
+	return L(&RMSNorm{Dim: m.Hidden, Offset: m.Gemma, FP32Product: m.NormProductFP32, WeightLast: m.llama4()})
 }
 
 // mlp is a Llama-style block's MLP: gated, a mixture of gated experts, or
