@@ -69,6 +69,11 @@ func TestReplayDebug(t *testing.T) {
 		// event PEER (Allocator.CommunicatorUp, PeerConnected).
 		hooks := [2]int{-1, -1}
 		fmt.Sscanf(os.Getenv("MEMPLAN_REPLAY_NCCL"), "%d,%d", &hooks[0], &hooks[1])
+		// MEMPLAN_REPLAY_CUBLAS=N: cuBLAS's first kernels run before
+		// event N (Allocator.LibraryLoaded; the event that allocates its
+		// workspace in a history whose first product is traced).
+		cublas := -1
+		fmt.Sscan(os.Getenv("MEMPLAN_REPLAY_CUBLAS"), &cublas)
 		for i, e := range ev {
 			if at[i] {
 				printFree(a, tag, i, ev, born)
@@ -78,6 +83,9 @@ func TestReplayDebug(t *testing.T) {
 			}
 			if i == hooks[1] {
 				a.PeerConnected()
+			}
+			if i == cublas {
+				a.LibraryLoaded(CuBLAS)
 			}
 			key := fmt.Sprint(tag, e[1])
 			size, label := int64(e[2].(float64)), fmt.Sprint(e[3])

@@ -21,9 +21,12 @@ whose change moves the peak:
 The stretch is printed with its events (used in the thirty-second session,
 bench/results/2026-11-28-h200x4-shape-inference-traces).
 """
-import difflib, gzip, json, sys
+import difflib, gzip, json, os, sys
 
 MIB = 1 << 20
+# BISECT_MIN=0 keeps the small pool's events too: their segments take room in
+# the address space (the address model), which can move the large pool's.
+MIN = int(os.environ.get("BISECT_MIN", MIB))
 
 
 def load(path):
@@ -49,7 +52,7 @@ def load(path):
         else:
             lab = f"{lab} s0"
         size = (int(size) + 511) // 512 * 512
-        if size <= MIB:
+        if size <= MIN:
             continue
         if a == "alloc":
             n += 1

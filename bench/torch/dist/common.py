@@ -215,11 +215,14 @@ def setup():
     # only) and dumps PREFIX-rankN.pickle when the report is written;
     # MEMPLAN_SNAPSHOT_CONTEXT=none records no stacks, which slows the host
     # far less (a history with stacks can change what a race between the
-    # host and NCCL's threads leaves alive).
+    # host and NCCL's threads leaves alive). MEMPLAN_SNAPSHOT_STACKS=all
+    # records C++ frames too (slower still), which name the kernel or op
+    # behind an allocation that has no Python frame, as in backward
+    # (bench/torch/snapstacks.py reads them).
     if os.environ.get("MEMPLAN_SNAPSHOT"):
         ctx = None if os.environ.get("MEMPLAN_SNAPSHOT_CONTEXT") == "none" else "all"
         torch.cuda.memory._record_memory_history(max_entries=int(os.environ.get("MEMPLAN_SNAPSHOT_ENTRIES", "100000")),
-                                                 context=ctx, stacks="python")
+                                                 context=ctx, stacks=os.environ.get("MEMPLAN_SNAPSHOT_STACKS", "python"))
     return rank, world, local
 
 
