@@ -263,8 +263,17 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // checkpointed, −3.1% reserved blind, is +0.0% since the same session's
 // trace: a segment's tail gradients, the reduce-scatter's all-gather
 // included, come before its recompute; estimate.tailGrads.)
+//
+// Maverick's test shape at tp 2 without sp, checkpointed, a batch of two
+// (+0.1% reserved until the thirty-sixth session), is −3.8% since Llama
+// 4's program was made as its single-GPU history has it (the norm's
+// weight last, chunked masks per sample, the rotary product's conjugate
+// table and the key's contiguous gradient, the tables and masks held by
+// the checkpoint frames: docs/accuracy.md, thirty-sixth session); its
+// peak allocated is exact (+0.02%): placement, not traced.
 var tpGaps = map[string]map[int]bool{
-	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block": {Reserved: true, Device: true},
+	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block":                        {Reserved: true, Device: true},
+	"tp.py 2 model/testdata/hf/llama4-test-maverick-4layer.json --tp 2 --no-sp --meta --seq 2048 --batch 2 --checkpointing every-block": {Reserved: true, Device: true},
 }
 
 // tpReruns maps a results file to the one that ran some of its lines again
