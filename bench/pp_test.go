@@ -84,10 +84,27 @@ var pipelineGaps = map[string][]int{
 // the spread, and a listed run that is no longer beyond the targets fails
 // the test.
 var pipelinePlacement = map[string]string{
-	// None since the thirty-fourth session: Llama 4's pp × DDP line, −11.6%
-	// while cuBLAS's first product left the context's address space as it
-	// was, is −3.1% since it opens the context chunk's room (alloc.CuBLAS)
-	// and NCCL's chunks are modelled, and is listed in pipelineGaps.
+	// (Llama 4's pp × DDP line, −11.6% while cuBLAS's first product left
+	// the context's address space as it was, is −3.1% since the
+	// thirty-fourth session opened the context chunk's room (alloc.CuBLAS)
+	// and modelled NCCL's chunks, and is listed in pipelineGaps.)
+	//
+	// Held-out set 59's GPipe lines of Llama 4's test shape and Maverick's
+	// (thirty-sixth session, blind −9.4% and −9.8% reserved, allocated
+	// +0.3%; by be7d13a's program, before the session's changes, −5.3% and
+	// −6.5%). The test shape's last stage
+	// (bench/results/2026-11-28-h200x2-heldout-59/histories/c1-rank1)
+	// replays through memplan's allocator and address model to its run's
+	// 12,182 MiB, with cuBLAS's room opened at its first product or not
+	// (alloc's TestReplayDebug, MEMPLAN_REPLAY_CUBLAS), and so does
+	// memplan's own simulated history without the room; memplan's
+	// estimate, whose requests differ in 50 stretches and which opens the
+	// room, reserves 11,042. Without the room the estimate is 12,186 MiB.
+	// The run's driver put the room beside the segments' frontier, about
+	// 2.5 GiB below the first segment, where memplan's address model puts
+	// it above them all (docs/allocator.md §8): placement.
+	"pp.py 2 model/testdata/hf/llama4-test-4layer.json --schedule gpipe --microbatches 4 --seq 2048 --batch 2 --checkpointing every-block --steps 6": "placement: cuBLAS's room",
+	"pp.py 2 model/testdata/hf/llama4-test-maverick-4layer.json --schedule gpipe --microbatches 4 --seq 2048 --checkpointing every-block --steps 6":  "placement, as the line above",
 }
 
 // pipelineOver are the pipeline runs over the worst-case targets, with
@@ -164,6 +181,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-pp-llama4-traces/trace.jsonl", "2026-11-28-h200x4-shape-inference-traces/trace.jsonl",
 		"2026-11-28-h200x2-heldout-50/heldout-50.jsonl", "2026-11-28-h200x2-heldout-52/heldout-52.jsonl",
 		"2026-11-28-h200x2-heldout-53/heldout-53.jsonl", "2026-11-28-h200x4-heldout54.jsonl",
+		"2026-11-28-h200x2-heldout-59/heldout-59.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -224,8 +242,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if runs != 174 {
-		t.Fatalf("%d pipeline runs, want 174", runs)
+	if runs != 178 {
+		t.Fatalf("%d pipeline runs, want 178", runs)
 	}
 	checkSpread(t, errs)
 }

@@ -52,6 +52,9 @@ var singleGPUTuning = []string{
 	"results/2026-11-27-h200-lora-phi3.jsonl",
 	"results/2026-11-28-h200-llama4.jsonl",
 	"results/2026-11-28-h200-llama4-lora.jsonl",
+	// Llama 4's test shape at 1 × 4,096, checkpointed, two steps: the
+	// single-GPU side of the thirty-sixth session's stack-traced run.
+	"results/2026-11-28-h200x2-pp-stacks/single.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
