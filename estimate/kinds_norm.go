@@ -75,20 +75,9 @@ func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		return s.cohereLayerNorm(x, o.w, s.rows(sh))
 	}
 	if o.weightLast {
-		return s.rmsNormWeightLast(x, o.w, s.rows(sh))
+		return s.rmsNormThen(x, o.w, s.rows(sh), true)
 	}
 	return s.rmsNormOf(x, o.w, s.rows(sh), o.offset, o.fp32Product)
-}
-
-// rmsNormWeightLast is Llama 4's Llama4TextRMSNorm: rmsNorm with the
-// weight the product's second operand (model.RMSNorm.WeightLast).
-func (s *sim) rmsNormWeightLast(x, w *tensor, rows int64) *tensor {
-	nrm := s.rmsNormalize(x, rows)
-	nc := s.to(nrm, x.dt)
-	y := s.mul(nc, w)
-	s.unref(nc)
-	s.unref(nrm)
-	return y
 }
 
 // cohereLayerNorm is transformers' CohereLayerNorm, written out in Python:
@@ -146,10 +135,21 @@ func (s *sim) rmsNormOf(x, w *tensor, rows int64, offset, fp32Product bool) *ten
 
 // rmsNorm is transformers' LlamaRMSNorm: h = x.float();
 // h·rsqrt(mean(h²)+ε) in fp32, cast back to the input dtype, times weight.
-func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor {
+func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor { return s.rmsNormThen(x, w, rows, false) }
+
+// rmsNormThen is rmsNorm with the weight the product's first operand
+// (LlamaRMSNorm's weight * output) or, with weightLast, its second
+// (Llama4TextRMSNorm's output * weight, model.RMSNorm.WeightLast), which
+// MulBackward0's order of gradients follows.
+func (s *sim) rmsNormThen(x, w *tensor, rows int64, weightLast bool) *tensor {
 	nrm := s.rmsNormalize(x, rows)
 	nc := s.to(nrm, x.dt)
-	y := s.mul(w, nc)
+	var y *tensor
+	if weightLast {
+		y = s.mul(nc, w)
+	} else {
+		y = s.mul(w, nc)
+	}
 	s.unref(nc)
 	s.unref(nrm)
 	return y
