@@ -28,7 +28,12 @@ import (
 // history's own, and the reserved totals. MEMPLAN_REPLAY_AT=N[,M...]
 // prints the large pool's free blocks before those events, and with
 // MEMPLAN_REPLAY_BLOCKS=1 every block of those segments in address order,
-// an allocated one with the event that made it.
+// an allocated one with the event that made it. MEMPLAN_REPLAY_CUBLAS=N
+// opens cuBLAS's room before event N, MEMPLAN_REPLAY_NCCL=UP,PEER NCCL's
+// chunks (Allocator.LibraryLoaded, CommunicatorUp, PeerConnected).
+// Run it with -count=1: go test's cache can answer a rewritten history of
+// the same path with the last one's result (the thirty-sixth session's
+// bisect.py runs did, until then).
 func TestReplayDebug(t *testing.T) {
 	path := debugInput(t, "MEMPLAN_REPLAY")
 	minMiB := int64(100)
@@ -69,10 +74,7 @@ func TestReplayDebug(t *testing.T) {
 		// event PEER (Allocator.CommunicatorUp, PeerConnected).
 		hooks := [2]int{-1, -1}
 		fmt.Sscanf(os.Getenv("MEMPLAN_REPLAY_NCCL"), "%d,%d", &hooks[0], &hooks[1])
-		// MEMPLAN_REPLAY_CUBLAS=N: cuBLAS's first kernels run before
-		// event N (Allocator.LibraryLoaded; the event that allocates its
-		// workspace in a history whose first product is traced).
-		cublas := -1
+		cublas := -1 // MEMPLAN_REPLAY_CUBLAS: the event cuBLAS's first product precedes
 		fmt.Sscan(os.Getenv("MEMPLAN_REPLAY_CUBLAS"), &cublas)
 		for i, e := range ev {
 			if at[i] {

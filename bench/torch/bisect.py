@@ -16,7 +16,7 @@ N = 0 is the simulated history, N at least the count printed is the real
 one. Replay OUT with alloc's TestReplayDebug and bisect N to the stretch
 whose change moves the peak:
 
-    MEMPLAN_REPLAY=$PWD/OUT.json.gz go test ./alloc -run TestReplayDebug -v
+    MEMPLAN_REPLAY=$PWD/OUT.json.gz go test -count=1 ./alloc -run TestReplayDebug -v
 
 The stretch is printed with its events (used in the thirty-second session,
 bench/results/2026-11-28-h200x4-shape-inference-traces).
