@@ -9,12 +9,13 @@ import "github.com/memplan/memplan/model"
 // §3.2). The micro-batches themselves are ppForward and ppBackward
 // (pipeline.go).
 
-// pipelineDDPNote says what memplan does not model of DDP and ZeRO-1 over
-// pipeline stages: all of the driver's placement of segments once the
-// data- and pipeline-parallel groups' NCCL communicators are up (it models
-// the first communicator's chunks: docs/allocator.md §8, docs/parallelism.md
-// §3.2.9).
-const pipelineDDPNote = "DDP and ZeRO-1 over pipeline stages: where the driver places segments once NCCL's groups are up decides part of reserved memory, and memplan models the first communicator's chunks but not all of it; measured runs reserved up to 4.2% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.9): leave that headroom"
+// pipelineNote says what memplan does not model of a pipeline stage's
+// reserved memory: all of the driver's placement of segments (it models
+// the room cuBLAS's first product opens and the first communicator's
+// chunks: docs/allocator.md §8), on which these stages' reserve is most
+// sensitive (docs/parallelism.md §3.2.9, §3.2.10). The figure is the worst
+// measured: held-out set 59's GPipe pipeline of Maverick's shape.
+const pipelineNote = "pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to 9.8% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.10): leave that headroom"
 
 // trainPipeline simulates two optimizer steps of one stage, as the
 // training loop of bench/torch/dist/pp.py (and torchtitan) runs them:
@@ -41,9 +42,7 @@ func (s *sim) trainPipeline(spec *model.Spec) {
 		}
 	}
 	t := spec.Training
-	if s.cfg.dp > 1 && s.cfg.zero <= 1 {
-		s.note(pipelineDDPNote)
-	}
+	s.note(pipelineNote)
 	m := int(t.GradAccum)
 	// The whole batch, made on every rank: labels and token ids.
 	rows := s.cfg.batch * int64(m) * t.Seq
