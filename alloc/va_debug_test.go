@@ -12,7 +12,8 @@ import (
 // each segment_free returned to it; both columns are MiB below the
 // highest address seen, so that their orders can be compared; last, how
 // many pairs of the large pool's segments the two order differently.
-// MEMPLAN_VA_NCCL=UP,PEER places NCCL's chunks.
+// MEMPLAN_VA_NCCL=UP,PEER places NCCL's chunks, MEMPLAN_VA_CUBLAS=N opens
+// cuBLAS's room before segment N (vaSpace.openRoom).
 func TestVADebug(t *testing.T) {
 	ev := readEvents(t, debugInput(t, "MEMPLAN_VA"))
 	var v vaSpace
@@ -35,6 +36,8 @@ func TestVADebug(t *testing.T) {
 	// PEER (vaSpace.communicatorUp, peerConnected); -1 for never.
 	hooks := [2]int{-1, -1}
 	fmt.Sscanf(os.Getenv("MEMPLAN_VA_NCCL"), "%d,%d", &hooks[0], &hooks[1])
+	cublas := -1
+	fmt.Sscan(os.Getenv("MEMPLAN_VA_CUBLAS"), &cublas)
 	for i, e := range ev {
 		addr, size := int64(e[1].(float64)), int64(e[2].(float64))
 		switch e[0] {
@@ -44,6 +47,9 @@ func TestVADebug(t *testing.T) {
 			}
 			if n == hooks[1] {
 				v.peerConnected()
+			}
+			if n == cublas {
+				v.openRoom(CuBLAS)
 			}
 			m, c := v.alloc(size)
 			live[addr] = seg{m, addr, size, c}
