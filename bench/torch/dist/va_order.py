@@ -19,6 +19,7 @@ ap.add_argument("--label", required=True)
 ap.add_argument("--order", choices=["init-first", "device-first", "no-dist"], required=True)
 ap.add_argument("--hf", help="a transformers config to build on the meta device first, as pp.py's stages are")
 ap.add_argument("--hf-device", default="meta", help="where --hf builds it: meta, or cpu (as measure.py does)")
+ap.add_argument("--call", default="", help="a Python expression run first (after the imports), e.g. a backend query")
 ap.add_argument("--import", dest="imports", default="",
                 help="modules to import first, comma-separated (transformers, torch.nn.attention.flex_attention, ...)")
 a = ap.parse_args()
@@ -37,6 +38,8 @@ else:
 import importlib
 for mod in filter(None, a.imports.split(",")):
     importlib.import_module(mod)
+if a.call:
+    eval(a.call)
 if a.hf:
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -49,6 +52,6 @@ for mib in [20] + [32] * 12:
     keep.append(t)
     out.append([mib, t.data_ptr()])
 torch.cuda.synchronize()
-print(json.dumps({"label": a.label, "rank": int(os.environ.get("RANK", "0")), "order": a.order, "hf": a.hf, "hf_device": a.hf_device, "imports": a.imports, "segments": out}), flush=True)
+print(json.dumps({"label": a.label, "rank": int(os.environ.get("RANK", "0")), "order": a.order, "hf": a.hf, "hf_device": a.hf_device, "imports": a.imports, "call": a.call, "segments": out}), flush=True)
 if dist.is_initialized():
     dist.destroy_process_group()
