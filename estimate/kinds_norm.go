@@ -140,18 +140,24 @@ func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor { return s.rmsNormThen(x
 // rmsNormThen is rmsNorm with the weight the product's first operand
 // (LlamaRMSNorm's weight * output) or, with weightLast, its second
 // (Llama4TextRMSNorm's output * weight, model.RMSNorm.WeightLast), which
-// MulBackward0's order of gradients follows.
+// MulBackward0's order of gradients follows. Llama4TextRMSNorm casts the
+// unbound result of _norm(x.float()) (output = ....type_as(x)), so in
+// half precision the fp32 rows go before the product; LlamaRMSNorm binds
+// them to hidden_states until it returns (measured: Llama 4's test shape
+// in bf16, held-out set 59's history, bench/results/2026-11-28-h200-
+// heldout59-traces).
 func (s *sim) rmsNormThen(x, w *tensor, rows int64, weightLast bool) *tensor {
 	nrm := s.rmsNormalize(x, rows)
 	nc := s.to(nrm, x.dt)
 	var y *tensor
 	if weightLast {
+		s.unref(nrm)
 		y = s.mul(nc, w)
 	} else {
 		y = s.mul(w, nc)
+		s.unref(nrm)
 	}
 	s.unref(nc)
-	s.unref(nrm)
 	return y
 }
 

@@ -315,3 +315,23 @@ func TestLlama4TailGradKept(t *testing.T) {
 			tail != nil, done, kept)
 	}
 }
+
+// TestLlama4NormCastFreesRows: Llama4TextRMSNorm casts _norm's unbound
+// fp32 result (output = self._norm(x.float()).type_as(x)), so in bf16 the
+// fp32 rows are freed as soon as their cast exists, before the weight's
+// product is made (LlamaRMSNorm keeps them bound until it returns).
+func TestLlama4NormCastFreesRows(t *testing.T) {
+	const rows = 1024
+	ev := l4Events(t, model.Overrides{Batch: 1, Seq: rows, Precision: model.BF16})
+	for i, e := range ev[:len(ev)-1] {
+		if e.stage != StageForward || e.alloc || e.dt != f32 || e.bytes != rows*2048*f32 {
+			continue
+		}
+		// An fp32 rows tensor freed: the norm's, if the next event makes
+		// the half product.
+		if n := ev[i+1]; n.alloc && n.dt == half && n.bytes == rows*2048*half && n.name == "mul" {
+			return
+		}
+	}
+	t.Error("no Llama 4 norm freeing its fp32 rows before its product in the first forward")
+}
