@@ -30,7 +30,10 @@ import (
 // MEMPLAN_REPLAY_BLOCKS=1 every block of those segments in address order,
 // an allocated one with the event that made it. MEMPLAN_REPLAY_CUBLAS=N
 // opens cuBLAS's room before event N, MEMPLAN_REPLAY_NCCL=UP,PEER NCCL's
-// chunks (Allocator.LibraryLoaded, CommunicatorUp, PeerConnected).
+// chunks (Allocator.LibraryLoaded, CommunicatorUp, PeerConnected); a
+// history estimate's TestTraceDebug wrote carries those events itself
+// ("library", "communicator_up", "peer_connected"), which
+// MEMPLAN_REPLAY_SKIP=library[,…] leaves out.
 // Run it with -count=1: go test's cache can answer a rewritten history of
 // the same path with the last one's result (the thirty-sixth session's
 // bisect.py runs did, until then).
@@ -76,7 +79,14 @@ func TestReplayDebug(t *testing.T) {
 		fmt.Sscanf(os.Getenv("MEMPLAN_REPLAY_NCCL"), "%d,%d", &hooks[0], &hooks[1])
 		cublas := -1 // MEMPLAN_REPLAY_CUBLAS: the event cuBLAS's first product precedes
 		fmt.Sscan(os.Getenv("MEMPLAN_REPLAY_CUBLAS"), &cublas)
+		skip := map[string]bool{}
+		for _, k := range strings.Split(os.Getenv("MEMPLAN_REPLAY_SKIP"), ",") {
+			skip[k] = true
+		}
 		for i, e := range ev {
+			if skip[fmt.Sprint(e[0])] {
+				continue
+			}
 			if at[i] {
 				printFree(a, tag, i, ev, born)
 			}
@@ -101,6 +111,12 @@ func TestReplayDebug(t *testing.T) {
 				streams[st] = s
 			}
 			switch e[0] {
+			case "library":
+				a.LibraryLoaded(Library(size))
+			case "communicator_up":
+				a.CommunicatorUp()
+			case "peer_connected":
+				a.PeerConnected()
 			case "alloc":
 				before := a.Reserved()
 				live[key] = a.Malloc(size, s)

@@ -99,7 +99,9 @@ var pipelinePlacement = map[string]string{
 	// (alloc's TestReplayDebug, MEMPLAN_REPLAY_CUBLAS), and so does
 	// memplan's own simulated history without the room; memplan's
 	// estimate, whose requests differ in 50 stretches and which opens the
-	// room, reserves 11,042. Without the room the estimate is 12,186 MiB.
+	// room, reserves 11,042; its simulated history (TestTraceDebug, with
+	// the address model's events) replays to that, and to 12,182 MiB
+	// without the room (TestReplayDebug's MEMPLAN_REPLAY_SKIP=library).
 	// The run's driver put the room beside the segments' frontier, about
 	// 2.5 GiB below the first segment, where memplan's address model puts
 	// it above them all (docs/allocator.md §8): placement.

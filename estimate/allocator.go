@@ -182,35 +182,38 @@ func (s *sim) reallocate(t *tensor) {
 	t.blk, n.blk = n.blk, 0
 }
 
-// libraryLoaded tells the address model that library l's first kernels
-// ran (alloc.Allocator.LibraryLoaded).
-func (s *sim) libraryLoaded(l alloc.Library) {
+// addressEvent tells the address model of an event outside the caching
+// allocator that changes where the driver puts later segments (evLibrary:
+// library n's first kernels ran, alloc.Allocator.LibraryLoaded; evCommUp:
+// the first NCCL communicator came up, CommunicatorUp; evPeer: NCCL's
+// first point-to-point connection, PeerConnected), and books it for the
+// step being recorded (replay.go) and the debugging trace.
+func (s *sim) addressEvent(kind evKind, n int64) {
 	if a := s.al.a; a != nil {
-		a.LibraryLoaded(l)
+		switch kind {
+		case evLibrary:
+			a.LibraryLoaded(alloc.Library(n))
+		case evCommUp:
+			a.CommunicatorUp()
+		case evPeer:
+			a.PeerConnected()
+		}
 	}
 	if s.rec != nil {
-		s.rec.log(evLibrary, int64(l))
+		s.rec.log(kind, n)
+	}
+	if s.traceAddr != nil {
+		s.traceAddr(kind, n)
 	}
 }
 
-// communicatorUp tells the address model that the process's first NCCL
-// communicator came up (alloc.Allocator.CommunicatorUp).
-func (s *sim) communicatorUp() {
-	if a := s.al.a; a != nil {
-		a.CommunicatorUp()
-	}
-	if s.rec != nil {
-		s.rec.log(evCommUp, 0)
-	}
-}
+// libraryLoaded: library l's first kernels ran (addressEvent).
+func (s *sim) libraryLoaded(l alloc.Library) { s.addressEvent(evLibrary, int64(l)) }
 
-// peerConnected tells the address model that NCCL made its first
-// point-to-point connection (alloc.Allocator.PeerConnected).
-func (s *sim) peerConnected() {
-	if a := s.al.a; a != nil {
-		a.PeerConnected()
-	}
-	if s.rec != nil {
-		s.rec.log(evPeer, 0)
-	}
-}
+// communicatorUp: the process's first NCCL communicator came up
+// (addressEvent).
+func (s *sim) communicatorUp() { s.addressEvent(evCommUp, 0) }
+
+// peerConnected: NCCL made its first point-to-point connection
+// (addressEvent).
+func (s *sim) peerConnected() { s.addressEvent(evPeer, 0) }

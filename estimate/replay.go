@@ -137,12 +137,8 @@ func (s *sim) replayStep(l *stepLog, it int) {
 			s.enter(it, int(e.ref), l.stages[e.n])
 		case evSaved:
 			s.saved = s.live[catSaved]
-		case evLibrary:
-			s.libraryLoaded(alloc.Library(e.n))
-		case evCommUp:
-			s.communicatorUp()
-		case evPeer:
-			s.peerConnected()
+		case evLibrary, evCommUp, evPeer:
+			s.addressEvent(e.kind, e.n)
 		}
 	}
 }

@@ -261,14 +261,17 @@ type sim struct {
 	peak     peakState
 	phases   []PhasePeak
 	trace    func(t *tensor, alloc bool) // debugging hook: every allocation and free
-	params   []*tensor
-	attn     attnState // the attention forward's state (attnState)
-	frozen   []*tensor // LoRA's frozen base parameters (lora.go)
-	kvHold   []*tensor // KV-cache copies held until the forward's outputs are dropped
-	bodyHold []*tensor // the base model forward's locals (Positions.Hold, Repeat.HoldInput), until it returns
-	embHold  []*tensor // the embeddings module's locals (HoldLocal), until a repeat starts
-	lossHold []*tensor // the task model forward's locals (model.Linear.Head), until the loss
-	unitHold []*tensor // a decoder layer's locals (eager attention's weights), until the unit returns (step1)
+	// traceAddr is the debugging hook of the address model's events
+	// (addressEvent), for traces that replay as the estimate ran.
+	traceAddr func(kind evKind, n int64)
+	params    []*tensor
+	attn      attnState // the attention forward's state (attnState)
+	frozen    []*tensor // LoRA's frozen base parameters (lora.go)
+	kvHold    []*tensor // KV-cache copies held until the forward's outputs are dropped
+	bodyHold  []*tensor // the base model forward's locals (Positions.Hold, Repeat.HoldInput), until it returns
+	embHold   []*tensor // the embeddings module's locals (HoldLocal), until a repeat starts
+	lossHold  []*tensor // the task model forward's locals (model.Linear.Head), until the loss
+	unitHold  []*tensor // a decoder layer's locals (eager attention's weights), until the unit returns (step1)
 	// hostWrap: FSDP2 shards a model built on the host (wrapFromHost),
 	// moved whole to the GPU first with wrapGPU; unsharded are the
 	// parameters whose shards it has yet to allocate.

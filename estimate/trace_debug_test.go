@@ -32,6 +32,10 @@ import (
 // MEMPLAN_TRACE_LOAD=1 writes only the load (the state before the first
 // step), for alloc's TestReplayDebug to replay before a real history
 // (MEMPLAN_REPLAY_FIRST).
+// The address model's events (addressEvent) are written too, as
+// ["library", 0, L, ""], ["communicator_up", 0, 0, ""] and
+// ["peer_connected", 0, 0, ""], which TestReplayDebug replays, so that a
+// simulated history replays to the estimate's reserve.
 func TestTraceDebug(t *testing.T) {
 	f := strings.Fields(os.Getenv("MEMPLAN_TRACE"))
 	if len(f) == 0 {
@@ -65,6 +69,17 @@ func TestTraceDebug(t *testing.T) {
 		}
 		loadOnly := os.Getenv("MEMPLAN_TRACE_LOAD") != ""
 		sm.traceSteps = os.Getenv("MEMPLAN_TRACE_STEPS") != "" // steps until the cache repeats, simulated in full
+		sm.traceAddr = func(kind evKind, n int64) {
+			if loadOnly && sm.phase.Stage != "load" {
+				return
+			}
+			name := map[evKind]string{evLibrary: "library", evCommUp: "communicator_up", evPeer: "peer_connected"}[kind]
+			if out == "" {
+				fmt.Printf("%s %d  [%s %d]\n", name, n, sm.phase.Stage, sm.phase.Iteration)
+				return
+			}
+			ev = append(ev, []any{name, 0, n, ""})
+		}
 		sm.trace = func(x *tensor, alloc bool) {
 			if loadOnly && sm.phase.Stage != "load" {
 				return
