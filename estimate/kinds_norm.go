@@ -75,7 +75,7 @@ func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		return s.cohereLayerNorm(x, o.w, s.rows(sh))
 	}
 	if o.weightLast {
-		return s.rmsNormThen(x, o.w, s.rows(sh), true)
+		return s.rmsNormWeighted(x, o.w, s.rows(sh), true)
 	}
 	return s.rmsNormOf(x, o.w, s.rows(sh), o.offset, o.fp32Product)
 }
@@ -135,18 +135,19 @@ func (s *sim) rmsNormOf(x, w *tensor, rows int64, offset, fp32Product bool) *ten
 
 // rmsNorm is transformers' LlamaRMSNorm: h = x.float();
 // h·rsqrt(mean(h²)+ε) in fp32, cast back to the input dtype, times weight.
-func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor { return s.rmsNormThen(x, w, rows, false) }
+func (s *sim) rmsNorm(x, w *tensor, rows int64) *tensor { return s.rmsNormWeighted(x, w, rows, false) }
 
-// rmsNormThen is rmsNorm with the weight the product's first operand
-// (LlamaRMSNorm's weight * output) or, with weightLast, its second
-// (Llama4TextRMSNorm's output * weight, model.RMSNorm.WeightLast), which
-// MulBackward0's order of gradients follows. Llama4TextRMSNorm casts the
+// rmsNormWeighted is the normalised rows times the weight, the weight the
+// product's first operand (LlamaRMSNorm's weight * output) or, with
+// weightLast, its second (Llama4TextRMSNorm's output * weight,
+// model.RMSNorm.WeightLast), which MulBackward0's order of gradients
+// follows. Llama4TextRMSNorm casts the
 // unbound result of _norm(x.float()) (output = ....type_as(x)), so in
 // half precision the fp32 rows go before the product; LlamaRMSNorm binds
 // them to hidden_states until it returns (measured: Llama 4's test shape
 // in bf16, held-out set 59's history, bench/results/2026-11-28-h200-
 // heldout59-traces).
-func (s *sim) rmsNormThen(x, w *tensor, rows int64, weightLast bool) *tensor {
+func (s *sim) rmsNormWeighted(x, w *tensor, rows int64, weightLast bool) *tensor {
 	nrm := s.rmsNormalize(x, rows)
 	nc := s.to(nrm, x.dt)
 	var y *tensor

@@ -193,9 +193,11 @@ type node struct {
 	// (fsdpLeaveNested).
 	unitEntry bool
 	// copyIn: the node's backward gets a copy of its incoming gradient,
-	// the original freed first (the expert-parallel dispatch's all-to-all,
-	// moe_ep.go: seen in allocator histories; which part of autograd makes
-	// the copy is not traced).
+	// the original freed first: the expert-parallel dispatch's all-to-all
+	// (moe_ep.go: seen in allocator histories; which part of autograd makes
+	// the copy is not traced), matmul's fold of a strided gradient
+	// (eager.go), cuDNN's attention (mla.go), and a complex product whose
+	// gradient comes back strided (view_as_real's backward, complexMul).
 	copyIn bool
 	// pairTemps is two temporaries of this size the backward makes
 	// before the gradients and frees after them: pow_backward's

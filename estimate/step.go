@@ -140,7 +140,9 @@ func (s *sim) trainStep(spec *model.Spec, ins []*inst, data *tensor, it int) {
 			s.tape = tape[:0] // the next forward reuses the tape's memory
 		}
 		s.unref(loss)
-		// Tables a checkpointed segment rebuilt during recompute.
+		// Rotary tables the layers made themselves (ropeTables, without
+		// cfg.modelRope); the model forward's own went as it returned
+		// (dropBodyHold), held since by the nodes and frames that keep them.
 		for i, r := range s.ropeT {
 			s.unref(r)
 			s.ropeT[i] = nil
