@@ -20,6 +20,12 @@ whose change moves the peak:
 
 The stretch is printed with its events (used in the thirty-second session,
 bench/results/2026-11-28-h200x4-shape-inference-traces).
+
+OUT holds requests only: a simulated history's address-model events
+(estimate's TestTraceDebug writes "library", "communicator_up" and
+"peer_connected") are left out of it, so set its replay beside the
+simulated history's replayed with MEMPLAN_REPLAY_SKIP=library,
+communicator_up,peer_connected, not beside the estimate.
 """
 import difflib, gzip, json, os, sys
 
