@@ -262,6 +262,13 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// NCCL's chunks were modelled (predictions committed first:
 		// results/2026-11-28-heldout53-dist-predictions.txt).
 		{"held-out set 53, 2xH200", "", "results/2026-11-28-h200x2-heldout-53/heldout-53-train.jsonl", 0, 2},
+		// Held-out set 60's data-parallel lines (thirty-seventh session, 4
+		// x H200): Llama 4's test shape and SmolLM3-3B (materialised from
+		// the meta device) under FSDP2 with fsdp-bf16, Gemma-2-2B under
+		// ZeRO-1, Qwen3-0.6B under FSDP2 without resharding, OLMo-2-1B
+		// under DDP (predictions committed first:
+		// results/2026-11-28-heldout60-dist-predictions.txt).
+		{"held-out set 60, 4xH200", "", "results/2026-11-28-h200x4-heldout-60/heldout-60-train.jsonl", 0, 5},
 		// Llama 4 under FSDP2 (bf16; AMP, checkpointed) and DDP (thirty-
 		// first session, 2 x H200; predictions committed first:
 		// results/2026-11-28-llama4-dist-predictions.txt).
