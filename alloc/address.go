@@ -19,8 +19,10 @@ package alloc
 //   - A new context holds two chunks of its own above the frontier: a
 //     2 MiB piece free 414 MiB above it in the lower, newer one (the rest
 //     of it the driver's reservation, which a library's first kernels
-//     free: openRoom) and a 24 MiB piece free 488 MiB above it in the
-//     upper one.
+//     free: openRoom, communicatorUp) and a 24 MiB piece free 488 MiB
+//     above it in the upper one.
+//   - Host memory the process maps shares the address space: it takes
+//     the highest gap that holds it, else the frontier (mapHost).
 //
 // Only the order of the addresses is used. The chunks live in a slab in
 // creation order under a max-tree of their largest free piece, so that the
@@ -37,6 +39,7 @@ type vaSpace struct {
 	gaps     gapTreap
 	ctxX     int32   // the context's lower chunk: its reservation and 2 MiB piece
 	loaded   [2]bool // by Library, whose code is mapped (openRoom)
+	opened   bool    // the context's reservation is freed (openReservation)
 	ncclUp   bool    // the first communicator's chunks are mapped (communicatorUp)
 	ncclB    int32   // NCCL's lower chunk while it is held (-1: none)
 	ncclBAt  int64   // its start
@@ -66,6 +69,7 @@ const (
 func (v *vaSpace) reset() {
 	v.frontier = vaTop
 	v.loaded = [2]bool{}
+	v.opened = false
 	v.ncclUp, v.ncclB = false, -1
 	v.chunks = v.chunks[:0]
 	v.pieces = append(v.pieces[:0], vaPiece{})
@@ -103,6 +107,12 @@ const ctxX = ctxSmall + vaGrain
 // libBytes is the code each Library's first kernels map.
 var libBytes = [2]int64{CuDNN: 6 << 20, CuBLAS: 64 << 20}
 
+// libHost is the host memory each Library's first use maps into the same
+// address space (mapHost): cuBLAS's handle, 50 to 74 MiB in
+// bench/torch/addr/va_maps.py's five processes on an H200 (the median, to
+// the 2 MiB granule); cuDNN's is not measured.
+var libHost = [2]int64{CuBLAS: 58 << 20}
+
 // openRoom frees the context's reservation when the first library loads
 // and maps library l's code, once per library.
 func (v *vaSpace) openRoom(l Library) {
@@ -112,25 +122,72 @@ func (v *vaSpace) openRoom(l Library) {
 	if v.loaded[l] {
 		return
 	}
-	if !v.loaded[CuDNN] && !v.loaded[CuBLAS] {
-		v.free(vaTop, ctxSmall, v.ctxX)
-	}
+	v.openReservation()
 	v.loaded[l] = true
 	v.alloc(libBytes[l])
+	if libHost[l] > 0 && ncclHostMapped {
+		v.mapHost(libHost[l])
+	}
+}
+
+// openReservation frees the context's reservation, once: at the first
+// library's first kernels (cuBLAS, cuDNN, or NCCL's as its first
+// communicator comes up).
+func (v *vaSpace) openReservation() {
+	if v.opened {
+		return
+	}
+	v.opened = true
+	v.free(vaTop, ctxSmall, v.ctxX)
+}
+
+// mapHost places n bytes of host memory the process maps (never unmapped):
+// the kernel's mmap hands out the same address space top-down, the highest
+// gap that holds them (with no alignment slack), else below the frontier.
+// Where the context's freed reservation is a gap, host memory mapped
+// before the segments that would fill it takes it (measured from
+// /proc/self/maps on two H200s: bench/torch/addr/va_maps.py;
+// docs/allocator.md §8, thirty-seventh session).
+func (v *vaSpace) mapHost(n int64) {
+	n = (n + vaGrain - 1) / vaGrain * vaGrain
+	start := v.frontier - n
+	if g := v.gaps.highest(n); g != 0 {
+		x := v.gaps.nodes[g]
+		start = x.start + x.size - n
+		v.gaps.remove(x.start)
+		if rest := x.size - n; rest > 0 {
+			v.gaps.insert(x.start, rest)
+		}
+	} else {
+		v.frontier = start
+	}
+	c := v.addChunk(start, n)
+	v.chunks[c].live = 1
+	v.update(c)
 }
 
 // NCCL's chunks: as the process's first communicator comes up (its first
-// collective) the driver maps, top-down, a chunk whose top ncclTop bytes
-// NCCL keeps and whose lower ncclRoomA bytes later segments carve from at
-// once; below it ncclHeld bytes; below those ncclRoomB bytes, held until
-// the first point-to-point connection and free after (measured on two
-// H200s: bench/torch/dist/va_nccl.py; docs/allocator.md §8).
+// collective) its kernels free the context's reservation, and its set-up
+// maps ncclHost bytes of host memory (its host buffers, the PTX JIT
+// compiler's library and a 64 MiB reservation among them) before the
+// driver maps, top-down, a chunk whose top ncclTop bytes NCCL keeps and
+// whose lower ncclRoomA bytes later segments carve from at once; below it
+// ncclHeld bytes; below those ncclRoomB bytes, held until the first
+// point-to-point connection and free after (measured on two H200s:
+// bench/torch/dist/va_nccl.py, and the host memory from /proc/self/maps,
+// bench/torch/addr/va_maps.py; docs/allocator.md §8).
 const (
+	ncclHost  = 352 << 20
 	ncclTop   = 32 << 20
 	ncclRoomA = 480 << 20
 	ncclHeld  = 320 << 20
 	ncclRoomB = 672 << 20
 )
+
+// ncclHostMapped is whether communicatorUp frees the context's
+// reservation and maps NCCL's host memory, and openRoom a library's (always
+// but in the test that undoes it, TestNCCLHostMemory).
+var ncclHostMapped = true
 
 // communicatorUp maps NCCL's chunks, once.
 func (v *vaSpace) communicatorUp() {
@@ -141,6 +198,10 @@ func (v *vaSpace) communicatorUp() {
 		return
 	}
 	v.ncclUp = true
+	if ncclHostMapped {
+		v.openReservation()
+		v.mapHost(ncclHost)
+	}
 	m, c := v.alloc(ncclTop + ncclRoomA)
 	v.alloc(ncclHeld)
 	v.ncclBAt, v.ncclB = v.alloc(ncclRoomB)

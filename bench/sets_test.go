@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,6 +150,11 @@ func TestEverySingleGPUSet(t *testing.T) {
 	matched, missed := map[string]bool{}, map[gapKey]bool{}
 	for _, r := range rep.Rows {
 		label := strings.TrimSpace(r.Label)
+		if os.Getenv("MEMPLAN_BENCH_LOG") != "" {
+			// One line per run, to set two trees' figures side by side
+			// (as distErrors logs the multi-GPU runs).
+			t.Logf("run %s: %+.2f%% %+.2f%% %+.2f%%", label, 100*r.Err[0], 100*r.Err[1], 100*r.Err[2])
+		}
 		for m := 0; m < NumMetrics; m++ {
 			e := r.Err[m]
 			miss := e < -UnderLimit || abs(e) > Targets.Worst[m]

@@ -21,11 +21,13 @@ whose change moves the peak:
 The stretch is printed with its events (used in the thirty-second session,
 bench/results/2026-11-28-h200x4-shape-inference-traces).
 
-OUT holds requests only: a simulated history's address-model events
-(estimate's TestTraceDebug writes "library", "communicator_up" and
-"peer_connected") are left out of it, so set its replay beside the
-simulated history's replayed with MEMPLAN_REPLAY_SKIP=library,
-communicator_up,peer_connected, not beside the estimate.
+A simulated history's address-model events (estimate's TestTraceDebug
+writes "library", "communicator_up" and "peer_connected") are kept in OUT
+where they are, also inside a stretch taken from the real history, so that
+OUT replays through the same address model as the estimate; with
+BISECT_ADDR=0 they are left out (set such a replay beside the simulated
+history's replayed with MEMPLAN_REPLAY_SKIP=library,communicator_up,
+peer_connected).
 """
 import difflib, gzip, json, os, sys
 
@@ -33,6 +35,8 @@ MIB = 1 << 20
 # BISECT_MIN=0 keeps the small pool's events too: their segments take room in
 # the address space (the address model), which can move the large pool's.
 MIN = int(os.environ.get("BISECT_MIN", MIB))
+ADDR = ("library", "communicator_up", "peer_connected")
+KEEP_ADDR = os.environ.get("BISECT_ADDR", "1") != "0"
 
 
 def load(path):
@@ -57,6 +61,13 @@ def load(path):
             lab = head + " " + streams.setdefault(tail, f"s{len(streams)}")
         else:
             lab = f"{lab} s0"
+        if a in ADDR:
+            # An address-model event (only a simulated history has them):
+            # kept as ("X", kind, n, library number).
+            if KEEP_ADDR:
+                n += 1
+                out.append(("X", a, n, str(size)))
+            continue
         size = (int(size) + 511) // 512 * 512
         if size <= MIN:
             continue
@@ -102,10 +113,16 @@ def hybrid(real, sim, blocks):
             src = sim[j1:j2]
         else:
             changed += 1
-            src = real[i1:i2] if changed <= blocks else sim[j1:j2]
+            # The simulated history's address events stay where they are.
+            # (at the stretch's start: a library's code is mapped before
+            # its first kernel's workspace is asked for).
+            src = [e for e in sim[j1:j2] if e[0] == "X"] + real[i1:i2] if changed <= blocks else sim[j1:j2]
             if changed == blocks:
                 shown = (op, real[max(0, i1 - 8):i2 + 4], sim[max(0, j1 - 8):j2 + 4])
         for e in src:
+            if e[0] == "X":
+                out.append([e[1], 0, int(e[3]), ""])
+                continue
             out.append(["alloc" if e[0] == "A" else "free_completed", e[2], e[1], e[3]])
     # A patched stretch may free what an unpatched one never made, or
     # make what is never freed: the replay skips frees of unknown blocks.
