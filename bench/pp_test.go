@@ -98,6 +98,15 @@ var pipelineGaps = map[string][]int{
 	"pp.py 4 model/testdata/hf/llama4-test-4layer.json --schedule gpipe --microbatches 4 --seq 4096 --dp 2 --mode zero1 --step-pause 0.2 --checkpointing every-block": {Reserved},
 	"pp.py 4 specs/tinyllama-1.1b.yaml --schedule 1f1b --microbatches 6 --dp 2 --mode zero1 --seq 4096 --batch 1 --checkpointing every-block":                         {Reserved, Device},
 	"pp.py 2 model/testdata/hf/llama4-test-maverick-4layer.json --schedule gpipe --microbatches 4 --seq 2048 --checkpointing every-block --steps 6":                   {Reserved, Device},
+	// Held-out set 61's Maverick 1F1B line (−3.8% blind; c6533c6's
+	// program, before NCCL's host memory, −1.8%): both stages' histories
+	// replay through memplan's allocator and address model to their
+	// 5,740 and 6,298 MiB exactly (bench/results/2026-11-28-h200x4-heldout-61/
+	// histories, c1); memplan's requests differ from the last stage's in
+	// 156 stretches, among them the shared expert's weight gradient, which
+	// memplan casts to fp32 and accumulates as soon as its product is done
+	// and the run after the next node's input gradient is made.
+	"pp.py 2 model/testdata/hf/llama4-test-maverick-4layer.json --schedule 1f1b --microbatches 4 --seq 2048 --checkpointing every-block --steps 6": {Reserved, Device},
 }
 
 // pipelinePlacement are the pipeline runs more than the worst-case
@@ -214,6 +223,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-28-h200x2-heldout-50/heldout-50.jsonl", "2026-11-28-h200x2-heldout-52/heldout-52.jsonl",
 		"2026-11-28-h200x2-heldout-53/heldout-53.jsonl", "2026-11-28-h200x4-heldout54.jsonl",
 		"2026-11-28-h200x2-heldout-59/heldout-59.jsonl", "2026-11-28-h200x4-heldout-60/layouts.jsonl",
+		"2026-11-28-h200x4-heldout-61/heldout-61.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -274,8 +284,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if runs != 179 {
-		t.Fatalf("%d pipeline runs, want 179", runs)
+	if runs != 187 {
+		t.Fatalf("%d pipeline runs, want 187", runs)
 	}
 	checkSpread(t, errs)
 }

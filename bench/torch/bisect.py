@@ -158,7 +158,7 @@ def main():
         for e in r[:24]:
             print("   R", e[0], round(e[1] / MIB, 2), e[2], e[3][:70])
         for e in s[:24]:
-            print("   S", e[0], round(e[1] / MIB, 2), e[2], e[3][:70])
+            print("   S", e[0], e[1] if e[0] == "X" else round(e[1] / MIB, 2), e[2], e[3][:70])
 
 
 if __name__ == "__main__":
