@@ -11,11 +11,14 @@ import "github.com/memplan/memplan/model"
 
 // pipelineNote says what memplan does not model of a pipeline stage's
 // reserved memory: all of the driver's placement of segments (it models
-// the room cuBLAS's first product opens and the first communicator's
-// chunks: docs/allocator.md §8), on which these stages' reserve is most
-// sensitive (docs/parallelism.md §3.2.9, §3.2.10). The figure is the worst
-// measured: held-out set 59's GPipe pipeline of Maverick's shape.
-const pipelineNote = "pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to 9.8% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.10): leave that headroom"
+// the room cuBLAS's first product opens, the first communicator's chunks
+// and the host memory NCCL's set-up and cuBLAS's handle map into the
+// context's freed reservation: docs/allocator.md §8), on which these
+// stages' reserve is most sensitive (docs/parallelism.md §3.2.9–§3.2.11).
+// The figure is the worst measured among the committed pipeline runs:
+// Qwen's tied interleaved pipeline, −6.0% (held-out set 59's Maverick
+// GPipe line, −9.8% blind, is −3.2% since the thirty-seventh session).
+const pipelineNote = "pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks and the host memory its set-up maps as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to 6.0% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.11): leave that headroom"
 
 // trainPipeline simulates two optimizer steps of one stage, as the
 // training loop of bench/torch/dist/pp.py (and torchtitan) runs them:
