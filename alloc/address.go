@@ -150,20 +150,26 @@ func (v *vaSpace) openReservation() {
 // docs/allocator.md §8, thirty-seventh session).
 func (v *vaSpace) mapHost(n int64) {
 	n = (n + vaGrain - 1) / vaGrain * vaGrain
-	start := v.frontier - n
-	if g := v.gaps.highest(n); g != 0 {
-		x := v.gaps.nodes[g]
-		start = x.start + x.size - n
-		v.gaps.remove(x.start)
-		if rest := x.size - n; rest > 0 {
-			v.gaps.insert(x.start, rest)
-		}
-	} else {
-		v.frontier = start
-	}
-	c := v.addChunk(start, n)
+	c := v.addChunk(v.topDown(n, 0), n)
 	v.chunks[c].live = 1
 	v.update(c)
+}
+
+// topDown reserves size bytes where the kernel's top-down search puts
+// them: at the top of the highest gap of at least size plus slack, else
+// below the frontier, which moves. It returns the start.
+func (v *vaSpace) topDown(size, slack int64) int64 {
+	g := v.gaps.highest(size + slack)
+	if g == 0 {
+		v.frontier -= size
+		return v.frontier
+	}
+	x := v.gaps.nodes[g]
+	v.gaps.remove(x.start)
+	if rest := x.size - size; rest > 0 {
+		v.gaps.insert(x.start, rest)
+	}
+	return x.start + x.size - size
 }
 
 // NCCL's chunks: as the process's first communicator comes up (its first
@@ -233,17 +239,7 @@ func (v *vaSpace) alloc(n int64) (addr int64, chunk int32) {
 		return v.carve(c, n), c
 	}
 	size := (n + vaAlign - 1) / vaAlign * vaAlign
-	start := v.frontier - size
-	if g := v.gaps.highest(size + vaSlack); g != 0 {
-		x := v.gaps.nodes[g]
-		start = x.start + x.size - size
-		v.gaps.remove(x.start)
-		if rest := x.size - size; rest > 0 {
-			v.gaps.insert(x.start, rest)
-		}
-	} else {
-		v.frontier = start
-	}
+	start := v.topDown(size, vaSlack)
 	c := v.addChunk(start, size)
 	if n < size {
 		v.chunks[c].head = v.newPiece(start+n, size-n, 0)

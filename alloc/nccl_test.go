@@ -1,9 +1,7 @@
 package alloc
 
 import (
-	"compress/gzip"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,17 +134,8 @@ func TestNCCLHostMemory(t *testing.T) {
 // segments as [kind, MiB, address].
 func vaMapsRuns(t *testing.T) map[string]vaMapsRun {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "va-maps", "va-maps.jsonl.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	runs := map[string]vaMapsRun{}
-	for dec := json.NewDecoder(zr); dec.More(); {
+	for dec := json.NewDecoder(openGzip(t, filepath.Join("testdata", "va-maps", "va-maps.jsonl.gz"))); dec.More(); {
 		var r vaMapsRun
 		if err := dec.Decode(&r); err != nil {
 			t.Fatal(err)
@@ -194,10 +183,8 @@ func TestReplayPipelineStages(t *testing.T) {
 				defer func(old bool) { ncclHostMapped = old }(ncclHostMapped)
 				ncclHostMapped = host
 				a := New(Default())
-				ev := readEvents(t, filepath.Join("..", "bench", "results", c.file))
-				live := map[float64]Block{}
 				var top int64
-				for i, e := range ev {
+				replayEach(t, filepath.Join("..", "bench", "results", c.file), a, func(i int) {
 					switch i {
 					case c.up:
 						a.CommunicatorUp()
@@ -207,19 +194,9 @@ func TestReplayPipelineStages(t *testing.T) {
 					if i == c.product {
 						a.LibraryLoaded(CuBLAS)
 					}
-					addr, size := e[1].(float64), int64(e[2].(float64))
-					switch e[0] {
-					case "alloc":
-						live[addr] = a.Malloc(size, 0)
-						top = max(top, a.Reserved())
-					case "free_completed":
-						if b, ok := live[addr]; ok {
-							a.Free(b)
-							delete(live, addr)
-						}
-					}
-				}
-				return top >> 20
+					top = max(top, a.Reserved())
+				})
+				return max(top, a.Reserved()) >> 20
 			}
 			got, before := peak(true), peak(false)
 			if got != c.reserved {

@@ -14,13 +14,24 @@ import (
 // their device addresses in the order they were made.
 func replay(t *testing.T, file string, a *Allocator) (peak, segs int64, addrs []int64) {
 	t.Helper()
+	return replayEach(t, file, a, nil)
+}
+
+// replayEach is replay with before(i) called before event i, when not nil
+// (TestReplayPipelineStages: NCCL's and cuBLAS's events at a history's own
+// places).
+func replayEach(t *testing.T, file string, a *Allocator, before func(int)) (peak, segs int64, addrs []int64) {
+	t.Helper()
 	z := openGzip(t, file)
 	var ev [][]any
 	if err := json.NewDecoder(z).Decode(&ev); err != nil {
 		t.Fatal(err)
 	}
 	live := map[float64]Block{}
-	for _, e := range ev {
+	for i, e := range ev {
+		if before != nil {
+			before(i)
+		}
 		addr, size := e[1].(float64), int64(e[2].(float64))
 		switch e[0].(string) {
 		case "alloc":
