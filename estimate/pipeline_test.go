@@ -316,3 +316,73 @@ func TestPipelineBackwardAutocast(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineCachedCastOrder: inside a pipeline step's autocast region a
+// recomputed segment finds its weights' casts cached, and the ToCopy node
+// of one its own micro-batch's forward made goes where that forward made
+// the cast: before the input's cast (autocast casts an op's arguments
+// right to left, matmulView), so in backward the input cast's gradient is
+// made before the weight's fp32 gradient (castPlace; measured: held-out
+// set 61's Maverick 1F1B stage, bench/results/2026-11-28-h200x4-heldout-61/
+// histories). In the last stage's backward, each time the shared expert's
+// up projection makes its weight's half gradient and its input's: where
+// the weight's fp32 gradient follows at once, the input cast's fp32
+// gradient ("mul", the norm's output) comes first.
+func TestPipelineCachedCastOrder(t *testing.T) {
+	spec, err := model.LoadHF("../model/testdata/hf/llama4-test-maverick-4layer.json", model.Overrides{
+		Batch: 1, Seq: 2048, Precision: model.AMPBF16, Optimizer: model.AdamW, PP: 2, PPSchedule: "1f1b",
+		GradAccum: 4, Steps: 2, Checkpointing: model.CkptBlock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ev struct {
+		label string
+		bytes int64
+	}
+	var seen []ev
+	_, err = estimateWith(spec, func(*sim) {}, func(sm *sim) {
+		if sm.pp == nil || !sm.pp.last() {
+			return
+		}
+		sm.trace = func(x *tensor, alloc bool) {
+			if alloc && sm.phase.Stage == StageBackward && len(seen) < 1<<20 {
+				seen = append(seen, ev{x.label(), x.bytes()})
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the product's two half gradients (the weight's, "shared.up",
+	// then the input's, "mul"): the input cast's fp32 gradient and the
+	// weight cast's, in the next few allocations when the weight's cast
+	// node is not left to the end of the backward.
+	checked := 0
+	for i := 0; i+2 < len(seen); i++ {
+		h, in := seen[i], seen[i+1]
+		if h.label != "shared.up" || in.label != "mul" || in.bytes <= h.bytes {
+			continue
+		}
+		input, weight := -1, -1
+		for j := i + 2; j < min(i+8, len(seen)); j++ {
+			e := seen[j]
+			if input < 0 && e.label == "mul" && e.bytes == 2*in.bytes {
+				input = j
+			}
+			if weight < 0 && e.label == "shared.up" && e.bytes == 2*h.bytes {
+				weight = j
+			}
+		}
+		if weight < 0 {
+			continue // the cast's node runs at the end of the backward
+		}
+		checked++
+		if input < 0 || input > weight {
+			t.Errorf("allocation %d: the weight's fp32 gradient before the input cast's gradient (%d)", weight, input)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no up projection's weight cast ran beside its product")
+	}
+	t.Logf("%d up projections' casts in order", checked)
+}
