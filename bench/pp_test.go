@@ -65,7 +65,13 @@ var pipelineGaps = map[string][]int{
 	// Maverick's shape in the same checkpointed GPipe pipeline (−0.1%
 	// reserved until the thirty-sixth session, −4.5% since Llama 4's
 	// program was made as its histories have it, the same since the
-	// thirty-seventh; peak allocated +0.4%): not traced.
+	// thirty-seventh; peak allocated +0.4%). Its last stage reserved
+	// 11,262 MiB in this run and 10,750 in the two others of the same
+	// configuration (bench/results/2026-11-28-h200x4-pp-llama4-traces, and
+	// the thirty-seventh session's, -h200x2-maverick-gpipe-trace, whose
+	// history replays through memplan's allocator and address model to its
+	// 10,750 MiB): memplan predicts 10,750. The first run's 512 MiB more is
+	// a placement its driver chose one time in three.
 	"pp.py 2 model/testdata/hf/llama4-test-maverick-4layer.json --schedule gpipe --microbatches 4 --seq 4096 --checkpointing every-block": {Reserved, Device},
 	// Held-out set 54's Llama 4 GPipe over pp 2 × ZeRO-1 dp 2 (+1.0%
 	// before the thirty-seventh session, −3.3% since NCCL's host memory
