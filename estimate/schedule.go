@@ -17,7 +17,7 @@ import "github.com/memplan/memplan/model"
 // stages' reserve is most sensitive (docs/parallelism.md §3.2.9–§3.2.11).
 // The figure is the worst measured among the committed pipeline runs:
 // Qwen's tied interleaved pipeline, −6.0% (held-out set 59's Maverick
-// GPipe line, −9.8% blind, is −3.2% since the thirty-seventh session).
+// GPipe line, −9.8% blind, is 0.0% since the thirty-seventh session).
 const pipelineNote = "pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks and the host memory its set-up maps as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to 6.0% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.11): leave that headroom"
 
 // trainPipeline simulates two optimizer steps of one stage, as the
