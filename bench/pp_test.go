@@ -48,12 +48,12 @@ var pipelineGaps = map[string][]int{
 	// exactly since the thirty-seventh session (11,894 before; alloc's
 	// TestReplayDebug with MEMPLAN_REPLAY_NCCL=59,84
 	// MEMPLAN_REPLAY_CUBLAS=174); memplan's own requests, 11,254. They
-	// differ from the history's in 160 stretches (bench/torch/bisect.py),
-	// the first that move the peak in the routed experts' backward (an
-	// extra 16 MiB gradient of the shared expert's, the order in which
-	// two 128 MiB gradients are freed); replacing the first 46 gives
-	// 11,750, the first 50 11,250 again, the first 60 or more 11,750:
-	// placement at its most sensitive.
+	// differ from the history's in 9 stretches since the session's
+	// castPlace (160 before; bench/torch/bisect.py), and the one that
+	// moves the peak (replacing the first five gives 11,750) is the last
+	// micro-batch's sent gradient, which the run's NCCL watchdog let go in
+	// the first optimizer step, after its state was made, and memplan as
+	// step() ends (a race: docs/parallelism.md §3.2.11).
 	"pp.py 4 model/testdata/hf/llama4-test-4layer.json --schedule 1f1b --microbatches 4 --seq 4096 --dp 2 --mode ddp --step-pause 0.2 --checkpointing every-block": {Reserved, Device},
 	// (Llama 4's test shape in the checkpointed two-stage GPipe pipeline
 	// at 4,096 tokens, held-out set 53, −3.1% blind and −6.0% after the
@@ -104,12 +104,13 @@ var pipelinePlacement = map[string]string{
 	// and modelled NCCL's chunks, and is listed in pipelineGaps.)
 	//
 	// (Held-out set 59's two GPipe lines, listed here by the thirty-sixth
-	// session as below, are 0.0% and −3.2% since the thirty-seventh found
-	// what fills the context's freed reservation in a pipeline stage's
-	// process: NCCL's host memory, mapped as its first communicator comes
-	// up before the first product (bench/torch/addr/va_maps.py,
-	// docs/allocator.md §8); the Maverick line is in pipelineGaps. What
-	// the thirty-sixth session wrote of them:)
+	// session as below, are 0.0% since the thirty-seventh found what fills
+	// the context's freed reservation in a pipeline stage's process, NCCL's
+	// host memory mapped as its first communicator comes up before the
+	// first product (bench/torch/addr/va_maps.py, docs/allocator.md §8),
+	// and ordered a recomputed product's cached weight cast as autocast
+	// made it (estimate.castPlace). What the thirty-sixth session wrote of
+	// them:)
 	//
 	// Held-out set 59's GPipe lines of Llama 4's test shape and Maverick's
 	// (thirty-sixth session, blind −9.4% and −9.8% reserved, allocated
