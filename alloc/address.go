@@ -125,7 +125,7 @@ func (v *vaSpace) openRoom(l Library) {
 	v.openReservation()
 	v.loaded[l] = true
 	v.alloc(libBytes[l])
-	if libHost[l] > 0 && ncclHostMapped {
+	if libHost[l] > 0 && hostMemoryMapped {
 		v.mapHost(libHost[l])
 	}
 }
@@ -190,10 +190,11 @@ const (
 	ncclRoomB = 672 << 20
 )
 
-// ncclHostMapped is whether communicatorUp frees the context's
+// hostMemoryMapped is whether communicatorUp frees the context's
 // reservation and maps NCCL's host memory, and openRoom a library's (always
-// but in the test that undoes it, TestNCCLHostMemory).
-var ncclHostMapped = true
+// but in the tests that undo it, TestNCCLHostMemory and
+// TestReplayPipelineStages).
+var hostMemoryMapped = true
 
 // communicatorUp maps NCCL's chunks, once.
 func (v *vaSpace) communicatorUp() {
@@ -204,7 +205,7 @@ func (v *vaSpace) communicatorUp() {
 		return
 	}
 	v.ncclUp = true
-	if ncclHostMapped {
+	if hostMemoryMapped {
 		v.openReservation()
 		v.mapHost(ncclHost)
 	}

@@ -78,8 +78,8 @@ func TestNCCLHostMemory(t *testing.T) {
 		if !ok {
 			t.Fatalf("no run %s", label)
 		}
-		defer func(old bool) { ncclHostMapped = old }(ncclHostMapped)
-		ncclHostMapped = host
+		defer func(old bool) { hostMemoryMapped = old }(hostMemoryMapped)
+		hostMemoryMapped = host
 		var v vaSpace
 		v.reset()
 		anchor, _ := v.alloc(16 << 20)
@@ -179,8 +179,8 @@ func TestReplayPipelineStages(t *testing.T) {
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			peak := func(host bool) int64 {
-				defer func(old bool) { ncclHostMapped = old }(ncclHostMapped)
-				ncclHostMapped = host
+				defer func(old bool) { hostMemoryMapped = old }(hostMemoryMapped)
+				hostMemoryMapped = host
 				a := New(Default())
 				var top int64
 				replayEach(t, filepath.Join("..", "bench", "results", c.file), a, func(i int) {
