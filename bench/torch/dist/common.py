@@ -275,6 +275,15 @@ def add_common_args(ap):
     ap.add_argument("--label", default="")
 
 
+def add_accum_arg(ap):
+    """--grad-accum for the loops that are not pipelines (tp.py, cp.py; pp.py's
+    micro-batches are its schedule's): N forward and backward passes per
+    optimizer step, each reducing its gradients (no no_sync), as a plain
+    accumulation loop does and memplan's --grad-accum simulates."""
+    ap.add_argument("--grad-accum", dest="grad_accum", type=int, default=1,
+                    help="micro-batches per optimizer step, their gradients accumulated")
+
+
 def apply_tp_blocks(model, mesh, sp, ep=False):
     """torchtitan's per-block tensor-parallel plan (torchtitan/models/llama3/
     infra/parallelize.py) on every block of model: attention and MLP split

@@ -8,7 +8,7 @@ dp_shard_cp mesh), and for a spec with experts (moe-llama.yaml: transformers'
 Qwen3-MoE block in each Llama block, common.HFMoE) expert parallelism over
 the dp·cp ranks with FSDP (--ep).
 
-    torchrun --standalone --nproc-per-node N bench/torch/dist/cp.py SPEC [--seq S] [--batch 1]
+    torchrun --standalone --nproc-per-node N bench/torch/dist/cp.py SPEC [--seq S] [--batch 1] [--grad-accum 1]
         [--tp 1] [--no-sp] [--loss-parallel] [--fsdp] [--dp 1] [--ep 1 --router zero|random]
         [--checkpointing none|every-block] [--rotate allgather|alltoall] [--steps 3]
 
@@ -58,7 +58,8 @@ def memplan_cmd(a, cp, seq):
     sp = a.tp > 1 and not a.no_sp
     # The loss is computed after the autocast region ends: the cached bf16
     # weights are freed first.
-    flags = dict(cp=cp, checkpointing=a.checkpointing, loss_outside_autocast=True)
+    flags = dict(cp=cp, checkpointing=a.checkpointing, loss_outside_autocast=True,
+                 grad_accum=a.grad_accum if a.grad_accum > 1 else None)
     if a.tp > 1:
         flags.update(tp=a.tp, sp=sp, loss_parallel=a.loss_parallel)
     if a.fsdp:
@@ -75,6 +76,7 @@ def memplan_cmd(a, cp, seq):
 def parser():
     ap = argparse.ArgumentParser()
     common.add_common_args(ap)
+    common.add_accum_arg(ap)
     ap.add_argument("--rotate", choices=["allgather", "alltoall"], default="allgather")
     ap.add_argument("--tp", type=int, default=1, help="tensor parallelism inside each cp rank (torchtitan's plan)")
     ap.add_argument("--no-sp", action="store_true", help="with --tp: without sequence parallelism")
@@ -144,13 +146,14 @@ def main():
     torch.cuda.reset_peak_memory_stats()
     steps = []
     for _ in range(a.steps):
-        inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
-        labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
-        with context_parallel(mesh["cp"], buffers=[inp, labels, model.rope], buffer_seq_dims=[1, 1, 1],
-                              no_restore_buffers={inp, labels}):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = [model(inp)]
-            common.loss_backward(out, labels, a.loss_parallel)
+        for _ in range(a.grad_accum):
+            inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
+            labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
+            with context_parallel(mesh["cp"], buffers=[inp, labels, model.rope], buffer_seq_dims=[1, 1, 1],
+                                  no_restore_buffers={inp, labels}):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    out = [model(inp)]
+                common.loss_backward(out, labels, a.loss_parallel)
         if not a.fsdp:
             # The gradients of the replicated parameters, averaged over the
             # CP ranks as FSDP over dp·cp would reduce them.
@@ -163,7 +166,7 @@ def main():
             ep.zero_routers(model)  # the tie kept, as train.py does
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
-    config = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "seq": d["seq"],
+    config = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "grad_accum": a.grad_accum, "seq": d["seq"],
               "checkpointing": a.checkpointing, "world": world, "tp": a.tp, "sp": sp,
               "loss_parallel": a.loss_parallel, "dp": a.dp, "fsdp": a.fsdp,
               "ep": a.ep, "router": a.router if a.ep > 1 else None,
@@ -231,13 +234,14 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
     torch.cuda.reset_peak_memory_stats()
     steps = []
     for _ in range(a.steps):
-        inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
-        labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
-        with context_parallel(mesh["cp"], buffers=[inp, labels], buffer_seq_dims=[1, 1],
-                              no_restore_buffers={inp, labels}):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = [model(inp)]
-            common.loss_backward(out, labels, a.loss_parallel)
+        for _ in range(a.grad_accum):
+            inp = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
+            labels = torch.randint(0, d["vocab"], (a.batch, d["seq"]), device="cuda", generator=g)
+            with context_parallel(mesh["cp"], buffers=[inp, labels], buffer_seq_dims=[1, 1],
+                                  no_restore_buffers={inp, labels}):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    out = [model(inp)]
+                common.loss_backward(out, labels, a.loss_parallel)
         if a.tp > 1:
             hftp.reduce_partial_grads(model, mesh["tp"].get_group())
         if not a.fsdp:
@@ -250,7 +254,7 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
         torch.cuda.synchronize()
         steps.append(common.peaks(local))
     meta = a.fsdp or a.tp > 1
-    config_out = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "seq": d["seq"],
+    config_out = {"script": "cp", "spec": a.spec, "cp": cp, "rotate": a.rotate, "batch": a.batch, "grad_accum": a.grad_accum, "seq": d["seq"],
                   "checkpointing": a.checkpointing, "world": world, "tp": a.tp, "sp": sp,
                   "loss_parallel": a.loss_parallel, "dp": a.dp, "fsdp": a.fsdp, "meta": meta, "ep": 1, "router": None,
                   "recv_rows_max": None, "tied": d["tied"]}
@@ -260,6 +264,7 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
     if a.fsdp:
         flags.update(dp=a.dp if a.dp > 1 else None, zero=3, fsdp_root="keep")
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, d["seq"], cp=cp, checkpointing=a.checkpointing,
+                             grad_accum=a.grad_accum if a.grad_accum > 1 else None,
                              loss_outside_autocast=True, **flags)
     common.report(a.label, config_out, cmd, steps, local)
 

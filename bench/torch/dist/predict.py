@@ -42,6 +42,8 @@ def train_cmd(args, world):
         # The tied router (--router zero) sends one rank all its group's
         # pairs: the skew is ep. Random routing: memplan's default allowance.
         cmd += ["--ep", opts["ep"]] + (["--ep-skew", opts["ep"]] if opts.get("router") == "zero" else [])
+    if int(opts.get("grad-accum", "1")) > 1:
+        cmd += ["--grad-accum", opts["grad-accum"]]
     if opts.get("checkpointing", "none") != "none":
         cmd += ["--checkpointing", opts["checkpointing"]]
     if opts.get("attention", "sdpa") != "sdpa":
@@ -113,6 +115,8 @@ def script_cmd(script, nproc, args):
     if script in ("pp.py", "cp.py", "tp.py") and int(opts.get("ep", "1")) > 1:
         # pp.py's, cp.py's and tp.py's default router (zero) sends one rank all its group's pairs.
         cmd += ["--ep", opts["ep"]] + (["--ep-skew", opts["ep"]] if opts.get("router", "zero") == "zero" else [])
+    if script in ("tp.py", "cp.py") and int(opts.get("grad-accum", "1")) > 1:
+        cmd += ["--grad-accum", opts["grad-accum"]]
     if script in ("tp.py", "cp.py"):
         # Their loops compute the loss after leaving autocast.
         cmd += ["--loss-outside-autocast"]

@@ -4,7 +4,7 @@ torchtitan's apply_tp applies them to Llama; FSDP2 over the data-parallel
 dimension when --dp > 1 (a 2-D mesh, 4+ GPUs).
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/tp.py SPEC --tp 2 [--no-sp] [--loss-parallel]
-        [--dp 1] [--batch 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
+        [--dp 1] [--batch 1] [--grad-accum 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
         [--ep 1 --router zero|random] [--meta]
 
 The model is built whole on the GPU and then split (memplan's --fsdp-init
@@ -53,6 +53,7 @@ def apply_tp(model, mesh, sp, lp, ep=False):
 def main():
     ap = argparse.ArgumentParser()
     common.add_common_args(ap)
+    common.add_accum_arg(ap)
     ap.add_argument("--tp", type=int, required=True)
     ap.add_argument("--dp", type=int, default=1, help="FSDP2 (fully_shard) over this many ranks")
     ap.add_argument("--no-sp", action="store_true", help="tensor parallelism without sequence parallelism")
@@ -119,7 +120,7 @@ def main():
     steps = train(model, mesh, d["vocab"], d["seq"], a, local, after_backward, after_step)
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
               "meta": a.meta,
-              "batch": a.batch, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
+              "batch": a.batch, "grad_accum": a.grad_accum, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
               "ep": a.ep, "router": a.router if a.ep > 1 else None,
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     # The loss is computed after the autocast region ends (memplan's
@@ -129,6 +130,7 @@ def main():
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None,
                              fsdp_root="keep" if a.dp > 1 else None, checkpointing=a.checkpointing,
+                             grad_accum=a.grad_accum if a.grad_accum > 1 else None,
                              loss_outside_autocast=True, fsdp_init="meta" if a.meta else "gpu",
                              ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
@@ -152,10 +154,11 @@ def train(model, mesh, vocab, seq, a, local, after_backward, after_step):
     torch.cuda.reset_peak_memory_stats()
     steps = []
     for _ in range(a.steps):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = [model(inp)]
-        common.loss_backward(out, labels, a.loss_parallel)
-        after_backward()
+        for _ in range(a.grad_accum):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = [model(inp)]
+            common.loss_backward(out, labels, a.loss_parallel)
+            after_backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         after_step()
@@ -203,12 +206,13 @@ def hf_main(a, world, local):
                   lambda: hftp.reduce_partial_grads(model, mesh["tp"].get_group()),
                   lambda: ep.zero_routers(model) if zero else None)
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
-              "meta": True, "batch": a.batch, "seq": seq, "checkpointing": a.checkpointing, "world": world,
+              "meta": True, "batch": a.batch, "grad_accum": a.grad_accum, "seq": seq, "checkpointing": a.checkpointing, "world": world,
               "ep": a.ep, "router": a.router if a.ep > 1 else None,
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None,
                              fsdp_root="keep" if a.dp > 1 else None, checkpointing=a.checkpointing,
+                             grad_accum=a.grad_accum if a.grad_accum > 1 else None,
                              loss_outside_autocast=True, fsdp_init="meta", ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if zero else None)
     common.report(a.label, config, cmd, steps, local)

@@ -3,7 +3,7 @@
 
     torchrun --nproc_per_node=2 bench/torch/dist/train.py SPEC --mode MODE
         [--reshard true|false|INT] [--batch N] [--seq N] [--precision P]
-        [--checkpointing C] [--lora R [--targets T] [--lora-dropout P] [--adapter-dtype fp32|base]] [--steps 3]
+        [--checkpointing C] [--grad-accum N] [--lora R [--targets T] [--lora-dropout P] [--adapter-dtype fp32|base]] [--steps 3]
         [--snapshot [--snapshot-from K]] [--lag S] [--meta-init] --result DIR
 
 MODE is ddp (DistributedDataParallel, default buckets), ddp-view (the same
@@ -72,6 +72,8 @@ def memplan_command(a, t):
         src, t["batch"], t["seq"], t["precision"], a.world, zero)
     if a.ep > 1:
         c += " --ep %d --ep-skew %s" % (a.ep, a.ep_skew)
+    if a.grad_accum_n > 1:
+        c += " --grad-accum %d" % a.grad_accum_n
     if t["checkpointing"] != "none":
         c += " --checkpointing " + t["checkpointing"]
     if t.get("attention", "sdpa") != "sdpa":
@@ -246,6 +248,9 @@ def main():
     for k in ("precision", "checkpointing"):
         ap.add_argument("--" + k, dest=k)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--grad-accum", dest="grad_accum_n", type=int, default=1,
+                    help="micro-batches per optimizer step, each backward reducing its gradients "
+                         "(a plain accumulation loop, without no_sync; memplan's --grad-accum)")
     ap.add_argument("--attention", choices=["sdpa", "eager"], default=None,
                     help="the attention implementation (measure.py's; GPT-OSS needs eager)")
     ap.add_argument("--snapshot", action="store_true")
@@ -283,7 +288,8 @@ def main():
     import torch
     import torch.distributed as dist
     torch.cuda.set_device(rank)
-    a.optimizer = a.zero_grad = a.grad_accum = a.image = a.dp = a.zero = None
+    a.optimizer = a.zero_grad = a.image = a.dp = a.zero = None
+    a.grad_accum = a.grad_accum_n  # the record's training says what the loop runs
     prec = a.precision
     if prec == "fsdp-bf16":
         a.precision = "amp-bf16"  # load_spec accepts it; restored below
@@ -400,10 +406,11 @@ def main():
             if a.lag and step == 1 and rank == a.world - 1:
                 time.sleep(a.lag)
             t0 = time.time()
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                loss = model(input_ids=ids, labels=labels).loss
-            loss.backward()
-            del loss
+            for _ in range(a.grad_accum_n):
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                    loss = model(input_ids=ids, labels=labels).loss
+                loss.backward()
+                del loss
             torch.cuda.synchronize()
             grad_bytes = sum(local_bytes(p.grad) for p in model.parameters() if p.grad is not None)
             opt.step()
