@@ -35,7 +35,10 @@ var pipelineGaps = map[string][]int{
 	// bisect.py's stretch that moves the peak is the rotary embedding's
 	// backward, in fp32 in memplan's program (torchtitan's rotation) and
 	// in bf16 in the harness's (common.py casts the tables to the queries'
-	// dtype; docs/parallelism.md §3.3.2, not reconciled).
+	// dtype; docs/parallelism.md §3.3.2). Rerun with the tables in fp32
+	// (MEMPLAN_ROPE_FP32=1, thirty-eighth session,
+	// bench/results/2026-11-28-h200x4-pp64-history/rope.jsonl) the same
+	// line is +0.1% reserved: the gap is the harness's.
 	"pp.py 4 bench/torch/dist/qwen-tied.yaml --schedule interleaved --stages-per-rank 2 --microbatches 4 --seq 2048 --batch 1": {Reserved, Device},
 	// Llama 4's test shape over pp × dp under DDP (held out; −3.1% blind,
 	// −11.6% once the shape inference's zeros were held, −5.2% once
@@ -128,6 +131,25 @@ var pipelinePlacement = map[string]string{
 	// The run's driver put the room beside the segments' frontier, about
 	// 2.5 GiB below the first segment, where memplan's address model puts
 	// it above them all (docs/allocator.md §8): placement.
+	//
+	// Held-out set 64's interleaved pipeline, the planner's fourth layout
+	// for Llama-3-8B at a global batch of 8 × 8,192 tokens on four H200s
+	// (thirty-eighth session; −10.7% reserved blind, allocated +1.2%): the
+	// last stage keeps every micro-batch's gathered logits (2,004 MiB each)
+	// for merge_chunks' 16,032 MiB concatenation at the step's end. Its
+	// whole history (bench/results/2026-11-28-h200x4-pp64-history, rank 2)
+	// replays through memplan's allocator and address model to its
+	// 114,346 MiB exactly; in it the second step's last two micro-batches'
+	// logits land in the first step's merge segment, so the second merge
+	// maps another 16,032 MiB, where memplan's requests leave that segment
+	// free. They differ from the history's in 9,471 stretches (rotary
+	// products, casts, TP collectives' buffers), and replacing them in
+	// order moves the peak back and forth between 102 and 118 GiB
+	// (bench/torch/bisect.py): placement of the largest blocks, not one
+	// tensor. The run with the harness's rotary tables in fp32, as
+	// memplan's program has them, is −10.6% (rerun-38-rope-2.txt).
+	"pp.py 4 specs/llama-3-8b.yaml --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 --tp 2":             "placement of merge_chunks' segment",
+	"pp.py 4 specs/llama-3-8b.yaml --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 --tp 2 [rope fp32]": "placement of merge_chunks' segment",
 }
 
 // pipelineOver are the pipeline runs over the worst-case targets, with
@@ -206,6 +228,9 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-28-h200x2-heldout-53/heldout-53.jsonl", "2026-11-28-h200x4-heldout54.jsonl",
 		"2026-11-28-h200x2-heldout-59/heldout-59.jsonl", "2026-11-28-h200x4-heldout-60/layouts.jsonl",
 		"2026-11-28-h200x4-heldout-61/heldout-61.jsonl", "2026-11-28-h200x4-heldout-63/heldout-63.jsonl",
+		"2026-11-28-h200x4-heldout-64/heldout-64.jsonl", "2026-11-28-h200x4-heldout-65/trace.jsonl",
+		"2026-11-28-h200x4-pp64-history/trace.jsonl", "2026-11-28-h200x4-pp64-history/rope.jsonl",
+		"2026-11-28-h200x4-pp64-history/rope-2.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -266,8 +291,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if runs != 193 {
-		t.Fatalf("%d pipeline runs, want 193", runs)
+	if runs != 198 {
+		t.Fatalf("%d pipeline runs, want 198", runs)
 	}
 	checkSpread(t, errs)
 }

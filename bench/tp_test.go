@@ -22,14 +22,17 @@ type tpRecord struct {
 	OK     bool   `json:"ok"`
 	GPU    string `json:"gpu"` // as nvidia-smi names it
 	Config struct {
-		Script        string `json:"script"`
-		Spec          string `json:"spec"`
-		TP            int64  `json:"tp"`
-		CP            int64  `json:"cp"`
-		DP            int64  `json:"dp"`
-		SP            bool   `json:"sp"`
-		LossParallel  bool   `json:"loss_parallel"`
-		Batch, Seq    int64
+		Script       string `json:"script"`
+		Spec         string `json:"spec"`
+		TP           int64  `json:"tp"`
+		CP           int64  `json:"cp"`
+		DP           int64  `json:"dp"`
+		SP           bool   `json:"sp"`
+		LossParallel bool   `json:"loss_parallel"`
+		Batch, Seq   int64
+		// GradAccum is tp.py's and cp.py's --grad-accum: micro-batches
+		// per optimizer step outside a pipeline (0 or 1: none).
+		GradAccum     int64  `json:"grad_accum"`
 		Checkpointing string `json:"checkpointing"`
 		// Pipelines (pp.py): stages, schedule, micro-batches and stages
 		// per rank.
@@ -177,6 +180,7 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x2-tp-llama4/rerun-sp.jsonl", "2026-11-28-h200x2-tp-llama4/trace.jsonl",
 		"2026-11-28-h200x2-heldout-49/heldout-49.jsonl", "2026-11-28-h200x2-heldout-50/heldout-50.jsonl",
 		"2026-11-28-h200x2-heldout-52/heldout-52.jsonl", "2026-11-28-h200x4-heldout54.jsonl",
+		"2026-11-28-h200x4-heldout-64/heldout-64.jsonl",
 		"2026-11-28-h200x2-heldout-58/heldout-58.jsonl", "2026-11-28-h200x4-heldout-60/layouts.jsonl"} {
 		runs = append(runs, withoutReruns(t, f, readScript(t, filepath.Join("results", f), "tp"))...)
 	}
@@ -184,6 +188,7 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		c := r.Config
 		o := model.Overrides{Batch: c.Batch, Seq: c.Seq, Precision: model.AMPBF16, Optimizer: model.AdamW,
 			Checkpointing: c.Checkpointing, TP: c.TP, SP: c.SP, LossParallel: c.LossParallel, Dev: r.dev(),
+			GradAccum:           c.GradAccum,
 			LossOutsideAutocast: true,              // tp.py's loss is outside autocast
 			FSDPInit:            model.FSDPInitGPU} // and it builds the model whole on the GPU first
 		if c.DP > 1 {
@@ -208,8 +213,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 161 {
-		t.Fatalf("%d tensor-parallel runs, want 161", n)
+	if n := len(errs[Allocated]); n != 162 {
+		t.Fatalf("%d tensor-parallel runs, want 162", n)
 	}
 	checkSpread(t, errs)
 }

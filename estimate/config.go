@@ -13,6 +13,7 @@ type config struct {
 	bucketView      bool // DDP's gradient_as_bucket_view
 	lossOutside     bool // the loop leaves autocast before the loss (lossAfterAutocast)
 	mayRace         bool // DDP's rebuild can race the first step's all-reduce (ddp.go, MayRace)
+	midStep         bool // DDP rebuilds inside the first step, at its second micro-batch (ddp.go, racesMidStep)
 	cublasWorkspace int64
 	eager           bool // eager (math) attention instead of SDPA
 	batch           int64

@@ -264,9 +264,29 @@ var PauseRecipe = fmt.Sprintf("torch.cuda.synchronize() then time.sleep(%g) afte
 // the first step's last all-reduce: DDP's buckets (data parallelism at
 // ZeRO 0 or 1) and a loop that does not pause for DDPSettle after its
 // first step. The estimate keeps the old bucket on the ranks that race,
-// and a pause is a fix (tuner, diagnose).
+// and a pause is a fix (tuner, diagnose). A loop that accumulates
+// gradients outside a pipeline rebuilds inside its first step instead
+// (racesMidStep), where no pause between steps helps.
 func MayRace(t model.Training) bool {
-	return t.DP > 1 && t.Zero <= 1 && t.StepPause < DDPSettle
+	return t.DP > 1 && t.Zero <= 1 && t.StepPause < DDPSettle && !racesMidStep(t)
+}
+
+// racesMidStep reports whether DDP rebuilds its buckets inside the first
+// optimizer step: a loop that accumulates gradients over micro-batches
+// without a pipeline (each backward all-reduces; DDP's forward rebuilds
+// at the first forward after the first backward, the second
+// micro-batch's). The rebuild follows the first micro-batch's last
+// all-reduce at once, so it races it whatever the loop does between
+// steps; the old bucket then lives until a collective of the second
+// micro-batch's backward (DDPSettle), freed by the step's end
+// (ddpSettleMidStep). Measured on four H200s (held-out set 64,
+// bench/results/2026-11-28-h200x4-heldout-64): Llama-3.2-1B under DDP over
+// 8 micro-batches, three of four ranks held it at the first step's peak
+// (+4.6 GiB), none in a later step. A pipeline's stages sync only their
+// last micro-batch's backward (no_sync before it), so they rebuild in the
+// second step, as without accumulation.
+func racesMidStep(t model.Training) bool {
+	return t.DP > 1 && t.Zero <= 1 && t.GradAccum > 1 && t.PP <= 1
 }
 
 // ddpRaces reports whether this rank's rebuild can race the first step's
@@ -301,7 +321,9 @@ func (s *sim) ddpRaces(d *ddpState) bool {
 	return false
 }
 
-// ddpRebuild is _rebuild_buckets at the second step's first forward.
+// ddpRebuild is _rebuild_buckets at the first forward after the first
+// backward: the second step's first, or the first step's second
+// micro-batch's when the loop accumulates (racesMidStep).
 func (s *sim) ddpRebuild() {
 	d := s.ddp
 	if d == nil || d.rebuilt || len(d.ready) == 0 {
@@ -385,6 +407,13 @@ func (s *sim) ddpDropFlat(d *ddpState, old *tensor) {
 		return
 	}
 	d.held = old
+	if s.cfg.midStep {
+		s.note(fmt.Sprintf("DDP's bucket rebuild race: DDP rebuilds its buckets at the second micro-batch's forward, "+
+			"at once after the first micro-batch's last all-reduce, so NCCL may hold the old flat gradient bucket (%s) "+
+			"until the second micro-batch's backward all-reduces; the estimate keeps it for that micro-batch (docs/multigpu.md)",
+			units.Format(old.bytes())))
+		return
+	}
 	what, past, before := "the old flat gradient bucket", "the second step's rebuild", "which a second step started at once can precede"
 	if d.stage != nil {
 		what, past, before = "the first stage module's old flat gradient bucket", "its rebuild", "which the rank's next stage modules' rebuilds may precede"
@@ -393,6 +422,17 @@ func (s *sim) ddpDropFlat(d *ddpState, old *tensor) {
 		"as NCCL holds it until its watchdog (every %g s) has seen the first step's last all-reduce end and another collective runs, %s; "+
 		"%s frees it: say so with --step-pause %g (docs/multigpu.md)",
 		what, units.Format(old.bytes()), past, ncclWatchdogPeriod, before, PauseRecipe, DDPSettle))
+}
+
+// ddpSettleMidStep frees the old flat bucket a rebuild inside the first
+// step kept (racesMidStep): by the end of the second micro-batch's
+// backward its all-reduces have run, the watchdog having woken during its
+// forward, and the first of them emptied NCCL's stash (DDPSettle).
+func (s *sim) ddpSettleMidStep() {
+	if d := s.ddp; s.cfg.midStep && d != nil && d.held != nil {
+		s.unref(d.held)
+		d.held = nil
+	}
 }
 
 // ddpBucket is the bucket a parameter's gradient is a view of under

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -170,6 +171,41 @@ func TestDDPRebuildRace(t *testing.T) {
 			}
 		})
 	}
+	// Accumulating over micro-batches, DDP rebuilds at the first step's
+	// second micro-batch, at once after the first micro-batch's last
+	// all-reduce: the old bucket is kept through that micro-batch whatever
+	// the loop does between steps, and freed by the step's end, so no later
+	// step holds it and a pause changes nothing (racesMidStep; held-out set
+	// 64: three of four ranks held it in the first step only).
+	t.Run("accumulation", func(t *testing.T) {
+		var peaks []int64
+		for _, pause := range []string{"", "0.2"} {
+			spec := mustLoad(t, "../specs/gpt2-124m.yaml", model.Overrides{DP: 2, Zero: "0", GradAccum: 4, StepPause: pause})
+			if MayRace(spec.Training) {
+				t.Errorf("pause %q: MayRace says a pause would free the bucket", pause)
+			}
+			var kept bool
+			r, err := estimateWith(spec, func(s *sim) {
+				kept = s.ddp.held != nil
+				if !s.ddp.rebuilt {
+					t.Fatal("not rebuilt")
+				}
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept || r.DDPRaceBytes != 0 {
+				t.Errorf("pause %q: old bucket still held at the end (%d B)", pause, r.DDPRaceBytes)
+			}
+			if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "second micro-batch") }) {
+				t.Errorf("pause %q: no note of the race inside the first step: %q", pause, r.Notes)
+			}
+			peaks = append(peaks, r.PeakAllocated)
+		}
+		if peaks[0] != peaks[1] {
+			t.Errorf("peak allocated %d without a pause, %d with: want equal", peaks[0], peaks[1])
+		}
+	})
 	t.Run("pipeline", func(t *testing.T) {
 		for _, pp := range []int64{2, 4} {
 			spec := mustLoad(t, "../specs/tinyllama-1.1b.yaml", model.Overrides{DP: 2, Zero: "0", PP: pp, GradAccum: 4, Seq: 512, Checkpointing: model.CkptNone})

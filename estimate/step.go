@@ -99,8 +99,8 @@ func (s *sim) trainStep(spec *model.Spec, ins []*inst, data *tensor, it int) {
 	for m := 0; m < int(min(t.GradAccum, 2)); m++ {
 		s.enter(it, m, StageForward)
 		s.thread = 0
-		if it == 1 && m == 0 {
-			s.ddpRebuild()
+		if it == 1 && m == 0 || it == 0 && m == 1 {
+			s.ddpRebuild() // the first forward after the first backward
 		}
 		s.saving = true
 		s.gather()
@@ -149,6 +149,9 @@ func (s *sim) trainStep(spec *model.Spec, ins []*inst, data *tensor, it int) {
 		}
 		s.dropMasks()
 		s.releaseGathered()
+		if it == 0 && m == 1 {
+			s.ddpSettleMidStep()
+		}
 	}
 	s.stepOptimizer(t, it)
 }

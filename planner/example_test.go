@@ -25,8 +25,8 @@ func ExamplePlan() {
 		fmt.Printf("%s: %.0f%% of %s\n", c.Name, 100*c.Fill, r.Device)
 	}
 	// Output:
-	// dp2·tp4+sp zero0 loss-parallel mb1×acc128: 88% of h100-80gb
-	// dp2·tp4+sp zero1 loss-parallel mb1×acc128: 76% of h100-80gb
+	// dp2·tp4+sp zero0 loss-parallel mb1×acc128: 78% of h100-80gb
+	// dp2·tp4+sp zero1 loss-parallel mb2×acc64: 85% of h100-80gb
 }
 
 // Validate says why a layout cannot run a model.

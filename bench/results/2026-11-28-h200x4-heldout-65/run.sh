@@ -19,7 +19,7 @@ for i in 0 1 2 3; do
   CUDA_VISIBLE_DEVICES=$i GRID=/tmp/g65-$i bash bench/torch/grid.sh "/tmp/s65-$i.jsonl" &
 done
 wait
-cat /tmp/s65-?.jsonl >"$OUT/heldout-65.jsonl"
+cat /tmp/s65-?.jsonl >"$OUT/heldout-65.jsonl"  # committed as bench/results/2026-11-28-h200-heldout65.jsonl
 cat /tmp/s65-?.jsonl.err 2>/dev/null | tail -c 4000 >"$OUT/single-err.txt"
 NGPU=4 bash bench/torch/dist/run.sh bench/torch/dist/heldout-65-train.txt /tmp/d65 "${BUDGET:-200}"
 cp /tmp/d65/dist.jsonl "$OUT/heldout-65-train.jsonl"
