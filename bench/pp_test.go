@@ -345,7 +345,9 @@ func TestPipelineInterleavedDDP(t *testing.T) {
 			n++
 			e := distErrors(t, r, o)
 			o.StepPause = "1"
-			paused := distErrors(t, r, o)
+			rp := r // logged apart from the prediction as run (MEMPLAN_BENCH_LOG)
+			rp.Label += " [predicted as paused]"
+			paused := distErrors(t, rp, o)
 			g := 0 // the runs that did not pause, memplan's prediction
 			if c.StepPause > 0 {
 				g = 2 // the runs that paused

@@ -47,16 +47,19 @@ a terminal, a search that takes more than a second shows its progress on
 standard error.
 
 Every layout is estimated by the same simulator as memplan estimate: data
-parallelism with ZeRO stages 0-3, tensor and sequence parallelism (Llama
-models), pipelines (gpipe, 1f1b, interleaved; every stage, the busiest
-reported), context and expert parallelism. Layouts it cannot simulate yet
-(context parallelism with DDP or ZeRO 1; expert parallelism with ZeRO 1
-or with tp; pipelines of more than
---max-microbatches micro-batches (default 64: each costs time); tensor
-parallelism of models other than Llama or of a mixture of experts; LoRA
+parallelism with ZeRO stages 0-3, tensor and sequence parallelism,
+pipelines (gpipe, 1f1b, interleaved; every stage, the busiest reported),
+context and expert parallelism, gradient accumulation. Layouts it cannot
+simulate yet (context parallelism with DDP or ZeRO 1; expert parallelism
+with ZeRO 1, beside context parallelism without FSDP, or beside tensor
+parallelism without sequence parallelism or under DDP; pipelines of more
+than --max-microbatches micro-batches (default 64: each costs time); LoRA
 with tensor parallelism, or at ZeRO 2 and 3 with context parallelism) are
-listed as not yet simulated, unless a lower bound shows they cannot fit.
-The search and the proxy are described in docs/planner.md.
+listed as not yet simulated, unless a lower bound shows they cannot fit;
+the model families tensor or context parallelism does not split are ruled
+out with the reason. The search and the proxy are described in
+docs/planner.md; its answers run as planned on four H200s are in
+docs/accuracy.md (thirty-eighth session).
 
 Example:
    memplan plan specs/llama-3-8b.yaml --global-batch 512 --max-gpus 64
