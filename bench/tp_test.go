@@ -41,7 +41,9 @@ type tpRecord struct {
 		Microbatches int64  `json:"microbatches"`
 		Virtual      int64  `json:"virtual"`
 		// Mode is pp.py's data parallelism over the stages' replicas
-		// (--dp): ddp, zero1 or fsdp.
+		// (--dp): ddp, zero1 or fsdp; tp.py's over the tensor-parallel
+		// groups (absent in its records before the thirty-eighth
+		// session: fsdp).
 		Mode string `json:"mode"`
 		// FSDP is cp.py's --fsdp: FSDP2 over dp·cp (built on the GPU).
 		FSDP bool `json:"fsdp"`
@@ -191,7 +193,11 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			GradAccum:           c.GradAccum,
 			LossOutsideAutocast: true,              // tp.py's loss is outside autocast
 			FSDPInit:            model.FSDPInitGPU} // and it builds the model whole on the GPU first
-		if c.DP > 1 {
+		switch {
+		case c.DP > 1 && (c.Mode == "ddp" || c.Mode == "zero1"):
+			// tp.py --mode: DDP over the tensor-parallel shards.
+			o.DP, o.Zero = c.DP, map[string]string{"ddp": "0", "zero1": "1"}[c.Mode]
+		case c.DP > 1:
 			// fully_shard(model) without reshard_after_forward: torch
 			// keeps the root unsharded after the forward.
 			o.DP, o.Zero, o.FSDPRoot = c.DP, "3", model.FSDPRootKeep

@@ -11,8 +11,9 @@ why no script runs it as planned. A line's program may differ from the
 plan's in what the scripts fix (tp.py, cp.py and pp.py train with AdamW
 foreach and compute the loss outside autocast; pp.py has no loss
 parallelism; cp.py's and tp.py's ZeRO 3 is FSDP2 with the root kept
-unsharded, the plan's resharded; ZeRO 1 and 2 beside tensor or context
-parallelism, and a pipeline's ZeRO 3, have no script): predict.py
+unsharded, the plan's resharded; ZeRO 2 beside tensor parallelism, ZeRO 1
+and 2 beside context parallelism, and a pipeline's ZeRO 3 have no script):
+predict.py
 predicts each line as it runs, which is the accuracy figure; the plan's
 own figure is set beside it.
 
@@ -59,10 +60,10 @@ def line(l, spec, seq, precision, world):
             a += ["--fsdp"] + (["--dp", str(dp)] if dp > 1 else [])
         return a + ckf, None
     if tp > 1:
-        if dp > 1 and zero != 3:
-            return None, "tensor parallelism with data parallelism at ZeRO %d (tp.py shards with FSDP2 at stage 3)" % zero
+        if dp > 1 and zero == 2:
+            return None, "tensor parallelism with data parallelism at ZeRO 2 (tp.py's FSDP2 is stage 3)"
         a = ["tp.py", str(world), spec, "--seq", str(seq), "--batch", str(mb), "--grad-accum", str(acc)]
-        a += tpf + (["--dp", str(dp)] if dp > 1 else [])
+        a += tpf + (["--dp", str(dp), "--mode", {0: "ddp", 1: "zero1", 3: "fsdp"}[zero]] if dp > 1 else [])
         return a + ckf, None
     mode = {0: ["--mode", "ddp"], 1: ["--mode", "zero1"], 2: ["--mode", "fsdp", "--reshard", "false"],
             3: ["--mode", "fsdp"]}[zero]

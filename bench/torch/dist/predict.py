@@ -80,7 +80,10 @@ def script_cmd(script, nproc, args):
             cmd += ["--sp"]
         if "loss-parallel" in opts:
             cmd += ["--loss-parallel"]
-        if int(opts.get("dp", "1")) > 1:
+        if int(opts.get("dp", "1")) > 1 and opts.get("mode", "fsdp") != "fsdp":
+            # DDP over the tensor-parallel shards, with AdamW or ZeroRedundancyOptimizer.
+            cmd += ["--dp", opts["dp"], "--zero", {"ddp": "0", "zero1": "1"}[opts["mode"]]]
+        elif int(opts.get("dp", "1")) > 1:
             # fully_shard(model) without reshard_after_forward: the root stays unsharded.
             cmd += ["--dp", opts["dp"], "--zero", "3", "--fsdp-root", "keep"]
         # tp.py builds the model whole on the GPU first, or with --meta on the meta device.

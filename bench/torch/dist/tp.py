@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Tensor (and sequence) parallelism with PyTorch's DTensor plans, as
 torchtitan's apply_tp applies them to Llama; FSDP2 over the data-parallel
-dimension when --dp > 1 (a 2-D mesh, 4+ GPUs).
+dimension when --dp > 1 (a 2-D mesh, 4+ GPUs), or with --mode ddp|zero1
+DistributedDataParallel over the tensor-parallel shards
+(_pre_dp_module_transform), with AdamW or ZeroRedundancyOptimizer.
 
     torchrun --standalone --nproc-per-node 2 bench/torch/dist/tp.py SPEC --tp 2 [--no-sp] [--loss-parallel]
-        [--dp 1] [--batch 1] [--grad-accum 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
+        [--dp 1 [--mode fsdp|ddp|zero1]] [--batch 1] [--grad-accum 1] [--seq S] [--checkpointing none|every-block] [--steps 3]
         [--ep 1 --router zero|random] [--meta]
 
 The model is built whole on the GPU and then split (memplan's --fsdp-init
@@ -55,7 +57,11 @@ def main():
     common.add_common_args(ap)
     common.add_accum_arg(ap)
     ap.add_argument("--tp", type=int, required=True)
-    ap.add_argument("--dp", type=int, default=1, help="FSDP2 (fully_shard) over this many ranks")
+    ap.add_argument("--dp", type=int, default=1, help="data parallelism over this many ranks (--mode)")
+    ap.add_argument("--mode", choices=["fsdp", "ddp", "zero1"], default="fsdp",
+                    help="with --dp: FSDP2 (fully_shard), or DDP over the tensor-parallel shards as PyTorch composes "
+                         "them (_pre_dp_module_transform: the parameters local tensors for DDP), with AdamW or "
+                         "ZeroRedundancyOptimizer over the dp ranks (memplan's --zero 0 and 1)")
     ap.add_argument("--no-sp", action="store_true", help="tensor parallelism without sequence parallelism")
     ap.add_argument("--loss-parallel", action="store_true")
     ap.add_argument("--ep", type=int, default=1,
@@ -92,7 +98,13 @@ def main():
         # Both are sharded by vocabulary (Shard(0)) on the tp mesh: tie the
         # DTensor parameters again, as the spec says.
         model.output.weight = model.tok_embeddings.weight
-    if a.dp > 1:
+    if a.dp > 1 and a.mode != "fsdp":
+        assert not a.meta and a.ep == 1, "--mode ddp|zero1 builds on the GPU, without --ep"
+        from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        _pre_dp_module_transform(model)
+        model = DDP(model, device_ids=[local], process_group=mesh["dp"].get_group())
+    elif a.dp > 1:
         from torch.distributed.fsdp import fully_shard
         for block in model.layers.values():
             if efsdp is not None:
@@ -119,7 +131,7 @@ def main():
 
     steps = train(model, mesh, d["vocab"], d["seq"], a, local, after_backward, after_step)
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
-              "meta": a.meta,
+              "meta": a.meta, "mode": a.mode if a.dp > 1 else None,
               "batch": a.batch, "grad_accum": a.grad_accum, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
               "ep": a.ep, "router": a.router if a.ep > 1 else None,
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
@@ -127,9 +139,10 @@ def main():
     # --loss-outside-autocast): the cached bf16 weights are freed first.
     # fully_shard(model) leaves the root's reshard_after_forward to torch,
     # which keeps it unsharded until the backward (--fsdp-root keep).
+    zero = {"fsdp": 3, "ddp": 0, "zero1": 1}[a.mode] if a.dp > 1 else None
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
-                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None,
-                             fsdp_root="keep" if a.dp > 1 else None, checkpointing=a.checkpointing,
+                             dp=a.dp if a.dp > 1 else None, zero=zero,
+                             fsdp_root="keep" if zero == 3 else None, checkpointing=a.checkpointing,
                              grad_accum=a.grad_accum if a.grad_accum > 1 else None,
                              loss_outside_autocast=True, fsdp_init="meta" if a.meta else "gpu",
                              ep=a.ep if a.ep > 1 else None,
@@ -146,7 +159,12 @@ def train(model, mesh, vocab, seq, a, local, after_backward, after_step):
     from torch.distributed.tensor import DTensor
     groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
               [p for p in model.parameters() if not isinstance(p, DTensor)]]
-    opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
+    if getattr(a, "mode", "fsdp") == "zero1" and a.dp > 1:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(list(model.parameters()), optimizer_class=torch.optim.AdamW,
+                                      process_group=mesh["dp"].get_group(), lr=1e-4, foreach=True)
+    else:
+        opt = torch.optim.AdamW([{"params": g} for g in groups if g], lr=1e-4, foreach=True)
     g = torch.Generator(device="cuda").manual_seed(mesh["dp"].get_local_rank())
     inp = torch.randint(0, vocab, (a.batch, seq), device="cuda", generator=g)
     labels = torch.randint(0, vocab, (a.batch, seq), device="cuda", generator=g)
@@ -171,6 +189,7 @@ def hf_main(a, world, local):
     """A transformers config (GPT-OSS, GLM-4 MoE, DeepSeek) through
     transformers' own forward, split by hftp.py's plan (with sequence
     parallelism unless --no-sp), built on meta; FSDP2 over dp as main does."""
+    assert a.dp == 1 or a.mode == "fsdp", "a transformers config takes --dp with FSDP2 only"
     import hftp
     sp = not a.no_sp
     assert a.meta and (a.ep == 1 or sp), "a transformers config runs with --meta, and --ep with sp (hftp.py)"
