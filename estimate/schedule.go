@@ -14,7 +14,7 @@ import "github.com/memplan/memplan/model"
 // the room cuBLAS's first product opens, the first communicator's chunks
 // and the host memory NCCL's set-up and cuBLAS's handle map into the
 // context's freed reservation: docs/allocator.md §8), on which these
-// stages' reserve is most sensitive (docs/parallelism.md §3.2.9–§3.2.11).
+// stages' reserve is most sensitive (docs/parallelism.md §3.2.9–§3.2.12).
 // The figure is the worst measured among the committed pipeline runs:
 // held-out set 64's interleaved pipeline over pp 2 × tp 2 (Llama-3-8B, 8
 // micro-batches of 8,192 tokens), −10.7%, whose last stage's second
@@ -22,7 +22,7 @@ import "github.com/memplan/memplan/model"
 // (bench/pp_test.go, pipelinePlacement). Qwen's tied interleaved
 // pipeline, −6.0% before, is the harness's bf16 rotary tables (+0.1%
 // with them in fp32).
-const pipelineNote = "pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks and the host memory its set-up maps as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to 10.7% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.11): leave that headroom"
+const pipelineNote = "pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks and the host memory its set-up maps as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to 10.7% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.11–§3.2.12): leave that headroom"
 
 // trainPipeline simulates two optimizer steps of one stage, as the
 // training loop of bench/torch/dist/pp.py (and torchtitan) runs them:
