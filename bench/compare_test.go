@@ -295,6 +295,9 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// tuning; set 65, chosen and predicted after it, held out.
 		{"gradient accumulation, 4xH200", "results/2026-11-28-h200x4-heldout-64/heldout-64-train.jsonl",
 			"results/2026-11-28-h200x4-*/heldout-65-train*.jsonl", 6, 6},
+		// The planner's first layout for TinyLlama at 32,768 tokens on two
+		// GPUs (held-out set 67, thirty-eighth session).
+		{"held-out set 67, 2xH200", "", "results/2026-11-28-h200x2-heldout-67/heldout-67-train.jsonl", 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
