@@ -281,7 +281,7 @@ func TestPipelineNote(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := slices.Contains(r.Notes, pipelineNote); got != tc.want {
+		if got := slices.Contains(r.Notes, PipelineNote); got != tc.want {
 			t.Errorf("pp %d dp %d zero %q: the placement note %v, want %v", tc.pp, tc.dp, tc.zero, got, tc.want)
 		}
 	}

@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/memplan/memplan/model"
+import (
+	"fmt"
+
+	"github.com/memplan/memplan/model"
+)
 
 // The schedules of torch.distributed.pipelining (schedules.py,
 // PipelineScheduleSingle), replayed step by step for one stage: which
@@ -9,8 +13,9 @@ import "github.com/memplan/memplan/model"
 // §3.2). The micro-batches themselves are ppForward and ppBackward
 // (pipeline.go).
 
-// pipelineNote says what memplan does not model of a pipeline stage's
-// reserved memory: all of the driver's placement of segments (it models
+// PipelineNote, the note every estimate of pipeline stages carries (and
+// memplan plan prints under pipeline layouts), says what memplan does not
+// model of a pipeline stage's reserved memory: all of the driver's placement of segments (it models
 // the room cuBLAS's first product opens, the first communicator's chunks
 // and the host memory NCCL's set-up and cuBLAS's handle map into the
 // context's freed reservation: docs/allocator.md §8), on which these
@@ -22,7 +27,12 @@ import "github.com/memplan/memplan/model"
 // (bench/pp_test.go, pipelinePlacement). Qwen's tied interleaved
 // pipeline, −6.0% before, is the harness's bf16 rotary tables (+0.1%
 // with them in fp32).
-const pipelineNote = "pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks and the host memory its set-up maps as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to 10.7% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.11–§3.2.12): leave that headroom"
+var PipelineNote = fmt.Sprintf("pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks and the host memory its set-up maps as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to %.1f%% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.11–§3.2.12): leave that headroom", 100*PipelineUnder)
+
+// PipelineUnder is the most a committed pipeline run reserved above
+// memplan's prediction, as a fraction of the prediction's measured
+// counterpart (PipelineNote says where it comes from).
+const PipelineUnder = 0.107
 
 // trainPipeline simulates two optimizer steps of one stage, as the
 // training loop of bench/torch/dist/pp.py (and torchtitan) runs them:
@@ -49,7 +59,7 @@ func (s *sim) trainPipeline(spec *model.Spec) {
 		}
 	}
 	t := spec.Training
-	s.note(pipelineNote)
+	s.note(PipelineNote)
 	m := int(t.GradAccum)
 	// The whole batch, made on every rank: labels and token ids.
 	rows := s.cfg.batch * int64(m) * t.Seq

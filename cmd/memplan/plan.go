@@ -108,6 +108,7 @@ func planAction(c *cli.Context) error {
 		printPlan(c.App.Writer, r)
 		printRaceHint(c.App.Writer, spec, r)
 		printBuildHint(c.App.Writer, spec, r)
+		printPipelineHint(c.App.Writer, r)
 	}
 	if perr != nil {
 		return exitCode{4, perr}
@@ -203,18 +204,30 @@ func planProgress(w io.Writer) (func(planner.Progress), func()) {
 	}
 }
 
-// printRaceHint says, when DDP or ZeRO-1 layouts are listed for a loop not
-// said to pause, that their figures keep DDP's old gradient bucket and how
-// to plan for a loop that pauses (docs/multigpu.md, "DDP's bucket rebuild
-// race").
+// printRaceHint says, when DDP or ZeRO-1 layouts whose rebuild a pause
+// would settle are listed (estimate.MayRace: not those that accumulate
+// outside a pipeline, which rebuild inside their first step), that their
+// figures keep DDP's old gradient bucket and how to plan for a loop that
+// pauses (docs/multigpu.md, "DDP's bucket rebuild race").
 func printRaceHint(w io.Writer, spec *model.Spec, r *planner.Result) {
-	if spec.Training.StepPause >= estimate.DDPSettle {
-		return
-	}
 	for _, c := range append(append([]planner.Candidate(nil), r.Layouts...), r.NearMisses...) {
-		if l := c.Layout; l.DP > 1 && l.Zero <= 1 {
+		if estimate.MayRace(planner.Apply(spec, c.Layout).Training) {
 			fmt.Fprintf(w, "\nDDP and ZeRO-1 layouts above keep DDP's old gradient bucket past its rebuild (docs/multigpu.md);\n"+
 				"a loop that syncs and sleeps %g s after its first step frees it: plan it with --step-pause %g\n", estimate.DDPSettle, estimate.DDPSettle)
+			return
+		}
+	}
+}
+
+// printPipelineHint gives, when pipeline layouts are listed, the headroom
+// their estimates' note asks for (estimate.PipelineUnder): the worst
+// measured pipeline run reserved that much more than memplan predicted,
+// which the plan's fill does not include (docs/parallelism.md §3.2.12).
+func printPipelineHint(w io.Writer, r *planner.Result) {
+	for _, c := range r.Layouts {
+		if c.Layout.PP > 1 {
+			fmt.Fprintf(w, "\npipeline layouts above: measured pipeline runs reserved up to %.1f%% more than memplan predicted, from where\n"+
+				"the driver places segments (docs/parallelism.md §3.2.11–§3.2.12); leave that headroom\n", 100*estimate.PipelineUnder)
 			return
 		}
 	}
