@@ -57,8 +57,15 @@ func overrideFlags() []cli.Flag {
 }
 
 func overrides(c *cli.Context) model.Overrides {
+	// --microbatches is --grad-accum under another name (loadSpec rejects
+	// the two set apart); whichever is given, negative too, so that the
+	// spec's checks refuse a bad value rather than the default take it.
+	accum := c.Int64("grad-accum")
+	if !c.IsSet("grad-accum") {
+		accum = c.Int64("microbatches")
+	}
 	o := model.Overrides{
-		Batch: c.Int64("batch"), Seq: c.Int64("seq"), Image: c.Int64("image"), GradAccum: max(c.Int64("grad-accum"), c.Int64("microbatches")),
+		Batch: c.Int64("batch"), Seq: c.Int64("seq"), Image: c.Int64("image"), GradAccum: accum,
 		Precision: c.String("precision"), Optimizer: c.String("optimizer"), Checkpointing: c.String("checkpointing"),
 		Attention: c.String("attention"), ZeroGrad: c.String("zero-grad"), Dev: c.String("device"),
 		DP: c.Int64("dp"), Zero: c.String("zero"), Offload: c.String("offload"),
