@@ -45,7 +45,7 @@ def line(l, spec, seq, precision, world):
         if l["pp_schedule"] == "interleaved":
             a += ["--stages-per-rank", str(l["virtual_stages"])]
         if tp > 1:
-            a += tpf[:2] + ([] if l["sp"] else ["--no-sp"])  # pp.py has no loss parallelism
+            a += ["--tp", str(tp)] + ([] if l["sp"] else ["--no-sp"])  # pp.py has no loss parallelism
         if dp > 1:
             mode = {0: "ddp", 1: "zero1", 2: "fsdp"}.get(zero)
             if mode is None:

@@ -159,7 +159,7 @@ def train(model, mesh, vocab, seq, a, local, after_backward, after_step):
     from torch.distributed.tensor import DTensor
     groups = [[p for p in model.parameters() if isinstance(p, DTensor)],
               [p for p in model.parameters() if not isinstance(p, DTensor)]]
-    if getattr(a, "mode", "fsdp") == "zero1" and a.dp > 1:
+    if a.mode == "zero1" and a.dp > 1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
         opt = ZeroRedundancyOptimizer(list(model.parameters()), optimizer_class=torch.optim.AdamW,
                                       process_group=mesh["dp"].get_group(), lr=1e-4, foreach=True)
