@@ -145,8 +145,9 @@ var pipelinePlacement = map[string]string{
 	// free. They differ from the history's in 9,471 stretches (rotary
 	// products, casts, TP collectives' buffers), and replacing them in
 	// order moves the peak back and forth between 102 and 118 GiB
-	// (bench/torch/bisect.py): placement of the largest blocks, not one
-	// tensor. The run with the harness's rotary tables in fp32, as
+	// (bench/torch/bisect.py; all of it:
+	// bench/results/2026-11-28-h200x4-pp64-history/bisect.sh): placement
+	// of the largest blocks, not one tensor. The run with the harness's rotary tables in fp32, as
 	// memplan's program has them, is −10.6% (rerun-38-rope-2.txt).
 	"pp.py 4 specs/llama-3-8b.yaml --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 --tp 2":             "placement of merge_chunks' segment",
 	"pp.py 4 specs/llama-3-8b.yaml --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 --tp 2 [rope fp32]": "placement of merge_chunks' segment",

@@ -6,7 +6,9 @@ Per line: (predicted − measured) / measured for peak allocated, peak
 reserved and device total, each against the largest rank (and, for tp.py,
 pp.py and cp.py records, the largest step); pipelines take the largest of
 their kinds of stage per metric, as compare.py does. Grid lines written
-with pp.py's old --virtual flag match records made with --stages-per-rank.
+with pp.py's old --virtual flag match records made with --stages-per-rank;
+records labelled " [rope fp32]" (MEMPLAN_ROPE_FP32=1) match their line's
+prediction.
 
     python3 bench/torch/dist/blind.py bench/results/2026-11-23-pp-tp-predictions.txt \\
         bench/results/2026-11-26-h200x4-pp-tp.jsonl bench/results/2026-11-26-h200x4-pp-tp-heldout.jsonl
@@ -55,7 +57,9 @@ def main():
             d = json.loads(line)
             if d.get("ok") is False or d.get("exit", 0) != 0:
                 continue
-            p = preds.get(d["label"])
+            # A run under MEMPLAN_ROPE_FP32=1 is labelled " [rope fp32]"
+            # (common.report); memplan's prediction for it is its line's.
+            p = preds.get(d["label"]) or preds.get(d["label"].removesuffix(" [rope fp32]"))
             if p is None:
                 print("no committed prediction for", d["label"])
                 continue
