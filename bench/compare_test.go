@@ -298,6 +298,9 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// The planner's first layout for TinyLlama at 32,768 tokens on two
 		// GPUs (held-out set 67, thirty-eighth session).
 		{"held-out set 67, 2xH200", "", "results/2026-11-28-h200x2-heldout-67/heldout-67-train.jsonl", 0, 1},
+		// The planner's first data-parallel layouts for gemma-2-2b and
+		// Phi-3-mini on four GPUs (held-out set 68, thirty-ninth session).
+		{"held-out set 68, 4xH200", "", "results/2026-11-28-h200x4-heldout-68/heldout-68-train.jsonl", 0, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)

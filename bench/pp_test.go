@@ -232,6 +232,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-heldout-64/heldout-64.jsonl", "2026-11-28-h200x4-heldout-65/trace.jsonl",
 		"2026-11-28-h200x4-pp64-history/trace.jsonl", "2026-11-28-h200x4-pp64-history/rope.jsonl",
 		"2026-11-28-h200x4-pp64-history/rope-2.jsonl", "2026-11-28-h200x4-heldout-66/heldout-66.jsonl",
+		"2026-11-28-h200x4-heldout-68/heldout-68.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -292,8 +293,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if runs != 200 {
-		t.Fatalf("%d pipeline runs, want 200", runs)
+	if runs != 201 {
+		t.Fatalf("%d pipeline runs, want 201", runs)
 	}
 	checkSpread(t, errs)
 }
@@ -313,8 +314,10 @@ var interleavedDDPGaps = map[string][]int{
 // DistributedDataParallel; pp 2 × dp 2 on 4 × H200) apart from
 // TestPipelineAccuracy, because memplan keeps the first stage module's
 // old gradient bucket past its rebuild (DDP's rebuild race,
-// docs/multigpu.md) and the runs without a pause held it past the peak on
-// one rank of ten: every prediction must be at most UnderLimit under the
+// docs/multigpu.md) and the runs without a pause held it past the peak in
+// one of thirteen (not in the three of held-out set 68, the planner's
+// layouts for gemma-2-2b and Phi-3-mini, where keeping it puts memplan
+// 2.2-7.7% over and a loop that pauses within 1.3%): every prediction must be at most UnderLimit under the
 // busiest rank, and the prediction for a loop that pauses after its first
 // step (which frees the bucket at once) within issue 13's worst-case
 // targets either way (distTargets: 6% allocated, 8% reserved and device),
@@ -331,7 +334,8 @@ func TestPipelineInterleavedDDP(t *testing.T) {
 		}
 	}()
 	files := []string{"2026-11-26-h200x4-pp-interleaved-ddp.jsonl", "2026-11-26-h200x4-pp-interleaved-ddp-heldout.jsonl",
-		"2026-11-26-h200x4-pp-interleaved-ddp-heldout-2.jsonl", "2026-11-26-h200x4-pp-interleaved-ddp-pause-heldout.jsonl"}
+		"2026-11-26-h200x4-pp-interleaved-ddp-heldout-2.jsonl", "2026-11-26-h200x4-pp-interleaved-ddp-pause-heldout.jsonl",
+		"2026-11-28-h200x4-heldout-68/heldout-68-interleaved-dp.jsonl"}
 	n := 0
 	var errs [3][NumMetrics][]float64
 	for _, f := range files {
@@ -368,8 +372,8 @@ func TestPipelineInterleavedDDP(t *testing.T) {
 				100*e[0], 100*e[1], 100*e[2], 100*paused[0], 100*paused[1], 100*paused[2], r.Label)
 		}
 	}
-	if n != 13 {
-		t.Fatalf("%d runs, want 13", n)
+	if n != 16 {
+		t.Fatalf("%d runs, want 16", n)
 	}
 	// The spreads docs/accuracy.md's summary gives.
 	for g, name := range []string{"without a pause", "without a pause, predicted as if pausing", "pausing"} {
