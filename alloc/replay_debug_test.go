@@ -30,7 +30,8 @@ import (
 // MEMPLAN_REPLAY_BLOCKS=1 every block of those segments in address order,
 // an allocated one with the event that made it. MEMPLAN_REPLAY_CUBLAS=N
 // opens cuBLAS's room before event N, MEMPLAN_REPLAY_NCCL=UP,PEER NCCL's
-// chunks (Allocator.LibraryLoaded, CommunicatorUp, PeerConnected); a
+// chunks (Allocator.LibraryLoaded, CommunicatorUp, PeerConnected), with
+// MEMPLAN_REPLAY_NCCL_LOW=1 a low chunk beside them (lowChunk); a
 // history estimate's TestTraceDebug wrote carries those events itself
 // ("library", "communicator_up", "peer_connected"), which
 // MEMPLAN_REPLAY_SKIP=library[,…] leaves out.
@@ -92,6 +93,9 @@ func TestReplayDebug(t *testing.T) {
 			}
 			if i == hooks[0] {
 				a.CommunicatorUp()
+				if os.Getenv("MEMPLAN_REPLAY_NCCL_LOW") != "" {
+					lowChunk(a)
+				}
 			}
 			if i == hooks[1] {
 				a.PeerConnected()
@@ -234,6 +238,24 @@ func (p *places) alloc(a *Allocator, b Block, i int, addr, size int64, label str
 	p.shown++
 	fmt.Printf("place %6d %8.1f MiB  model seg %d (%d MiB) +%.1f  history seg %d (%d MiB) +%.1f  %s\n", i, float64(size)/(1<<20),
 		g, n>>20, float64(off)/(1<<20), rg, p.segBytes[max(rg, 0)]>>20, float64(roff)/(1<<20), label)
+}
+
+// lowChunk adds, as the newest chunk of the address model, one far below
+// every other with a free 16 MiB piece, a held 2 MiB one and a free 2 MiB
+// one: where the four-H100 GPT-OSS tp 4 history put its first segments
+// of 16 and 2 MiB after NCCL came up (0x2dc0c00000 and 18 MiB above it,
+// PyTorch's other segments near 0x7fb…), as two pipeline histories on
+// H200s did (bench/results/2026-11-28-h200x4-pp-llama4-traces/sc-c1-*).
+// MEMPLAN_REPLAY_NCCL_LOW=1 adds it at MEMPLAN_REPLAY_NCCL's first event, a
+// trial the thirty-ninth session made and did not keep in the model
+// (docs/allocator.md §8).
+func lowChunk(a *Allocator) {
+	v := &a.va
+	at := v.frontier - 64<<30
+	c := v.addChunk(at, 20<<20)
+	v.chunks[c].live = 1
+	v.chunks[c].head = v.newPiece(at, 16<<20, v.newPiece(at+18<<20, 2<<20, 0))
+	v.update(c)
 }
 
 // readEvents reads a history's events: a list, or {"events": [...],
