@@ -307,15 +307,27 @@ class SeqShardMoE(nn.Module):
         return (y,) + tuple(out[1:]) if isinstance(out, tuple) else y
 
 
-def reduce_partial_grads(model, group):
+def reduce_partial_grads(model, group, only=None):
     """All-reduces, in place, the gradients of the replicated parameters that
     only the rank's heads, experts or tokens fed: the routers' (inside
     ExpertsTP; with the shared experts' inside SeqShardMoE) and
     the attention's plain ones but for the sinks (GLM-4 MoE's q/k norms,
     DeepSeek's latent projections and norms). Under FSDP the gradient is the
-    rank's dp shard."""
+    rank's dp shard. only, when given, is the set of the parameters' ids to
+    consider (partial_params before DDP's _pre_dp_module_transform made
+    every parameter a plain local tensor)."""
     import torch.distributed as dist
+    for p in partial_params(model, only):
+        if p.grad is not None:
+            g = p.grad
+            dist.all_reduce(g.to_local() if hasattr(g, "to_local") else g, group=group)
+
+
+def partial_params(model, only=None):
+    """The parameters reduce_partial_grads all-reduces (their ids in only,
+    when given)."""
     from torch.distributed.tensor import DTensor
+    out = []
     for m in model.modules():
         ps = []
         if isinstance(m, ExpertsTP):
@@ -329,10 +341,8 @@ def reduce_partial_grads(model, group):
             ps = [p for p in m.inner.parameters() if id(p) not in experts]
         elif hasattr(m, "o_proj") and hasattr(m, "layer_idx"):  # an attention module
             ps = [p for n, p in m.named_parameters() if n != "sinks" and not isinstance(p, DTensor)]
-        for p in ps:
-            if p.grad is not None:
-                g = p.grad
-                dist.all_reduce(g.to_local() if hasattr(g, "to_local") else g, group=group)
+        out += [p for p in ps if only is None or id(p) in only]
+    return out
 
 
 def materialise(model, config):

@@ -11,9 +11,10 @@ why no script runs it as planned. A line's program may differ from the
 plan's in what the scripts fix (tp.py, cp.py and pp.py train with AdamW
 foreach and compute the loss outside autocast; pp.py has no loss
 parallelism; cp.py's and tp.py's ZeRO 3 is FSDP2 with the root kept
-unsharded, the plan's resharded; ZeRO 2 beside tensor parallelism, DDP and ZeRO 1 beside tensor parallelism
-of a transformers config, ZeRO 1 and 2 beside context parallelism, and a
-pipeline's ZeRO 3 have no script):
+unsharded, the plan's resharded; ZeRO 2 beside tensor parallelism, ZeRO 1 and 2 beside context parallelism,
+and a pipeline's ZeRO 3 have no script; tp.py splits a transformers config
+on the meta device, --meta, and runs DDP and ZeRO 1 over it since the
+thirty-ninth session):
 predict.py
 predicts each line as it runs, which is the accuracy figure; the plan's
 own figure is set beside it.
@@ -63,10 +64,10 @@ def line(l, spec, seq, precision, world):
     if tp > 1:
         if dp > 1 and zero == 2:
             return None, "tensor parallelism with data parallelism at ZeRO 2 (tp.py's FSDP2 is stage 3)"
-        if dp > 1 and zero != 3 and spec.endswith(".json"):
-            return None, "a transformers config under tensor parallelism with DDP or ZeRO 1 (tp.py takes --dp with FSDP2 only there)"
         a = ["tp.py", str(world), spec, "--seq", str(seq), "--batch", str(mb), "--grad-accum", str(acc)]
         a += tpf + (["--dp", str(dp), "--mode", {0: "ddp", 1: "zero1", 3: "fsdp"}[zero]] if dp > 1 else [])
+        if spec.endswith(".json"):
+            a += ["--meta"]  # tp.py splits a transformers config on the meta device, as the plan assumes
         return a + ckf, None
     mode = {0: ["--mode", "ddp"], 1: ["--mode", "zero1"], 2: ["--mode", "fsdp", "--reshard", "false"],
             3: ["--mode", "fsdp"]}[zero]

@@ -188,8 +188,11 @@ def train(model, mesh, vocab, seq, a, local, after_backward, after_step):
 def hf_main(a, world, local):
     """A transformers config (GPT-OSS, GLM-4 MoE, DeepSeek) through
     transformers' own forward, split by hftp.py's plan (with sequence
-    parallelism unless --no-sp), built on meta; FSDP2 over dp as main does."""
-    assert a.dp == 1 or a.mode == "fsdp", "a transformers config takes --dp with FSDP2 only"
+    parallelism unless --no-sp), built on meta; FSDP2 over dp as main does,
+    or (--mode ddp|zero1) DDP over the materialised tensor-parallel shards
+    (_pre_dp_module_transform, as main; thirty-ninth session)."""
+    ddp = a.dp > 1 and a.mode != "fsdp"
+    assert not ddp or a.ep == 1, "--mode ddp|zero1 of a transformers config takes no --ep"
     import hftp
     sp = not a.no_sp
     assert a.meta and (a.ep == 1 or sp), "a transformers config runs with --meta, and --ep with sp (hftp.py)"
@@ -209,7 +212,7 @@ def hf_main(a, world, local):
         emesh = ep.mesh(a.ep)
         efsdp = emesh["efsdp"]
         logs = ep.apply(model, a.ep, "random", emesh["ep"].get_group())
-    if a.dp > 1:
+    if a.dp > 1 and not ddp:
         from torch.distributed.fsdp import fully_shard
         for layer in model.model.layers:
             if efsdp is not None:
@@ -217,20 +220,29 @@ def hf_main(a, world, local):
             fully_shard(layer, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
     hftp.materialise(model, config)
+    inner, partial = model, None
+    if ddp:
+        from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        partial = set(map(id, hftp.partial_params(model)))
+        _pre_dp_module_transform(model)
+        model = DDP(model, device_ids=[local], process_group=mesh["dp"].get_group())
     zero = a.ep > 1 and a.router == "zero"
     if zero:
-        ep.zero_routers(model)
+        ep.zero_routers(inner)
     seq = a.seq
     steps = train(model, mesh, d["vocab"], seq, a, local,
-                  lambda: hftp.reduce_partial_grads(model, mesh["tp"].get_group()),
-                  lambda: ep.zero_routers(model) if zero else None)
+                  lambda: hftp.reduce_partial_grads(inner, mesh["tp"].get_group(), partial),
+                  lambda: ep.zero_routers(inner) if zero else None)
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
-              "meta": True, "batch": a.batch, "grad_accum": a.grad_accum, "seq": seq, "checkpointing": a.checkpointing, "world": world,
+              "meta": True, "mode": a.mode if a.dp > 1 else None,
+              "batch": a.batch, "grad_accum": a.grad_accum, "seq": seq, "checkpointing": a.checkpointing, "world": world,
               "ep": a.ep, "router": a.router if a.ep > 1 else None,
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
+    dpzero = {"fsdp": 3, "ddp": 0, "zero1": 1}[a.mode] if a.dp > 1 else None
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
-                             dp=a.dp if a.dp > 1 else None, zero=3 if a.dp > 1 else None,
-                             fsdp_root="keep" if a.dp > 1 else None, checkpointing=a.checkpointing,
+                             dp=a.dp if a.dp > 1 else None, zero=dpzero,
+                             fsdp_root="keep" if dpzero == 3 else None, checkpointing=a.checkpointing,
                              grad_accum=a.grad_accum if a.grad_accum > 1 else None,
                              loss_outside_autocast=True, fsdp_init="meta", ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if zero else None)
