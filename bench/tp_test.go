@@ -239,23 +239,15 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // its peak move between 6,052 and 6,552 MiB with small changes to the
 // requests, was of two-step simulations.)
 //
-// GPT-OSS's first eight layers at tp 4 without sp, checkpointed: −0.0%
-// reserved until the same change, −3.1% since. Traced in the twenty-ninth
-// session (bench/results/2026-11-28-h100x4-tp-gaps-traces): memplan's
-// requests of 100 MiB or more match the history's one for one, and the
-// history itself replayed through memplan's allocator maps 254 MiB less
-// than the run did (49,948 against 50,202 MiB): at the first optimizer
-// step the allocator puts an Adam state of 253 MiB into a free block of a
-// 3,142 MiB segment where the run mapped a segment of its own, so the
-// cached blocks' layout already differs there, by placement among blocks
-// the history does not tell apart (not yet modelled). −3.7% since the
-// thirty-third session holds the output projection's input until the
-// output collective (estimate.attnOp.forward; this history frees it
-// there, as Maverick's test shape does): with the first 1, 2, … 9 of the
-// 199 stretches where memplan's requests and the history's differ
-// replaced by the history's, the simulated peak goes back and forth
-// between 48,324 and 49,896 MiB (bench/torch/bisect.py) — a peak set by
-// placement, not by any one tensor.
+// (GPT-OSS's first eight layers at tp 4 without sp, checkpointed, listed
+// from the twenty-ninth session at −3.1% to −3.7% reserved, is −0.5% since
+// the thirty-ninth: its history, bench/results/2026-11-28-h100x4-tp-gaps-
+// traces, wraps the attention's input once per projection and all-reduces
+// each projection's share of its gradient into a new tensor, and holds the
+// input until the output projection's all-reduce has its output, which
+// memplan now simulates, estimate.fromLocalEach and collectiveOp.forward;
+// docs/parallelism.md §3.1.8. The history replays to its own reserve with
+// a chunk for NCCL's region in the address model, docs/allocator.md §8.)
 //
 // Llama 4's test shape at tp 2 × FSDP2 dp 2, meta-built, checkpointed
 // (held-out set 54, −3.9% reserved blind, every rank alike): rank 0's
@@ -284,7 +276,6 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // the checkpoint frames: docs/accuracy.md, thirty-sixth session); its
 // peak allocated is exact (+0.02%): placement, not traced.
 var tpGaps = map[string]map[int]bool{
-	"tp.py 4 model/testdata/hf/gpt-oss-8layer.json --tp 4 --no-sp --meta --seq 4096 --checkpointing every-block":                        {Reserved: true, Device: true},
 	"tp.py 2 model/testdata/hf/llama4-test-maverick-4layer.json --tp 2 --no-sp --meta --seq 2048 --batch 2 --checkpointing every-block": {Reserved: true, Device: true},
 }
 

@@ -36,6 +36,10 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed, conv1d bo
 	if w.quant != nil {
 		return s.bnbLinear(x, w, b, rows) // bitsandbytes (quant_ops.go)
 	}
+	if x.wrapped {
+		x = s.fromLocalEach(x) // tensorparallel.go
+		defer s.unref(x)
+	}
 	var bc, wc, xc *tensor
 	if conv1d {
 		wc, xc = s.castLow(w), s.castLow(x)

@@ -75,6 +75,9 @@ type tensor struct {
 	// unwaited marks a functional collective's output made in a
 	// recompute that no op has read yet (sim.unwaited, leakUnwaited).
 	unwaited bool
+	// wrapped marks a tensor-parallel module's replicated input that each
+	// column-parallel product wraps itself (fromLocalEach).
+	wrapped bool
 	// sdt is a ZeRO 2/3 shard's bytes per element when not the master
 	// dtype's (LoRA's fp32 adapters over a half base, lora.go), else 0.
 	sdt int8

@@ -207,16 +207,17 @@ func (o collectiveOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
 		s.unref(y)
 		y = d
 	}
-	if o.k.Opens && o.k.Op == model.OpGatherSeq {
-		// The module's call holds the gathered tensor and the input it
-		// was handed until it returns, after its output collective
-		// (closeModule; measured: the DeepSeek-V2-Lite and
-		// moe-llama-wide sequence-parallel histories). Without sequence
-		// parallelism the input is held alike (the DeepSeek-V2-Lite
-		// history without sp) but not simulated: holding it while the
-		// module's locals went before the output collective moved two
-		// GPT-OSS lines 4% under (docs/parallelism.md §3.1.4); the
-		// locals are held since (atReturn), the input not yet tried.
+	if o.k.Opens && (o.k.Op == model.OpGatherSeq || o.k.Op == model.OpReplicate) {
+		// The module's call holds the gathered (or wrapped) tensor and
+		// the input it was handed until it returns, after its output
+		// collective (closeModule; measured: the DeepSeek-V2-Lite and
+		// moe-llama-wide sequence-parallel histories; without sequence
+		// parallelism the DeepSeek-V2-Lite history and GPT-OSS's eight
+		// layers at tp 4, whose output all-reduce has its output before
+		// the attention's input goes, docs/parallelism.md §3.1.8).
+		// Holding the input while the module's locals went before the
+		// output collective had moved two GPT-OSS lines 4% under
+		// (§3.1.4); the locals are held since (atReturn).
 		s.moduleHold = append(s.moduleHold, s.ref(y), s.ref(x))
 	}
 	return y
@@ -281,10 +282,35 @@ func (o collectiveOp) run(s *sim, x *tensor) *tensor {
 		return y
 	}
 	// OpReplicate: DTensor.from_local in forward; in backward the
-	// gradient is a partial sum, all-reduced into a new tensor.
+	// gradient is a partial sum, all-reduced into a new tensor. Where the
+	// module's products wrap the input each (Each), the wrapping and the
+	// all-reduce are theirs (fromLocalEach) and this node passes the sum
+	// of their gradients through.
 	y := s.view(x, x.elems)
-	s.record("FromLocal", []*tensor{x}, y)
+	n := s.record("FromLocal", []*tensor{x}, y)
+	if o.k.Each {
+		y.wrapped = true
+		if n != nil {
+			n.pass = true
+		}
+	}
 	return y
+}
+
+// fromLocalEach is ColwiseParallel's input hook on one product of a module
+// whose input x is wrapped by each product (model.Collective.Each): a
+// DTensor.from_local view of x of its own, before autocast's casts, whose
+// backward all-reduces the product's share of x's gradient into a new
+// tensor that the autograd engine then adds into x's (measured: GPT-OSS's
+// eight layers at tp 4 without sp, an out-of-place all-reduce after each
+// of v_proj's, k_proj's and q_proj's input gradient, the first kept as the
+// sum and the others added into it and freed,
+// bench/results/2026-11-28-h100x4-tp-gaps-traces; docs/parallelism.md
+// §3.1.8). The caller unrefs the view after the product.
+func (s *sim) fromLocalEach(x *tensor) *tensor {
+	v := s.view(x, x.elems)
+	s.record("FromLocal", []*tensor{x}, v)
+	return v
 }
 
 // allGather gathers t shards of x into a new tensor: the collective's

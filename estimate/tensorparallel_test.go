@@ -476,3 +476,54 @@ func TestTPLlamaNote(t *testing.T) {
 		}
 	}
 }
+
+// TestWrapEachProduct checks tensor parallelism without sequence
+// parallelism (model.Collective.Each): each column-parallel product wraps
+// the module's input itself, so the first forward's tape holds five wraps
+// per block (and the head's one) that all-reduce their share of the
+// input's gradient in backward (q, k and v; gate and up), where one wrap
+// per module made two, and the module's own wrap passes the sum through;
+// and the module's input is still allocated when its output all-reduce
+// allocates (docs/parallelism.md §3.1.8).
+func TestWrapEachProduct(t *testing.T) {
+	const seq, dim, blocks = 256, 2048, 16
+	spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: seq,
+		Precision: model.AMPBF16, TP: 2, LossOutsideAutocast: true, Checkpointing: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wraps, passes, held, bare, seen := 0, 0, 0, 0, 0
+	_, err = estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) {
+			if !alloc || s.phase.Iteration != 0 || s.phase.Stage != StageForward {
+				return
+			}
+			for _, n := range s.tape[min(seen, len(s.tape)):] {
+				switch {
+				case n.name != "FromLocal":
+				case n.pass:
+					passes++
+				default:
+					wraps++
+				}
+			}
+			seen = len(s.tape)
+			if x.name == "all-reduce output (TP)" && x.elems == seq*dim {
+				if len(s.moduleHold) >= 2 && s.moduleHold[1].bytes() == seq*dim*4 {
+					held++
+				} else {
+					bare++
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wraps != 5*blocks+1 || passes != 2*blocks { // and the head's input, wrapped once
+		t.Errorf("first forward: %d wraps that all-reduce, %d that pass; want %d and %d", wraps, passes, 5*blocks+1, 2*blocks)
+	}
+	if held != 2*blocks || bare != 1 { // attention and MLP of every block; the embedding's reduction
+		t.Errorf("%d output all-reduces while their module's input is held, %d without; want %d and 1", held, bare, 2*blocks)
+	}
+}

@@ -128,6 +128,15 @@ type Collective struct {
 	// Holds keeps the output bound until the base model's forward returns
 	// (the vocabulary-parallel embedding's reduction under Embedding.Hold).
 	Holds bool
+	// Each marks an OpReplicate whose module's column-parallel products
+	// each wrap the input themselves (ColwiseParallel's input hook on every
+	// projection, with no PrepareModuleInput before the module: torchtitan's
+	// and transformers' plans without sequence parallelism): one
+	// DTensor.from_local per product, each all-reducing its own share of
+	// the input's gradient into a new tensor in backward, which the
+	// autograd engine then adds into the input's (docs/parallelism.md
+	// §3.1.8).
+	Each bool
 }
 
 // Kind is the layer kind's name.

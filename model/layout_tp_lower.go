@@ -20,12 +20,15 @@ type tpLowering struct {
 func (tp *tpLowering) coll(op string) Layer { return L(&Collective{Op: op, Ranks: tp.t}) }
 
 // in is what enters a ColwiseParallel module: the sequence gathered, or a
-// replicated input wrapped.
-func (tp *tpLowering) in() Layer {
+// replicated input wrapped, by each of its column-parallel products when
+// each is set (Collective.Each).
+func (tp *tpLowering) in(each bool) Layer {
 	if tp.sp {
 		return tp.coll(OpGatherSeq)
 	}
-	return tp.coll(OpReplicate)
+	l := tp.coll(OpReplicate)
+	l.Spec.(*Collective).Each = each
+	return l
 }
 
 // out is what leaves a RowwiseParallel module: the partial sum reduced.
@@ -37,11 +40,15 @@ func (tp *tpLowering) out() Layer {
 }
 
 // module is body, the layers of one module (the attention, an MLP, a
-// mixture of experts), between its collectives: in(), body, out(), the
+// mixture of experts), between its collectives: in(each), body, out(), the
 // first opening the module's call and the last closing it
-// (Collective.Opens).
-func (tp *tpLowering) module(body ...Layer) []Layer {
-	in, out := tp.in(), tp.out()
+// (Collective.Opens). each says that the module's column-parallel
+// products wrap its replicated input one by one (Collective.Each): the
+// attention's projections and an MLP's, as ColwiseParallel does on each;
+// not a mixture of experts' wrapper or latent attention, whose inputs are
+// wrapped once (TPMoE, ExpertsTP) or reach replicated down-projections.
+func (tp *tpLowering) module(each bool, body ...Layer) []Layer {
+	in, out := tp.in(each), tp.out()
 	in.Spec.(*Collective).Opens = true
 	out.Spec.(*Collective).Closes = true
 	return append(append([]Layer{in}, body...), out)
@@ -64,7 +71,7 @@ func (tp *tpLowering) plainMLP(ls []Layer, i int) (_ []Layer, ok bool) {
 	}
 	u, d := *up, *down
 	u.Out, d.In = up.Out/tp.t, down.In/tp.t
-	return tp.module(L(&u), ls[i+1], L(&d)), true
+	return tp.module(true, L(&u), ls[i+1], L(&d)), true
 }
 
 // closeWith gives the closing collective that ends mod (tp.module's) the
@@ -172,11 +179,11 @@ func (tp *tpLowering) leaf(ls []Layer, i int) (out []Layer, skip int, err error)
 		// result: after RowwiseParallel's reduction, on what it left,
 		// inside the attention's call.
 		a.OutDropout = 0
-		out = append(out, closeWith(tp.module(L(&a)), k.OutDropout)...)
+		out = append(out, closeWith(tp.module(k.MLA == nil, L(&a)), k.OutDropout)...)
 	case *GatedMLP:
 		g := *k
 		g.Hidden = k.Hidden / tp.t
-		out = append(out, tp.module(L(&g))...)
+		out = append(out, tp.module(true, L(&g))...)
 	case *MoE:
 		return tp.moe(k, l)
 	case *RMSNorm, *LayerNorm:
@@ -185,7 +192,7 @@ func (tp *tpLowering) leaf(ls []Layer, i int) (out []Layer, skip int, err error)
 		if k.Bias {
 			return nil, 0, fmt.Errorf("%w: a head with a bias", ErrNotSplittable)
 		}
-		out = append(out, tp.in(), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp,
+		out = append(out, tp.in(false), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp,
 			Uneven: k.Vocab%tp.t != 0, Softcap: k.Softcap, Scale: k.Scale}))
 	default:
 		return nil, 0, fmt.Errorf("%w: %s", ErrNotSplittable, l.Kind)
@@ -214,5 +221,5 @@ func (tp *tpLowering) moe(k *MoE, l Layer) ([]Layer, int, error) {
 	}
 	x := *k
 	x.Hidden, x.Shared = k.Hidden/tp.t, k.Shared/tp.t
-	return tp.module(L(&x)), 0, nil
+	return tp.module(false, L(&x)), 0, nil
 }
