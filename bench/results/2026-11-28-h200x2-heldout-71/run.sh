@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Held-out set 71 on two or more GPUs, one device call:
+#   bash bench/results/2026-11-28-h200x2-heldout-71/run.sh
+# Results in $OUT (heldout-71.jsonl, err.txt, env.txt). On four GPUs the
+# lines run in two streams of two GPUs each (CUDA_VISIBLE_DEVICES 0,1 and 2,3).
+set -u
+out=${OUT:-/tmp/out71}
+mkdir -p "$out"
+export HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "transformers", transformers.__version__)'; } >"$out/env.txt" 2>&1
+grep -v '^#' bench/torch/dist/heldout-71.txt | grep . >/tmp/g71
+if (( $(nvidia-smi -L | wc -l) >= 4 )); then
+  awk 'NR % 2 == 1' /tmp/g71 >/tmp/g71a; awk 'NR % 2 == 0' /tmp/g71 >/tmp/g71b
+  CUDA_VISIBLE_DEVICES=0,1 MASTER_PORT=29511 TIMEOUT=150 bash bench/torch/dist/tp-run.sh /tmp/g71a "$out/a.jsonl" &
+  sleep 5
+  CUDA_VISIBLE_DEVICES=2,3 TIMEOUT=150 bash bench/torch/dist/tp-run.sh /tmp/g71b "$out/b.jsonl"
+  wait
+  cat "$out/a.jsonl" "$out/b.jsonl" >"$out/heldout-71.jsonl"; cat "$out/a.jsonl.err" "$out/b.jsonl.err" >"$out/heldout-71.jsonl.err"
+  rm -f "$out"/a.jsonl* "$out"/b.jsonl*
+else
+  TIMEOUT=150 bash bench/torch/dist/tp-run.sh /tmp/g71 "$out/heldout-71.jsonl"
+fi
+tail -c 30000 "$out/heldout-71.jsonl.err" >"$out/err.txt"; rm -f "$out/heldout-71.jsonl.err"
