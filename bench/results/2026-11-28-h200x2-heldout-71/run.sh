@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Held-out set 71 on two or more GPUs, one device call:
+# Held-out set 71 on two or more GPUs, then a listed gap with its history, one device call:
 #   bash bench/results/2026-11-28-h200x2-heldout-71/run.sh
 # Results in $OUT (heldout-71.jsonl, err.txt, env.txt). On four GPUs the
 # lines run in two streams of two GPUs each (CUDA_VISIBLE_DEVICES 0,1 and 2,3).
@@ -21,3 +21,11 @@ else
   TIMEOUT=150 bash bench/torch/dist/tp-run.sh /tmp/g71 "$out/heldout-71.jsonl"
 fi
 tail -c 30000 "$out/heldout-71.jsonl.err" >"$out/err.txt"; rm -f "$out/heldout-71.jsonl.err"
+# Then the Maverick gap with rank 0's whole history (trace-71-maverick.txt).
+mkdir -p /tmp/ev71
+MEMPLAN_SNAPSHOT_ENTRIES=600000 TIMEOUT=150 SNAPDIR=/tmp/snaps71 \
+  bash bench/torch/dist/tp-run.sh bench/torch/dist/trace-71-maverick.txt "$out/trace-maverick.jsonl"
+for f in /tmp/snaps71/*rank0.pickle; do
+  python3 bench/torch/dist/snap2events.py "$f" "$out/maverick-$(basename "$f" .pickle).json.gz"
+done
+rm -f "$out/trace-maverick.jsonl.err"
