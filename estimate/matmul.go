@@ -37,7 +37,7 @@ func (s *sim) matmulView(x, w, b *tensor, rows, out int64, transposed, conv1d bo
 		return s.bnbLinear(x, w, b, rows) // bitsandbytes (quant_ops.go)
 	}
 	if x.wrapped {
-		x = s.fromLocalEach(x) // tensorparallel.go
+		x = s.fromLocalEach(x) // tp_collectives.go
 		defer s.unref(x)
 	}
 	var bc, wc, xc *tensor
