@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Held-out set 72 on one H200 (bench/torch/heldout72.txt), one process per
-# line through grid.sh, lines started until 480 s have passed; FROM=N starts
+# line through grid.sh, lines started until 200 s have passed; FROM=N starts
 # at the N-th line (1-based) for a second call. Results in $OUT.
 set -u
 out=${OUT:-/tmp/out72}
@@ -11,7 +11,7 @@ grep -v '^#' bench/torch/heldout72.txt | grep . | tail -n +"${FROM:-1}" >/tmp/g7
 start=$(date +%s)
 : >/tmp/g72.one
 while read -r line; do
-  if (( $(date +%s) - start > 480 )); then echo "skipped: $line" >>"$out/skipped.txt"; continue; fi
+  if (( $(date +%s) - start > 200 )); then echo "skipped: $line" >>"$out/skipped.txt"; continue; fi
   echo "$line" >/tmp/g72.one
   GRID=/tmp/g72.one bash bench/torch/grid.sh "$out/heldout72.jsonl"
 done </tmp/g72
