@@ -1,19 +1,5 @@
 #!/usr/bin/env bash
-# Held-out set 70 on one H200 (bench/torch/heldout70.txt), one process per
-# line through grid.sh, lines started until 480 s have passed; FROM=N starts
-# at the N-th line (1-based) for a second call. Results in $OUT.
-set -u
-out=${OUT:-/tmp/out70}
-mkdir -p "$out"
-export HF_HUB_OFFLINE=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch, transformers, torchvision; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "transformers", transformers.__version__, "torchvision", torchvision.__version__)'; } >"$out/env.txt" 2>&1
-grep -v '^#' bench/torch/heldout70.txt | grep . | tail -n +"${FROM:-1}" >/tmp/g70
-start=$(date +%s)
-: >/tmp/g70.one
-while read -r line; do
-  if (( $(date +%s) - start > 480 )); then echo "skipped: $line" >>"$out/skipped.txt"; continue; fi
-  echo "$line" >/tmp/g70.one
-  GRID=/tmp/g70.one bash bench/torch/grid.sh "$out/heldout70.jsonl"
-done </tmp/g70
-[[ -f $out/heldout70.jsonl.err ]] && tail -c 20000 "$out/heldout70.jsonl.err" >"$out/err.txt" && rm -f "$out/heldout70.jsonl.err"
-true
+# Held-out set 70 on one H200 (bench/torch/heldout70.txt), lines started
+# until 480 s have passed; results in $OUT (heldout70.jsonl, env.txt,
+# err.txt).
+exec bash bench/torch/grid-budget.sh bench/torch/heldout70.txt heldout70 480
