@@ -11,10 +11,10 @@ why no script runs it as planned. A line's program may differ from the
 plan's in what the scripts fix (tp.py, cp.py and pp.py train with AdamW
 foreach and compute the loss outside autocast; pp.py has no loss
 parallelism; cp.py's and tp.py's ZeRO 3 is FSDP2 with the root kept
-unsharded, the plan's resharded; ZeRO 2 beside tensor parallelism, ZeRO 1 and 2 beside context parallelism,
-and a pipeline's ZeRO 3 have no script; tp.py splits a transformers config
-on the meta device, --meta, and runs DDP and ZeRO 1 over it since the
-thirty-ninth session):
+unsharded, the plan's resharded; ZeRO 2 beside tensor parallelism, ZeRO 1
+and 2 beside context parallelism, and a pipeline's ZeRO 3 have no script;
+tp.py splits a transformers config on the meta device, --meta, and runs
+DDP and ZeRO 1 over it since the thirty-ninth session):
 predict.py
 predicts each line as it runs, which is the accuracy figure; the plan's
 own figure is set beside it.
