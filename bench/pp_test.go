@@ -317,12 +317,13 @@ var interleavedDDPGaps = map[string][]int{
 // docs/multigpu.md) and the runs without a pause held it past the peak in
 // one of thirteen (not in the three of held-out set 68, the planner's
 // layouts for gemma-2-2b and Phi-3-mini, where keeping it puts memplan
-// 2.2-7.7% over and a loop that pauses within 1.3%): every prediction must be at most UnderLimit under the
-// busiest rank, and the prediction for a loop that pauses after its first
-// step (which frees the bucket at once) within issue 13's worst-case
-// targets either way (distTargets: 6% allocated, 8% reserved and device),
-// so that all but the race is modelled (docs/parallelism.md §3.2.5). The runs of the
-// last file paused (pp.py --step-pause 0.2), and so does their default
+// 2.2-7.7% over and a loop that pauses within 1.3%): every prediction
+// must be at most UnderLimit under the busiest rank, and the prediction
+// for a loop that pauses after its first step (which frees the bucket at
+// once) within issue 13's worst-case targets either way (distTargets: 6%
+// allocated, 8% reserved and device), so that all but the race is
+// modelled (docs/parallelism.md §3.2.5). The runs of the last file but
+// one paused (pp.py --step-pause 0.2), and so does their default
 // prediction.
 func TestPipelineInterleavedDDP(t *testing.T) {
 	under := map[string]bool{}
