@@ -13,9 +13,10 @@ import (
 // §3.2). The micro-batches themselves are ppForward and ppBackward
 // (pipeline.go).
 
-// PipelineNote, the note every estimate of pipeline stages carries (and
-// memplan plan prints under pipeline layouts), says what memplan does not
-// model of a pipeline stage's reserved memory: all of the driver's placement of segments (it models
+// PipelineNote, the note every estimate of pipeline stages carries, says
+// what memplan does not model of a pipeline stage's reserved memory (memplan
+// plan gives the same headroom, PipelineUnder, under pipeline layouts): all
+// of the driver's placement of segments (it models
 // the room cuBLAS's first product opens, the first communicator's chunks
 // and the host memory NCCL's set-up and cuBLAS's handle map into the
 // context's freed reservation: docs/allocator.md §8), on which these
@@ -30,8 +31,8 @@ import (
 var PipelineNote = fmt.Sprintf("pipeline stages: where the driver places segments (the room cuBLAS's first product opens, NCCL's chunks and the host memory its set-up maps as the stages' and data-parallel groups' communicators connect) decides part of reserved memory, which memplan models only in part; measured pipeline runs reserved up to %.1f%% more than predicted (docs/allocator.md §8, docs/parallelism.md §3.2.11–§3.2.12): leave that headroom", 100*PipelineUnder)
 
 // PipelineUnder is the most a committed pipeline run reserved above
-// memplan's prediction, as a fraction of the prediction's measured
-// counterpart (PipelineNote says where it comes from).
+// memplan's prediction, as a fraction of the run's peak reserved
+// (PipelineNote says which run).
 const PipelineUnder = 0.107
 
 // trainPipeline simulates two optimizer steps of one stage, as the

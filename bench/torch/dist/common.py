@@ -256,10 +256,12 @@ def report(label, config, memplan, step_peaks, local, extra=None):
 
 
 def memplan_cmd(spec, batch, seq, **flags):
-    """The memplan command line for a configuration, with issue 13's flags."""
+    """The memplan command line for a configuration, with issue 13's flags;
+    a flag of None or False is left out, and so is grad_accum=1 (memplan's
+    default: one micro-batch a step)."""
     parts = ["memplan estimate", spec, "--batch", str(batch), "--seq", str(seq), "--precision amp-bf16"]
     for k, v in flags.items():
-        if v is None or v is False:
+        if v is None or v is False or (k == "grad_accum" and v == 1):
             continue
         k = "--" + k.replace("_", "-")
         parts.append(k if v is True else f"{k} {v}")

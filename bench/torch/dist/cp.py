@@ -59,7 +59,7 @@ def memplan_cmd(a, cp, seq):
     # The loss is computed after the autocast region ends: the cached bf16
     # weights are freed first.
     flags = dict(cp=cp, checkpointing=a.checkpointing, loss_outside_autocast=True,
-                 grad_accum=a.grad_accum if a.grad_accum > 1 else None)
+                 grad_accum=a.grad_accum)
     if a.tp > 1:
         flags.update(tp=a.tp, sp=sp, loss_parallel=a.loss_parallel)
     if a.fsdp:
@@ -264,7 +264,7 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
     if a.fsdp:
         flags.update(dp=a.dp if a.dp > 1 else None, zero=3, fsdp_root="keep")
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, d["seq"], cp=cp, checkpointing=a.checkpointing,
-                             grad_accum=a.grad_accum if a.grad_accum > 1 else None,
+                             grad_accum=a.grad_accum,
                              loss_outside_autocast=True, **flags)
     common.report(a.label, config_out, cmd, steps, local)
 

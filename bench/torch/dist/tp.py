@@ -143,7 +143,7 @@ def main():
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=zero,
                              fsdp_root="keep" if zero == 3 else None, checkpointing=a.checkpointing,
-                             grad_accum=a.grad_accum if a.grad_accum > 1 else None,
+                             grad_accum=a.grad_accum,
                              loss_outside_autocast=True, fsdp_init="meta" if a.meta else "gpu",
                              ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if a.ep > 1 and a.router == "zero" else None)
@@ -243,7 +243,7 @@ def hf_main(a, world, local):
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=dpzero,
                              fsdp_root="keep" if dpzero == 3 else None, checkpointing=a.checkpointing,
-                             grad_accum=a.grad_accum if a.grad_accum > 1 else None,
+                             grad_accum=a.grad_accum,
                              loss_outside_autocast=True, fsdp_init="meta", ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if zero else None)
     common.report(a.label, config, cmd, steps, local)
