@@ -2,6 +2,8 @@ package report
 
 import (
 	"fmt"
+	"reflect"
+	"sync"
 	"sync/atomic"
 
 	"github.com/memplan/memplan/estimate"
@@ -18,6 +20,15 @@ import (
 // one device class, each estimate made once for both. An estimate that
 // neither the cuDNN tables nor the SM count sized is shared more widely,
 // by every device with the same cuBLAS workspace (plainKey).
+//
+// Rows share whole estimates too, through the report's sharedCache: two
+// rows whose specs describe the same model (a spec listed twice, or as
+// written and with an override it already has: specs/mistral-7b.yaml is
+// bf16, so its "?precision=bf16" row is the same job) make each estimate
+// once, and so do a row's fixes that are another row's training (the
+// bf16 fix of an amp-bf16 row is the bf16 row's own spec). An estimate is a
+// function of the model, the training and the device class alone, so a
+// row that takes one from another row gets the figure it would have made.
 //
 // Across classes only bounds are shared: every estimate gives a lower
 // bound on the device total that does not depend on the device (bound), so
@@ -57,9 +68,92 @@ func keyOf(s *model.Spec) cacheKey {
 
 func (k cacheKey) plain() plainKey { return plainKey{k.training, k.device.Hopper()} }
 
+// sharedCache holds the whole estimates of every row of a report, by
+// model (an index into models) and cacheKey, for the rows computed in
+// parallel: its methods lock.
+type sharedCache struct {
+	mu      sync.Mutex
+	models  []*model.Spec // one spec of each distinct model, by index
+	results map[sharedKey]*estimate.Result
+	plain   map[sharedPlain]*estimate.Result
+	over    map[sharedKey]int64 // rowCache.over's, for every row
+}
+
+type sharedKey struct {
+	model int
+	key   cacheKey
+}
+
+type sharedPlain struct {
+	model int
+	key   plainKey
+}
+
+func newSharedCache() *sharedCache {
+	return &sharedCache{results: map[sharedKey]*estimate.Result{}, plain: map[sharedPlain]*estimate.Result{},
+		over: map[sharedKey]int64{}}
+}
+
+// modelOf returns the index of s's model among the report's: equal to
+// another row's when everything but the training and the device is (the
+// model, and what the estimate copies from the spec: its notes).
+func (c *sharedCache) modelOf(s *model.Spec) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, m := range c.models {
+		if s.HFType == m.HFType && reflect.DeepEqual(s.Notes, m.Notes) && reflect.DeepEqual(s.Model, m.Model) {
+			return i
+		}
+	}
+	c.models = append(c.models, s)
+	return len(c.models) - 1
+}
+
+// made is the whole estimate of model m under key k that any row has
+// made, or nil (rowCache.made's rules).
+func (c *sharedCache) made(m int, s *model.Spec, k cacheKey) *estimate.Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.results[sharedKey{m, k}]; ok {
+		return r
+	}
+	if r, ok := c.plain[sharedPlain{m, k.plain()}]; ok && r.SharesWith(s.Device) {
+		return r
+	}
+	return nil
+}
+
+// raise records a stopped estimate's total v under key k of model m.
+func (c *sharedCache) raise(m int, k cacheKey, v int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sk := sharedKey{m, k}
+	c.over[sk] = max(c.over[sk], v)
+}
+
+// overOf is the highest stopped total any row recorded under key k of
+// model m (raise), 0 if none.
+func (c *sharedCache) overOf(m int, k cacheKey) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.over[sharedKey{m, k}]
+}
+
+func (c *sharedCache) keep(m int, k cacheKey, r *estimate.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.results[sharedKey{m, k}] = r
+	c.plain[sharedPlain{m, k.plain()}] = r
+}
+
 // rowCache memoizes the estimator over the cells of one row. A row is
-// computed by one goroutine, so it needs no lock.
+// computed by one goroutine, so it needs no lock (its sharedCache locks).
 type rowCache struct {
+	// shared, when set, is the report's: whole estimates of other rows
+	// of the same model (model, its index, set with the row's first
+	// spec).
+	shared *sharedCache
+	model  int
 	// results holds every estimate made, by device class; plain holds the
 	// last one of each plainKey, which other devices may share
 	// (estimate.Result.SharesWith).
@@ -102,7 +196,8 @@ func (c *rowCache) estimate(s *model.Spec) (*estimate.Result, error) {
 }
 
 // made is the whole estimate of s (key k) the row has made already, of
-// its device class or shared more widely (plainKey), or nil.
+// its device class or shared more widely (plainKey), or that another row
+// of the same model made (taken into the row as if made there), or nil.
 func (c *rowCache) made(s *model.Spec, k cacheKey) *estimate.Result {
 	if r, ok := c.results[k]; ok {
 		return r
@@ -110,7 +205,14 @@ func (c *rowCache) made(s *model.Spec, k cacheKey) *estimate.Result {
 	if r, ok := c.plain[k.plain()]; ok && r.SharesWith(s.Device) {
 		return r
 	}
-	return nil
+	if c.shared == nil {
+		return nil
+	}
+	r := c.shared.made(c.model, s, k)
+	if r != nil {
+		c.record(s, k, r)
+	}
+	return r
 }
 
 // oracle is tuner.Analytic through the cache (the same estimate, whose
@@ -133,6 +235,11 @@ func (c *rowCache) stopOracle(s *model.Spec, above int64) (int64, bool, error) {
 	if r := c.made(s, k); r != nil {
 		return r.DeviceTotal, false, nil
 	}
+	if c.shared != nil {
+		if lb := c.shared.overOf(c.model, k); lb > 0 {
+			c.over[k] = max(c.over[k], lb)
+		}
+	}
 	if lb, ok := c.over[k]; ok && above > 0 && lb > above {
 		return lb, true, nil
 	}
@@ -143,6 +250,9 @@ func (c *rowCache) stopOracle(s *model.Spec, above int64) (int64, bool, error) {
 	if r.Stopped {
 		estimatesMade.Add(1)
 		c.over[k] = max(c.over[k], r.DeviceTotal)
+		if c.shared != nil {
+			c.shared.raise(c.model, k, r.DeviceTotal)
+		}
 		return r.DeviceTotal, true, nil
 	}
 	c.keep(s, k, r)
@@ -153,10 +263,18 @@ func (c *rowCache) stopOracle(s *model.Spec, above int64) (int64, bool, error) {
 // benchmark's estimates/op), stopped ones included.
 var estimatesMade atomic.Int64
 
-// keep records an estimate of s: its total and its bounds; in tests it
-// checks the model-state bound against it.
+// keep records an estimate of s the row made, for the row and the report.
 func (c *rowCache) keep(s *model.Spec, k cacheKey, r *estimate.Result) {
 	estimatesMade.Add(1)
+	if c.shared != nil {
+		c.shared.keep(c.model, k, r)
+	}
+	c.record(s, k, r)
+}
+
+// record records an estimate of s in the row: its total and its bounds;
+// in tests it checks the model-state bound against it.
+func (c *rowCache) record(s *model.Spec, k cacheKey, r *estimate.Result) {
 	c.results[k] = r
 	c.plain[k.plain()] = r
 	state, act := bounds(r)

@@ -160,6 +160,7 @@ func build(paths, devices []string, load Loader, o Options, check func(*rowCache
 	r := &Report{Version: o.Version, Generated: o.Now, Band: o.Band, Margin: o.Margin, Devices: devices,
 		Rows: make([]Row, len(paths)), planFlags: o.PlanFlags}
 	jobs := make(chan int)
+	shared := newSharedCache()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done, total := 0, len(paths)*len(devices)
@@ -177,7 +178,7 @@ func build(paths, devices []string, load Loader, o Options, check func(*rowCache
 			defer wg.Done()
 			for i := range jobs {
 				memo := newRowCache()
-				memo.check = check != nil
+				memo.check, memo.shared = check != nil, shared
 				r.Rows[i] = row(paths[i], devices, load, memo, o, progress)
 				if check != nil {
 					check(memo)
@@ -224,6 +225,9 @@ func row(path string, devices []string, load Loader, memo *rowCache, o Options, 
 			rw.Cells[j] = Cell{Device: dev, Error: err.Error()}
 			progress()
 			continue
+		}
+		if len(order) == 0 && memo.shared != nil {
+			memo.model = memo.shared.modelOf(spec)
 		}
 		specs[j] = spec
 		order = append(order, j)
