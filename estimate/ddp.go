@@ -179,7 +179,7 @@ func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8,
 				continue // placed by the later pass
 			}
 			// A sublayer of a later layer is placed with it.
-			for _, list := range in.sublists() {
+			for list := range in.sublists() {
 				out = registeredPass(list, seen, out, reg, adapters)
 			}
 			continue
@@ -204,7 +204,7 @@ func registeredPass(ins []*inst, seen map[*tensor]bool, out []*tensor, reg int8,
 		if reg > 0 {
 			sub = -1 // the whole subtree of a later layer, in order
 		}
-		for _, list := range in.sublists() {
+		for list := range in.sublists() {
 			out = registeredPass(list, seen, out, sub, adapters)
 		}
 	}

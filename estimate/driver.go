@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"iter"
 	"math"
 	"slices"
 
@@ -61,10 +62,20 @@ type inst struct {
 	inSh, outSh model.Shape
 }
 
-// sublists are the instance's sublayers: its body, its shortcut and its
-// fork's branches, each in forward order.
-func (in *inst) sublists() [][]*inst {
-	return append([][]*inst{in.body, in.short}, in.fork...)
+// sublists yields the instance's sublayers: its body, its shortcut and its
+// fork's branches, each in forward order (without building a list: the
+// walks that call it run at every forward).
+func (in *inst) sublists() iter.Seq[[]*inst] {
+	return func(yield func([]*inst) bool) {
+		if !yield(in.body) || !yield(in.short) {
+			return
+		}
+		for _, f := range in.fork {
+			if !yield(f) {
+				return
+			}
+		}
+	}
 }
 
 // param allocates a trainable parameter, as model.to("cuda") does: one

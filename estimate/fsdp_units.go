@@ -84,7 +84,7 @@ func fsdpUnits(ins []*inst, dp int64, deg func(*tensor) int64, nest func(*tensor
 					dst.add(p.lora.b)
 				}
 			}
-			for _, list := range in.sublists() {
+			for list := range in.sublists() {
 				walk(list, own)
 			}
 		}

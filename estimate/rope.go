@@ -174,7 +174,7 @@ func firstRope(ins []*inst) *attnOp {
 		if a, ok := in.op.(*attnOp); ok && a.k.RoPE && a.k.Style == "hf" {
 			return a
 		}
-		for _, list := range in.sublists() {
+		for list := range in.sublists() {
 			if a := firstRope(list); a != nil {
 				return a
 			}

@@ -304,7 +304,7 @@ func paramBytes(ins []*inst, seen map[*tensor]bool) (root, unit int64) {
 			}
 		}
 		var sub int64
-		for _, list := range in.sublists() {
+		for list := range in.sublists() {
 			r, u := paramBytes(list, seen)
 			sub += r
 			unit = max(unit, u)

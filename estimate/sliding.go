@@ -25,7 +25,7 @@ func maskedIn(s *sim, ins []*inst, seq int64) bool {
 		if a, ok := in.op.(*attnOp); ok && a.masked(s, seq) {
 			return true
 		}
-		for _, list := range in.sublists() {
+		for list := range in.sublists() {
 			if maskedIn(s, list, seq) {
 				return true
 			}
@@ -137,7 +137,7 @@ func windowKinds(ins []*inst) (sliding, full bool) {
 		if a, ok := in.op.(*attnOp); ok {
 			sliding, full = sliding || a.window > 0, full || a.window == 0
 		}
-		for _, list := range in.sublists() {
+		for list := range in.sublists() {
 			sl, fu := windowKinds(list)
 			sliding, full = sliding || sl, full || fu
 		}
@@ -165,7 +165,7 @@ func firstWindowed(ins []*inst) *attnOp {
 		if a, ok := in.op.(*attnOp); ok && a.k.Window > 0 {
 			return a
 		}
-		for _, list := range in.sublists() {
+		for list := range in.sublists() {
 			if a := firstWindowed(list); a != nil {
 				return a
 			}
