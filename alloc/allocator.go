@@ -61,6 +61,7 @@ type Allocator struct {
 	spareBk  []int32        // recycled buckets
 	gap      gapEnt         // an entry left without blocks, still in its index (tree.go)
 	walkBuf  []hent
+	revBuf   []int32  // AppendLayout's
 	searches [2]int64 // get_free_block calls per pool (garbage collection ages)
 	streams  int32    // highest stream used, +1
 	pending  []int32  // frees waiting for ProcessEvents
@@ -101,6 +102,7 @@ func (a *Allocator) Reset(c Config) {
 		buckets: a.buckets[:0],
 		spareBk: a.spareBk[:0],
 		walkBuf: a.walkBuf[:0],
+		revBuf:  a.revBuf[:0],
 		index:   a.index,
 		side:    a.side,
 		va:      a.va,

@@ -15,7 +15,7 @@ package alloc
 // waiting for ProcessEvents, or label(b) for an allocated one.
 func (a *Allocator) AppendLayout(dst []int64, label func(Block) int64) []int64 {
 	dst = append(dst, a.allocated, a.reserved, int64(len(a.pending)))
-	var rev []int32
+	rev := a.revBuf[:0]
 	for i := range a.segs {
 		g := &a.segs[i]
 		if g.released {
@@ -40,6 +40,7 @@ func (a *Allocator) AppendLayout(dst []int64, label func(Block) int64) []int64 {
 			dst = append(dst, r.off, r.size, int64(r.stream), state)
 		}
 	}
+	a.revBuf = rev[:0]
 	return dst
 }
 
