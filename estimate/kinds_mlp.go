@@ -54,7 +54,15 @@ func (o *gatedMLPOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if o.k.Fused {
 		return s.fusedMLP(x, &o.p, s.rows(sh), o.k.Hidden, o.k.Dim, o.k.Activation)
 	}
-	return s.gatedMLP(x, &o.p, s.rows(sh), o.k.Hidden, o.k.Dim, o.k.Activation)
+	y, m := s.gatedMLP(x, &o.p, s.rows(sh), o.k.Hidden, o.k.Dim, o.k.Activation)
+	// The product is down_proj's argument, which its call holds until it
+	// returns: under tensor parallelism after RowwiseParallel's output
+	// hook has run the module's output collective (measured: Maverick's
+	// dense layers at tp 2 without sp free it after the all-reduce's
+	// output, bench/results/2026-11-28-h200x2-heldout-71, docs/
+	// parallelism.md §3.1.8).
+	s.atReturn(m)
+	return y
 }
 
 // fusedMLP is Phi3MLP's forward over rows: up_states = gate_up_proj(x);
@@ -79,16 +87,24 @@ func (s *sim) fusedMLP(x *tensor, p *mlpParams, rows, hidden, dim int64, act str
 	return y
 }
 
-// gatedMLP is down(act(gate(x)) * up(x)) over rows.
-func (s *sim) gatedMLP(x *tensor, p *mlpParams, rows, hidden, dim int64, act string) *tensor {
+// gatedMLP is down(act(gate(x)) * up(x)) over rows. It returns the output
+// and the product act(gate(x)) * up(x), down_proj's input, which the caller
+// still holds and drops.
+func (s *sim) gatedMLP(x *tensor, p *mlpParams, rows, hidden, dim int64, act string) (y, m *tensor) {
 	g := s.matmul(x, p.gate, p.gateB, rows, hidden)
 	a := s.activation(act, g, false)
 	s.unref(g)
 	u := s.matmul(x, p.up, p.upB, rows, hidden)
-	m := s.mul(a, u)
+	m = s.mul(a, u)
 	s.unref(a)
 	s.unref(u)
-	y := s.matmul(m, p.down, p.downB, rows, dim)
+	return s.matmul(m, p.down, p.downB, rows, dim), m
+}
+
+// sharedExpert is a mixture of experts' shared expert: gatedMLP, its
+// product dropped as down_proj returns.
+func (s *sim) sharedExpert(x *tensor, p *mlpParams, rows, hidden, dim int64, act string) *tensor {
+	y, m := s.gatedMLP(x, p, rows, hidden, dim, act)
 	s.unref(m)
 	return y
 }

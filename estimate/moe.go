@@ -73,7 +73,7 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	}
 	var shared *tensor
 	if k.Shared > 0 && !k.SharedAfter {
-		shared = s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
+		shared = s.sharedExpert(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
 	}
 	var w, idx, logits *tensor
 	if fusedLoRA(o.router) {
@@ -113,7 +113,7 @@ func (o *moeOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	if k.SharedAfter && k.Shared > 0 {
 		// DeepseekV3MoE: hidden_states + self.shared_experts(residuals),
 		// after the routed experts; the sum made, both go.
-		sh := s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
+		sh := s.sharedExpert(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
 		sum := s.add(y, sh)
 		s.unref(y)
 		s.unref(sh)

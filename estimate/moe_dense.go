@@ -30,7 +30,7 @@ func (s *sim) llama4MoE(o *moeOp, x *tensor, rows int64) *tensor {
 	s.unref(sc)
 	var y *tensor
 	s.inExpertsUnit(func() { y = s.denseExperts(o, in, e*rows) })
-	sh := s.gatedMLP(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
+	sh := s.sharedExpert(x, &o.shared, rows, k.Shared, k.Dim, k.Activation)
 	// Autocast runs sum in fp32 (its fp32_set_opt_dtype list: an fp32
 	// result, no copy of the input), which add_ casts into sh.
 	dt := y.dt

@@ -194,8 +194,9 @@ func TestSequenceGatherView(t *testing.T) {
 // as the module's call holds them (the DeepSeek-V2-Lite and
 // moe-llama-wide histories), and freed after: every reduce-scatter output
 // of the forward but the embedding's is allocated while its module's
-// gathered input is live, and the attention's while its locals are too
-// (atReturn).
+// gathered input is live, and with the module's locals (atReturn): the
+// attention's query, key and value, the MLP's product (down_proj's input,
+// which its call holds through its output hook).
 func TestModuleHoldsGatheredInput(t *testing.T) {
 	spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256,
 		Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true})
@@ -218,7 +219,7 @@ func TestModuleHoldsGatheredInput(t *testing.T) {
 				if gathered != nil && len(s.moduleHold) >= 2 && s.moduleHold[0] == gathered {
 					held++
 					if len(s.moduleHold) > 2 {
-						locals++ // the attention's query, key and value (atReturn)
+						locals++ // the attention's query, key and value, or the MLP's product (atReturn)
 					}
 				} else {
 					bare++
@@ -229,8 +230,47 @@ func TestModuleHoldsGatheredInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held != 2*16 || bare != 1 || locals != 16 { // attention and MLP of 16 blocks; the embedding
-		t.Errorf("%d reduce-scatters while their module's gathered input is held (%d with its locals), %d without; want 32 (16) and 1", held, locals, bare)
+	if held != 2*16 || bare != 1 || locals != 2*16 { // attention and MLP of 16 blocks; the embedding
+		t.Errorf("%d reduce-scatters while their module's gathered input is held (%d with its locals), %d without; want 32 (32) and 1", held, locals, bare)
+	}
+}
+
+// TestMLPHoldsProduct checks that under tensor parallelism without
+// sequence parallelism a gated MLP's product, down_proj's input, is still
+// allocated when the MLP's output all-reduce allocates its output, and
+// freed after (the call holds its argument through RowwiseParallel's
+// output hook; measured on Maverick's checkpointed dense layers at tp 2,
+// bench/results/2026-11-28-h200x2-heldout-71). Checkpointed, so that the
+// forward saves nothing and frees each product.
+func TestMLPHoldsProduct(t *testing.T) {
+	const tp = 2
+	spec, err := model.Load("../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 256,
+		Precision: model.AMPBF16, TP: tp, LossOutsideAutocast: true, Checkpointing: "every-block"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var product *tensor // the MLP's product, while allocated
+	held, freed := 0, 0
+	_, err = estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) {
+			if s.phase.Iteration != 0 || s.phase.Stage != StageForward {
+				return
+			}
+			switch {
+			case alloc && x.name == "mul" && x.elems == 256*8192/tp && x.dt == 2: // bf16 [256, 8192/tp]
+				product = x
+			case !alloc && x == product:
+				product, freed = nil, freed+1
+			case alloc && product != nil && x.name == "all-reduce output (TP)":
+				held++
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held != 16 || freed != 16 { // 16 blocks
+		t.Errorf("%d of 16 MLP all-reduces allocate while the MLP's product is held; %d products freed in the forward, want 16", held, freed)
 	}
 }
 
