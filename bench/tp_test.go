@@ -185,7 +185,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-heldout-64/heldout-64.jsonl", "2026-11-28-h200x4-heldout-66/heldout-66.jsonl",
 		"2026-11-28-h200x2-heldout-58/heldout-58.jsonl", "2026-11-28-h200x4-heldout-60/layouts.jsonl",
 		"2026-11-28-h200x4-heldout-68/heldout-68.jsonl",
-		"2026-11-28-h200x2-heldout-71/heldout-71.jsonl", "2026-11-28-h200x2-heldout-71/trace-maverick.jsonl"} {
+		"2026-11-28-h200x2-heldout-71/heldout-71.jsonl", "2026-11-28-h200x2-heldout-71/trace-maverick.jsonl",
+		"2026-11-28-h200x2-heldout-74/heldout-74.jsonl", "2026-11-28-h200x2-trace-74/trace-74.jsonl"} {
 		runs = append(runs, withoutReruns(t, f, readScript(t, filepath.Join("results", f), "tp"))...)
 	}
 	for _, r := range runs {
@@ -221,8 +222,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 178 {
-		t.Fatalf("%d tensor-parallel runs, want 178", n)
+	if n := len(errs[Allocated]); n != 190 {
+		t.Fatalf("%d tensor-parallel runs, want 190", n)
 	}
 	checkSpread(t, errs)
 }
@@ -278,7 +279,23 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // input, freed after the output all-reduce's output exists, as
 // down_proj's call holds its argument through RowwiseParallel's output
 // hook; estimate's gatedMLPOp, TestMLPHoldsProduct.)
-var tpGaps = map[string]map[int]bool{}
+//
+// SmolLM3-3B at tp 2 without sp, checkpointed, a batch of one (held-out set
+// 74, −5.3% reserved blind, the same when traced): its rank 0 history
+// (bench/results/2026-11-28-h200x2-trace-74, c1) replays through memplan's
+// allocator to 35,872 MiB, memplan's own figure, and to the run's 37,872
+// with the run's own segment addresses: in the run the forward's segments
+// are carved upwards from the rooms NCCL's set-up leaves, which the
+// address model opens only where DDP, FSDP2 or a pipeline brings a
+// communicator up, not at a tensor-parallel program's first collective.
+// Brought up there (the DTensor random tracker's broadcast), thirteen of
+// sixteen tensor-parallel histories replay to their reserve, nine
+// without; in the estimator it moved 33 of the 484 logged lines, 4 closer
+// and 8 further, two Llama 4 lines to 3.7% under (docs/allocator.md §8,
+// fortieth session). Not kept; placement.
+var tpGaps = map[string]map[int]bool{
+	"tp.py 2 model/testdata/hf/smollm3-3b.json --tp 2 --no-sp --meta --seq 4096 --batch 1 --checkpointing every-block": {Reserved: true, Device: true},
+}
 
 // tpReruns maps a results file to the one that ran some of its lines again
 // after a fix to the harness: Llama 4's sequence-parallel lines, first run
