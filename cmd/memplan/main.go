@@ -30,7 +30,7 @@ func main() {
 // 2 to 30 MB and exits, and a collection while it fills its simulation's
 // fresh slabs costs it a quarter of its time (write barriers on every
 // pointer stored, then a mark of slabs full of pointers: Llama-3-70B's
-// estimate command 27 → 18 ms on one core, docs/performance.md). After the
+// estimate command 27 → 19 ms on one core, docs/performance.md). After the
 // first collection (a report, a plan, diagnose's 100 MB snapshot) the
 // collector runs at five times the live heap instead of twice (13–15% off
 // a command that collects often), under a 1 GiB soft limit that brings
