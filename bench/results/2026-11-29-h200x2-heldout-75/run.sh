@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Held-out set 75 on two H200s, in two device calls:
+#   bash bench/results/2026-11-29-h200x2-heldout-75/run.sh 1   # the four script lines (cp.py, pp.py, tp.py)
+#   bash bench/results/2026-11-29-h200x2-heldout-75/run.sh 2   # the six train.py lines
+# Results go to $OUT (heldout-75.jsonl, heldout-75-train.jsonl, logs, env-N.txt).
+set -u
+part=${1:?part 1 or 2}
+out=${OUT:-/tmp/out75}
+mkdir -p "$out"
+g=bench/torch/dist
+export HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "transformers", transformers.__version__)'; } >"$out/env-$part.txt" 2>&1
+case $part in
+1)
+  MEMPLAN_ROPE_FP32=1 TIMEOUT=150 bash $g/tp-run.sh $g/heldout-75.txt "$out/heldout-75.jsonl"
+  tail -c 20000 "$out/heldout-75.jsonl.err" >"$out/err-1.txt"; rm -f "$out/heldout-75.jsonl.err" ;;
+*)
+  NGPU=2 bash $g/run.sh $g/heldout-75-train.txt "$out/train" 420
+  cp "$out/train/dist.jsonl" "$out/heldout-75-train.jsonl"
+  cp "$out/train/log.txt" "$out/train-log.txt"
+  rm -rf "$out/train" ;;
+esac
