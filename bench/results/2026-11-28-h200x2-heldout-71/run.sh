@@ -6,8 +6,7 @@
 set -u
 out=${OUT:-/tmp/out71}
 mkdir -p "$out"
-export HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "transformers", transformers.__version__)'; } >"$out/env.txt" 2>&1
+. bench/torch/dist/machine-env.sh "$out/env.txt"
 grep -v '^#' bench/torch/dist/heldout-71.txt | grep . >/tmp/g71
 if (( $(nvidia-smi -L | wc -l) >= 4 )); then
   awk 'NR % 2 == 1' /tmp/g71 >/tmp/g71a; awk 'NR % 2 == 0' /tmp/g71 >/tmp/g71b

@@ -9,8 +9,7 @@ part=${1:?part 1 or 2}
 out=${OUT:-/tmp/out68}
 mkdir -p "$out"
 g=bench/torch/dist
-export HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "transformers", transformers.__version__)'; } >"$out/env-$part.txt" 2>&1
+. bench/torch/dist/machine-env.sh "$out/env-$part.txt"
 lines=$(mktemp)
 grep -v '^#' $g/heldout-68.txt | grep . >"$lines"
 case $part in

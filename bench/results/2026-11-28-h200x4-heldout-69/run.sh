@@ -5,7 +5,6 @@
 set -u
 out=${OUT:-/tmp/out69}
 mkdir -p "$out"
-export HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "transformers", transformers.__version__)'; } >"$out/env.txt" 2>&1
+. bench/torch/dist/machine-env.sh "$out/env.txt"
 TIMEOUT=200 bash bench/torch/dist/tp-run.sh bench/torch/dist/heldout-69.txt "$out/heldout-69.jsonl"
 tail -c 30000 "$out/heldout-69.jsonl.err" >"$out/err.txt"; rm -f "$out/heldout-69.jsonl.err"

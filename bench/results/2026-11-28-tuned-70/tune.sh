@@ -3,11 +3,7 @@
 # before any run; prints the batch each chose and its fill:
 #   bash bench/results/2026-11-28-tuned-70/tune.sh bin/memplan
 set -eu
-m=${1:-memplan}
-while read -r a; do
-  # shellcheck disable=SC2086
-  "$m" tune $a --device h200-141gb --format json | jq -r --arg a "$a" '"\(.batch) \(.fill * 1000 | round / 10)% \($a)"'
-done <<'REQ'
+bash "$(dirname "$0")/../../torch/tune-answers.sh" "${1:-memplan}" <<'REQ'
 --hf model/testdata/hf/qwen3-0.6b.json --seq 4096
 --hf model/testdata/hf/smollm3-3b.json --seq 4096 --checkpointing every-block
 --hf model/testdata/hf/granite-3.1-2b.json --seq 2048

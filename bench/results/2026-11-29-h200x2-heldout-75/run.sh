@@ -8,8 +8,7 @@ part=${1:?part 1 or 2}
 out=${OUT:-/tmp/out75}
 mkdir -p "$out"
 g=bench/torch/dist
-export HF_HUB_OFFLINE=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "transformers", transformers.__version__)'; } >"$out/env-$part.txt" 2>&1
+. bench/torch/dist/machine-env.sh "$out/env-$part.txt"
 case $part in
 1)
   MEMPLAN_ROPE_FP32=1 TIMEOUT=150 bash $g/tp-run.sh $g/heldout-75.txt "$out/heldout-75.jsonl"
