@@ -301,6 +301,10 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// The planner's first data-parallel layouts for gemma-2-2b and
 		// Phi-3-mini on four GPUs (held-out set 68, thirty-ninth session).
 		{"held-out set 68, 4xH200", "", "results/2026-11-28-h200x4-heldout-68/heldout-68-train.jsonl", 0, 5},
+		// The planner's first data-parallel layouts for Granite-3.1-2B and
+		// SmolLM3-3B on two GPUs (held-out set 75, fortieth session; the
+		// machine went before its other three lines ran).
+		{"held-out set 75, 2xH200", "", "results/2026-11-29-h200x2-heldout-75/heldout-75-train.jsonl", 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)

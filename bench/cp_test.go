@@ -59,14 +59,14 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x2-heldout-50/heldout-50.jsonl", "2026-11-28-h200x2-heldout-58/heldout-58.jsonl",
 		"2026-11-28-h200x4-heldout-60/layouts.jsonl", "2026-11-28-h200x4-heldout-64/heldout-64.jsonl",
 		"2026-11-28-h200x4-pp64-history/rope-2.jsonl", "2026-11-28-h200x2-heldout-67/heldout-67.jsonl",
-		"2026-11-28-h200x4-heldout-68/heldout-68.jsonl"} {
+		"2026-11-28-h200x4-heldout-68/heldout-68.jsonl", "2026-11-29-h200x2-heldout-75/heldout-75.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 84 {
-		t.Fatalf("%d context-parallel runs, want 84", n)
+	if n != 86 {
+		t.Fatalf("%d context-parallel runs, want 86", n)
 	}
 }
 

@@ -181,6 +181,15 @@ var pipelineOver = map[string]string{
 	// allocator replays the stage to 11,118 of its 11,122 MiB; with
 	// memplan's, to 11,618: placement, on the safe side.
 	"pp.py 2 model/testdata/hf/llama4-test-4layer.json --schedule 1f1b --microbatches 4 --seq 4096": "the last sent gradient's release, placement",
+	// SmolLM3-3B in an interleaved two-stage pipeline, 8 micro-batches of
+	// 8,192 tokens (held-out set 75, the planner's fourth layout, +16.2%
+	// reserved blind, allocated +1.3%): the last stage keeps every
+	// micro-batch's logits (2 GiB in bf16) for merge_chunks' concatenation
+	// at the step's end, and where that 16 GiB lands in the cache decides
+	// the reserve — the run's fit in the blocks it had, memplan's maps
+	// another segment; set 64's Llama-3-8B line is the same placement the
+	// other way (pipelinePlacement). Not traced.
+	"pp.py 2 model/testdata/hf/smollm3-3b.json --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 [rope fp32]": "placement of merge_chunks' segment",
 }
 
 // TestPipelineAccuracy holds memplan's predictions for every pipeline run
@@ -232,7 +241,7 @@ func TestPipelineAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-heldout-64/heldout-64.jsonl", "2026-11-28-h200x4-heldout-65/trace.jsonl",
 		"2026-11-28-h200x4-pp64-history/trace.jsonl", "2026-11-28-h200x4-pp64-history/rope.jsonl",
 		"2026-11-28-h200x4-pp64-history/rope-2.jsonl", "2026-11-28-h200x4-heldout-66/heldout-66.jsonl",
-		"2026-11-28-h200x4-heldout-68/heldout-68.jsonl",
+		"2026-11-28-h200x4-heldout-68/heldout-68.jsonl", "2026-11-29-h200x2-heldout-75/heldout-75.jsonl",
 	}
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
@@ -293,8 +302,8 @@ func TestPipelineAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", label, 100*UnderLimit)
 		}
 	}
-	if runs != 201 {
-		t.Fatalf("%d pipeline runs, want 201", runs)
+	if runs != 202 {
+		t.Fatalf("%d pipeline runs, want 202", runs)
 	}
 	checkSpread(t, errs)
 }
