@@ -185,10 +185,10 @@ var pipelineOver = map[string]string{
 	// 8,192 tokens (held-out set 75, the planner's fourth layout, +16.2%
 	// reserved blind, allocated +1.3%): the last stage keeps every
 	// micro-batch's logits (2 GiB in bf16) for merge_chunks' concatenation
-	// at the step's end, and where that 16 GiB lands in the cache decides
-	// the reserve — the run's fit in the blocks it had, memplan's maps
-	// another segment; set 64's Llama-3-8B line is the same placement the
-	// other way (pipelinePlacement). Not traced.
+	// at the step's end, and where those 16 GiB land in the cache decides
+	// the reserve, as in set 64's Llama-3-8B line, under by as much the
+	// other way (pipelinePlacement). Not traced: which requests place them
+	// otherwise is not known.
 	"pp.py 2 model/testdata/hf/smollm3-3b.json --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 [rope fp32]": "placement of merge_chunks' segment",
 }
 
