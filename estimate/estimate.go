@@ -253,14 +253,8 @@ func simulateRank(spec *model.Spec, inspect func(*sim), setup func(*sim)) (r *Re
 	}
 	s.enter(0, 0, "load")
 	s.bnbSetup(spec)
-	// The rank's program is the model's own layers unless tensor or
-	// context parallelism splits them (model.Model.LowerRank): lowered
-	// once, read only.
 	layers := spec.Model.Lower()
-	prog, err := layers, error(nil)
-	if t.TP > 1 || t.CP > 1 {
-		prog, err = spec.Model.LowerRank(&t)
-	}
+	prog, err := spec.Model.LowerRankOf(layers, &t)
 	if err != nil {
 		return nil, err
 	}

@@ -295,7 +295,14 @@ var ErrNotSplittable = errors.New("tensor parallelism does not split this layer"
 // split as torchtitan's apply_tp splits them and DTensor's collectives in
 // between. Without tensor parallelism it is Lower.
 func (m *Model) LowerRank(t *Training) ([]Layer, error) {
-	return m.lowerLayers(m.Lower(), t)
+	return m.LowerRankOf(m.Lower(), t)
+}
+
+// LowerRankOf is LowerRank from ls, the model's lowering (Lower) the caller
+// already holds, which it leaves as it is (and returns itself without
+// tensor or context parallelism).
+func (m *Model) LowerRankOf(ls []Layer, t *Training) ([]Layer, error) {
+	return m.lowerLayers(ls, t)
 }
 
 // lowerLayers lowers ls, some of the model's top-level layers (all of
