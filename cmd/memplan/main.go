@@ -28,7 +28,7 @@ func main() {
 // user set GOGC or GOMEMLIMIT. Nothing is collected until the process
 // holds firstCollection bytes: an estimate, check or tune command allocates
 // 2 to 30 MB and exits, and a collection while it fills its simulation's
-// fresh slabs costs it a quarter of its time (write barriers on every
+// fresh slabs costs it nearly a quarter of its time (write barriers on every
 // pointer stored, then a mark of slabs full of pointers: Llama-3-70B's
 // estimate command 27 → 19 ms on one core, docs/performance.md). After the
 // first collection (a report, a plan, diagnose's 100 MB snapshot) the
