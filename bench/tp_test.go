@@ -291,7 +291,7 @@ func TestTensorParallelAccuracy(t *testing.T) {
 // communicator up, not at a tensor-parallel program's first collective.
 // Brought up there (the DTensor random tracker's broadcast), fourteen of
 // seventeen tensor-parallel histories replay to their reserve, nine
-// without; in the estimator it moved 33 of the 484 logged lines, 4 closer
+// without; in the estimator it moved 37 of the 511 logged lines, 6 closer
 // and 8 further, two Llama 4 sp lines to 3.7% under, whose own history
 // follows the rule while memplan's requests differ from it in 229
 // stretches (docs/allocator.md §8, fortieth session). Not kept; placement.
