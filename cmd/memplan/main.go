@@ -36,16 +36,17 @@ func main() {
 // a command that collects often), under a 1 GiB soft limit that brings
 // collection back before large inputs grow the heap far.
 func tuneGC() {
-	gogc, limit := os.Getenv("GOGC") == "", os.Getenv("GOMEMLIMIT") == ""
+	// ours: the settings the user left to memplan.
+	oursGOGC, oursLimit := os.Getenv("GOGC") == "", os.Getenv("GOMEMLIMIT") == ""
 	steady := func() {
-		if gogc {
+		if oursGOGC {
 			debug.SetGCPercent(400)
 		}
-		if limit {
+		if oursLimit {
 			debug.SetMemoryLimit(1 << 30)
 		}
 	}
-	if !gogc || !limit {
+	if !oursGOGC || !oursLimit {
 		steady()
 		return
 	}
