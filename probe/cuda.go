@@ -1,4 +1,4 @@
-//go:build !cu && (linux || windows)
+//go:build !cu && (windows || (linux && !nodriver))
 
 package probe
 

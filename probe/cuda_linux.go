@@ -1,4 +1,4 @@
-//go:build !cu && linux
+//go:build !cu && linux && !nodriver
 
 package probe
 

@@ -74,6 +74,20 @@ func (e *NoCUDAError) Hint() string {
 	return "memplan estimate, tune and check need no GPU; run memplan probe (or --probe) on a Linux or Windows machine with an NVIDIA GPU"
 }
 
+// NoLoaderError is returned by Open in a binary built with -tags nodriver
+// on Linux: fully static, it has no dynamic loader to load the driver
+// library with (docs/probe.md), but everything that predicts works.
+type NoLoaderError struct{}
+
+func (e *NoLoaderError) Error() string {
+	return "this memplan was built with -tags nodriver (a static binary without the C library), so it cannot load " + libcuda
+}
+
+// Hint is the advice printed under the error.
+func (e *NoLoaderError) Hint() string {
+	return "memplan estimate, tune and check need no GPU; to probe, use a memplan built without -tags nodriver on the GPU node"
+}
+
 // osName is the name people use for a GOOS value.
 func osName(goos string) string {
 	switch goos {
