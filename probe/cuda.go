@@ -11,10 +11,11 @@ import (
 )
 
 // cuda is the CUDA driver API, loaded at run time with no cgo, so that one
-// static binary runs everywhere and reports a missing driver as an error.
-// The library is libcuda.so.1 on Linux (cuda_linux.go) and nvcuda.dll on
-// Windows (cuda_windows.go); purego calls it with the platform's C
-// calling convention.
+// binary, built without a C toolchain, runs on machines with and without a
+// driver and reports a missing one as an error. The library is
+// libcuda.so.1 on Linux (cuda_linux.go; dlopen links glibc dynamically,
+// docs/probe.md) and nvcuda.dll on Windows (cuda_windows.go); purego calls
+// it with the platform's C calling convention.
 type cuda struct {
 	cuInit             func(uint32) int32
 	cuDriverGetVersion func(*int32) int32
