@@ -33,7 +33,9 @@ import (
 // chunks (Allocator.LibraryLoaded, CommunicatorUp, PeerConnected), with
 // MEMPLAN_REPLAY_NCCL_LOW=1 a low chunk beside them (lowChunk); a
 // history estimate's TestTraceDebug wrote carries those events itself
-// ("library", "communicator_up", "peer_connected"), which
+// ("library", "communicator_up", "peer_connected"), and the simulation's
+// torch.cuda.empty_cache ("empty_cache": Allocator.ReleaseCached, as
+// FSDP2's wrap of a model on the GPU ends), which
 // MEMPLAN_REPLAY_SKIP=library[,…] leaves out.
 // Run it with -count=1: go test's cache can answer a rewritten history of
 // the same path with the last one's result (the thirty-sixth session's
@@ -121,6 +123,8 @@ func TestReplayDebug(t *testing.T) {
 				a.CommunicatorUp()
 			case "peer_connected":
 				a.PeerConnected()
+			case "empty_cache": // a simulated history's (estimate's TestTraceDebug)
+				a.ReleaseCached()
 			case "alloc":
 				before := a.Reserved()
 				live[key] = a.Malloc(size, s)

@@ -207,6 +207,20 @@ func (s *sim) addressEvent(kind evKind, n int64) {
 	}
 }
 
+// emptyCache is torch.cuda.empty_cache(): the cache's unused segments go
+// back to the driver. It is booked for the step being recorded (replay.go)
+// and the debugging trace, whose replay (alloc's TestReplayDebug) releases
+// them where the simulation did.
+func (s *sim) emptyCache() {
+	s.al.a.ReleaseCached()
+	if s.rec != nil {
+		s.rec.log(evEmptyCache, 0)
+	}
+	if s.traceAddr != nil {
+		s.traceAddr(evEmptyCache, 0)
+	}
+}
+
 // libraryLoaded: library l's first kernels ran (addressEvent).
 func (s *sim) libraryLoaded(l alloc.Library) { s.addressEvent(evLibrary, int64(l)) }
 

@@ -28,14 +28,15 @@ var replaySkip = true
 type evKind uint8
 
 const (
-	evMalloc  evKind = iota // an allocation of n bytes on stream st, category cat
-	evFree                  // the free of the allocation ref (its category cat, n bytes)
-	evRecat                 // n bytes alive moved from category cat to category to
-	evEnter                 // a phase begins: micro-batch ref, stage stages[n]
-	evSaved                 // the forward's end: the bytes saved for backward are read (sim.saved)
-	evLibrary               // library n's first kernels ran (alloc.Allocator.LibraryLoaded)
-	evCommUp                // the first communicator came up (alloc.Allocator.CommunicatorUp)
-	evPeer                  // the first point-to-point connection (alloc.Allocator.PeerConnected)
+	evMalloc     evKind = iota // an allocation of n bytes on stream st, category cat
+	evFree                     // the free of the allocation ref (its category cat, n bytes)
+	evRecat                    // n bytes alive moved from category cat to category to
+	evEnter                    // a phase begins: micro-batch ref, stage stages[n]
+	evSaved                    // the forward's end: the bytes saved for backward are read (sim.saved)
+	evLibrary                  // library n's first kernels ran (alloc.Allocator.LibraryLoaded)
+	evCommUp                   // the first communicator came up (alloc.Allocator.CommunicatorUp)
+	evPeer                     // the first point-to-point connection (alloc.Allocator.PeerConnected)
+	evEmptyCache               // torch.cuda.empty_cache (alloc.Allocator.ReleaseCached)
 )
 
 type stepEvent struct {
@@ -139,6 +140,8 @@ func (s *sim) replayStep(l *stepLog, it int) {
 			s.saved = s.live[catSaved]
 		case evLibrary, evCommUp, evPeer:
 			s.addressEvent(e.kind, e.n)
+		case evEmptyCache:
+			s.emptyCache()
 		}
 	}
 }

@@ -288,7 +288,7 @@ func (s *sim) wrapFromHost() {
 	}
 	shardUnit(s.unsharded) // the root's, and any no unit holds
 	s.unsharded = nil
-	s.al.a.ReleaseCached()
+	s.emptyCache()
 }
 
 // paramBytes returns the bytes of the parameters outside checkpointing

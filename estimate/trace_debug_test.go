@@ -34,8 +34,10 @@ import (
 // (MEMPLAN_REPLAY_FIRST).
 // The address model's events (addressEvent) are written too, as
 // ["library", 0, L, ""], ["communicator_up", 0, 0, ""] and
-// ["peer_connected", 0, 0, ""], which TestReplayDebug replays, so that a
-// simulated history replays to the estimate's reserve.
+// ["peer_connected", 0, 0, ""], and the simulation's empty_cache
+// (emptyCache) as ["empty_cache", 0, 0, ""], which TestReplayDebug
+// replays, so that a simulated history replays to the estimate's reserve
+// (TestHistoryReplaysToEstimate).
 func TestTraceDebug(t *testing.T) {
 	f := strings.Fields(os.Getenv("MEMPLAN_TRACE"))
 	if len(f) == 0 {
@@ -73,7 +75,7 @@ func TestTraceDebug(t *testing.T) {
 			if loadOnly && sm.phase.Stage != "load" {
 				return
 			}
-			name := map[evKind]string{evLibrary: "library", evCommUp: "communicator_up", evPeer: "peer_connected"}[kind]
+			name := map[evKind]string{evLibrary: "library", evCommUp: "communicator_up", evPeer: "peer_connected", evEmptyCache: "empty_cache"}[kind]
 			if out == "" {
 				fmt.Printf("%s %d  [%s %d]\n", name, n, sm.phase.Stage, sm.phase.Iteration)
 				return

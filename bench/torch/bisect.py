@@ -22,9 +22,10 @@ The stretch is printed with its events (used in the thirty-second session,
 bench/results/2026-11-28-h200x4-shape-inference-traces).
 
 A simulated history's address-model events (estimate's TestTraceDebug
-writes "library", "communicator_up" and "peer_connected") are kept in OUT
-where they are, also inside a stretch taken from the real history, so that
-OUT replays through the same address model as the estimate; with
+writes "library", "communicator_up", "peer_connected" and "empty_cache")
+are kept in OUT where they are, also inside a stretch taken from the real
+history, so that OUT replays through the same address model as the
+estimate; with
 BISECT_ADDR=0 they are left out (set such a replay beside the simulated
 history's replayed with MEMPLAN_REPLAY_SKIP=library,communicator_up,
 peer_connected).
@@ -35,7 +36,7 @@ MIB = 1 << 20
 # BISECT_MIN=0 keeps the small pool's events too: their segments take room in
 # the address space (the address model), which can move the large pool's.
 MIN = int(os.environ.get("BISECT_MIN", MIB))
-ADDR = ("library", "communicator_up", "peer_connected")
+ADDR = ("library", "communicator_up", "peer_connected", "empty_cache")
 KEEP_ADDR = os.environ.get("BISECT_ADDR", "1") != "0"
 
 

@@ -1,0 +1,106 @@
+package estimate
+
+import (
+	"testing"
+
+	"github.com/memplan/memplan/alloc"
+	"github.com/memplan/memplan/model"
+)
+
+// TestHistoryReplaysToEstimate holds the debugging traces to their promise
+// (TestTraceDebug; alloc's TestReplayDebug; bench/torch/bisect.py): the
+// history a simulated rank writes, its allocations and frees with their
+// streams and the address model's and empty_cache's events, replayed
+// through a fresh allocator, reserves what that rank's simulation
+// reserved. A simulation that changes the allocator's state without a
+// trace event fails it: FSDP2's wrap of a model on the GPU ends with
+// torch.cuda.empty_cache, which the traces left out until the forty-first
+// session (a cp × ep line's history replayed 428 MiB above its estimate).
+func TestHistoryReplaysToEstimate(t *testing.T) {
+	cases := []struct {
+		file string
+		hf   bool
+		o    model.Overrides
+	}{
+		{"../bench/torch/dist/moe-llama.yaml", false, model.Overrides{Batch: 2, Seq: 16384, Precision: model.AMPBF16, CP: 2,
+			Checkpointing: "every-block", LossOutsideAutocast: true, DP: 2, Zero: "3", FSDPInit: "gpu", EP: 2, EPSkew: "2"}},
+		{"../model/testdata/hf/smollm3-3b.json", true, model.Overrides{Batch: 1, Seq: 4096, Precision: model.AMPBF16, TP: 2,
+			Checkpointing: "every-block", LossOutsideAutocast: true, FSDPInit: "meta"}},
+		{"../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: 2, Seq: 2048, Precision: model.AMPBF16, DP: 2, Zero: "0"}},
+		{"../specs/tinyllama-1.1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, PP: 2,
+			PPSchedule: "1f1b", GradAccum: 4}},
+		{"../specs/gpt2-124m.yaml", false, model.Overrides{Batch: 8, Precision: model.AMPBF16}},
+	}
+	for _, c := range cases {
+		load := model.Load
+		if c.hf {
+			load = model.LoadHF
+		}
+		spec, err := load(c.file, c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type event struct {
+			addr   bool // an event of addressEvent's or emptyCache's: kind, n
+			kind   evKind
+			alloc  bool // else t's allocation (of n bytes on stream), or its free
+			t      *tensor
+			n      int64
+			stream alloc.Stream
+		}
+		var hist [][]event
+		var sims []int64
+		_, err = estimateWith(spec, func(sm *sim) {
+			sims = append(sims, sm.peak.reserved)
+		}, func(sm *sim) {
+			hist = append(hist, nil)
+			h := &hist[len(hist)-1]
+			sm.traceSteps = true
+			sm.traceAddr = func(kind evKind, n int64) { *h = append(*h, event{addr: true, kind: kind, n: n}) }
+			sm.trace = func(x *tensor, made bool) {
+				e := event{alloc: made, t: x, n: x.bytes()}
+				if made && x.blk.Valid() {
+					e.stream = sm.al.a.StreamOf(x.blk)
+				}
+				*h = append(*h, e)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) != len(sims) || len(sims) == 0 {
+			t.Fatalf("%s: %d histories for %d simulations", c.file, len(hist), len(sims))
+		}
+		for r, h := range hist {
+			a := alloc.New(alloc.Default())
+			live := map[*tensor]alloc.Block{}
+			var peak int64
+			for _, e := range h {
+				switch {
+				case e.addr && e.kind == evLibrary:
+					a.LibraryLoaded(alloc.Library(e.n))
+				case e.addr && e.kind == evCommUp:
+					a.CommunicatorUp()
+				case e.addr && e.kind == evPeer:
+					a.PeerConnected()
+				case e.addr && e.kind == evEmptyCache:
+					a.ReleaseCached()
+				case e.addr:
+					t.Fatalf("event %d unknown to the replay", e.kind)
+				case e.alloc:
+					live[e.t] = a.Malloc(e.n, e.stream)
+					peak = max(peak, a.Reserved())
+				default:
+					if b, ok := live[e.t]; ok {
+						a.Free(b)
+						delete(live, e.t)
+					}
+				}
+			}
+			if peak != sims[r] {
+				t.Errorf("%s %+v, simulated rank %d: its history replays to %d MiB reserved, the simulation reserved %d MiB",
+					c.file, c.o, r+1, peak>>20, sims[r]>>20)
+			}
+		}
+	}
+}
