@@ -135,11 +135,14 @@ var contextOver = map[string]string{}
 // allocated within 0.8%: the first's allocator history (every rank,
 // bench/results/2026-11-27-h200x4-cp-ep-trace-2) replays through memplan's
 // allocator to exactly the 11,578 MiB the run reserved, memplan's own
-// requests to 11,142 MiB (its estimate 11,130): the programs' requests
-// differ, first in the harness Llama's rotary products, made in the
-// queries' bf16 (common.py: cos and sin cast to q's dtype; 32 MiB pieces)
-// where memplan multiplies in fp32 (64 MiB), as torchtitan's complex
-// rotation does (docs/parallelism.md §3.3.2).
+// requests to its estimate's 11,130 MiB (since the forty-first session,
+// whose traces write FSDP2's empty_cache: 11,558 without it): the
+// programs' requests differ, first in the harness Llama's rotary products,
+// made in the queries' bf16 (common.py: cos and sin cast to q's dtype; 32
+// MiB pieces) where memplan multiplies in fp32 (64 MiB), as torchtitan's
+// complex rotation does (docs/parallelism.md §3.3.2), and in 990
+// stretches in all (bench/torch/bisect.py: the rows each expert receives
+// change from step to step in the run), too many to bisect.
 //
 // Granite at cp 2 × tp 2 under FSDP2 over cp (held out, thirtieth session;
 // −1.7 / −5.3 / −4.7% blind): its history (every rank,
