@@ -11,8 +11,10 @@ import (
 // (TestTraceDebug; alloc's TestReplayDebug; bench/torch/bisect.py): the
 // history a simulated rank writes, its allocations and frees with their
 // streams and the address model's and empty_cache's events, replayed
-// through a fresh allocator, reserves what that rank's simulation
-// reserved. A simulation that changes the allocator's state without a
+// through a fresh allocator of the spec's settings, reserves what that
+// rank's simulation reserved: data, tensor, context, pipeline and expert
+// parallelism, FSDP2 wrapping on the GPU and on the meta device, LoRA,
+// and two allocator settings. A simulation that changes the allocator's state without a
 // trace event fails it: FSDP2's wrap of a model on the GPU ends with
 // torch.cuda.empty_cache, which the traces left out until the forty-first
 // session (a cp × ep line's history replayed 428 MiB above its estimate).
@@ -30,6 +32,17 @@ func TestHistoryReplaysToEstimate(t *testing.T) {
 		{"../specs/tinyllama-1.1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, PP: 2,
 			PPSchedule: "1f1b", GradAccum: 4}},
 		{"../specs/gpt2-124m.yaml", false, model.Overrides{Batch: 8, Precision: model.AMPBF16}},
+		{"../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 8192, Precision: model.AMPBF16, CP: 2, DP: 2, Zero: "3",
+			Checkpointing: "every-block"}},
+		{"../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: 2, Seq: 2048, Precision: model.AMPBF16, TP: 2, SP: true,
+			LossParallel: true, DP: 2, Zero: "1"}},
+		{"../specs/tinyllama-1.1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, PP: 2, TP: 2,
+			PPSchedule: "interleaved", PPVirtual: 2, GradAccum: 4, DP: 2, Zero: "3", FSDPInit: "meta"}},
+		{"../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: 2, Seq: 1024, Precision: model.BF16, LoRA: 16, DP: 2, Zero: "3"}},
+		{"../model/testdata/hf/qwen3-30b-a3b.json", true, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, DP: 4, EP: 4,
+			Zero: "3", Checkpointing: "every-block"}},
+		{"../specs/gpt2-124m.yaml", false, model.Overrides{Batch: 8, Precision: model.AMPBF16, AllocConf: "expandable_segments:True"}},
+		{"../specs/vit-b-16.yaml", false, model.Overrides{Batch: 64, Precision: model.BF16, AllocConf: "max_split_size_mb:64"}},
 	}
 	for _, c := range cases {
 		load := model.Load
@@ -72,7 +85,13 @@ func TestHistoryReplaysToEstimate(t *testing.T) {
 			t.Fatalf("%s: %d histories for %d simulations", c.file, len(hist), len(sims))
 		}
 		for r, h := range hist {
-			a := alloc.New(alloc.Default())
+			conf := alloc.Default()
+			if ac := spec.Training.AllocConf; ac != "" {
+				if conf, err = alloc.Parse(ac); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := alloc.New(conf)
 			live := map[*tensor]alloc.Block{}
 			var peak int64
 			for _, e := range h {
