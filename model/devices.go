@@ -84,6 +84,7 @@ var aliases = map[string]string{
 	"h100": "h100-80gb", "h100-80": "h100-80gb", "h200": "h200-141gb",
 	"v100": "v100-32gb", "v100-16": "v100-16gb", "v100-32": "v100-32gb",
 	"4090": "rtx-4090", "rtx4090": "rtx-4090",
+	"mi300x-192gb": "mi300x", "mi300x-192": "mi300x",
 }
 
 // LookupDevice finds a device in the catalog by name, case-insensitively.

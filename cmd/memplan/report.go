@@ -102,9 +102,8 @@ func runReport(c *cli.Context) error {
 	}
 	devs := model.DeviceNames()
 	if d := c.String("devices"); d != "" {
-		devs = strings.Split(d, ",")
-		for i := range devs {
-			devs[i] = strings.TrimSpace(devs[i])
+		if devs, err = reportDevices(d); err != nil {
+			return err
 		}
 	}
 	o.Progress = progressBar(c.App.ErrWriter)
@@ -210,4 +209,22 @@ func reportTime() time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// reportDevices reads --devices: catalog names or their aliases, each once
+// by its catalog name; an unknown one is a usage error naming the valid
+// ones, before any row is estimated.
+func reportDevices(list string) ([]string, error) {
+	var devs []string
+	for _, name := range strings.Split(list, ",") {
+		d, ok := model.LookupDevice(name)
+		if !ok {
+			return nil, usageError{fmt.Sprintf("report: --devices: unknown device %q (valid: %s)",
+				strings.TrimSpace(name), strings.Join(model.DeviceNames(), ", "))}
+		}
+		if !slices.Contains(devs, d.Name) {
+			devs = append(devs, d.Name)
+		}
+	}
+	return devs, nil
 }
