@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -163,7 +164,7 @@ func isFlagError(err error) bool {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "memplan",
 		Usage:     "predict the GPU memory of a training run before it starts",
 		Writer:    stdout,
@@ -182,4 +183,24 @@ memplan check and memplan tune add 3 (fits, above the target band) and 4
 			return usageError{err.Error()}
 		},
 	}
+	for _, cmd := range app.Commands {
+		cmd.Before = positiveCounts
+	}
+	return app
+}
+
+// countFlags are the flags that count something (samples, tokens, GPUs,
+// steps): a spec reads 0 as "not given", so a 0 on the command line would
+// be dropped without a word.
+var countFlags = []string{"batch", "seq", "image", "grad-accum", "microbatches", "dp", "tp", "cp", "ep", "pp", "pp-virtual", "steps"}
+
+// positiveCounts refuses a count flag given as 0, before the command runs
+// (a negative one the spec's checks refuse, naming the spec).
+func positiveCounts(c *cli.Context) error {
+	for _, name := range c.LocalFlagNames() { // those given: one pass
+		if slices.Contains(countFlags, name) && c.Int64(name) == 0 {
+			return usageError{fmt.Sprintf("%s: --%s: must be positive, got 0", c.Command.Name, name)}
+		}
+	}
+	return nil
 }
