@@ -14,45 +14,34 @@ import (
 // through a fresh allocator of the spec's settings, reserves what that
 // rank's simulation reserved: data, tensor, context, pipeline and expert
 // parallelism, FSDP2 wrapping on the GPU and on the meta device, LoRA,
-// and two allocator settings. A simulation that changes the allocator's state without a
-// trace event fails it: FSDP2's wrap of a model on the GPU ends with
-// torch.cuda.empty_cache, which the traces left out until the forty-first
-// session (a cp × ep line's history replayed 428 MiB above its estimate).
+// and two allocator settings. A simulation that changes the allocator's
+// state without a trace event fails it: FSDP2's wrap of a model on the GPU
+// ends with torch.cuda.empty_cache, which the traces left out until the
+// forty-first session (a cp × ep line's history replayed 428 MiB above its
+// estimate).
 func TestHistoryReplaysToEstimate(t *testing.T) {
-	cases := []struct {
-		file string
-		hf   bool
-		o    model.Overrides
-	}{
-		{"../bench/torch/dist/moe-llama.yaml", false, model.Overrides{Batch: 2, Seq: 16384, Precision: model.AMPBF16, CP: 2,
-			Checkpointing: "every-block", LossOutsideAutocast: true, DP: 2, Zero: "3", FSDPInit: "gpu", EP: 2, EPSkew: "2"}},
-		{"../model/testdata/hf/smollm3-3b.json", true, model.Overrides{Batch: 1, Seq: 4096, Precision: model.AMPBF16, TP: 2,
-			Checkpointing: "every-block", LossOutsideAutocast: true, FSDPInit: "meta"}},
-		{"../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: 2, Seq: 2048, Precision: model.AMPBF16, DP: 2, Zero: "0"}},
-		{"../specs/tinyllama-1.1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, PP: 2,
-			PPSchedule: "1f1b", GradAccum: 4}},
-		{"../specs/gpt2-124m.yaml", false, model.Overrides{Batch: 8, Precision: model.AMPBF16}},
-		{"../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: 1, Seq: 8192, Precision: model.AMPBF16, CP: 2, DP: 2, Zero: "3",
-			Checkpointing: "every-block"}},
-		{"../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: 2, Seq: 2048, Precision: model.AMPBF16, TP: 2, SP: true,
-			LossParallel: true, DP: 2, Zero: "1"}},
-		{"../specs/tinyllama-1.1b.yaml", false, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, PP: 2, TP: 2,
-			PPSchedule: "interleaved", PPVirtual: 2, GradAccum: 4, DP: 2, Zero: "3", FSDPInit: "meta"}},
-		{"../specs/llama-3.2-1b.yaml", false, model.Overrides{Batch: 2, Seq: 1024, Precision: model.BF16, LoRA: 16, DP: 2, Zero: "3"}},
-		{"../model/testdata/hf/qwen3-30b-a3b.json", true, model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, DP: 4, EP: 4,
-			Zero: "3", Checkpointing: "every-block"}},
-		{"../specs/gpt2-124m.yaml", false, model.Overrides{Batch: 8, Precision: model.AMPBF16, AllocConf: "expandable_segments:True"}},
-		{"../specs/vit-b-16.yaml", false, model.Overrides{Batch: 64, Precision: model.BF16, AllocConf: "max_split_size_mb:64"}},
+	specs := []*model.Spec{
+		load(t, "../bench/torch/dist/moe-llama.yaml", model.Overrides{Batch: 2, Seq: 16384, Precision: model.AMPBF16, CP: 2,
+			Checkpointing: "every-block", LossOutsideAutocast: true, DP: 2, Zero: "3", FSDPInit: "gpu", EP: 2, EPSkew: "2"}),
+		loadHF(t, "smollm3-3b.json", model.Overrides{Batch: 1, Seq: 4096, Precision: model.AMPBF16, TP: 2,
+			Checkpointing: "every-block", LossOutsideAutocast: true, FSDPInit: "meta"}),
+		load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 2, Seq: 2048, Precision: model.AMPBF16, DP: 2, Zero: "0"}),
+		load(t, "tinyllama-1.1b.yaml", model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, PP: 2,
+			PPSchedule: "1f1b", GradAccum: 4}),
+		load(t, "gpt2-124m.yaml", model.Overrides{Batch: 8, Precision: model.AMPBF16}),
+		load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 8192, Precision: model.AMPBF16, CP: 2, DP: 2, Zero: "3",
+			Checkpointing: "every-block"}),
+		load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 2, Seq: 2048, Precision: model.AMPBF16, TP: 2, SP: true,
+			LossParallel: true, DP: 2, Zero: "1"}),
+		load(t, "tinyllama-1.1b.yaml", model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, PP: 2, TP: 2,
+			PPSchedule: "interleaved", PPVirtual: 2, GradAccum: 4, DP: 2, Zero: "3", FSDPInit: "meta"}),
+		load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 2, Seq: 1024, Precision: model.BF16, LoRA: 16, DP: 2, Zero: "3"}),
+		loadHF(t, "qwen3-30b-a3b.json", model.Overrides{Batch: 1, Seq: 2048, Precision: model.AMPBF16, DP: 4, EP: 4,
+			Zero: "3", Checkpointing: "every-block"}),
+		load(t, "gpt2-124m.yaml", model.Overrides{Batch: 8, Precision: model.AMPBF16, AllocConf: "expandable_segments:True"}),
+		load(t, "vit-b-16.yaml", model.Overrides{Batch: 64, Precision: model.BF16, AllocConf: "max_split_size_mb:64"}),
 	}
-	for _, c := range cases {
-		load := model.Load
-		if c.hf {
-			load = model.LoadHF
-		}
-		spec, err := load(c.file, c.o)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, spec := range specs {
 		type event struct {
 			addr   bool // an event of addressEvent's or emptyCache's: kind, n
 			kind   evKind
@@ -63,7 +52,7 @@ func TestHistoryReplaysToEstimate(t *testing.T) {
 		}
 		var hist [][]event
 		var sims []int64
-		_, err = estimateWith(spec, func(sm *sim) {
+		_, err := estimateWith(spec, func(sm *sim) {
 			sims = append(sims, sm.peak.reserved)
 		}, func(sm *sim) {
 			hist = append(hist, nil)
@@ -82,7 +71,7 @@ func TestHistoryReplaysToEstimate(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(hist) != len(sims) || len(sims) == 0 {
-			t.Fatalf("%s: %d histories for %d simulations", c.file, len(hist), len(sims))
+			t.Fatalf("case %d, %s: %d histories for %d simulations", i, spec.File, len(hist), len(sims))
 		}
 		for r, h := range hist {
 			conf := alloc.Default()
@@ -117,8 +106,8 @@ func TestHistoryReplaysToEstimate(t *testing.T) {
 				}
 			}
 			if peak != sims[r] {
-				t.Errorf("%s %+v, simulated rank %d: its history replays to %d MiB reserved, the simulation reserved %d MiB",
-					c.file, c.o, r+1, peak>>20, sims[r]>>20)
+				t.Errorf("case %d, %s, simulated rank %d: its history replays to %d MiB reserved, the simulation reserved %d MiB",
+					i, spec.File, r+1, peak>>20, sims[r]>>20)
 			}
 		}
 	}

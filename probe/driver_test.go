@@ -23,3 +23,15 @@ func TestNoCUDAError(t *testing.T) {
 		})
 	}
 }
+
+// TestNoLoaderError: a -tags nodriver binary's probe says how it was built
+// and what works without the driver.
+func TestNoLoaderError(t *testing.T) {
+	e := &NoLoaderError{}
+	if got := e.Error(); !strings.Contains(got, "built with -tags nodriver") || !strings.Contains(got, libcuda) {
+		t.Errorf("Error() = %q", got)
+	}
+	if h := e.Hint(); !strings.Contains(h, "estimate, tune and check need no GPU") || !strings.Contains(h, "without -tags nodriver") {
+		t.Errorf("Hint() = %q", h)
+	}
+}
