@@ -7,16 +7,9 @@
 # a pool that had already come back to its state (those a replay could
 # skip, keeping only their bytes for the peaks). Output: pools.txt.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-base=${1:-2742b61}
-dir=$(mktemp -d)
-git -C "$repo" worktree add --detach "$dir/t" "$base" >/dev/null
-trap 'git -C "$repo" worktree remove --force "$dir/t"; rm -rf "$dir"' EXIT
-cd "$dir/t"
-git apply "$here/pools.patch"
-date -u; go version
+source "$(dirname "$0")/trial.sh"
+trial "${1:-2742b61}" pools.patch
 echo "== the 7B estimate (specs/mistral-7b.yaml)"
 go test -count=1 ./estimate -run TestZZPool7B -v 2>&1 | grep ZZPOOL
 echo "== one 50 x 12 report"
-go test -count=1 ./report -run TestZZPool -v 2>&1 | grep ZZPOOL
+GOMAXPROCS=1 go test -count=1 ./report -run TestZZPool -v 2>&1 | grep ZZPOOL

@@ -12,24 +12,15 @@
 # it took (CSIZE, CORDER, COFF), "fresh"/"before differs" where the state
 # is not the last one's plus whole free segments. Output: out.txt.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-base=${1:-20c27de}
-dir=$(mktemp -d)
-git -C "$repo" worktree add --detach "$dir/t" "$base" >/dev/null
-trap 'git -C "$repo" worktree remove --force "$dir/t"; rm -rf "$dir"' EXIT
-cd "$dir/t"
-git apply "$here/repeat.patch"
-date -u
-go version
-git -C "$repo" rev-parse --short "$base"
+source "$(dirname "$0")/trial.sh"
+trial "${1:-20c27de}" repeat.patch
 echo "== every estimate of TestReplayExact equal to simulating every step"
 go test -count=1 ./estimate -run 'TestReplayExact$' 2>&1 | tail -1
 echo "== the checks of one 50 x 12 report (first words of each DBG line)"
-go test -count=1 ./report -run X -bench BenchmarkReport50x12 -benchtime 1x 2>&1 | grep DBG >"$dir/report.txt" || true
-awk '{print $1, $2, $3}' "$dir/report.txt" | sort | uniq -c
+GOMAXPROCS=1 go test -count=1 ./report -run X -bench BenchmarkReport50x12 -benchtime 1x 2>&1 | grep DBG >"$scratch/report.txt" || true
+awk '{print $1, $2, $3}' "$scratch/report.txt" | sort | uniq -c
 echo "== the failed checks: the fresh segment's size against the block taken, and the block's offset"
-grep "DBG takes" "$dir/report.txt" | awk '{print ($5 == $7 ? "equal-size" : "other-size"), ($9 == 0 ? "offset-0" : "offset>0")}' | sort | uniq -c
+grep "DBG takes" "$scratch/report.txt" | awk '{print ($5 == $7 ? "equal-size" : "other-size"), ($9 == 0 ? "offset-0" : "offset>0")}' | sort | uniq -c
 echo "== the 7B estimate (BenchmarkEstimate/7b-32layer), one estimate"
 go test -count=1 ./estimate -run X -bench 'BenchmarkEstimate$/7b' -benchtime 1x 2>&1 | grep DBG | sort | uniq -c
 echo
@@ -39,5 +30,5 @@ echo "== exchanging names (alloc.Repeat); an upper bound: its test of the segmen
 echo "== is left out (adjacency disabled, 'e != i-1' replaced), so a pass here is not yet a proof"
 git checkout -q -- . && git clean -qfd
 git apply "$here/repeat-swap.patch"
-go test -count=1 ./report -run X -bench BenchmarkReport50x12 -benchtime 1x 2>&1 | grep "DBG " | awk '{print $1, $2, $3}' | sort | uniq -c
+GOMAXPROCS=1 go test -count=1 ./report -run X -bench BenchmarkReport50x12 -benchtime 1x 2>&1 | grep "DBG " | awk '{print $1, $2, $3}' | sort | uniq -c
 go test -count=1 ./estimate -run X -bench 'BenchmarkEstimate$/7b' -benchtime 1x 2>&1 | grep "DBG " | sort | uniq -c
