@@ -87,6 +87,17 @@ var aliases = map[string]string{
 	"mi300x-192gb": "mi300x", "mi300x-192": "mi300x",
 }
 
+// DeviceAliases returns the other names LookupDevice accepts, sorted, each
+// as [alias, catalog name].
+func DeviceAliases() [][2]string {
+	out := make([][2]string, 0, len(aliases))
+	for a, n := range aliases {
+		out = append(out, [2]string{a, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
 // LookupDevice finds a device in the catalog by name, case-insensitively.
 func LookupDevice(name string) (Device, bool) {
 	k := strings.ToLower(strings.TrimSpace(name))

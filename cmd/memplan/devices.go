@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -15,10 +17,11 @@ func devicesCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "devices",
 		Usage: "list the built-in GPU catalog",
-		Description: `Lists the GPUs a spec's device or --device may name. Memory is what a process
-can use (cuMemGetInfo's total): measured where marked (with the date and
-driver; the JSON form has measured_on), otherwise the data sheet's total
-less the 480 MiB the driver keeps.
+		Description: `Lists the GPUs a spec's device or --device may name, then the other
+names they go by. Memory is what a process can use (cuMemGetInfo's total):
+measured where marked (with the date and driver; the JSON form has
+measured_on), otherwise the data sheet's total less the 480 MiB the driver
+keeps.
 
 Example:
    memplan devices
@@ -48,7 +51,10 @@ Example:
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, d.Product, units.GiB2(d.Memory), d.Arch, src)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return printAliases(c.App.Writer)
 		},
 	}
 }
@@ -58,4 +64,26 @@ Example:
 type deviceRow struct {
 	model.Device
 	MeasuredOn *measured.Provenance `json:"measured_on,omitempty"`
+}
+
+// printAliases lists the other names the catalog's devices go by, wrapped
+// for an 80-column terminal.
+func printAliases(w io.Writer) error {
+	line := "\nalso accepted:"
+	var b strings.Builder
+	as := model.DeviceAliases()
+	for i, a := range as {
+		item := fmt.Sprintf(" %s (%s)", a[0], a[1])
+		if i < len(as)-1 {
+			item += ","
+		}
+		if len(line)+len(item) > 80 {
+			b.WriteString(line + "\n")
+			line = " "
+		}
+		line += item
+	}
+	b.WriteString(line + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
 }
