@@ -157,3 +157,17 @@ func ExampleIsHFConfig() {
 	// 16
 	// 4
 }
+
+// ExampleLookupDevice finds a device by its catalog name or another name it
+// goes by (DeviceAliases).
+func ExampleLookupDevice() {
+	d, ok := model.LookupDevice("H100")
+	fmt.Println(d.Name, ok)
+	for _, a := range model.DeviceAliases()[:2] {
+		fmt.Println(a[0], "->", a[1])
+	}
+	// Output:
+	// h100-80gb true
+	// 4090 -> rtx-4090
+	// a100 -> a100-80gb
+}
