@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -14,7 +15,8 @@ import (
 // library), so that it runs in a container without a C library (Alpine,
 // distroless; docs/probe.md), and that the default build, which loads the
 // driver with purego, needs nothing but the C library's libc, libdl and
-// libpthread, which dlopen needs and every GPU node has.
+// libpthread, which dlopen needs and every GPU node has. On linux/amd64 it
+// runs both: their estimates are the same.
 func TestNoDriverBuildIsStatic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds memplan twice")
@@ -58,6 +60,23 @@ func TestNoDriverBuildIsStatic(t *testing.T) {
 	for _, l := range libs(def) {
 		if !slices.Contains([]string{"libc.so.6", "libdl.so.2", "libpthread.so.0"}, l) {
 			t.Errorf("default build needs %s; docs/probe.md names libc, libdl and libpthread only", l)
+		}
+	}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		return
+	}
+	// Built without the loader, it estimates as the default build does.
+	for _, spec := range []string{"mlp.yaml", "gpt2-124m.yaml", "llama-3.2-1b.yaml"} {
+		var outs [2]string
+		for i, bin := range []string{"static", "default"} {
+			b, err := exec.Command(filepath.Join(dir, bin), "estimate", filepath.Join("..", "..", "specs", spec), "--format", "json").Output()
+			if err != nil {
+				t.Fatalf("%s estimate %s: %v", bin, spec, err)
+			}
+			outs[i] = string(b)
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("%s: the nodriver build's estimate differs from the default build's", spec)
 		}
 	}
 }
