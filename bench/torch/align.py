@@ -17,11 +17,12 @@ their order), so only differences that can change its state show.
 free naming the allocation it releases, runs of frees sorted; prints the
 first event where the two differ, with its neighbours (or that none does).
 """
-import difflib, gzip, json, sys
+import difflib, json, sys
+import history
 
 
 def load(p, mn, canon):
-    ev = json.load(gzip.open(p))
+    ev = history.load(p)
     out, sizes, run = [], {}, []
     for e in ev:
         a, addr, size, lab = e[0], e[1], e[2], e[3]
@@ -41,7 +42,7 @@ def load(p, mn, canon):
 
 
 def load_ident(p):
-    ev = json.load(gzip.open(p))
+    ev = history.load(p)
     out, born, run, n = [], {}, [], 0
     for e in ev:
         a, addr, size, lab = e[0], e[1], e[2], e[3]

@@ -31,6 +31,7 @@ history's replayed with MEMPLAN_REPLAY_SKIP=library,communicator_up,
 peer_connected).
 """
 import difflib, gzip, json, os, sys
+import history
 
 MIB = 1 << 20
 # BISECT_MIN=0 keeps the small pool's events too: their segments take room in
@@ -45,7 +46,7 @@ def load(path):
     with an id of its own (an address may be reused) and each free with
     its allocation's id; a run of frees sorted by size, as align.py's
     --canon compares them."""
-    raw = json.load(gzip.open(path))
+    raw = history.load(path)
     if isinstance(raw, dict):
         raw = raw["events"]
     out, live, n = [], {}, 0

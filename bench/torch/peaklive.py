@@ -15,7 +15,8 @@ ranks' lists side by side show where one reserves more).
 
     python3 bench/torch/peaklive.py bench/results/2026-11-26-h200x4-pp-interleaved-fsdp-trace-2/c1-rank2.json.gz --size 32
 """
-import argparse, collections, gzip, json
+import argparse, collections, json
+import history
 
 
 def main():
@@ -25,7 +26,7 @@ def main():
     ap.add_argument("--lifetimes", action="store_true", help="with --size: the longest life of each label's blocks")
     ap.add_argument("--segments", action="store_true", help="count the mapped segments by size and label")
     a = ap.parse_args()
-    ev = json.load(gzip.open(a.events))
+    ev = history.load(a.events)
     if isinstance(ev, dict):  # {"events": [...], "segments": [...]}, as bench/results/*-trace/ keep them
         ev = ev["events"]
     live, cur, best, at, snap = {}, 0, 0, 0, {}

@@ -24,7 +24,8 @@ and memplan simulates two, so the real history's last step is unmatched). Used i
 (docs/pytorch-memory.md §4, "Lifetimes under eager attention and
 checkpointing").
 """
-import difflib, gzip, json, re, sys
+import difflib, json, re, sys
+import history
 
 MIB = 1 << 20
 SIM_LINE = re.compile(r"(alloc|free)\s+(\d+) live.*?  (.*)  \[(\S+) (\d+)\] seg (\d+) \((\d+) MiB\) off (\d+) MiB")
@@ -37,7 +38,7 @@ def rounded(n):
 def real_allocs(path):
     """The real allocations over 1 MiB: (size, (segment, offset MiB), frame)."""
     segs, out = [], []
-    for e in json.load(gzip.open(path)):
+    for e in history.load(path):
         action, addr, size, frame = e[0], e[1], e[2], e[3]
         if action == "segment_alloc":
             segs.append((addr, size))

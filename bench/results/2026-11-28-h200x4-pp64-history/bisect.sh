@@ -10,15 +10,15 @@
 set -eu
 d=$(dirname "$0")
 t=$(mktemp -d)
-tar xf "$d/trace-events.tar" -C "$t"
+tar xf "$d/trace-events.tar.xz" -C "$t"
 replay() { MEMPLAN_REPLAY=$1 go test -count=1 ./alloc -run TestReplayDebug -v | grep "model: reserved"; }
-echo "real history: $(replay "$t/c1-rank2.json.gz")"
+echo "real history: $(replay "$t/c1-rank2.json")"
 MEMPLAN_TRACE_STEPS=1 MEMPLAN_TRACE_RANK=1 MEMPLAN_TRACE_OUT="$t/sim.json.gz" \
   MEMPLAN_TRACE="../specs/llama-3-8b.yaml --batch 1 --seq 8192 --precision amp-bf16 --optimizer adamw --pp 2 --pp-schedule interleaved --grad-accum 8 --tp 2 --sp --checkpointing none --device h200-141gb" \
   go test -count=1 ./estimate -run TestTraceDebug >/dev/null
 echo "simulated history: $(replay "$t/sim.json.gz")"
 for n in 0 100 200 240 260 270 271 275 300 500 1000 9471; do
-  python3 bench/torch/bisect.py "$t/c1-rank2.json.gz" "$t/sim.json.gz" "$t/n.json.gz" "$n" >/dev/null
+  python3 bench/torch/bisect.py "$t/c1-rank2.json" "$t/sim.json.gz" "$t/n.json.gz" "$n" >/dev/null
   echo "first $n stretches replaced: $(replay "$t/n.json.gz")"
 done
 rm -r "$t"

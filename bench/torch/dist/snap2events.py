@@ -10,8 +10,8 @@ size, stream], ...]} instead, the segments mapped when the snapshot was
 taken beside the history (the form of the seventeenth session's traces in
 bench/results/*-trace/; peaklive.py and alloc's TestReplayDebug read both).
 
-    tar xf bench/results/2026-11-26-h100x2-lora-3-traces/snapshots.tar
-    python3 bench/torch/dist/snap2events.py c2-snapshot-rank0.pickle.gz /tmp/real.json.gz
+    tar xf bench/results/2026-11-26-h100x2-lora-3-traces/snapshots.tar.xz
+    python3 bench/torch/dist/snap2events.py c2-snapshot-rank0.pickle /tmp/real.json.gz
 """
 import gzip, json, pickle, sys
 

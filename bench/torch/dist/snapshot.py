@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """snapshot.py RESULTS.jsonl SNAPSHOTS.tar [N...]: reads the allocator
 histories train.py --snapshot saved (steps 1 to the last of configuration N, rank 0 and
-1; no torch needed) and prints, per CUDA stream (FSDP2's named), the peak of
+1; no torch needed; the archive as train.py wrote it, gzipped pickles, or as
+bench/results keeps it since the forty-first session, .tar.xz of plain ones) and prints, per CUDA stream (FSDP2's named), the peak of
 live bytes, how many blocks of each size were live at that stream's peak,
 the largest allocations and the moment of the overall peak with what each
 stream held then. Sizes in MiB."""
-import collections, gzip, io, json, pickle, sys, tarfile
+import collections, gzip, json, pickle, sys, tarfile
 
 lines = [json.loads(l) for l in open(sys.argv[1])]
 tar = tarfile.open(sys.argv[2])
@@ -16,7 +17,10 @@ for m in sorted(tar.getmembers(), key=lambda m: (int(m.name.split("-")[0][1:]), 
     if want and c not in want:
         continue
     rank = int(m.name.split("rank")[1].split(".")[0])
-    snap = pickle.load(gzip.open(io.BytesIO(tar.extractfile(m).read())))
+    data = tar.extractfile(m).read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    snap = pickle.loads(data)
     names = lines[c - 1]["ranks"][rank]["stream_names"]
     nm = lambda s: names.get(str(s), str(s))[:24]
     live, cur = {}, collections.Counter()
