@@ -182,12 +182,14 @@ func (s *sim) reallocate(t *tensor) {
 	t.blk, n.blk = n.blk, 0
 }
 
-// addressEvent tells the address model of an event outside the caching
-// allocator that changes where the driver puts later segments (evLibrary:
-// library n's first kernels ran, alloc.Allocator.LibraryLoaded; evCommUp:
-// the first NCCL communicator came up, CommunicatorUp; evPeer: NCCL's
-// first point-to-point connection, PeerConnected), and books it for the
-// step being recorded (replay.go) and the debugging trace.
+// addressEvent applies an event that is neither a malloc nor a free but
+// changes what later ones find, and books it for the step being recorded
+// (replay.go) and the debugging trace: evLibrary, library n's first kernels
+// ran (alloc.Allocator.LibraryLoaded); evCommUp, the first NCCL
+// communicator came up (CommunicatorUp); evPeer, NCCL's first
+// point-to-point connection (PeerConnected) — each changes where the
+// driver puts later segments —; evEmptyCache, torch.cuda.empty_cache
+// (ReleaseCached).
 func (s *sim) addressEvent(kind evKind, n int64) {
 	if a := s.al.a; a != nil {
 		switch kind {
@@ -197,6 +199,8 @@ func (s *sim) addressEvent(kind evKind, n int64) {
 			a.CommunicatorUp()
 		case evPeer:
 			a.PeerConnected()
+		case evEmptyCache:
+			a.ReleaseCached()
 		}
 	}
 	if s.rec != nil {
@@ -207,19 +211,9 @@ func (s *sim) addressEvent(kind evKind, n int64) {
 	}
 }
 
-// emptyCache is torch.cuda.empty_cache(): the cache's unused segments go
-// back to the driver. It is booked for the step being recorded (replay.go)
-// and the debugging trace, whose replay (alloc's TestReplayDebug) releases
-// them where the simulation did.
-func (s *sim) emptyCache() {
-	s.al.a.ReleaseCached()
-	if s.rec != nil {
-		s.rec.log(evEmptyCache, 0)
-	}
-	if s.traceAddr != nil {
-		s.traceAddr(evEmptyCache, 0)
-	}
-}
+// emptyCache: torch.cuda.empty_cache(), the cache's unused segments back
+// to the driver (addressEvent).
+func (s *sim) emptyCache() { s.addressEvent(evEmptyCache, 0) }
 
 // libraryLoaded: library l's first kernels ran (addressEvent).
 func (s *sim) libraryLoaded(l alloc.Library) { s.addressEvent(evLibrary, int64(l)) }

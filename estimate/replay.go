@@ -138,10 +138,8 @@ func (s *sim) replayStep(l *stepLog, it int) {
 			s.enter(it, int(e.ref), l.stages[e.n])
 		case evSaved:
 			s.saved = s.live[catSaved]
-		case evLibrary, evCommUp, evPeer:
+		case evLibrary, evCommUp, evPeer, evEmptyCache:
 			s.addressEvent(e.kind, e.n)
-		case evEmptyCache:
-			s.emptyCache()
 		}
 	}
 }
