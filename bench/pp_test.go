@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
 )
 
@@ -132,25 +133,21 @@ var pipelinePlacement = map[string]string{
 	// 2.5 GiB below the first segment, where memplan's address model puts
 	// it above them all (docs/allocator.md §8): placement.
 	//
-	// Held-out set 64's interleaved pipeline, the planner's fourth layout
-	// for Llama-3-8B at a global batch of 8 × 8,192 tokens on four H200s
-	// (thirty-eighth session; −10.7% reserved blind, allocated +1.2%): the
-	// last stage keeps every micro-batch's gathered logits (2,004 MiB each)
-	// for merge_chunks' 16,032 MiB concatenation at the step's end. Its
-	// whole history (bench/results/2026-11-28-h200x4-pp64-history, rank 2)
-	// replays through memplan's allocator and address model to its
-	// 114,346 MiB exactly; in it the second step's last two micro-batches'
-	// logits land in the first step's merge segment, so the second merge
-	// maps another 16,032 MiB, where memplan's requests leave that segment
-	// free. They differ from the history's in 9,471 stretches (rotary
-	// products, casts, TP collectives' buffers), and replacing them in
-	// order moves the peak back and forth between 102 and 118 GiB
-	// (bench/torch/bisect.py; all of it:
-	// bench/results/2026-11-28-h200x4-pp64-history/bisect.sh): placement
-	// of the largest blocks, not one tensor. The run with the harness's rotary tables in fp32, as
-	// memplan's program has them, is −10.6% (rerun-38-rope-2.txt).
-	"pp.py 4 specs/llama-3-8b.yaml --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 --tp 2":             "placement of merge_chunks' segment",
-	"pp.py 4 specs/llama-3-8b.yaml --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 --tp 2 [rope fp32]": "placement of merge_chunks' segment",
+	// (Held-out set 64's interleaved pipeline, the planner's fourth layout
+	// for Llama-3-8B at a global batch of 8 × 8,192 tokens on four H200s,
+	// −10.7% reserved blind, is +3.3% since the forty-second session
+	// summed a DTensor's gradients out of place (estimate's tensor.dtAct:
+	// the sequence-parallel norms' rows and the gathered module inputs):
+	// its last stage's requests went from 9,471 stretches unlike its
+	// history's (bench/results/2026-11-28-h200x4-pp64-history) to 6,838,
+	// nearly all the harness's rotary embedding, and memplan's simulated
+	// history replays to 118,166 MiB of the run's 114,346. What the
+	// thirty-eighth session wrote of it: the last stage keeps every
+	// micro-batch's gathered logits (2,004 MiB each) for merge_chunks'
+	// 16,032 MiB concatenation at the step's end; in the history the
+	// second step's last two micro-batches' logits land in the first
+	// step's merge segment, so the second merge maps another 16,032 MiB,
+	// where memplan's requests left that segment free.)
 }
 
 // pipelineOver are the pipeline runs over the worst-case targets, with
@@ -186,9 +183,8 @@ var pipelineOver = map[string]string{
 	// reserved blind, allocated +1.3%): the last stage keeps every
 	// micro-batch's logits (2 GiB in bf16) for merge_chunks' concatenation
 	// at the step's end, and where those 16 GiB land in the cache decides
-	// the reserve, as in set 64's Llama-3-8B line, under by as much the
-	// other way (pipelinePlacement). Not traced: which requests place them
-	// otherwise is not known.
+	// the reserve, as in set 64's Llama-3-8B line (pipelinePlacement). Not
+	// traced: which requests place them otherwise is not known.
 	"pp.py 2 model/testdata/hf/smollm3-3b.json --schedule interleaved --microbatches 8 --seq 8192 --batch 1 --stages-per-rank 2 [rope fp32]": "placement of merge_chunks' segment",
 }
 
@@ -246,6 +242,7 @@ func TestPipelineAccuracy(t *testing.T) {
 	var errs [NumMetrics][]float64
 	under := map[string]bool{}
 	runs := 0
+	worst := 0.0 // the most reserved any run is under
 	for _, f := range files {
 		for _, r := range readScript(t, filepath.Join("results", f), "pp") {
 			c := r.Config
@@ -266,6 +263,7 @@ func TestPipelineAccuracy(t *testing.T) {
 			}
 			e := distErrors(t, r, o)
 			runs++
+			worst = min(worst, e[Reserved])
 			if _, ok := pipelinePlacement[r.Label]; ok {
 				if e[Reserved] >= -distTargets.Worst[Reserved] {
 					t.Errorf("%s is listed as beyond the targets but is %+.1f%% reserved", r.Label, 100*e[Reserved])
@@ -304,6 +302,12 @@ func TestPipelineAccuracy(t *testing.T) {
 	}
 	if runs != 202 {
 		t.Fatalf("%d pipeline runs, want 202", runs)
+	}
+	// The headroom every pipeline estimate's note asks for is the worst
+	// of these, to the next tenth of a percent.
+	if got := math.Ceil(-worst*1000-1e-9) / 1000; got != estimate.PipelineUnder {
+		t.Errorf("the worst pipeline run is %.2f%% under in reserved: estimate.PipelineUnder is %.3f, want %.3f",
+			-100*worst, estimate.PipelineUnder, got)
 	}
 	checkSpread(t, errs)
 }

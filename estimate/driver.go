@@ -367,6 +367,7 @@ func (s *sim) fork(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shape) {
 			continue
 		}
 		z := s.add(sum, y)
+		z.dtAct = s.dtStream()
 		s.unref(sum)
 		s.unref(y)
 		sum = z
@@ -418,6 +419,7 @@ func (s *sim) residual(in *inst, x *tensor, sh model.Shape) (*tensor, model.Shap
 	} else {
 		y = s.add(sk, br)
 	}
+	y.dtAct = s.dtStream()
 	s.unref(first)
 	for _, t := range forkHeld {
 		s.unref(t)

@@ -41,18 +41,20 @@ func (s *sim) accumulate(t, g *tensor) {
 	// cannot be, and when neither can the sum is a new tensor (measured:
 	// the tiny MoE in bf16, whose key and value projections' input
 	// gradients sum out of place, bench/results/moe-traces/moe-bf16-ckpt).
+	// A DTensor's gradients are always summed out of place: the engine adds
+	// in place only into a plain tensor, not a subclass (measured: the
+	// sequence-parallel norms and gathered module inputs of held-out set
+	// 64's history, docs/parallelism.md §3.1.9).
 	switch old := t.grad; {
+	case t.dtAct:
+		t.grad = s.gradSum(t, old, g, catTemp)
 	case stealable(old):
 		s.unref(g)
 	case stealable(g):
 		s.unref(old)
 		t.grad = g
 	default:
-		sum := s.alloc(g.elems, g.dt, catTemp, t.name)
-		sum.prefix = "grad sum of "
-		s.unref(old)
-		s.unref(g)
-		t.grad = sum
+		t.grad = s.gradSum(t, old, g, catTemp)
 	}
 }
 
@@ -75,14 +77,15 @@ func stealable(g *tensor) bool {
 // (measured on 4 × H200: Llama-3.2-1B's tied embedding at t = 4,
 // bench/results/2026-11-26-h200x4-tp4ckpt-trace.jsonl).
 func (s *sim) sumTied(t, g *tensor) {
-	t.pgrad = s.gradSum(t, t.pgrad, g)
+	t.pgrad = s.gradSum(t, t.pgrad, g, catGrad)
 	t.pgrad.pass = s.passes
 }
 
 // gradSum is the engine's out-of-place sum of weight t's two gradients a
-// and g: a new tensor, both addends freed.
-func (s *sim) gradSum(t, a, g *tensor) *tensor {
-	sum := s.alloc(g.elems, g.dt, catGrad, t.name)
+// and g: a new tensor in category cat, both addends freed. An activation's
+// sum (cat catTemp) is made the same way.
+func (s *sim) gradSum(t, a, g *tensor, cat category) *tensor {
+	sum := s.alloc(g.elems, g.dt, cat, t.name)
 	sum.prefix = "grad sum of "
 	s.unref(a)
 	s.unref(g)

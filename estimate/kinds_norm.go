@@ -71,6 +71,22 @@ type rmsNormOp struct {
 }
 
 func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
+	if !s.tpSP || s.dtStream() {
+		// A local input, or a DTensor already (the residual stream of a
+		// model run through transformers' forward), whose rows are
+		// DTensors as the output is: Cohere's parallel block gathers the
+		// one norm's output for each branch.
+		y := o.norm(s, x, sh)
+		y.dtAct = x.dtAct
+		return y
+	}
+	xd := s.seqParallelInput(x)
+	y := o.norm(s, xd, sh)
+	s.unref(xd)
+	return y
+}
+
+func (o *rmsNormOp) norm(s *sim, x *tensor, sh model.Shape) *tensor {
 	if o.centered {
 		return s.cohereLayerNorm(x, o.w, s.rows(sh))
 	}
@@ -90,6 +106,7 @@ func (o *rmsNormOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 func (s *sim) cohereLayerNorm(x, w *tensor, rows int64) *tensor {
 	h := s.to(x, f32)
 	mean := s.alloc(rows, f32, catTemp, "mean")
+	h.dtAct, mean.dtAct = x.dtAct, x.dtAct // each read twice
 	s.record("Mean", []*tensor{h}, mean)
 	d1 := s.sub(h, mean)
 	p := s.alloc(x.elems, f32, catTemp, "pow")
@@ -167,6 +184,7 @@ func (s *sim) rmsNormWeighted(x, w *tensor, rows int64, weightLast bool) *tensor
 // is made).
 func (s *sim) rmsNormalize(x *tensor, rows int64) *tensor {
 	h := s.to(x, f32)
+	h.dtAct = x.dtAct // read by the power and the product
 	p := s.alloc(x.elems, f32, catTemp, "pow")
 	if n := s.record("Pow", []*tensor{h}, p); n != nil {
 		s.save(n, h)

@@ -259,7 +259,7 @@ func TestPipelineExpertKinds(t *testing.T) {
 
 // TestPipelineNote: every estimate of pipeline stages says that the
 // driver's placement of segments, which memplan models only in part, has
-// made such runs reserve up to 10.7% more (docs/parallelism.md §3.2.11);
+// made such runs reserve up to PipelineUnder more (docs/parallelism.md §3.2.11);
 // one without a pipeline does not.
 func TestPipelineNote(t *testing.T) {
 	for _, tc := range []struct {

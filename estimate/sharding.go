@@ -363,7 +363,7 @@ func (s *sim) reduceScatter(t, g *tensor) {
 			t.grad = g
 			u.grads = append(u.grads, t)
 		case s.dtensor:
-			t.grad = s.gradSum(t, t.grad, g) // grads.go
+			t.grad = s.gradSum(t, t.grad, g, catGrad) // grads.go
 		default:
 			s.unref(g)
 		}

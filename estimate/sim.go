@@ -78,6 +78,11 @@ type tensor struct {
 	// wrapped marks a tensor-parallel module's replicated input that each
 	// column-parallel product wraps itself (fromLocalEach).
 	wrapped bool
+	// dtAct marks an activation that is a DTensor (sequence parallelism:
+	// a SequenceParallel norm's input and rows, the sequence gathered for
+	// a module's column-parallel products): the autograd engine sums the
+	// gradients it receives out of place (accumulate).
+	dtAct bool
 	// sdt is a ZeRO 2/3 shard's bytes per element when not the master
 	// dtype's (LoRA's fp32 adapters over a half base, lora.go), else 0.
 	sdt int8
@@ -109,6 +114,15 @@ type tensor struct {
 }
 
 func (t *tensor) bytes() int64 { return t.elems * t.dt }
+
+// dtStream says whether the residual stream is a DTensor: sequence
+// parallelism of a model run through transformers' own forward, whose
+// residual stream hftp.py keeps as Shard(1) DTensors (sim.wholeSeq), so
+// that the residual adds' outputs, the modules' reduce-scattered outputs
+// and the norms' rows have their gradients summed out of place
+// (tensor.dtAct). torchtitan's plan keeps it local: there only a norm's
+// rows (seqParallelInput) and the gathered module input are DTensors.
+func (s *sim) dtStream() bool { return s.wholeSeq > 1 }
 
 // isRowVec reports whether t is a parameter vector or computed elementwise
 // from one (tensor.rowVec).

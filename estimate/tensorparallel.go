@@ -181,6 +181,25 @@ func (s *sim) markPlain(l *model.Layer, o op, ps []*tensor) {
 	}
 }
 
+// seqParallelInput is SequenceParallel's input hook on a norm under
+// sequence parallelism: DTensor.from_local(x, [Shard(1)]), a view of x.
+// The norm runs on the DTensor, so the gradients its ops hand back to
+// its input are a DTensor's, summed out of place (tensor.dtAct), and the
+// view's backward passes the sum to x, where it is added to the residual
+// stream's gradient (measured: held-out set 64's last stage, which keeps
+// the product's share of the input's gradient until the power's share
+// exists, sums them into a new tensor and frees all three,
+// bench/results/2026-11-28-h200x4-pp64-history; docs/parallelism.md
+// §3.1.9).
+func (s *sim) seqParallelInput(x *tensor) *tensor {
+	y := s.view(x, x.elems)
+	y.dtAct, y.perm, y.name = true, x.perm, x.name
+	if n := s.record("FromLocal", []*tensor{x}, y); n != nil {
+		n.pass = true
+	}
+	return y
+}
+
 // releaseWholeGrads frees the whole gradients, as zero_grad(set_to_none)
 // does.
 func (s *sim) releaseWholeGrads() {

@@ -567,3 +567,53 @@ func TestWrapEachProduct(t *testing.T) {
 		t.Errorf("%d output all-reduces while their module's input is held, %d without; want %d and 1", held, bare, 2*blocks)
 	}
 }
+
+// TestDTensorGradSums counts the gradient sums the autograd engine makes
+// out of place in the first backward because their tensor is a DTensor
+// (tensor.dtAct; docs/parallelism.md §3.1.9). Under torchtitan's plan
+// (Llama-3.2-1B, 16 blocks) the gathered input of each attention takes
+// three shares (two sums) and of each MLP two (one), and each of the 33
+// SequenceParallel norms' rows two (the product's and the power's: one).
+// Through transformers' forward (SmolLM3-3B, 36 layers) the residual
+// stream is a DTensor: each norm's input takes the residual's share and
+// the norm's two (two sums), but the last norm's, which no residual add
+// follows (one). Without sequence parallelism nothing is a DTensor
+// activation.
+func TestDTensorGradSums(t *testing.T) {
+	for _, c := range []struct {
+		file   string
+		hf, sp bool
+		sums   int
+	}{
+		{"../specs/llama-3.2-1b.yaml", false, true, 16*3 + 33},
+		{"../specs/llama-3.2-1b.yaml", false, false, 0},
+		{"../model/testdata/hf/smollm3-3b.json", true, true, 72*2 + 1},
+		{"../model/testdata/hf/smollm3-3b.json", true, false, 0},
+	} {
+		load := model.Load
+		if c.hf {
+			load = model.LoadHF
+		}
+		spec, err := load(c.file, model.Overrides{Batch: 1, Seq: 256, Precision: model.AMPBF16, TP: 2, SP: c.sp,
+			LossOutsideAutocast: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums := 0
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				// Counted as they are freed: the label is set after the
+				// allocation.
+				if !alloc && x.prefix == "grad sum of " && s.phase.Iteration == 0 && s.phase.Stage == StageBackward {
+					sums++
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sums != c.sums {
+			t.Errorf("%s, sp %v: %d gradient sums out of place, want %d", c.file, c.sp, sums, c.sums)
+		}
+	}
+}

@@ -74,7 +74,15 @@ func (o collectiveOp) run(s *sim, x *tensor) *tensor {
 	one := s.cfg.batch == 1
 	switch o.k.Op {
 	case model.OpGatherSeq:
-		return s.allGather(x, t, true, one)
+		y := s.allGather(x, t, true, one)
+		// PrepareModuleInput keeps the gathered sequence a DTensor
+		// (use_local_output=False) and the column-parallel products take
+		// it as it is: their shares of its gradient are summed out of
+		// place (measured: set 64's attention and MLP, the three and two
+		// shares summed into new tensors before the reduce-scatter).
+		// hftp.py hands the module the gathered tensor's local part.
+		y.dtAct = o.k.Each && !s.dtStream()
+		return y
 	case model.OpReduceScatterSeq:
 		// Partial → Shard(1): the chunks concatenated along dim 0, then
 		// reduce_scatter_tensor's output. Backward all-gathers the
@@ -82,6 +90,7 @@ func (o collectiveOp) run(s *sim, x *tensor) *tensor {
 		// buffer itself for a batch of one).
 		c := s.alloc(x.elems, x.dt, catTemp, "reduce-scatter input (TP)")
 		y := s.alloc(x.elems/t, x.dt, catTemp, "reduce-scatter output (TP)")
+		y.dtAct = s.dtStream() // RowwiseParallel's use_local_output=False (hftp.py)
 		s.unref(c)
 		s.markUnwaited(y)
 		if n := s.record("ReduceScatter", []*tensor{x}, y); n != nil && !one {

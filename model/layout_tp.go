@@ -128,14 +128,18 @@ type Collective struct {
 	// Holds keeps the output bound until the base model's forward returns
 	// (the vocabulary-parallel embedding's reduction under Embedding.Hold).
 	Holds bool
-	// Each marks an OpReplicate whose module's column-parallel products
-	// each wrap the input themselves (ColwiseParallel's input hook on every
+	// Each marks a module input whose module's column-parallel products
+	// take it each (the attention's projections, an MLP's; not a mixture
+	// of experts' wrapper or latent attention). On an OpReplicate, they
+	// wrap the input themselves (ColwiseParallel's input hook on every
 	// projection, with no PrepareModuleInput before the module: torchtitan's
 	// and transformers' plans without sequence parallelism): one
 	// DTensor.from_local per product, each all-reducing its own share of
 	// the input's gradient into a new tensor in backward, which the
 	// autograd engine then adds into the input's (docs/parallelism.md
-	// §3.1.8).
+	// §3.1.8). On an OpGatherSeq, they take the gathered DTensor that
+	// PrepareModuleInput hands the module, whose gradient shares the
+	// engine sums out of place (§3.1.9).
 	Each bool
 }
 

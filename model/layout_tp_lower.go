@@ -23,10 +23,11 @@ func (tp *tpLowering) coll(op string) Layer { return L(&Collective{Op: op, Ranks
 // replicated input wrapped, by each of its column-parallel products when
 // each is set (Collective.Each).
 func (tp *tpLowering) in(each bool) Layer {
+	op := OpReplicate
 	if tp.sp {
-		return tp.coll(OpGatherSeq)
+		op = OpGatherSeq
 	}
-	l := tp.coll(OpReplicate)
+	l := tp.coll(op)
 	l.Spec.(*Collective).Each = each
 	return l
 }
