@@ -138,7 +138,7 @@ var pipelinePlacement = map[string]string{
 	// −10.7% reserved blind, is +3.3% since the forty-second session
 	// summed a DTensor's gradients out of place (estimate's tensor.dtAct:
 	// the sequence-parallel norms' rows and the gathered module inputs):
-	// its last stage's requests went from 9,471 stretches unlike its
+	// its last stage's requests went from 9,439 stretches unlike its
 	// history's (bench/results/2026-11-28-h200x4-pp64-history) to 6,838,
 	// nearly all the harness's rotary embedding, and memplan's simulated
 	// history replays to 118,166 MiB of the run's 114,346. What the
