@@ -617,3 +617,48 @@ func TestDTensorGradSums(t *testing.T) {
 		}
 	}
 }
+
+// TestGatheredInputBackward counts the reduce-scatters' concatenations
+// (the sequence all-gathers' backward temporaries) in the first backward
+// under sequence parallelism. Under torchtitan's plan the attention's and
+// the MLP's gathered inputs are DTensors whose summed gradient is
+// reduce-scattered, two a block (Llama-3.2-1B, 16 blocks), and so is the
+// head's input (ColwiseParallel(input_layouts=Shard(1))). Through
+// transformers' forward the modules take the gathered input's local part,
+// which each projection wraps: the shares are all-reduced and the gather's
+// backward takes the rank's shard of the replicated sum, no concatenation
+// (SmolLM3-3B, docs/parallelism.md §3.1.9): only the head's is left.
+func TestGatheredInputBackward(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		hf   bool
+		cats int
+	}{
+		{"../specs/llama-3.2-1b.yaml", false, 16*2 + 1},
+		{"../model/testdata/hf/smollm3-3b.json", true, 1},
+	} {
+		load := model.Load
+		if c.hf {
+			load = model.LoadHF
+		}
+		spec, err := load(c.file, model.Overrides{Batch: 1, Seq: 256, Precision: model.AMPBF16, TP: 2, SP: true,
+			LossOutsideAutocast: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cats := 0
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if !alloc && x.prefix == "AllGather" && s.phase.Iteration == 0 && s.phase.Stage == StageBackward {
+					cats++
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cats != c.cats {
+			t.Errorf("%s: %d reduce-scatter concatenations in backward, want %d", c.file, cats, c.cats)
+		}
+	}
+}

@@ -74,14 +74,28 @@ func (o collectiveOp) run(s *sim, x *tensor) *tensor {
 	one := s.cfg.batch == 1
 	switch o.k.Op {
 	case model.OpGatherSeq:
+		if o.k.Each && s.dtStream() {
+			// hftp.py hands the module the gathered tensor's local part
+			// (redistribute, then to_local), which each column-parallel
+			// product wraps again (ColwiseParallel's input hook): each
+			// product's share of the gradient is all-reduced into a new
+			// tensor (fromLocalEach) and their sum is replicated, so the
+			// gather's backward takes the rank's shard of it, a copy,
+			// not a reduce-scatter (measured: Llama 4's test shape at tp 2
+			// with sp, a redispatch copy after each of v_proj's, k_proj's
+			// and q_proj's input gradients, then _select_split_tensor's
+			// shard; bench/results/2026-11-28-h200x2-trace-74, trace74b).
+			y := s.allGather(x, t, false, one)
+			y.wrapped = true
+			return y
+		}
 		y := s.allGather(x, t, true, one)
 		// PrepareModuleInput keeps the gathered sequence a DTensor
 		// (use_local_output=False) and the column-parallel products take
 		// it as it is: their shares of its gradient are summed out of
 		// place (measured: set 64's attention and MLP, the three and two
 		// shares summed into new tensors before the reduce-scatter).
-		// hftp.py hands the module the gathered tensor's local part.
-		y.dtAct = o.k.Each && !s.dtStream()
+		y.dtAct = o.k.Each
 		return y
 	case model.OpReduceScatterSeq:
 		// Partial → Shard(1): the chunks concatenated along dim 0, then

@@ -139,7 +139,9 @@ type Collective struct {
 	// autograd engine then adds into the input's (docs/parallelism.md
 	// §3.1.8). On an OpGatherSeq, they take the gathered DTensor that
 	// PrepareModuleInput hands the module, whose gradient shares the
-	// engine sums out of place (§3.1.9).
+	// engine sums out of place; through transformers' forward (hftp.py)
+	// its local part, which each wraps again as without sequence
+	// parallelism (§3.1.9).
 	Each bool
 }
 
