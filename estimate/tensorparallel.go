@@ -111,6 +111,12 @@ func (o *vocabEmbeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor
 		if o.whole == nil {
 			n.bwdTemp, n.reduceTemp = o.k.Whole*o.k.Dim*o.w.dt, n.bwdTemp
 			n.tempHeld = o.k.Tied
+		} else if rows > embeddingDirectRows {
+			// The whole gradient allocated, embedding_backward_cuda_kernel's
+			// partial segments, as for any embedding (embedding; measured:
+			// 35.2 MiB after Llama 4's test shape's 250 MiB whole gradient at
+			// 4,096 rows, bench/results/2026-11-28-h200x2-trace-74, trace74b).
+			n.gradWS = s.workspaces([3]inputWS{{t: in, bytes: (rows + rows/10) * o.k.Dim * f32}})
 		}
 	}
 	if o.k.Scale {

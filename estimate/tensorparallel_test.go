@@ -662,3 +662,45 @@ func TestGatheredInputBackward(t *testing.T) {
 		}
 	}
 }
+
+// TestVocabEmbeddingPartials checks that the backward of a vocabulary-
+// parallel embedding over more than embeddingDirectRows rows, untied (its
+// whole gradient kept as .grad), sums the rows through
+// embedding_backward_cuda_kernel's partial segments as any embedding does:
+// (rows + rows/10) rows of its width in fp32, after the whole gradient
+// (measured: Llama 4's test shape at tp 2 with sp,
+// bench/results/2026-11-28-h200x2-trace-74, trace74b).
+func TestVocabEmbeddingPartials(t *testing.T) {
+	for _, seq := range []int64{2048, 4096} {
+		spec, err := model.Load("../specs/tinyllama-1.1b.yaml", model.Overrides{Batch: 1, Seq: seq,
+			Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := (seq + seq/10) * 2048 * f32
+		whole, after := false, 0
+		_, err = estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				if s.phase.Iteration != 0 || s.phase.Stage != StageBackward || !alloc {
+					return
+				}
+				switch {
+				case x.name == "embedding.weight (whole gradient)":
+					whole = true
+				case whole && x.bytes() == parts:
+					after++
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if seq > embeddingDirectRows {
+			want = 1
+		}
+		if after != want {
+			t.Errorf("seq %d: %d partial-segment scratches after the whole gradient, want %d", seq, after, want)
+		}
+	}
+}
