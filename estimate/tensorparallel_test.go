@@ -590,32 +590,40 @@ func TestDTensorGradSums(t *testing.T) {
 		{"../model/testdata/hf/smollm3-3b.json", true, true, 72*2 + 1},
 		{"../model/testdata/hf/smollm3-3b.json", true, false, 0},
 	} {
-		load := model.Load
-		if c.hf {
-			load = model.LoadHF
-		}
-		spec, err := load(c.file, model.Overrides{Batch: 1, Seq: 256, Precision: model.AMPBF16, TP: 2, SP: c.sp,
-			LossOutsideAutocast: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sums := 0
-		_, err = estimateWith(spec, nil, func(s *sim) {
-			s.trace = func(x *tensor, alloc bool) {
-				// Counted as they are freed: the label is set after the
-				// allocation.
-				if !alloc && x.prefix == "grad sum of " && s.phase.Iteration == 0 && s.phase.Stage == StageBackward {
-					sums++
-				}
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		sums := freedInFirstBackward(t, c.file, c.hf, c.sp, "grad sum of ")
 		if sums != c.sums {
 			t.Errorf("%s, sp %v: %d gradient sums out of place, want %d", c.file, c.sp, sums, c.sums)
 		}
 	}
+}
+
+// freedInFirstBackward counts the tensors labelled with prefix that the
+// first backward frees, for the model in file (a transformers config when
+// hf) at tp 2, with sequence parallelism when sp, at 256 tokens. Counted as
+// they are freed: a label is set after the allocation.
+func freedInFirstBackward(t *testing.T, file string, hf, sp bool, prefix string) int {
+	t.Helper()
+	load := model.Load
+	if hf {
+		load = model.LoadHF
+	}
+	spec, err := load(file, model.Overrides{Batch: 1, Seq: 256, Precision: model.AMPBF16, TP: 2, SP: sp,
+		LossOutsideAutocast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	_, err = estimateWith(spec, nil, func(s *sim) {
+		s.trace = func(x *tensor, alloc bool) {
+			if !alloc && x.prefix == prefix && s.phase.Iteration == 0 && s.phase.Stage == StageBackward {
+				n++
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestGatheredInputBackward counts the reduce-scatters' concatenations
@@ -637,26 +645,7 @@ func TestGatheredInputBackward(t *testing.T) {
 		{"../specs/llama-3.2-1b.yaml", false, 16*2 + 1},
 		{"../model/testdata/hf/smollm3-3b.json", true, 1},
 	} {
-		load := model.Load
-		if c.hf {
-			load = model.LoadHF
-		}
-		spec, err := load(c.file, model.Overrides{Batch: 1, Seq: 256, Precision: model.AMPBF16, TP: 2, SP: true,
-			LossOutsideAutocast: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cats := 0
-		_, err = estimateWith(spec, nil, func(s *sim) {
-			s.trace = func(x *tensor, alloc bool) {
-				if !alloc && x.prefix == "AllGather" && s.phase.Iteration == 0 && s.phase.Stage == StageBackward {
-					cats++
-				}
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cats := freedInFirstBackward(t, c.file, c.hf, true, "AllGather")
 		if cats != c.cats {
 			t.Errorf("%s: %d reduce-scatter concatenations in backward, want %d", c.file, cats, c.cats)
 		}
