@@ -78,10 +78,12 @@ type tensor struct {
 	// wrapped marks a tensor-parallel module's replicated input that each
 	// column-parallel product wraps itself (fromLocalEach).
 	wrapped bool
-	// dtAct marks an activation that is a DTensor (sequence parallelism:
-	// a SequenceParallel norm's input and rows, the sequence gathered for
-	// a module's column-parallel products): the autograd engine sums the
-	// gradients it receives out of place (accumulate).
+	// dtAct marks an activation that is a DTensor under sequence
+	// parallelism (a SequenceParallel norm's input and rows, and under
+	// torchtitan's plan the sequence gathered for a module's
+	// column-parallel products; through transformers' forward the residual
+	// stream, sim.dtStream): the autograd engine sums the gradients it
+	// receives out of place (accumulate).
 	dtAct bool
 	// sdt is a ZeRO 2/3 shard's bytes per element when not the master
 	// dtype's (LoRA's fp32 adapters over a half base, lora.go), else 0.
