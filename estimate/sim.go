@@ -117,17 +117,6 @@ type tensor struct {
 
 func (t *tensor) bytes() int64 { return t.elems * t.dt }
 
-// dtStream says whether the residual stream is a DTensor: sequence
-// parallelism of a model run through transformers' own forward, whose
-// residual stream hftp.py keeps as Shard(1) DTensors (sim.wholeSeq), so
-// that the residual adds' outputs, the modules' reduce-scattered outputs
-// and the norms' rows have their gradients summed out of place
-// (tensor.dtAct), and a module takes its gathered input local, wrapped
-// again by each projection (collectiveOp.run). torchtitan's plan keeps the
-// stream local: there only a norm's rows (seqParallelInput) and the
-// gathered module input are DTensors.
-func (s *sim) dtStream() bool { return s.wholeSeq > 1 }
-
 // isRowVec reports whether t is a parameter vector or computed elementwise
 // from one (tensor.rowVec).
 func (t *tensor) isRowVec() bool { return t.rowVec || (t.param && t.second == 0) }

@@ -187,6 +187,17 @@ func (s *sim) markPlain(l *model.Layer, o op, ps []*tensor) {
 	}
 }
 
+// dtStream says whether the residual stream is a DTensor: sequence
+// parallelism of a model run through transformers' own forward, whose
+// residual stream hftp.py keeps as Shard(1) DTensors (sim.wholeSeq), so
+// that the residual adds' outputs, the modules' reduce-scattered outputs
+// and the norms' rows have their gradients summed out of place
+// (tensor.dtAct), and a module takes its gathered input local, wrapped
+// again by each projection (collectiveOp.run). torchtitan's plan keeps the
+// stream local: there only a norm's rows (seqParallelInput) and the
+// gathered module input are DTensors.
+func (s *sim) dtStream() bool { return s.wholeSeq > 1 }
+
 // seqParallelInput is SequenceParallel's input hook on a norm under
 // sequence parallelism: DTensor.from_local(x, [Shard(1)]), a view of x.
 // The norm runs on the DTensor, so the gradients its ops hand back to
