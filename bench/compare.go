@@ -209,8 +209,9 @@ func (r Record) Overrides() model.Overrides {
 	if i("dp") > 1 {
 		// A fake process group (measure.py) keeps no NCCL Work: nothing
 		// outlives DDP's bucket rebuild, as after a loop's pause; its
-		// shard() moves the whole model to the GPU before fully_shard.
-		o.StepPause, o.FSDPInit = settledPause, model.FSDPInitGPU
+		// shard() moves the whole model to the GPU before fully_shard and
+		// empties the cache after.
+		o.StepPause, o.FSDPInit, o.EmptyCacheAfterWrap = settledPause, model.FSDPInitGPU, true
 	}
 	if r.World > 1 && r.Mode != "" {
 		// train.py's loop pauses after every step unless told not to:
@@ -230,7 +231,8 @@ func (r Record) Overrides() model.Overrides {
 		case "zero1":
 			o.Zero = "1"
 		case "fsdp":
-			o.Zero = "3" // reshard_after_forward true (or, on 2 GPUs, any int)
+			o.Zero = "3"                 // reshard_after_forward true (or, on 2 GPUs, any int)
+			o.EmptyCacheAfterWrap = true // train.py empties the cache after wrapping
 			if fmt.Sprint(r.Reshard) == "false" {
 				o.Zero = "2"
 			}

@@ -450,7 +450,7 @@ func TestFakeGroupDevice(t *testing.T) {
 	for _, row := range rep.Rows {
 		o := model.Overrides{Batch: 2, Seq: 256, Precision: "amp-bf16", Zero: "1"}
 		if row.Label == "fake" {
-			o.DP, o.StepPause, o.FSDPInit = 2, settledPause, model.FSDPInitGPU
+			o.DP, o.StepPause, o.FSDPInit, o.EmptyCacheAfterWrap = 2, settledPause, model.FSDPInitGPU, true
 		}
 		spec, err := model.Load("../specs/gpt2-124m.yaml", o)
 		if err != nil {

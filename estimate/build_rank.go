@@ -60,8 +60,9 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	}
 	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
+	s.wrapEmpties = t.EmptyCacheAfterWrap
 	if t.TP <= 1 && s.fsdpStreams() {
-		s.note(fsdpInitNotes[t.FSDPInit])
+		s.note(fsdpInitNote(&t))
 		s.notePaddedExperts(t, m)
 	}
 	ins := s.build(prog, map[string]*tensor{})
@@ -90,6 +91,21 @@ var fsdpInitNotes = map[string]string{
 	model.FSDPInitHost: "FSDP2: the model is taken to be built on the host and sharded unit by unit (transformers' from_pretrained); --fsdp-init gpu if it is moved to the GPU first, meta if made on the meta device (torchtitan)",
 	model.FSDPInitGPU:  "FSDP2: the model is taken to be moved whole to the GPU before fully_shard (--fsdp-init gpu)",
 	model.FSDPInitMeta: "FSDP2: the model is taken to be made on the meta device, each shard allocated directly (--fsdp-init meta, torchtitan)",
+}
+
+// fsdpInitNote is fsdpInitNotes' note for t, with what becomes of the
+// blocks the freed whole parameters leave cached when the model was on
+// the host or the GPU whole (model.Training.EmptyCacheAfterWrap): they
+// move the steps' reserve by up to 9% either way (docs/multigpu.md).
+func fsdpInitNote(t *model.Training) string {
+	n := fsdpInitNotes[t.FSDPInit]
+	switch {
+	case t.FSDPInit == model.FSDPInitMeta:
+		return n
+	case t.EmptyCacheAfterWrap:
+		return n + "; the cache emptied after wrapping (--empty-cache-after-wrap)"
+	}
+	return n + "; the blocks the freed whole parameters leave stay cached for the steps, as accelerate leaves them (--empty-cache-after-wrap if the script empties the cache after fully_shard)"
 }
 
 // notePaddedExperts says when FSDP2 shards a rank's experts over more

@@ -222,8 +222,10 @@ func (s *sim) shardSetup(ins []*inst) {
 // transformers' from_pretrained and fully_shard do): each call moves its
 // unit's parameters to the GPU whole (_move_states_to_device), allocates
 // each one's padded shard (FSDPParam._init_sharded_param) and frees the
-// whole ones when it returns; the cache is emptied after the last
-// (torch.cuda.empty_cache). The shards land among the freed whole blocks,
+// whole ones when it returns; with model.Training.EmptyCacheAfterWrap
+// the script empties the cache after the last (torch.cuda.empty_cache),
+// else the freed whole blocks stay cached for the steps. The shards land
+// among the freed whole blocks,
 // which the step's first allocations then split: seen in RoBERTa's
 // allocator history (bench/results/2026-11-26-h100x2-lora-3-traces).
 // With model.FSDPInitGPU the whole model is on the GPU before the first
@@ -288,7 +290,9 @@ func (s *sim) wrapFromHost() {
 	}
 	shardUnit(s.unsharded) // the root's, and any no unit holds
 	s.unsharded = nil
-	s.emptyCache()
+	if s.wrapEmpties {
+		s.emptyCache()
+	}
 }
 
 // paramBytes returns the bytes of the parameters outside checkpointing

@@ -288,10 +288,13 @@ type sim struct {
 	// moved whole to the GPU first with wrapGPU; unsharded are the
 	// parameters whose shards it has yet to allocate.
 	hostWrap, wrapGPU bool
-	unsharded         []*tensor
-	gathered          int64       // ZeRO-3: bytes of parameters gathered during a step
-	gatherT           *tensor     // the gathered parameters while they are held
-	units             []*fsdpUnit // FSDP2's units, the root first (fsdp_units.go)
+	// wrapEmpties: the script empties the cache once wrapFromHost is done
+	// (model.Training.EmptyCacheAfterWrap).
+	wrapEmpties bool
+	unsharded   []*tensor
+	gathered    int64       // ZeRO-3: bytes of parameters gathered during a step
+	gatherT     *tensor     // the gathered parameters while they are held
+	units       []*fsdpUnit // FSDP2's units, the root first (fsdp_units.go)
 	// curUnit is the FSDP2 unit running its forward; bwdUnit the one
 	// whose backward nodes are running (fsdp.go).
 	curUnit, bwdUnit int16

@@ -11,7 +11,8 @@ const MaxStepPause = 3600
 const LongRunSteps = 1000
 
 // decodeLoop reads what the spec says about the training loop's shape:
-// loss_outside_autocast (with --loss-outside-autocast) and step_pause, the
+// loss_outside_autocast (with --loss-outside-autocast),
+// empty_cache_after_wrap (with --empty-cache-after-wrap) and step_pause, the
 // seconds the training loop waits, once its first optimizer step has
 // finished on the GPU, before the next forward (a pause after every step,
 // such as nvidia-smi or a checkpoint, counts too), with --step-pause. The
@@ -28,6 +29,8 @@ func decodeLoop(e *errs, tm *mapping, t *Training, o Overrides) {
 	}
 	tm.bool("loss_outside_autocast", &t.LossOutsideAutocast)
 	t.LossOutsideAutocast = t.LossOutsideAutocast || o.LossOutsideAutocast
+	tm.bool("empty_cache_after_wrap", &t.EmptyCacheAfterWrap)
+	t.EmptyCacheAfterWrap = t.EmptyCacheAfterWrap || o.EmptyCacheAfterWrap
 	tm.float("step_pause", &t.StepPause, 0, MaxStepPause)
 	if o.StepPause == "" {
 		return

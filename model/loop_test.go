@@ -38,34 +38,46 @@ func TestStepPause(t *testing.T) {
 	}
 }
 
-// TestLossOutsideAutocast reads training.loss_outside_autocast and
-// --loss-outside-autocast: either sets it; a value that is not a boolean is
-// an error with its line.
-func TestLossOutsideAutocast(t *testing.T) {
-	spec := func(v string) string {
-		s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n"
-		if v != "" {
-			s += "  loss_outside_autocast: " + v + "\n"
-		}
-		return s
-	}
-	for _, tc := range []struct {
-		name, yaml string
-		flag, want bool
-		err        string
+// TestLoopBools reads the loop's boolean settings,
+// training.loss_outside_autocast and training.empty_cache_after_wrap, and
+// their flags: either the spec or the flag sets one; a value that is not
+// a boolean is an error with its line.
+func TestLoopBools(t *testing.T) {
+	for _, k := range []struct {
+		key  string
+		flag func(bool) Overrides
+		get  func(*Training) bool
 	}{
-		{"unset", spec(""), false, false, ""},
-		{"yaml", spec("true"), false, true, ""},
-		{"flag", spec(""), true, true, ""},
-		{"yaml false, flag", spec("false"), true, true, ""},
-		{"yaml word", spec("later"), false, false, "x.yaml:11: loss_outside_autocast:"},
+		{"loss_outside_autocast", func(v bool) Overrides { return Overrides{LossOutsideAutocast: v} },
+			func(t *Training) bool { return t.LossOutsideAutocast }},
+		{"empty_cache_after_wrap", func(v bool) Overrides { return Overrides{EmptyCacheAfterWrap: v} },
+			func(t *Training) bool { return t.EmptyCacheAfterWrap }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := parseCase(t, tc.yaml, Overrides{LossOutsideAutocast: tc.flag}, tc.err)
-			if s != nil && s.Training.LossOutsideAutocast != tc.want {
-				t.Errorf("loss_outside_autocast %v, want %v", s.Training.LossOutsideAutocast, tc.want)
+		spec := func(v string) string {
+			s := "model:\n  type: gpt2\n  vocab: 64\n  hidden: 8\n  layers: 1\n  heads: 2\n  positions: 8\ntraining:\n  batch: 1\n  seq: 8\n"
+			if v != "" {
+				s += "  " + k.key + ": " + v + "\n"
 			}
-		})
+			return s
+		}
+		for _, tc := range []struct {
+			name, yaml string
+			flag, want bool
+			err        string
+		}{
+			{"unset", spec(""), false, false, ""},
+			{"yaml", spec("true"), false, true, ""},
+			{"flag", spec(""), true, true, ""},
+			{"yaml false, flag", spec("false"), true, true, ""},
+			{"yaml word", spec("later"), false, false, "x.yaml:11: " + k.key + ":"},
+		} {
+			t.Run(k.key+"/"+tc.name, func(t *testing.T) {
+				s := parseCase(t, tc.yaml, k.flag(tc.flag), tc.err)
+				if s != nil && k.get(&s.Training) != tc.want {
+					t.Errorf("%s %v, want %v", k.key, k.get(&s.Training), tc.want)
+				}
+			})
+		}
 	}
 }
 

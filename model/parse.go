@@ -29,6 +29,8 @@ type Overrides struct {
 	LossOutsideAutocast bool `json:",omitempty"`
 	// FSDPInit replaces fsdp_init (host, gpu or meta; "" leaves it).
 	FSDPInit string `json:",omitempty"`
+	// EmptyCacheAfterWrap sets empty_cache_after_wrap.
+	EmptyCacheAfterWrap bool `json:",omitempty"`
 	// FSDPRoot replaces fsdp_root (reshard or keep; "" leaves it).
 	FSDPRoot string `json:",omitempty"`
 	// FSDPExperts replaces fsdp_experts (dim0, dim1 or auto; "" leaves it).

@@ -185,6 +185,16 @@ type Training struct {
 	// allocated directly). The freed whole parameters leave holes among
 	// the shards (docs/multigpu.md, "Wrapping a model built on the host").
 	FSDPInit string `json:"fsdp_init,omitempty"`
+	// EmptyCacheAfterWrap says the script calls torch.cuda.empty_cache()
+	// once fully_shard has wrapped a model built on the host or the GPU
+	// (FSDPInitHost, FSDPInitGPU), before the first step: the cached
+	// blocks the freed whole parameters left go back to the driver, as
+	// bench/torch/dist/train.py and bench/torch/measure.py do. false (the
+	// default) keeps them for the steps to reuse, as accelerate's
+	// fsdp2_prepare_model (transformers' Trainer) and a plain script
+	// leave them. Meta-device models, other stages and pipelines ignore
+	// it (docs/multigpu.md, "Wrapping a model built on the host").
+	EmptyCacheAfterWrap bool `json:"empty_cache_after_wrap,omitempty"`
 	// FSDPRoot is what FSDP2's root unit does after the forward under
 	// ZeRO 3: "" (FSDPRootReshard, the default) reshards it with the
 	// blocks, as torchtitan, accelerate and bench/torch/dist/train.py pass

@@ -44,6 +44,10 @@ def command(d):
         # tp.py and cp.py build the model whole on the GPU before splitting
         # it (records made before the flag said so under tensor parallelism).
         cmd += ["--fsdp-init", "gpu"]
+    if "config" not in d and d.get("mode") == "fsdp" and "--fsdp-init" not in cmd and "--empty-cache-after-wrap" not in cmd:
+        # train.py empties the cache after wrapping (records made before
+        # memplan had the flag).
+        cmd.append("--empty-cache-after-wrap")
     if "config" not in d and "--step-pause" not in cmd and d.get("step_pause", 0.2) > 0:
         # train.py runs nvidia-smi after every step (unless --no-pause, whose
         # records say step_pause 0): DDP's rebuild frees its old flat bucket

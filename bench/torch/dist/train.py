@@ -82,6 +82,8 @@ def memplan_command(a, t):
         c += " --bucket-view"
     if a.meta_init:
         c += " --fsdp-init meta"
+    elif a.mode == "fsdp":
+        c += " --empty-cache-after-wrap"  # the cache is emptied after wrapping (main)
     if a.fsdp_experts != "dim0":
         c += " --fsdp-experts " + a.fsdp_experts
     if a.lora:
