@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,9 @@ type Record struct {
 	DeviceUsed    int64          `json:"device_total_used_bytes"`
 	OK            bool           `json:"ok"`
 	Error         string         `json:"error"`
+	// keptCache marks a record of a file measured before measure.py's
+	// shard() emptied the cache after wrapping (keptCacheFiles).
+	keptCache bool
 
 	// Data-parallel records (bench/torch/dist): the mode (ddp, ddp-view,
 	// zero1, fsdp), FSDP's reshard_after_forward ("true", "false" or an
@@ -157,6 +161,20 @@ var Targets = struct {
 // counts as an under-prediction (the kind that makes a job OOM).
 const UnderLimit = 0.03
 
+// keptCacheFiles are the results files whose fake-process-group FSDP2
+// records measure.py made before its shard() emptied the cache after
+// fully_shard (commit d8a0217, 2026-11-23 15:37 UTC; the records say
+// only the day): their runs kept the freed whole parameters' blocks, as
+// memplan's empty_cache_after_wrap false simulates. Later records say
+// which way they ran (training.empty_cache_after_wrap) or emptied it.
+var keptCacheFiles = []string{
+	"results/2026-11-22-h100-diag.jsonl",
+	"results/2026-11-22-h100-zero.jsonl",
+	"results/2026-11-22-h100-zero-heldout.jsonl",
+	"results/2026-11-23-h100-heldout3.jsonl",
+	"results/2026-11-23-h100-traces2/runs.jsonl",
+}
+
 // ReadRecords reads a JSON-lines file of measurements.
 func ReadRecords(path string) ([]Record, error) {
 	f, err := os.Open(path)
@@ -172,6 +190,9 @@ func ReadRecords(path string) ([]Record, error) {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
+		r.keptCache = slices.ContainsFunc(keptCacheFiles, func(f string) bool {
+			return strings.HasSuffix(filepath.ToSlash(path), f)
+		})
 		out = append(out, r)
 	}
 	return out, sc.Err()
@@ -209,9 +230,17 @@ func (r Record) Overrides() model.Overrides {
 	if i("dp") > 1 {
 		// A fake process group (measure.py) keeps no NCCL Work: nothing
 		// outlives DDP's bucket rebuild, as after a loop's pause; its
-		// shard() moves the whole model to the GPU before fully_shard and
-		// empties the cache after.
-		o.StepPause, o.FSDPInit, o.EmptyCacheAfterWrap = settledPause, model.FSDPInitGPU, true
+		// shard() moves the whole model to the GPU before fully_shard
+		// (unless --host-init) and empties the cache after (unless
+		// --keep-cache, or before it could: keptCacheFiles).
+		o.StepPause, o.FSDPInit = settledPause, model.FSDPInitGPU
+		if s("fsdp_init") == "host" {
+			o.FSDPInit = model.FSDPInitHost
+		}
+		o.EmptyCacheAfterWrap = !r.keptCache
+		if v, ok := r.Training["empty_cache_after_wrap"].(bool); ok {
+			o.EmptyCacheAfterWrap = v
+		}
 	}
 	if r.World > 1 && r.Mode != "" {
 		// train.py's loop pauses after every step unless told not to:

@@ -293,13 +293,14 @@ def enable_checkpointing(model, kind, mode, torch):
             parent[i] = torch.nn.Identity()
 
 
-def shard(model, kind, dp, zero, optimizer, torch):
+def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False):
     """One rank of a data-parallel job on this GPU: a fake process group of
     dp ranks (collectives do nothing, but every buffer the wrappers
     allocate is real). ZeRO 0 is DistributedDataParallel, 1
     ZeroRedundancyOptimizer over DDP, 2 and 3 FSDP2's fully_shard on every
     block and the root, keeping or freeing the gathered parameters after
-    forward."""
+    forward, then the cache emptied unless keep_cache (memplan's
+    empty_cache_after_wrap)."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=dp)
@@ -332,11 +333,14 @@ def shard(model, kind, dp, zero, optimizer, torch):
     for b in blocks or []:
         fully_shard(b, reshard_after_forward=zero == 3)
     fully_shard(model, reshard_after_forward=zero == 3)
-    # fully_shard replaced each whole parameter, built on this GPU, by its
-    # shard: drop the whole ones' cached blocks, as a meta-device init never
-    # has them (dist/train.py does the same; until 2026-11-23's sixth
-    # session this harness kept them, +13% reserved on ZeRO-3 lines).
-    torch.cuda.empty_cache()
+    # fully_shard replaced each whole parameter, built on this GPU (or moved
+    # to it unit by unit, --host-init), by its shard: drop the whole ones'
+    # cached blocks, as a meta-device init never has them (dist/train.py
+    # does the same; until 2026-11-23's sixth session this harness kept
+    # them, as --keep-cache does, and as accelerate's fsdp2_prepare_model
+    # leaves them).
+    if not keep_cache:
+        torch.cuda.empty_cache()
     return model, make_optimizer(optimizer, model.parameters(), torch)
 
 
@@ -389,6 +393,12 @@ def main():
     ap.add_argument("--phases", action="store_true", help="record allocated memory at each phase of each step")
     ap.add_argument("--trace", help="write the allocator's alloc/free events (JSON) to this file")
     ap.add_argument("--fraction", type=float, help="torch.cuda.set_per_process_memory_fraction")
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="with --zero 2 or 3: leave the cache as fully_shard left it (memplan's default; "
+                         "without, the cache is emptied after wrapping: --empty-cache-after-wrap)")
+    ap.add_argument("--host-init", action="store_true",
+                    help="with --zero 2 or 3: keep the model on the host until fully_shard moves each unit "
+                         "(memplan's --fsdp-init host; without, model.cuda() first: --fsdp-init gpu)")
     ap.add_argument("--alloc-conf", dest="alloc_conf",
                     help="PYTORCH_ALLOC_CONF for this run, set before torch initialises CUDA")
     a = ap.parse_args()
@@ -436,13 +446,20 @@ def main():
             # model.cuda().bfloat16() would leave the fp32 copies' blocks
             # cached in the allocator.
             model = model.to(torch.bfloat16)
-        model = model.cuda()
+        dp, zero = t.get("dp") or 1, t.get("zero") or 0
+        fsdp = (dp > 1 or zero > 0) and zero >= 2
+        if fsdp:
+            # How the model reached fully_shard, and whether the cache was
+            # emptied after (bench.Record.Overrides reads both).
+            t["fsdp_init"] = "host" if a.host_init else "gpu"
+            t["empty_cache_after_wrap"] = not a.keep_cache
+        if not (fsdp and a.host_init):
+            model = model.cuda()
         model.train()
         enable_checkpointing(model, kind, t["checkpointing"], torch)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
-        dp, zero = t.get("dp") or 1, t.get("zero") or 0
         if dp > 1 or zero > 0:
-            model, opt = shard(model, kind, dp, zero, t["optimizer"], torch)
+            model, opt = shard(model, kind, dp, zero, t["optimizer"], torch, a.keep_cache)
         else:
             opt = make_optimizer(t["optimizer"], model.parameters(), torch)
         B = t["batch"]
