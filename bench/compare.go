@@ -322,28 +322,11 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 					rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %s", r.Label, why))
 					continue
 				}
-				load := model.Load
-				if r.IsHF() {
-					load = model.LoadHF
-				}
-				spec, err := load(filepath.Join(root, r.Spec), r.Overrides())
+				p, err := r.predict(root)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", r.Label, err)
+					return nil, err
 				}
-				e, err := estimate.Estimate(spec)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", r.Label, err)
-				}
-				// The measurement is each total's largest over the ranks;
-				// so is the prediction over the kinds of rank.
-				a, rs, d := e.Largest()
-				if r.fakeGroup() {
-					// measure.py's fake process group runs one rank and
-					// creates no NCCL communicator: the device it measured
-					// holds none (memplan counts them for the real job).
-					d -= e.NCCLBytes()
-				}
-				row := Row{Label: r.Label, HeldOut: set.held, Measured: r.measured(), Predicted: [NumMetrics]int64{a, rs, d}}
+				row := Row{Label: r.Label, HeldOut: set.held, Measured: r.measured(), Predicted: p}
 				if row.Label == "" {
 					row.Label = r.Spec
 				}
@@ -364,6 +347,32 @@ func Compare(root string, tuning, heldOut []string) (*Report, error) {
 	}
 	rep.Tuning, rep.HeldOut, rep.All = Summarize(tu), Summarize(ho), Summarize(rep.Rows)
 	return rep, nil
+}
+
+// predict is memplan's prediction for the record (its spec path relative
+// to root): peak allocated, peak reserved and device total, each the
+// largest over the kinds of rank, as the measurement is over the ranks.
+func (r Record) predict(root string) ([NumMetrics]int64, error) {
+	load := model.Load
+	if r.IsHF() {
+		load = model.LoadHF
+	}
+	spec, err := load(filepath.Join(root, r.Spec), r.Overrides())
+	if err != nil {
+		return [NumMetrics]int64{}, fmt.Errorf("%s: %w", r.Label, err)
+	}
+	e, err := estimate.Estimate(spec)
+	if err != nil {
+		return [NumMetrics]int64{}, fmt.Errorf("%s: %w", r.Label, err)
+	}
+	a, rs, d := e.Largest()
+	if r.fakeGroup() {
+		// measure.py's fake process group runs one rank and creates no
+		// NCCL communicator: the device it measured holds none (memplan
+		// counts them for the real job).
+		d -= e.NCCLBytes()
+	}
+	return [NumMetrics]int64{a, rs, d}, nil
 }
 
 // Summarize computes medians, worst cases and under-predictions.
