@@ -58,7 +58,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 		}
 		s.note("tensor parallelism through transformers' forward: " + stream + split + ", as bench/torch/dist/hftp.py splits the model (docs/parallelism.md §3.1.3–3.1.7)")
 	}
-	s.hostWrap = t.TP <= 1 && s.fsdpStreams() && t.FSDPInit != model.FSDPInitMeta
+	s.hostWrap = WrapsWhole(t) && s.fsdpStreams()
 	s.wrapGPU = t.FSDPInit == model.FSDPInitGPU
 	s.wrapEmpties = t.EmptyCacheAfterWrap
 	if t.TP <= 1 && s.fsdpStreams() {

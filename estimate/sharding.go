@@ -217,6 +217,17 @@ func (s *sim) shardSetup(ins []*inst) {
 	}
 }
 
+// WrapsWhole reports whether t's FSDP2 wraps a model whose whole
+// parameters reach the GPU before fully_shard shards them: fsdp_init host
+// or gpu, ZeRO 2 or 3 over more than one data- or context-parallel rank,
+// nothing offloaded, no tensor or pipeline parallelism (wrapFromHost).
+// The blocks they leave are what empty_cache_after_wrap returns to the
+// driver, which the tuner offers as a free change.
+func WrapsWhole(t model.Training) bool {
+	return t.Zero >= 2 && max(t.DP, 1)*max(t.CP, 1) > 1 && t.Offload == model.OffloadNone &&
+		t.TP <= 1 && t.PP <= 1 && t.FSDPInit != model.FSDPInitMeta
+}
+
 // wrapFromHost is fully_shard over a model built on the host, unit by
 // unit, the blocks first and the root last (bench/torch/dist/train.py, as
 // transformers' from_pretrained and fully_shard do): each call moves its

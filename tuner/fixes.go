@@ -199,6 +199,13 @@ func singleGPU(t model.Training) []cand {
 			estimate.PauseRecipe + ": DDP frees its old gradient bucket at its rebuild", 0,
 			func(x *model.Training) { x.StepPause = p }})
 	}
+	if estimate.WrapsWhole(t) && !t.EmptyCacheAfterWrap {
+		// Either way can reserve more (docs/multigpu.md): estimated, and
+		// kept only where it fits.
+		cs = append(cs, cand{"--empty-cache-after-wrap",
+			"torch.cuda.empty_cache() once fully_shard has wrapped the model: the segments the whole parameters left go back to the driver", 0,
+			func(x *model.Training) { x.EmptyCacheAfterWrap = true }})
+	}
 	adam := t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW
 	if t.Optimizer.Impl == model.ImplForeach && adam {
 		cs = append(cs, cand{"--optimizer " + t.Optimizer.Name + "-fused", "same math, no parameter-sized temporary in the step", 0,

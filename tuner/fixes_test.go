@@ -270,6 +270,49 @@ func TestFixStepPause(t *testing.T) {
 	}
 }
 
+// TestFixEmptyCacheAfterWrap: an FSDP2 job over a model built on the host
+// whose steps reserve more around the blocks the wrapping left cached
+// (Phi-2 under ZeRO 3 on eight GPUs: docs/multigpu.md) gets the free fix of
+// emptying the cache after fully_shard, first, on a device the emptied job
+// fills to the band's top; a job that empties it already, or made on the
+// meta device, is not offered it.
+func TestFixEmptyCacheAfterWrap(t *testing.T) {
+	load := func(o model.Overrides) *model.Spec {
+		t.Helper()
+		o.Seq, o.DP, o.Zero, o.Precision, o.Optimizer = 512, 8, "3", model.AMPBF16, "adam8bit"
+		s, err := model.LoadHF("../model/testdata/hf/phi-2.json", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	spec, emptied := load(model.Overrides{}), load(model.Overrides{EmptyCacheAfterWrap: true})
+	kept, err := Analytic(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lower, err := Analytic(emptied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lower >= kept {
+		t.Fatalf("device total %d with the cache emptied, %d kept: want less", lower, kept)
+	}
+	spec.Device.Memory = int64(float64(lower) / (DefaultBand.Hi - DefaultMargin))
+	fixes := Fixes(spec, DefaultBand, DefaultMargin, Analytic)
+	if len(fixes) == 0 || fixes[0].Change != "--empty-cache-after-wrap" || !fixes[0].Fits || fixes[0].Cost != 0 {
+		t.Fatalf("fixes %+v, want --empty-cache-after-wrap first, fitting, at no cost", fixes)
+	}
+	for _, s := range []*model.Spec{emptied, load(model.Overrides{FSDPInit: model.FSDPInitMeta})} {
+		s.Device = spec.Device
+		for _, f := range Fixes(s, DefaultBand, DefaultMargin, Analytic) {
+			if f.Change == "--empty-cache-after-wrap" {
+				t.Errorf("fsdp_init %q, empty_cache_after_wrap %v: offered %q", s.Training.FSDPInit, s.Training.EmptyCacheAfterWrap, f.Change)
+			}
+		}
+	}
+}
+
 // TestFixShardsOnItsGPUs: a data-parallel job that misses is first offered
 // a higher ZeRO stage on the GPUs it has, before more GPUs.
 func TestFixShardsOnItsGPUs(t *testing.T) {
