@@ -108,6 +108,7 @@ func planAction(c *cli.Context) error {
 		printPlan(c.App.Writer, r)
 		printRaceHint(c.App.Writer, spec, r)
 		printBuildHint(c.App.Writer, spec, r)
+		printWrapHint(c.App.Writer, spec, r)
 		printPipelineHint(c.App.Writer, r)
 	}
 	if perr != nil {
@@ -245,6 +246,24 @@ func printBuildHint(w io.Writer, spec *model.Spec, r *planner.Result) {
 		if l := c.Layout; l.TP > 1 && l.PP <= 1 {
 			fmt.Fprintln(w, "\ntensor-parallel layouts above take the model as built on the meta device, each shard allocated\n"+
 				"directly (torchtitan); for a script that builds it whole on the GPU first, plan with --fsdp-init gpu")
+			return
+		}
+	}
+}
+
+// printWrapHint says, when FSDP2 layouts over a model whose whole
+// parameters reach the GPU first are listed (estimate.WrapsWhole), that
+// their figures keep the blocks those parameters leave cached, and how to
+// plan for a script that empties the cache after fully_shard
+// (docs/multigpu.md, "Wrapping a model built on the host").
+func printWrapHint(w io.Writer, spec *model.Spec, r *planner.Result) {
+	if spec.Training.EmptyCacheAfterWrap {
+		return
+	}
+	for _, c := range r.Layouts {
+		if estimate.WrapsWhole(planner.Apply(spec, c.Layout).Training) {
+			fmt.Fprintln(w, "\nFSDP2 layouts above keep cached the blocks the model's whole parameters leave as fully_shard wraps it\n"+
+				"(accelerate's way); for a script that empties the cache after, plan with --empty-cache-after-wrap")
 			return
 		}
 	}
