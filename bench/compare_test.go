@@ -128,21 +128,12 @@ func TestEmptyCacheAfterWrapMeasured(t *testing.T) {
 			}
 			var e [2]float64
 			for i, empty := range []bool{o.EmptyCacheAfterWrap, !o.EmptyCacheAfterWrap} {
-				o.EmptyCacheAfterWrap = empty
-				load := model.Load
-				if r.IsHF() {
-					load = model.LoadHF
-				}
-				spec, err := load("../"+r.Spec, o)
+				r.Training["empty_cache_after_wrap"] = empty
+				p, err := r.predict("..")
 				if err != nil {
 					t.Fatal(err)
 				}
-				est, err := estimate.Estimate(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, res, _ := est.Largest()
-				e[i] = float64(res)/float64(r.measured()[Reserved]) - 1
+				e[i] = float64(p[Reserved])/float64(r.measured()[Reserved]) - 1
 			}
 			if abs(e[0]) > 0.02 {
 				t.Errorf("%s (%s): peak reserved %+.1f%% (the other way %+.1f%%)", r.Label, f, 100*e[0], 100*e[1])

@@ -101,3 +101,40 @@ func gridRecord(line, gpu string) (Record, error) {
 	}
 	return r, nil
 }
+
+// TestGridRecord reads grid lines as measure.py records them: its flags
+// into the training setup, a fake process group's FSDP2 conventions
+// (fsdp_init, empty_cache_after_wrap) only with ZeRO 2 or 3; an unknown
+// flag or a missing value is an error.
+func TestGridRecord(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want map[string]any
+		hf   bool
+		err  string
+	}{
+		{"specs/gpt2-124m.yaml --batch 8 --precision bf16", map[string]any{"batch": 8.0, "precision": "bf16"}, false, ""},
+		{"m.json --hf --seq 512 --dp 8 --zero 3 --keep-cache --host-init",
+			map[string]any{"seq": 512.0, "dp": 8.0, "zero": 3.0, "fsdp_init": "host", "empty_cache_after_wrap": false}, true, ""},
+		{"specs/x.yaml --dp 4 --zero 2", map[string]any{"dp": 4.0, "zero": 2.0, "fsdp_init": "gpu", "empty_cache_after_wrap": true}, false, ""},
+		{"specs/x.yaml --dp 4 --zero 1 --keep-cache", map[string]any{"dp": 4.0, "zero": 1.0}, false, ""},
+		{"specs/x.yaml --batch", nil, false, "has no value"},
+		{"specs/x.yaml --batch two", nil, false, "invalid syntax"},
+		{"specs/x.yaml --steps 3", nil, false, "measure.py has no --steps"},
+	} {
+		r, err := gridRecord(tc.line, "NVIDIA H200")
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one saying %q", tc.line, err, tc.err)
+			}
+			continue
+		case err != nil:
+			t.Errorf("%q: %v", tc.line, err)
+			continue
+		}
+		if fmt.Sprint(r.Training) != fmt.Sprint(tc.want) || r.HF != tc.hf || r.GPU != "NVIDIA H200" {
+			t.Errorf("%q: training %v hf %v, want %v %v", tc.line, r.Training, r.HF, tc.want, tc.hf)
+		}
+	}
+}
