@@ -84,17 +84,11 @@ func TestWrapFromHostReserved(t *testing.T) {
 			if strings.HasSuffix(r.Spec, ".json") {
 				load = model.LoadHF
 			}
-			cases := []struct {
-				empty bool
-				want  int64
-				tag   string
-			}{{true, r.Ranks[0].ReservedAfterWrap, ""}}
+			// After emptying the cache (as the run did) and, where the run
+			// recorded it, before.
+			cases := []wrapCase{{true, r.Ranks[0].ReservedAfterWrap, ""}}
 			if b := r.Ranks[0].ReservedBefore; b > 0 && !r.MetaInit {
-				cases = append(cases, struct {
-					empty bool
-					want  int64
-					tag   string
-				}{false, b, " [cache kept]"})
+				cases = append(cases, wrapCase{false, b, " [cache kept]"})
 			}
 			for _, c := range cases {
 				o.EmptyCacheAfterWrap = c.empty
@@ -123,6 +117,15 @@ func TestWrapFromHostReserved(t *testing.T) {
 		t.Errorf("compared %d runs after emptying the cache and %d before, %d to the byte; want the 60 or more FSDP2 runs of bench/results, 40 of them before",
 			n-kept, kept, exact)
 	}
+}
+
+// wrapCase is one comparison of TestWrapFromHostReserved: the run's
+// reserved memory want with the cache emptied after wrapping or not, its
+// wrapKnown key's suffix tag.
+type wrapCase struct {
+	empty bool
+	want  int64
+	tag   string
 }
 
 // reservedAfterWrap returns what spec's simulation has reserved when its
