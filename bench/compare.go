@@ -77,6 +77,9 @@ type Record struct {
 	// MetaInit says train.py built an FSDP2 model on the meta device
 	// (--meta-init) rather than on the host.
 	MetaInit bool `json:"meta_init,omitempty"`
+	// KeepCache says train.py left the cache as fully_shard's wrapping left
+	// it (--keep-cache; memplan's empty_cache_after_wrap false).
+	KeepCache bool `json:"keep_cache,omitempty"`
 	// FSDPExperts is train.py's --fsdp-experts (dim0, dim1 or auto; absent
 	// in records that predate it, which are dim0).
 	FSDPExperts string `json:"fsdp_experts,omitempty"`
@@ -260,8 +263,8 @@ func (r Record) Overrides() model.Overrides {
 		case "zero1":
 			o.Zero = "1"
 		case "fsdp":
-			o.Zero = "3"                 // reshard_after_forward true (or, on 2 GPUs, any int)
-			o.EmptyCacheAfterWrap = true // train.py empties the cache after wrapping
+			o.Zero = "3"                         // reshard_after_forward true (or, on 2 GPUs, any int)
+			o.EmptyCacheAfterWrap = !r.KeepCache // train.py empties the cache after wrapping unless --keep-cache
 			if fmt.Sprint(r.Reshard) == "false" {
 				o.Zero = "2"
 			}

@@ -182,6 +182,13 @@ func TestDistOverrides(t *testing.T) {
 			}
 		})
 	}
+	// train.py empties the cache after wrapping unless --keep-cache.
+	for _, keep := range []bool{false, true} {
+		r := Record{Mode: "fsdp", Reshard: "true", World: 2, KeepCache: keep}
+		if o := r.Overrides(); o.EmptyCacheAfterWrap == keep {
+			t.Errorf("FSDP2 with keep_cache %v: empty_cache_after_wrap %v", keep, o.EmptyCacheAfterWrap)
+		}
+	}
 	// train.py --lora: the adapters apply on top of the data parallelism.
 	r := Record{Mode: "fsdp", Reshard: "true", World: 2,
 		LoRA: &RecordLoRA{Rank: 16, Alpha: 16, Targets: "all", AdapterDtype: "base"}}

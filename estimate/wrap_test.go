@@ -32,6 +32,7 @@ func TestWrapFromHostReserved(t *testing.T) {
 		World                      int64
 		EP                         any
 		MetaInit                   bool `json:"meta_init"`
+		KeepCache                  bool `json:"keep_cache"`
 		Training                   struct {
 			Batch, Seq               int64
 			Precision, Checkpointing string
@@ -87,7 +88,10 @@ func TestWrapFromHostReserved(t *testing.T) {
 			// After emptying the cache (as the run did) and, where the run
 			// recorded it, before.
 			cases := []wrapCase{{true, r.Ranks[0].ReservedAfterWrap, ""}}
-			if b := r.Ranks[0].ReservedBefore; b > 0 && !r.MetaInit {
+			switch b := r.Ranks[0].ReservedBefore; {
+			case r.KeepCache: // train.py --keep-cache: never emptied
+				cases = []wrapCase{{false, r.Ranks[0].ReservedAfterWrap, " [cache kept]"}}
+			case b > 0 && !r.MetaInit:
 				cases = append(cases, wrapCase{false, b, " [cache kept]"})
 			}
 			for _, c := range cases {

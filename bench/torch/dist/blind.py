@@ -21,6 +21,8 @@ import sys
 def predictions(path):
     out, cur = {}, None
     for line in open(path):
+        if line.startswith("#"):
+            continue  # a comment (where and how the predictions were made)
         if line.strip() and not line.startswith(" "):
             # A grid line (predict.py indents its figures under it).
             # ep-run.sh's grids start with W=N, run.sh's with T=S: records

@@ -44,7 +44,8 @@ def command(d):
         # tp.py and cp.py build the model whole on the GPU before splitting
         # it (records made before the flag said so under tensor parallelism).
         cmd += ["--fsdp-init", "gpu"]
-    if "config" not in d and d.get("mode") == "fsdp" and "--fsdp-init" not in cmd and "--empty-cache-after-wrap" not in cmd:
+    if ("config" not in d and d.get("mode") == "fsdp" and not d.get("keep_cache") and "--fsdp-init" not in cmd
+            and "--empty-cache-after-wrap" not in cmd):
         # train.py empties the cache after wrapping (records made before
         # memplan had the flag).
         cmd.append("--empty-cache-after-wrap")

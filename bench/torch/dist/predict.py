@@ -52,8 +52,8 @@ def train_cmd(args, world):
         cmd += ["--bucket-view"]
     if "meta-init" in opts:
         cmd += ["--fsdp-init", "meta"]
-    elif zero >= 2:
-        cmd += ["--empty-cache-after-wrap"]  # train.py empties the cache after wrapping
+    elif zero >= 2 and "keep-cache" not in opts:
+        cmd += ["--empty-cache-after-wrap"]  # train.py empties the cache after wrapping unless --keep-cache
     if opts.get("fsdp-experts", "dim0") != "dim0":
         cmd += ["--fsdp-experts", opts["fsdp-experts"]]
     if opts.get("lora"):

@@ -4,7 +4,7 @@
     torchrun --nproc_per_node=2 bench/torch/dist/train.py SPEC --mode MODE
         [--reshard true|false|INT] [--batch N] [--seq N] [--precision P]
         [--checkpointing C] [--grad-accum N] [--lora R [--targets T] [--lora-dropout P] [--adapter-dtype fp32|base]] [--steps 3]
-        [--snapshot [--snapshot-from K]] [--lag S] [--meta-init] --result DIR
+        [--snapshot [--snapshot-from K]] [--lag S] [--meta-init] [--keep-cache] --result DIR
 
 MODE is ddp (DistributedDataParallel, default buckets), ddp-view (the same
 with gradient_as_bucket_view=True), zero1 (ZeroRedundancyOptimizer over DDP,
@@ -23,7 +23,8 @@ base as lora.py sets them; the optimizer gets the trainable parameters
 only, as transformers' Trainer gives it.
 
 FSDP2 models are built on the host and fully_shard moves each unit to the
-GPU whole before sharding it (the cache is emptied after); with --meta-init
+GPU whole before sharding it (the cache is emptied after: memplan's
+--empty-cache-after-wrap; --keep-cache leaves it, memplan's default); with --meta-init
 the model is built on the meta device, sharded, then materialised in place
 with to_empty (torchtitan's init), its buffers copied from a host-built twin
 (docs/multigpu.md, "Wrapping a model built on the host").
@@ -82,7 +83,7 @@ def memplan_command(a, t):
         c += " --bucket-view"
     if a.meta_init:
         c += " --fsdp-init meta"
-    elif a.mode == "fsdp":
+    elif a.mode == "fsdp" and not a.keep_cache:
         c += " --empty-cache-after-wrap"  # the cache is emptied after wrapping (main)
     if a.fsdp_experts != "dim0":
         c += " --fsdp-experts " + a.fsdp_experts
@@ -281,6 +282,9 @@ def main():
     ap.add_argument("--meta-init", dest="meta_init", action="store_true",
                     help="with --mode fsdp: build the model on the meta device, fully_shard it, then to_empty "
                          "(torchtitan's init; memplan's --fsdp-init meta); buffers copied from a host-built twin")
+    ap.add_argument("--keep-cache", dest="keep_cache", action="store_true",
+                    help="with --mode fsdp: leave the cache as fully_shard left it, as accelerate does "
+                         "(memplan's default; without, the cache is emptied: --empty-cache-after-wrap)")
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
@@ -306,7 +310,7 @@ def main():
     if t["precision"] == "fsdp-bf16" and a.mode != "fsdp":
         raise SystemExit("fsdp-bf16 needs --mode fsdp")
     rec = {"label": a.label, "spec": a.spec, "mode": a.mode, "reshard": a.reshard if a.mode == "fsdp" else None,
-           "step_pause": 0 if a.no_pause else 0.2, "meta_init": a.meta_init, "fsdp_experts": a.fsdp_experts,
+           "step_pause": 0 if a.no_pause else 0.2, "meta_init": a.meta_init, "keep_cache": a.keep_cache, "fsdp_experts": a.fsdp_experts,
            "rank": rank, "world": a.world, "training": t, "date": time.strftime("%Y-%m-%d"),
            "memplan": memplan_command(a, t), **measure.versions(torch),
            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
@@ -378,7 +382,7 @@ def main():
             opt = measure.make_optimizer(t["optimizer"], trainable(model), torch)
         rec.update(info)
         rec["reserved_before_empty_cache"] = torch.cuda.memory_reserved()
-        if a.mode == "fsdp":
+        if a.mode == "fsdp" and not a.keep_cache:
             # Drop what the host-to-device move left cached (fully_shard moves
             # each whole parameter to the GPU before sharding it), as a
             # meta-device init would never have had it. DDP's construction
