@@ -293,14 +293,16 @@ def enable_checkpointing(model, kind, mode, torch):
             parent[i] = torch.nn.Identity()
 
 
-def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False):
+def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False, upcast=False):
     """One rank of a data-parallel job on this GPU: a fake process group of
     dp ranks (collectives do nothing, but every buffer the wrappers
     allocate is real). ZeRO 0 is DistributedDataParallel, 1
     ZeroRedundancyOptimizer over DDP, 2 and 3 FSDP2's fully_shard on every
     block and the root, keeping or freeing the gathered parameters after
-    forward, then the cache emptied unless keep_cache (memplan's
-    empty_cache_after_wrap)."""
+    forward, then (upcast) the sharded parameters cast to fp32 as
+    accelerate's fsdp2_prepare_model casts a model loaded in bf16 under
+    mixed precision (model.to(torch.float32)), then the cache emptied
+    unless keep_cache (memplan's empty_cache_after_wrap)."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=dp)
@@ -339,6 +341,8 @@ def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False):
     # does the same; until 2026-11-23's sixth session this harness kept
     # them, as --keep-cache does, and as accelerate's fsdp2_prepare_model
     # leaves them).
+    if upcast:
+        model = model.to(torch.float32)
     if not keep_cache:
         torch.cuda.empty_cache()
     return model, make_optimizer(optimizer, model.parameters(), torch)
@@ -399,6 +403,10 @@ def main():
     ap.add_argument("--host-init", action="store_true",
                     help="with --zero 2 or 3: keep the model on the host until fully_shard moves each unit "
                          "(memplan's --fsdp-init host; without, model.cuda() first: --fsdp-init gpu)")
+    ap.add_argument("--load-dtype", dest="load_dtype", choices=["bf16"],
+                    help="with --zero 2 or 3 and an AMP precision: the model is loaded in bf16 and its sharded "
+                         "parameters cast to fp32 after fully_shard, as accelerate's fsdp2_prepare_model does "
+                         "(memplan's upcast_after_wrap)")
     ap.add_argument("--alloc-conf", dest="alloc_conf",
                     help="PYTORCH_ALLOC_CONF for this run, set before torch initialises CUDA")
     a = ap.parse_args()
@@ -448,6 +456,14 @@ def main():
             model = model.to(torch.bfloat16)
         dp, zero = t.get("dp") or 1, t.get("zero") or 0
         fsdp = (dp > 1 or zero > 0) and zero >= 2
+        upcast = fsdp and a.load_dtype == "bf16"
+        if a.load_dtype and not (upcast and prec.startswith("amp-")):
+            raise SystemExit("--load-dtype needs --zero 2 or 3 and an AMP precision")
+        if upcast:
+            # Loaded in bf16 (on the host, as a bf16 checkpoint loads);
+            # shard() casts the shards to fp32 after wrapping.
+            model = model.to(torch.bfloat16)
+            t["upcast_after_wrap"] = True
         if fsdp:
             # How the model reached fully_shard, and whether the cache was
             # emptied after (bench.Record.Overrides reads both).
@@ -459,7 +475,7 @@ def main():
         enable_checkpointing(model, kind, t["checkpointing"], torch)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
         if dp > 1 or zero > 0:
-            model, opt = shard(model, kind, dp, zero, t["optimizer"], torch, a.keep_cache)
+            model, opt = shard(model, kind, dp, zero, t["optimizer"], torch, a.keep_cache, upcast)
         else:
             opt = make_optimizer(t["optimizer"], model.parameters(), torch)
         B = t["batch"]
@@ -540,13 +556,18 @@ def main():
 def write_trace(path, torch):
     """The allocator's history as JSON: one [action, addr, size, top frame]
     per event, the top frame outside torch/utils (lora.py and moe_trace.py
-    write theirs with this too)."""
+    write theirs with this too), with " sN" after it for a block on a side
+    stream (N the stream's handle, as bench/torch/dist/snap2events.py
+    writes it: FSDP2's all-gathers and reduce-scatters; alloc's
+    TestReplayDebug and bisect.py read it)."""
     snap = torch.cuda.memory._snapshot()
     ev = []
     for e in snap["device_traces"][0]:
         fr = e.get("frames") or []
         top = next((f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in fr
                     if "torch/utils" not in f["filename"]), "")
+        if e.get("stream"):
+            top += " s%d" % e["stream"]
         ev.append([e["action"], e.get("addr", 0), e.get("size", 0), top])
     with open(path, "w") as f:
         json.dump(ev, f)
