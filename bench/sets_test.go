@@ -56,6 +56,12 @@ var singleGPUTuning = []string{
 	// Llama 4's test shape at 1 × 4,096, checkpointed, two steps: the
 	// single-GPU side of the thirty-sixth session's stack-traced run.
 	"results/2026-11-28-h200x2-pp-stacks/single.jsonl",
+	// FSDP2 through the fake process group with the model loaded in bf16
+	// and its shards cast to fp32 after wrapping, as accelerate's
+	// fsdp2_prepare_model does under mixed precision (measure.py
+	// --load-dtype bf16, forty-third session): memplan does not simulate
+	// the cast, and is within 0.2% of all three (docs/multigpu.md).
+	"results/2026-11-29-h200-upcast-traces/upcast.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
