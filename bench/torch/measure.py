@@ -293,7 +293,7 @@ def enable_checkpointing(model, kind, mode, torch):
             parent[i] = torch.nn.Identity()
 
 
-def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False, upcast=False):
+def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False, upcast=False, ram_efficient=False):
     """One rank of a data-parallel job on this GPU: a fake process group of
     dp ranks (collectives do nothing, but every buffer the wrappers
     allocate is real). ZeRO 0 is DistributedDataParallel, 1
@@ -302,7 +302,12 @@ def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False, upcast=Fals
     forward, then (upcast) the sharded parameters cast to fp32 as
     accelerate's fsdp2_prepare_model casts a model loaded in bf16 under
     mixed precision (model.to(torch.float32)), then the cache emptied
-    unless keep_cache (memplan's empty_cache_after_wrap)."""
+    unless keep_cache (memplan's empty_cache_after_wrap). With
+    ram_efficient, accelerate's cpu_ram_efficient_loading: the host model
+    moved to the meta device and sharded there, then each full parameter
+    moved to the GPU and scattered by accelerate's own
+    fsdp2_load_full_state_dict (as rank 0 runs it), the non-persistent
+    buffers registered again on the GPU."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=dp)
@@ -332,9 +337,32 @@ def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False, upcast=Fals
             break
     if blocks is None and kind == "image" and hasattr(model, "layer1"):
         blocks = [b for l in (model.layer1, model.layer2, model.layer3, model.layer4) for b in l]
+    if ram_efficient:
+        # accelerate's fsdp2_prepare_model with cpu_ram_efficient_loading.
+        import copy
+        from accelerate.utils import get_non_persistent_buffers
+        original_sd = model.state_dict()
+        names = get_non_persistent_buffers(model, recurse=True, fqns=True)
+        buffers = copy.deepcopy({k: v for k, v in model.named_buffers() if k in names})
+        model = model.to(torch.device("meta"))
+        if hasattr(model, "tie_weights"):
+            model.tie_weights()
     for b in blocks or []:
         fully_shard(b, reshard_after_forward=zero == 3)
     fully_shard(model, reshard_after_forward=zero == 3)
+    if ram_efficient:
+        from accelerate.utils.fsdp_utils import fsdp2_load_full_state_dict
+
+        class Rank0:
+            is_main_process = True
+            device = torch.device("cuda")
+
+        fsdp2_load_full_state_dict(Rank0(), model, original_sd)
+        for fqn, b in buffers.items():
+            parent, _, name = fqn.rpartition(".")
+            (model.get_submodule(parent) if parent else model).register_buffer(name, b.to("cuda"), persistent=False)
+        if hasattr(model, "tie_weights"):
+            model.tie_weights()
     # fully_shard replaced each whole parameter, built on this GPU (or moved
     # to it unit by unit, --host-init), by its shard: drop the whole ones'
     # cached blocks, as a meta-device init never has them (dist/train.py
@@ -403,6 +431,10 @@ def main():
     ap.add_argument("--host-init", action="store_true",
                     help="with --zero 2 or 3: keep the model on the host until fully_shard moves each unit "
                          "(memplan's --fsdp-init host; without, model.cuda() first: --fsdp-init gpu)")
+    ap.add_argument("--ram-efficient", dest="ram_efficient", action="store_true",
+                    help="with --zero 2 or 3 and --host-init: accelerate's cpu_ram_efficient_loading (sharded on the "
+                         "meta device, then each full parameter moved to the GPU and scattered; accelerate's own "
+                         "fsdp2_load_full_state_dict)")
     ap.add_argument("--load-dtype", dest="load_dtype", choices=["bf16"],
                     help="with --zero 2 or 3 and an AMP precision: the model is loaded in bf16 and its sharded "
                          "parameters cast to fp32 after fully_shard, as accelerate's fsdp2_prepare_model does "
@@ -469,13 +501,17 @@ def main():
             # emptied after (bench.Record.Overrides reads both).
             t["fsdp_init"] = "host" if a.host_init else "gpu"
             t["empty_cache_after_wrap"] = not a.keep_cache
+            if a.ram_efficient:
+                if not a.host_init:
+                    raise SystemExit("--ram-efficient needs --host-init")
+                t["fsdp_load"] = "ram-efficient"
         if not (fsdp and a.host_init):
             model = model.cuda()
         model.train()
         enable_checkpointing(model, kind, t["checkpointing"], torch)
         rec["parameters"] = sum(p.numel() for p in model.parameters())
         if dp > 1 or zero > 0:
-            model, opt = shard(model, kind, dp, zero, t["optimizer"], torch, a.keep_cache, upcast)
+            model, opt = shard(model, kind, dp, zero, t["optimizer"], torch, a.keep_cache, upcast, a.ram_efficient)
         else:
             opt = make_optimizer(t["optimizer"], model.parameters(), torch)
         B = t["batch"]
