@@ -340,9 +340,9 @@ def shard(model, kind, dp, zero, optimizer, torch, keep_cache=False, upcast=Fals
     if ram_efficient:
         # accelerate's fsdp2_prepare_model with cpu_ram_efficient_loading.
         import copy
-        from accelerate.utils import get_non_persistent_buffers
         original_sd = model.state_dict()
-        names = get_non_persistent_buffers(model, recurse=True, fqns=True)
+        # The non-persistent buffers (accelerate's get_non_persistent_buffers).
+        names = {f"{p}.{n}" if p else n for p, m in model.named_modules() for n in m._non_persistent_buffers_set}
         buffers = copy.deepcopy({k: v for k, v in model.named_buffers() if k in names})
         model = model.to(torch.device("meta"))
         if hasattr(model, "tie_weights"):
