@@ -62,6 +62,12 @@ var singleGPUTuning = []string{
 	// --load-dtype bf16, forty-third session): memplan does not simulate
 	// the cast, and is within 0.2% of all three (docs/multigpu.md).
 	"results/2026-11-29-h200-upcast-traces/upcast.jsonl",
+	// The same through accelerate's cpu_ram_efficient_loading (sharded on
+	// the meta device, each full parameter then moved to the GPU and
+	// scattered by accelerate 1.15's fsdp2_load_full_state_dict;
+	// measure.py --ram-efficient): memplan's host wrapping, which it does
+	// not follow, is within 0.3% (over) of all four (docs/multigpu.md).
+	"results/2026-11-29-h200-ram-efficient/ram.jsonl",
 }
 
 // singleGPUHeldOut returns the committed held-out single-GPU sets: the
