@@ -4,25 +4,11 @@
 # parameter moved to the GPU and scattered by accelerate's fsdp2_load_full_state_dict,
 # as rank 0 runs it), the cache kept; the last line also casts the shards to fp32
 # after (--load-dtype bf16): four configurations with their allocator histories, one
-# device call on one H200 (tuning, not held out). Writes $OUT/ram.jsonl, cN.json.gz,
-# env.txt, err-tail.txt.
-set -u
-out=${OUT:-/tmp/out-ram}
-mkdir -p "$out"
-export HF_HUB_OFFLINE=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch, transformers, accelerate; print("torch", torch.__version__, "transformers", transformers.__version__, "accelerate", accelerate.__version__)'; } >"$out/env.txt" 2>&1
-n=0
-while read -r line; do
-  [[ -z $line || $line == \#* ]] && continue
-  n=$((n + 1))
-  # shellcheck disable=SC2086
-  timeout 150 python3 bench/torch/measure.py $line --label "$line" --trace "$out/c$n.json" >>"$out/ram.jsonl" 2>>"$out/err.txt" ||
-    echo "{\"label\": \"$line\", \"ok\": false}" >>"$out/ram.jsonl"
-  [[ -f $out/c$n.json ]] && gzip "$out/c$n.json"
-done <<'GRID'
+# device call on one H200 (tuning). Writes $OUT/ram.jsonl, cN.json.gz, env.txt,
+# err-tail.txt (bench/torch/trace-grid.sh).
+exec bash bench/torch/trace-grid.sh ram <<'GRID'
 specs/llama-3.2-1b.yaml --batch 2 --dp 8 --zero 3 --keep-cache --host-init --ram-efficient
 model/testdata/hf/qwen2.5-0.5b.json --hf --batch 4 --seq 2048 --dp 8 --zero 3 --precision amp-bf16 --keep-cache --host-init --ram-efficient
 specs/tinyllama-1.1b.yaml --batch 2 --dp 4 --zero 2 --checkpointing every-block --keep-cache --host-init --ram-efficient
 specs/llama-3.2-1b.yaml --batch 2 --dp 8 --zero 3 --keep-cache --host-init --ram-efficient --load-dtype bf16
 GRID
-tail -c 6000 "$out/err.txt" > "$out/err-tail.txt"; rm -f "$out/err.txt"
