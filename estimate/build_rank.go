@@ -96,7 +96,7 @@ var fsdpInitNotes = map[string]string{
 // fsdpInitNote is fsdpInitNotes' note for t, with what becomes of the
 // blocks the freed whole parameters leave cached when the model was on
 // the host or the GPU whole (model.Training.EmptyCacheAfterWrap): they
-// move the steps' reserve by up to 9% either way (docs/multigpu.md).
+// move the steps' reserve by up to 8% either way (docs/multigpu.md).
 func fsdpInitNote(t *model.Training) string {
 	n := fsdpInitNotes[t.FSDPInit]
 	switch {
