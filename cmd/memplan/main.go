@@ -185,6 +185,9 @@ memplan check and memplan tune add 3 (fits, above the target band) and 4
 	}
 	for _, cmd := range app.Commands {
 		cmd.Before = positiveCounts
+		// A command's own flags (a boolean given a value it cannot read:
+		// --sp=maybe) are parsed by the command, not the app.
+		cmd.OnUsageError = app.OnUsageError
 	}
 	return app
 }
