@@ -38,9 +38,6 @@ type Record struct {
 	DeviceUsed    int64          `json:"device_total_used_bytes"`
 	OK            bool           `json:"ok"`
 	Error         string         `json:"error"`
-	// keptCache marks a record of a file measured before measure.py's
-	// shard() emptied the cache after wrapping (keptCacheFiles).
-	keptCache bool
 
 	// Data-parallel records (bench/torch/dist): the mode (ddp, ddp-view,
 	// zero1, fsdp), FSDP's reshard_after_forward ("true", "false" or an
@@ -77,8 +74,10 @@ type Record struct {
 	// MetaInit says train.py built an FSDP2 model on the meta device
 	// (--meta-init) rather than on the host.
 	MetaInit bool `json:"meta_init,omitempty"`
-	// KeepCache says train.py left the cache as fully_shard's wrapping left
-	// it (--keep-cache; memplan's empty_cache_after_wrap false).
+	// KeepCache says the run left the cache as fully_shard's wrapping left
+	// it (memplan's empty_cache_after_wrap false): train.py --keep-cache,
+	// or a file measure.py wrote before its shard() emptied the cache
+	// (keptCacheFiles; ReadRecords sets it).
 	KeepCache bool `json:"keep_cache,omitempty"`
 	// FSDPExperts is train.py's --fsdp-experts (dim0, dim1 or auto; absent
 	// in records that predate it, which are dim0).
@@ -193,7 +192,7 @@ func ReadRecords(path string) ([]Record, error) {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
-		r.keptCache = slices.ContainsFunc(keptCacheFiles, func(f string) bool {
+		r.KeepCache = r.KeepCache || slices.ContainsFunc(keptCacheFiles, func(f string) bool {
 			return strings.HasSuffix(filepath.ToSlash(path), f)
 		})
 		out = append(out, r)
@@ -240,7 +239,7 @@ func (r Record) Overrides() model.Overrides {
 		if s("fsdp_init") == "host" {
 			o.FSDPInit = model.FSDPInitHost
 		}
-		o.EmptyCacheAfterWrap = !r.keptCache
+		o.EmptyCacheAfterWrap = !r.KeepCache
 		if v, ok := r.Training["empty_cache_after_wrap"].(bool); ok {
 			o.EmptyCacheAfterWrap = v
 		}

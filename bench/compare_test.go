@@ -123,7 +123,7 @@ func TestEmptyCacheAfterWrapMeasured(t *testing.T) {
 				continue
 			}
 			o := r.Overrides()
-			if o.EmptyCacheAfterWrap == r.keptCache {
+			if o.EmptyCacheAfterWrap == r.KeepCache {
 				t.Errorf("%s (%s): empty_cache_after_wrap %v", r.Label, f, o.EmptyCacheAfterWrap)
 			}
 			var e [2]float64
@@ -141,7 +141,7 @@ func TestEmptyCacheAfterWrapMeasured(t *testing.T) {
 			t.Logf("%s (%s): %+.2f%%, the other way %+.2f%%", r.Label, f, 100*e[0], 100*e[1])
 			own, other = own+abs(e[0]), other+abs(e[1])
 			n++
-			if r.keptCache {
+			if r.KeepCache {
 				kept++
 			}
 		}
