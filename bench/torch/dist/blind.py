@@ -27,7 +27,7 @@ def predictions(path):
             # A grid line (predict.py indents its figures under it).
             # ep-run.sh's grids start with W=N, run.sh's with T=S: records
             # are labelled with the line without them.
-            cur = re.sub(r"^(W=\d+ )?(T=\d+ )?", "", line.strip()).replace("--virtual", "--stages-per-rank")
+            cur = re.sub(r"^(W=\d+ )?(T=\d+ )?(F=\d+ )?", "", line.strip()).replace("--virtual", "--stages-per-rank")
             out[cur] = {"fig": [0, 0, 0], "kinds": []}
         elif cur is None:
             continue
@@ -61,7 +61,10 @@ def main():
                 continue
             # A run under MEMPLAN_ROPE_FP32=1 is labelled " [rope fp32]"
             # (common.report); memplan's prediction for it is its line's.
-            p = preds.get(d["label"]) or preds.get(d["label"].removesuffix(" [rope fp32]"))
+            # One rank on a fake process group (tp-run.sh's F=R lines) is
+            # labelled " [fake N rank R]"; its prediction is its line's.
+            label = re.sub(r" \[fake \d+ rank \d+\]$", "", d["label"])
+            p = preds.get(label) or preds.get(label.removesuffix(" [rope fp32]"))
             if p is None:
                 print("no committed prediction for", d["label"])
                 continue

@@ -204,12 +204,30 @@ def loss_backward(out, labels, parallel=False):
         loss.backward()
 
 
+# MEMPLAN_FAKE_WORLD=N (with MEMPLAN_FAKE_RANK=r, default 0) runs one rank of
+# an N-rank job in a single process on GPU 0, without torchrun, over torch's
+# fake process group (as measure.py runs one data-parallel rank): its
+# collectives move nothing and create no NCCL communicator, but every tensor
+# the rank's program makes is made, at the shapes the layout gives it. Only
+# that rank's peaks are reported (the record's config says fake_world and
+# fake_rank); its device total holds no NCCL memory.
+FAKE_WORLD = int(os.environ.get("MEMPLAN_FAKE_WORLD", "0"))
+FAKE_RANK = int(os.environ.get("MEMPLAN_FAKE_RANK", "0"))
+
+
 def setup():
-    """torchrun's environment: the process group and this rank's device."""
+    """torchrun's environment: the process group and this rank's device
+    (or one rank of a fake group: FAKE_WORLD)."""
     import torch.distributed as dist
-    dist.init_process_group("nccl")
+    if FAKE_WORLD:
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        os.environ["LOCAL_RANK"] = "0"  # every fake rank on GPU 0 (DeviceMesh reads it)
+        torch.cuda.set_device(0)
+        dist.init_process_group("fake", store=FakeStore(), rank=FAKE_RANK, world_size=FAKE_WORLD)
+    else:
+        dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    local = int(os.environ.get("LOCAL_RANK", rank))
+    local = 0 if FAKE_WORLD else int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
     # MEMPLAN_SNAPSHOT=PREFIX records the allocator's history (Python stacks
     # only) and dumps PREFIX-rankN.pickle when the report is written;
@@ -242,9 +260,15 @@ def report(label, config, memplan, step_peaks, local, extra=None):
     if os.environ.get("MEMPLAN_SNAPSHOT"):
         torch.cuda.memory._dump_snapshot("%s-rank%d.pickle" % (os.environ["MEMPLAN_SNAPSHOT"], dist.get_rank()))
         torch.cuda.memory._record_memory_history(enabled=None)
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
-    if dist.get_rank() == 0:
+    if FAKE_WORLD:
+        # One rank of a fake group: its own peaks only, printed by it.
+        everyone = [mine]
+        label = "%s [fake %d rank %d]" % (label, FAKE_WORLD, FAKE_RANK)
+        config = {**config, "fake_world": FAKE_WORLD, "fake_rank": FAKE_RANK}
+    else:
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, mine)
+    if dist.get_rank() == 0 or FAKE_WORLD:
         p = torch.cuda.get_device_properties(local)
         line = {"label": label, "ok": True, "config": config, "memplan": memplan, "ranks": everyone,
                 "gpu": p.name, "gpu_total": p.total_memory, "torch": torch.__version__, "cuda": torch.version.cuda,

@@ -144,6 +144,9 @@ for line in open(grid):
         world, args = args[0][2:], args[1:]
     if args[0].startswith("T="):
         args = args[1:]
+    fake = args[0].startswith("F=")  # one rank alone on a fake process group (tp-run.sh)
+    if fake:
+        args = args[1:]
     cmd = script_cmd(args[0], args[1], args[2:]) if args[0].endswith(".py") else train_cmd(args, world)
     cmd += ["--device", os.environ.get("DEVICE", "h200-141gb")]
     print(line)
@@ -154,6 +157,12 @@ for line in open(grid):
         print()
         continue
     p = json.loads(run.stdout)
+    if fake:
+        # A fake process group creates no NCCL communicator: the device
+        # total it measures holds none of NCCL's memory.
+        nccl = sum(o["bytes"] for o in p.get("overhead", []) if o["name"] == "NCCL communicators")
+        p["device_total_bytes"] -= nccl
+        print("  (a fake process group: the device figure leaves out NCCL's %d B)" % nccl)
     for k, name in (("peak_allocated_bytes", "peak allocated"), ("peak_reserved_bytes", "peak reserved"),
                     ("device_total_bytes", "device total")):
         print("  %-15s %7.2f GiB  %d B" % (name, p[k] / G, p[k]))
