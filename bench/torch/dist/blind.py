@@ -25,9 +25,10 @@ def predictions(path):
             continue  # a comment (where and how the predictions were made)
         if line.strip() and not line.startswith(" "):
             # A grid line (predict.py indents its figures under it).
-            # ep-run.sh's grids start with W=N, run.sh's with T=S: records
-            # are labelled with the line without them.
-            cur = re.sub(r"^(W=\d+ )?(T=\d+ )?(F=\d+ )?", "", line.strip()).replace("--virtual", "--stages-per-rank")
+            # ep-run.sh's grids start with W=N, run.sh's with T=S, fake
+            # ranks' lines with F=R: records are labelled with the line
+            # without them.
+            cur = re.sub(r"^([WTF]=\d+ )+", "", line.strip()).replace("--virtual", "--stages-per-rank")
             out[cur] = {"fig": [0, 0, 0], "kinds": []}
         elif cur is None:
             continue

@@ -139,13 +139,13 @@ for line in open(grid):
     if not line or line.startswith("#"):
         continue
     args = shlex.split(line)
-    world = WORLD
-    if args[0].startswith("W="):  # grid-ep.txt: the line's own world size
-        world, args = args[0][2:], args[1:]
-    if args[0].startswith("T="):
-        args = args[1:]
-    fake = args[0].startswith("F=")  # one rank alone on a fake process group (tp-run.sh)
-    if fake:
+    world, fake = WORLD, False
+    while args[0][:2] in ("W=", "T=", "F="):
+        if args[0].startswith("W="):  # grid-ep.txt, run.sh's fake lines: the line's own world size
+            world = args[0][2:]
+        # F=R: rank R alone on a fake process group (tp-run.sh, run.sh);
+        # T=S: run.sh's timeout.
+        fake = fake or args[0].startswith("F=")
         args = args[1:]
     cmd = script_cmd(args[0], args[1], args[2:]) if args[0].endswith(".py") else train_cmd(args, world)
     cmd += ["--device", os.environ.get("DEVICE", "h200-141gb")]

@@ -28,17 +28,30 @@ while read -r line; do
   # A per-line timeout: "T=SECONDS" as the first word, else 150 s.
   to=150
   if [[ $line == T=* ]]; then to=${line%% *}; to=${to#T=}; line=${line#* }; fi
+  # "W=N F=0" first: rank 0 of an N-rank job alone on GPU 0 over torch's
+  # fake process group (train.py's MEMPLAN_FAKE_WORLD), without torchrun;
+  # labelled with the rest of the line and " [fake N rank 0]".
+  fake=
+  if [[ $line == W=*\ F=0\ * ]]; then fake=${line%% *}; fake=${fake#W=}; line=${line#* F=0 }; fi
   d=$tmp/c$n
   mkdir -p "$d"
   t0=$(date +%s.%N)
   echo "=== $n: $line" >>"$out/log.txt"
-  # shellcheck disable=SC2086
-  timeout -k 10 "$to" torchrun --standalone --nproc_per_node="$ngpu" "$here/train.py" $line --result "$d" \
-    --label "$line" >"$d/stdout.txt" 2>&1
+  label=$line
+  if [[ -n $fake ]]; then
+    label="$line [fake $fake rank 0]"
+    # shellcheck disable=SC2086
+    MEMPLAN_FAKE_WORLD=$fake timeout -k 10 "$to" python3 "$here/train.py" $line --result "$d" \
+      --label "$label" >"$d/stdout.txt" 2>&1
+  else
+    # shellcheck disable=SC2086
+    timeout -k 10 "$to" torchrun --standalone --nproc_per_node="$ngpu" "$here/train.py" $line --result "$d" \
+      --label "$label" >"$d/stdout.txt" 2>&1
+  fi
   rc=$?
   t1=$(date +%s.%N)
   tail -c 3000 "$d/stdout.txt" | grep -v '^\s*$' | tail -n 15 >>"$out/log.txt"
-  python3 "$here/merge.py" "$d" "$line" "$(awk "BEGIN{print $t1 - $t0}")" "$rc" >>"$out/dist.jsonl"
+  python3 "$here/merge.py" "$d" "$label" "$(awk "BEGIN{print $t1 - $t0}")" "$rc" >>"$out/dist.jsonl"
   if ls "$d"/snapshot-rank*.pickle.gz >/dev/null 2>&1; then
     for f in "$d"/snapshot-rank*.pickle.gz; do mv "$f" "$d/c$n-$(basename "$f")"; done
     tarf=$out/snapshots.tar

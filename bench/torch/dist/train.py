@@ -288,7 +288,15 @@ def main():
     ap.add_argument("--result", required=True)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
-    rank, a.world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    # MEMPLAN_FAKE_WORLD=N: rank 0 of an N-rank FSDP2 job alone on GPU 0,
+    # without torchrun, over torch's fake process group (as common.py runs
+    # tp.py and cp.py ranks): its collectives move nothing and no NCCL
+    # communicator exists, so its device total holds no NCCL memory.
+    fake = int(os.environ.get("MEMPLAN_FAKE_WORLD", "0"))
+    if fake:
+        rank, a.world = 0, fake
+    else:
+        rank, a.world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
     if a.alloc_conf:
         os.environ["PYTORCH_ALLOC_CONF"] = a.alloc_conf
     import torch
@@ -299,6 +307,8 @@ def main():
     prec = a.precision
     if prec == "fsdp-bf16":
         a.precision = "amp-bf16"  # load_spec accepts it; restored below
+    if fake and (a.mode != "fsdp" or a.ep > 1):
+        raise SystemExit("MEMPLAN_FAKE_WORLD needs --mode fsdp without --ep (DDP's reducer rejects the fake all-reduce)")
     if a.ep > 1 and a.mode not in ("ddp", "fsdp"):
         raise SystemExit("--ep needs --mode ddp or fsdp (memplan simulates EP at ZeRO 0, 2 and 3)")
     # The skew memplan is given: the busiest share measured, filled in after
@@ -311,7 +321,7 @@ def main():
         raise SystemExit("fsdp-bf16 needs --mode fsdp")
     rec = {"label": a.label, "spec": a.spec, "mode": a.mode, "reshard": a.reshard if a.mode == "fsdp" else None,
            "step_pause": 0 if a.no_pause else 0.2, "meta_init": a.meta_init, "keep_cache": a.keep_cache, "fsdp_experts": a.fsdp_experts,
-           "rank": rank, "world": a.world, "training": t, "date": time.strftime("%Y-%m-%d"),
+           "rank": rank, "world": a.world, "fake_world": fake or None, "training": t, "date": time.strftime("%Y-%m-%d"),
            "memplan": memplan_command(a, t), **measure.versions(torch),
            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
            "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "TORCH_SYMM", "NVSHMEM", "PYTORCH_CUDA", "PYTORCH_ALLOC"))}}
@@ -322,7 +332,11 @@ def main():
         stages["context"] = device_used(torch)
         torch.ones(1, device="cuda")
         stages["first_tensor"] = device_used(torch)
-        dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
+        if fake:
+            from torch.testing._internal.distributed.fake_pg import FakeStore
+            dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=fake)
+        else:
+            dist.init_process_group("nccl", device_id=torch.device("cuda", rank))
         stages["pg_init"] = device_used(torch)
         x = torch.ones(1 << 20, device="cuda")
         dist.all_reduce(x)
@@ -341,7 +355,12 @@ def main():
         if a.meta_init:
             if a.mode != "fsdp" or a.lora or a.ep > 1:
                 raise SystemExit("--meta-init needs --mode fsdp, without --lora or --ep")
-            twin, _ = measure.build(bspec, torch)  # the buffers' values (position ids, inv_freq)
+            # The buffers' values (position ids, inv_freq), from a twin
+            # built on the host: on a fake group (a model too large for
+            # one host, sharded over many ranks) a twin of two blocks, whose
+            # model-level buffers are the same.
+            tspec = {**bspec, "model": {**bspec["model"], "layers": 2}} if fake else bspec
+            twin, _ = measure.build(tspec, torch)
             host_buffers = {k: v.clone() for k, v in twin.named_buffers()}
             del twin
             with torch.device("meta"):
