@@ -46,6 +46,11 @@ type Record struct {
 	Mode    string `json:"mode"`
 	Reshard any    `json:"reshard"`
 	World   int64  `json:"world"`
+	// FakeWorld is the world size of a train.py run made as rank 0 alone
+	// on one GPU over torch's fake process group (its MEMPLAN_FAKE_WORLD,
+	// run.sh's "W=N F=0" lines; then World is the same), 0 for a real
+	// torchrun job.
+	FakeWorld int64 `json:"fake_world"`
 	// Env is the environment train.py ran with: its allocator setting
 	// (PYTORCH_ALLOC_CONF) is not in Training.
 	Env              map[string]string `json:"env"`
@@ -295,11 +300,12 @@ func deviceNamed(gpu string) string {
 	return ""
 }
 
-// fakeGroup says the record is one rank of a data-parallel run on
-// measure.py's fake process group (dp > 1 in one process).
+// fakeGroup says the record is one rank of a data-parallel run on a fake
+// process group: measure.py's (dp > 1 in one process) or train.py's
+// (FakeWorld).
 func (r *Record) fakeGroup() bool {
 	dp, _ := r.Training["dp"].(float64)
-	return dp > 1 && r.World <= 1
+	return dp > 1 && r.World <= 1 || r.FakeWorld > 0
 }
 
 // Compare predicts every successful record (spec paths are relative to
@@ -369,9 +375,9 @@ func (r Record) predict(root string) ([NumMetrics]int64, error) {
 	}
 	a, rs, d := e.Largest()
 	if r.fakeGroup() {
-		// measure.py's fake process group runs one rank and creates no
-		// NCCL communicator: the device it measured holds none (memplan
-		// counts them for the real job).
+		// A fake process group (measure.py's, train.py's) runs one rank
+		// and creates no NCCL communicator: the device it measured holds
+		// none (memplan counts them for the real job).
 		d -= e.NCCLBytes()
 	}
 	return [NumMetrics]int64{a, rs, d}, nil

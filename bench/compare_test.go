@@ -366,6 +366,15 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// SmolLM3-3B on two GPUs (held-out set 75, fortieth session; the
 		// machine went before its other three lines ran).
 		{"held-out set 75, 2xH200", "", "results/2026-11-29-h200x2-heldout-75/heldout-75-train.jsonl", 0, 3},
+		// FSDP2 over 16 to 128 ranks, rank 0 alone on one H200 over a
+		// fake process group, built on the meta device (forty-fourth
+		// session): replicas of three real runs (fake-check-train.txt,
+		// tuning; each the real rank 0's peaks to the byte) and held-out
+		// set 83, Llama-3-70B over 64 and 128 ranks among them
+		// (predictions committed first:
+		// results/2026-11-29-heldout83-fake-fsdp-predictions.txt).
+		{"FSDP2 over 16-128 ranks, fake group, 1xH200", "results/2026-11-29-h200-fake-tp-81/fake-check-train.jsonl",
+			"results/2026-11-29-h200-fake-tp-81/heldout-83.jsonl", 3, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
