@@ -87,8 +87,9 @@ func (r *ringAttnOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 
 // ring is _templated_ring_attention's forward on context-parallel rank 0.
 // The local keys and values are concatenated (torch.cat of their
-// flattened copies, made again for every step that sends) and
-// all-gathered once into a buffer of the whole sequence's. With load
+// flattened copies) and all-gathered once into a buffer of the whole
+// sequence's; NCCL holds the concatenation until the next step waits, and
+// every later step that sends makes another, which goes at once. With load
 // balancing, step 0 runs all the rank's queries against its own keys and
 // each later step the second half of its queries against all the keys it
 // received. _SDPAMerger keeps the first step's output as an fp32 copy
@@ -120,13 +121,25 @@ func (r *ringAttnOp) ringHeads(s *sim, st *attnState, repeat bool) *tensor {
 	lsen := st.rows * k.Heads
 	var cat, all, out, lse, stepOut, stepLSE *tensor
 	for i := int64(0); i < c; i++ {
+		if i == 1 {
+			// next_buffer's wait releases the all-gather's input, which
+			// ProcessGroupNCCL held until then (measured: 2026-11-27's cp
+			// × ep history frees it there, after step 0's merge).
+			s.unref(cat)
+			cat = nil
+		}
 		if i < c-1 {
 			next := s.alloc(kvn, kc.dt, catTemp, "k, v concatenation (CP)")
 			if all == nil {
 				all = s.alloc(kvn*c, kc.dt, catTemp, "k, v all-gather (CP)")
+				cat = next
+			} else {
+				// exchange_buffers sends only the first (the all-gather
+				// ran once) and returns None: each later concatenation
+				// goes as it is made (measured at cp 8: a fake process
+				// group's history, bench/results/2026-11-29-h200-fake-traces).
+				s.unref(next)
 			}
-			s.unref(cat)
-			cat = next
 		}
 		n, ln := qn, lsen
 		if i > 0 {

@@ -86,6 +86,44 @@ func TestRingMerges(t *testing.T) {
 	}
 }
 
+// TestRingConcatenations holds the ring's concatenations of the local keys
+// and values to _templated_ring_attention's: at cp 4 each layer's forward
+// makes three (every step that sends), the first held as the all-gather's
+// input until the next step's wait, after the first step's merge output,
+// each later one freed as soon as it is made (exchange_buffers sends only
+// the first; measured: the forty-fourth session's fake-group history at cp
+// 8 and 2026-11-27's NCCL cp × ep history).
+func TestRingConcatenations(t *testing.T) {
+	const layers = 16
+	spec := load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 8192, CP: 4, Precision: "amp-bf16"})
+	var made, atOnce, held int
+	var open *tensor
+	between := 0
+	traced(t, spec, func(sm *sim, x *tensor, alloc bool) {
+		if sm.phase.Iteration != 0 || sm.phase.Stage != StageForward {
+			return
+		}
+		switch {
+		case alloc && x.label() == "k, v concatenation (CP)":
+			made++
+			open, between = x, 0
+		case !alloc && x == open:
+			if between == 0 {
+				atOnce++
+			} else if between >= 3 {
+				held++ // the all-gather, step 0's output, its log-sum-exp and merge copy came between
+			}
+			open = nil
+		case alloc && open != nil:
+			between++
+		}
+	})
+	if made != 3*layers || atOnce != 2*layers || held != layers {
+		t.Errorf("concatenations in the first forward: %d made, %d freed at once, %d held past step 0; want %d, %d, %d",
+			made, atOnce, held, 3*layers, 2*layers, layers)
+	}
+}
+
 // TestContextNCCLGroups checks that NCCL is counted from the run's process
 // groups: FSDP over dp·cp at dp 1 shards over the cp group itself, so it
 // adds no communicator; at dp 2 the dp·cp group is a second one.
