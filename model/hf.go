@@ -222,7 +222,7 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 		// the config and the flags are named by the message itself.
 		return nil, unlocated(err)
 	}
-	s.File, s.HFType = file, mt
+	s.File, s.HFType, s.Model.Transformers = file, mt, true
 	if n := c.quantNote(); n != "" {
 		s.Notes = append(s.Notes, n)
 	}

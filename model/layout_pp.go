@@ -104,9 +104,17 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 // plan under tensor parallelism, model.Attention.QKNormRanks) and Llama 4
 // (dense experts, whole heads rotated as complex numbers from the
 // forward's table, chunked attention's masks)
-// (docs/parallelism.md §3.1.3–3.1.7, §3.2.7; docs/moe.md §13).
+// (docs/parallelism.md §3.1.3–3.1.7, §3.2.7; docs/moe.md §13). A model read
+// from a transformers config (Model.Transformers) runs transformers' forward
+// too, whatever its block, as the scripts run a config: its attention keeps
+// the key/value cache transformers fills in training without
+// checkpointing, makes its rotary tables in every forward and passes
+// enable_gqa to context parallelism's ring, which takes the key/value heads
+// unrepeated (measured: Qwen3-0.6B at cp 2 and 8, tp 2, forty-fourth
+// session); a spec's Llama-shaped model, written or imported, runs
+// torchtitan's.
 func (m *Model) RunsTransformersForward() bool {
-	return m.deepseek() || m.gptOSS() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
+	return m.Transformers || m.deepseek() || m.gptOSS() || m.gemmaSandwich() || m.granite() || m.NoRoPEPattern > 0 ||
 		m.starcoder() || m.cohere() || m.FusedQKV || m.FusedGateUp || m.PostNorm || m.QKNormWhole ||
 		m.PlainNorm || m.ProjectFirst || m.llama4()
 }

@@ -190,17 +190,47 @@ func TestStageSliceHoldInput(t *testing.T) {
 	}
 }
 
-// TestParallelLayoutsDropWindow: the parallel layouts run torchtitan's
-// Llama, causal SDPA without transformers' sliding-window masks or a
-// key/value cache, so their lowerings drop a model's sliding window and
-// cache (titanAttention, counted together here); the model's own layers
-// keep them, and a stage's repeat knows its first layer's index.
+// TestParallelLayoutsDropWindow: a spec's Llama-shaped model runs
+// torchtitan's Llama under the parallel layouts, causal SDPA without
+// transformers' sliding-window masks or a key/value cache, so their
+// lowerings drop a model's sliding window and cache (titanAttention,
+// counted together here); the model's own layers keep them, and a stage's
+// repeat knows its first layer's index. The same model read from its
+// transformers config runs transformers' forward (Model.Transformers):
+// tensor parallelism and pipeline stages keep the window and the cache,
+// and context parallelism, whose ring takes no mask, refuses it with the
+// way out (memplan import).
 func TestParallelLayoutsDropWindow(t *testing.T) {
-	s, err := LoadHF(filepath.Join("testdata", "hf", "mistral-7b-v0.1.json"), Overrides{Batch: 1, Seq: 256})
+	hf, err := LoadHF(filepath.Join("testdata", "hf", "mistral-7b-v0.1.json"), Overrides{Batch: 1, Seq: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &s.Model
+	for _, tr := range []Training{{TP: 2, Seq: 256}, {PP: 2}} {
+		var ls []Layer
+		if tr.PP > 1 {
+			ls, err = hf.Model.LowerStageRank(0, tr.PP, &tr)
+		} else {
+			ls, err = hf.Model.LowerRank(&tr)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := 0
+		walk(ls, func(l *Layer) {
+			if a, ok := l.Spec.(*Attention); ok && a.Window > 0 && a.KVCache {
+				kept++
+			}
+		})
+		if kept == 0 {
+			t.Errorf("the transformers config under %+v: no attention keeps its window and cache", tr)
+		}
+	}
+	if _, err := hf.Model.LowerRank(&Training{CP: 2, Seq: 256}); err == nil || !strings.Contains(err.Error(), "memplan import") {
+		t.Errorf("the transformers config under context parallelism: %v, want a refusal naming memplan import", err)
+	}
+	spec := hf.Model
+	spec.Transformers = false // as memplan import writes it
+	m := &spec
 	windows := func(ls []Layer) (n int) {
 		walk(ls, func(l *Layer) {
 			switch a := l.Spec.(type) {

@@ -45,7 +45,9 @@ func (m *Model) gemma3() bool { return m.gemmaSandwich() && m.LocalRoPE }
 // families without sliding windows, experts or latent attention, alone,
 // with tensor parallelism inside each cp rank and with FSDP2 over the dp·cp
 // ranks (checkCP refuses DDP and ZeRO 1), but not inside pipeline stages,
-// as measured (docs/parallelism.md §3.3.1, §3.3.2).
+// as measured (docs/parallelism.md §3.3.1, §3.3.2); a Llama-shaped model
+// read from its config (llamaShaped) with its experts and inside pipeline
+// stages too, as torchtitan's Llama is.
 func (m *Model) SeqSplitRefusal(t *Training) string {
 	if !m.RunsTransformersForward() || t.CP <= 1 {
 		return ""
@@ -54,16 +56,35 @@ func (m *Model) SeqSplitRefusal(t *Training) string {
 	switch {
 	case m.SlidingWindow > 0:
 		why = "sliding windows, whose masks ring attention does not take"
-	case m.Experts > 0 || m.KVLoRARank > 0 || m.gptOSS():
+	case m.Experts > 0 && !m.llamaShaped() || m.KVLoRARank > 0 || m.gptOSS():
+		// A Llama-shaped mixture of experts read from its config (Qwen3-MoE,
+		// Mixtral) runs transformers' experts block, as the measured
+		// moe-llama spec does under context parallelism (common.HFMoE).
 		why = "its experts, sinks or latent attention"
 	case t.Attention == AttnEager:
 		why = "eager attention, which makes no SDPA call for the ring to replace"
-	case t.PP > 1:
+	case t.PP > 1 && !m.llamaShaped():
+		// A Llama-shaped config's stages differ from torchtitan's
+		// measured ones only in the attention's details, which context
+		// parallelism alone measured (forty-fourth session).
 		why = "pipeline parallelism beside it (not measured)"
 	default:
 		return ""
 	}
-	return "context parallelism is not simulated for " + m.describe() + " run through transformers' forward with " + why
+	msg := "context parallelism is not simulated for " + m.describe() + " run through transformers' forward with " + why
+	if m.llamaShaped() {
+		msg += "; written as a spec (memplan import), the model runs torchtitan's Llama, which context parallelism splits"
+	}
+	return msg
+}
+
+// llamaShaped says whether m runs transformers' forward only because it
+// was read from a transformers config (Model.Transformers): as a spec its
+// layouts would run torchtitan's Llama.
+func (m *Model) llamaShaped() bool {
+	plain := *m
+	plain.Transformers = false
+	return m.Transformers && !plain.RunsTransformersForward()
 }
 
 // granite says whether m applies any of Granite's constants.
@@ -146,5 +167,5 @@ func (m *Model) describe() string {
 	case m.cohere():
 		return "Cohere's block"
 	}
-	return "sandwich norms"
+	return "a transformers config"
 }

@@ -41,6 +41,12 @@ var ModelTypes = []string{GPT2, Llama, BERT, NeoX, ResNet, ViT, Sequential}
 type Model struct {
 	Type string `json:"type"`
 
+	// Transformers says the model was read from a transformers config
+	// (LoadHF): its parallel layouts run transformers' own forward
+	// (RunsTransformersForward), where a spec's Llama-shaped model,
+	// written or imported (memplan import), runs torchtitan's Llama.
+	Transformers bool `json:"-"`
+
 	// Transformers (gpt2, llama, bert, vit).
 	NumLayers     int64   `json:"layers,omitempty"`
 	Hidden        int64   `json:"hidden,omitempty"`
