@@ -74,9 +74,10 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	return ins, layers
 }
 
-// tpLlamaNote says what program a Llama-shaped model under tensor
-// parallelism is simulated as (model.Model.RunsTransformersForward false).
-const tpLlamaNote = "tensor parallelism of a Llama-shaped model: simulated as torchtitan's Llama runs it, its rotary tables a buffer; transformers' own forward (a tp_plan) makes them in every forward with the step's first matrix product, which can leave the cache placed otherwise (measured: a tiny MoE's config at tp 2, +5.0% reserved; docs/accuracy.md, thirty-fourth session)"
+// tpLlamaNote says what program a Llama-shaped spec under tensor
+// parallelism is simulated as (model.Model.RunsTransformersForward false:
+// a model read from its transformers config runs transformers' forward).
+const tpLlamaNote = "tensor parallelism of a Llama-shaped spec: simulated as torchtitan's Llama runs it, its rotary tables a buffer and no key/value cache; read from its transformers config (--hf) the model runs transformers' forward instead (docs/parallelism.md §3.1.3)"
 
 // tpAllToAll says whether the tensor-parallel program of m under t
 // exchanges tensors all-to-all over the tp group (OLMo 2's and 3's query
