@@ -77,7 +77,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 // tpLlamaNote says what program a Llama-shaped spec under tensor
 // parallelism is simulated as (model.Model.RunsTransformersForward false:
 // a model read from its transformers config runs transformers' forward).
-const tpLlamaNote = "tensor parallelism of a Llama-shaped spec: simulated as torchtitan's Llama runs it, its rotary tables a buffer and no key/value cache; read from its transformers config (--hf) the model runs transformers' forward instead (docs/parallelism.md §3.1.3)"
+const tpLlamaNote = "tensor parallelism of a Llama-shaped spec: simulated as torchtitan's Llama runs it, its rotary tables a buffer and no key/value cache; read from its transformers config (--hf) the model runs transformers' forward instead (docs/parallelism.md §3.0)"
 
 // tpAllToAll says whether the tensor-parallel program of m under t
 // exchanges tensors all-to-all over the tp group (OLMo 2's and 3's query

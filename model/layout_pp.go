@@ -90,7 +90,7 @@ func (m *Model) splittable(layers []Layer) (int, int, error) {
 // parallelism the whole model (or each stage) split by hftp.py's plan.
 // Each forward makes the rotary tables (and eager attention's masks)
 // before its first block as the whole model's does, and sliding windows
-// stay. The other llama models' layouts run bench/torch/dist/common.py's
+// stay. The other llama specs' layouts run bench/torch/dist/common.py's
 // Llama, as torchtitan's, whose attention casts the rotary tables it is
 // given and has no sliding window. The families measured through
 // transformers' forward are the changes to Llama's block that torchtitan's
