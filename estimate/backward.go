@@ -60,6 +60,7 @@ func (s *sim) runNode(n *node) {
 	case n.bwdTemp > 0:
 		tmp = s.nodeTemp(n, n.bwdTemp, catTemp, " backward temp")
 	}
+	ringLate := s.ringBackward(n) // nil but for ring attention
 	var pair [2]*tensor
 	if n.pairTemps > 0 {
 		for i := range pair {
@@ -76,6 +77,7 @@ func (s *sim) runNode(n *node) {
 		dcopy = s.nodeTemp(n, g0.bytes(), catTemp, " backward copy of the gradient")
 	}
 	s.partialSums(n)
+	s.unrefAll(ringLate)
 	s.unref(dcopy)
 	s.unref(dyc)
 	s.unref(pair[1])

@@ -95,7 +95,7 @@ func tailGrads(tail []*node) []gradShape {
 	var out []gradShape
 	for i := len(tail) - 1; i >= 0; i-- {
 		n := tail[i]
-		if n.ckpt != nil || n.tempHeld || n.pairTemps > 0 || n.gemm || n.reduceTemp > 0 || n.gradWS != nil || n.sumsBroadcast() || len(n.outs) == 0 {
+		if n.ckpt != nil || n.tempHeld || n.pairTemps > 0 || n.gemm || n.reduceTemp > 0 || n.gradWS != nil || n.ring != nil || n.sumsBroadcast() || len(n.outs) == 0 {
 			return nil
 		}
 		g0 := n.outs[0]

@@ -168,7 +168,7 @@ func (r *ringAttnOp) ringHeads(s *sim, st *attnState, repeat bool) *tensor {
 	s.unref(cat)
 	if n := s.record("RingSDPA", []*tensor{qc, kc, vc}, y); n != nil {
 		s.save(n, qc, kc, vc, y, lse)
-		n.bwdTemp = r.backwardTemp(qc, kvn, lsen)
+		n.ring = &ringBwd{q: qc.elems, kvn: kvn, lsen: lsen, ranks: c, dt: qc.dt}
 	}
 	s.unref(qc)
 	s.unref(kc)
@@ -205,19 +205,81 @@ func (r *ringAttnOp) merge(s *sim, out, lse *tensor, n, ln int64) (*tensor, *ten
 	return wo, wl
 }
 
-// backwardTemp is what _templated_ring_attention_backward holds beside
-// the gradients it returns: fp32 accumulators of dq, dk and dv (zeros_like
-// in fp32), the keys and values concatenated and all-gathered again, one
-// ring step's kernel gradients and the kernel's fp32 dq accumulator, and
-// the fp32 dk, dv concatenation with its all-to-all's output (the
-// gradients rotate with all-to-all).
-func (r *ringAttnOp) backwardTemp(q *tensor, kvn, lsen int64) int64 {
-	dt := q.dt
-	acc := q.elems*f32 + kvn*f32
-	gather := kvn*dt + kvn*r.ranks*dt
-	step := q.elems*dt + kvn*dt + q.elems*f32 + lsen*f32
-	rotate := 2 * kvn * f32
-	return acc + gather + step + rotate
+// ringBwd is what ring attention's backward allocates from: the local
+// queries' and keys' and values' elements (kvn counts both), the
+// log-sum-exp's, the ranks and the half dtype.
+type ringBwd struct {
+	q, kvn, lsen, ranks, dt int64
+}
+
+// ringBackward is _templated_ring_attention_backward on context-parallel
+// rank 0, allocation by allocation (measured: Mistral-7B at cp 8, the
+// forty-fourth session's fake-group history c3, 2,369 MiB at most at
+// once, which memplan had taken as one block): fp32 accumulators of dq, dk
+// and dv (zeros_like); the keys and values concatenated and all-gathered
+// again; step 0's kernel gradients and their workspace. Each later step
+// sends the fp32 key and value gradients on (their concatenation) and
+// receives the next (all-to-all), from the third on merges the second
+// half of dq into a new accumulator (_partial_update), concatenates the
+// keys and values again (freed at once: only the first is sent), runs
+// the kernel on half the queries, then frees the step before's kernel
+// gradients, its sent concatenation and what it received (at step 1 the
+// key and value accumulators). After the last step the gradients rotate
+// once more and dq is merged again. It returns what the backward frees
+// after its gradients are cast and returned (nodeGrads allocates those):
+// the dq accumulator, the last two rotations' buffers, the first
+// concatenation, the last step's kernel gradients and the all-gather; nil
+// for a node that is not ring attention's.
+func (s *sim) ringBackward(n *node) []*tensor {
+	r := n.ring
+	if r == nil {
+		return nil
+	}
+	tmp := func(elems, dt int64, what string) *tensor { return s.alloc(elems, dt, catTemp, what+" (CP)") }
+	accQ := tmp(r.q, f32, "ring backward dq accumulator")
+	accK := tmp(r.kvn/2, f32, "ring backward dk accumulator")
+	accV := tmp(r.kvn/2, f32, "ring backward dv accumulator")
+	cat0 := tmp(r.kvn, r.dt, "ring backward k, v concatenation")
+	all := tmp(r.kvn*r.ranks, r.dt, "ring backward k, v all-gather")
+	kernel := func(q int64) [3]*tensor {
+		g := [3]*tensor{tmp(q, r.dt, "ring step dq"), tmp(r.kvn/2, r.dt, "ring step dk"), tmp(r.kvn/2, r.dt, "ring step dv")}
+		s.unref(tmp(q*f32/r.dt+r.lsen, r.dt, "ring step workspace"))
+		return g
+	}
+	prev := kernel(r.q)
+	var sent, recv *tensor
+	rotate := func(i int64) {
+		ns := tmp(r.kvn, f32, "ring backward dk, dv sent")
+		nr := tmp(r.kvn, f32, "ring backward dk, dv received")
+		if i >= 2 {
+			q := tmp(r.q, f32, "ring backward dq merged")
+			s.unref(accQ)
+			accQ = q
+		}
+		sent, recv = ns, nr
+	}
+	for i := int64(1); i < r.ranks; i++ {
+		oldSent, oldRecv := sent, recv
+		rotate(i)
+		if i < r.ranks-1 {
+			s.unref(tmp(r.kvn, r.dt, "ring backward k, v concatenation"))
+		}
+		g := kernel(r.q / 2)
+		for _, t := range prev {
+			s.unref(t)
+		}
+		prev = g
+		s.unref(oldSent)
+		if i == 1 {
+			s.unref(accK)
+			s.unref(accV)
+		} else {
+			s.unref(oldRecv)
+		}
+	}
+	lastSent, lastRecv := sent, recv
+	rotate(r.ranks)
+	return []*tensor{accQ, recv, sent, lastSent, cat0, prev[0], prev[1], prev[2], lastRecv, all}
 }
 
 // cpRank is the spec one context-parallel rank runs: its share of the

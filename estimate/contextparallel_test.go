@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -121,6 +122,47 @@ func TestRingConcatenations(t *testing.T) {
 	if made != 3*layers || atOnce != 2*layers || held != layers {
 		t.Errorf("concatenations in the first forward: %d made, %d freed at once, %d held past step 0; want %d, %d, %d",
 			made, atOnce, held, 3*layers, 2*layers, layers)
+	}
+}
+
+// TestRingBackward holds ring attention's backward to
+// _templated_ring_attention_backward's allocations at cp 8 (ringBackward;
+// Mistral-7B's fake-group history, bench/results/2026-11-29-h200-fake-traces
+// c3): per layer, three fp32 accumulators, one all-gather of the whole
+// sequence's keys and values, a kernel's three gradients per step, and one
+// rotation of the key and value gradients (sent and received) per step but
+// the first and once after the last, dq merged anew from the third step on
+// and after the last, the keys and values concatenated at the first step
+// and again (freed at once) at every later one but the last; and no single
+// lump, the largest block the all-gather.
+func TestRingBackward(t *testing.T) {
+	const c, layers = 8, 16
+	spec := load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: 16384, CP: c, Precision: "amp-bf16"})
+	count := map[string]int{}
+	var largest, gather int64
+	traced(t, spec, func(sm *sim, x *tensor, alloc bool) {
+		if !alloc || sm.phase.Iteration != 0 || sm.phase.Stage != StageBackward || !strings.HasPrefix(x.label(), "ring ") {
+			return
+		}
+		what := strings.TrimSuffix(x.label(), " (CP)")
+		count[what]++
+		largest = max(largest, x.bytes())
+		if what == "ring backward k, v all-gather" {
+			gather = x.bytes()
+		}
+	})
+	for what, want := range map[string]int{
+		"ring backward dq accumulator": layers, "ring backward dk accumulator": layers, "ring backward dv accumulator": layers,
+		"ring backward k, v all-gather": layers, "ring step dq": c * layers, "ring step workspace": c * layers,
+		"ring backward dk, dv sent": c * layers, "ring backward dk, dv received": c * layers,
+		"ring backward dq merged": (c - 1) * layers, "ring backward k, v concatenation": (c - 1) * layers,
+	} {
+		if count[what] != want {
+			t.Errorf("%s: %d in the first backward, want %d", what, count[what], want)
+		}
+	}
+	if largest != gather || gather == 0 {
+		t.Errorf("the backward's largest block %d B, want the all-gather's %d B", largest, gather)
 	}
 }
 

@@ -153,8 +153,11 @@ type node struct {
 	// the embedding's and SDPA's), and a convolution's bias (inputWS.sum);
 	// nil for every other node, which keeps nodes small.
 	gradWS *[3]inputWS
-	ckpt   *ckpt // a checkpointed segment to recompute
-	pass   bool  // gradient passes through when sizes match (add, views)
+	// ring is ring attention's backward (ringBackward), run in place of a
+	// lump bwdTemp; nil for every other node.
+	ring *ringBwd
+	ckpt *ckpt // a checkpointed segment to recompute
+	pass bool  // gradient passes through when sizes match (add, views)
 	// negFirst marks a subtraction recorded as [subtrahend, minuend]:
 	// the subtrahend's gradient is −grad, a new tensor (SubBackward0),
 	// however pass treats the minuend's.
@@ -476,6 +479,13 @@ func (s *sim) unref(t *tensor) {
 		if t.refs <= 0 {
 			s.unheld(t)
 		}
+	}
+}
+
+// unrefAll drops a reference to each of ts, in order.
+func (s *sim) unrefAll(ts []*tensor) {
+	for _, t := range ts {
+		s.unref(t)
 	}
 }
 
