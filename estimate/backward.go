@@ -326,3 +326,10 @@ func (n *node) wsFor(t *tensor) inputWS {
 	}
 	return inputWS{}
 }
+
+// unrefAll drops a reference to each of ts, in order.
+func (s *sim) unrefAll(ts []*tensor) {
+	for _, t := range ts {
+		s.unref(t)
+	}
+}

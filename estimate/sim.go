@@ -482,13 +482,6 @@ func (s *sim) unref(t *tensor) {
 	}
 }
 
-// unrefAll drops a reference to each of ts, in order.
-func (s *sim) unrefAll(ts []*tensor) {
-	for _, t := range ts {
-		s.unref(t)
-	}
-}
-
 // unheld is unref of a tensor whose last holder has gone: a view drops its
 // base, a tensor with storage frees it.
 func (s *sim) unheld(t *tensor) {
