@@ -44,7 +44,8 @@ import (
 // time on one H200 over a fake process group, replicas of three of those
 // runs (fake-check-cp.txt) and held-out set 82 at cp 8 and at cp 8 × tp 2
 // and cp 4 × tp 4 (heldout-82.txt), then set 84's transformers configs
-// (heldout-84.txt). The listed gaps
+// (heldout-84.txt) and set 85 at cp 4, 8 and 16 (heldout-85.txt). The
+// listed gaps
 // (contextGaps) may be under, and only by the metrics named; the listed overs (contextOver) may be over
 // the worst-case targets.
 func TestContextParallelAccuracy(t *testing.T) {
@@ -65,14 +66,14 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-pp64-history/rope-2.jsonl", "2026-11-28-h200x2-heldout-67/heldout-67.jsonl",
 		"2026-11-28-h200x4-heldout-68/heldout-68.jsonl", "2026-11-29-h200x2-heldout-75/heldout-75.jsonl",
 		"2026-11-29-h200-fake-tp-81/fake-check-cp.jsonl", "2026-11-29-h200-fake-tp-81/heldout-82.jsonl",
-		"2026-11-29-h200-fake-tp-81/heldout-84.jsonl"} {
+		"2026-11-29-h200-fake-tp-81/heldout-84.jsonl", "2026-11-29-h200-fake-tp-81/heldout-85.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 100 {
-		t.Fatalf("%d context-parallel runs, want 100", n)
+	if n != 104 {
+		t.Fatalf("%d context-parallel runs, want 104", n)
 	}
 }
 
