@@ -44,6 +44,9 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	if t.TP > 1 && !runsModel {
 		s.note(tpLlamaNote)
 	}
+	if run.CP > 1 && m.Heads != m.KVHeads && m.KVHeads > 0 {
+		s.note(cpProgramNote(runsModel))
+	}
 	if t.TP > 1 && runsModel {
 		stream := "the residual stream whole on every rank (no sequence parallelism)"
 		if t.SP {
@@ -78,6 +81,16 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 // parallelism is simulated as (model.Model.RunsTransformersForward false:
 // a model read from its transformers config runs transformers' forward).
 const tpLlamaNote = "tensor parallelism of a Llama-shaped spec: simulated as torchtitan's Llama runs it, its rotary tables a buffer and no key/value cache; read from its transformers config (--hf) the model runs transformers' forward instead (docs/parallelism.md §3.0)"
+
+// cpProgramNote says whose attention module hands context parallelism's
+// ring its keys and values, under grouped-query attention
+// (docs/parallelism.md §3.0).
+func cpProgramNote(runsModel bool) string {
+	if runsModel {
+		return "context parallelism through transformers' forward: its SDPA call passes enable_gqa, so the ring takes the key/value heads as they are (docs/parallelism.md §3.0)"
+	}
+	return "context parallelism of a Llama-shaped spec: simulated as torchtitan's Llama runs it, the key/value heads repeated to the queries' before the ring; read from its transformers config (--hf) the model runs transformers' forward instead (docs/parallelism.md §3.0)"
+}
 
 // tpAllToAll says whether the tensor-parallel program of m under t
 // exchanges tensors all-to-all over the tp group (OLMo 2's and 3's query

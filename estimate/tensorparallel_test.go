@@ -427,36 +427,62 @@ func TestLeakOverTheRun(t *testing.T) {
 // TestRingUnderTransformersModule checks model.RingAttention.HF: under
 // context parallelism transformers' attention module keeps its own
 // forward and its SDPA call's enable_gqa, so the ring all-gathers the
-// key/value heads unrepeated (Granite's 8 of 32), where torchtitan's Llama
-// (the same dimensions as a spec) repeats them first.
+// key/value heads unrepeated (Granite's 8 of 32; Qwen3-0.6B's 8 of 16, a
+// Llama-shaped config, since the forty-fourth session), where torchtitan's
+// Llama (the same config written as a spec, as memplan import writes it)
+// repeats them first; the estimate's note says which.
 func TestRingUnderTransformersModule(t *testing.T) {
-	spec, err := model.LoadHF("../model/testdata/hf/granite-3.1-2b.json", model.Overrides{Batch: 1, Seq: 2048, CP: 2,
-		Precision: model.AMPBF16, LossOutsideAutocast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := spec.Model
-	var repeats, gathers int
-	var gathered int64
-	_, err = estimateWith(spec, nil, func(s *sim) {
-		s.trace = func(x *tensor, alloc bool) {
-			switch {
-			case !alloc:
-			case x.name == "repeat_kv k (CP)":
-				repeats++
-			case x.name == "k, v all-gather (CP)":
-				gathers++
-				gathered = x.bytes()
-			}
+	for _, tc := range []struct {
+		config  string
+		spec    bool // the config as a spec (model.Model.Transformers false)
+		repeats bool
+		note    string
+	}{
+		{"granite-3.1-2b.json", false, false, "passes enable_gqa"},
+		{"qwen3-0.6b.json", false, false, "passes enable_gqa"},
+		{"qwen3-0.6b.json", true, true, "repeated to the queries'"},
+	} {
+		spec, err := model.LoadHF("../model/testdata/hf/"+tc.config, model.Overrides{Batch: 1, Seq: 2048, CP: 2,
+			Precision: model.AMPBF16, LossOutsideAutocast: true})
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The rank's 1,024 tokens' keys and values, bf16, from both ranks.
-	want := 2 * 1024 * m.KVHeads * (m.Hidden / m.Heads) * 2 * 2
-	if repeats != 0 || gathers == 0 || gathered != want {
-		t.Errorf("%d repeated key tensors, %d all-gathers of %d bytes; want none repeated, gathers of %d", repeats, gathers, gathered, want)
+		spec.Model.Transformers = !tc.spec
+		m := spec.Model
+		var repeats, gathers int
+		var gathered int64
+		r, err := estimateWith(spec, nil, func(s *sim) {
+			s.trace = func(x *tensor, alloc bool) {
+				switch {
+				case !alloc:
+				case x.name == "repeat_kv k (CP)":
+					repeats++
+				case x.name == "k, v all-gather (CP)":
+					gathers++
+					gathered = x.bytes()
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The rank's 1,024 tokens' keys and values, bf16, from both
+		// ranks: the key/value heads', or the queries' when repeated.
+		heads := m.KVHeads
+		if tc.repeats {
+			heads = m.Heads
+		}
+		want := 2 * 1024 * heads * m.HeadDim * 2 * 2
+		if m.HeadDim == 0 {
+			want = 2 * 1024 * heads * (m.Hidden / m.Heads) * 2 * 2
+		}
+		if (repeats > 0) != tc.repeats || gathers == 0 || gathered != want {
+			t.Errorf("%s (spec %v): %d repeated key tensors, %d all-gathers of %d bytes; want repeats %v, gathers of %d",
+				tc.config, tc.spec, repeats, gathers, gathered, tc.repeats, want)
+		}
+		if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, tc.note) }) {
+			t.Errorf("%s (spec %v): no note saying %q in %q", tc.config, tc.spec, tc.note, r.Notes)
+		}
 	}
 }
 
