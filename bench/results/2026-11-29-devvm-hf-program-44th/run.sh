@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The forty-fourth session's estimator changes (the ring's concatenations, 4012df3; a transformers config
-# running transformers' forward under the parallel layouts, d6fd41a; the ring's backward in pieces, 1bbcc4f) against the tree in BASE (36a6849, the
-# session's fake-group sets committed): every logged multi-GPU line of bench's tests, compared by
+# running transformers' forward under the parallel layouts, d6fd41a; the ring's backward in pieces, 1bbcc4f)
+# against the tree in BASE (36a6849, the session's fake-group sets committed): every logged multi-GPU line of
+# bench's tests, compared by
 # bench/torch/dist/benchlog_diff.py (output benchlog-diff.txt beside this script), and the bundled configs under
 # the layouts (layouts-diff.sh, output layouts-diff.txt).
 #   git worktree add --detach /tmp/base 36a6849
