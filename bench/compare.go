@@ -373,14 +373,31 @@ func (r Record) predict(root string) ([NumMetrics]int64, error) {
 	if err != nil {
 		return [NumMetrics]int64{}, fmt.Errorf("%s: %w", r.Label, err)
 	}
+	return predicted(e, r.fakeGroup()), nil
+}
+
+// predicted is memplan's figure for a measured run: the largest over the
+// kinds of rank, metric by metric, as a measurement is the largest over
+// the ranks. The harnesses reset the peak statistics once the model is
+// built and wrapped (measure.py's and the dist scripts' loops), so where
+// memplan's peak allocated is the load's (a model built whole on the GPU
+// before it is split or sharded) the steps' peak is taken instead; the
+// reserve the load left is still held at the reset, and is in the
+// measured peak reserved. A run on a fake process group (fake) made no
+// NCCL communicator: its device total has none of NCCL's memory, which
+// memplan counts for the real job.
+func predicted(e *estimate.Result, fake bool) [NumMetrics]int64 {
 	a, rs, d := e.Largest()
-	if r.fakeGroup() {
-		// A fake process group (measure.py's, train.py's) runs one rank
-		// and creates no NCCL communicator: the device it measured holds
-		// none (memplan counts them for the real job).
+	if e.PeakPhase.Stage == "load" && e.Pipeline == nil && e.Experts == nil {
+		a = 0
+		for _, ph := range e.Phases {
+			a = max(a, ph.PeakAllocated)
+		}
+	}
+	if fake {
 		d -= e.NCCLBytes()
 	}
-	return [NumMetrics]int64{a, rs, d}, nil
+	return [NumMetrics]int64{a, rs, d}
 }
 
 // Summarize computes medians, worst cases and under-predictions.

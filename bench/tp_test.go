@@ -442,7 +442,7 @@ func distErrors(t *testing.T, r tpRecord, o model.Overrides) (e [NumMetrics]floa
 		t.Fatal(err)
 	}
 	m := r.measured()
-	pred := distPredicted(p, r.Config.FakeWorld > 0)
+	pred := predicted(p, r.Config.FakeWorld > 0)
 	for k := range e {
 		e[k] = float64(pred[k])/float64(m[k]) - 1
 	}
@@ -451,28 +451,4 @@ func distErrors(t *testing.T, r tpRecord, o model.Overrides) (e [NumMetrics]floa
 		t.Logf("run %s: %+.2f%% %+.2f%% %+.2f%%", r.Label, 100*e[0], 100*e[1], 100*e[2])
 	}
 	return e
-}
-
-// distPredicted is memplan's figure for a dist script's record: the
-// largest over the kinds of rank, metric by metric, as the measurement is
-// the largest over the ranks. The scripts reset the peak statistics once
-// the model is built and wrapped (common.py's loops), so where memplan's
-// peak allocated is the load's (a model built whole on the GPU before it is
-// split or sharded: cp.py and tp.py without --meta) the steps' peak is
-// compared instead; the reserve the load left is still held at the reset,
-// and is in the measured peak reserved. A run on a fake process group
-// (fake) made no NCCL communicator: its device total has none of NCCL's
-// memory.
-func distPredicted(p *estimate.Result, fake bool) [NumMetrics]int64 {
-	a, rs, d := p.Largest()
-	if p.PeakPhase.Stage == "load" && p.Pipeline == nil && p.Experts == nil {
-		a = 0
-		for _, ph := range p.Phases {
-			a = max(a, ph.PeakAllocated)
-		}
-	}
-	if fake {
-		d -= p.NCCLBytes()
-	}
-	return [NumMetrics]int64{a, rs, d}
 }
