@@ -41,11 +41,12 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	case t.TP > 1:
 		s.note("tensor parallelism: the model is taken to be built on the meta device and split there, each shard allocated directly (torchtitan); --fsdp-init gpu if it is built whole on the GPU first")
 	}
-	if t.TP > 1 && !runsModel {
-		s.note(tpLlamaNote)
-	}
-	if run.CP > 1 && m.Heads != m.KVHeads && m.KVHeads > 0 {
-		s.note(cpProgramNote(runsModel))
+	gqaRing := run.CP > 1 && m.KVHeads > 0 && m.Heads != m.KVHeads
+	switch {
+	case !runsModel && (t.TP > 1 || gqaRing):
+		s.note(titanNote)
+	case gqaRing:
+		s.note("context parallelism through transformers' forward: its SDPA call passes enable_gqa, so the ring takes the key/value heads as they are (docs/parallelism.md §3.0)")
 	}
 	if t.TP > 1 && runsModel {
 		stream := "the residual stream whole on every rank (no sequence parallelism)"
@@ -77,20 +78,10 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	return ins, layers
 }
 
-// tpLlamaNote says what program a Llama-shaped spec under tensor
+// titanNote says what program a Llama-shaped spec under tensor or context
 // parallelism is simulated as (model.Model.RunsTransformersForward false:
 // a model read from its transformers config runs transformers' forward).
-const tpLlamaNote = "tensor parallelism of a Llama-shaped spec: simulated as torchtitan's Llama runs it, its rotary tables a buffer and no key/value cache; read from its transformers config (--hf) the model runs transformers' forward instead (docs/parallelism.md §3.0)"
-
-// cpProgramNote says whose attention module hands context parallelism's
-// ring its keys and values, under grouped-query attention
-// (docs/parallelism.md §3.0).
-func cpProgramNote(runsModel bool) string {
-	if runsModel {
-		return "context parallelism through transformers' forward: its SDPA call passes enable_gqa, so the ring takes the key/value heads as they are (docs/parallelism.md §3.0)"
-	}
-	return "context parallelism of a Llama-shaped spec: simulated as torchtitan's Llama runs it, the key/value heads repeated to the queries' before the ring; read from its transformers config (--hf) the model runs transformers' forward instead (docs/parallelism.md §3.0)"
-}
+const titanNote = "parallel layouts of a Llama-shaped spec: simulated as torchtitan's Llama runs them, its rotary tables a buffer, no key/value cache, the key/value heads repeated before context parallelism's ring; read from its transformers config (--hf) the model runs transformers' forward instead (docs/parallelism.md §3.0)"
 
 // tpAllToAll says whether the tensor-parallel program of m under t
 // exchanges tensors all-to-all over the tp group (OLMo 2's and 3's query

@@ -440,7 +440,7 @@ func TestRingUnderTransformersModule(t *testing.T) {
 	}{
 		{"granite-3.1-2b.json", false, false, "passes enable_gqa"},
 		{"qwen3-0.6b.json", false, false, "passes enable_gqa"},
-		{"qwen3-0.6b.json", true, true, "repeated to the queries'"},
+		{"qwen3-0.6b.json", true, true, "repeated before context parallelism's ring"},
 	} {
 		spec, err := model.LoadHF("../model/testdata/hf/"+tc.config, model.Overrides{Batch: 1, Seq: 2048, CP: 2,
 			Precision: model.AMPBF16, LossOutsideAutocast: true})
@@ -521,23 +521,25 @@ func TestUnevenVocabularyPads(t *testing.T) {
 	}
 }
 
-// TestTPLlamaNote: a Llama-shaped model under tensor parallelism says which
-// program it is simulated as; one transformers' forward runs under tensor
-// parallelism (Gemma 2) and one without it do not.
-func TestTPLlamaNote(t *testing.T) {
+// TestTitanNote: a Llama-shaped spec under tensor parallelism says which
+// program it is simulated as; a model that runs transformers' forward under
+// tensor parallelism (Gemma 2's config, a Llama-shaped config) and a spec
+// without a layout do not.
+func TestTitanNote(t *testing.T) {
 	for _, tc := range []struct {
 		spec *model.Spec
 		want bool
 	}{
 		{load(t, "tinyllama-1.1b.yaml", model.Overrides{TP: 2, SP: true, Seq: 512, Batch: 1}), true},
 		{loadHF(t, "gemma-2-2b.json", model.Overrides{TP: 2, SP: true, Seq: 512, Batch: 1}), false},
+		{loadHF(t, "qwen3-0.6b.json", model.Overrides{TP: 2, SP: true, Seq: 512, Batch: 1}), false},
 		{load(t, "tinyllama-1.1b.yaml", model.Overrides{Seq: 512, Batch: 1}), false},
 	} {
 		r, err := Estimate(tc.spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := slices.Contains(r.Notes, tpLlamaNote); got != tc.want {
+		if got := slices.Contains(r.Notes, titanNote); got != tc.want {
 			t.Errorf("%s tp %d: the note %v, want %v", tc.spec.Name, tc.spec.Training.TP, got, tc.want)
 		}
 	}
