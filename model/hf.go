@@ -216,13 +216,13 @@ func ParseHF(file string, data []byte, o Overrides) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := Parse(file, y, o)
+	s, err := parse(file, y, o, true)
 	if err != nil {
 		// The rendered spec's line numbers point nowhere the user wrote:
 		// the config and the flags are named by the message itself.
 		return nil, unlocated(err)
 	}
-	s.File, s.HFType, s.Model.Transformers = file, mt, true
+	s.File, s.HFType = file, mt
 	if n := c.quantNote(); n != "" {
 		s.Notes = append(s.Notes, n)
 	}

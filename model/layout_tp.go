@@ -292,9 +292,10 @@ func (k *VocabEmbedding) infer(l *Layer, s Shape, _ map[string]*Layer) (Shape, e
 
 func (k *VocabEmbedding) params(*Layer) float64 { return f64(k.Vocab) * f64(k.Dim) }
 
-// ErrNotSplittable is wrapped by LowerRank for a layer that tensor
-// parallelism's plan does not cover.
-var ErrNotSplittable = errors.New("tensor parallelism does not split this layer")
+// ErrNotSplittable is wrapped by LowerRank for a model or layer that the
+// layout's plan (tensor or context parallelism's) does not cover; the
+// wrapping message says which and why.
+var ErrNotSplittable = errors.New("the parallel layout does not split this model")
 
 // LowerRank returns the layer tree one rank of a tensor-parallel layout
 // runs (docs/parallelism.md §3.1): the model's lowering with its matrices

@@ -75,7 +75,12 @@ func Load(path string, o Overrides) (*Spec, error) {
 
 // Parse parses a spec. file names it in errors. Errors about the content
 // are *Error or ErrorList values carrying file and line.
-func Parse(file string, data []byte, o Overrides) (*Spec, error) {
+func Parse(file string, data []byte, o Overrides) (*Spec, error) { return parse(file, data, o, false) }
+
+// parse is Parse; transformers marks a spec rendered from a transformers
+// config (ParseHF: Model.Transformers), set before the training's layouts
+// are checked against the model's program.
+func parse(file string, data []byte, o Overrides, transformers bool) (*Spec, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
@@ -98,6 +103,7 @@ func Parse(file string, data []byte, o Overrides) (*Spec, error) {
 	top.str("name", &s.Name)
 	if n := top.get("model"); n != nil {
 		decodeModel(e, n, &s.Model)
+		s.Model.Transformers = transformers
 	} else {
 		e.add(doc.Line, "spec: missing required field \"model\"")
 	}
