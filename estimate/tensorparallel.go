@@ -269,6 +269,15 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		s.unref(logits)
 		logits = full
 	}
+	// The head module returns: its call drops the gathered input, then
+	// the base model's output (the norm's, which the causal LM's forward
+	// or torchtitan's h held until now) goes as the model returns, before
+	// the loss (measured: the tiny MoE at tp 2 with sequence parallelism,
+	// whose history frees the 16 MiB gathered input and then the 8 MiB
+	// norm output after the logits' all-gather, before loss_fn's cast;
+	// bench/results/2026-11-28-h200x2-tp-moe-52-trace).
+	s.unref(x)
+	s.closeModule()
 	if k.Softcap > 0 {
 		logits = s.softcap(logits) // Gemma 2's, as its CausalLM forward applies it
 	}
@@ -290,6 +299,10 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	s.unref(logits)
 	return loss
 }
+
+// takesInput: the head module's call drops its input before the loss
+// (forward).
+func (*vocabHeadOp) takesInput() bool { return true }
 
 // rescaleOp is model.Rescale: x times a constant, a new tensor (the
 // caller drops x).

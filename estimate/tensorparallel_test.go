@@ -235,6 +235,71 @@ func TestModuleHoldsGatheredInput(t *testing.T) {
 	}
 }
 
+// TestHeadDropsInputBeforeLoss checks that under sequence parallelism the
+// head's gathered input and the final norm's output it was gathered from
+// are freed after the head's logits exist and before the loss casts them to
+// fp32, the gathered input first: the head module's call returns, then the
+// model's (measured: the tiny Qwen3 MoE at tp 2 through transformers'
+// forward, and TinyLlama at cp 2 × tp 2 with the loss parallel through
+// torchtitan's, bench/results/2026-11-28-h200x2-tp-moe-52-trace,
+// 2026-11-26-h200x4-cp-tp-trace). Both programs, with and without the loss
+// parallel.
+func TestHeadDropsInputBeforeLoss(t *testing.T) {
+	const seq = 256
+	for _, tc := range []struct {
+		name string
+		load func() *model.Spec
+		lp   bool
+	}{
+		{"spec", func() *model.Spec {
+			return load(t, "../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: seq, Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true})
+		}, false},
+		{"spec, loss parallel", func() *model.Spec {
+			return load(t, "../specs/llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: seq, Precision: model.AMPBF16, TP: 2, SP: true, LossParallel: true, LossOutsideAutocast: true})
+		}, true},
+		{"transformers config", func() *model.Spec {
+			return loadHF(t, "qwen3-0.6b.json", model.Overrides{Batch: 1, Seq: seq, Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true})
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.load()
+			v := spec.Model.Vocab
+			h := spec.Model.Hidden
+			cast := int64(seq) * v * 4 // the loss's fp32 logits
+			if tc.lp {
+				cast /= 2
+			}
+			var last, gathered, normOut *tensor
+			var events []string
+			traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+				if s.phase.Iteration != 0 || s.phase.Stage != StageForward {
+					return
+				}
+				switch {
+				case alloc && x.name == "all-gather output (TP)" && x.bytes() == seq*h*4:
+					gathered, normOut = x, last // the fp32 residual stream gathered
+					events = events[:0]
+				case alloc && x.name == "matmul out" && x.bytes() == seq*v/2*2:
+					events = append(events, "logits")
+				case alloc && x.bytes() == cast && len(events) > 0:
+					events = append(events, "loss")
+				case !alloc && x == gathered:
+					events = append(events, "gathered freed")
+				case !alloc && x == normOut:
+					events = append(events, "norm output freed")
+				}
+				if alloc {
+					last = x
+				}
+			})
+			want := "logits, gathered freed, norm output freed, loss"
+			if got := strings.Join(events, ", "); !strings.HasPrefix(got, want) {
+				t.Errorf("the head's events: %s; want %s", got, want)
+			}
+		})
+	}
+}
+
 // TestMLPHoldsProduct checks that under tensor parallelism without
 // sequence parallelism a gated MLP's product, down_proj's input, is still
 // allocated when the MLP's output all-reduce allocates its output, and

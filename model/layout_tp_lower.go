@@ -193,7 +193,12 @@ func (tp *tpLowering) leaf(ls []Layer, i int) (out []Layer, skip int, err error)
 		if k.Bias {
 			return nil, 0, fmt.Errorf("%w: a head with a bias", ErrNotSplittable)
 		}
-		out = append(out, tp.in(false), L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp,
+		// The head's input collective opens its module's call, which holds
+		// the gathered input until it returns, after the logits' gather
+		// and before the loss (vocabHeadOp).
+		in := tp.in(false)
+		in.Spec.(*Collective).Opens = true
+		out = append(out, in, L(&VocabHead{Vocab: ceilDiv(k.Vocab, tp.t), Dim: k.Dim, Ranks: tp.t, Tie: k.Tie, Gather: !tp.lp,
 			Uneven: k.Vocab%tp.t != 0, Softcap: k.Softcap, Scale: k.Scale}))
 	default:
 		return nil, 0, fmt.Errorf("%w: %s", ErrNotSplittable, l.Kind)
