@@ -66,14 +66,15 @@ func TestContextParallelAccuracy(t *testing.T) {
 		"2026-11-28-h200x4-pp64-history/rope-2.jsonl", "2026-11-28-h200x2-heldout-67/heldout-67.jsonl",
 		"2026-11-28-h200x4-heldout-68/heldout-68.jsonl", "2026-11-29-h200x2-heldout-75/heldout-75.jsonl",
 		"2026-11-29-h200-fake-tp-81/fake-check-cp.jsonl", "2026-11-29-h200-fake-tp-81/heldout-82.jsonl",
-		"2026-11-29-h200-fake-tp-81/heldout-84.jsonl", "2026-11-29-h200-fake-tp-81/heldout-85.jsonl"} {
+		"2026-11-29-h200-fake-tp-81/heldout-84.jsonl", "2026-11-29-h200-fake-tp-81/heldout-85.jsonl",
+		"2026-11-29-h200-fake-45/trace-86.jsonl"} {
 		for _, r := range readScript(t, filepath.Join("results", file), "cp") {
 			n++
 			t.Run(r.Label, func(t *testing.T) { checkCP(t, r) })
 		}
 	}
-	if n != 104 {
-		t.Fatalf("%d context-parallel runs, want 104", n)
+	if n != 105 {
+		t.Fatalf("%d context-parallel runs, want 105", n)
 	}
 }
 
