@@ -70,6 +70,9 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 		s.notePaddedExperts(t, m)
 	}
 	ins := s.build(prog, map[string]*tensor{})
+	if run.CP > 1 && !runsModel {
+		s.cpRopeBuffer(ins, run.Seq, run.CP) // the model's rotary buffer, after its parameters
+	}
 	// torchtitan's Llama (bench/torch/dist's) holds its rotary tables as a
 	// buffer; transformers' forward makes them, also under tensor
 	// parallelism of a model split through it (RunsTransformersForward).

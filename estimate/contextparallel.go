@@ -48,6 +48,78 @@ func (r *ringAttnOp) hfKernel(s *sim, st *attnState) *tensor {
 	return c
 }
 
+// cpRope is what context_parallel does with the rotary tables of a spec's
+// Llama, a buffer it is handed to shard (torchtitan's freqs_cis, common.
+// Llama's rope: cp.py passes buffers=[inp, labels, model.rope] with the
+// ids and labels not restored): the buffer, whole, from the model's
+// construction on; then on entering the context, in each micro-batch, a
+// clone of it to restore on leaving (original_buffers), the rank's shard
+// (_context_parallel_buffers, a [2, s/c, d] selection) and the shard's
+// clone, copied into the buffer's own storage (resize_ and copy_, which
+// allocate nothing), which the layers read as views; all three freed on
+// leaving, after the loss's backward, the shard first (measured: TinyLlama
+// at cp 8 and 131,072 tokens, a 64 MiB clone and two 8 MiB shards per step
+// beside the 64 MiB buffer, bench/results/2026-11-29-h200-fake-45/
+// c2-rank0.json.gz; torch 2.11's _context_parallel/_attention.py,
+// context_parallel).
+type cpRope struct {
+	buf                  *tensor // the whole buffer, [2, s, d] fp32
+	whole, shard         int64   // elements of the buffer and of the rank's shard
+	clone, sel, selClone *tensor // the context's copies while it is entered
+}
+
+// cpRopeBuffer allocates the rotary buffer of a spec's Llama under context
+// parallelism (cpRope) as the model's construction does, after its
+// parameters, when the rank's program has ring attention with rotary
+// embeddings; seq is the whole sequence, c the context-parallel ranks.
+func (s *sim) cpRopeBuffer(ins []*inst, seq, c int64) {
+	r := firstRing(ins)
+	if r == nil || !r.rope {
+		return
+	}
+	w := r.ropeWidth()
+	s.cpRope = &cpRope{whole: 2 * seq * w, shard: 2 * seq / c * w}
+	s.cpRope.buf = s.alloc(s.cpRope.whole, f32, catParam, "rotary buffer")
+	s.cpRope.buf.buffer = true
+	s.buffers = append(s.buffers, s.cpRope.buf)
+}
+
+// cpEnter is entering context_parallel before a micro-batch's forward: the
+// buffer's clone, the rank's shard and its clone, and the layers' tables,
+// views of the buffer (cpRope).
+func (s *sim) cpEnter() {
+	c := s.cpRope
+	c.clone = s.alloc(c.whole, f32, catTemp, "rotary buffer's copy (context_parallel)")
+	c.sel = s.alloc(c.shard, f32, catTemp, "rotary buffer's shard (context_parallel)")
+	c.selClone = s.alloc(c.shard, f32, catTemp, "rotary buffer's shard, cloned (context_parallel)")
+	s.ropeT[0], s.ropeT[1] = s.view(c.buf, c.shard/2), s.view(c.buf, c.shard/2)
+}
+
+// cpExit is leaving context_parallel after the micro-batch's backward: the
+// buffer is restored in place and the context's copies go.
+func (s *sim) cpExit() {
+	c := s.cpRope
+	for _, t := range []*tensor{c.sel, c.selClone, c.clone} {
+		s.unref(t)
+	}
+	c.clone, c.sel, c.selClone = nil, nil, nil
+}
+
+// firstRing is the first ring attention of a spec's program in ins, or nil.
+func firstRing(ins []*inst) *ringAttnOp {
+	for _, in := range ins {
+		if r, ok := in.op.(*ringAttnOp); ok {
+			return r
+		}
+		for list := range in.sublists() {
+			if r := firstRing(list); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
 type ringAttnOp struct {
 	*attnOp
 	ranks int64

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,8 +25,12 @@ func TestContextParallel(t *testing.T) {
 	}
 	rows := int64(b * s / c)
 	perLayer := 2*rows*(h-kvd)*2 + rows*h*2 // repeat_kv's extra heads (bf16), the output copy
-	if got, want := cp.ActivationBytes-half.ActivationBytes, layers*perLayer; got != want {
-		t.Errorf("cp activations exceed one GPU's at s/c by %d, want %d (repeated k, v and the output copy per layer)", got, want)
+	// One GPU's forward makes its rotary tables (cos and sin, [s/c, 64]
+	// fp32), saved; under context parallelism the layers read views of
+	// the model's rotary buffer (cpRope), the model's bytes.
+	tables := int64(2 * s / c * 64 * 4)
+	if got, want := cp.ActivationBytes-half.ActivationBytes, layers*perLayer-tables; got != want {
+		t.Errorf("cp activations exceed one GPU's at s/c by %d, want %d (repeated k, v and the output copy per layer, less the tables)", got, want)
 	}
 	if cp.Training.Seq != s {
 		t.Errorf("reported sequence %d, want the run's %d", cp.Training.Seq, s)
@@ -122,6 +127,86 @@ func TestRingConcatenations(t *testing.T) {
 	if made != 3*layers || atOnce != 2*layers || held != layers {
 		t.Errorf("concatenations in the first forward: %d made, %d freed at once, %d held past step 0; want %d, %d, %d",
 			made, atOnce, held, 3*layers, 2*layers, layers)
+	}
+}
+
+// TestContextParallelRopeBuffer checks context_parallel's handling of a
+// spec's rotary buffer (cpRope): the whole [2, s, d] fp32 buffer made with
+// the model, and in each micro-batch its clone, the rank's shard and the
+// shard's clone, made before the forward's first allocation and freed
+// after the backward, before the optimizer; the layers' tables are views
+// of the buffer. A transformers config hands context_parallel no rotary
+// buffer (cp.py's main_hf: its ids and labels only).
+func TestContextParallelRopeBuffer(t *testing.T) {
+	const seq, cp, d = 8192, 4, 64 // Llama-3.2-1B's head dimension
+	for _, tc := range []struct {
+		name   string
+		spec   func() *model.Spec
+		buffer bool
+	}{
+		{"spec", func() *model.Spec {
+			return load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: seq, CP: cp, GradAccum: 2, Precision: "amp-bf16"})
+		}, true},
+		{"transformers config", func() *model.Spec {
+			return loadHF(t, "qwen3-0.6b.json", model.Overrides{Batch: 1, Seq: seq, CP: cp, Precision: "amp-bf16"})
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var loads, tables int
+			var events []string // the first step's: its copies made and freed, each forward's first allocation
+			var phase Phase
+			traced(t, tc.spec(), func(s *sim, x *tensor, alloc bool) {
+				name := x.label()
+				first := alloc && s.phase != phase
+				phase = s.phase
+				switch {
+				case alloc && name == "rotary buffer":
+					loads++
+					if s.phase.Stage != "load" || x.bytes() != 2*seq*d*4 {
+						t.Errorf("rotary buffer of %d bytes in %s; want %d at load", x.bytes(), s.phase.Stage, 2*seq*d*4)
+					}
+				case alloc && strings.HasPrefix(name, "rope "):
+					tables++
+				case s.phase.Iteration != 0:
+				case strings.Contains(name, "(context_parallel)"):
+					want := int64(2 * seq / cp * d * 4)
+					if strings.Contains(name, "copy") {
+						want = 2 * seq * d * 4
+					}
+					if x.bytes() != want {
+						t.Errorf("%s: %d bytes, want %d", name, x.bytes(), want)
+					}
+					if alloc {
+						events = append(events, fmt.Sprintf("%s %d made", s.phase.Stage, s.phase.Micro))
+					} else {
+						events = append(events, fmt.Sprintf("%s %d freed", s.phase.Stage, s.phase.Micro))
+					}
+				case first && s.phase.Stage == StageForward:
+					events = append(events, fmt.Sprintf("forward %d starts", s.phase.Micro))
+				}
+			})
+			if !tc.buffer {
+				if loads != 0 || len(events) != 1 || tables == 0 {
+					t.Errorf("%d rotary buffers, %d tables made in forward, first step %q; want none, some and no copies", loads, tables, events)
+				}
+				return
+			}
+			if loads != 1 || tables != 0 {
+				t.Errorf("%d rotary buffers, %d tables made in forward; want 1 and none (views of the buffer)", loads, tables)
+			}
+			var want []string
+			for m := range 2 {
+				for range 3 {
+					want = append(want, fmt.Sprintf("forward %d made", m))
+				}
+				for range 3 {
+					want = append(want, fmt.Sprintf("backward %d freed", m))
+				}
+			}
+			if got := strings.Join(events, ", "); got != strings.Join(want, ", ") {
+				t.Errorf("the first step's copies:\n%s\nwant\n%s", got, strings.Join(want, ", "))
+			}
+		})
 	}
 }
 

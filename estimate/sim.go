@@ -43,6 +43,10 @@ type tensor struct {
 	saves int32 // how many of the holders are autograd nodes
 	req   bool
 	param bool
+	// buffer marks a module buffer whose bytes stay the model's when an
+	// autograd node saves a view of it (context_parallel's rotary buffer,
+	// cpRope): catOf keeps it a parameter's.
+	buffer bool
 	// rowVec marks a vector computed elementwise from a parameter vector
 	// (a cast, a scalar added: Gemma's 1 + weight.float()): broadcast over
 	// the rows of a product's other operand, its gradient is a column sum,
@@ -334,6 +338,7 @@ type sim struct {
 	ckptMode        string
 	ckptK           int64
 	ropeT           [4]*tensor // cos and sin tables of the current forward, then the local ones (LocalRoPE)
+	cpRope          *cpRope    // context_parallel's handling of the rotary buffer (contextparallel.go), or nil
 	// rank is the running layer's per-sample input rank: 2 or more makes
 	// a linear layer's input 3-D, reshaped to a matrix (viewGrad).
 	rank int
@@ -407,7 +412,7 @@ type peakState struct {
 
 func (s *sim) catOf(t *tensor) category {
 	switch {
-	case t.param:
+	case t.param || t.buffer:
 		return catParam
 	case t.saves > 0:
 		return catSaved

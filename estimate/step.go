@@ -103,6 +103,9 @@ func (s *sim) trainStep(spec *model.Spec, ins []*inst, data *tensor, it int) {
 			s.ddpRebuild() // the first forward after the first backward
 		}
 		s.saving = true
+		if s.cpRope != nil {
+			s.cpEnter() // context_parallel's copies (contextparallel.go)
+		}
 		s.gather()
 		x := s.ref(data)
 		out, sh := s.run(ins, x, spec.InputShape())
@@ -146,6 +149,9 @@ func (s *sim) trainStep(spec *model.Spec, ins []*inst, data *tensor, it int) {
 		for i, r := range s.ropeT {
 			s.unref(r)
 			s.ropeT[i] = nil
+		}
+		if s.cpRope != nil {
+			s.cpExit()
 		}
 		s.dropMasks()
 		s.releaseGathered()

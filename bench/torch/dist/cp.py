@@ -160,6 +160,10 @@ def main():
             for p in model.parameters():
                 grad = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
                 torch.distributed.all_reduce(grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
+            # Unbound, or the last parameter's gradient (an untied head's)
+            # outlives zero_grad into the next step (forty-fifth session:
+            # 250 MiB at TinyLlama's peak, bench/results/2026-11-29-h200-fake-45).
+            grad = None
         opt.step()
         opt.zero_grad(set_to_none=True)
         if a.ep > 1 and a.router == "zero":
@@ -249,6 +253,7 @@ def main_hf(a, cp, world, local, context_parallel, set_rotate_method):
                 if p.grad is not None:
                     grad = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
                     torch.distributed.all_reduce(grad, op=torch.distributed.ReduceOp.AVG, group=cp_group)
+            grad = None  # as main's: no gradient outlives zero_grad
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
