@@ -65,6 +65,7 @@ func (r *ringAttnOp) hfKernel(s *sim, st *attnState) *tensor {
 type cpRope struct {
 	buf                  *tensor // the whole buffer, [2, s, d] fp32
 	whole, shard         int64   // elements of the buffer and of the rank's shard
+	dt                   int64   // the buffer's dtype
 	clone, sel, selClone *tensor // the context's copies while it is entered
 }
 
@@ -74,25 +75,38 @@ type cpRope struct {
 // embeddings; seq is the whole sequence, c the context-parallel ranks.
 func (s *sim) cpRopeBuffer(ins []*inst, seq, c int64) {
 	r := firstRing(ins)
-	if r == nil || !r.rope {
-		return
+	if r == nil || !r.rope || r.k.RoPEComplex {
+		return // no rotary tables, or complex ones (ropeComplexTable)
 	}
 	w := r.ropeWidth()
-	s.cpRope = &cpRope{whole: 2 * seq * w, shard: 2 * seq / c * w}
-	s.cpRope.buf = s.alloc(s.cpRope.whole, f32, catParam, "rotary buffer")
+	// fp32, as the model makes it, unless the training casts the whole
+	// model to bf16 (model.to(torch.bfloat16) casts its buffers too).
+	s.cpRope = &cpRope{whole: 2 * seq * w, shard: 2 * seq / c * w, dt: f32}
+	if s.cfg.param == half && !s.cfg.amp && s.cfg.master == half {
+		s.cpRope.dt = half
+	}
+	s.cpRope.buf = s.alloc(s.cpRope.whole, s.cpRope.dt, catParam, "rotary buffer")
 	s.cpRope.buf.buffer = true
 	s.buffers = append(s.buffers, s.cpRope.buf)
 }
 
+// tables are the layers' cos and sin tables of seq·w elements each inside
+// the context: views of the buffer, whose storage holds the rank's shard,
+// in the dtype the rotation takes them (attnOp.ropeDt: the hidden states').
+func (c *cpRope) tables(s *sim, elems, dt int64) (cos, sin *tensor) {
+	cos, sin = s.view(c.buf, elems), s.view(c.buf, elems)
+	cos.dt, sin.dt = dt, dt
+	return cos, sin
+}
+
 // cpEnter is entering context_parallel before a micro-batch's forward: the
-// buffer's clone, the rank's shard and its clone, and the layers' tables,
-// views of the buffer (cpRope).
+// buffer's clone, the rank's shard and its clone (cpRope); the layers'
+// tables are views of the buffer (tables).
 func (s *sim) cpEnter() {
 	c := s.cpRope
-	c.clone = s.alloc(c.whole, f32, catTemp, "rotary buffer's copy (context_parallel)")
-	c.sel = s.alloc(c.shard, f32, catTemp, "rotary buffer's shard (context_parallel)")
-	c.selClone = s.alloc(c.shard, f32, catTemp, "rotary buffer's shard, cloned (context_parallel)")
-	s.ropeT[0], s.ropeT[1] = s.view(c.buf, c.shard/2), s.view(c.buf, c.shard/2)
+	c.clone = s.alloc(c.whole, c.dt, catTemp, "rotary buffer's copy (context_parallel)")
+	c.sel = s.alloc(c.shard, c.dt, catTemp, "rotary buffer's shard (context_parallel)")
+	c.selClone = s.alloc(c.shard, c.dt, catTemp, "rotary buffer's shard, cloned (context_parallel)")
 }
 
 // cpExit is leaving context_parallel after the micro-batch's backward: the

@@ -25,12 +25,21 @@ func TestContextParallel(t *testing.T) {
 	}
 	rows := int64(b * s / c)
 	perLayer := 2*rows*(h-kvd)*2 + rows*h*2 // repeat_kv's extra heads (bf16), the output copy
-	// One GPU's forward makes its rotary tables (cos and sin, [s/c, 64]
-	// fp32), saved; under context parallelism the layers read views of
-	// the model's rotary buffer (cpRope), the model's bytes.
-	tables := int64(2 * s / c * 64 * 4)
-	if got, want := cp.ActivationBytes-half.ActivationBytes, layers*perLayer-tables; got != want {
-		t.Errorf("cp activations exceed one GPU's at s/c by %d, want %d (repeated k, v and the output copy per layer, less the tables)", got, want)
+	// One GPU's forward makes its rotary tables (cos and sin, [s/c, 64] in
+	// the hidden states' dtype), saved; under context parallelism the
+	// layers read views of the model's rotary buffer (cpRope), the model's
+	// bytes, in the same dtype, so that the rotation's products are too.
+	for _, p := range []struct {
+		precision string
+		bytes     int64
+	}{{"amp-bf16", 4}, {"bf16", 2}} {
+		one := est(model.Overrides{Batch: b, Seq: s / c, Precision: p.precision})
+		ring := est(model.Overrides{Batch: b, Seq: s, CP: c, Precision: p.precision})
+		tables := 2 * s / c * 64 * p.bytes
+		if got, want := ring.ActivationBytes-one.ActivationBytes, layers*perLayer-tables; got != want {
+			t.Errorf("%s: cp activations exceed one GPU's at s/c by %d, want %d (repeated k, v and the output copy per layer, less the tables)",
+				p.precision, got, want)
+		}
 	}
 	if cp.Training.Seq != s {
 		t.Errorf("reported sequence %d, want the run's %d", cp.Training.Seq, s)
@@ -143,13 +152,17 @@ func TestContextParallelRopeBuffer(t *testing.T) {
 		name   string
 		spec   func() *model.Spec
 		buffer bool
+		bytes  int64 // the buffer's element size
 	}{
 		{"spec", func() *model.Spec {
 			return load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: seq, CP: cp, GradAccum: 2, Precision: "amp-bf16"})
-		}, true},
+		}, true, 4},
+		{"spec in bf16", func() *model.Spec {
+			return load(t, "llama-3.2-1b.yaml", model.Overrides{Batch: 1, Seq: seq, CP: cp, GradAccum: 2, Precision: "bf16"})
+		}, true, 2},
 		{"transformers config", func() *model.Spec {
 			return loadHF(t, "qwen3-0.6b.json", model.Overrides{Batch: 1, Seq: seq, CP: cp, Precision: "amp-bf16"})
-		}, false},
+		}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var loads, tables int
@@ -162,16 +175,16 @@ func TestContextParallelRopeBuffer(t *testing.T) {
 				switch {
 				case alloc && name == "rotary buffer":
 					loads++
-					if s.phase.Stage != "load" || x.bytes() != 2*seq*d*4 {
-						t.Errorf("rotary buffer of %d bytes in %s; want %d at load", x.bytes(), s.phase.Stage, 2*seq*d*4)
+					if s.phase.Stage != "load" || x.bytes() != 2*seq*d*tc.bytes {
+						t.Errorf("rotary buffer of %d bytes in %s; want %d at load", x.bytes(), s.phase.Stage, 2*seq*d*tc.bytes)
 					}
 				case alloc && strings.HasPrefix(name, "rope "):
 					tables++
 				case s.phase.Iteration != 0:
 				case strings.Contains(name, "(context_parallel)"):
-					want := int64(2 * seq / cp * d * 4)
+					want := 2 * seq / cp * d * tc.bytes
 					if strings.Contains(name, "copy") {
-						want = 2 * seq * d * 4
+						want = 2 * seq * d * tc.bytes
 					}
 					if x.bytes() != want {
 						t.Errorf("%s: %d bytes, want %d", name, x.bytes(), want)

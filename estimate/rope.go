@@ -269,7 +269,11 @@ func (s *sim) ropeTables(seq, hd, dt int64, local bool) (cos, sin *tensor) {
 	if local {
 		i = 2
 	}
-	if s.ropeT[i] == nil {
+	switch {
+	case s.ropeT[i] != nil:
+	case s.cpRope != nil:
+		s.ropeT[i], s.ropeT[i+1] = s.cpRope.tables(s, seq*hd, dt) // context_parallel's buffer (contextparallel.go)
+	default:
 		s.ropeT[i] = s.alloc(seq*hd, dt, catTemp, "rope cos")
 		s.ropeT[i+1] = s.alloc(seq*hd, dt, catTemp, "rope sin")
 	}
