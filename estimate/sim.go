@@ -43,9 +43,7 @@ type tensor struct {
 	saves int32 // how many of the holders are autograd nodes
 	req   bool
 	param bool
-	// buffer marks a module buffer whose bytes stay the model's when an
-	// autograd node saves a view of it (context_parallel's rotary buffer,
-	// cpRope): catOf keeps it a parameter's.
+	// buffer: a module buffer, the model's bytes however saved (cpRope).
 	buffer bool
 	// rowVec marks a vector computed elementwise from a parameter vector
 	// (a cast, a scalar added: Gemma's 1 + weight.float()): broadcast over
