@@ -9,14 +9,12 @@ set -eu
 base=$1
 here=$(dirname "$0")
 t=$(mktemp -d)
-for tree in "$base" "$PWD"; do
-  (cd "$tree" && MEMPLAN_BENCH_LOG=1 go test -count=1 ./bench -run 'TensorParallel|Pipeline|ContextParallel|MultiGPU|LoRA' -v 2>&1 |
-    grep -o "run .*" | sort) >"$t/$(basename "$tree").txt"
-done
+bash bench/torch/dist/benchlog.sh "$base" >"$t/before.txt"
+bash bench/torch/dist/benchlog.sh "$PWD" >"$t/after.txt"
 # Only the labels both trees log as often (a label the newer tree logs more
 # often, set 85's TinyLlama line run again as rerun-45, is left out of both:
 # its lines cannot be paired).
-python3 - "$t/$(basename "$base").txt" "$t/$(basename "$PWD").txt" <<'PY'
+python3 - "$t/before.txt" "$t/after.txt" <<'PY'
 import collections, re, sys
 key = lambda l: re.match(r"run (.*): [-+]", l).group(1)
 a = [l for l in open(sys.argv[1]) if l.startswith("run ")]
@@ -26,5 +24,5 @@ same = {k for k in na if na[k] == nb[k]}
 for path, lines in ((sys.argv[1], a), (sys.argv[2], b)):
     open(path, "w").writelines(l for l in lines if key(l) in same)
 PY
-python3 bench/torch/dist/benchlog_diff.py "$t/$(basename "$base").txt" "$t/$(basename "$PWD").txt" >"$here/cprope-diff.txt"
+python3 bench/torch/dist/benchlog_diff.py "$t/before.txt" "$t/after.txt" >"$here/cprope-diff.txt"
 rm -r "$t"

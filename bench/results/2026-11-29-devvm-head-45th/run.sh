@@ -10,10 +10,8 @@ set -eu
 base=$1
 here=$(dirname "$0")
 t=$(mktemp -d)
-for tree in "$base" "$PWD"; do
-  (cd "$tree" && MEMPLAN_BENCH_LOG=1 go test -count=1 ./bench -run 'TensorParallel|Pipeline|ContextParallel|MultiGPU|LoRA' -v 2>&1 |
-    grep -o "run .*" | sort) >"$t/$(basename "$tree").txt"
-done
-python3 bench/torch/dist/benchlog_diff.py "$t/$(basename "$base").txt" "$t/$(basename "$PWD").txt" >"$here/benchlog-diff.txt"
+bash bench/torch/dist/benchlog.sh "$base" >"$t/before.txt"
+bash bench/torch/dist/benchlog.sh "$PWD" >"$t/after.txt"
+python3 bench/torch/dist/benchlog_diff.py "$t/before.txt" "$t/after.txt" >"$here/benchlog-diff.txt"
 bash bench/results/2026-11-29-devvm-hf-program-44th/layouts-diff.sh "$base" >"$here/layouts-diff.txt"
 rm -r "$t"
