@@ -269,21 +269,26 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 		s.unref(logits)
 		logits = full
 	}
-	// The head module returns: its call drops the gathered input, then
-	// the base model's output (the norm's, which the causal LM's forward
-	// or torchtitan's h held until now) goes as the model returns, before
-	// the loss (measured: the tiny MoE at tp 2 with sequence parallelism,
-	// whose history frees the 16 MiB gathered input and then the 8 MiB
-	// norm output after the logits' all-gather, before loss_fn's cast;
+	// The head module returns: its call drops the gathered input; the
+	// base model's output (the norm's, which the causal LM's forward or
+	// torchtitan's h holds) goes as the model returns, after what the
+	// causal LM's forward does to the logits and before the loss
+	// (measured: the tiny MoE at tp 2 with sequence parallelism, whose
+	// history frees the 16 MiB gathered input and then the 8 MiB norm
+	// output after the logits' all-gather, before loss_fn's cast;
 	// bench/results/2026-11-28-h200x2-tp-moe-52-trace).
 	s.unref(x)
-	s.closeModule()
+	if len(s.moduleHold) > 0 {
+		s.unref(s.moduleHold[0]) // the gathered input (collectiveOp.forward's first hold)
+		s.moduleHold = append(s.moduleHold[:0], s.moduleHold[1:]...)
+	}
 	if k.Softcap > 0 {
 		logits = s.softcap(logits) // Gemma 2's, as its CausalLM forward applies it
 	}
 	if k.Scale {
 		logits = s.rescale(logits) // logits / logits_scaling (Granite)
 	}
+	s.closeModule() // the model returns: its output
 	if k.Output {
 		return logits // a pipeline's last stage: the schedule runs the loss
 	}

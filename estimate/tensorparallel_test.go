@@ -243,7 +243,8 @@ func TestModuleHoldsGatheredInput(t *testing.T) {
 // forward, and TinyLlama at cp 2 × tp 2 with the loss parallel through
 // torchtitan's, bench/results/2026-11-28-h200x2-tp-moe-52-trace,
 // 2026-11-26-h200x4-cp-tp-trace). Both programs, with and without the loss
-// parallel.
+// parallel; the model's output goes after what the causal LM's forward
+// does to the logits (Gemma 2's cap).
 func TestHeadDropsInputBeforeLoss(t *testing.T) {
 	const seq = 256
 	for _, tc := range []struct {
@@ -259,6 +260,11 @@ func TestHeadDropsInputBeforeLoss(t *testing.T) {
 		}, true},
 		{"transformers config", func() *model.Spec {
 			return loadHF(t, "qwen3-0.6b.json", model.Overrides{Batch: 1, Seq: seq, Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true})
+		}, false},
+		// Gemma 2's causal LM caps its logits before it returns: the
+		// model's output goes after the cap's first tensor.
+		{"transformers config, softcap", func() *model.Spec {
+			return loadHF(t, "gemma-2-2b.json", model.Overrides{Batch: 1, Seq: seq, Precision: model.AMPBF16, TP: 2, SP: true, LossOutsideAutocast: true})
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -283,6 +289,8 @@ func TestHeadDropsInputBeforeLoss(t *testing.T) {
 					events = append(events, "logits")
 				case alloc && x.bytes() == cast && len(events) > 0:
 					events = append(events, "loss")
+				case alloc && x.name == "Tanh" && len(events) > 0:
+					events = append(events, "softcap")
 				case !alloc && x == gathered:
 					events = append(events, "gathered freed")
 				case !alloc && x == normOut:
@@ -293,6 +301,9 @@ func TestHeadDropsInputBeforeLoss(t *testing.T) {
 				}
 			})
 			want := "logits, gathered freed, norm output freed, loss"
+			if spec.Model.LogitSoftcap > 0 {
+				want = "logits, gathered freed, softcap, norm output freed, loss"
+			}
 			if got := strings.Join(events, ", "); !strings.HasPrefix(got, want) {
 				t.Errorf("the head's events: %s; want %s", got, want)
 			}
