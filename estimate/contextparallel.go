@@ -75,8 +75,8 @@ type cpRope struct {
 // embeddings; seq is the whole sequence, c the context-parallel ranks.
 func (s *sim) cpRopeBuffer(ins []*inst, seq, c int64) {
 	r := firstRing(ins)
-	if r == nil || !r.rope || r.k.RoPEComplex {
-		return // no rotary tables, or complex ones (ropeComplexTable)
+	if r == nil || !r.rope {
+		return // no rotary tables (a spec with rope_complex is Llama 4's and runs transformers' forward)
 	}
 	w := r.ropeWidth()
 	// fp32, as the model makes it, unless the training casts the whole
