@@ -37,11 +37,18 @@ def load_spec(path, a):
     return spec
 
 
-def build_hf(path, attn):
-    """A transformers model from a config.json, with random weights."""
+def build_hf(path, attn, layers=None):
+    """A transformers model from a config.json, with random weights; with
+    layers, a cut of that many decoder layers (the per-layer lists of the
+    config, such as layer_types, cut with it): train.py's twin on the host
+    of a model built on the meta device, whose model-level buffers are the
+    same (a whole Mixtral-8x7B built on the host, 188 GB in fp32, had the
+    host kill the process: forty-fifth session, held-out set 88)."""
     import transformers
     with open(path) as f:
         cfg = json.load(f)
+    if layers:
+        cut_layers(cfg, layers)
     mt = cfg.pop("model_type")
     for k in ("architectures", "torch_dtype", "_name_or_path", "transformers_version"):
         cfg.pop(k, None)
@@ -54,6 +61,20 @@ def build_hf(path, attn):
     if mt in ("bert", "roberta"):
         return transformers.AutoModelForMaskedLM.from_config(config), "mlm"
     return transformers.AutoModelForCausalLM.from_config(config), "causal"
+
+
+def cut_layers(cfg, layers):
+    """Cuts a transformers config (a dict, its text_config's where it has
+    one) to its first layers decoder layers, in place: num_hidden_layers and
+    every per-layer list (a list as long as the layers, such as
+    layer_types)."""
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    n = text.get("num_hidden_layers")
+    if n and layers < n:
+        for k, v in list(text.items()):
+            if isinstance(v, list) and len(v) == n:
+                text[k] = v[:layers]
+        text["num_hidden_layers"] = layers
 
 
 def load_hf(path, a):
@@ -77,7 +98,7 @@ def load_hf(path, a):
 def build(spec, torch):
     m = spec["model"]
     if "hf" in spec:
-        return build_hf(spec["hf"], "eager" if spec["training"]["attention"] == "eager" else "sdpa")
+        return build_hf(spec["hf"], "eager" if spec["training"]["attention"] == "eager" else "sdpa", m.get("layers"))
     t = spec["training"]
     typ = m["type"]
     attn = "eager" if t["attention"] == "eager" else "sdpa"

@@ -358,7 +358,9 @@ def main():
             # The buffers' values (position ids, inv_freq), from a twin
             # built on the host: on a fake group (a model too large for
             # one host, sharded over many ranks) a twin of two blocks, whose
-            # model-level buffers are the same.
+            # model-level buffers are the same (a transformers config's cut
+            # since the forty-fifth session: measure.build_hf had built the
+            # whole model, and a whole Mixtral-8x7B exhausted the host).
             tspec = {**bspec, "model": {**bspec["model"], "layers": 2}} if fake else bspec
             twin, _ = measure.build(tspec, torch)
             host_buffers = {k: v.clone() for k, v in twin.named_buffers()}
