@@ -63,10 +63,9 @@ func (r *ringAttnOp) hfKernel(s *sim, st *attnState) *tensor {
 // c2-rank0.json.gz; torch 2.11's _context_parallel/_attention.py,
 // context_parallel).
 type cpRope struct {
-	buf                  *tensor // the whole buffer, [2, s, d] fp32
-	whole, shard         int64   // elements of the buffer and of the rank's shard
-	dt                   int64   // the buffer's dtype
-	clone, sel, selClone *tensor // the context's copies while it is entered
+	buf          *tensor    // the whole buffer, [2, s, d]
+	whole, shard int64      // elements of the buffer and of the rank's shard
+	copies       [3]*tensor // while the context is entered: the rank's shard, its clone, the buffer's clone
 }
 
 // cpRopeBuffer allocates the rotary buffer of a spec's Llama under context
@@ -79,13 +78,10 @@ func (s *sim) cpRopeBuffer(ins []*inst, seq, c int64) {
 		return // no rotary tables (a spec with rope_complex is Llama 4's and runs transformers' forward)
 	}
 	w := r.ropeWidth()
-	// fp32, as the model makes it, unless the training casts the whole
-	// model to bf16 (model.to(torch.bfloat16) casts its buffers too).
-	s.cpRope = &cpRope{whole: 2 * seq * w, shard: 2 * seq / c * w, dt: f32}
-	if s.cfg.param == half && !s.cfg.amp && s.cfg.master == half {
-		s.cpRope.dt = half
-	}
-	s.cpRope.buf = s.alloc(s.cpRope.whole, s.cpRope.dt, catParam, "rotary buffer")
+	s.cpRope = &cpRope{whole: 2 * seq * w, shard: 2 * seq / c * w}
+	// In the model's dtype: fp32 as it is made, bf16 where the training
+	// casts the whole model (model.to(torch.bfloat16) casts its buffers).
+	s.cpRope.buf = s.alloc(s.cpRope.whole, s.cfg.master, catParam, "rotary buffer")
 	s.cpRope.buf.buffer = true
 	s.buffers = append(s.buffers, s.cpRope.buf)
 }
@@ -104,19 +100,20 @@ func (c *cpRope) tables(s *sim, elems, dt int64) (cos, sin *tensor) {
 // tables are views of the buffer (tables).
 func (s *sim) cpEnter() {
 	c := s.cpRope
-	c.clone = s.alloc(c.whole, c.dt, catTemp, "rotary buffer's copy (context_parallel)")
-	c.sel = s.alloc(c.shard, c.dt, catTemp, "rotary buffer's shard (context_parallel)")
-	c.selClone = s.alloc(c.shard, c.dt, catTemp, "rotary buffer's shard, cloned (context_parallel)")
+	dt := c.buf.dt
+	clone := s.alloc(c.whole, dt, catTemp, "rotary buffer's copy (context_parallel)")
+	c.copies = [3]*tensor{
+		s.alloc(c.shard, dt, catTemp, "rotary buffer's shard (context_parallel)"),
+		s.alloc(c.shard, dt, catTemp, "rotary buffer's shard, cloned (context_parallel)"),
+		clone,
+	}
 }
 
 // cpExit is leaving context_parallel after the micro-batch's backward: the
 // buffer is restored in place and the context's copies go.
 func (s *sim) cpExit() {
-	c := s.cpRope
-	for _, t := range []*tensor{c.sel, c.selClone, c.clone} {
-		s.unref(t)
-	}
-	c.clone, c.sel, c.selClone = nil, nil, nil
+	s.unrefAll(s.cpRope.copies[:])
+	s.cpRope.copies = [3]*tensor{}
 }
 
 // firstRing is the first ring attention of a spec's program in ins, or nil.
@@ -351,9 +348,7 @@ func (s *sim) ringBackward(n *node) []*tensor {
 			s.unref(tmp(r.kvn, r.dt, "ring backward k, v concatenation"))
 		}
 		g := kernel(r.q / 2)
-		for _, t := range prev {
-			s.unref(t)
-		}
+		s.unrefAll(prev[:])
 		prev = g
 		s.unref(oldSent)
 		if i == 1 {

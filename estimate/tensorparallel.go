@@ -278,10 +278,7 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	// output after the logits' all-gather, before loss_fn's cast;
 	// bench/results/2026-11-28-h200x2-tp-moe-52-trace).
 	s.unref(x)
-	if len(s.moduleHold) > 0 {
-		s.unref(s.moduleHold[0]) // the gathered input (collectiveOp.forward's first hold)
-		s.moduleHold = append(s.moduleHold[:0], s.moduleHold[1:]...)
-	}
+	s.dropGathered()
 	if k.Softcap > 0 {
 		logits = s.softcap(logits) // Gemma 2's, as its CausalLM forward applies it
 	}

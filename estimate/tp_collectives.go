@@ -54,13 +54,22 @@ func (s *sim) atReturn(t *tensor) {
 	s.unref(t)
 }
 
+// dropGathered frees the gathered (or wrapped) tensor a module's opening
+// collective holds, its first hold, as a call nested in the module returns
+// (the vocabulary-parallel head's inside the causal LM's); the input the
+// module was handed stays held until closeModule.
+func (s *sim) dropGathered() {
+	if len(s.moduleHold) > 0 {
+		s.unref(s.moduleHold[0])
+		s.moduleHold = append(s.moduleHold[:0], s.moduleHold[1:]...)
+	}
+}
+
 // closeModule frees what the module whose output collective just ran
 // held (collectiveOp.forward): the gathered tensor, then the input the
 // module was handed, as its call returns.
 func (s *sim) closeModule() {
-	for _, t := range s.moduleHold {
-		s.unref(t)
-	}
+	s.unrefAll(s.moduleHold)
 	s.moduleHold = s.moduleHold[:0]
 	s.tpModule = false
 }
