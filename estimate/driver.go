@@ -80,16 +80,26 @@ func (in *inst) sublists() iter.Seq[[]*inst] {
 
 // param allocates a trainable parameter, as model.to("cuda") does: one
 // allocation per tensor.
-func (s *sim) param(elems int64, name string) *tensor {
+func (s *sim) param(elems int64, name string) *tensor { return s.shapedParam(elems, 0, 0, name) }
+
+// shapedParam is param with the shape [..., second, last] of a matrix
+// (zero for a vector), known before the shard is placed: FSDP2 pads a
+// matrix's shard to whole rows (padShard), so a block's 8 experts over 16
+// ranks take one expert's rows on every rank, not half (held-out set 88's
+// Mixtral over 16 fake ranks, docs/multigpu.md).
+func (s *sim) shapedParam(elems, second, last int64, name string) *tensor {
 	var t *tensor
 	if s.cfg.zero >= 2 {
 		// ZeRO-2 and 3 (FSDP): the GPU keeps this rank's shard; whole
 		// tensors exist only while gathered (shardSetup).
 		t = s.slab.tensor()
-		*t = tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name, expert: s.expertBuild}
+		*t = tensor{elems: elems, dt: s.cfg.param, refs: 1, fixed: catParam, cat: catParam, name: name, expert: s.expertBuild,
+			second: second, last: last}
+		s.markDim1Of(t)
 		s.placeShard(t)
 	} else {
 		t = s.alloc(elems, s.cfg.param, catParam, name)
+		t.second, t.last = second, last
 	}
 	t.param, t.req, t.expert = true, true, s.expertBuild
 	if len(s.params) == cap(s.params) {
@@ -114,9 +124,7 @@ func (s *sim) matrix(second, last, lead int64, name string) *tensor {
 	if q := s.quantMatrix(second, last, lead, name); q != nil {
 		return q // stored by bitsandbytes (quant.go)
 	}
-	t := s.param(lead*second*last, name)
-	t.second, t.last = second, last
-	return t
+	return s.shapedParam(lead*second*last, second, last, name)
 }
 
 // buffer allocates a module buffer held for the whole run.

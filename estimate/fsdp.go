@@ -77,7 +77,13 @@ func (s *sim) gradShard(t *tensor) *tensor {
 // the end of the backward). Measured: GPT-2 XL without resharding, rank 0's
 // allocator history (bench/results/2026-11-26-h200x4-fsdp-noreshard).
 
-// unshard allocates u's unsharded storages, unless it holds them.
+// unshard allocates u's unsharded storages, unless it holds them. Each is
+// the parameter's padded shard times the unit's ranks
+// (FSDPParam.init_all_gather_outputs sizes it by the all-gather input's
+// numel, the padded shard, and alloc_storage keeps it whole; the parameter
+// is a view of its first rows): a block's 8 experts over 16 ranks keep 16
+// rows, twice the experts (held-out set 88's Mixtral over 16 fake ranks,
+// bench/results/2026-11-29-h200-fake-46/).
 func (s *sim) unshard(u *fsdpUnit) {
 	if u.unsharded {
 		return
@@ -85,7 +91,7 @@ func (s *sim) unshard(u *fsdpUnit) {
 	u.unsharded = true
 	u.held = u.held[:0]
 	for _, p := range u.order {
-		t := s.alloc(p.elems, p.dt, catParam, p.name)
+		t := s.alloc(padShard(p, u.deg)*u.deg, p.dt, catParam, p.name)
 		t.prefix = "unsharded "
 		u.held = append(u.held, t)
 	}

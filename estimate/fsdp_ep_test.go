@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -225,5 +226,69 @@ func TestTailTempBeforeRecompute(t *testing.T) {
 	if temps != 8 || tails < 8 || stray != 0 {
 		t.Errorf("%d tail temporaries and %d tail gradients before recomputes, %d reduce-scatter buffers after; want 8, at least 8, 0",
 			temps, tails, stray)
+	}
+}
+
+// TestPaddedExpertStorages holds FSDP2's padding where a block's experts
+// are fewer than the ranks (2 over 4, sharded along their first
+// dimension): each rank's shard, allocated at load on the meta-device path
+// and from the host, is one whole expert, and each unsharded storage a
+// step makes holds the padded shard of every rank, 4 experts' rows where
+// the parameter has 2 (measured: held-out set 88's Mixtral-8x7B over 16
+// fake ranks, bench/results/2026-11-29-h200-fake-46/).
+func TestPaddedExpertStorages(t *testing.T) {
+	for _, init := range []string{model.FSDPInitMeta, model.FSDPInitHost} {
+		t.Run("init="+init, func(t *testing.T) {
+			o := model.Overrides{DP: 4, Zero: "3", Precision: "fsdp-bf16", FSDPInit: init}
+			spec := moeSpec(t, 2, 1, o)
+			var experts []*tensor
+			shards, storages := map[string]int64{}, map[string]int64{}
+			_, err := estimateWith(spec, func(s *sim) {
+				for _, p := range s.params {
+					if p.expert && p.second > 0 {
+						experts = append(experts, p)
+					}
+				}
+			}, func(s *sim) {
+				s.trace = func(x *tensor, alloc bool) {
+					// (A tensor's prefix is set after its allocation is
+					// traced: the shards are the load's parameters, the
+					// storages a later step's.)
+					if !alloc || !strings.HasPrefix(x.name, "experts.") || x.cat != catParam {
+						return
+					}
+					switch {
+					case s.phase.Stage == "load":
+						shards[x.name] = x.bytes()
+					case s.phase.Iteration == 1:
+						storages[x.name] = x.bytes()
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(shards) == 0 || len(storages) == 0 {
+				t.Fatalf("no expert shards (%v) or unsharded storages (%v) traced", shards, storages)
+			}
+			for name, b := range shards {
+				var p *tensor
+				for _, e := range experts {
+					if e.name == name {
+						p = e
+					}
+				}
+				if p == nil {
+					t.Fatalf("no parameter %s", name)
+				}
+				one := p.elems / 2 * 4 // one expert's rows in fp32 (fsdp-bf16's shards)
+				if b != one {
+					t.Errorf("%s: shard of %d B, want one whole expert, %d B", name, b, one)
+				}
+				if s := storages[name]; s != 4*p.elems/2*2 {
+					t.Errorf("%s: unsharded storage of %d B, want four experts' rows in bf16, %d B", name, s, 4*p.elems/2*2)
+				}
+			}
+		})
 	}
 }

@@ -135,11 +135,20 @@ func (s *sim) markDim1() {
 	}
 	for _, list := range [][]*tensor{s.params, s.frozen} {
 		for _, p := range list {
-			if p.expert && p.second > 0 && p.last > 0 {
-				lead := p.elems / (p.second * p.last)
-				p.dim1 = model.ExpertsAlongDim1(s.cfg.fsdpExperts, lead, s.degree(p))
-			}
+			s.markDim1Of(p)
 		}
+	}
+}
+
+// markDim1Of marks parameter p when it is a routed expert's weight that
+// FSDP2 shards along its second dimension (markDim1).
+func (s *sim) markDim1Of(p *tensor) {
+	if s.cfg.zero < 2 || s.cfg.fsdpExperts == model.FSDPExpertsDim0 {
+		return
+	}
+	if p.expert && p.second > 0 && p.last > 0 {
+		lead := p.elems / (p.second * p.last)
+		p.dim1 = model.ExpertsAlongDim1(s.cfg.fsdpExperts, lead, s.degree(p))
 	}
 }
 
