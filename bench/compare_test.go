@@ -388,6 +388,13 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// since (estimate's shapedParam and unshard).
 		{"FSDP2 over 16-64 ranks of whole MoE models, fake group, 1xH200", "",
 			"results/2026-11-29-h200-fake-4[56]/heldout-88*.jsonl", 0, 7},
+		// Held-out set 89 (forty-sixth session, one H200, fake group):
+		// FSDP2 where rows do not divide over the ranks (experts fewer than
+		// the ranks, GPT-2 XL's vocabulary over 64), chosen after the
+		// padded shards were modelled, predictions committed first
+		// (results/2026-11-29-heldout89-fake-fsdp-predictions.txt).
+		{"FSDP2 with padded shards over 32-128 ranks, fake group, 1xH200", "",
+			"results/2026-11-29-h200-fake-46/heldout-89.jsonl", 0, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
