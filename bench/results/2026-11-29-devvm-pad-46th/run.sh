@@ -33,3 +33,7 @@ go build -o /tmp/memplan-pad ./cmd/memplan
 { grep -v '^#' bench/torch/dist/heldout-88.txt; grep -v '^#' bench/torch/dist/heldout-88e.txt; } >/tmp/g88.txt
 DEVICE=h200-141gb python3 bench/torch/dist/predict.py /tmp/g88.txt /tmp/memplan-pad >/tmp/pred88-after.txt
 python3 bench/torch/dist/blind.py /tmp/pred88-after.txt /tmp/all88.jsonl
+echo "== summary rows (docs/accuracy.md): set 88 blind, set 88 now, set 89 blind"
+python3 bench/results/2026-11-29-devvm-pad-46th/summary.py bench/results/2026-11-29-heldout88-fake-fsdp-predictions.txt bench/results/2026-11-29-h200-fake-4[56]/heldout-88*.jsonl
+python3 bench/results/2026-11-29-devvm-pad-46th/summary.py /tmp/pred88-after.txt bench/results/2026-11-29-h200-fake-4[56]/heldout-88*.jsonl
+python3 bench/results/2026-11-29-devvm-pad-46th/summary.py bench/results/2026-11-29-heldout89-fake-fsdp-predictions.txt bench/results/2026-11-29-h200-fake-46/heldout-89.jsonl
