@@ -395,6 +395,12 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// (results/2026-11-29-heldout89-fake-fsdp-predictions.txt).
 		{"FSDP2 with padded shards over 32-128 ranks, fake group, 1xH200", "",
 			"results/2026-11-29-h200-fake-46/heldout-89.jsonl", 0, 6},
+		// Held-out set 90 (forty-sixth session, one H200, fake group):
+		// FSDP2 with LoRA, gradient accumulation, expandable segments,
+		// Gemma 3 and DeepSeek-V3's shape over 16 to 128 ranks, predictions
+		// committed first (results/2026-11-29-heldout90-fake-fsdp-predictions.txt).
+		{"FSDP2 with LoRA, accumulation, expandable segments over 16-128 ranks, fake group, 1xH200", "",
+			"results/2026-11-29-h200-fake-46/heldout-90.jsonl", 0, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)

@@ -37,3 +37,5 @@ echo "== summary rows (docs/accuracy.md): set 88 blind, set 88 now, set 89 blind
 python3 bench/results/2026-11-29-devvm-pad-46th/summary.py bench/results/2026-11-29-heldout88-fake-fsdp-predictions.txt bench/results/2026-11-29-h200-fake-4[56]/heldout-88*.jsonl
 python3 bench/results/2026-11-29-devvm-pad-46th/summary.py /tmp/pred88-after.txt bench/results/2026-11-29-h200-fake-4[56]/heldout-88*.jsonl
 python3 bench/results/2026-11-29-devvm-pad-46th/summary.py bench/results/2026-11-29-heldout89-fake-fsdp-predictions.txt bench/results/2026-11-29-h200-fake-46/heldout-89.jsonl
+echo "== held-out set 90, blind"
+python3 bench/results/2026-11-29-devvm-pad-46th/summary.py bench/results/2026-11-29-heldout90-fake-fsdp-predictions.txt bench/results/2026-11-29-h200-fake-46/heldout-90.jsonl
