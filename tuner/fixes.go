@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
@@ -49,7 +50,7 @@ func Fixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 
 func (f *fixer) all() []Fix {
 	spec := f.spec
-	for _, c := range singleGPU(spec.Training) {
+	for _, c := range singleGPU(spec) {
 		f.tryAppend(c)
 	}
 	f.sharding()
@@ -70,7 +71,7 @@ func FirstFix(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 func (f *fixer) first1() []Fix {
 	f.first = true
 	spec := f.spec
-	for _, c := range singleGPU(spec.Training) {
+	for _, c := range singleGPU(spec) {
 		f.tryAppend(c)
 	}
 	// Offload keeps the job's GPUs, so it ranks before any sharding.
@@ -98,6 +99,9 @@ type fixer struct {
 	bound func(*model.Spec) int64
 	// stop: Constraints.Stop, or nil.
 	stop StopOracle
+	// autoExperts: the sharding search's changes shard a block's experts
+	// along their second dimension (fewestPadded).
+	autoExperts bool
 }
 
 // stopLevel is the device total above which the estimate of a fix may
@@ -191,7 +195,8 @@ func (f *fixer) tryAppend(c cand) {
 }
 
 // singleGPU lists the changes that keep the job's GPUs, cheapest first.
-func singleGPU(t model.Training) []cand {
+func singleGPU(spec *model.Spec) []cand {
+	t := spec.Training
 	var cs []cand
 	if estimate.MayRace(t) {
 		p := estimate.DDPSettle
@@ -205,6 +210,16 @@ func singleGPU(t model.Training) []cand {
 		cs = append(cs, cand{"--empty-cache-after-wrap",
 			"torch.cuda.empty_cache() once fully_shard has wrapped the model: the segments the whole parameters left go back to the driver", 0,
 			func(x *model.Training) { x.EmptyCacheAfterWrap = true }})
+	}
+	if model.ExpertsPadded(spec.Model.ShardedExpertRows(&model.Training{}), &t) {
+		// The block's experts padded to the ranks (docs/multigpu.md,
+		// "FSDP2's padded shards"): sharded along their second dimension
+		// instead, no rank holds padding.
+		cs = append(cs, autoExperts(cand{"", "", 0, func(*model.Training) {}}))
+		if t.Checkpointing.Mode != model.CkptBlock {
+			cs = append(cs, autoExperts(cand{"--checkpointing every-block", "each block recomputed in backward", 1,
+				func(x *model.Training) { x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock} }}))
+		}
 	}
 	adam := t.Optimizer.Name == model.Adam || t.Optimizer.Name == model.AdamW
 	if t.Optimizer.Impl == model.ImplForeach && adam {
@@ -308,11 +323,12 @@ func (f *fixer) sharding() {
 	}
 }
 
-// fewestPadded is fewest where memory per GPU may grow with the GPUs:
-// FSDP2 pads the shards of a block's experts once the GPUs outnumber them
-// (model.ExpertsPadded), and past there more GPUs need more. fewest
-// searches the GPUs short of that, where memory does not grow; if none of
-// them fits, walk tries the rest from the fewest up, and the closer miss
+// fewestPadded is fewest where FSDP2 would pad the shards of a block's
+// experts once the GPUs outnumber them (model.ExpertsPadded; docs/multigpu.md,
+// "FSDP2's padded shards"), so that past there more GPUs would need more
+// memory each. fewest searches the GPUs short of that as they are; the
+// rest it searches with the experts sharded along their second dimension
+// (autoExperts), where memory per GPU does not grow, and the closer miss
 // of the two is kept.
 func (f *fixer) fewestPadded(ns []int64, experts, z int64, ck bool) (Fix, bool) {
 	t := f.spec.Training
@@ -330,7 +346,9 @@ func (f *fixer) fewestPadded(ns []int64, experts, z int64, ck bool) (Fix, bool) 
 			return x, true
 		}
 	}
-	y, found := f.walk(ns[cut:], z, ck)
+	f.autoExperts = true
+	y, found := f.fewest(ns[cut:], z, ck)
+	f.autoExperts = false
 	switch {
 	case !found:
 		return x, ok
@@ -355,6 +373,30 @@ func shard(n, z int64, ck bool) cand {
 	}}
 }
 
+// autoExperts is c with a block's experts sharded along their second
+// dimension where the GPUs outnumber them (--fsdp-experts auto, as
+// torchtitan shards them): no shard is padded, and memory per GPU no
+// longer grows with the GPUs.
+func autoExperts(c cand) cand {
+	why := "experts sharded along their second dimension where the GPUs outnumber them (fully_shard's shard_placement_fn, as torchtitan does): no padded expert rows"
+	if c.why != "" {
+		why = c.why + "; " + why
+	}
+	apply := c.apply
+	return cand{strings.TrimSpace(c.change + " --fsdp-experts auto"), why, c.cost, func(x *model.Training) {
+		apply(x)
+		x.FSDPExperts = model.FSDPExpertsAuto
+	}}
+}
+
+// shardAt is shard, with autoExperts when f.autoExperts is set.
+func (f *fixer) shardAt(n, z int64, ck bool) cand {
+	if f.autoExperts {
+		return autoExperts(shard(n, z, ck))
+	}
+	return shard(n, z, ck)
+}
+
 // fewest returns the fix on the fewest of ns GPUs (ascending) that fits at
 // stage z, or the miss on the most of them. GPUs where a fix already found
 // beats this one are left out. Over ns, memory per GPU does not grow with
@@ -362,17 +404,17 @@ func shard(n, z int64, ck bool) cand {
 // the most first (a miss there ends it) and bisects; if an estimate fails
 // it walks up from the fewest, as the full scan did.
 func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
-	cost := shard(1, z, ck).cost
+	cost := f.shardAt(1, z, ck).cost
 	for len(ns) > 0 && f.beaten(ns[len(ns)-1], cost) {
 		ns = ns[:len(ns)-1]
 	}
 	if len(ns) == 0 {
 		return Fix{}, false
 	}
-	if f.missesCand(shard(ns[len(ns)-1], z, ck)) {
+	if f.missesCand(f.shardAt(ns[len(ns)-1], z, ck)) {
 		return Fix{}, false // the most GPUs cannot fit: nor can fewer
 	}
-	hi, ok := f.try(shard(ns[len(ns)-1], z, ck))
+	hi, ok := f.try(f.shardAt(ns[len(ns)-1], z, ck))
 	if !ok {
 		return f.walk(ns, z, ck)
 	}
@@ -383,11 +425,11 @@ func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
 	lo, j := -1, len(ns)-1
 	for j-lo > 1 {
 		m := (lo + j) / 2
-		if f.missesCand(shard(ns[m], z, ck)) {
+		if f.missesCand(f.shardAt(ns[m], z, ck)) {
 			lo = m
 			continue
 		}
-		x, ok := f.try(shard(ns[m], z, ck))
+		x, ok := f.try(f.shardAt(ns[m], z, ck))
 		if !ok {
 			return f.walk(ns, z, ck)
 		}
@@ -406,10 +448,10 @@ func (f *fixer) walk(ns []int64, z int64, ck bool) (Fix, bool) {
 	var last Fix
 	found := false
 	for _, n := range ns {
-		if f.missesCand(shard(n, z, ck)) {
+		if f.missesCand(f.shardAt(n, z, ck)) {
 			continue
 		}
-		x, ok := f.try(shard(n, z, ck))
+		x, ok := f.try(f.shardAt(n, z, ck))
 		if !ok {
 			break
 		}

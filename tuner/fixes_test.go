@@ -14,7 +14,8 @@ import (
 // Fixes returns its fitting fixes less those another fitting fix beats.
 func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix {
 	t := spec.Training
-	cs := singleGPU(t) // the same candidates, every one estimated
+	cs := singleGPU(spec) // the same candidates, every one estimated
+	experts := spec.Model.ShardedExpertRows(&model.Training{})
 	var out []Fix
 	try := func(c cand) (Fix, bool) {
 		s := *spec
@@ -53,12 +54,16 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 				if ck {
 					change, cost = "--checkpointing every-block "+change, cost+1
 				}
-				f, ok := try(cand{change, fmt.Sprintf("%s, %d GPUs", why[z], n), cost, func(x *model.Training) {
+				c := cand{change, fmt.Sprintf("%s, %d GPUs", why[z], n), cost, func(x *model.Training) {
 					x.DP, x.Zero = n, z
 					if ck {
 						x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
 					}
-				}})
+				}}
+				if at := t; func() bool { at.DP, at.Zero = n, z; return model.ExpertsPadded(experts, &at) }() {
+					c = autoExperts(c) // past the experts, sharded along their second dimension
+				}
+				f, ok := try(c)
 				if !ok {
 					break
 				}
@@ -373,5 +378,45 @@ func TestFixesPastTheExperts(t *testing.T) {
 	}
 	if len(got) == 0 || !got[0].Fits || got[0].GPUs != 8 {
 		t.Errorf("fixes %+v, want one that fits on 8 GPUs first", got)
+	}
+}
+
+// TestFixAutoExperts: where FSDP2 pads a block's experts (Mixtral's 8 over
+// 16 ranks, docs/multigpu.md "FSDP2's padded shards"), sharding them along
+// their second dimension is a fix on the job's own GPUs, and the sharding
+// search past the experts shards them so: from 2 GPUs under ZeRO 2 the
+// fewest that fit under ZeRO 3 are 16 with --fsdp-experts auto, where
+// padded shards need more than an H200.
+func TestFixAutoExperts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    model.Overrides
+		want string
+		gpus int64
+	}{
+		{"padded on its GPUs", model.Overrides{DP: 16, Zero: "3", Checkpointing: "every-block"}, "--fsdp-experts auto", 16},
+		{"sharded past the experts", model.Overrides{DP: 2, Zero: "2"}, "--dp 16 --zero 3 --fsdp-experts auto", 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.Batch, o.Seq, o.Precision, o.Dev = 1, 4096, "fsdp-bf16", "h200-141gb"
+			s, err := model.LoadHF("../model/testdata/hf/mixtral-8x7b.json", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := Fixes(s, DefaultBand, DefaultMargin, Analytic)
+			var found *Fix
+			for i := range got {
+				if got[i].Change == tc.want {
+					found = &got[i]
+				}
+			}
+			if found == nil || !found.Fits || found.GPUs != tc.gpus {
+				t.Fatalf("fixes %+v, want %q fitting on %d GPUs", got, tc.want, tc.gpus)
+			}
+			if want := unbeaten(allFixes(s, DefaultBand, DefaultMargin, Analytic)); !reflect.DeepEqual(got, want) {
+				t.Errorf("Fixes =\n%+v\nwant\n%+v", got, want)
+			}
+		})
 	}
 }
