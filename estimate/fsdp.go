@@ -84,16 +84,31 @@ func (s *sim) gradShard(t *tensor) *tensor {
 // is a view of its first rows): a block's 8 experts over 16 ranks keep 16
 // rows, twice the experts (held-out set 88's Mixtral over 16 fake ranks,
 // bench/results/2026-11-29-h200-fake-46/).
+//
+// A parameter sharded along its second dimension (a routed expert's marked
+// dim1) is copied out through a temporary of the same size, allocated
+// after its storage and chunk-cat into it; the temporaries go when
+// foreach_all_gather_copy_out returns, after every storage is filled
+// (measured: Llama 4 Scout's experts over 64 fake ranks,
+// bench/results/2026-11-29-h200-fake-46/trace-91-c1-rank0.json.gz).
 func (s *sim) unshard(u *fsdpUnit) {
 	if u.unsharded {
 		return
 	}
 	u.unsharded = true
 	u.held = u.held[:0]
+	var tmp []*tensor
 	for _, p := range u.order {
-		t := s.alloc(padShard(p, u.deg)*u.deg, p.dt, catParam, p.name)
+		n := padShard(p, u.deg) * u.deg
+		t := s.alloc(n, p.dt, catParam, p.name)
 		t.prefix = "unsharded "
 		u.held = append(u.held, t)
+		if p.dim1 && u.deg > 1 {
+			tmp = append(tmp, s.alloc(n, p.dt, catTemp, "all-gather copy-out (FSDP, dim 1)"))
+		}
+	}
+	for i := len(tmp) - 1; i >= 0; i-- {
+		s.unref(tmp[i])
 	}
 }
 
@@ -338,6 +353,18 @@ func (s *sim) postBackward(u *fsdpUnit) {
 		return
 	}
 	s.unref(s.rsInput)
+	if u.deg > 1 {
+		// A gradient sharded along its second dimension is first
+		// rearranged, its chunks concatenated along the first into a copy
+		// that replaces it (foreach_reduce's torch.cat).
+		for _, p := range u.grads {
+			if p.dim1 && p.grad != nil {
+				c := s.alloc(p.grad.elems, p.grad.dt, catTemp, "gradient chunks (FSDP, dim 1)")
+				s.unref(p.grad)
+				p.grad = c
+			}
+		}
+	}
 	s.rsInput = s.alloc(u.gradShard*u.deg, u.reduce, catTemp, "reduce-scatter input (FSDP)")
 	for i, p := range u.grads {
 		s.unref(p.grad)

@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -287,6 +288,77 @@ func TestPaddedExpertStorages(t *testing.T) {
 				}
 				if s := storages[name]; s != 4*p.elems/2*2 {
 					t.Errorf("%s: unsharded storage of %d B, want four experts' rows in bf16, %d B", name, s, 4*p.elems/2*2)
+				}
+			}
+		})
+	}
+}
+
+// TestDim1CopyOut holds FSDP2's extra copies for experts sharded along
+// their second dimension (2 experts over 4 ranks, --fsdp-experts auto):
+// each unsharded storage of such a weight is filled through a temporary of
+// its size, freed once the unit's storages are all made, and each of their
+// gradients is rearranged into a copy of its size before the
+// reduce-scatter input (foreach_all_gather_copy_out, foreach_reduce;
+// measured: bench/results/2026-11-29-h200-fake-46/trace-91-c1-rank0.json.gz).
+// Along the first dimension neither is made.
+func TestDim1CopyOut(t *testing.T) {
+	for _, tc := range []struct {
+		experts string
+		want    bool
+	}{{model.FSDPExpertsAuto, true}, {model.FSDPExpertsDim0, false}} {
+		t.Run("experts="+tc.experts, func(t *testing.T) {
+			o := model.Overrides{DP: 4, Zero: "3", Precision: "bf16", FSDPExperts: tc.experts}
+			spec := moeSpec(t, 2, 1, o)
+			var storages, copies, chunks []int64
+			live := map[*tensor]bool{}
+			_, err := estimateWith(spec, func(*sim) {}, func(s *sim) {
+				s.trace = func(x *tensor, alloc bool) {
+					if s.phase.Iteration != 1 {
+						return
+					}
+					switch {
+					case !alloc:
+						if x.name == "all-gather copy-out (FSDP, dim 1)" && !live[x] {
+							t.Errorf("a copy-out freed twice")
+						}
+						delete(live, x)
+					case strings.HasPrefix(x.name, "experts.") && x.cat == catParam:
+						storages = append(storages, x.bytes())
+					case x.name == "all-gather copy-out (FSDP, dim 1)":
+						copies = append(copies, x.bytes())
+						live[x] = true
+						if n := len(storages); n == 0 || storages[n-1] != x.bytes() {
+							t.Errorf("copy-out of %d B not after a storage of its size (%v)", x.bytes(), storages)
+						}
+					case x.name == "gradient chunks (FSDP, dim 1)":
+						chunks = append(chunks, x.bytes())
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.want {
+				if len(copies)+len(chunks) > 0 {
+					t.Errorf("along dim 0: %d copy-outs and %d gradient copies, want none", len(copies), len(chunks))
+				}
+				return
+			}
+			if len(copies) == 0 || len(copies) != len(storages) {
+				t.Errorf("%d copy-outs for %d expert storages in step 1, want one each", len(copies), len(storages))
+			}
+			if len(live) != 0 {
+				t.Errorf("%d copy-outs still live after the step", len(live))
+			}
+			if len(chunks) == 0 {
+				t.Errorf("no gradient copies in step 1's backward")
+			}
+			for _, c := range chunks {
+				// 2 experts over 4 ranks along dim 1: no padding, so a
+				// gradient is its storage's size.
+				if !slices.Contains(storages, c) {
+					t.Errorf("gradient copy of %d B, not an expert weight's size (%v)", c, storages)
 				}
 			}
 		})
