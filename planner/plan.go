@@ -107,7 +107,11 @@ type Result struct {
 	// and why (expert parallelism of experts model.Model.EPRefusal
 	// refuses).
 	Skipped []string `json:"skipped,omitempty"`
-	Stats   Stats    `json:"stats"`
+	// Notes say what the reader of the layouts should know: that some of
+	// them shard a block's experts over more ranks than it has, which
+	// FSDP2 pads (paddedNote).
+	Notes []string `json:"notes,omitempty"`
+	Stats Stats    `json:"stats"`
 }
 
 // DefaultMaxGPUs is the most GPUs a Request without GPUs or MaxGPUs
@@ -215,6 +219,9 @@ func Plan(spec *model.Spec, req Request, oracle Oracle) (*Result, error) {
 	res.Stats.Evaluated, res.Stats.OracleCalls, res.Stats.Pruned = s.evaluated, s.calls, s.pruned
 	res.Stats.NotSimulated = s.notSim
 	res.NearMisses = misses.pick()
+	if n := paddedNote(spec, res); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	if len(res.Layouts) == 0 {
 		return res, fmt.Errorf("%w: %d layouts of %s on %s", ErrNoLayout, res.Stats.Layouts, spec.Name, spec.Device.Name)
 	}
@@ -334,4 +341,22 @@ func (m *misses) pick() []Candidate {
 		out[i].Name = out[i].Layout.String()
 	}
 	return out
+}
+
+// paddedNote says, when some of res's layouts or near misses shard a
+// block's experts along their first dimension over more ranks than it has
+// (model.ExpertsPadded), that FSDP2 pads them there and that
+// --fsdp-experts auto plans them as torchtitan shards them; else "".
+func paddedNote(spec *model.Spec, res *Result) string {
+	experts := spec.Model.ShardedExpertRows(&model.Training{})
+	for _, cs := range [][]Candidate{res.Layouts, res.NearMisses} {
+		for _, c := range cs {
+			l := c.Layout
+			t := model.Training{DP: l.DP, CP: l.CP, TP: l.TP, Zero: l.Zero, FSDPExperts: spec.Training.FSDPExperts}
+			if model.ExpertsPadded(experts, &t) {
+				return fmt.Sprintf("layouts whose ZeRO 2 or 3 spans more than %d ranks (dp·cp·tp) pad each block's %d experts, which FSDP2 shards along their first dimension: every shard holds a whole expert or its padding and every all-gather moves the padding too (docs/multigpu.md, \"FSDP2's padded shards\"); --fsdp-experts auto plans them sharded along their second dimension, as torchtitan shards them", experts, experts)
+			}
+		}
+	}
+	return ""
 }

@@ -359,3 +359,29 @@ func TestPlanFSDPBF16(t *testing.T) {
 		t.Errorf("amp-bf16: ZeRO stages %v, want the lower ones too", got)
 	}
 }
+
+// TestPlanPaddedNote: a plan whose layouts shard a block's two experts
+// over eight ranks under ZeRO 3 says that FSDP2 pads them and how to plan
+// them along the experts' second dimension; planned so, it does not.
+func TestPlanPaddedNote(t *testing.T) {
+	for _, tc := range []struct {
+		experts string
+		want    bool
+	}{{model.FSDPExpertsDim0, true}, {model.FSDPExpertsAuto, false}} {
+		t.Run("experts="+tc.experts, func(t *testing.T) {
+			spec, err := model.LoadHF("../model/testdata/hf/tiny-qwen3-moe-2expert.json", model.Overrides{Batch: 1, Seq: 512})
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.Training.FSDPExperts = tc.experts
+			r, err := Plan(spec, Request{GlobalBatch: 64, GPUs: 8, Top: 3, Zero: []int64{3}}, Simulator{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := len(r.Notes) == 1 && strings.Contains(r.Notes[0], "2 experts") && strings.Contains(r.Notes[0], "--fsdp-experts auto")
+			if got != tc.want || (!tc.want && len(r.Notes) > 0) {
+				t.Errorf("notes %q, want the padded experts' note: %v", r.Notes, tc.want)
+			}
+		})
+	}
+}

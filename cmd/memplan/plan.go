@@ -161,6 +161,9 @@ func printPlan(w io.Writer, r *planner.Result) {
 	for _, k := range r.Skipped {
 		fmt.Fprintf(w, "\nnot enumerated: %s\n", k)
 	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\nnote: %s\n", n)
+	}
 	if len(r.InvalidReasons) > 0 {
 		fmt.Fprintln(w, "\nlayouts this model rules out:")
 		reasons := make([]string, 0, len(r.InvalidReasons))
