@@ -2,9 +2,7 @@ package tuner
 
 import (
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 
 	"github.com/memplan/memplan/estimate"
 	"github.com/memplan/memplan/model"
@@ -323,41 +321,6 @@ func (f *fixer) sharding() {
 	}
 }
 
-// fewestPadded is fewest where FSDP2 would pad the shards of a block's
-// experts once the GPUs outnumber them (model.ExpertsPadded; docs/multigpu.md,
-// "FSDP2's padded shards"), so that past there more GPUs would need more
-// memory each. fewest searches the GPUs short of that as they are; the
-// rest it searches with the experts sharded along their second dimension
-// (autoExperts), where memory per GPU does not grow, and the closer miss
-// of the two is kept.
-func (f *fixer) fewestPadded(ns []int64, experts, z int64, ck bool) (Fix, bool) {
-	t := f.spec.Training
-	cut := slices.IndexFunc(ns, func(n int64) bool {
-		t.DP, t.Zero = n, z
-		return model.ExpertsPadded(experts, &t)
-	})
-	if cut < 0 {
-		return f.fewest(ns, z, ck)
-	}
-	x, ok := Fix{}, false
-	if cut > 0 {
-		x, ok = f.fewest(ns[:cut], z, ck)
-		if ok && x.Fits {
-			return x, true
-		}
-	}
-	f.autoExperts = true
-	y, found := f.fewest(ns[cut:], z, ck)
-	f.autoExperts = false
-	switch {
-	case !found:
-		return x, ok
-	case !ok, y.Fits, y.DeviceTotal < x.DeviceTotal:
-		return y, true
-	}
-	return x, true
-}
-
 // shard is the change to n GPUs at ZeRO stage z, with checkpointing when ck.
 func shard(n, z int64, ck bool) cand {
 	change := fmt.Sprintf("--dp %d --zero %d", n, z)
@@ -371,30 +334,6 @@ func shard(n, z int64, ck bool) cand {
 			x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
 		}
 	}}
-}
-
-// autoExperts is c with a block's experts sharded along their second
-// dimension where the GPUs outnumber them (--fsdp-experts auto, as
-// torchtitan shards them): no shard is padded, and memory per GPU no
-// longer grows with the GPUs.
-func autoExperts(c cand) cand {
-	why := "experts sharded along their second dimension where the GPUs outnumber them (fully_shard's shard_placement_fn, as torchtitan does): no padded expert rows"
-	if c.why != "" {
-		why = c.why + "; " + why
-	}
-	apply := c.apply
-	return cand{strings.TrimSpace(c.change + " --fsdp-experts auto"), why, c.cost, func(x *model.Training) {
-		apply(x)
-		x.FSDPExperts = model.FSDPExpertsAuto
-	}}
-}
-
-// shardAt is shard, with autoExperts when f.autoExperts is set.
-func (f *fixer) shardAt(n, z int64, ck bool) cand {
-	if f.autoExperts {
-		return autoExperts(shard(n, z, ck))
-	}
-	return shard(n, z, ck)
 }
 
 // fewest returns the fix on the fewest of ns GPUs (ascending) that fits at
