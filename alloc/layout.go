@@ -1,5 +1,7 @@
 package alloc
 
+import "slices"
+
 // Layout is the allocator's state as a list of numbers, for a caller that
 // detects when a simulation comes back to a state it was in before
 // (estimate's pipeline replay, docs/parallelism.md §3.2): two allocators
@@ -14,6 +16,9 @@ package alloc
 // another stream, −3 for a block freed while used on another stream and
 // waiting for ProcessEvents, or label(b) for an allocated one.
 func (a *Allocator) AppendLayout(dst []int64, label func(Block) int64) []int64 {
+	// Room for every segment and block slot at once: one buffer, not a
+	// doubling series of fresh ones whose pages a short process pays for.
+	dst = slices.Grow(dst, 3+5*len(a.segs)+4*len(a.blocks))
 	dst = append(dst, a.allocated, a.reserved, int64(len(a.pending)))
 	rev := a.revBuf[:0]
 	for i := range a.segs {

@@ -148,6 +148,7 @@ func (a *allocator) processEvents() { a.a.ProcessEvents() }
 // madeBlock books t's new block of n bytes on stream st: the trace, the
 // step being recorded (replay.go), the bytes alive by category, the peaks.
 func (s *sim) madeBlock(t *tensor, n int64, st alloc.Stream) {
+	s.calls++
 	if s.trace != nil {
 		s.trace(t, true)
 	}
@@ -160,6 +161,7 @@ func (s *sim) madeBlock(t *tensor, n int64, st alloc.Stream) {
 
 // dropBlock frees t's block, booked as madeBlock books it.
 func (s *sim) dropBlock(t *tensor) {
+	s.calls++
 	if s.trace != nil {
 		s.trace(t, false)
 	}

@@ -66,6 +66,13 @@ var stepLogs = sync.Pool{New: func() any { return new(stepLog) }}
 // startLog begins recording the step about to run into l.
 func (s *sim) startLog(l *stepLog) {
 	l.ev, l.stages, l.crosses = l.ev[:0], l.stages[:0], false
+	if cap(l.ev) < s.calls {
+		// The step about to run makes about as many calls as the steps
+		// before it together: one buffer of that size, not a doubling
+		// series of fresh ones (a fresh process's first estimate pays
+		// for every page it touches).
+		l.ev = make([]stepEvent, 0, s.calls+s.calls/8)
+	}
 	clear(l.at)
 	s.rec = l
 }

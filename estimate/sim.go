@@ -320,6 +320,7 @@ type sim struct {
 	wholeSeq    int64
 	rootKept    bool     // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
 	rec         *stepLog // the step being recorded for replay, or nil (replay.go)
+	calls       int      // allocations and frees so far (madeBlock, dropBlock): a recording's expected length
 	traceSteps  bool     // a traced simulation keeps the untraced one's steps (stepsComparable)
 	recomputing bool     // a checkpoint's recompute runs, inside the backward (checkpoint.go)
 	rsInput     *tensor  // FSDP2's last reduce-scatter input (fsdp.go)
