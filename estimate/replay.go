@@ -28,10 +28,10 @@ var replaySkip = true
 type evKind uint8
 
 const (
-	evMalloc     evKind = iota // an allocation of n bytes on stream st, category cat
-	evFree                     // the free of the allocation ref (its category cat, n bytes)
+	evMalloc     evKind = iota // an allocation of n bytes on stream x, category cat
+	evFree                     // the free of allocation x (its category cat, n bytes)
 	evRecat                    // n bytes alive moved from category cat to category to
-	evEnter                    // a phase begins: micro-batch ref, stage stages[n]
+	evEnter                    // a phase begins: micro-batch x, stage stages[n]
 	evSaved                    // the forward's end: the bytes saved for backward are read (sim.saved)
 	evLibrary                  // library n's first kernels ran (alloc.Allocator.LibraryLoaded)
 	evCommUp                   // the first communicator came up (alloc.Allocator.CommunicatorUp)
@@ -39,10 +39,12 @@ const (
 	evEmptyCache               // torch.cuda.empty_cache (alloc.Allocator.ReleaseCached)
 )
 
+// stepEvent is one recorded event in 16 bytes: x is the stream of an
+// evMalloc and the ref of an evFree or evEnter, which no event needs both
+// of (a 7B step records about 18,000 events, a fresh process's memory).
 type stepEvent struct {
 	n       int64
-	ref     int32
-	st      alloc.Stream
+	x       int32
 	kind    evKind
 	cat, to category
 }
@@ -87,7 +89,7 @@ func (s *sim) stopLog() bool {
 
 // logMalloc records t's allocation.
 func (l *stepLog) logMalloc(t *tensor, n int64, st alloc.Stream) {
-	l.ev = append(l.ev, stepEvent{kind: evMalloc, n: n, st: st, cat: t.cat})
+	l.ev = append(l.ev, stepEvent{kind: evMalloc, n: n, x: int32(st), cat: t.cat})
 	b := int(t.blk)
 	if b >= len(l.at) {
 		l.at = append(l.at, make([]int32, b+1-len(l.at)+len(l.at)/2)...)
@@ -102,7 +104,7 @@ func (l *stepLog) logFree(t *tensor) {
 		l.crosses = true
 		return
 	}
-	l.ev = append(l.ev, stepEvent{kind: evFree, ref: l.at[b] - 1, n: t.bytes(), cat: t.cat})
+	l.ev = append(l.ev, stepEvent{kind: evFree, x: l.at[b] - 1, n: t.bytes(), cat: t.cat})
 	l.at[b] = 0
 }
 
@@ -119,7 +121,7 @@ func (l *stepLog) logEnter(micro int, stage string) {
 	if i == len(l.stages) {
 		l.stages = append(l.stages, stage)
 	}
-	l.ev = append(l.ev, stepEvent{kind: evEnter, ref: int32(micro), n: int64(i)})
+	l.ev = append(l.ev, stepEvent{kind: evEnter, x: int32(micro), n: int64(i)})
 }
 
 // replayStep makes step it's allocator calls those of the recorded step.
@@ -132,17 +134,17 @@ func (s *sim) replayStep(l *stepLog, it int) {
 		e := &l.ev[i]
 		switch e.kind {
 		case evMalloc:
-			blk[i] = s.al.mallocOn(e.n, e.st)
+			blk[i] = s.al.mallocOn(e.n, alloc.Stream(e.x))
 			s.live[e.cat] += e.n
 			s.observe()
 		case evFree:
-			s.al.free(blk[e.ref])
+			s.al.free(blk[e.x])
 			s.live[e.cat] -= e.n
 		case evRecat:
 			s.live[e.cat] -= e.n
 			s.live[e.to] += e.n
 		case evEnter:
-			s.enter(it, int(e.ref), l.stages[e.n])
+			s.enter(it, int(e.x), l.stages[e.n])
 		case evSaved:
 			s.saved = s.live[catSaved]
 		case evLibrary, evCommUp, evPeer, evEmptyCache:

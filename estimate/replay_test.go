@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/memplan/memplan/model"
 )
@@ -134,5 +135,15 @@ func TestReplayExactEverySpec(t *testing.T) {
 	t.Logf("%d specs, %d with steps replayed", len(specs), replayed)
 	if replayed < len(specs)/2 {
 		t.Errorf("%d of %d estimates replayed a step, want most", replayed, len(specs))
+	}
+}
+
+// TestStepEventSize keeps a recorded event at 16 bytes: a step records one
+// per allocator call, about 18,000 for a 7B step, in fresh memory the
+// first estimate of a process pays for by the page (docs/performance.md,
+// forty-sixth session).
+func TestStepEventSize(t *testing.T) {
+	if n := unsafe.Sizeof(stepEvent{}); n != 16 {
+		t.Errorf("stepEvent is %d bytes, want 16", n)
 	}
 }
