@@ -97,9 +97,6 @@ type fixer struct {
 	bound func(*model.Spec) int64
 	// stop: Constraints.Stop, or nil.
 	stop StopOracle
-	// autoExperts: the sharding search's changes shard a block's experts
-	// along their second dimension (fewestPadded).
-	autoExperts bool
 }
 
 // stopLevel is the device total above which the estimate of a fix may
@@ -336,26 +333,27 @@ func shard(n, z int64, ck bool) cand {
 	}}
 }
 
-// fewest returns the fix on the fewest of ns GPUs (ascending) that fits at
-// stage z, or the miss on the most of them. GPUs where a fix already found
+// fewest returns the fix on the fewest of ns GPUs (ascending) that fits,
+// each change made by at (shard at one ZeRO stage, or autoExperts of it),
+// or the miss on the most of them. GPUs where a fix already found
 // beats this one are left out. Over ns, memory per GPU does not grow with
 // the GPUs a stage shards over (fewestPadded keeps it so), so it estimates
 // the most first (a miss there ends it) and bisects; if an estimate fails
 // it walks up from the fewest, as the full scan did.
-func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
-	cost := f.shardAt(1, z, ck).cost
+func (f *fixer) fewest(ns []int64, at func(n int64) cand) (Fix, bool) {
+	cost := at(1).cost
 	for len(ns) > 0 && f.beaten(ns[len(ns)-1], cost) {
 		ns = ns[:len(ns)-1]
 	}
 	if len(ns) == 0 {
 		return Fix{}, false
 	}
-	if f.missesCand(f.shardAt(ns[len(ns)-1], z, ck)) {
+	if f.missesCand(at(ns[len(ns)-1])) {
 		return Fix{}, false // the most GPUs cannot fit: nor can fewer
 	}
-	hi, ok := f.try(f.shardAt(ns[len(ns)-1], z, ck))
+	hi, ok := f.try(at(ns[len(ns)-1]))
 	if !ok {
-		return f.walk(ns, z, ck)
+		return f.walk(ns, at)
 	}
 	if !hi.Fits {
 		return hi, true
@@ -364,13 +362,13 @@ func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
 	lo, j := -1, len(ns)-1
 	for j-lo > 1 {
 		m := (lo + j) / 2
-		if f.missesCand(f.shardAt(ns[m], z, ck)) {
+		if f.missesCand(at(ns[m])) {
 			lo = m
 			continue
 		}
-		x, ok := f.try(f.shardAt(ns[m], z, ck))
+		x, ok := f.try(at(ns[m]))
 		if !ok {
-			return f.walk(ns, z, ck)
+			return f.walk(ns, at)
 		}
 		if x.Fits {
 			j, hi = m, x
@@ -381,16 +379,16 @@ func (f *fixer) fewest(ns []int64, z int64, ck bool) (Fix, bool) {
 	return hi, true
 }
 
-// walk estimates ns in order and stops at the first that fits or fails,
+// walk estimates ns in order, each change made by at, and stops at the first that fits or fails,
 // returning the last estimated.
-func (f *fixer) walk(ns []int64, z int64, ck bool) (Fix, bool) {
+func (f *fixer) walk(ns []int64, at func(n int64) cand) (Fix, bool) {
 	var last Fix
 	found := false
 	for _, n := range ns {
-		if f.missesCand(f.shardAt(n, z, ck)) {
+		if f.missesCand(at(n)) {
 			continue
 		}
-		x, ok := f.try(f.shardAt(n, z, ck))
+		x, ok := f.try(at(n))
 		if !ok {
 			break
 		}

@@ -24,19 +24,18 @@ func (f *fixer) fewestPadded(ns []int64, experts, z int64, ck bool) (Fix, bool) 
 		t.DP, t.Zero = n, z
 		return model.ExpertsPadded(experts, &t)
 	})
+	at := func(n int64) cand { return shard(n, z, ck) }
 	if cut < 0 {
-		return f.fewest(ns, z, ck)
+		return f.fewest(ns, at)
 	}
 	x, ok := Fix{}, false
 	if cut > 0 {
-		x, ok = f.fewest(ns[:cut], z, ck)
+		x, ok = f.fewest(ns[:cut], at)
 		if ok && x.Fits {
 			return x, true
 		}
 	}
-	f.autoExperts = true
-	y, found := f.fewest(ns[cut:], z, ck)
-	f.autoExperts = false
+	y, found := f.fewest(ns[cut:], func(n int64) cand { return autoExperts(shard(n, z, ck)) })
 	switch {
 	case !found:
 		return x, ok
@@ -60,12 +59,4 @@ func autoExperts(c cand) cand {
 		apply(x)
 		x.FSDPExperts = model.FSDPExpertsAuto
 	}}
-}
-
-// shardAt is shard, with autoExperts when f.autoExperts is set.
-func (f *fixer) shardAt(n, z int64, ck bool) cand {
-	if f.autoExperts {
-		return autoExperts(shard(n, z, ck))
-	}
-	return shard(n, z, ck)
 }
