@@ -345,15 +345,13 @@ func (m *misses) pick() []Candidate {
 
 // paddedNote says, when some of res's layouts or near misses shard a
 // block's experts along their first dimension over more ranks than it has
-// (model.ExpertsPadded), that FSDP2 pads them there and that
+// (program.padded, the search's rule), that FSDP2 pads them there and that
 // --fsdp-experts auto plans them as torchtitan shards them; else "".
 func paddedNote(spec *model.Spec, res *Result) string {
 	experts := spec.Model.ShardedExpertRows(&model.Training{})
 	for _, cs := range [][]Candidate{res.Layouts, res.NearMisses} {
 		for _, c := range cs {
-			l := c.Layout
-			t := model.Training{DP: l.DP, CP: l.CP, TP: l.TP, Zero: l.Zero, FSDPExperts: spec.Training.FSDPExperts}
-			if model.ExpertsPadded(experts, &t) {
+			if programOf(c.Layout, experts, spec.Training.FSDPExperts).padded {
 				return fmt.Sprintf("layouts whose ZeRO 2 or 3 spans more than %d ranks (dp·cp·tp) pad each block's %d experts, which FSDP2 shards along their first dimension: every shard holds a whole expert or its padding and every all-gather moves the padding too (docs/multigpu.md, \"FSDP2's padded shards\"); --fsdp-experts auto plans them sharded along their second dimension, as torchtitan shards them", experts, experts)
 			}
 		}
