@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -376,6 +377,37 @@ func TestRootPostForwardBeforeLoss(t *testing.T) {
 		if !loss || all < 2 || before != want {
 			t.Errorf("zero %s, loss outside %v: %d of the second forward's %d all-gather outputs freed before the loss (loss seen: %v), want %d",
 				tc.zero, tc.outside, before, all, loss, want)
+		}
+	}
+}
+
+// TestOutFirstParamOrder: Phi-3's Phi3Attention registers o_proj before
+// qkv_proj, so its parameters are listed (and FSDP2 unshards them) output
+// projection first, where Llama's q, k, v come before o (measured: each
+// block's unshard, bench/results/2026-11-29-h200-fake-47, trace-47-c1).
+func TestOutFirstParamOrder(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		first []string
+	}{
+		{"phi-3-mini-4k.json", []string{"o.weight", "qkv.weight"}},
+		{"llama-3-8b.json", []string{"q.weight", "k.weight", "v.weight", "o.weight"}},
+	} {
+		o := model.Overrides{Batch: 1, Seq: 256, Precision: model.BF16}
+		var attn []string
+		_, err := estimateWith(loadHF(t, tc.file, o), func(s *sim) {
+			for _, p := range s.params {
+				switch p.name {
+				case "o.weight", "qkv.weight", "q.weight", "k.weight", "v.weight":
+					attn = append(attn, p.name)
+				}
+			}
+		}, func(*sim) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(attn) < len(tc.first) || !slices.Equal(attn[:len(tc.first)], tc.first) {
+			t.Errorf("%s: first block's attention parameters %v, want %v first", tc.file, attn, tc.first)
 		}
 	}
 }

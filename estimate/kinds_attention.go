@@ -55,13 +55,16 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		a.o, a.oB = s.matrix(k.Dim, q, 1, "o.weight"), s.optParam(k.OutBias, k.Dim, "o.bias")
 	}
 	first := len(s.params)
-	if k.Style == "torch" {
+	if k.Style == "torch" || k.OutFirst {
 		// nn.MultiheadAttention's out_proj is a child module, and
 		// Module.to() moves children's parameters before the module's
 		// own (in_proj_weight, in_proj_bias), while parameters() lists
 		// the module's own first, which the optimizer's state follows
 		// (measured: ViT-B/16's load and first step,
-		// bench/results/2026-11-23-h100-traces2/vit-ckpt).
+		// bench/results/2026-11-23-h100-traces2/vit-ckpt). Phi-3's
+		// o_proj is registered first: both orders start with it
+		// (measured: FSDP2's unshard of each block,
+		// bench/results/2026-11-29-h200-fake-47).
 		outProj()
 	}
 	if k.FusedQKV || k.Style == "torch" {
@@ -72,7 +75,9 @@ func buildAttention(s *sim, l *model.Layer, _ map[string]*tensor) op {
 		a.v, a.vB = s.matrix(kv, k.Dim, 1, "v.weight"), s.optParam(k.Bias, kv, "v.bias")
 	}
 	if k.Style != "torch" {
-		outProj()
+		if !k.OutFirst {
+			outProj()
+		}
 		if k.Sinks {
 			a.sinks = s.param(k.Heads, "sinks") // registered after o_proj
 		}

@@ -22,6 +22,11 @@ type Attention struct {
 	SlicedRotary bool
 	Causal       bool
 	FusedQKV     bool
+	// OutFirst registers the output projection before the q, k and v
+	// projections (Phi-3's Phi3Attention makes o_proj before qkv_proj):
+	// the order the module allocates and lists its parameters in, which
+	// FSDP2 unshards them in.
+	OutFirst bool
 	// Conv1D says the projections are transformers' Conv1D (GPT-2),
 	// addmm(bias, x, weight), as Linear.Conv1D.
 	Conv1D bool
@@ -174,6 +179,7 @@ func (k *Attention) decode(a *args, _ *Layer) {
 	a.bool("rope", &k.RoPE)
 	a.bool("causal", &k.Causal)
 	a.bool("fused_qkv", &k.FusedQKV)
+	a.bool("out_first", &k.OutFirst)
 	a.bool("qk_norm", &k.QKNorm)
 	a.bool("qk_norm_whole", &k.QKNormWhole)
 	a.bool("qk_norm_late", &k.QKNormLate)

@@ -99,7 +99,7 @@ func (m *Model) lowerLlama() []Layer {
 		return L(&Attention{Dim: d, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 			Bias: m.AttentionBias, OutBias: m.OutBias, RoPE: true, Rotary: m.Rotary, Causal: true, P: m.AttnDropout,
 			OutDropout: m.Dropout, Style: "hf",
-			QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, KVCache: !m.NoCache, QKNormOffset: m.QKNorm && m.Gemma,
+			QKNorm: m.QKNorm, FusedQKV: m.FusedQKV, OutFirst: m.FusedQKV, KVCache: !m.NoCache, QKNormOffset: m.QKNorm && m.Gemma,
 			QKNormWhole: m.QKNormWhole, QKNormLate: m.QKNormLate, QKNormFP32: m.QKNorm && m.NormProductFP32, RoPEFP32: m.RoPEFP32, RoPECast: m.RoPECast, RoPEConcat: m.RoPEConcat,
 			ProjectFirst: m.ProjectFirst, NoRoPEPattern: m.NoRoPEPattern,
 			Window: m.SlidingWindow, WindowPattern: m.SlidingPattern, Chunked: m.SlidingWindow > 0 && m.llama4(), LocalRoPE: m.LocalRoPE,
