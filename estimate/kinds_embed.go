@@ -51,17 +51,17 @@ type embeddingOp struct {
 
 func (o *embeddingOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 	y := s.embedding(x, o.w, s.cfg.batch*sh[0], o.k.Dim)
+	if o.k.Scale {
+		// Gemma's scaled embedding module, Granite's inputs_embeds *
+		// embedding_multiplier: a new tensor in the rows' dtype; the
+		// looked-up rows go with the name.
+		y = s.rescale(y)
+	}
 	if o.k.Hold {
 		// inputs_embeds, until the base model returns (dropBodyHold).
 		s.bodyHold = append(s.bodyHold, s.ref(y))
 	}
-	if !o.k.Scale {
-		return y
-	}
-	// Gemma's hidden_states = inputs_embeds * normalizer, Granite's
-	// inputs_embeds * embedding_multiplier: a new tensor in the rows'
-	// dtype; the looked-up rows go with the name.
-	return s.rescale(y)
+	return y
 }
 
 // addedEmbeddingOp is a learned embedding added to the stream: positions

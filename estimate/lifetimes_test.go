@@ -180,3 +180,61 @@ func TestOutputProjectionInputHeld(t *testing.T) {
 		t.Error("tp 1: an all-reduce before the attention's output was freed; want none")
 	}
 }
+
+// TestInputsEmbedsHeld: transformers' decoders bind the embeddings to
+// inputs_embeds and hand hidden_states = inputs_embeds to the first layer,
+// so in bf16, where no layer saves the first layer's input, it is freed
+// when the base model returns — after the last layer's attention, before
+// the logits — not after the first layer (measured: Phi-3's and Qwen3's
+// histories, bench/results/2026-11-29-h200-fake-47). With a scale (Gemma's
+// scaled embedding module, Granite's multiplier) the scaled rows are the
+// ones held and the looked-up rows go at once.
+func TestInputsEmbedsHeld(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		held string // the name of the tensor the base model keeps
+	}{
+		{"qwen3-0.6b.json", "embedding"},
+		{"phi-3-mini-4k.json", "embedding"},
+		{"granite-3.1-2b.json", "scalar op"},
+		{"gemma-2-2b.json", "scalar op"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			const b, seq = 1, 256
+			spec := loadHF(t, tc.file, model.Overrides{Batch: b, Seq: seq, Precision: model.BF16})
+			rows := b * seq * spec.Model.Hidden * 2
+			var first, held *tensor
+			attnBefore, attnAfter, rowsLate := 0, 0, false
+			freed, done := false, false
+			traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+				switch {
+				case done || s.phase.Iteration > 0:
+				case s.phase.Stage != StageForward:
+					done = freed
+				case alloc && first == nil && x.name == "embedding" && x.bytes() == rows:
+					first = x
+					if tc.held == x.name {
+						held = x
+					}
+				case alloc && first != nil && held == nil && x.name == tc.held && x.bytes() == rows:
+					held = x // the embeddings themselves, or their scaled copy
+				case alloc && x.name == "attention out" && !freed:
+					attnBefore++
+				case alloc && x.name == "attention out":
+					attnAfter++
+				case !alloc && x == first && x != held:
+					rowsLate = attnBefore > 0
+				case !alloc && x == held:
+					freed = true
+				}
+			})
+			if !freed || attnBefore == 0 || attnAfter > 0 {
+				t.Errorf("%s freed %v in the first forward, after %d attention outputs and before %d; want after all of them",
+					tc.held, freed, attnBefore, attnAfter)
+			}
+			if rowsLate {
+				t.Error("the looked-up rows outlived the first attention; want them freed once scaled")
+			}
+		})
+	}
+}

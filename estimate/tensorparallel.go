@@ -26,7 +26,9 @@ func init() {
 	register(model.KCollective, func(_ *sim, l *model.Layer, _ map[string]*tensor) op {
 		return collectiveOp{l.Spec.(*model.Collective)}
 	})
-	register(model.KRescale, func(*sim, *model.Layer, map[string]*tensor) op { return rescaleOp{} })
+	register(model.KRescale, func(_ *sim, l *model.Layer, _ map[string]*tensor) op {
+		return rescaleOp{l.Spec.(*model.Rescale).Hold}
+	})
 	register(model.KSoftcap, func(*sim, *model.Layer, map[string]*tensor) op { return softcapOp{} })
 	register(model.KVocabHead, func(s *sim, l *model.Layer, names map[string]*tensor) op {
 		k := l.Spec.(*model.VocabHead)
@@ -307,10 +309,16 @@ func (o *vocabHeadOp) forward(s *sim, x *tensor, sh, _ model.Shape) *tensor {
 func (*vocabHeadOp) takesInput() bool { return true }
 
 // rescaleOp is model.Rescale: x times a constant, a new tensor (the
-// caller drops x).
-type rescaleOp struct{}
+// caller drops x), held until the base model returns with hold.
+type rescaleOp struct{ hold bool }
 
-func (rescaleOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor { return s.scalarOp(x) }
+func (o rescaleOp) forward(s *sim, x *tensor, _, _ model.Shape) *tensor {
+	y := s.scalarOp(x)
+	if o.hold {
+		s.bodyHold = append(s.bodyHold, s.ref(y)) // dropBodyHold
+	}
+	return y
+}
 
 // softcapOp is model.Softcap: cap·tanh(x/cap), three new tensors of x's
 // size (sim.softcap). It takes over the caller's hold on x (takesInput):

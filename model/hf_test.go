@@ -518,8 +518,11 @@ func TestHFFamilies(t *testing.T) {
 // TestGemmaTensorParallel checks Gemma 2's and 3's tensor-parallel
 // programs: their split runs through transformers' forward
 // (RunsTransformersForward: the sliding windows kept), with or without
-// sp; Gemma 3's embedding scales inside the vocabulary-parallel embedding,
-// Gemma 2's after its reduction (Rescale), whose head caps its logits;
+// sp; their embeddings scale inside the vocabulary-parallel embedding
+// (transformers 5.4 on gives Gemma 2 Gemma 3's scaled embedding module:
+// Gemma 2's tensor-parallel lines moved from +0.16% reserved to exact with
+// it, bench/results/2026-11-29-h200-fake-47/README.md), and Gemma 2's head
+// caps its logits;
 // context parallelism stays refused with its reason (pipelines:
 // TestStagesRunTransformersForward).
 func TestGemmaTensorParallel(t *testing.T) {
@@ -529,12 +532,12 @@ func TestGemmaTensorParallel(t *testing.T) {
 		name, file string
 		o          Overrides
 		want       string // error substring, or "" for success
-		inside     bool   // Gemma 3's scale inside the embedding
+		inside     bool   // the scale inside the embedding
 	}{
 		{"gemma 3 tp", g3, Overrides{TP: 2}, "", true},
 		{"gemma 3 tp and sp", g3, Overrides{TP: 2, SP: true}, "", true},
 		{"gemma 3 cp", g3, Overrides{CP: 2}, "cp: context parallelism is not simulated for Gemma 3's block", false},
-		{"gemma 2 tp and sp", g2, Overrides{TP: 2, SP: true}, "", false},
+		{"gemma 2 tp and sp", g2, Overrides{TP: 2, SP: true}, "", true},
 		{"gemma 2 cp", g2, Overrides{CP: 2}, "cp: context parallelism is not simulated for Gemma 2's block", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

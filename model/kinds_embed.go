@@ -29,11 +29,20 @@ type Embedding struct {
 	// Scale multiplies the rows by a constant in their dtype, a new
 	// tensor (Gemma's normalizer √Dim, Granite's embedding_multiplier).
 	Scale bool
-	// Hold keeps the looked-up rows bound until the base model's forward
-	// returns (transformers' inputs_embeds) while a dropout makes the
-	// stream the blocks take (StarCoder2's embedding_dropout; measured: its
-	// history at tp 2, bench/results/2026-11-27-h200x4-heldout-28). Set by
-	// the llama lowering, not a spec key.
+	// Hold keeps the embeddings bound until the base model's forward
+	// returns: transformers' decoders bind them to inputs_embeds and pass
+	// hidden_states = inputs_embeds to the first layer, rebinding only
+	// hidden_states, so the first layer's input outlives it whether or
+	// not a layer saves it (measured in bf16, where none does: Phi-3's
+	// and Qwen3's histories free it after the final norm,
+	// bench/results/2026-11-29-h200-fake-47). With Scale the scaled
+	// rows are held (Gemma's scaled embedding module, Granite's
+	// inputs_embeds = inputs_embeds * multiplier); under a dropout the
+	// looked-up rows, while the dropout makes the stream the blocks take
+	// (StarCoder2's embedding_dropout, GPT-NeoX's emb_dropout; measured:
+	// StarCoder2's history at tp 2, bench/results/2026-11-27-h200x4-heldout-28).
+	// Set by the llama and neox lowerings (docs/pytorch-memory.md §4), not
+	// a spec key.
 	Hold bool
 }
 

@@ -238,7 +238,7 @@ func (m *Model) stageInput(pre []Layer) []Layer {
 		switch k := l.Spec.(type) {
 		case *Embedding:
 			if k.Scale && !m.Gemma {
-				out = append(out, L(&Rescale{}))
+				out = append(out, L(&Rescale{Hold: k.Hold}))
 			}
 		default:
 			out = append(out, l)

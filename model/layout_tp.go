@@ -172,11 +172,13 @@ func (*Collective) params(*Layer) float64 { return 0 }
 // lowering splits from the layer it belonged to (not accepted in specs).
 const KRescale = "rescale"
 
-// Rescale multiplies its input by a constant, a new tensor: Gemma's and
-// Granite's embedding scale, applied by the model's forward after the
-// embedding module, so after a vocabulary-parallel embedding's reduction
-// (Embedding.Scale; Gemma 3's module scales inside: VocabEmbedding.Scale).
-type Rescale struct{}
+// Rescale multiplies its input by a constant, a new tensor: Granite's
+// embedding scale, applied by the model's forward after the embedding
+// module, so after a vocabulary-parallel embedding's reduction
+// (Embedding.Scale; Gemma's module scales inside: VocabEmbedding.Scale).
+// Hold keeps the product bound until the base model's forward returns
+// (Embedding.Hold: Granite rebinds inputs_embeds to it).
+type Rescale struct{ Hold bool }
 
 // Kind is the layer kind's name.
 func (*Rescale) Kind() string { return KRescale }
@@ -338,7 +340,7 @@ func (m *Model) lowerLayers(ls []Layer, t *Training) ([]Layer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tensor parallelism: %w", err)
 		}
-		tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied, ep: t.EP > 1, scaleInside: m.gemma3()}
+		tp := &tpLowering{t: t.TP, sp: t.SP, lp: t.LossParallel, tied: m.Tied, ep: t.EP > 1, scaleInside: m.Gemma}
 		if ls, err = tp.layers(ls); err != nil {
 			return nil, err
 		}

@@ -10,7 +10,7 @@ import "fmt"
 type tpLowering struct {
 	t            int64
 	sp, lp, tied bool
-	// scaleInside: the embedding module scales its rows (Gemma 3's).
+	// scaleInside: the embedding module scales its rows (Gemma's).
 	scaleInside bool
 	// ep: the experts are split over ranks (expert parallelism), not by
 	// columns: each tp rank routes its own sequence shard.
@@ -156,16 +156,19 @@ func (tp *tpLowering) leaf(ls []Layer, i int) (out []Layer, skip int, err error)
 		// Model.stageInput): the rank's sequence shard, or whole.
 		out = append(out, l)
 	case *Embedding:
-		// Gemma 3's embedding module scales its rows inside, before
-		// the reduction; the other families' forwards scale after.
+		// Gemma's embedding module scales its rows inside, before the
+		// reduction (transformers 5.4 on; Gemma 3's always); Granite's
+		// forward scales after.
 		inside := k.Scale && tp.scaleInside
 		e := &VocabEmbedding{Vocab: ceilDiv(k.Vocab, tp.t), Whole: k.Vocab, Dim: k.Dim, Name: k.Name, Tied: tp.tied, Scale: inside}
 		red := tp.out()
-		// inputs_embeds is the reduction's output (Embedding.Hold).
-		red.Spec.(*Collective).Holds = k.Hold
+		// inputs_embeds is the reduction's output, or its product
+		// (Embedding.Hold).
+		after := k.Scale && !inside
+		red.Spec.(*Collective).Holds = k.Hold && !after
 		out = append(out, L(e), red)
-		if k.Scale && !inside {
-			out = append(out, L(&Rescale{}))
+		if after {
+			out = append(out, L(&Rescale{Hold: k.Hold}))
 		}
 	case *Attention:
 		a := *k

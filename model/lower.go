@@ -138,7 +138,7 @@ func (m *Model) lowerLlama() []Layer {
 	blocks := m.llamaBlocks(block, dense)
 	return cat(
 		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_tokens", Scale: m.Gemma || m.EmbeddingMultiplier > 0,
-			Hold: m.EmbeddingDropout > 0})),
+			Hold: true})),
 		dropout(m.EmbeddingDropout),
 		blocks,
 		seq(m.llamaNorm(),
@@ -402,7 +402,7 @@ func (m *Model) lowerNeoX() []Layer {
 		head.Tie = "embed_in"
 	}
 	return cat(
-		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_in"})),
+		seq(L(&Embedding{Vocab: m.Vocab, Dim: d, Name: "embed_in", Hold: true})),
 		dropout(m.EmbeddingDropout),
 		seq(L(&Repeat{Times: m.NumLayers}, L(res, body...)),
 			ln(d),
