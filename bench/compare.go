@@ -267,10 +267,13 @@ func (r Record) Overrides() model.Overrides {
 		case "zero1":
 			o.Zero = "1"
 		case "fsdp":
-			o.Zero = "3"                         // reshard_after_forward true (or, on 2 GPUs, any int)
+			o.Zero = "3"                         // reshard_after_forward true
 			o.EmptyCacheAfterWrap = !r.KeepCache // train.py empties the cache after wrapping unless --keep-cache
-			if fmt.Sprint(r.Reshard) == "false" {
-				o.Zero = "2"
+			switch n, err := strconv.ParseInt(fmt.Sprint(r.Reshard), 10, 64); {
+			case fmt.Sprint(r.Reshard) == "false" || err == nil && n == 1:
+				o.Zero = "2" // FSDP2 turns 1 into False
+			case err == nil && n < r.World:
+				o.ReshardAfterForward = n // N = the world is True
 			}
 		}
 	}

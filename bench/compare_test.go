@@ -163,19 +163,24 @@ func TestDistOverrides(t *testing.T) {
 		reshard any
 		zero    string
 		view    bool
+		world   int64
+		to      int64 // reshard_after_forward
 	}{
-		{"ddp", nil, "0", false},
-		{"ddp-view", nil, "0", true},
-		{"zero1", nil, "1", false},
-		{"fsdp", "false", "2", false},
-		{"fsdp", "true", "3", false},
-		{"fsdp", "2", "3", false},
+		{"ddp", nil, "0", false, 2, 0},
+		{"ddp-view", nil, "0", true, 2, 0},
+		{"zero1", nil, "1", false, 2, 0},
+		{"fsdp", "false", "2", false, 2, 0},
+		{"fsdp", "true", "3", false, 2, 0},
+		{"fsdp", "2", "3", false, 2, 0},  // N = the world is True
+		{"fsdp", "1", "2", false, 16, 0}, // N = 1 is False
+		{"fsdp", "4", "3", false, 16, 4},
 	} {
-		t.Run(tc.mode+fmt.Sprint(tc.reshard), func(t *testing.T) {
-			r := Record{Mode: tc.mode, Reshard: tc.reshard, World: 2, BusiestAllocated: 3, BusiestReserved: 4, BusiestDevice: 5}
+		t.Run(tc.mode+fmt.Sprint(tc.reshard, "-", tc.world), func(t *testing.T) {
+			r := Record{Mode: tc.mode, Reshard: tc.reshard, World: tc.world, BusiestAllocated: 3, BusiestReserved: 4, BusiestDevice: 5}
 			o := r.Overrides()
-			if o.DP != 2 || o.Zero != tc.zero || o.BucketView != tc.view {
-				t.Errorf("got dp %d zero %q view %v, want 2 %q %v", o.DP, o.Zero, o.BucketView, tc.zero, tc.view)
+			if o.DP != tc.world || o.Zero != tc.zero || o.BucketView != tc.view || o.ReshardAfterForward != tc.to {
+				t.Errorf("got dp %d zero %q view %v reshard_after_forward %d, want %d %q %v %d",
+					o.DP, o.Zero, o.BucketView, o.ReshardAfterForward, tc.world, tc.zero, tc.view, tc.to)
 			}
 			if m := r.measured(); m != [NumMetrics]int64{3, 4, 5} {
 				t.Errorf("measured %v, want the busiest rank's", m)

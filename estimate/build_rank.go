@@ -23,6 +23,7 @@ func (s *sim) buildRank(t, run model.Training, layers, prog []model.Layer, m *mo
 	s.dtensor, s.tpSP = t.TP > 1, t.SP
 	s.tpAllToAll = tpAllToAll(t, m)
 	s.rootKept = t.FSDPRoot == model.FSDPRootKeep
+	s.reshardTo = t.ReshardAfterForward
 	s.wholeSeq = 1
 	if t.TP > 1 && runsModel && t.SP {
 		s.wholeSeq = t.TP

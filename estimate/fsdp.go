@@ -110,6 +110,50 @@ func (s *sim) unshard(u *fsdpUnit) {
 	for i := len(tmp) - 1; i >= 0; i-- {
 		s.unref(tmp[i])
 	}
+	for _, t := range u.postFwd {
+		s.unref(t) // FSDPParam.to_unsharded, after the copy-out
+	}
+	u.postFwd = u.postFwd[:0]
+}
+
+// Resharding to N ranks (docs/multigpu.md): with reshard_after_forward=N
+// (model.Training.ReshardAfterForward) FSDPParam.to_sharded_post_forward
+// clones, parameter by parameter in registration order, the rank's 1/N of
+// each unsharded storage (padded, in its dtype) and frees the storage; the
+// backward's all-gather runs over the N ranks from those clones (with a
+// mixed-precision policy copied first into one flat input on the copy-in
+// stream, as the shards' cast is in the forward), and they are freed after
+// the copy-out. Measured over 16 and 32 fake ranks, N = 4 and 8, with and
+// without the policy: bench/results/2026-11-29-h200-fake-47 (trace-47).
+
+// resharded is the number of ranks u stays sharded over after its
+// forward: the unit's own, unless reshard_after_forward=N splits them
+// (torch's _get_post_forward_mesh_info: N dividing the unit's ranks; N =
+// the unit's ranks is True).
+func (s *sim) resharded(u *fsdpUnit) int64 {
+	if n := s.reshardTo; n > 1 && n < u.deg && u.deg%n == 0 {
+		return n
+	}
+	return u.deg
+}
+
+// postForward is a unit's reshard after its forward: its storages freed,
+// or with reshard_after_forward=N each replaced by the clone of the
+// rank's 1/N of it.
+func (s *sim) postForward(u *fsdpUnit) {
+	n := s.resharded(u)
+	if n == u.deg || !u.unsharded {
+		s.reshard(u)
+		return
+	}
+	u.unsharded = false
+	for i, p := range u.order {
+		t := s.alloc(padShard(p, u.deg)*u.deg/n, p.dt, catParam, p.name)
+		t.prefix = "post-forward shard of "
+		u.postFwd = append(u.postFwd, t)
+		s.unref(u.held[i])
+	}
+	u.held = u.held[:0]
 }
 
 // reshard frees u's unsharded storages.
@@ -137,7 +181,11 @@ func (s *sim) gatherUnit(u *fsdpUnit) *tensor {
 	}
 	var cast *tensor
 	if s.cfg.master != s.cfg.param {
-		cast = s.allocOn(u.shard, s.cfg.param, catTemp, "all-gather input (FSDP)", streamAllGather)
+		in := u.shard
+		if len(u.postFwd) > 0 {
+			in = u.shard * u.deg / s.resharded(u) // the clones, copied flat
+		}
+		cast = s.allocOn(in, s.cfg.param, catTemp, "all-gather input (FSDP)", streamAllGather)
 	}
 	out := s.allocOn(u.gatherShard*u.deg, u.gather, catTemp, "all-gather output (FSDP)", streamAllGather)
 	s.communicatorUp() // the first all-gather brings its communicator up
@@ -176,7 +224,7 @@ func (s *sim) rootPostForward() {
 		return
 	}
 	if s.cfg.zero >= 3 && s.pp == nil && !s.rootKept {
-		s.reshard(s.units[0])
+		s.postForward(s.units[0])
 	}
 	s.unref(s.agState)
 	s.agState = nil
@@ -248,7 +296,7 @@ func (s *sim) inUnit(u *fsdpUnit, fn func()) {
 		}
 	}
 	if s.cfg.zero >= 3 && !u.backward && !s.recomputing && s.pp == nil {
-		s.reshard(u)
+		s.postForward(u)
 	}
 	s.curUnit = prev
 }

@@ -411,3 +411,68 @@ func TestOutFirstParamOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestReshardAfterForward: with reshard_after_forward=N every unit (the
+// root too) replaces each unsharded storage after its forward by a clone
+// of the rank's 1/N of it, kept until its backward's copy-out; under a
+// mixed-precision policy the backward's flat all-gather input is those
+// clones, N/dp of the unit, where the forward's is the shard's cast
+// (measured over 16 fake ranks, N = 4: bench/results/2026-11-29-h200-fake-47,
+// trace-47-c2 and -c3). The peak lies between ZeRO 3's and ZeRO 2's.
+func TestReshardAfterForward(t *testing.T) {
+	const dp, n = 16, 4
+	for _, prec := range []string{model.BF16, model.FSDPBF16} {
+		t.Run(prec, func(t *testing.T) {
+			o := model.Overrides{Batch: 1, Seq: 256, DP: dp, Zero: "3", Precision: prec, FSDPInit: model.FSDPInitMeta,
+				ReshardAfterForward: n}
+			var params int
+			var clones, cloneBytes, wantBytes int64
+			var fwdIn, bwdIn []int64
+			r := traced(t, loadHF(t, "qwen3-0.6b.json", o), func(s *sim, x *tensor, alloc bool) {
+				if s.phase.Iteration > 0 {
+					return
+				}
+				switch {
+				case x.prefix == "post-forward shard of ": // named once made: counted as freed
+					if params == 0 {
+						params = len(s.params)
+						for _, u := range s.units {
+							for _, p := range u.order {
+								wantBytes += padShard(p, u.deg) * u.deg / n * p.dt
+							}
+						}
+					}
+					clones++
+					cloneBytes += x.bytes()
+				case x.name == "all-gather input (FSDP)" && alloc && s.phase.Stage == StageForward:
+					fwdIn = append(fwdIn, x.bytes())
+				case x.name == "all-gather input (FSDP)" && alloc:
+					bwdIn = append(bwdIn, x.bytes())
+				}
+			})
+			if clones == 0 || clones != int64(params) || cloneBytes != wantBytes {
+				t.Errorf("%d clones of %d bytes freed in the first step; want one per parameter (%d) of %d bytes",
+					clones, cloneBytes, params, wantBytes)
+			}
+			if prec == model.FSDPBF16 {
+				if len(fwdIn) == 0 || len(bwdIn) == 0 || bwdIn[0] != fwdIn[0]*dp/n {
+					t.Errorf("flat all-gather inputs: forward %v, backward %v; want the root's backward one %d/%d of the forward's", fwdIn, bwdIn, dp, n)
+				}
+			} else if len(fwdIn)+len(bwdIn) != 0 {
+				t.Errorf("without a policy the all-gathers made flat inputs: %v %v", fwdIn, bwdIn)
+			}
+			var bounds [2]int64
+			for i, z := range []string{"3", "2"} {
+				o.Zero, o.ReshardAfterForward = z, 0
+				b, err := Estimate(loadHF(t, "qwen3-0.6b.json", o))
+				if err != nil {
+					t.Fatal(err)
+				}
+				bounds[i] = b.PeakAllocated
+			}
+			if !(bounds[0] < r.PeakAllocated && r.PeakAllocated < bounds[1]) {
+				t.Errorf("peak allocated %d, want between ZeRO 3's %d and ZeRO 2's %d", r.PeakAllocated, bounds[0], bounds[1])
+			}
+		})
+	}
+}

@@ -31,8 +31,11 @@ type fsdpUnit struct {
 	nested, parent *fsdpUnit
 	// order is params in registration order, the order of the unsharded
 	// storages; held are those storages while the unit is unsharded.
-	order     []*tensor
-	held      []*tensor
+	order []*tensor
+	held  []*tensor
+	// postFwd are the clones a unit resharded to N ranks after its
+	// forward keeps until its backward's copy-out (resharded).
+	postFwd   []*tensor
 	unsharded bool
 	backward  bool // between its pre-backward and its post-backward
 	// grads are the unit's parameters holding an unsharded gradient

@@ -57,6 +57,13 @@ func layoutNCCL(t model.Training, dtensorInit, tpAllToAll bool) parallel.NCCL {
 			}
 		}
 	}
+	if n := t.ReshardAfterForward; n > 1 && n < t.DP {
+		// FSDP2's post-forward mesh: the backward's all-gathers run
+		// within groups of N ranks, a communicator of its own (read
+		// from torch's _get_post_forward_mesh_info; not measured under
+		// NCCL: docs/multigpu.md, "Resharding to N ranks").
+		c.Communicators++
+	}
 	c.SendPeers, c.RecvPeers = allToAllPeers(t), allToAllPeers(t)
 	if tpAllToAll && t.TP > 1 && !(epIsDefaultGroup(t) && t.TP == worldSize(t)) {
 		c.SendPeers += int(t.TP) - 1

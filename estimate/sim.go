@@ -319,6 +319,7 @@ type sim struct {
 	// sequence's shape (bench/torch/dist/hftp.py); else 1.
 	wholeSeq    int64
 	rootKept    bool     // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
+	reshardTo   int64    // FSDP2's reshard_after_forward=N (model.Training.ReshardAfterForward; 0: all ranks)
 	rec         *stepLog // the step being recorded for replay, or nil (replay.go)
 	calls       int      // allocations and frees so far (madeBlock, dropBlock): a recording's expected length
 	traceSteps  bool     // a traced simulation keeps the untraced one's steps (stepsComparable)

@@ -35,6 +35,8 @@ type Overrides struct {
 	FSDPRoot string `json:",omitempty"`
 	// FSDPExperts replaces fsdp_experts (dim0, dim1 or auto; "" leaves it).
 	FSDPExperts string `json:",omitempty"`
+	// ReshardAfterForward replaces reshard_after_forward (0 leaves it).
+	ReshardAfterForward int64 `json:",omitempty"`
 	// PP is the pipeline stages (0 leaves the spec's); PPSchedule the
 	// pipeline schedule ("" leaves it).
 	PP         int64
@@ -213,6 +215,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	decodePipeline(tm, t, o)
 	decodeLayout(e, tm, t, m, o)
 	epLine := decodeEP(e, tm, t, o)
+	reshardLine := decodeReshard(e, tm, t, o)
 	decodeLoop(e, tm, t, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, bline, o.Precision != "")
@@ -221,6 +224,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	if len(e.list) == 0 {
 		checkEP(e, t, m, epLine)
 		checkCP(e, t, m, tm, o)
+		checkReshard(e, t, reshardLine)
 	}
 	if m.SeqInput() && t.Seq == 0 && m.Type != "" {
 		e.add(n.Line, "training: missing required field \"seq\" (the sequence length)")

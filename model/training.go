@@ -203,6 +203,15 @@ type Training struct {
 	// root (reshard_after_forward=None, as bench/torch/dist/tp.py and
 	// cp.py call it). docs/multigpu.md, "The root unit".
 	FSDPRoot string `json:"fsdp_root,omitempty"`
+	// ReshardAfterForward, above 1 under ZeRO 3, is fully_shard's
+	// reshard_after_forward as an int N: after each unit's forward its
+	// parameters are kept sharded over N ranks (each rank clones its
+	// 1/N of every unsharded storage) instead of all, and the backward's
+	// all-gather runs within those N ranks, over a process group of its
+	// own. N divides dp (ReshardError); 0, or N = dp, is ZeRO 3's
+	// resharding over every rank. docs/multigpu.md, "Resharding to N
+	// ranks".
+	ReshardAfterForward int64 `json:"reshard_after_forward,omitempty"`
 	// FSDPExperts is how FSDP2 shards a block's fused expert weights
 	// [experts, …] (stages 2 and 3): "" (FSDPExpertsDim0, fully_shard's
 	// default) along the experts, each rank's share padded to whole

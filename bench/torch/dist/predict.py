@@ -33,11 +33,15 @@ def train_cmd(args, world):
     spec, opts = args[0], options(args[1:])
     mode = opts["mode"]
     zero = {"ddp": 0, "ddp-view": 0, "zero1": 1}.get(mode)
+    r = opts.get("reshard", "true")
+    to = int(r) if r.isdigit() else 0
     if zero is None:
-        zero = 2 if opts.get("reshard") == "false" else 3
+        zero = 2 if r == "false" or to == 1 else 3  # FSDP2 turns 1 into False, the world into True
     src = ["--hf", spec] if spec.endswith(".json") else [spec]
     cmd = ["estimate"] + src + ["--batch", opts["batch"], "--seq", opts["seq"], "--precision", opts["precision"],
                                 "--dp", world, "--zero", str(zero)]
+    if mode == "fsdp" and 1 < to < int(world):
+        cmd += ["--reshard-after-forward", str(to)]
     if int(opts.get("ep", "1")) > 1:
         # The tied router (--router zero) sends one rank all its group's
         # pairs: the skew is ep. Random routing: memplan's default allowance.

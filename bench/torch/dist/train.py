@@ -66,11 +66,14 @@ def experts_placement(a, block):
 def memplan_command(a, t):
     """The memplan command line that describes this configuration."""
     zero = {"ddp": 0, "ddp-view": 0, "zero1": 1}.get(a.mode)
+    to = int(a.reshard) if a.reshard.isdigit() else 0
     if zero is None:
-        zero = 2 if a.reshard == "false" else 3
+        zero = 2 if a.reshard == "false" or to == 1 else 3  # FSDP2 turns 1 into False, the world into True
     src = ("--hf " if a.spec.endswith(".json") else "") + a.spec
     c = "memplan estimate %s --batch %d --seq %d --precision %s --dp %d --zero %d" % (
         src, t["batch"], t["seq"], t["precision"], a.world, zero)
+    if a.mode == "fsdp" and 1 < to < a.world:
+        c += " --reshard-after-forward %d" % to
     if a.ep > 1:
         c += " --ep %d --ep-skew %s" % (a.ep, a.ep_skew)
     if a.grad_accum_n > 1:

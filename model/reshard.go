@@ -1,0 +1,57 @@
+package model
+
+import "fmt"
+
+// decodeReshard reads reshard_after_forward from the training mapping
+// and applies its flag; it returns the key's line for checkReshard (0:
+// none, or the flag's).
+func decodeReshard(e *errs, tm *mapping, t *Training, o Overrides) int {
+	line := 0
+	if n := tm.get("reshard_after_forward"); n != nil {
+		line = n.Line
+	}
+	tm.int("reshard_after_forward", &t.ReshardAfterForward, false)
+	if o.ReshardAfterForward < 0 {
+		e.add(0, "--reshard-after-forward: must be positive, got %d", o.ReshardAfterForward)
+	} else if o.ReshardAfterForward > 0 {
+		t.ReshardAfterForward, line = o.ReshardAfterForward, 0
+	}
+	return line
+}
+
+// checkReshard checks reshard_after_forward once the data-parallel size
+// is final (ReshardError has the rules).
+func checkReshard(e *errs, t *Training, line int) {
+	if err := ReshardError(t); err != nil {
+		e.add(line, "reshard_after_forward: %v", err)
+	}
+}
+
+// ReshardError says why t's ReshardAfterForward is not a layout memplan
+// simulates, or nil. FSDP2 takes an int N (torch's
+// _get_post_forward_mesh_info) only where it divides the ranks sharding a
+// unit, turns N = 1 into False (memplan's ZeRO 2) and N = those ranks into
+// True (ZeRO 3); memplan needs ZeRO 3 and simulates it neither with
+// expert parallelism (the experts' units shard over fewer ranks), a
+// pipeline (whose stages reshard by their schedule) nor the parameters
+// offloaded to the host.
+func ReshardError(t *Training) error {
+	n := t.ReshardAfterForward
+	switch {
+	case n == 0:
+		return nil
+	case t.Zero != 3:
+		return fmt.Errorf("%d keeps FSDP2's parameters sharded over %d ranks between the forward and the backward, which needs ZeRO stage 3 (zero: 3), got stage %d", n, n, t.Zero)
+	case n == 1:
+		return fmt.Errorf("1 keeps the parameters unsharded from the forward to the backward (FSDP2 turns it into False): that is ZeRO stage 2 (zero: 2)")
+	case t.DP < 2 || t.DP%n != 0:
+		return fmt.Errorf("%d must divide the data-parallel size %d", n, t.DP)
+	case t.EP > 1:
+		return fmt.Errorf("not simulated with expert parallelism (ep %d)", t.EP)
+	case t.PP > 1:
+		return fmt.Errorf("not simulated with a pipeline (pp %d)", t.PP)
+	case t.Offload == OffloadParams:
+		return fmt.Errorf("not simulated with the parameters offloaded (offload: params)")
+	}
+	return nil
+}
