@@ -413,6 +413,22 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// -1.0% allocated at worst, before the dim-1 copies were modelled.
 		{"FSDP2 with experts along dim 1 over 16-128 ranks, fake group, 1xH200", "",
 			"results/2026-11-29-h200-fake-46/heldout-91.jsonl", 0, 4},
+		// Held-out set 92 (forty-sixth session's choice, run in the
+		// forty-seventh, one H200, fake group): expandable segments,
+		// max_split_size_mb, AMP, eager attention, no resharding under
+		// accumulation, the cache kept; OLMo-2's line again in pure bf16
+		// (heldout-92b), its bf16-policy checkpointed run failing in the
+		// harness. Predictions committed first
+		// (results/2026-11-29-heldout92-fake-fsdp-predictions.txt); blind
+		// -2.3% reserved on Phi-3 before inputs_embeds was held.
+		{"FSDP2 under allocator settings, AMP, accumulation over 16-128 ranks, fake group, 1xH200", "",
+			"results/2026-11-29-h200-fake-47/heldout-92*.jsonl", 0, 6},
+		// FSDP2's reshard_after_forward=N (forty-seventh session, one
+		// H200, fake group): the tuning lines it was simulated from
+		// (trace-47) and held-out set 93, predictions committed first
+		// (results/2026-11-29-heldout93-fake-fsdp-predictions.txt).
+		{"FSDP2 resharded to N ranks over 16-64 ranks, fake group, 1xH200", "results/2026-11-29-h200-fake-47/trace-47.jsonl",
+			"results/2026-11-29-h200-fake-47/heldout-93.jsonl", 5, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
