@@ -124,6 +124,9 @@ func parse(file string, data []byte, o Overrides, transformers bool) (*Spec, err
 	if err := e.err(); err != nil {
 		return nil, err
 	}
+	if f := KnownFailure(&s.Training, &s.Model); f != "" {
+		s.Notes = append(s.Notes, f)
+	}
 	return s, nil
 }
 

@@ -163,6 +163,9 @@ func (f *fixer) beaten(gpus int64, cost int) bool {
 // try estimates c at batch 1.
 func (f *fixer) try(c cand) (Fix, bool) {
 	s := f.apply(c)
+	if model.KnownFailure(&s.Training, &s.Model) != "" {
+		return Fix{}, false // a change that would stop the run for another reason
+	}
 	var v int64
 	var err error
 	if f.stop != nil {

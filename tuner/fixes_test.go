@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/memplan/memplan/model"
@@ -418,5 +419,32 @@ func TestFixAutoExperts(t *testing.T) {
 				t.Errorf("Fixes =\n%+v\nwant\n%+v", got, want)
 			}
 		})
+	}
+}
+
+// TestFixNoKnownFailure: a fix that would stop the run for another reason
+// than memory (model.KnownFailure: OLMo 2 checkpointed under FSDP2's bf16
+// policy) is not offered: under that policy checkpointing comes only with
+// another precision, where the same job in bf16 is offered it alone.
+func TestFixNoKnownFailure(t *testing.T) {
+	for _, prec := range []string{model.FSDPBF16, model.BF16} {
+		spec, err := model.LoadHF("../model/testdata/hf/olmo2-7b.json", model.Overrides{Batch: 1, Seq: 16384, DP: 8, Zero: "3",
+			Precision: prec, Dev: "h100-80gb"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone := false
+		for _, f := range Fixes(spec, DefaultBand, DefaultMargin, Analytic) {
+			if !strings.Contains(f.Change, "--checkpointing") {
+				continue
+			}
+			alone = alone || !strings.Contains(f.Change, "--precision")
+			if prec == model.FSDPBF16 && !strings.Contains(f.Change, "--precision") {
+				t.Errorf("fsdp-bf16: offered %q, which stops the run", f.Change)
+			}
+		}
+		if prec == model.BF16 && !alone {
+			t.Errorf("bf16: checkpointing alone not offered")
+		}
 	}
 }
