@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/memplan/memplan/estimate"
@@ -309,16 +310,70 @@ func (f *fixer) sharding() {
 	}
 	experts := f.spec.Model.ShardedExpertRows(&model.Training{})
 	for _, ck := range ckpts {
+		var ns []int64
+		for n := firstShardDP(t); n <= maxDP; n *= 2 {
+			ns = append(ns, n)
+		}
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
-			var ns []int64
-			for n := firstShardDP(t); n <= maxDP; n *= 2 {
-				ns = append(ns, n)
-			}
-			if x, ok := f.fewestPadded(ns, experts, z, ck); ok {
+			x, ok := f.fewestPadded(ns, experts, z, ck)
+			if ok {
 				f.out = append(f.out, x)
+			}
+			if z < 3 {
+				continue
+			}
+			if r, found := f.fewestResharded(ns, experts, ck); found {
+				// Before ZeRO 3 resharded over all: at the same GPUs and
+				// cost it ranks first (rank's sort is stable), its
+				// backward's all-gathers staying in the node.
+				at := len(f.out)
+				if ok {
+					at--
+				}
+				f.out = slices.Insert(f.out, at, r)
 			}
 		}
 	}
+}
+
+// nodeGPUs is the GPUs of one node the sharding search assumes (as the
+// planner's default --node-size).
+const nodeGPUs = 8
+
+// fewestResharded is the fewest of ns GPUs, more than a node's, at which
+// ZeRO 3 resharded to the node's GPUs after each forward fits (FSDP2's
+// reshard_after_forward=8: docs/multigpu.md, "Resharding to N ranks"):
+// between ZeRO 2 and 3 in memory, with the backward's all-gathers inside
+// each node. Not where the job has a pipeline, context or expert
+// parallelism, or past a block's experts (whose padded shards grow with
+// the GPUs).
+func (f *fixer) fewestResharded(ns []int64, experts int64, ck bool) (Fix, bool) {
+	t := f.spec.Training
+	if t.Zero >= 3 || t.PP > 1 || t.CP > 1 || t.EP > 1 || t.Offload == model.OffloadParams {
+		return Fix{}, false
+	}
+	var big []int64
+	for _, n := range ns {
+		t.DP, t.Zero = n, 3
+		if n > nodeGPUs && n%nodeGPUs == 0 && !model.ExpertsPadded(experts, &t) {
+			big = append(big, n)
+		}
+	}
+	if len(big) == 0 {
+		return Fix{}, false
+	}
+	return f.fewest(big, func(n int64) cand {
+		c := shard(n, 3, ck)
+		c.change += fmt.Sprintf(" --reshard-after-forward %d", nodeGPUs)
+		c.why = fmt.Sprintf("parameters sharded, each unit keeping 1/%d of them from its forward to its backward, whose all-gather stays inside a node of %d GPUs (FSDP2's reshard_after_forward=%d), %d GPUs",
+			nodeGPUs, nodeGPUs, nodeGPUs, n)
+		apply := c.apply
+		c.apply = func(x *model.Training) {
+			apply(x)
+			x.ReshardAfterForward = nodeGPUs
+		}
+		return c
+	})
 }
 
 // shard is the change to n GPUs at ZeRO stage z, with checkpointing when ck.

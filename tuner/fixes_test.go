@@ -46,6 +46,41 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 	}
 	for _, ck := range ckpts {
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
+			if z == 3 && t.PP <= 1 && t.CP <= 1 && t.EP <= 1 && t.Offload != model.OffloadParams {
+				// ZeRO 3 resharded to a node's GPUs, before ZeRO 3.
+				var last Fix
+				found := false
+				for n := firstShardDP(t); n <= maxDP; n *= 2 {
+					at := t
+					at.DP, at.Zero = n, 3
+					if n <= nodeGPUs || n%nodeGPUs != 0 || model.ExpertsPadded(experts, &at) {
+						continue
+					}
+					n, ck := n, ck
+					change := fmt.Sprintf("--dp %d --zero 3 --reshard-after-forward %d", n, nodeGPUs)
+					cost := 7
+					if ck {
+						change, cost = "--checkpointing every-block "+change, cost+1
+					}
+					f, ok := try(cand{change, fmt.Sprintf("parameters sharded, each unit keeping 1/%d of them from its forward to its backward, whose all-gather stays inside a node of %d GPUs (FSDP2's reshard_after_forward=%d), %d GPUs",
+						nodeGPUs, nodeGPUs, nodeGPUs, n), cost, func(x *model.Training) {
+						x.DP, x.Zero, x.ReshardAfterForward = n, 3, nodeGPUs
+						if ck {
+							x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
+						}
+					}})
+					if !ok {
+						break
+					}
+					last, found = f, true
+					if f.Fits {
+						break
+					}
+				}
+				if found {
+					out = append(out, last)
+				}
+			}
 			var last Fix
 			found := false
 			for n := firstShardDP(t); n <= maxDP; n *= 2 {
