@@ -48,7 +48,9 @@ def train_cmd(args, world):
         cmd += ["--ep", opts["ep"]] + (["--ep-skew", opts["ep"]] if opts.get("router") == "zero" else [])
     if int(opts.get("grad-accum", "1")) > 1:
         cmd += ["--grad-accum", opts["grad-accum"]]
-    if opts.get("checkpointing", "none") != "none":
+    if "checkpointing" in opts:
+        # As given, none too: a spec's own checkpointing would stand otherwise
+        # (train.py applies the line's over the spec's).
         cmd += ["--checkpointing", opts["checkpointing"]]
     if opts.get("attention", "sdpa") != "sdpa":
         cmd += ["--attention", opts["attention"]]
