@@ -100,17 +100,39 @@ func (r *Request) variants(base Layout, visit func(Layout)) {
 		if z > 0 && base.DP*base.CP == 1 {
 			continue
 		}
-		for _, ck := range r.Checkpointing {
-			for _, sc := range scheds {
-				for _, mb := range divisors(per) {
-					l := base
-					l.Zero, l.Checkpointing, l.Schedule, l.Virtual = z, ck, sc.s, sc.v
-					l.Micro, l.Accum = mb, per/mb
-					visit(l)
+		tos := []int64{0}
+		if n := r.reshardTo(base); z == 3 && n > 0 {
+			tos = append(tos, n)
+		}
+		for _, to := range tos {
+			for _, ck := range r.Checkpointing {
+				for _, sc := range scheds {
+					for _, mb := range divisors(per) {
+						l := base
+						l.Zero, l.ReshardTo, l.Checkpointing, l.Schedule, l.Virtual = z, to, ck, sc.s, sc.v
+						l.Micro, l.Accum = mb, per/mb
+						visit(l)
+					}
 				}
 			}
 		}
 	}
+}
+
+// reshardTo is the N of ZeRO 3 resharded to N ranks the planner offers
+// for mesh base, or 0: the data-parallel ranks of one node (tp innermost,
+// as torchtitan lays the mesh out), when the data-parallel group spans
+// more than one node, without a pipeline, context or expert parallelism
+// (model.ReshardError).
+func (r *Request) reshardTo(base Layout) int64 {
+	if base.PP > 1 || base.CP > 1 || base.EP > 1 || r.NodeSize%base.TP != 0 {
+		return 0
+	}
+	n := r.NodeSize / base.TP
+	if n < 2 || base.DP <= n || base.DP%n != 0 {
+		return 0
+	}
+	return n
 }
 
 // epRefused is why no expert-parallel layout of m is enumerated although

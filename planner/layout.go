@@ -50,6 +50,12 @@ type Layout struct {
 	LossParallel bool `json:"loss_parallel"`
 	// Zero is the ZeRO stage over the data-parallel ranks (0–3).
 	Zero int64 `json:"zero"`
+	// ReshardTo, with ZeRO 3, is FSDP2's reshard_after_forward=N: after
+	// each unit's forward the rank keeps its 1/N of the parameters, and
+	// the backward's all-gather runs within the N data-parallel ranks of
+	// one node (0: resharded over all). The planner offers it where the
+	// data-parallel group spans nodes (docs/planner.md §2).
+	ReshardTo int64 `json:"reshard_after_forward,omitempty"`
 	// Schedule and Virtual (stages per rank, interleaved only) apply
 	// when PP > 1.
 	Schedule Schedule `json:"pp_schedule,omitempty"`
@@ -77,8 +83,9 @@ func (l Layout) Simple() bool {
 
 // String is the layout in one line, such as "dp8·tp4·pp2 zero1 1f1b
 // mb2×acc16": degrees of 1 are left out (dp always shown), then the ZeRO
-// stage, the pipeline schedule, the checkpointing mode when not none, and
-// the micro-batch × accumulation.
+// stage (with "reshard-to-N" after ZeRO 3 resharded to N ranks), the
+// pipeline schedule, the checkpointing mode when not none, and the
+// micro-batch × accumulation.
 func (l Layout) String() string {
 	dims := []string{fmt.Sprintf("dp%d", l.DP)}
 	add := func(name string, n int64, extra string) {
@@ -95,6 +102,9 @@ func (l Layout) String() string {
 	add("cp", l.CP, "")
 	add("ep", l.EP, "")
 	parts := []string{strings.Join(dims, "·"), fmt.Sprintf("zero%d", l.Zero)}
+	if l.ReshardTo > 1 {
+		parts = append(parts, fmt.Sprintf("reshard-to-%d", l.ReshardTo))
+	}
 	if l.PP > 1 {
 		s := string(l.Schedule)
 		if l.Schedule == Interleaved {

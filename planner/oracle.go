@@ -218,6 +218,7 @@ func Apply(spec *model.Spec, l Layout) *model.Spec {
 // applyLayout sets t to layout l (Apply).
 func applyLayout(t *model.Training, l Layout) {
 	t.DP, t.Zero, t.Checkpointing = l.DP, l.Zero, l.Checkpointing
+	t.ReshardAfterForward = l.ReshardTo
 	// Context parallelism: the estimator shards over dp·cp with FSDP
 	// (docs/parallelism.md §3.3).
 	t.CP = l.CP

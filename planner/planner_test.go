@@ -29,6 +29,7 @@ func TestLayoutString(t *testing.T) {
 		{Layout{DP: 8, TP: 4, PP: 2, CP: 1, EP: 1, Zero: 1, Schedule: OneFOneB, Virtual: 1, Micro: 2, Accum: 16}, "dp8·tp4·pp2 zero1 1f1b mb2×acc16"},
 		{Layout{DP: 64, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 3, Checkpointing: every, Micro: 1, Accum: 16}, "dp64 zero3 ckpt=every-block mb1×acc16"},
 		{Layout{DP: 2, TP: 8, PP: 4, CP: 2, EP: 1, SP: true, LossParallel: true, Schedule: Interleaved, Virtual: 2, Micro: 1, Accum: 8}, "dp2·tp8+sp·pp4·cp2 zero0 interleaved×2 loss-parallel mb1×acc8"},
+		{Layout{DP: 32, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 3, ReshardTo: 8, Micro: 1, Accum: 2}, "dp32 zero3 reshard-to-8 mb1×acc2"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if got := tc.l.String(); got != tc.want {
@@ -91,6 +92,10 @@ func TestValidate(t *testing.T) {
 		{"interleaved accum", with(func(l *Layout) { l.PP, l.Schedule, l.Virtual, l.Accum = 4, Interleaved, 2, 6 }), "multiple of pp 4"},
 		{"cp seq", with(func(l *Layout) { l.CP = 3 }), "not divisible by 2·cp·tp"},
 		{"ep dense", with(func(l *Layout) { l.EP, l.DP = 2, 2 }), "needs a mixture-of-experts model"},
+		{"reshard to 8", with(func(l *Layout) { l.DP, l.Zero, l.ReshardTo = 32, 3, 8 }), ""},
+		{"reshard at zero 2", with(func(l *Layout) { l.DP, l.Zero, l.ReshardTo = 32, 2, 8 }), "needs ZeRO stage 3"},
+		{"reshard not dividing", with(func(l *Layout) { l.DP, l.Zero, l.ReshardTo = 32, 3, 6 }), "must divide the data-parallel size 32"},
+		{"reshard with cp", with(func(l *Layout) { l.DP, l.CP, l.Zero, l.ReshardTo = 16, 2, 3, 8 }), "not simulated with context parallelism"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Validate(llama, tc.l)
@@ -164,6 +169,29 @@ func TestMonotone(t *testing.T) {
 			checkMonotone(t, tc.spec, ls)
 		})
 	}
+	// ZeRO 3 resharded to N ranks, between stages 2 and 3 (sharded).
+	t.Run("llama dp resharded to n", func(t *testing.T) {
+		var ls []Layout
+		for _, dp := range []int64{4, 8} {
+			for _, z := range []int64{2, 3} {
+				for _, to := range []int64{0, 2, 4} {
+					if to > 0 && (z != 3 || to >= dp) {
+						continue
+					}
+					for _, ck := range []string{model.CkptNone, model.CkptBlock} {
+						for _, mb := range []int64{1, 2} {
+							l := Layout{DP: dp, TP: 1, PP: 1, CP: 1, EP: 1, Zero: z, ReshardTo: to,
+								Checkpointing: model.Checkpointing{Mode: ck}, Micro: mb, Accum: 1}
+							if Validate(llama, l) == nil {
+								ls = append(ls, l)
+							}
+						}
+					}
+				}
+			}
+		}
+		checkMonotone(t, llama, ls)
+	})
 }
 
 func checkMonotone(t *testing.T, spec *model.Spec, ls []Layout) {
@@ -383,5 +411,23 @@ func TestPlanPaddedNote(t *testing.T) {
 				t.Errorf("notes %q, want the padded experts' note: %v", r.Notes, tc.want)
 			}
 		})
+	}
+}
+
+// TestValidateKnownFailure: layouts that would stop the run for another
+// reason than memory (model.KnownFailure) are ruled out: OLMo 2 under
+// FSDP2's bf16 policy is planned without checkpointing only.
+func TestValidateKnownFailure(t *testing.T) {
+	spec, err := model.LoadHF("../model/testdata/hf/olmo2-1b.json", model.Overrides{Batch: 1, Seq: 4096, Precision: model.FSDPBF16, DP: 2, Zero: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ck := range []string{model.CkptNone, model.CkptBlock} {
+		l := Layout{DP: 2, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 3, Checkpointing: model.Checkpointing{Mode: ck}, Micro: 1, Accum: 1}
+		err := Validate(spec, l)
+		var ie *InvalidError
+		if ruled := errors.As(err, &ie) && strings.Contains(ie.Reason, "CheckpointError"); ruled != (ck == model.CkptBlock) {
+			t.Errorf("%s: Validate = %v", l, err)
+		}
 	}
 }

@@ -304,3 +304,49 @@ func TestSimulatorLoRASharding(t *testing.T) {
 		t.Errorf("LoRA over dp2 zero3: %v", err)
 	}
 }
+
+// TestReshardTo: where the data-parallel group spans nodes the planner
+// also offers ZeRO 3 resharded to the data-parallel ranks of one node
+// (Request.reshardTo), whose backward all-gather stays inside the node:
+// the proxy sends no more per step and less of it across nodes, so its
+// step is shorter than ZeRO 3's, and the simulator puts its memory
+// between ZeRO 3's and ZeRO 2's.
+func TestReshardTo(t *testing.T) {
+	spec := load(t, "llama-3.2-1b.yaml")
+	r := &Request{NodeSize: 8}
+	for _, tc := range []struct {
+		l    Layout
+		want int64
+	}{
+		{Layout{DP: 32, TP: 1, PP: 1, CP: 1, EP: 1}, 8},
+		{Layout{DP: 16, TP: 2, PP: 1, CP: 1, EP: 1}, 4},
+		{Layout{DP: 8, TP: 1, PP: 1, CP: 1, EP: 1}, 0},  // one node
+		{Layout{DP: 16, TP: 1, PP: 2, CP: 1, EP: 1}, 0}, // a pipeline
+		{Layout{DP: 16, TP: 1, PP: 1, CP: 2, EP: 1}, 0}, // context parallelism
+	} {
+		if got := r.reshardTo(tc.l); got != tc.want {
+			t.Errorf("reshardTo(%s) = %d, want %d", tc.l, got, tc.want)
+		}
+	}
+	sh := shapeOf(spec, model.Params(spec.Model.Lower()))
+	none := model.Checkpointing{Mode: model.CkptNone}
+	z3 := Layout{DP: 32, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 3, Checkpointing: none, Micro: 1, Accum: 1}
+	to := z3
+	to.ReshardTo = 8
+	p3, pt := proxyOf(sh, z3, 8), proxyOf(sh, to, 8)
+	if pt.StepSeconds >= p3.StepSeconds || pt.CommBytes > p3.CommBytes {
+		t.Errorf("proxy: resharded to 8 %g s, %d B; ZeRO 3 %g s, %d B; want a shorter step, no more bytes",
+			pt.StepSeconds, pt.CommBytes, p3.StepSeconds, p3.CommBytes)
+	}
+	var mem [3]int64
+	for i, l := range []Layout{z3, to, {DP: 32, TP: 1, PP: 1, CP: 1, EP: 1, Zero: 2, Checkpointing: none, Micro: 1, Accum: 1}} {
+		b, err := Simulator{}.Estimate(spec, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem[i] = b.PeakAllocated
+	}
+	if !(mem[0] < mem[1] && mem[1] < mem[2]) {
+		t.Errorf("peak allocated: ZeRO 3 %d, resharded to 8 %d, ZeRO 2 %d; want increasing", mem[0], mem[1], mem[2])
+	}
+}

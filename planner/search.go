@@ -17,7 +17,9 @@ import (
 type program struct {
 	group
 	zero, shard, micro, accum int64
-	ckpt                      model.Checkpointing
+	// to is ZeRO 3's reshard_after_forward=N (Layout.ReshardTo; 0: all).
+	to   int64
+	ckpt model.Checkpointing
 	// padded says that FSDP (stage 2 or 3) shards a block's experts over
 	// more ranks than it has experts (model.Model.ShardedExpertRows):
 	// each shard is padded, and more shards then need more memory.
@@ -35,7 +37,7 @@ type group struct {
 // (0: none), sharded by FSDP2 as fsdpExperts says (model.ExpertsPadded).
 func programOf(l Layout, experts int64, fsdpExperts string) program {
 	p := program{group: group{l.TP, l.PP, l.CP, l.EP, l.Virtual, l.SP, l.LossParallel, l.Schedule},
-		zero: l.Zero, shard: l.DP * l.CP, micro: l.Micro, accum: l.Accum, ckpt: l.Checkpointing,
+		zero: l.Zero, to: l.ReshardTo, shard: l.DP * l.CP, micro: l.Micro, accum: l.Accum, ckpt: l.Checkpointing,
 		padded: model.ExpertsPadded(experts, &model.Training{DP: l.DP, CP: l.CP, TP: l.TP, Zero: l.Zero, FSDPExperts: fsdpExperts})}
 	if l.Zero == 0 {
 		p.shard = min(p.shard, 2)
@@ -75,7 +77,19 @@ func atLeast(c, f program) bool {
 	if (c.shard > 1) != (f.shard > 1) || (c.zero >= 2) != (f.zero >= 2) {
 		return false
 	}
-	return f.zero >= c.zero && f.shard >= c.shard
+	return sharded(f) >= sharded(c) && f.shard >= c.shard
+}
+
+// sharded orders how much a program's ZeRO stage shards, for atLeast:
+// within DDP/ZeRO-1 and within FSDP a higher stage never needs more, and
+// ZeRO 3 resharded to N ranks lies between stages 2 and 3, a larger N
+// nearer 3 (each unit keeps 1/N of its parameters from its forward to its
+// backward; docs/multigpu.md, "Resharding to N ranks").
+func sharded(p program) float64 {
+	if p.zero == 3 && p.to > 1 {
+		return 3 - 1/float64(p.to)
+	}
+	return float64(p.zero)
 }
 
 // Screener is implemented by an Oracle that can say, without estimating,
@@ -407,7 +421,7 @@ func (s *search) lighter(l Layout) []Layout {
 	floor.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
 	switch {
 	case l.Zero >= 2:
-		floor.Zero = 3
+		floor.Zero, floor.ReshardTo = 3, 0
 	case l.DP*l.CP > 1:
 		floor.Zero = 1
 	}

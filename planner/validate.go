@@ -48,6 +48,15 @@ func Validate(spec *model.Spec, l Layout) error {
 	if l.Zero > 0 && l.DP*l.CP == 1 {
 		return bad("ZeRO needs dp·cp > 1", "ZeRO stage %d shards over the data-parallel ranks; with dp 1 there is nothing to shard", l.Zero)
 	}
+	if l.ReshardTo != 0 {
+		t := model.Training{DP: l.DP, Zero: l.Zero, PP: l.PP, EP: l.EP, ReshardAfterForward: l.ReshardTo}
+		if err := model.ReshardError(&t); err != nil {
+			return bad("reshard_after_forward=N with ZeRO 3, N dividing dp", "reshard_after_forward: %v", err)
+		}
+		if l.CP > 1 {
+			return bad("reshard_after_forward=N without context parallelism", "reshard_after_forward: not simulated with context parallelism (cp %d)", l.CP)
+		}
+	}
 	m := &spec.Model
 	if !l.Simple() && !transformer(m) {
 		return bad("only data parallelism for this model type", "%s models can only be split by data parallelism", m.Type)
@@ -76,6 +85,11 @@ func Validate(spec *model.Spec, l Layout) error {
 			}
 		default:
 			return bad("known pipeline schedule", "pipeline schedule %q: want gpipe, 1f1b or interleaved", l.Schedule)
+		}
+	}
+	if m.RoPEFP32 {
+		if f := model.KnownFailure(&Apply(spec, l).Training, m); f != "" {
+			return bad("OLMo's fp32 rotary tables with FSDP2's bf16 policy and checkpointing (fail in torch 2.11)", "%s", f)
 		}
 	}
 	if l.EP > 1 {
