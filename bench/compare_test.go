@@ -429,6 +429,13 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// (results/2026-11-29-heldout93-fake-fsdp-predictions.txt).
 		{"FSDP2 resharded to N ranks over 16-64 ranks, fake group, 1xH200", "results/2026-11-29-h200-fake-47/trace-47.jsonl",
 			"results/2026-11-29-h200-fake-47/heldout-93.jsonl", 5, 7},
+		// Held-out set 94: tune's answers with ZeRO 3 resharded to a
+		// node's 8 GPUs, run at the batch tune chose (Llama-3-70B over
+		// 32, Llama-3-8B over 16), and DeepSeek-V2-Lite over 32;
+		// predictions committed first
+		// (results/2026-11-29-heldout94-fake-fsdp-predictions.txt).
+		{"tune's answers resharded to 8 over 16-32 ranks, fake group, 1xH200", "",
+			"results/2026-11-29-h200-fake-47/heldout-94.jsonl", 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tuning := strings.Fields(tc.tuning)
