@@ -51,6 +51,9 @@ type tpRecord struct {
 		// split and sharded there, then materialised (not on the GPU
 		// first).
 		Meta bool `json:"meta"`
+		// Reshard is tp.py's --reshard: the blocks' reshard_after_forward=N
+		// under FSDP (0: torch's default).
+		Reshard int64 `json:"reshard"`
 		// StepPause is pp.py's --step-pause: seconds slept after the
 		// first optimizer step (0: none).
 		StepPause float64 `json:"step_pause"`
@@ -220,6 +223,9 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			// fully_shard(model) without reshard_after_forward: torch
 			// keeps the root unsharded after the forward.
 			o.DP, o.Zero, o.FSDPRoot = c.DP, "3", model.FSDPRootKeep
+			if c.Reshard > 1 && c.Reshard < c.DP {
+				o.ReshardAfterForward = c.Reshard
+			}
 		}
 		setEP(&o, c.EP, c.Router, c.RecvRowsMax) // tp.py --ep: the experts over dp·tp
 		if c.Meta {

@@ -94,6 +94,8 @@ def script_cmd(script, nproc, args):
         elif int(opts.get("dp", "1")) > 1:
             # fully_shard(model) without reshard_after_forward: the root stays unsharded.
             cmd += ["--dp", opts["dp"], "--zero", "3", "--fsdp-root", "keep"]
+            if 1 < int(opts.get("reshard", "0")) < int(opts["dp"]):
+                cmd += ["--reshard-after-forward", opts["reshard"]]  # the blocks' (tp.py --reshard)
         # tp.py builds the model whole on the GPU first, or with --meta on the meta device.
         cmd += ["--fsdp-init", "meta" if "meta" in opts else "gpu"]
     elif script == "cp.py":

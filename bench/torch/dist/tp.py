@@ -52,6 +52,12 @@ def apply_tp(model, mesh, sp, lp, ep=False):
     common.apply_tp_blocks(model, mesh, sp, ep)
 
 
+def reshard_kw(a):
+    """fully_shard's reshard_after_forward for a block: --reshard N, or torch's default."""
+    assert not a.reshard or a.ep == 1, "--reshard is not run with --ep"
+    return {"reshard_after_forward": a.reshard} if a.reshard else {}
+
+
 def main():
     ap = argparse.ArgumentParser()
     common.add_common_args(ap)
@@ -63,6 +69,9 @@ def main():
                          "them (_pre_dp_module_transform: the parameters local tensors for DDP), with AdamW or "
                          "ZeroRedundancyOptimizer over the dp ranks (memplan's --zero 0 and 1)")
     ap.add_argument("--no-sp", action="store_true", help="tensor parallelism without sequence parallelism")
+    ap.add_argument("--reshard", type=int, default=0,
+                    help="with --dp and FSDP: the blocks' reshard_after_forward=N (N dividing dp: each block keeps "
+                         "1/N of its parameters from its forward to its backward); the root is left to torch")
     ap.add_argument("--loss-parallel", action="store_true")
     ap.add_argument("--ep", type=int, default=1,
                     help="a spec with experts: expert parallelism over dp·tp (ep.py; with sp, FSDP when dp > 1)")
@@ -109,7 +118,7 @@ def main():
         for block in model.layers.values():
             if efsdp is not None:
                 ep.shard_experts(block, efsdp)
-            fully_shard(block, mesh=mesh["dp"])
+            fully_shard(block, mesh=mesh["dp"], **reshard_kw(a))
         fully_shard(model, mesh=mesh["dp"])
     if a.meta:
         # torchtitan's order: parallelised on meta, then materialised and
@@ -133,7 +142,7 @@ def main():
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
               "meta": a.meta, "mode": a.mode if a.dp > 1 else None,
               "batch": a.batch, "grad_accum": a.grad_accum, "seq": d["seq"], "checkpointing": a.checkpointing, "world": world,
-              "ep": a.ep, "router": a.router if a.ep > 1 else None,
+              "ep": a.ep, "router": a.router if a.ep > 1 else None, "reshard": a.reshard or None,
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     # The loss is computed after the autocast region ends (memplan's
     # --loss-outside-autocast): the cached bf16 weights are freed first.
@@ -143,6 +152,7 @@ def main():
     cmd = common.memplan_cmd(a.spec, a.batch, d["seq"], tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=zero,
                              fsdp_root="keep" if zero == 3 else None, checkpointing=a.checkpointing,
+                             reshard_after_forward=a.reshard if zero == 3 and 1 < a.reshard < a.dp else None,
                              grad_accum=a.grad_accum,
                              loss_outside_autocast=True, fsdp_init="meta" if a.meta else "gpu",
                              ep=a.ep if a.ep > 1 else None,
@@ -217,7 +227,7 @@ def hf_main(a, world, local):
         for layer in model.model.layers:
             if efsdp is not None:
                 ep.shard_experts(layer, efsdp)
-            fully_shard(layer, mesh=mesh["dp"])
+            fully_shard(layer, mesh=mesh["dp"], **reshard_kw(a))
         fully_shard(model, mesh=mesh["dp"])
     hftp.materialise(model, config)
     inner, partial = model, None
@@ -237,12 +247,13 @@ def hf_main(a, world, local):
     config = {"script": "tp", "spec": a.spec, "tp": a.tp, "dp": a.dp, "sp": sp, "loss_parallel": a.loss_parallel,
               "meta": True, "mode": a.mode if a.dp > 1 else None,
               "batch": a.batch, "grad_accum": a.grad_accum, "seq": seq, "checkpointing": a.checkpointing, "world": world,
-              "ep": a.ep, "router": a.router if a.ep > 1 else None,
+              "ep": a.ep, "router": a.router if a.ep > 1 else None, "reshard": a.reshard or None,
               "recv_rows_max": max(((r, n) for _, r, n in logs), default=None)}
     dpzero = {"fsdp": 3, "ddp": 0, "zero1": 1}[a.mode] if a.dp > 1 else None
     cmd = common.memplan_cmd("--hf " + a.spec, a.batch, seq, tp=a.tp, sp=sp, loss_parallel=a.loss_parallel,
                              dp=a.dp if a.dp > 1 else None, zero=dpzero,
                              fsdp_root="keep" if dpzero == 3 else None, checkpointing=a.checkpointing,
+                             reshard_after_forward=a.reshard if dpzero == 3 and 1 < a.reshard < a.dp else None,
                              grad_accum=a.grad_accum,
                              loss_outside_autocast=True, fsdp_init="meta", ep=a.ep if a.ep > 1 else None,
                              ep_skew=a.ep if zero else None)
