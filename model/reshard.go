@@ -34,7 +34,10 @@ func checkReshard(e *errs, t *Training, line int) {
 // True (ZeRO 3); memplan needs ZeRO 3 and simulates it neither with
 // expert parallelism (the experts' units shard over fewer ranks), a
 // pipeline (whose stages reshard by their schedule) nor the parameters
-// offloaded to the host.
+// offloaded to the host; torch 2.11 refuses it beside tensor parallelism
+// (FSDPParam.to_sharded_post_forward raises NotImplementedError,
+// "Resharding to smaller mesh with TP is not supported yet": held-out set
+// 95, bench/results/2026-11-29-h200-fake-47/README.md).
 func ReshardError(t *Training) error {
 	n := t.ReshardAfterForward
 	switch {
@@ -46,6 +49,8 @@ func ReshardError(t *Training) error {
 		return fmt.Errorf("1 keeps the parameters unsharded from the forward to the backward (FSDP2 turns it into False): that is ZeRO stage 2 (zero: 2)")
 	case t.DP < 2 || t.DP%n != 0:
 		return fmt.Errorf("%d must divide the data-parallel size %d", n, t.DP)
+	case t.TP > 1:
+		return fmt.Errorf("torch 2.11's FSDP2 does not reshard to fewer ranks beside tensor parallelism (tp %d): to_sharded_post_forward raises \"Resharding to smaller mesh with TP is not supported yet\"", t.TP)
 	case t.EP > 1:
 		return fmt.Errorf("not simulated with expert parallelism (ep %d)", t.EP)
 	case t.PP > 1:

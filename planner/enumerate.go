@@ -120,15 +120,15 @@ func (r *Request) variants(base Layout, visit func(Layout)) {
 }
 
 // reshardTo is the N of ZeRO 3 resharded to N ranks the planner offers
-// for mesh base, or 0: the data-parallel ranks of one node (tp innermost,
-// as torchtitan lays the mesh out), when the data-parallel group spans
-// more than one node, without a pipeline, context or expert parallelism
+// for mesh base, or 0: the GPUs of one node, when the data-parallel group
+// spans more than one node, without tensor parallelism (torch 2.11
+// refuses it beside it), a pipeline, context or expert parallelism
 // (model.ReshardError).
 func (r *Request) reshardTo(base Layout) int64 {
-	if base.PP > 1 || base.CP > 1 || base.EP > 1 || r.NodeSize%base.TP != 0 {
+	if base.TP > 1 || base.PP > 1 || base.CP > 1 || base.EP > 1 {
 		return 0
 	}
-	n := r.NodeSize / base.TP
+	n := r.NodeSize
 	if n < 2 || base.DP <= n || base.DP%n != 0 {
 		return 0
 	}

@@ -96,6 +96,7 @@ func TestValidate(t *testing.T) {
 		{"reshard at zero 2", with(func(l *Layout) { l.DP, l.Zero, l.ReshardTo = 32, 2, 8 }), "needs ZeRO stage 3"},
 		{"reshard not dividing", with(func(l *Layout) { l.DP, l.Zero, l.ReshardTo = 32, 3, 6 }), "must divide the data-parallel size 32"},
 		{"reshard with cp", with(func(l *Layout) { l.DP, l.CP, l.Zero, l.ReshardTo = 16, 2, 3, 8 }), "not simulated with context parallelism"},
+		{"reshard with tp", with(func(l *Layout) { l.DP, l.TP, l.Zero, l.ReshardTo = 16, 2, 3, 4 }), "not supported yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Validate(llama, tc.l)

@@ -319,7 +319,7 @@ func TestReshardTo(t *testing.T) {
 		want int64
 	}{
 		{Layout{DP: 32, TP: 1, PP: 1, CP: 1, EP: 1}, 8},
-		{Layout{DP: 16, TP: 2, PP: 1, CP: 1, EP: 1}, 4},
+		{Layout{DP: 16, TP: 2, PP: 1, CP: 1, EP: 1}, 0}, // torch 2.11 refuses it beside tp
 		{Layout{DP: 8, TP: 1, PP: 1, CP: 1, EP: 1}, 0},  // one node
 		{Layout{DP: 16, TP: 1, PP: 2, CP: 1, EP: 1}, 0}, // a pipeline
 		{Layout{DP: 16, TP: 1, PP: 1, CP: 2, EP: 1}, 0}, // context parallelism

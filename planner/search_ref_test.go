@@ -130,27 +130,28 @@ func TestPlanMatchesOldSearch(t *testing.T) {
 		req  Request
 		want []string
 	}{
-		// Re-recorded on 2026-11-29 (forty-seventh session), when ZeRO 3
-		// resharded to a node's data-parallel ranks came to be planned
-		// (dp4·tp4 reshard-to-2 enters seventh; checked equal, memory and
-		// order, to bruteForce's at that commit: 6,004 estimates, 324 s on
-		// two shared cores; the search ran 31). Before: re-recorded on
-		// 2026-11-27 (seventeenth session), when a tensor-parallel model
-		// came to be built on the meta device by default, with no whole
-		// load (estimate.buildRank), so that tensor-parallel layouts
-		// without a pipeline fit 16 GPUs; before that the eighth
-		// session's dp16 ZeRO 3 first.
+		// (The forty-seventh session's planner offered dp4·tp4 resharded to
+		// 2 here, seventh, until torch 2.11 was found to refuse resharding to
+		// fewer ranks beside tensor parallelism: docs/multigpu.md. Checked
+		// equal to bruteForce's again then.)
+		// Re-recorded on 2026-11-27 (seventeenth session), when a
+		// tensor-parallel model came to be built on the meta device by
+		// default, with no whole load (estimate.buildRank), so that
+		// tensor-parallel layouts without a pipeline fit 16 GPUs
+		// (checked equal, memory and order, to bruteForce's at that
+		// commit: 5,969 estimates, 286 s; the search ran 45). Before: the
+		// eighth session's dp16 ZeRO 3 first.
 		{"llama-3-70b bf16 up to 1024 GPUs", llama70, Request{GlobalBatch: 1024, MaxGPUs: 1024}, []string{
-			"dp4·tp4+sp zero3 loss-parallel ckpt=every-block mb4×acc64 = 75049730048",
-			"dp2·tp4+sp·cp2 zero3 loss-parallel ckpt=every-block mb8×acc64 = 76022808576",
-			"dp2·tp8+sp zero3 loss-parallel ckpt=every-block mb8×acc64 = 74594648064",
-			"dp1·tp8+sp·cp2 zero3 loss-parallel ckpt=every-block mb16×acc64 = 75326554112",
-			"dp1·tp4+sp·cp4 zero3 loss-parallel ckpt=every-block mb16×acc64 = 76050071552",
-			"dp2·tp8+sp zero2 loss-parallel ckpt=every-block mb4×acc128 = 74894540800",
-			"dp4·tp4+sp zero3 reshard-to-2 loss-parallel ckpt=every-block mb2×acc128 = 75995545600",
-			"dp1·tp8+sp·cp2 zero2 loss-parallel ckpt=every-block mb8×acc128 = 75089575936",
-			"dp2·tp8+sp zero3 loss-parallel ckpt=every-block mb4×acc128 = 66004713472",
-			"dp1·tp8+sp·cp2 zero3 loss-parallel ckpt=every-block mb8×acc128 = 66191360000",
+			"dp4·tp4+sp zero3 loss-parallel ckpt=every-block mb4×acc64 = 75116838912",
+			"dp2·tp4+sp·cp2 zero3 loss-parallel ckpt=every-block mb8×acc64 = 75200724992",
+			"dp2·tp8+sp zero3 loss-parallel ckpt=every-block mb8×acc64 = 75622252544",
+			"dp1·tp8+sp·cp2 zero3 loss-parallel ckpt=every-block mb16×acc64 = 75437703168",
+			"dp1·tp4+sp·cp4 zero3 loss-parallel ckpt=every-block mb16×acc64 = 75831967744",
+			"dp2·tp8+sp zero2 loss-parallel ckpt=every-block mb4×acc128 = 74257006592",
+			"dp1·tp8+sp·cp2 zero2 loss-parallel ckpt=every-block mb8×acc128 = 74349281280",
+			"dp2·tp8+sp zero3 loss-parallel ckpt=every-block mb4×acc128 = 65482522624",
+			"dp1·tp8+sp·cp2 zero3 loss-parallel ckpt=every-block mb8×acc128 = 66378006528",
+			"dp2·tp8+sp zero2 loss-parallel ckpt=every-block mb2×acc256 = 67797778432",
 		}},
 		// Re-recorded on 2026-11-26 (fourteenth session), when context
 		// parallelism with tensor parallelism came to be simulated

@@ -344,12 +344,12 @@ const nodeGPUs = 8
 // ZeRO 3 resharded to the node's GPUs after each forward fits (FSDP2's
 // reshard_after_forward=8: docs/multigpu.md, "Resharding to N ranks"):
 // between ZeRO 2 and 3 in memory, with the backward's all-gathers inside
-// each node. Not where the job has a pipeline, context or expert
-// parallelism, or past a block's experts (whose padded shards grow with
-// the GPUs).
+// each node. Not where the job has tensor parallelism (torch 2.11 refuses
+// it beside it), a pipeline, context or expert parallelism, or past a
+// block's experts (whose padded shards grow with the GPUs).
 func (f *fixer) fewestResharded(ns []int64, experts int64, ck bool) (Fix, bool) {
 	t := f.spec.Training
-	if t.Zero >= 3 || t.PP > 1 || t.CP > 1 || t.EP > 1 || t.Offload == model.OffloadParams {
+	if t.Zero >= 3 || t.TP > 1 || t.PP > 1 || t.CP > 1 || t.EP > 1 || t.Offload == model.OffloadParams {
 		return Fix{}, false
 	}
 	var big []int64

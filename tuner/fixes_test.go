@@ -46,7 +46,7 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 	}
 	for _, ck := range ckpts {
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
-			if z == 3 && t.PP <= 1 && t.CP <= 1 && t.EP <= 1 && t.Offload != model.OffloadParams {
+			if z == 3 && t.TP <= 1 && t.PP <= 1 && t.CP <= 1 && t.EP <= 1 && t.Offload != model.OffloadParams {
 				// ZeRO 3 resharded to a node's GPUs, before ZeRO 3.
 				var last Fix
 				found := false
