@@ -205,7 +205,9 @@ func TestTensorParallelAccuracy(t *testing.T) {
 		"2026-11-29-h200x2-heldout-75/heldout-75.jsonl",
 		"2026-11-29-h200-fake-tp-81/fake-check.jsonl", "2026-11-29-h200-fake-tp-81/heldout-81.jsonl",
 		"2026-11-29-h200-fake-tp-81/heldout-84.jsonl",
-		"2026-11-29-h200-fake-45/heldout-86.jsonl", "2026-11-29-h200-fake-45/trace-86.jsonl"} {
+		"2026-11-29-h200-fake-45/heldout-86.jsonl", "2026-11-29-h200-fake-45/trace-86.jsonl",
+		"2026-11-29-h200x2-heldout-77/heldout-77a.jsonl", "2026-11-29-h200x2-heldout-77/heldout-77b.jsonl",
+		"2026-11-29-h200x2-heldout-77/heldout-77c.jsonl"} {
 		runs = append(runs, withoutReruns(t, f, readScript(t, filepath.Join("results", f), "tp"))...)
 	}
 	for _, r := range runs {
@@ -244,8 +246,8 @@ func TestTensorParallelAccuracy(t *testing.T) {
 			t.Errorf("%s is listed as a gap but is no longer more than %.0f%% under", r.Label, 100*UnderLimit)
 		}
 	}
-	if n := len(errs[Allocated]); n != 221 {
-		t.Fatalf("%d tensor-parallel runs, want 221", n)
+	if n := len(errs[Allocated]); n != 231 {
+		t.Fatalf("%d tensor-parallel runs, want 231", n)
 	}
 	checkSpread(t, errs)
 }
