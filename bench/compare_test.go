@@ -427,8 +427,11 @@ func TestMultiGPUAccuracy(t *testing.T) {
 		// H200, fake group): the tuning lines it was simulated from
 		// (trace-47) and held-out set 93, predictions committed first
 		// (results/2026-11-29-heldout93-fake-fsdp-predictions.txt).
-		{"FSDP2 resharded to N ranks over 16-64 ranks, fake group, 1xH200", "results/2026-11-29-h200-fake-47/trace-47.jsonl",
-			"results/2026-11-29-h200-fake-47/heldout-93.jsonl", 5, 7},
+		// trace-47b: OLMo 2 and 3 under FSDP2's bf16 policy, its cast of
+		// their fp32 rotary tables (tuning).
+		{"FSDP2 resharded to N ranks over 16-64 ranks, fake group, 1xH200",
+			"results/2026-11-29-h200-fake-47/trace-47.jsonl results/2026-11-29-h200-fake-47/trace-47b.jsonl",
+			"results/2026-11-29-h200-fake-47/heldout-93.jsonl", 7, 7},
 		// Held-out set 94: tune's answers with ZeRO 3 resharded to a
 		// node's 8 GPUs, run at the batch tune chose (Llama-3-70B over
 		// 32, Llama-3-8B over 16), and DeepSeek-V2-Lite over 32;

@@ -282,11 +282,14 @@ func (s *sim) fsdpForward(in *inst, x *tensor, sh model.Shape) (y *tensor, out m
 func (s *sim) inUnit(u *fsdpUnit, fn func()) {
 	prev := s.curUnit
 	s.curUnit = u.idx
+	restore := func() {}
 	if !u.backward {
+		restore = s.castRope()
 		s.preForward(u)
 	}
 	start := len(s.tape)
 	fn()
+	restore()
 	if u.parent != nil {
 		for _, n := range s.tape[start:] {
 			if n.unit == u.idx {
@@ -299,6 +302,40 @@ func (s *sim) inUnit(u *fsdpUnit, fn func()) {
 		s.postForward(u)
 	}
 	s.curUnit = prev
+}
+
+// castRope is FSDP2's cast of a unit's floating-point inputs to the bf16
+// policy's dtype at its pre-forward (MixedPrecisionPolicy's
+// cast_forward_inputs, _cast_fp_tensor), before its all-gather: where the
+// blocks take fp32 rotary tables under a half stream (OLMo's), each unit
+// forward makes bf16 copies of them, which its rotation uses (in bf16,
+// so its products and their casts back are bf16) and saves until the
+// unit's backward. Not in a recompute, which runs in the pre-backward
+// state (model.KnownFailure: a checkpointed run stops there). It returns
+// what puts the model's own tables back once the unit's forward is done.
+// Measured: OLMo-2-1B over 8 fake ranks, two 512 KiB casts per block
+// (_fsdp_common.py:178), freed in its backward
+// (bench/results/2026-11-29-h200-fake-47/trace-47b-c1-rank0.json.gz).
+func (s *sim) castRope() func() {
+	if !s.ropeInputsFP32 || s.recomputing || !s.perParam || s.cfg.master == s.cfg.param {
+		return func() {}
+	}
+	own := s.ropeT
+	for i, t := range own {
+		if t != nil && t.dt == f32 {
+			c := s.alloc(t.elems, s.cfg.param, catTemp, t.name)
+			c.prefix = "FSDP's cast of "
+			s.ropeT[i] = c
+		}
+	}
+	return func() {
+		for i, t := range s.ropeT {
+			if t != own[i] {
+				s.unref(t) // the unit's saved nodes keep them to its backward
+			}
+		}
+		s.ropeT = own
+	}
 }
 
 // inExpertsUnit runs f, a block's experts, in their FSDP2 unit when they

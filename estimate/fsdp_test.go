@@ -476,3 +476,42 @@ func TestReshardAfterForward(t *testing.T) {
 		})
 	}
 }
+
+// TestFSDPCastsRopeTables: under FSDP2's bf16 policy each block's
+// pre-forward casts the fp32 rotary tables OLMo 2 hands its blocks to
+// bf16 (cast_forward_inputs), two copies a block, which its rotation saves
+// until the block's backward (measured: OLMo-2-1B over 8 fake ranks,
+// bench/results/2026-11-29-h200-fake-47/trace-47b-c1-rank0.json.gz).
+// Without the policy, or with bf16 tables (Llama), nothing is cast.
+func TestFSDPCastsRopeTables(t *testing.T) {
+	for _, tc := range []struct {
+		file, prec string
+		casts      bool
+	}{
+		{"olmo2-1b.json", model.FSDPBF16, true},
+		{"olmo2-1b.json", model.BF16, false},
+		{"llama-3-8b.json", model.FSDPBF16, false},
+	} {
+		t.Run(tc.file+" "+tc.prec, func(t *testing.T) {
+			spec := loadHF(t, tc.file, model.Overrides{Batch: 1, Seq: 256, DP: 8, Zero: "3", Precision: tc.prec, FSDPInit: model.FSDPInitMeta})
+			var inBackward, elsewhere int
+			traced(t, spec, func(s *sim, x *tensor, alloc bool) {
+				if alloc || x.prefix != "FSDP's cast of " || s.phase.Iteration > 0 {
+					return
+				}
+				if s.phase.Stage == StageBackward && x.dt == half {
+					inBackward++
+				} else {
+					elsewhere++
+				}
+			})
+			want := 0
+			if tc.casts {
+				want = 2 * int(spec.Model.NumLayers)
+			}
+			if inBackward != want || elsewhere != 0 {
+				t.Errorf("%d bf16 casts freed in the first backward, %d elsewhere; want %d and none", inBackward, elsewhere, want)
+			}
+		})
+	}
+}

@@ -342,6 +342,7 @@ func (s *sim) prologue(blocks []*inst, x *tensor, sh model.Shape) {
 		return
 	}
 	dt := a.ropeDt(x)
+	s.ropeInputsFP32 = dt == f32 && x.dt != f32 // OLMo's, under FSDP2's bf16 policy cast per unit (castRope)
 	s.ropeBuild(seq, a.ropeWidth(), dt, false, a.k.RoPEHalves)
 	if a.k.LocalRoPE {
 		// Gemma 3's second rotary embedding, for the sliding layers,
