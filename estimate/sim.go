@@ -317,18 +317,18 @@ type sim struct {
 	// (prologue): the tp degree under sequence parallelism of a model run
 	// through it, whose residual stream is a DTensor with the whole
 	// sequence's shape (bench/torch/dist/hftp.py); else 1.
-	wholeSeq    int64
-	rootKept    bool     // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
-	reshardTo   int64    // FSDP2's reshard_after_forward=N (model.Training.ReshardAfterForward; 0: all ranks)
+	wholeSeq  int64
+	rootKept  bool  // FSDP2's root stays unsharded after the forward (model.FSDPRootKeep)
+	reshardTo int64 // FSDP2's reshard_after_forward=N (model.Training.ReshardAfterForward; 0: all ranks)
 	// ropeInputsFP32 says the rotary tables the blocks take are fp32 under
 	// a half stream (model.Attention.RoPEFP32: OLMo's), which FSDP2's
 	// bf16 policy casts at each unit's pre-forward (castRope).
 	ropeInputsFP32 bool
-	rec         *stepLog // the step being recorded for replay, or nil (replay.go)
-	calls       int      // allocations and frees so far (madeBlock, dropBlock): a recording's expected length
-	traceSteps  bool     // a traced simulation keeps the untraced one's steps (stepsComparable)
-	recomputing bool     // a checkpoint's recompute runs, inside the backward (checkpoint.go)
-	rsInput     *tensor  // FSDP2's last reduce-scatter input (fsdp.go)
+	rec            *stepLog // the step being recorded for replay, or nil (replay.go)
+	calls          int      // allocations and frees so far (madeBlock, dropBlock): a recording's expected length
+	traceSteps     bool     // a traced simulation keeps the untraced one's steps (stepsComparable)
+	recomputing    bool     // a checkpoint's recompute runs, inside the backward (checkpoint.go)
+	rsInput        *tensor  // FSDP2's last reduce-scatter input (fsdp.go)
 	// agState is the forward's last all-gather output, agNext the
 	// backward's prefetched one (for unit agNextUnit) (fsdp.go).
 	agState, agNext *tensor
