@@ -44,52 +44,57 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 	if t.Checkpointing.Mode == model.CkptNone {
 		ckpts = append(ckpts, true)
 	}
+	// walk estimates at(n) over the GPU counts, skipping those it refuses,
+	// up to the first that fits or fails, and keeps the last estimated.
+	walk := func(at func(n int64) (cand, bool)) {
+		var last Fix
+		found := false
+		for n := firstShardDP(t); n <= maxDP; n *= 2 {
+			c, ok := at(n)
+			if !ok {
+				continue
+			}
+			f, ok := try(c)
+			if !ok {
+				break
+			}
+			last, found = f, true
+			if f.Fits {
+				break
+			}
+		}
+		if found {
+			out = append(out, last)
+		}
+	}
+	withCkpt := func(change string, cost int, ck bool) (string, int) {
+		if ck {
+			return "--checkpointing every-block " + change, cost + 1
+		}
+		return change, cost
+	}
 	for _, ck := range ckpts {
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
 			if z == 3 && t.TP <= 1 && t.PP <= 1 && t.CP <= 1 && t.EP <= 1 && t.Offload != model.OffloadParams {
 				// ZeRO 3 resharded to a node's GPUs, before ZeRO 3.
-				var last Fix
-				found := false
-				for n := firstShardDP(t); n <= maxDP; n *= 2 {
+				walk(func(n int64) (cand, bool) {
 					at := t
 					at.DP, at.Zero = n, 3
 					if n <= nodeGPUs || n%nodeGPUs != 0 || model.ExpertsPadded(experts, &at) {
-						continue
+						return cand{}, false
 					}
-					n, ck := n, ck
-					change := fmt.Sprintf("--dp %d --zero 3 --reshard-after-forward %d", n, nodeGPUs)
-					cost := 7
-					if ck {
-						change, cost = "--checkpointing every-block "+change, cost+1
-					}
-					f, ok := try(cand{change, fmt.Sprintf("parameters sharded, each unit keeping 1/%d of them from its forward to its backward, whose all-gather stays inside a node of %d GPUs (FSDP2's reshard_after_forward=%d), %d GPUs",
+					change, cost := withCkpt(fmt.Sprintf("--dp %d --zero 3 --reshard-after-forward %d", n, nodeGPUs), 7, ck)
+					return cand{change, fmt.Sprintf("parameters sharded, each unit keeping 1/%d of them from its forward to its backward, whose all-gather stays inside a node of %d GPUs (FSDP2's reshard_after_forward=%d), %d GPUs",
 						nodeGPUs, nodeGPUs, nodeGPUs, n), cost, func(x *model.Training) {
 						x.DP, x.Zero, x.ReshardAfterForward = n, 3, nodeGPUs
 						if ck {
 							x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
 						}
-					}})
-					if !ok {
-						break
-					}
-					last, found = f, true
-					if f.Fits {
-						break
-					}
-				}
-				if found {
-					out = append(out, last)
-				}
+					}}, true
+				})
 			}
-			var last Fix
-			found := false
-			for n := firstShardDP(t); n <= maxDP; n *= 2 {
-				z, n, ck := z, n, ck
-				change := fmt.Sprintf("--dp %d --zero %d", n, z)
-				cost := 4 + int(z)
-				if ck {
-					change, cost = "--checkpointing every-block "+change, cost+1
-				}
+			walk(func(n int64) (cand, bool) {
+				change, cost := withCkpt(fmt.Sprintf("--dp %d --zero %d", n, z), 4+int(z), ck)
 				c := cand{change, fmt.Sprintf("%s, %d GPUs", why[z], n), cost, func(x *model.Training) {
 					x.DP, x.Zero = n, z
 					if ck {
@@ -99,18 +104,8 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 				if at := t; func() bool { at.DP, at.Zero = n, z; return model.ExpertsPadded(experts, &at) }() {
 					c = autoExperts(c) // past the experts, sharded along their second dimension
 				}
-				f, ok := try(c)
-				if !ok {
-					break
-				}
-				last, found = f, true
-				if f.Fits {
-					break
-				}
-			}
-			if found {
-				out = append(out, last)
-			}
+				return c, true
+			})
 		}
 	}
 	// Offload to host memory, on the GPUs the job already has.
