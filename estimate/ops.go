@@ -40,6 +40,18 @@ func (s *sim) castF32(x *tensor) *tensor {
 	return s.to(x, f32)
 }
 
+// view returns a tensor that shares x's storage and keeps it alive.
+func (s *sim) view(x *tensor, elems int64) *tensor {
+	b := x
+	if x.base != nil {
+		b = x.base
+	}
+	b.refs++
+	t := s.slab.tensor()
+	t.elems, t.dt, t.base, t.refs, t.req, t.fixed, t.name = elems, x.dt, b, 1, x.req, catTemp, "view"
+	return t
+}
+
 // to is an explicit dtype conversion (x.float(), x.to(dtype)).
 func (s *sim) to(x *tensor, dt int64) *tensor {
 	if x.dt == dt {

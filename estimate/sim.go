@@ -465,18 +465,6 @@ func (s *sim) make(t *tensor) {
 	s.madeBlock(t, n, 0)
 }
 
-// view returns a tensor that shares x's storage and keeps it alive.
-func (s *sim) view(x *tensor, elems int64) *tensor {
-	b := x
-	if x.base != nil {
-		b = x.base
-	}
-	b.refs++
-	t := s.slab.tensor()
-	t.elems, t.dt, t.base, t.refs, t.req, t.fixed, t.name = elems, x.dt, b, 1, x.req, catTemp, "view"
-	return t
-}
-
 func (s *sim) ref(t *tensor) *tensor { t.refs++; return t }
 
 // unref drops one holder; the last one frees the storage. It is small

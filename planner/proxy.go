@@ -167,18 +167,7 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 			// hold the same ones (below); the rest over dp·cp.
 			dense, trainDense = sh.params-sh.routed, max(sh.trainable-sh.routed, 0)
 		}
-		n, train := float64(dense)/float64(l.TP*l.PP), float64(trainDense)/float64(l.TP*l.PP)
-		if to := l.ReshardTo; to > 1 && l.Zero == 3 {
-			// Resharded to the N ranks of a node: the forward's
-			// all-gather and the reduce-scatter over all d ranks
-			// (ZeRO 2's volume), the backward's all-gather within N.
-			z2 := l
-			z2.Zero = 2
-			add(dpBytes(z2, sh, n, train, d), l.TP*l.CP*l.DP)
-			add(float64(l.Accum)*n*float64(to-1)/float64(to)*float64(sh.paramLen), l.TP*to)
-		} else {
-			add(dpBytes(l, sh, n, train, d), l.TP*l.CP*l.DP)
-		}
+		dpComm(l, sh, float64(dense)/float64(l.TP*l.PP), float64(trainDense)/float64(l.TP*l.PP), d, add)
 	}
 	if efsdp := l.DP * l.CP * l.TP / max(l.EP, 1); ep && efsdp > 1 {
 		// A rank's E/ep experts over the dp·cp·tp/ep ranks that hold them.
@@ -186,6 +175,22 @@ func proxyOf(sh shape, l Layout, nodeSize int64) Proxy {
 		add(dpBytes(l, sh, mine, mine, efsdp), l.TP*l.CP*l.DP)
 	}
 	return p
+}
+
+// dpComm adds what one GPU sends per step over the dp·cp ranks d for n
+// parameters, train of them with gradients (dpBytes), at the span of the
+// whole data-parallel group; ZeRO 3 resharded to N ranks sends ZeRO 2's
+// volume so and the backward's all-gather within the N ranks of a node.
+func dpComm(l Layout, sh shape, n, train float64, d int64, add func(bytes float64, span int64)) {
+	span := l.TP * l.CP * l.DP
+	if to := l.ReshardTo; to > 1 && l.Zero == 3 {
+		z2 := l
+		z2.Zero = 2
+		add(dpBytes(z2, sh, n, train, d), span)
+		add(float64(l.Accum)*n*float64(to-1)/float64(to)*float64(sh.paramLen), l.TP*to)
+		return
+	}
+	add(dpBytes(l, sh, n, train, d), span)
 }
 
 // tiedBytes is what the first and the last stage of pipeline layout l
