@@ -17,7 +17,7 @@ import (
 // [--rank R] [--targets T] [--dropout P] [--adapter-dtype D] [--dp N]
 // [--zero Z] [--optimizer O] [--tp N] [--sp] [--loss-parallel] [--cp N]
 // [--pp N] [--grad-accum M] [--bucket-view] [--ep N] [--ep-skew S] [--step-pause S]
-// [--fsdp-init I] [--fsdp-root R]" (paths relative to
+// [--fsdp-init I] [--fsdp-root R] [--reshard-after-forward N]" (paths relative to
 // this package's directory; MEMPLAN_TRACE_HF=1 reads a transformers
 // config). With MEMPLAN_TRACE_OUT=file.json.gz it writes them instead in
 // the event format of bench/torch/measure.py's --trace, for
@@ -145,7 +145,7 @@ func argsOverrides(f []string) (*model.Overrides, error) {
 		"--pp-schedule": &o.PPSchedule}
 	ints := map[string]*int64{"--batch": &o.Batch, "--seq": &o.Seq, "--rank": &o.LoRA, "--dp": &o.DP,
 		"--tp": &o.TP, "--cp": &o.CP, "--pp": &o.PP, "--grad-accum": &o.GradAccum, "--ep": &o.EP, "--pp-virtual": &o.PPVirtual,
-		"--steps": &o.Steps}
+		"--steps": &o.Steps, "--reshard-after-forward": &o.ReshardAfterForward}
 	bools := map[string]*bool{"--sp": &o.SP, "--loss-parallel": &o.LossParallel, "--bucket-view": &o.BucketView,
 		"--loss-outside-autocast": &o.LossOutsideAutocast}
 	for i := 0; i < len(f); i += 2 {
