@@ -33,8 +33,8 @@ func checkReshard(e *errs, t *Training, line int) {
 // unit, turns N = 1 into False (memplan's ZeRO 2) and N = those ranks into
 // True (ZeRO 3); memplan needs ZeRO 3 and simulates it neither with
 // expert parallelism (the experts' units shard over fewer ranks), a
-// pipeline (whose stages reshard by their schedule) nor the parameters
-// offloaded to the host; torch 2.11 refuses it beside tensor parallelism
+// pipeline (whose stages reshard by their schedule), context parallelism
+// (FSDP over dp·cp) nor the parameters offloaded to the host; torch 2.11 refuses it beside tensor parallelism
 // (FSDPParam.to_sharded_post_forward raises NotImplementedError,
 // "Resharding to smaller mesh with TP is not supported yet": held-out set
 // 95, bench/results/2026-11-29-h200-fake-47/README.md).
@@ -43,6 +43,8 @@ func ReshardError(t *Training) error {
 	switch {
 	case n == 0:
 		return nil
+	case n < 0:
+		return fmt.Errorf("must be positive, got %d", n)
 	case t.Zero != 3:
 		return fmt.Errorf("%d keeps FSDP2's parameters sharded over %d ranks between the forward and the backward, which needs ZeRO stage 3 (zero: 3), got stage %d", n, n, t.Zero)
 	case n == 1:
@@ -55,6 +57,8 @@ func ReshardError(t *Training) error {
 		return fmt.Errorf("not simulated with expert parallelism (ep %d)", t.EP)
 	case t.PP > 1:
 		return fmt.Errorf("not simulated with a pipeline (pp %d)", t.PP)
+	case t.CP > 1:
+		return fmt.Errorf("not simulated with context parallelism (cp %d)", t.CP)
 	case t.Offload == OffloadParams:
 		return fmt.Errorf("not simulated with the parameters offloaded (offload: params)")
 	}

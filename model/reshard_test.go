@@ -33,6 +33,7 @@ func TestReshardAfterForward(t *testing.T) {
 		{"not dividing", spec(3, 16, "", "6"), 0, 0, "x.yaml:13: reshard_after_forward: 6 must divide the data-parallel size 16"},
 		{"flag not dividing", spec(3, 16, "", ""), 3, 0, "reshard_after_forward: 3 must divide the data-parallel size 16"},
 		{"negative flag", spec(3, 16, "", ""), -2, 0, "--reshard-after-forward: must be positive, got -2"},
+		{"negative", spec(3, 16, "", "-4"), 0, 0, "x.yaml:13: reshard_after_forward: must be positive, got -4"},
 		{"pipeline", spec(3, 8, "  pp: 2\n", "4"), 0, 0, "reshard_after_forward: not simulated with a pipeline (pp 2)"},
 		{"tensor parallelism", "model:\n  type: llama\n  vocab: 64\n  hidden: 16\n  layers: 1\n  heads: 2\n  intermediate: 32\ntraining:\n  batch: 1\n  seq: 8\n  dp: 8\n  zero: 3\n  tp: 2\n  reshard_after_forward: 4\n",
 			0, 0, "x.yaml:14: reshard_after_forward: torch 2.11's FSDP2 does not reshard to fewer ranks beside tensor parallelism (tp 2)"},

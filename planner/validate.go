@@ -49,12 +49,9 @@ func Validate(spec *model.Spec, l Layout) error {
 		return bad("ZeRO needs dp·cp > 1", "ZeRO stage %d shards over the data-parallel ranks; with dp 1 there is nothing to shard", l.Zero)
 	}
 	if l.ReshardTo != 0 {
-		t := model.Training{DP: l.DP, Zero: l.Zero, TP: l.TP, PP: l.PP, EP: l.EP, ReshardAfterForward: l.ReshardTo}
+		t := model.Training{DP: l.DP, Zero: l.Zero, TP: l.TP, PP: l.PP, CP: l.CP, EP: l.EP, ReshardAfterForward: l.ReshardTo}
 		if err := model.ReshardError(&t); err != nil {
 			return bad("reshard_after_forward=N with ZeRO 3, N dividing dp", "reshard_after_forward: %v", err)
-		}
-		if l.CP > 1 {
-			return bad("reshard_after_forward=N without context parallelism", "reshard_after_forward: not simulated with context parallelism (cp %d)", l.CP)
 		}
 	}
 	m := &spec.Model
