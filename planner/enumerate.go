@@ -121,15 +121,13 @@ func (r *Request) variants(base Layout, visit func(Layout)) {
 
 // reshardTo is the N of ZeRO 3 resharded to N ranks the planner offers
 // for mesh base, or 0: the GPUs of one node, when the data-parallel group
-// spans more than one node, without tensor parallelism (torch 2.11
-// refuses it beside it), a pipeline, context or expert parallelism
-// (model.ReshardError).
+// spans more than one node and model.ReshardError allows it (not beside
+// tensor parallelism, which torch 2.11 refuses, nor with a pipeline,
+// context or expert parallelism).
 func (r *Request) reshardTo(base Layout) int64 {
-	if base.TP > 1 || base.PP > 1 || base.CP > 1 || base.EP > 1 {
-		return 0
-	}
 	n := r.NodeSize
-	if n < 2 || base.DP <= n || base.DP%n != 0 {
+	t := model.Training{DP: base.DP, Zero: 3, TP: base.TP, PP: base.PP, CP: base.CP, EP: base.EP, ReshardAfterForward: n}
+	if n < 2 || base.DP <= n || model.ReshardError(&t) != nil {
 		return 0
 	}
 	return n

@@ -344,18 +344,16 @@ const nodeGPUs = 8
 // ZeRO 3 resharded to the node's GPUs after each forward fits (FSDP2's
 // reshard_after_forward=8: docs/multigpu.md, "Resharding to N ranks"):
 // between ZeRO 2 and 3 in memory, with the backward's all-gathers inside
-// each node. Not where the job has tensor parallelism (torch 2.11 refuses
-// it beside it), a pipeline, context or expert parallelism, or past a
-// block's experts (whose padded shards grow with the GPUs).
+// each node. Only where model.ReshardError allows it (not beside tensor
+// parallelism, which torch 2.11 refuses, nor with a pipeline, context or
+// expert parallelism), and not past a block's experts (whose padded
+// shards grow with the GPUs).
 func (f *fixer) fewestResharded(ns []int64, experts int64, ck bool) (Fix, bool) {
 	t := f.spec.Training
-	if t.Zero >= 3 || t.TP > 1 || t.PP > 1 || t.CP > 1 || t.EP > 1 || t.Offload == model.OffloadParams {
-		return Fix{}, false
-	}
 	var big []int64
 	for _, n := range ns {
-		t.DP, t.Zero = n, 3
-		if n > nodeGPUs && n%nodeGPUs == 0 && !model.ExpertsPadded(experts, &t) {
+		t.DP, t.Zero, t.ReshardAfterForward = n, 3, nodeGPUs
+		if n > nodeGPUs && model.ReshardError(&t) == nil && !model.ExpertsPadded(experts, &t) {
 			big = append(big, n)
 		}
 	}

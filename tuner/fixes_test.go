@@ -75,12 +75,12 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 	}
 	for _, ck := range ckpts {
 		for z := int64(max(t.Zero, 0) + 1); z <= 3; z++ {
-			if z == 3 && t.TP <= 1 && t.PP <= 1 && t.CP <= 1 && t.EP <= 1 && t.Offload != model.OffloadParams {
+			if z == 3 {
 				// ZeRO 3 resharded to a node's GPUs, before ZeRO 3.
 				walk(func(n int64) (cand, bool) {
 					at := t
-					at.DP, at.Zero = n, 3
-					if n <= nodeGPUs || n%nodeGPUs != 0 || model.ExpertsPadded(experts, &at) {
+					at.DP, at.Zero, at.ReshardAfterForward = n, 3, nodeGPUs
+					if n <= nodeGPUs || model.ReshardError(&at) != nil || model.ExpertsPadded(experts, &at) {
 						return cand{}, false
 					}
 					change, cost := withCkpt(fmt.Sprintf("--dp %d --zero 3 --reshard-after-forward %d", n, nodeGPUs), 7, ck)
