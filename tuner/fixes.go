@@ -322,15 +322,14 @@ func (f *fixer) sharding() {
 			if z < 3 {
 				continue
 			}
-			if r, found := f.fewestResharded(ns, experts, ck); found {
+			if !ok || !x.Fits {
+				continue // resharded to a node needs more than ZeRO 3: nor can it fit
+			}
+			if r, found := f.fewestResharded(ns, x.GPUs, experts, ck); found {
 				// Before ZeRO 3 resharded over all: at the same GPUs and
 				// cost it ranks first (rank's sort is stable), its
 				// backward's all-gathers staying in the node.
-				at := len(f.out)
-				if ok {
-					at--
-				}
-				f.out = slices.Insert(f.out, at, r)
+				f.out = slices.Insert(f.out, len(f.out)-1, r)
 			}
 		}
 	}
@@ -340,7 +339,8 @@ func (f *fixer) sharding() {
 // planner's default --node-size).
 const nodeGPUs = 8
 
-// fewestResharded is the fewest of ns GPUs, more than a node's, at which
+// fewestResharded is the fewest of ns GPUs, more than a node's and at
+// least from (where ZeRO 3 first fits: it never needs more), at which
 // ZeRO 3 resharded to the node's GPUs after each forward fits (FSDP2's
 // reshard_after_forward=8: docs/multigpu.md, "Resharding to N ranks"):
 // between ZeRO 2 and 3 in memory, with the backward's all-gathers inside
@@ -348,12 +348,12 @@ const nodeGPUs = 8
 // parallelism, which torch 2.11 refuses, nor with a pipeline, context or
 // expert parallelism), and not past a block's experts (whose padded
 // shards grow with the GPUs).
-func (f *fixer) fewestResharded(ns []int64, experts int64, ck bool) (Fix, bool) {
+func (f *fixer) fewestResharded(ns []int64, from, experts int64, ck bool) (Fix, bool) {
 	t := f.spec.Training
 	var big []int64
 	for _, n := range ns {
 		t.DP, t.Zero, t.ReshardAfterForward = n, 3, nodeGPUs
-		if n > nodeGPUs && model.ReshardError(&t) == nil && !model.ExpertsPadded(experts, &t) {
+		if n > nodeGPUs && n >= from && model.ReshardError(&t) == nil && !model.ExpertsPadded(experts, &t) {
 			big = append(big, n)
 		}
 	}
