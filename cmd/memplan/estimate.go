@@ -163,7 +163,11 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 		// FSDP shards over dp·cp (torchtitan's dp_shard_cp).
 		setup += fmt.Sprintf(", data-parallel %d, ZeRO stage %d over dp·cp = %d GPUs (per GPU below)", max(t.DP, 1), t.Zero, max(t.DP, 1)*t.CP)
 	case t.DP > 1 || t.Zero > 0:
-		setup += fmt.Sprintf(", %d GPUs data-parallel, ZeRO stage %d (per GPU below)", max(t.DP, 1), t.Zero)
+		setup += fmt.Sprintf(", %d GPUs data-parallel, ZeRO stage %d", max(t.DP, 1), t.Zero)
+		if n := t.ReshardAfterForward; n > 1 && n < t.DP {
+			setup += fmt.Sprintf(" resharded to %d GPUs after each forward", n)
+		}
+		setup += " (per GPU below)"
 	}
 	if mp := t.ModelParallel(); mp != "" {
 		setup += ", " + mp
