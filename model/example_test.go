@@ -171,3 +171,36 @@ func ExampleLookupDevice() {
 	// 4090 -> rtx-4090
 	// a100 -> a100-80gb
 }
+
+// FSDP2's reshard_after_forward=N: what memplan simulates, and why not
+// where it does not.
+func ExampleReshardError() {
+	for _, t := range []model.Training{
+		{DP: 32, Zero: 3, ReshardAfterForward: 8},
+		{DP: 32, Zero: 3, ReshardAfterForward: 6},
+		{DP: 16, TP: 2, Zero: 3, ReshardAfterForward: 8},
+	} {
+		fmt.Println(model.ReshardError(&t))
+	}
+	// Output:
+	// <nil>
+	// 6 must divide the data-parallel size 32
+	// torch 2.11's FSDP2 does not reshard to fewer ranks beside tensor parallelism (tp 2): to_sharded_post_forward raises "Resharding to smaller mesh with TP is not supported yet"
+}
+
+// A run that would stop for another reason than memory: OLMo 2 under
+// FSDP2's bf16 policy with checkpointing.
+func ExampleKnownFailure() {
+	s, err := model.LoadHF("testdata/hf/olmo2-1b.json", model.Overrides{Batch: 1, Seq: 1024, DP: 8, Zero: "3",
+		Precision: model.FSDPBF16, Checkpointing: model.CkptBlock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	f := model.KnownFailure(&s.Training, &s.Model)
+	fmt.Println(strings.Contains(f, "CheckpointError"))
+	s.Training.Checkpointing = model.Checkpointing{Mode: model.CkptNone}
+	fmt.Printf("%q\n", model.KnownFailure(&s.Training, &s.Model))
+	// Output:
+	// true
+	// ""
+}
