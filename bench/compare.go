@@ -46,6 +46,9 @@ type Record struct {
 	Mode    string `json:"mode"`
 	Reshard any    `json:"reshard"`
 	World   int64  `json:"world"`
+	// Replicate is train.py's --replicate: HSDP, the world as this many
+	// replicas of an FSDP group (0 or 1: FSDP over the world).
+	Replicate int64 `json:"replicate"`
 	// FakeWorld is the world size of a train.py run made as rank 0 alone
 	// on one GPU over torch's fake process group (its MEMPLAN_FAKE_WORLD,
 	// run.sh's "W=N F=0" lines; then World is the same), 0 for a real
@@ -267,14 +270,7 @@ func (r Record) Overrides() model.Overrides {
 		case "zero1":
 			o.Zero = "1"
 		case "fsdp":
-			o.Zero = "3"                         // reshard_after_forward true
-			o.EmptyCacheAfterWrap = !r.KeepCache // train.py empties the cache after wrapping unless --keep-cache
-			switch n, err := strconv.ParseInt(fmt.Sprint(r.Reshard), 10, 64); {
-			case fmt.Sprint(r.Reshard) == "false" || err == nil && n == 1:
-				o.Zero = "2" // FSDP2 turns 1 into False
-			case err == nil && n < r.World:
-				o.ReshardAfterForward = n // N = the world is True
-			}
+			r.fsdpOverrides(&o)
 		}
 	}
 	if r.EP > 1 {
@@ -290,6 +286,24 @@ func (r Record) Overrides() model.Overrides {
 		o.Dev = fmt.Sprintf("%dB", r.DeviceMemory)
 	}
 	return o
+}
+
+// fsdpOverrides sets o to train.py's FSDP2: ZeRO 3 (reshard_after_forward
+// true), or 2 for false (or 1, which FSDP2 turns into False), an integer
+// below the FSDP group's ranks resharding to it, HSDP's replicas
+// (--replicate), and the cache emptied after wrapping unless --keep-cache.
+func (r Record) fsdpOverrides(o *model.Overrides) {
+	o.Zero = "3"
+	o.EmptyCacheAfterWrap = !r.KeepCache
+	if r.Replicate > 1 {
+		o.DPReplicate = r.Replicate
+	}
+	switch n, err := strconv.ParseInt(fmt.Sprint(r.Reshard), 10, 64); {
+	case fmt.Sprint(r.Reshard) == "false" || err == nil && n == 1:
+		o.Zero = "2"
+	case err == nil && n < r.World/max(r.Replicate, 1):
+		o.ReshardAfterForward = n // N = the group is True
+	}
 }
 
 // deviceNamed is the catalog's device whose product name is gpu (as

@@ -606,3 +606,17 @@ func TestFakeGroupDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestHSDPOverrides: train.py --replicate R is memplan's --dp-replicate R,
+// and an integer reshard_after_forward counts within an HSDP group.
+func TestHSDPOverrides(t *testing.T) {
+	r := Record{Mode: "fsdp", Reshard: "4", World: 32, Replicate: 4}
+	o := r.Overrides()
+	if o.DP != 32 || o.Zero != "3" || o.DPReplicate != 4 || o.ReshardAfterForward != 4 {
+		t.Errorf("HSDP record: dp %d zero %q dp_replicate %d reshard_after_forward %d, want 32 3 4 4", o.DP, o.Zero, o.DPReplicate, o.ReshardAfterForward)
+	}
+	r.Reshard = "8" // the group's 8 GPUs: True
+	if o := r.Overrides(); o.ReshardAfterForward != 0 {
+		t.Errorf("reshard 8 over groups of 8: reshard_after_forward %d, want 0", o.ReshardAfterForward)
+	}
+}

@@ -298,7 +298,7 @@ func newConfig(spec *model.Spec) (*config, error) {
 		batch:           t.Batch,
 		sms:             int64(spec.Device.SMs),
 		threadsSM:       int64(spec.Device.ThreadsPerSM),
-		dp:              max(t.DP, 1),
+		dp:              t.FSDPShards(), // dp, or an HSDP group's GPUs
 		ep:              max(t.EP, 1),
 		efsdp:           max(t.DP, 1) * max(t.TP, 1) / max(t.EP, 1),
 		fsdpExperts:     t.FSDPExperts,

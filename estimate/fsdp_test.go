@@ -515,3 +515,31 @@ func TestFSDPCastsRopeTables(t *testing.T) {
 		})
 	}
 }
+
+// TestHSDP: HSDP's replicas of an FSDP group of dp/R GPUs hold what FSDP
+// over dp/R GPUs holds (each gradient shard's all-reduce across the
+// replicas is in place, foreach_reduce), with one more NCCL communicator
+// (the replicas' group; read from torch's source, not measured).
+func TestHSDP(t *testing.T) {
+	for _, zero := range []string{"2", "3"} {
+		o := model.Overrides{Batch: 1, Seq: 512, Precision: model.FSDPBF16, Zero: zero, FSDPInit: model.FSDPInitMeta}
+		est := func(dp, r int64) *Result {
+			t.Helper()
+			o := o
+			o.DP, o.DPReplicate = dp, r
+			res, err := Estimate(loadHF(t, "qwen3-0.6b.json", o))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		hsdp, fsdp := est(32, 4), est(8, 0)
+		if hsdp.PeakAllocated != fsdp.PeakAllocated || hsdp.PeakReserved != fsdp.PeakReserved {
+			t.Errorf("zero %s: HSDP 4 × 8 peaks %d/%d, FSDP over 8 %d/%d; want equal", zero,
+				hsdp.PeakAllocated, hsdp.PeakReserved, fsdp.PeakAllocated, fsdp.PeakReserved)
+		}
+		if hsdp.NCCLBytes() <= fsdp.NCCLBytes() {
+			t.Errorf("zero %s: HSDP's NCCL %d B, FSDP's %d B; want more (the replicas' communicator)", zero, hsdp.NCCLBytes(), fsdp.NCCLBytes())
+		}
+	}
+}

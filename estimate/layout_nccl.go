@@ -140,7 +140,14 @@ func scatterNCCL(c parallel.NCCL, tp int64) (source, receiver int64) {
 // broadcast's ring (bench/results/2026-11-27-tp-meta-heldout-h100x4.jsonl).
 func communicators(t model.Training, dtensorInit bool) int {
 	n, spans := 0, false
-	for _, d := range []int64{t.DP, t.TP, t.CP, t.PP} {
+	dims := []int64{t.DP, t.TP, t.CP, t.PP}
+	if r := t.DPReplicate; r > 1 {
+		// HSDP's two-dimensional mesh: the replicas' group and the
+		// FSDP group's, each its own communicator (read from torch's
+		// source; not measured: docs/multigpu.md, "HSDP").
+		dims = []int64{r, t.FSDPShards(), t.TP, t.CP, t.PP}
+	}
+	for _, d := range dims {
 		if d > 1 {
 			n++
 			spans = spans || d == worldSize(t)

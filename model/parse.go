@@ -37,6 +37,8 @@ type Overrides struct {
 	FSDPExperts string `json:",omitempty"`
 	// ReshardAfterForward replaces reshard_after_forward (0 leaves it).
 	ReshardAfterForward int64 `json:",omitempty"`
+	// DPReplicate replaces dp_replicate (0 leaves it).
+	DPReplicate int64 `json:",omitempty"`
 	// PP is the pipeline stages (0 leaves the spec's); PPSchedule the
 	// pipeline schedule ("" leaves it).
 	PP         int64
@@ -219,6 +221,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 	decodeLayout(e, tm, t, m, o)
 	epLine := decodeEP(e, tm, t, o)
 	reshardLine := decodeReshard(e, tm, t, o)
+	hsdpLine := decodeHSDP(e, tm, t, o)
 	decodeLoop(e, tm, t, o)
 	tm.finish()
 	checkStages(e, t, zline, pline, bline, o.Precision != "")
@@ -228,6 +231,7 @@ func decodeTraining(e *errs, n *yaml.Node, t *Training, m *Model, o Overrides) {
 		checkEP(e, t, m, epLine)
 		checkCP(e, t, m, tm, o)
 		checkReshard(e, t, reshardLine)
+		checkHSDP(e, t, hsdpLine)
 	}
 	if m.SeqInput() && t.Seq == 0 && m.Type != "" {
 		e.add(n.Line, "training: missing required field \"seq\" (the sequence length)")

@@ -49,7 +49,10 @@ func ReshardError(t *Training) error {
 		return fmt.Errorf("%d keeps FSDP2's parameters sharded over %d ranks between the forward and the backward, which needs ZeRO stage 3 (zero: 3), got stage %d", n, n, t.Zero)
 	case n == 1:
 		return fmt.Errorf("1 keeps the parameters unsharded from the forward to the backward (FSDP2 turns it into False): that is ZeRO stage 2 (zero: 2)")
-	case t.DP < 2 || t.DP%n != 0:
+	case t.FSDPShards() < 2 || t.FSDPShards()%n != 0:
+		if t.DPReplicate > 1 {
+			return fmt.Errorf("%d must divide the %d GPUs of an HSDP group", n, t.FSDPShards())
+		}
 		return fmt.Errorf("%d must divide the data-parallel size %d", n, t.DP)
 	case t.TP > 1:
 		return fmt.Errorf("torch 2.11's FSDP2 does not reshard to fewer ranks beside tensor parallelism (tp %d): to_sharded_post_forward raises \"Resharding to smaller mesh with TP is not supported yet\"", t.TP)

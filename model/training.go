@@ -212,6 +212,14 @@ type Training struct {
 	// resharding over every rank. docs/multigpu.md, "Resharding to N
 	// ranks".
 	ReshardAfterForward int64 `json:"reshard_after_forward,omitempty"`
+	// DPReplicate, above 1 under ZeRO 2 or 3, is HSDP: FSDP2 over a
+	// two-dimensional mesh whose dp GPUs are DPReplicate replicas of an
+	// FSDP group of dp/DPReplicate (torchtitan's
+	// data_parallel_replicate_degree): each parameter is sharded over
+	// its group only (FSDPShards), and each gradient shard all-reduced
+	// in place across the replicas after its reduce-scatter. 0 or 1:
+	// FSDP over all dp. docs/multigpu.md, "HSDP".
+	DPReplicate int64 `json:"dp_replicate,omitempty"`
 	// FSDPExperts is how FSDP2 shards a block's fused expert weights
 	// [experts, …] (stages 2 and 3): "" (FSDPExpertsDim0, fully_shard's
 	// default) along the experts, each rank's share padded to whole

@@ -164,7 +164,10 @@ func printEstimate(w io.Writer, r *estimate.Result, adv *tuner.AllocAdvice) erro
 		setup += fmt.Sprintf(", data-parallel %d, ZeRO stage %d over dp·cp = %d GPUs (per GPU below)", max(t.DP, 1), t.Zero, max(t.DP, 1)*t.CP)
 	case t.DP > 1 || t.Zero > 0:
 		setup += fmt.Sprintf(", %d GPUs data-parallel, ZeRO stage %d", max(t.DP, 1), t.Zero)
-		if n := t.ReshardAfterForward; n > 1 && n < t.DP {
+		if r := t.DPReplicate; r > 1 {
+			setup += fmt.Sprintf(" over HSDP groups of %d (%d replicas)", t.FSDPShards(), r)
+		}
+		if n := t.ReshardAfterForward; n > 1 && n < t.FSDPShards() {
 			setup += fmt.Sprintf(" resharded to %d GPUs after each forward", n)
 		}
 		setup += " (per GPU below)"

@@ -13,7 +13,7 @@ if ranks:
     r0 = ranks[0]
     for k in ("spec", "mode", "reshard", "world", "training", "date", "memplan", "torch", "cuda", "nccl", "gpu",
               "driver", "transformers", "parameters", "env", "ep", "router", "ep_skew", "step_pause", "lora", "meta_init",
-              "fsdp_experts", "keep_cache", "fake_world"):
+              "fsdp_experts", "keep_cache", "fake_world", "replicate"):
         rec[k] = r0.get(k)
     for k in ("peak_allocated_bytes", "peak_reserved_bytes", "device_total_used_bytes"):
         v = [r.get(k) for r in ranks]

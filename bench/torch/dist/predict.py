@@ -40,8 +40,11 @@ def train_cmd(args, world):
     src = ["--hf", spec] if spec.endswith(".json") else [spec]
     cmd = ["estimate"] + src + ["--batch", opts["batch"], "--seq", opts["seq"], "--precision", opts["precision"],
                                 "--dp", world, "--zero", str(zero)]
-    if mode == "fsdp" and 1 < to < int(world):
+    rep = int(opts.get("replicate", "1"))
+    if mode == "fsdp" and 1 < to < int(world) // rep:
         cmd += ["--reshard-after-forward", str(to)]
+    if mode == "fsdp" and rep > 1:
+        cmd += ["--dp-replicate", str(rep)]  # train.py --replicate: HSDP
     if int(opts.get("ep", "1")) > 1:
         # The tied router (--router zero) sends one rank all its group's
         # pairs: the skew is ep. Random routing: memplan's default allowance.

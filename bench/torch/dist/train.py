@@ -72,8 +72,10 @@ def memplan_command(a, t):
     src = ("--hf " if a.spec.endswith(".json") else "") + a.spec
     c = "memplan estimate %s --batch %d --seq %d --precision %s --dp %d --zero %d" % (
         src, t["batch"], t["seq"], t["precision"], a.world, zero)
-    if a.mode == "fsdp" and 1 < to < a.world:
+    if a.mode == "fsdp" and 1 < to < a.world // max(a.replicate, 1):
         c += " --reshard-after-forward %d" % to
+    if a.mode == "fsdp" and a.replicate > 1:
+        c += " --dp-replicate %d" % a.replicate
     if a.ep > 1:
         c += " --ep %d --ep-skew %s" % (a.ep, a.ep_skew)
     if a.grad_accum_n > 1:
@@ -226,6 +228,12 @@ def wrap(a, model, kind, t, torch, rank):
         kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     r = a.reshard
     raf = True if r == "true" else False if r == "false" else int(r)
+    if a.replicate > 1:
+        # HSDP: FSDP2 over a (replicate, shard) mesh, each parameter sharded
+        # over its group of world/R ranks (memplan's --dp-replicate).
+        from torch.distributed.device_mesh import init_device_mesh
+        assert a.world % a.replicate == 0 and a.ep == 1, "--replicate divides the world, without --ep"
+        kw["mesh"] = init_device_mesh("cuda", (a.replicate, a.world // a.replicate), mesh_dim_names=("replicate", "shard"))
     blocks = None
     for _, mod in model.named_modules():
         if isinstance(mod, torch.nn.ModuleList) and len(mod) > 1:
@@ -249,6 +257,8 @@ def main():
     ap.add_argument("spec")
     ap.add_argument("--mode", required=True, choices=["ddp", "ddp-view", "zero1", "fsdp"])
     ap.add_argument("--reshard", default="true")
+    ap.add_argument("--replicate", type=int, default=1,
+                    help="with --mode fsdp: HSDP, R replicas of an FSDP group of world/R ranks (a 2-D mesh)")
     for k in ("batch", "seq"):
         ap.add_argument("--" + k, dest=k, type=int)
     for k in ("precision", "checkpointing"):
@@ -324,6 +334,7 @@ def main():
         raise SystemExit("fsdp-bf16 needs --mode fsdp")
     rec = {"label": a.label, "spec": a.spec, "mode": a.mode, "reshard": a.reshard if a.mode == "fsdp" else None,
            "step_pause": 0 if a.no_pause else 0.2, "meta_init": a.meta_init, "keep_cache": a.keep_cache, "fsdp_experts": a.fsdp_experts,
+           "replicate": a.replicate if a.replicate > 1 else None,
            "rank": rank, "world": a.world, "fake_world": fake or None, "training": t, "date": time.strftime("%Y-%m-%d"),
            "memplan": memplan_command(a, t), **measure.versions(torch),
            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
