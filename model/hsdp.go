@@ -5,17 +5,7 @@ import "fmt"
 // decodeHSDP reads dp_replicate from the training mapping and applies its
 // flag; it returns the key's line for checkHSDP (0: none, or the flag's).
 func decodeHSDP(e *errs, tm *mapping, t *Training, o Overrides) int {
-	line := 0
-	if n := tm.get("dp_replicate"); n != nil {
-		line = n.Line
-	}
-	tm.int("dp_replicate", &t.DPReplicate, false)
-	if o.DPReplicate < 0 {
-		e.add(0, "--dp-replicate: must be positive, got %d", o.DPReplicate)
-	} else if o.DPReplicate > 0 {
-		t.DPReplicate, line = o.DPReplicate, 0
-	}
-	return line
+	return decodeCount(e, tm, "dp_replicate", &t.DPReplicate, o.DPReplicate)
 }
 
 // checkHSDP checks dp_replicate once the data-parallel size is final

@@ -1,20 +1,30 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // decodeReshard reads reshard_after_forward from the training mapping
 // and applies its flag; it returns the key's line for checkReshard (0:
 // none, or the flag's).
 func decodeReshard(e *errs, tm *mapping, t *Training, o Overrides) int {
+	return decodeCount(e, tm, "reshard_after_forward", &t.ReshardAfterForward, o.ReshardAfterForward)
+}
+
+// decodeCount reads the count key from the training mapping into dst and
+// applies its flag's value (0: unset; negative: refused); it returns the
+// key's line for later checks (0: none, or the flag's).
+func decodeCount(e *errs, tm *mapping, key string, dst *int64, flag int64) int {
 	line := 0
-	if n := tm.get("reshard_after_forward"); n != nil {
+	if n := tm.get(key); n != nil {
 		line = n.Line
 	}
-	tm.int("reshard_after_forward", &t.ReshardAfterForward, false)
-	if o.ReshardAfterForward < 0 {
-		e.add(0, "--reshard-after-forward: must be positive, got %d", o.ReshardAfterForward)
-	} else if o.ReshardAfterForward > 0 {
-		t.ReshardAfterForward, line = o.ReshardAfterForward, 0
+	tm.int(key, dst, false)
+	if flag < 0 {
+		e.add(0, "--%s: must be positive, got %d", strings.ReplaceAll(key, "_", "-"), flag)
+	} else if flag > 0 {
+		*dst, line = flag, 0
 	}
 	return line
 }
