@@ -31,6 +31,8 @@ func (t *Training) FSDPShards() int64 {
 func HSDPError(t *Training) error {
 	r := t.DPReplicate
 	switch {
+	case r < 0:
+		return fmt.Errorf("must be positive, got %d", r)
 	case r <= 1:
 		return nil
 	case t.Zero < 2:

@@ -29,6 +29,7 @@ func TestHSDP(t *testing.T) {
 		{"groups of one", spec(3, 4, "  dp_replicate: 4\n"), 0, 0, "groups of two GPUs or more"},
 		{"offload", spec(3, 32, "  dp_replicate: 4\n  offload: optimizer\n"), 0, 0, "not simulated with offload"},
 		{"negative flag", spec(3, 32, ""), -2, 0, "--dp-replicate: must be positive, got -2"},
+		{"negative", spec(3, 32, "  dp_replicate: -4\n"), 0, 0, "x.yaml:13: dp_replicate: must be positive, got -4"},
 		{"reshard within a group", spec(3, 32, "  dp_replicate: 4\n  reshard_after_forward: 16\n"), 0, 0, "16 must divide the 8 GPUs of an HSDP group"},
 		{"reshard to 4 of 8", spec(3, 32, "  dp_replicate: 4\n  reshard_after_forward: 4\n"), 0, 8, ""},
 	} {
