@@ -21,6 +21,8 @@ func FuzzParse(f *testing.F) {
 		"training:\n  batch: 1\n  seq: 8\n  optimizer: paged_adamw_8bit\n  quant: int8\n  lora: {rank: 4, adapter_dtype: base}\n"))
 	f.Add([]byte("name: x\nmodel: {type: llama, layers: 4, hidden: 64, heads: 4, kv_heads: 2, intermediate: 128, vocab: 101}\ndevice: h100-80gb\n" +
 		"training:\n  batch: 1\n  seq: 8\n  tp: 2\n  sp: true\n  pp: 2\n  pp_schedule: interleaved\n  pp_virtual: 2\n  grad_accum: 4\n"))
+	f.Add([]byte("name: x\nmodel: {type: llama, layers: 2, hidden: 64, heads: 4, intermediate: 128, vocab: 100}\ndevice: h100-80gb\n" +
+		"training:\n  batch: 1\n  seq: 8\n  dp: 32\n  zero: 3\n  dp_replicate: 4\n  reshard_after_forward: 4\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data, Overrides{})
 		if err != nil {
