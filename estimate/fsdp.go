@@ -99,7 +99,7 @@ func (s *sim) unshard(u *fsdpUnit) {
 	u.held = u.held[:0]
 	var tmp []*tensor
 	for _, p := range u.order {
-		n := padShard(p, u.deg) * u.deg
+		n := u.storage(p)
 		t := s.alloc(n, p.dt, catParam, p.name)
 		t.prefix = "unsharded "
 		u.held = append(u.held, t)
@@ -148,7 +148,7 @@ func (s *sim) postForward(u *fsdpUnit) {
 	}
 	u.unsharded = false
 	for i, p := range u.order {
-		t := s.alloc(padShard(p, u.deg)*u.deg/n, p.dt, catParam, p.name)
+		t := s.alloc(u.storage(p)/n, p.dt, catParam, p.name)
 		t.prefix = "post-forward shard of "
 		u.postFwd = append(u.postFwd, t)
 		s.unref(u.held[i])

@@ -438,7 +438,7 @@ func TestReshardAfterForward(t *testing.T) {
 						params = len(s.params)
 						for _, u := range s.units {
 							for _, p := range u.order {
-								wantBytes += padShard(p, u.deg) * u.deg / n * p.dt
+								wantBytes += u.storage(p) / n * p.dt
 							}
 						}
 					}

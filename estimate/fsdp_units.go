@@ -43,6 +43,10 @@ type fsdpUnit struct {
 	grads []*tensor
 }
 
+// storage is the elements of p's unsharded storage in u: its padded shard
+// times the unit's ranks (FSDPParam.init_all_gather_outputs; unshard).
+func (u *fsdpUnit) storage(p *tensor) int64 { return padShard(p, u.deg) * u.deg }
+
 // fsdpUnits groups the parameters by unit, the root first (it is gathered
 // first), then the blocks in order, each after its nested experts unit
 // (FSDP2's post-forward order, which its backward prefetch follows back);

@@ -130,9 +130,6 @@ func padShard(t *tensor, w int64) int64 {
 // second dimension (model.ExpertsAlongDim1): each block's local experts
 // over the ranks that shard them (degree).
 func (s *sim) markDim1() {
-	if s.cfg.zero < 2 || s.cfg.fsdpExperts == model.FSDPExpertsDim0 {
-		return
-	}
 	for _, list := range [][]*tensor{s.params, s.frozen} {
 		for _, p := range list {
 			s.markDim1Of(p)
