@@ -71,7 +71,8 @@ def main():
     ap.add_argument("--no-sp", action="store_true", help="tensor parallelism without sequence parallelism")
     ap.add_argument("--reshard", type=int, default=0,
                     help="with --dp and FSDP: the blocks' reshard_after_forward=N (N dividing dp: each block keeps "
-                         "1/N of its parameters from its forward to its backward); the root is left to torch")
+                         "1/N of its parameters from its forward to its backward); the root is left to torch. "
+                         "torch 2.11 refuses it beside tensor parallelism (held-out set 95)")
     ap.add_argument("--loss-parallel", action="store_true")
     ap.add_argument("--ep", type=int, default=1,
                     help="a spec with experts: expert parallelism over dp·tp (ep.py; with sp, FSDP when dp > 1)")
