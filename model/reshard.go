@@ -5,6 +5,11 @@ import (
 	"strings"
 )
 
+// NodeGPUs is the GPUs of one node memplan assumes where it is not told:
+// plan's default --node-size, and the node tune's sharding search
+// reshards to (ReshardAfterForward).
+const NodeGPUs = 8
+
 // decodeReshard reads reshard_after_forward from the training mapping
 // and applies its flag; it returns the key's line for checkReshard (0:
 // none, or the flag's).

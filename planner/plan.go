@@ -17,7 +17,8 @@ type Request struct {
 	// GPUs, when set, is the exact number of GPUs; otherwise layouts use
 	// at most MaxGPUs (whole nodes once they span more than one).
 	GPUs, MaxGPUs int64
-	// NodeSize is the GPUs per node: TP stays inside one (default 8).
+	// NodeSize is the GPUs per node: TP stays inside one (default
+	// model.NodeGPUs).
 	NodeSize int64
 	// Top is how many fitting layouts to return (default 10).
 	Top int
@@ -150,7 +151,7 @@ func (r *Request) defaults() error {
 		r.MaxGPUs = DefaultMaxGPUs
 	}
 	if r.NodeSize == 0 {
-		r.NodeSize = 8
+		r.NodeSize = model.NodeGPUs
 	}
 	if r.Top == 0 {
 		r.Top = 10

@@ -335,10 +335,6 @@ func (f *fixer) sharding() {
 	}
 }
 
-// nodeGPUs is the GPUs of one node the sharding search assumes (as the
-// planner's default --node-size).
-const nodeGPUs = 8
-
 // fewestResharded is the fewest of ns GPUs, more than a node's and at
 // least from (where ZeRO 3 first fits: it never needs more), at which
 // ZeRO 3 resharded to the node's GPUs after each forward fits (FSDP2's
@@ -352,8 +348,8 @@ func (f *fixer) fewestResharded(ns []int64, from, experts int64, ck bool) (Fix, 
 	t := f.spec.Training
 	var big []int64
 	for _, n := range ns {
-		t.DP, t.Zero, t.ReshardAfterForward = n, 3, nodeGPUs
-		if n > nodeGPUs && n >= from && model.ReshardError(&t) == nil && !model.ExpertsPadded(experts, &t) {
+		t.DP, t.Zero, t.ReshardAfterForward = n, 3, model.NodeGPUs
+		if n > model.NodeGPUs && n >= from && model.ReshardError(&t) == nil && !model.ExpertsPadded(experts, &t) {
 			big = append(big, n)
 		}
 	}
@@ -362,13 +358,13 @@ func (f *fixer) fewestResharded(ns []int64, from, experts int64, ck bool) (Fix, 
 	}
 	return f.fewest(big, func(n int64) cand {
 		c := shard(n, 3, ck)
-		c.change += fmt.Sprintf(" --reshard-after-forward %d", nodeGPUs)
+		c.change += fmt.Sprintf(" --reshard-after-forward %d", model.NodeGPUs)
 		c.why = fmt.Sprintf("parameters sharded, each unit keeping 1/%d of them from its forward to its backward, whose all-gather stays inside a node of %d GPUs (FSDP2's reshard_after_forward=%d), %d GPUs",
-			nodeGPUs, nodeGPUs, nodeGPUs, n)
+			model.NodeGPUs, model.NodeGPUs, model.NodeGPUs, n)
 		apply := c.apply
 		c.apply = func(x *model.Training) {
 			apply(x)
-			x.ReshardAfterForward = nodeGPUs
+			x.ReshardAfterForward = model.NodeGPUs
 		}
 		return c
 	})

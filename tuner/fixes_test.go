@@ -79,14 +79,14 @@ func allFixes(spec *model.Spec, band Band, margin float64, oracle Oracle) []Fix 
 				// ZeRO 3 resharded to a node's GPUs, before ZeRO 3.
 				walk(func(n int64) (cand, bool) {
 					at := t
-					at.DP, at.Zero, at.ReshardAfterForward = n, 3, nodeGPUs
-					if n <= nodeGPUs || model.ReshardError(&at) != nil || model.ExpertsPadded(experts, &at) {
+					at.DP, at.Zero, at.ReshardAfterForward = n, 3, model.NodeGPUs
+					if n <= model.NodeGPUs || model.ReshardError(&at) != nil || model.ExpertsPadded(experts, &at) {
 						return cand{}, false
 					}
-					change, cost := withCkpt(fmt.Sprintf("--dp %d --zero 3 --reshard-after-forward %d", n, nodeGPUs), 7, ck)
+					change, cost := withCkpt(fmt.Sprintf("--dp %d --zero 3 --reshard-after-forward %d", n, model.NodeGPUs), 7, ck)
 					return cand{change, fmt.Sprintf("parameters sharded, each unit keeping 1/%d of them from its forward to its backward, whose all-gather stays inside a node of %d GPUs (FSDP2's reshard_after_forward=%d), %d GPUs",
-						nodeGPUs, nodeGPUs, nodeGPUs, n), cost, func(x *model.Training) {
-						x.DP, x.Zero, x.ReshardAfterForward = n, 3, nodeGPUs
+						model.NodeGPUs, model.NodeGPUs, model.NodeGPUs, n), cost, func(x *model.Training) {
+						x.DP, x.Zero, x.ReshardAfterForward = n, 3, model.NodeGPUs
 						if ck {
 							x.Checkpointing = model.Checkpointing{Mode: model.CkptBlock}
 						}

@@ -68,7 +68,7 @@ Example:
 			&cli.Int64Flag{Name: "global-batch", Usage: "samples per optimizer step (dp × micro-batch × accumulation)", Required: true},
 			&cli.Int64Flag{Name: "gpus", Usage: "exactly N GPUs"},
 			&cli.Int64Flag{Name: "max-gpus", Usage: "at most N GPUs (default 1024)"},
-			&cli.Int64Flag{Name: "node-size", Value: 8, Usage: "GPUs per node; tensor parallelism stays inside one"},
+			&cli.Int64Flag{Name: "node-size", Value: model.NodeGPUs, Usage: "GPUs per node; tensor parallelism stays inside one"},
 			&cli.IntFlag{Name: "top", Value: 10, Usage: "how many layouts to list"},
 			&cli.Float64Flag{Name: "margin", Value: tuner.DefaultMargin, Usage: "safety margin below the band's upper edge, as a fraction of it"},
 			&cli.Int64Flag{Name: "max-microbatches", Value: planner.MaxPipelineMicrobatches, Usage: "the most micro-batches per step of a pipeline layout the plan simulates (each costs time; longer ones are listed as not simulated)"},
