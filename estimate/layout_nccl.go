@@ -57,7 +57,7 @@ func layoutNCCL(t model.Training, dtensorInit, tpAllToAll bool) parallel.NCCL {
 			}
 		}
 	}
-	if n := t.ReshardAfterForward; n > 1 && n < t.DP {
+	if n := t.ReshardAfterForward; n > 1 && n < t.FSDPShards() {
 		// FSDP2's post-forward mesh: the backward's all-gathers run
 		// within groups of N ranks, a communicator of its own (read
 		// from torch's _get_post_forward_mesh_info; not measured under
